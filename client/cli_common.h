@@ -1,0 +1,48 @@
+// What every `symdex` verb shares: the database location, --json, exit codes, error printing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "server/common/status.h"
+#include "server/store/sqlite_db.h"
+
+namespace symdex::cli {
+
+// Exit codes are a contract with scripts; README and --help list them.
+enum Exit : int {
+  kFound = 0,      // success / found
+  kNotFound = 1,   // the query matched nothing
+  kAmbiguous = 2,  // several candidates where one was needed, or a usage error
+  kEnvError = 3,   // environment or input problem: no index, unreadable or malformed input
+};
+
+struct GlobalOptions {
+  std::string db;  // resolved by DbPath()
+  bool json = false;
+};
+
+// --db, else $SYMDEX_DB, else /var/lib/symdex/index.db as root, else
+// $XDG_STATE_HOME/symdex/index.db (~/.local/state/symdex/index.db).
+std::string DbPath(const GlobalOptions& g);
+
+// Prints "symdex: <message>" to stderr (or a JSON error object to stdout with --json) and
+// returns the matching exit code: InvalidArgument -> 2, anything else -> 3.
+int Fail(const GlobalOptions& g, const absl::Status& s);
+
+absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g);
+absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
+
+void PrintJson(const nlohmann::json& j);
+
+std::string Hex(uint64_t v);           // "ffffffff81000000"
+std::string FormatTime(int64_t unix);  // "2026-11-29 23:59:01 UTC"
+
+// Registers the verbs' subcommands on `app`; each returns its exit code through `exit_code`.
+void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
+void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
+void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
+
+}  // namespace symdex::cli

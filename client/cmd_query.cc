@@ -1,0 +1,162 @@
+// symdex which / symdex dups: kallsyms-level answers.
+#include <fmt/core.h>
+
+#include <map>
+
+#include "client/cli_common.h"
+#include "server/common/strings.h"
+#include "server/query/symbol_query.h"
+
+namespace symdex::cli {
+namespace {
+
+std::string Location(const query::Instance& in) {
+  if (in.addr) return Hex(*in.addr);
+  return fmt::format("{}+{:#x}", in.section, in.section_offset);
+}
+
+std::string SizeText(const query::Instance& in) {
+  if (!in.size) return "?";
+  return fmt::format("{}{:#x}", in.size_exact ? "" : "~", *in.size);
+}
+
+nlohmann::json ToJson(const query::Instance& in) {
+  nlohmann::json j = {{"name", in.name},
+                      {"module", in.module.empty() ? "vmlinux" : in.module},
+                      {"type", std::string(1, in.type)},
+                      {"probe", in.probe},
+                      {"same_name_total", in.same_name_total},
+                      {"same_name_in_module", in.same_name_in_module}};
+  j["address"] = in.addr ? nlohmann::json("0x" + Hex(*in.addr)) : nlohmann::json(nullptr);
+  j["text_offset"] = in.text_offset ? nlohmann::json(*in.text_offset) : nlohmann::json(nullptr);
+  if (!in.section.empty()) {
+    j["section"] = in.section;
+    j["section_offset"] = in.section_offset;
+    j["init_or_exit"] = in.init_or_exit;
+  }
+  j["size"] = in.size ? nlohmann::json(*in.size) : nlohmann::json(nullptr);
+  j["size_exact"] = in.size_exact;
+  return j;
+}
+
+void PrintInstanceRow(const query::Instance& in, bool show_name) {
+  std::string module = in.module.empty() ? "vmlinux" : in.module;
+  std::string probe = in.probe.empty() ? "-" : in.probe;
+  if (in.init_or_exit) probe += "  (init/exit: not resident after load)";
+  if (show_name) {
+    fmt::print("  {:<32} {:<20} {:<24} {} {:>8}  {}\n", in.name, module, Location(in), in.type, SizeText(in), probe);
+  } else {
+    fmt::print("  {:<20} {:<24} {} {:>8}  {}\n", module, Location(in), in.type, SizeText(in), probe);
+  }
+}
+
+struct WhichOptions {
+  std::string target;
+  std::string name;
+  bool exact = false;
+};
+
+int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  auto found = query::Which(*db, *t, o.name, !o.exact);
+  if (!found.ok()) return Fail(g, found.status());
+  if (g.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& in : *found) arr.push_back(ToJson(in));
+    PrintJson({{"target", t->name}, {"name", o.name}, {"count", found->size()}, {"instances", arr}});
+  } else if (found->empty()) {
+    fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", o.name, t->name);
+  } else {
+    fmt::print("{}: {} instance{} in target '{}'\n", o.name, found->size(), found->size() == 1 ? "" : "s", t->name);
+    fmt::print("  {:<32} {:<20} {:<24} {} {:>8}  {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE", "KPROBE TARGET");
+    for (const auto& in : *found) PrintInstanceRow(in, true);
+  }
+  return found->empty() ? kNotFound : kFound;
+}
+
+struct DupsCliOptions {
+  std::string target;
+  query::DupsOptions q;
+};
+
+int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  auto groups = query::Dups(*db, *t, o.q);
+  if (!groups.ok()) return Fail(g, groups.status());
+  size_t symbols = 0, vmlinux_only = 0;
+  for (const auto& gr : *groups) {
+    symbols += gr.instances.size();
+    bool all_vmlinux = true;
+    size_t in_vmlinux = 0;
+    for (const auto& in : gr.instances) {
+      all_vmlinux &= in.module.empty();
+      in_vmlinux += in.module.empty();
+    }
+    vmlinux_only += in_vmlinux > 1;
+    (void)all_vmlinux;
+  }
+  if (g.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& gr : *groups) {
+      nlohmann::json inst = nlohmann::json::array();
+      for (const auto& in : gr.instances) inst.push_back(ToJson(in));
+      arr.push_back({{"name", gr.name}, {"count", gr.instances.size()}, {"instances", inst}});
+    }
+    PrintJson({{"target", t->name},
+               {"types", o.q.all_types ? "all" : "text"},
+               {"names", groups->size()},
+               {"symbols", symbols},
+               {"names_duplicated_within_vmlinux", vmlinux_only},
+               {"duplicates", arr}});
+  } else {
+    for (const auto& gr : *groups) {
+      std::map<std::string, int> per;
+      for (const auto& in : gr.instances) ++per[in.module.empty() ? "vmlinux" : in.module];
+      std::string where;
+      for (const auto& [m, n] : per) where += fmt::format("{}{}{}", where.empty() ? "" : ", ", m, n > 1 ? fmt::format(" x{}", n) : "");
+      fmt::print("{} ({}: {})\n", gr.name, gr.instances.size(), where);
+      for (const auto& in : gr.instances) PrintInstanceRow(in, false);
+    }
+    fmt::print("{} duplicated {} names, {} symbols carry them ({} names repeat inside vmlinux) in target '{}'\n",
+               groups->size(), o.q.all_types ? "symbol" : "text", symbols, vmlinux_only, t->name);
+  }
+  return groups->empty() ? kNotFound : kFound;
+}
+
+}  // namespace
+
+void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
+  auto w = std::make_shared<WhichOptions>();
+  CLI::App* which = app.add_subcommand("which", "Every instance of a symbol name, with its kprobe target");
+  which->add_option("NAME", w->name, "Symbol name as kallsyms shows it (e.g. name_show)")->required();
+  which->add_option("-t,--target", w->target, "Target to query (default: 'host', or the only one)");
+  which->add_flag("--exact", w->exact, "Only NAME itself, not its compiler clones (NAME.isra.0, NAME.cold, ...)");
+  which->footer(
+      "Columns: module (vmlinux or the module), address (offline modules: section+offset),\n"
+      "nm type, size (~ = distance to the next symbol), and the kprobe_events target the\n"
+      "kernel accepts for exactly that instance: NAME if unique, MOD:NAME if unique in MOD,\n"
+      "_text+N for vmlinux (KASLR-proof), else the absolute address.\n"
+      "Exit: 0 found, 1 no such symbol, 2 usage, 3 no index.");
+  which->callback([&g, &exit_code, w] { exit_code = RunWhich(g, *w); });
+
+  auto d = std::make_shared<DupsCliOptions>();
+  CLI::App* dups = app.add_subcommand("dups", "Duplicated symbol names, counted over vmlinux + modules");
+  dups->add_option("-t,--target", d->target, "Target to query (default: 'host', or the only one)");
+  dups->add_option("-m,--module", d->q.module, "Only names with an instance in this module ('vmlinux' allowed)");
+  dups->add_flag("--all-types", d->q.all_types, "Count every symbol type, not only text (t/T)");
+  dups->add_flag("--no-init", d->q.no_init, "Leave out module .init/.exit text (freed or never loaded)");
+  dups->footer(
+      "Counts as kas_alias did: text symbols over vmlinux + all modules, skipping generated\n"
+      "names (__func__.N, CSWTCH.N, __key.N, __pfx_*, __cfi_*, __UNIQUE_ID_*, ...) and the\n"
+      "[bpf]/[__builtin__*] pseudo-modules.\n"
+      "Exit: 0 duplicates listed, 1 none, 2 usage, 3 no index.");
+  dups->callback([&g, &exit_code, d] { exit_code = RunDups(g, *d); });
+}
+
+}  // namespace symdex::cli

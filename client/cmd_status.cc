@@ -1,0 +1,86 @@
+// symdex status: what is indexed, from which files, with which problems.
+#include <fmt/core.h>
+
+#include <map>
+
+#include "server/common/strings.h"
+#include "client/cli_common.h"
+#include "server/store/index_store.h"
+
+namespace symdex::cli {
+namespace {
+
+std::vector<std::string> Warnings(const std::string& joined) {
+  if (joined.empty()) return {};
+  std::vector<std::string> out;
+  for (auto w : Split(joined, '\n', true)) out.emplace_back(w);
+  return out;
+}
+
+int RunStatus(const GlobalOptions& g, bool verbose) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto version = db->UserVersion();
+  auto targets = store::ListTargets(*db);
+  if (!targets.ok()) return Fail(g, targets.status());
+  nlohmann::json jt = nlohmann::json::array();
+  if (!g.json) fmt::print("index {} (schema {})\n", DbPath(g), version.ok() ? *version : -1);
+  if (!g.json && targets->empty()) fmt::print("no targets: run 'symdex index'\n");
+  for (const auto& t : *targets) {
+    auto counts = store::CountTarget(*db, t.id);
+    if (!counts.ok()) return Fail(g, counts.status());
+    auto files = store::TargetFiles(*db, t.id);
+    if (!files.ok()) return Fail(g, files.status());
+    std::map<std::string, int> by_status;
+    for (const auto& f : *files) ++by_status[f.status];
+    if (g.json) {
+      nlohmann::json jf = nlohmann::json::array();
+      for (const auto& f : *files) {
+        jf.push_back({{"role", f.role}, {"path", f.path}, {"status", f.status}, {"detail", f.detail}});
+      }
+      jt.push_back({{"name", t.name},
+                    {"kind", t.kind},
+                    {"release", t.release},
+                    {"build_id", t.build_id},
+                    {"text_addr", t.text_addr ? nlohmann::json("0x" + Hex(*t.text_addr)) : nlohmann::json(nullptr)},
+                    {"source", t.source},
+                    {"indexed_at", t.indexed_at},
+                    {"generation", t.generation},
+                    {"modules", counts->modules},
+                    {"vmlinux_symbols", counts->vmlinux_symbols},
+                    {"module_symbols", counts->module_symbols},
+                    {"text_symbols", counts->text_symbols},
+                    {"warnings", Warnings(t.warnings)},
+                    {"files", jf}});
+      continue;
+    }
+    fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
+    fmt::print("  vmlinux build-id  {}\n", t.build_id.empty() ? "(unknown)" : t.build_id);
+    fmt::print("  _text             {}\n", t.text_addr ? Hex(*t.text_addr) : "(unknown)");
+    fmt::print("  indexed           {} (generation {}) from {}\n", FormatTime(t.indexed_at), t.generation, t.source);
+    fmt::print("  symbols           {} vmlinux + {} in {} modules ({} text)\n", counts->vmlinux_symbols,
+               counts->module_symbols, counts->modules, counts->text_symbols);
+    std::string summary;
+    for (const auto& [s, n] : by_status) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, s);
+    fmt::print("  input files       {}\n", summary);
+    for (const auto& f : *files) {
+      if (verbose || f.status == "error" || (f.status == "missing" && f.role != "module")) {
+        fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
+      }
+    }
+    for (const auto& w : Warnings(t.warnings)) fmt::print("  warning           {}\n", w);
+  }
+  if (g.json) PrintJson({{"db", DbPath(g)}, {"schema_version", version.ok() ? *version : -1}, {"targets", jt}});
+  return kFound;
+}
+
+}  // namespace
+
+void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
+  auto verbose = std::make_shared<bool>(false);
+  CLI::App* c = app.add_subcommand("status", "Targets in the index: build-IDs, counts, input files and their problems");
+  c->add_flag("-v,--verbose", *verbose, "List every input file, not only the problems");
+  c->callback([&g, &exit_code, verbose] { exit_code = RunStatus(g, *verbose); });
+}
+
+}  // namespace symdex::cli

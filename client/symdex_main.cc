@@ -1,0 +1,50 @@
+// symdex: find out which of the kernel's same-named functions is which, and name exactly one.
+// Works embedded (opens the SQLite index directly); no daemon needed.
+#include <fmt/core.h>
+
+#include "client/cli_common.h"
+
+int main(int argc, char** argv) {
+  using namespace symdex::cli;
+  CLI::App app{
+      "symdex - kernel symbol disambiguation.\n"
+      "Indexes /proc/kallsyms (or an offline System.map + modules) into SQLite and answers which\n"
+      "of the kernel's same-named functions is which, with the kprobe target for each."};
+  app.name("symdex");
+  app.set_version_flag("--version", SYMDEX_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();
+  GlobalOptions g;
+  app.add_option("--db", g.db, "SQLite index to use (default: $SYMDEX_DB, /var/lib/symdex/index.db as "
+                               "root, else $XDG_STATE_HOME/symdex/index.db)");
+  app.add_flag("--json", g.json, "Machine-readable JSON on stdout (errors too)");
+  app.footer(
+      "Examples:\n"
+      "  symdex index                         index this host (needs root or CAP_SYSLOG)\n"
+      "  symdex which name_show               every name_show with its kprobe target\n"
+      "  symdex dups --module uio             duplicated names that touch module uio\n"
+      "  symdex index --system-map /boot/System.map-6.1.0-28-cloud-amd64 \\\n"
+      "               --modules-dir /lib/modules/6.1.0-28-cloud-amd64   index an offline kernel\n"
+      "  symdex status --json                 what is indexed, from where, with which problems\n"
+      "\n"
+      "Exit codes: 0 found/success, 1 not found, 2 ambiguous or usage error,\n"
+      "            3 environment or input error (no index, unreadable or malformed input).");
+
+  int exit_code = 0;
+  AddIndexCommand(app, g, exit_code);
+  AddQueryCommands(app, g, exit_code);
+  AddStatusCommand(app, g, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kAmbiguous;
+  }
+  return exit_code;
+}

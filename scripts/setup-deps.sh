@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package symdex needs to build, test and benchmark.
+# Idempotent and non-interactive: safe to run on every CI run and every fresh machine.
+set -euo pipefail
+
+PKGS=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev llvm-14
+  # libraries
+  libelf-dev libdw-dev libdebuginfod-dev libsqlite3-dev sqlite3
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
+  libssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzstd-dev liblzma-dev zlib1g-dev
+  # tests
+  libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+echo "setup-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,227 @@
+#include "server/store/index_store.h"
+
+#include "server/common/strings.h"
+
+namespace symdex::store {
+namespace {
+
+std::optional<int64_t> OptAddr(const std::optional<uint64_t>& v) {
+  return v ? std::optional<int64_t>(ToDb(*v)) : std::nullopt;
+}
+std::optional<uint64_t> OptU64(const std::optional<int64_t>& v) {
+  return v ? std::optional<uint64_t>(FromDb(*v)) : std::nullopt;
+}
+std::optional<std::string> OptHex(const std::optional<BuildId>& id) {
+  return id ? std::optional<std::string>(id->ToHex()) : std::nullopt;
+}
+std::optional<std::string> NonEmpty(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+constexpr const char* kTargetCols =
+    "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
+    "indexed_at, generation";
+
+TargetInfo ReadTarget(const Stmt& st) {
+  TargetInfo t;
+  t.id = st.Int(0);
+  t.name = st.Text(1);
+  t.kind = st.Text(2);
+  t.release = st.Text(3);
+  t.build_id = st.Text(4);
+  t.source = st.Text(5);
+  t.warnings = st.Text(6);
+  t.text_addr = OptU64(st.OptInt(7));
+  t.indexed_at = st.Int(8);
+  t.generation = st.Int(9);
+  return t;
+}
+
+constexpr const char* kSymbolSelect =
+    "SELECT s.name, s.type, COALESCE(m.name,''), s.addr, COALESCE(s.section,''), s.size, "
+    "s.size_exact FROM symbols s LEFT JOIN modules m ON m.id = s.module_id ";
+
+SymbolRecord ReadSymbol(const Stmt& st) {
+  SymbolRecord r;
+  r.name = st.Text(0);
+  std::string type = st.Text(1);
+  r.type = type.empty() ? '?' : type[0];
+  r.module = st.Text(2);
+  r.addr = FromDb(st.Int(3));
+  r.section = st.Text(4);
+  r.size = OptU64(st.OptInt(5));
+  r.size_exact = st.Int(6) != 0;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now) {
+  ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
+  int64_t generation = 1;
+  {
+    ASSIGN_OR_RETURN(Stmt old, db.Prepare("SELECT id, generation FROM targets WHERE name = ?1"));
+    old.Bind(1, t.name);
+    ASSIGN_OR_RETURN(bool found, old.Step());
+    if (found) {
+      int64_t old_id = old.Int(0);
+      generation = old.Int(1) + 1;
+      for (const char* sql : {"DELETE FROM symbols WHERE target_id = ?1",
+                              "DELETE FROM modules WHERE target_id = ?1",
+                              "DELETE FROM target_files WHERE target_id = ?1",
+                              "DELETE FROM targets WHERE id = ?1"}) {
+        ASSIGN_OR_RETURN(Stmt del, db.Prepare(sql));
+        del.Bind(1, old_id);
+        RETURN_IF_ERROR(del.Run());
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(Stmt ins_target,
+                   db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
+                              "indexed_at, generation, warnings) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"));
+  ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
+  ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
+  ins_target.Bind(9, StrJoin(t.warnings, "\n"));
+  RETURN_IF_ERROR(ins_target.Run());
+  const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
+
+  ASSIGN_OR_RETURN(Stmt ins_mod,
+                   db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
+                              "VALUES (?1,?2,?3,?4,?5,?6)"));
+  std::vector<int64_t> module_ids;
+  module_ids.reserve(t.modules.size());
+  for (const auto& m : t.modules) {
+    ins_mod.Bind(1, target_id).Bind(2, m.name).Bind(3, OptHex(m.build_id));
+    ins_mod.Bind(4, OptAddr(m.text_addr)).Bind(5, OptAddr(m.size)).Bind(6, NonEmpty(m.path));
+    RETURN_IF_ERROR(ins_mod.Run());
+    module_ids.push_back(sqlite3_last_insert_rowid(db.raw()));
+  }
+
+  ASSIGN_OR_RETURN(Stmt ins_sym,
+                   db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
+                              "size_exact, section) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
+  for (const auto& s : t.symbols) {
+    ins_sym.Bind(1, target_id);
+    if (s.module >= 0) ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
+    else ins_sym.BindNull(2);
+    ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
+    ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
+    RETURN_IF_ERROR(ins_sym.Run());
+  }
+
+  ASSIGN_OR_RETURN(Stmt ins_file,
+                   db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
+                              "VALUES (?1,?2,?3,?4,?5)"));
+  for (const auto& f : t.files) {
+    ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, f.status).Bind(5, NonEmpty(f.detail));
+    RETURN_IF_ERROR(ins_file.Run());
+  }
+  RETURN_IF_ERROR(tx.Commit());
+  return generation;
+}
+
+absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(std::string("SELECT ") + kTargetCols + " FROM targets ORDER BY name"));
+  std::vector<TargetInfo> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadTarget(st));
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& name) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(std::string("SELECT ") + kTargetCols + " FROM targets WHERE name = ?1"));
+  st.Bind(1, name);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<TargetInfo>();
+  return std::optional<TargetInfo>(ReadTarget(st));
+}
+
+absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t id) {
+  TargetCounts c;
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
+      "SELECT (SELECT COUNT(*) FROM modules WHERE target_id = ?1),"
+      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NULL),"
+      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NOT NULL),"
+      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND type IN ('t','T'))"));
+  st.Bind(1, id);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (row) {
+    c.modules = st.Int(0);
+    c.vmlinux_symbols = st.Int(1);
+    c.module_symbols = st.Int(2);
+    c.text_symbols = st.Int(3);
+  }
+  return c;
+}
+
+absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT role, path, status, COALESCE(detail,'') FROM target_files "
+                                       "WHERE target_id = ?1 ORDER BY id"));
+  st.Bind(1, id);
+  std::vector<FileRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.Text(0), st.Text(1), st.Text(2), st.Text(3)});
+  }
+  return out;
+}
+
+absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t id, const std::string& name) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name, COALESCE(build_id,''), COALESCE(path,''), text_addr, size "
+                                       "FROM modules WHERE target_id = ?1 AND name = ?2"));
+  st.Bind(1, id).Bind(2, name);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<ModuleRecord>();
+  return std::optional<ModuleRecord>(
+      ModuleRecord{st.Text(0), st.Text(1), st.Text(2), OptU64(st.OptInt(3)), OptU64(st.OptInt(4))});
+}
+
+absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, const std::string& name,
+                                                        bool with_clones) {
+  // Clones sort in the index range [name + ".", name + "/"): '/' follows '.' in ASCII.
+  std::string sql = std::string(kSymbolSelect) +
+                    "WHERE s.target_id = ?1 AND (s.name = ?2 OR (?3 AND s.name >= ?4 AND s.name < ?5)) "
+                    "ORDER BY m.name IS NOT NULL, m.name, s.section, s.addr, s.name";
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
+  st.Bind(1, id).Bind(2, name).Bind(3, int64_t{with_clones}).Bind(4, name + ".").Bind(5, name + "/");
+  std::vector<SymbolRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadSymbol(st));
+  }
+  return out;
+}
+
+absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name, const std::string& module) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
+      "SELECT COUNT(*), COALESCE(SUM(CASE WHEN COALESCE(m.name,'') = ?3 THEN 1 ELSE 0 END), 0) "
+      "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id WHERE s.target_id = ?1 AND s.name = ?2"));
+  st.Bind(1, id).Bind(2, name).Bind(3, module);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  NameCounts c;
+  if (row) {
+    c.total = st.Int(0);
+    c.in_module = st.Int(1);
+  }
+  return c;
+}
+
+absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool all_types) {
+  std::string sql = std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND (?2 OR s.type IN ('t','T'))";
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
+  st.Bind(1, id).Bind(2, int64_t{all_types});
+  std::vector<SymbolRecord> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(ReadSymbol(st));
+  }
+  return out;
+}
+
+}  // namespace symdex::store

@@ -1,0 +1,76 @@
+// Reads and writes kernel targets in the SQLite index. A (re)index replaces a target in one
+// IMMEDIATE transaction: concurrent readers (WAL) see either the old or the new version.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/store/sqlite_db.h"
+#include "server/target/kernel_target.h"
+
+namespace symdex::store {
+
+struct TargetInfo {
+  int64_t id = 0;
+  std::string name, kind, release, build_id, source, warnings;
+  std::optional<uint64_t> text_addr;
+  int64_t indexed_at = 0;
+  int64_t generation = 0;
+};
+
+struct TargetCounts {
+  int64_t modules = 0;
+  int64_t vmlinux_symbols = 0;
+  int64_t module_symbols = 0;
+  int64_t text_symbols = 0;
+};
+
+struct FileRecord {
+  std::string role, path, status, detail;
+};
+
+struct ModuleRecord {
+  std::string name, build_id, path;
+  std::optional<uint64_t> text_addr, size;
+};
+
+// One symbol row joined with its module.
+struct SymbolRecord {
+  std::string name;
+  char type = '?';
+  std::string module;  // "" = vmlinux
+  uint64_t addr = 0;   // absolute, or offset into `section` when section is non-empty
+  std::string section;
+  std::optional<uint64_t> size;
+  bool size_exact = false;
+};
+
+// Writes `t`, replacing any target of the same name. Returns the new generation.
+absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now_unix);
+
+absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db);
+absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& name);
+absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t target_id);
+absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t target_id);
+absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t target_id,
+                                                       const std::string& name);
+
+// Symbols named exactly `name`; with `with_clones`, also compiler clones "name.<suffix>"
+// (.isra.0, .constprop.0, .part.0, .cold, ...).
+absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t target_id,
+                                                        const std::string& name, bool with_clones);
+
+// How many symbols of any type carry `name`, over the whole target and inside `module`.
+struct NameCounts {
+  int64_t total = 0;
+  int64_t in_module = 0;
+};
+absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name,
+                                     const std::string& module);
+
+// Every symbol of the target (text only unless all_types), ordered by name then owner.
+absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t target_id, bool all_types);
+
+}  // namespace symdex::store

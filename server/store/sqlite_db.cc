@@ -1,0 +1,149 @@
+#include "server/store/sqlite_db.h"
+
+#include "server/common/strings.h"
+
+namespace symdex::store {
+namespace {
+absl::Status SqliteError(sqlite3* db, std::string_view what) {
+  int code = db ? sqlite3_errcode(db) : SQLITE_ERROR;
+  std::string msg = StrCat(what, ": ", db ? sqlite3_errmsg(db) : "out of memory");
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(msg);
+  if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY) {
+    return absl::FailedPreconditionError(msg);
+  }
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) return absl::DataLossError(msg);
+  return absl::InternalError(msg);
+}
+}  // namespace
+
+Stmt& Stmt::operator=(Stmt&& o) noexcept {
+  if (this != &o) {
+    sqlite3_finalize(stmt_);
+    db_ = o.db_;
+    stmt_ = o.stmt_;
+    o.stmt_ = nullptr;
+  }
+  return *this;
+}
+
+Stmt::~Stmt() { sqlite3_finalize(stmt_); }
+
+Stmt& Stmt::Bind(int idx, int64_t v) {
+  sqlite3_bind_int64(stmt_, idx, v);
+  return *this;
+}
+Stmt& Stmt::Bind(int idx, std::string_view v) {
+  sqlite3_bind_text64(stmt_, idx, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
+  return *this;
+}
+Stmt& Stmt::BindNull(int idx) {
+  sqlite3_bind_null(stmt_, idx);
+  return *this;
+}
+
+absl::StatusOr<bool> Stmt::Step() {
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return SqliteError(db_, "query failed");
+}
+
+absl::Status Stmt::Run() {
+  ASSIGN_OR_RETURN(bool row, Step());
+  (void)row;
+  Reset();
+  return absl::OkStatus();
+}
+
+void Stmt::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+}
+
+std::string Stmt::Text(int col) const {
+  const unsigned char* p = sqlite3_column_text(stmt_, col);
+  if (p == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(p),
+                     static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+}
+
+Db& Db::operator=(Db&& o) noexcept {
+  if (this != &o) {
+    sqlite3_close_v2(db_);
+    db_ = o.db_;
+    path_ = std::move(o.path_);
+    o.db_ = nullptr;
+  }
+  return *this;
+}
+
+Db::~Db() { sqlite3_close_v2(db_); }
+
+absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
+  Db db;
+  db.path_ = path;
+  int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY
+                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  flags |= SQLITE_OPEN_NOMUTEX;
+  int rc = sqlite3_open_v2(path.c_str(), &db.db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    return SqliteError(db.db_, StrCat("cannot open database ", path));
+  }
+  sqlite3_extended_result_codes(db.db_, 0);
+  sqlite3_busy_timeout(db.db_, 10000);
+  if (mode != Mode::kReadOnly) {
+    // WAL: readers keep their snapshot while a re-index writes, and never see half of it.
+    RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
+    RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
+  }
+  RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
+  // Reading the schema catches "file is not a database" at open time, with the path.
+  if (auto v = db.UserVersion(); !v.ok()) {
+    return absl::DataLossError(StrCat(path, " is not a symdex database: ", v.status().message()));
+  }
+  return db;
+}
+
+absl::Status Db::Exec(std::string_view sql) {
+  std::string owned(sql);
+  char* err = nullptr;
+  if (sqlite3_exec(db_, owned.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    absl::Status s = SqliteError(db_, "sql failed");
+    return absl::Status(s.code(), StrCat(path_, ": ", msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Stmt> Db::Prepare(std::string_view sql) {
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                         &s, nullptr) != SQLITE_OK) {
+    return SqliteError(db_, StrCat("cannot prepare '", sql.substr(0, 60), "'"));
+  }
+  return Stmt(db_, s);
+}
+
+absl::StatusOr<int64_t> Db::UserVersion() {
+  ASSIGN_OR_RETURN(Stmt st, Prepare("PRAGMA user_version"));
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? st.Int(0) : 0;
+}
+
+absl::StatusOr<Transaction> Transaction::Begin(Db& db) {
+  RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE"));
+  return Transaction(&db);
+}
+
+Transaction::~Transaction() {
+  if (db_) (void)db_->Exec("ROLLBACK");
+}
+
+absl::Status Transaction::Commit() {
+  RETURN_IF_ERROR(db_->Exec("COMMIT"));
+  db_ = nullptr;
+  return absl::OkStatus();
+}
+
+}  // namespace symdex::store

@@ -1,0 +1,98 @@
+// RAII wrappers over sqlite3 / sqlite3_stmt. Every statement is prepared; values are bound,
+// never spliced into SQL text.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "server/common/status.h"
+
+namespace symdex::store {
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(Stmt&& o) noexcept : db_(o.db_), stmt_(o.stmt_) { o.stmt_ = nullptr; }
+  Stmt& operator=(Stmt&& o) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  ~Stmt();
+
+  // Binding is 1-based as in sqlite3_bind_*.
+  Stmt& Bind(int idx, int64_t v);
+  Stmt& Bind(int idx, std::string_view v);
+  Stmt& Bind(int idx, const char* v) { return Bind(idx, std::string_view(v)); }
+  Stmt& BindNull(int idx);
+  template <typename T>
+  Stmt& Bind(int idx, const std::optional<T>& v) {
+    return v ? Bind(idx, *v) : BindNull(idx);
+  }
+
+  // true: a row is available; false: done.
+  absl::StatusOr<bool> Step();
+  // Steps a statement that returns no rows.
+  absl::Status Run();
+  void Reset();
+
+  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::string Text(int col) const;
+  bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
+  std::optional<int64_t> OptInt(int col) const {
+    return IsNull(col) ? std::nullopt : std::optional<int64_t>(Int(col));
+  }
+
+ private:
+  friend class Db;
+  Stmt(sqlite3* db, sqlite3_stmt* s) : db_(db), stmt_(s) {}
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+class Db {
+ public:
+  enum class Mode { kReadWriteCreate, kReadOnly };
+
+  Db() = default;
+  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+  Db& operator=(Db&& o) noexcept;
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  ~Db();
+
+  static absl::StatusOr<Db> Open(const std::string& path, Mode mode);
+
+  absl::Status Exec(std::string_view sql);  // for schema scripts and pragmas only
+  absl::StatusOr<Stmt> Prepare(std::string_view sql);
+  absl::StatusOr<int64_t> UserVersion();
+  const std::string& path() const { return path_; }
+  sqlite3* raw() { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+// BEGIN IMMEDIATE on construction (take the write lock up front), ROLLBACK on destruction
+// unless Commit() succeeded: an error anywhere leaves the previous state untouched.
+class Transaction {
+ public:
+  static absl::StatusOr<Transaction> Begin(Db& db);
+  Transaction(Transaction&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+  absl::Status Commit();
+
+ private:
+  explicit Transaction(Db* db) : db_(db) {}
+  Db* db_;
+};
+
+// SQLite stores signed 64-bit integers; kernel addresses live in the upper half.
+inline int64_t ToDb(uint64_t v) { return static_cast<int64_t>(v); }
+inline uint64_t FromDb(int64_t v) { return static_cast<uint64_t>(v); }
+
+}  // namespace symdex::store

@@ -1,0 +1,63 @@
+// In-memory picture of one kernel target, as built by a loader (live host or offline kernel)
+// and written to the store in one transaction.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/common/build_id.h"
+
+namespace symdex::target {
+
+struct ModuleInfo {
+  std::string name;
+  std::optional<BuildId> build_id;
+  std::optional<uint64_t> text_addr;  // live: /sys/module/M/sections/.text
+  std::optional<uint64_t> size;       // live: /proc/modules
+  std::string path;                   // offline: the .ko file
+};
+
+struct SymbolEntry {
+  std::string name;
+  char type = '?';
+  uint64_t addr = 0;  // absolute, or the offset into `section` when section is non-empty
+  std::optional<uint64_t> size;
+  bool size_exact = false;
+  int module = -1;      // index into KernelTarget::modules; -1 = vmlinux
+  std::string section;  // offline module symbols only
+};
+
+// One input file and what happened to it.
+struct SourceFile {
+  std::string role;    // kallsyms, modules, notes, module-notes, module-sections, system-map, module
+  std::string path;
+  std::string status;  // used | missing | error | skipped
+  std::string detail;
+};
+
+struct KernelTarget {
+  std::string name;
+  std::string kind;  // live | offline
+  std::string release;
+  std::optional<BuildId> build_id;
+  std::optional<uint64_t> text_addr;
+  std::string source;
+  std::vector<ModuleInfo> modules;
+  std::vector<SymbolEntry> symbols;
+  std::vector<SourceFile> files;
+  std::vector<std::string> warnings;
+};
+
+// Reports progress of long steps: ("modules", 300, 1121).
+using ProgressFn = std::function<void(std::string_view stage, size_t done, size_t total)>;
+
+// Fills in `size` (not exact) for symbols with absolute addresses and no size: the distance to
+// the next higher address owned by the same vmlinux/module. The last symbol of each owner stays
+// unknown. Also drops exact duplicates (same owner, name, type, address).
+void DeriveSizesAndDedupe(KernelTarget& target);
+
+}  // namespace symdex::target

@@ -1,0 +1,138 @@
+#include "server/target/live_host.h"
+
+#include <charconv>
+#include <map>
+
+#include "server/common/strings.h"
+#include "server/common/strings.h"
+#include "server/common/file_util.h"
+#include "server/ingest/elf_notes.h"
+#include "server/ingest/kallsyms.h"
+#include "server/ingest/proc_modules.h"
+
+namespace symdex::target {
+namespace {
+
+constexpr size_t kMaxKallsymsBytes = size_t{512} << 20;
+constexpr size_t kMaxSmallFileBytes = size_t{1} << 20;
+
+std::string ZeroAddressHelp(const std::string& sysroot) {
+  std::string restrict = "unknown";
+  if (auto r = ReadFileBounded(SysrootPath(sysroot, "/proc/sys/kernel/kptr_restrict"), 64); r.ok()) {
+    restrict = std::string(StripWhitespace(*r));
+  }
+  return StrCat(
+      "every address in ", SysrootPath(sysroot, "/proc/kallsyms"),
+      " reads as 0: the kernel hides addresses from this process (kernel.kptr_restrict=", restrict,
+      "). Run symdex as root or with CAP_SYSLOG, and if kptr_restrict is 2 lower it with "
+      "'sysctl kernel.kptr_restrict=1'. Refusing to index zeros.");
+}
+
+std::optional<uint64_t> ParseHexLine(std::string_view s) {
+  s = StripWhitespace(s);
+  if (s.starts_with("0x")) s.remove_prefix(2);
+  uint64_t v = 0;
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v, 16);
+  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
+  const std::string& root = opts.sysroot;
+  KernelTarget t;
+  t.name = opts.name;
+  t.kind = "live";
+
+  const std::string kallsyms_path = SysrootPath(root, "/proc/kallsyms");
+  auto text = ReadFileBounded(kallsyms_path, kMaxKallsymsBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        StrCat(text.status().message(),
+                                     " (index an offline kernel with --system-map instead)"));
+  }
+  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> ksyms,
+                   ingest::ParseKallsyms(*text, kallsyms_path));
+  if (ksyms.empty()) {
+    return absl::InvalidArgumentError(StrCat(kallsyms_path, " has no symbols"));
+  }
+  if (ingest::AllAddressesZero(ksyms)) {
+    return absl::FailedPreconditionError(ZeroAddressHelp(root));
+  }
+  t.files.push_back({"kallsyms", kallsyms_path, "used", ""});
+  t.source = kallsyms_path;
+
+  if (auto rel = ReadFileBounded(SysrootPath(root, "/proc/sys/kernel/osrelease"), 4096); rel.ok()) {
+    t.release = std::string(StripWhitespace(*rel));
+  }
+
+  const std::string notes_path = SysrootPath(root, "/sys/kernel/notes");
+  if (auto notes = ReadFileBounded(notes_path, kMaxSmallFileBytes); notes.ok()) {
+    auto id = ingest::FindGnuBuildId(*notes);
+    if (!id.ok()) {
+      t.files.push_back({"notes", notes_path, "error", std::string(id.status().message())});
+    } else if (!id->has_value()) {
+      t.files.push_back({"notes", notes_path, "error", "no GNU build-ID note"});
+    } else {
+      t.build_id = **id;
+      t.files.push_back({"notes", notes_path, "used", ""});
+    }
+  } else {
+    t.files.push_back({"notes", notes_path, "missing", std::string(notes.status().message())});
+  }
+
+  // Modules: every [tag] in kallsyms, plus /proc/modules (which also gives sizes).
+  std::map<std::string, int> module_index;
+  auto module_id = [&](const std::string& name) {
+    auto [it, inserted] = module_index.emplace(name, static_cast<int>(t.modules.size()));
+    if (inserted) t.modules.push_back(ModuleInfo{.name = name});
+    return it->second;
+  };
+  const std::string modules_path = SysrootPath(root, "/proc/modules");
+  if (auto mtext = ReadFileBounded(modules_path, kMaxSmallFileBytes * 16); mtext.ok()) {
+    auto mods = ingest::ParseProcModules(*mtext, modules_path);
+    if (!mods.ok()) {
+      t.files.push_back({"modules", modules_path, "error", std::string(mods.status().message())});
+    } else {
+      for (const auto& m : *mods) t.modules[module_id(m.name)].size = m.size;
+      t.files.push_back({"modules", modules_path, "used", ""});
+    }
+  } else {
+    t.files.push_back({"modules", modules_path, "missing", std::string(mtext.status().message())});
+  }
+
+  t.symbols.reserve(ksyms.size());
+  for (auto& k : ksyms) {
+    SymbolEntry s;
+    s.name = std::move(k.name);
+    s.type = k.type;
+    s.addr = k.addr;
+    s.module = k.module.empty() ? -1 : module_id(k.module);
+    if (s.module < 0 && s.name == "_text") t.text_addr = s.addr;
+    t.symbols.push_back(std::move(s));
+  }
+  if (!t.text_addr) t.warnings.push_back("no _text symbol: _text-relative offsets unavailable");
+
+  size_t unreadable = 0;
+  for (ModuleInfo& m : t.modules) {
+    if (ingest::IsPseudoModule(m.name)) continue;
+    const std::string base = SysrootPath(root, "/sys/module/" + m.name);
+    if (auto sec = ReadFileBounded(base + "/sections/.text", 256); sec.ok()) {
+      m.text_addr = ParseHexLine(*sec);
+    } else {
+      ++unreadable;
+    }
+    if (auto n = ReadFileBounded(base + "/notes/.note.gnu.build-id", 4096); n.ok()) {
+      if (auto id = ingest::FindGnuBuildId(*n); id.ok() && id->has_value()) m.build_id = **id;
+    }
+  }
+  if (unreadable > 0) {
+    t.warnings.push_back(StrCat(unreadable, " module(s) without a readable ",
+                                      SysrootPath(root, "/sys/module/M/sections/.text")));
+  }
+  DeriveSizesAndDedupe(t);
+  return t;
+}
+
+}  // namespace symdex::target

@@ -1,0 +1,174 @@
+#include "server/target/offline_kernel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "server/common/strings.h"
+#include "server/common/file_util.h"
+#include "server/ingest/decompress.h"
+#include "server/ingest/elf_symbols.h"
+#include "server/ingest/kallsyms.h"
+
+namespace symdex::target {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr size_t kMaxSystemMapBytes = size_t{512} << 20;
+constexpr size_t kMaxModuleFileBytes = size_t{512} << 20;
+constexpr size_t kMaxModuleImageBytes = size_t{1} << 30;
+
+bool IsModuleFile(const std::string& name) {
+  for (const char* ext : {".ko", ".ko.xz", ".ko.zst", ".ko.gz"}) {
+    if (name.ends_with(ext)) return true;
+  }
+  return false;
+}
+
+struct ModuleResult {
+  std::string path;
+  absl::StatusOr<ingest::ElfSymbolTable> table = absl::UnknownError("not read");
+};
+
+absl::StatusOr<ingest::ElfSymbolTable> ReadModule(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string raw, ReadFileBounded(path, kMaxModuleFileBytes));
+  ingest::Compression c = ingest::DetectCompression(raw);
+  std::string image;
+  if (c == ingest::Compression::kNone) {
+    image = std::move(raw);
+  } else {
+    ASSIGN_OR_RETURN(image, ingest::Decompress(raw, c, kMaxModuleImageBytes));
+  }
+  ASSIGN_OR_RETURN(ingest::ElfSymbolTable table, ingest::ReadElfSymbols(image));
+  if (!table.relocatable) {
+    return absl::InvalidArgumentError("not a relocatable object (ET_REL): not a kernel module");
+  }
+  return table;
+}
+
+std::string GuessRelease(const OfflineKernelOptions& o) {
+  if (!o.release.empty()) return o.release;
+  std::string base = fs::path(o.system_map).filename().string();
+  if (base.starts_with("System.map-")) return base.substr(11);
+  if (!o.modules_dir.empty()) {
+    std::string d = fs::path(o.modules_dir).lexically_normal().filename().string();
+    if (d.empty()) d = fs::path(o.modules_dir).lexically_normal().parent_path().filename().string();
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) return d;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string ModuleNameFromPath(std::string_view path) {
+  std::string base = fs::path(std::string(path)).filename().string();
+  size_t ko = base.find(".ko");
+  if (ko != std::string::npos) base.resize(ko);
+  std::replace(base.begin(), base.end(), '-', '_');
+  return base;
+}
+
+absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts) {
+  KernelTarget t;
+  t.kind = "offline";
+  t.release = GuessRelease(opts);
+  t.name = !opts.name.empty() ? opts.name : (!t.release.empty() ? t.release : "offline");
+  t.source = opts.system_map;
+
+  ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(opts.system_map, kMaxSystemMapBytes));
+  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> vsyms,
+                   ingest::ParseKallsyms(map_text, opts.system_map));
+  if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
+  t.files.push_back({"system-map", opts.system_map, "used", ""});
+  t.symbols.reserve(vsyms.size());
+  for (auto& k : vsyms) {
+    if (!k.module.empty()) {
+      return absl::InvalidArgumentError(StrCat(
+          opts.system_map, ": has module-tagged symbols; this is a kallsyms dump, index it with "
+                           "--sysroot (a tree holding proc/kallsyms)"));
+    }
+    if (k.name == "_text") t.text_addr = k.addr;
+    t.symbols.push_back(SymbolEntry{.name = std::move(k.name), .type = k.type, .addr = k.addr});
+  }
+  if (!t.text_addr) t.warnings.push_back("System.map has no _text: _text offsets unavailable");
+
+  if (!opts.modules_dir.empty()) {
+    std::vector<std::string> paths;
+    std::error_code ec;
+    fs::recursive_directory_iterator it(opts.modules_dir, fs::directory_options::skip_permission_denied, ec);
+    if (ec) {
+      return absl::NotFoundError(StrCat("cannot read modules directory ", opts.modules_dir,
+                                              ": ", ec.message()));
+    }
+    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it->is_regular_file(ec) && IsModuleFile(it->path().filename().string())) {
+        paths.push_back(it->path().string());
+      }
+    }
+    std::sort(paths.begin(), paths.end());
+    t.source = StrCat(opts.system_map, " + ", opts.modules_dir);
+
+    std::vector<ModuleResult> results(paths.size());
+    std::atomic<size_t> next{0}, done{0};
+    unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+    jobs = std::min<unsigned>(jobs, std::max<size_t>(1, paths.size()));
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
+        results[i].path = paths[i];
+        results[i].table = ReadModule(paths[i]);
+        done.fetch_add(1);
+      }
+    };
+    std::vector<std::thread> threads;
+    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker);
+    // The calling thread works too, and reports progress between modules.
+    for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
+      results[i].path = paths[i];
+      results[i].table = ReadModule(paths[i]);
+      size_t d = done.fetch_add(1) + 1;
+      if (opts.progress) opts.progress("modules", d, paths.size());
+    }
+    for (auto& th : threads) th.join();
+    if (opts.progress) opts.progress("modules", paths.size(), paths.size());
+
+    std::map<std::string, std::string> seen;  // module name -> first path
+    size_t failed = 0;
+    for (ModuleResult& r : results) {
+      if (!r.table.ok()) {
+        ++failed;
+        t.files.push_back({"module", r.path, "error", std::string(r.table.status().message())});
+        continue;
+      }
+      ingest::ElfSymbolTable& tab = *r.table;
+      std::string name = !tab.modinfo_name.empty() ? tab.modinfo_name : ModuleNameFromPath(r.path);
+      if (auto [pos, fresh] = seen.emplace(name, r.path); !fresh) {
+        t.files.push_back({"module", r.path, "skipped",
+                           StrCat("module ", name, " already read from ", pos->second)});
+        continue;
+      }
+      int mi = static_cast<int>(t.modules.size());
+      t.modules.push_back(ModuleInfo{.name = name, .build_id = tab.build_id, .path = r.path});
+      t.files.push_back({"module", r.path, "used", ""});
+      for (auto& s : tab.symbols) {
+        t.symbols.push_back(SymbolEntry{.name = std::move(s.name),
+                                        .type = s.type,
+                                        .addr = s.value,
+                                        .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
+                                        .size_exact = s.size != 0,
+                                        .module = mi,
+                                        .section = std::move(s.section)});
+      }
+    }
+    if (failed > 0) {
+      t.warnings.push_back(StrCat(failed, " of ", paths.size(),
+                                        " module files could not be read; see 'symdex status'"));
+    }
+  }
+  DeriveSizesAndDedupe(t);
+  return t;
+}
+
+}  // namespace symdex::target

@@ -1,0 +1,31 @@
+// Builds a KernelTarget for a kernel that is not running here: its System.map (vmlinux
+// symbols) and a modules directory (every .ko / .ko.xz / .ko.zst / .ko.gz below it, read in
+// parallel). Module symbol addresses are section offsets: a module has no address until loaded.
+//
+// A module that cannot be read or parsed is recorded (status 'error' with the reason) and the
+// rest is indexed; a malformed System.map fails the whole load.
+#pragma once
+
+#include <string>
+
+#include "server/common/status.h"
+#include "server/target/kernel_target.h"
+
+namespace symdex::target {
+
+struct OfflineKernelOptions {
+  std::string system_map;   // required
+  std::string modules_dir;  // optional
+  std::string name;         // default: the release
+  std::string release;      // default: from "System.map-<release>" or lib/modules/<release>
+  unsigned jobs = 0;        // 0 = hardware concurrency
+  ProgressFn progress;
+};
+
+absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts);
+
+// "drivers/net/foo-bar.ko.xz" -> "foo_bar": what the kernel calls a module whose .modinfo
+// carries no name.
+std::string ModuleNameFromPath(std::string_view path);
+
+}  // namespace symdex::target
