@@ -20,8 +20,8 @@ std::string DbPath(const GlobalOptions& g) {
   return std::string(home && *home ? home : ".") + "/.local/state/symdex/index.db";
 }
 
-int Fail(const GlobalOptions& g, const absl::Status& s) {
-  int code = s.code() == absl::StatusCode::kInvalidArgument ? kAmbiguous : kEnvError;
+int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
+  int code = !input_error && s.code() == absl::StatusCode::kInvalidArgument ? kAmbiguous : kEnvError;
   if (g.json) {
     PrintJson({{"error", {{"code", absl::StatusCodeToString(s.code())}, {"message", std::string(s.message())}}}});
   } else {

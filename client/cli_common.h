@@ -29,8 +29,9 @@ struct GlobalOptions {
 std::string DbPath(const GlobalOptions& g);
 
 // Prints "symdex: <message>" to stderr (or a JSON error object to stdout with --json) and
-// returns the matching exit code: InvalidArgument -> 2, anything else -> 3.
-int Fail(const GlobalOptions& g, const absl::Status& s);
+// returns the exit code: for queries InvalidArgument (unknown or unchosen target) -> 2 and
+// anything else -> 3; for `index` (input_error) every failure is an input/environment error -> 3.
+int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error = false);
 
 absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g);
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);

@@ -46,13 +46,13 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   } else {
     loaded = target::LoadLiveHost({.sysroot = o.sysroot, .name = o.name.empty() ? "host" : o.name});
   }
-  if (!loaded.ok()) return Fail(g, loaded.status());
+  if (!loaded.ok()) return Fail(g, loaded.status(), true);
   auto parsed = std::chrono::steady_clock::now();
 
   auto db = OpenForWrite(g);
-  if (!db.ok()) return Fail(g, db.status());
+  if (!db.ok()) return Fail(g, db.status(), true);
   auto gen = store::ReplaceTarget(*db, *loaded, static_cast<int64_t>(std::time(nullptr)));
-  if (!gen.ok()) return Fail(g, gen.status());
+  if (!gen.ok()) return Fail(g, gen.status(), true);
   auto end = std::chrono::steady_clock::now();
 
   const target::KernelTarget& t = *loaded;

@@ -60,7 +60,7 @@ void FillProbe(Instance& in) {
 absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string& requested) {
   if (!requested.empty()) {
     ASSIGN_OR_RETURN(auto t, store::FindTarget(db, requested));
-    if (!t) return absl::NotFoundError(StrCat("no target named '", requested, "' (see 'symdex status')"));
+    if (!t) return absl::InvalidArgumentError(StrCat("no target named '", requested, "' (see 'symdex status')"));
     return *t;
   }
   ASSIGN_OR_RETURN(auto all, store::ListTargets(db));

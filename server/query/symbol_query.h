@@ -34,8 +34,8 @@ struct Instance {
 };
 
 // Picks the target a query runs against: `requested` when given; otherwise "host" if indexed,
-// else the only target. NotFound when there is none; InvalidArgument listing the choices when
-// several exist and none was named.
+// else the only target. NotFound when there is none; InvalidArgument for an unknown name, or
+// listing the choices when several exist and none was named.
 absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string& requested);
 
 // Every instance named `name` (and with `with_clones`, its compiler clones

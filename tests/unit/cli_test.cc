@@ -1,0 +1,213 @@
+// Runs the built `symdex` binary against fixture trees: what a user or a script sees.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/test_util.h"
+
+namespace symdex {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::CompileObject;
+using testing::RunCommand;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string Note(uint32_t type, std::string_view name, std::string_view desc) {
+  std::string out;
+  auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(static_cast<uint32_t>(name.size()));
+  put32(static_cast<uint32_t>(desc.size()));
+  put32(type);
+  out.append(name);
+  out.append((4 - name.size() % 4) % 4, '\0');
+  out.append(desc);
+  out.append((4 - desc.size() % 4) % 4, '\0');
+  return out;
+}
+
+constexpr char kKallsyms[] = R"(ffffffffa0e00000 T _text
+ffffffffa0e00000 T _stext
+ffffffffa0f11dc0 t __pfx_name_show
+ffffffffa0f11dd0 t name_show
+ffffffffa0f11e30 t kobj_show
+ffffffffa14807e0 t __pfx_name_show
+ffffffffa14807f0 t name_show
+ffffffffa1480820 T unique_fn
+ffffffffa2000000 r __func__.1
+ffffffffa2000010 r __func__.1
+ffffffffc0a003e0 t name_show	[uio]
+ffffffffc0a00440 t uio_open	[uio]
+ffffffffc0a10000 t name_show	[mei]
+ffffffffc0a10060 t name_show	[mei]
+)";
+
+class CliTest : public ::testing::Test {
+ protected:
+  CommandResult Symdex(const std::string& args) {
+    return RunCommand(std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
+  }
+  json Json(const std::string& args, int want_exit = 0) {
+    CommandResult r = Symdex(args + " --json");
+    EXPECT_EQ(r.exit_code, want_exit) << args << "\n" << r.out << r.err;
+    return json::parse(r.out);
+  }
+  std::string MakeSysroot(const std::string& name, const std::string& kallsyms) {
+    std::string root = dir_ / name;
+    WriteFile(root + "/proc/kallsyms", kallsyms);
+    WriteFile(root + "/proc/modules",
+              "uio 24576 0 - Live 0xffffffffc0a00000\nmei 16384 0 - Live 0xffffffffc0a10000 (E)\n");
+    WriteFile(root + "/proc/sys/kernel/osrelease", "6.1.0-fixture\n");
+    WriteFile(root + "/proc/sys/kernel/kptr_restrict", "1\n");
+    WriteFile(root + "/sys/kernel/notes",
+              Note(3, std::string_view("GNU\0", 4), std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a", 10)));
+    WriteFile(root + "/sys/module/uio/sections/.text", "0xffffffffc0a00000\n");
+    WriteFile(root + "/sys/module/uio/notes/.note.gnu.build-id",
+              Note(3, std::string_view("GNU\0", 4), std::string("\xaa\xbb", 2)));
+    return root;
+  }
+  TempDir dir_;
+};
+
+TEST_F(CliTest, LiveSysrootIndexWhichDupsStatus) {
+  std::string root = MakeSysroot("root", kKallsyms);
+  json idx = Json("index --sysroot '" + root + "'");
+  EXPECT_EQ(idx["target"], "host");
+  EXPECT_EQ(idx["symbols"], 14);
+  EXPECT_EQ(idx["build_id"], "0102030405060708090a");
+
+  json w = Json("which name_show");
+  ASSERT_EQ(w["count"], 5);
+  EXPECT_EQ(w["instances"][0]["module"], "vmlinux");
+  EXPECT_EQ(w["instances"][0]["probe"], "_text+" + std::to_string(0xffffffffa0f11dd0ull - 0xffffffffa0e00000ull));
+  EXPECT_EQ(w["instances"][0]["size"], 0x60);
+  EXPECT_EQ(w["instances"][2]["module"], "mei");
+  EXPECT_EQ(w["instances"][2]["probe"], "0xffffffffc0a10000");  // twice in mei: address form
+  EXPECT_EQ(w["instances"][4]["module"], "uio");
+  EXPECT_EQ(w["instances"][4]["probe"], "uio:name_show");
+
+  json d = Json("dups");
+  EXPECT_EQ(d["names"], 1);  // name_show; __pfx_ and __func__ noise skipped, __func__ not text anyway
+  EXPECT_EQ(d["symbols"], 5);
+  EXPECT_EQ(d["duplicates"][0]["name"], "name_show");
+
+  json s = Json("status");
+  ASSERT_EQ(s["targets"].size(), 1u);
+  EXPECT_EQ(s["targets"][0]["release"], "6.1.0-fixture");
+  EXPECT_EQ(s["targets"][0]["text_addr"], "0xffffffffa0e00000");
+  EXPECT_EQ(s["targets"][0]["modules"], 2);
+
+  CommandResult text = Symdex("which name_show");
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("uio:name_show"), std::string::npos) << text.out;
+}
+
+TEST_F(CliTest, ExitCodes) {
+  EXPECT_EQ(Symdex("which name_show").exit_code, 3);  // no index yet
+  EXPECT_NE(Symdex("which name_show").err.find("symdex index"), std::string::npos);
+  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot("r", kKallsyms) + "'").exit_code, 0);
+  EXPECT_EQ(Symdex("which no_such_function").exit_code, 1);
+  EXPECT_EQ(Symdex("which name_show --target nope").exit_code, 2);
+  EXPECT_EQ(Symdex("frobnicate").exit_code, 2);
+  EXPECT_EQ(Symdex("which").exit_code, 2);
+  CommandResult help = Symdex("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
+  json err = Json("which name_show --target nope", 2);
+  EXPECT_EQ(err["error"]["code"], "INVALID_ARGUMENT");
+}
+
+TEST_F(CliTest, ZeroAddressesAreRefusedAndKeepThePreviousIndex) {
+  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot("good", kKallsyms) + "'").exit_code, 0);
+  std::string zeros = "0000000000000000 T _text\n0000000000000000 t name_show\n0000000000000000 t x\t[uio]\n";
+  CommandResult r = Symdex("index --sysroot '" + MakeSysroot("zero", zeros) + "'");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("kptr_restrict=1"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("CAP_SYSLOG"), std::string::npos) << r.err;
+  json s = Json("status");
+  EXPECT_EQ(s["targets"][0]["generation"], 1);
+  EXPECT_EQ(Json("which name_show")["count"], 5);
+}
+
+TEST_F(CliTest, MalformedKallsymsNamesFileAndLine) {
+  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot("good", kKallsyms) + "'").exit_code, 0);
+  std::string bad = std::string(kKallsyms) + "ffffffffa1480900 T\n";
+  std::string root = MakeSysroot("bad", bad);
+  CommandResult r = Symdex("index --sysroot '" + root + "'");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find(root + "/proc/kallsyms:15: missing symbol name"), std::string::npos) << r.err;
+  EXPECT_EQ(Json("which name_show")["count"], 5);  // previous index untouched
+}
+
+TEST_F(CliTest, MissingKallsymsIsAnEnvironmentError) {
+  std::string root = dir_ / "empty";
+  WriteFile(root + "/proc/.keep", "");
+  CommandResult r = Symdex("index --sysroot '" + root + "'");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_NE(r.err.find("/proc/kallsyms"), std::string::npos);
+}
+
+constexpr char kModA[] = R"(
+__attribute__((noinline)) static int name_show(int x) { return x + 1; }
+__attribute__((noinline)) int mod_a_fn(int x) { return name_show(x); }
+__attribute__((section(".init.text"), noinline)) int init_module(void) { return mod_a_fn(2); }
+)";
+constexpr char kModB[] = R"(
+__attribute__((noinline)) static int name_show(int x) { return x * 3; }
+__attribute__((noinline)) int mod_b_fn(int x) { return name_show(x); }
+__attribute__((section(".init.text"), noinline)) int init_module(void) { return mod_b_fn(2); }
+)";
+
+TEST_F(CliTest, OfflineKernelWithCompressedAndCorruptModules) {
+  std::string mods = dir_ / "lib/modules/6.1.0-99-test";
+  WriteFile(mods + "/kernel/drivers/a/.keep", "");
+  WriteFile(mods + "/kernel/drivers/b/.keep", "");
+  CompileObject(kModA, mods + "/kernel/drivers/a/mod-a.ko");
+  CompileObject(kModB, mods + "/kernel/drivers/b/mod_b.ko");
+  CompileObject(kModA, mods + "/kernel/drivers/b/mod_c.ko");
+  CompileObject(kModB, mods + "/kernel/drivers/b/mod_d.ko");
+  ASSERT_EQ(RunCommand("xz '" + mods + "/kernel/drivers/b/mod_b.ko'").exit_code, 0);
+  ASSERT_EQ(RunCommand("zstd -q --rm '" + mods + "/kernel/drivers/b/mod_c.ko'").exit_code, 0);
+  ASSERT_EQ(RunCommand("gzip '" + mods + "/kernel/drivers/b/mod_d.ko'").exit_code, 0);
+  WriteFile(mods + "/kernel/drivers/b/broken.ko", "\x7f" "ELF this is not really an ELF file");
+  std::string map = dir_ / "boot/System.map-6.1.0-99-test";
+  WriteFile(map, "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81111e30 T other\n");
+
+  CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 of 5 module files could not be read"), std::string::npos) << r.err;
+
+  json w = Json("which name_show --target 6.1.0-99-test");
+  ASSERT_EQ(w["count"], 5);
+  std::vector<std::string> modules;
+  for (const auto& in : w["instances"]) modules.push_back(in["module"]);
+  EXPECT_EQ(modules, (std::vector<std::string>{"vmlinux", "mod_a", "mod_b", "mod_c", "mod_d"}));
+  EXPECT_EQ(w["instances"][1]["probe"], "mod_a:name_show");
+  EXPECT_EQ(w["instances"][1]["section"], ".text");
+  EXPECT_TRUE(w["instances"][1]["address"].is_null());
+
+  json d = Json("dups");
+  // init_module (4, all .init.text), name_show (5), mod_a_fn (a, c), mod_b_fn (b, d)
+  EXPECT_EQ(d["names"], 4);
+  json d2 = Json("dups --no-init");
+  EXPECT_EQ(d2["names"], 3);
+  json dm = Json("dups --module mod_c");
+  EXPECT_EQ(dm["names"], 3);  // not mod_b_fn
+
+  json s = Json("status");
+  bool saw_error = false;
+  for (const auto& f : s["targets"][0]["files"]) {
+    if (f["status"] == "error") {
+      saw_error = true;
+      EXPECT_NE(f["path"].get<std::string>().find("broken.ko"), std::string::npos);
+    }
+  }
+  EXPECT_TRUE(saw_error);
+  EXPECT_EQ(s["targets"][0]["kind"], "offline");
+  EXPECT_EQ(s["targets"][0]["release"], "6.1.0-99-test");
+}
+
+}  // namespace
+}  // namespace symdex

@@ -1,0 +1,86 @@
+#include "server/ingest/decompress.h"
+
+#include <gtest/gtest.h>
+#include <lzma.h>
+#include <zlib.h>
+#include <zstd.h>
+
+namespace symdex::ingest {
+namespace {
+
+std::string Payload() {
+  std::string s;
+  for (int i = 0; i < 20000; ++i) s += "kernel module payload " + std::to_string(i) + "\n";
+  return s;
+}
+
+std::string XzCompress(const std::string& in) {
+  std::string out(in.size() + 4096, '\0');
+  size_t pos = 0;
+  EXPECT_EQ(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, nullptr, reinterpret_cast<const uint8_t*>(in.data()),
+                                    in.size(), reinterpret_cast<uint8_t*>(out.data()), &pos, out.size()),
+            LZMA_OK);
+  out.resize(pos);
+  return out;
+}
+
+std::string ZstdCompress(const std::string& in) {
+  std::string out(ZSTD_compressBound(in.size()), '\0');
+  size_t n = ZSTD_compress(out.data(), out.size(), in.data(), in.size(), 3);
+  EXPECT_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+std::string GzipCompress(const std::string& in) {
+  z_stream s{};
+  EXPECT_EQ(deflateInit2(&s, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&s, in.size()) + 64, '\0');
+  s.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  s.avail_in = static_cast<uInt>(in.size());
+  s.next_out = reinterpret_cast<Bytef*>(out.data());
+  s.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&s, Z_FINISH), Z_STREAM_END);
+  out.resize(s.total_out);
+  deflateEnd(&s);
+  return out;
+}
+
+struct Case {
+  Compression kind;
+  std::string (*compress)(const std::string&);
+};
+
+class DecompressTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DecompressTest, RoundTripDetectAndLimits) {
+  const std::string plain = Payload();
+  const std::string packed = GetParam().compress(plain);
+  EXPECT_EQ(DetectCompression(packed), GetParam().kind);
+  auto out = Decompress(packed, GetParam().kind, plain.size());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, plain);
+  // One byte less than needed: refused, not truncated silently.
+  auto limited = Decompress(packed, GetParam().kind, plain.size() - 1);
+  EXPECT_EQ(limited.status().code(), absl::StatusCode::kResourceExhausted);
+  // Truncated input: an error, not a short result.
+  auto truncated = Decompress(packed.substr(0, packed.size() / 2), GetParam().kind, plain.size());
+  EXPECT_FALSE(truncated.ok());
+  // Corrupted body.
+  std::string bad = packed;
+  for (size_t i = bad.size() / 3; i < bad.size() / 3 + 64 && i < bad.size(); ++i) bad[i] ^= 0x5a;
+  auto corrupt = Decompress(bad, GetParam().kind, plain.size());
+  EXPECT_FALSE(corrupt.ok() && *corrupt == plain);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, DecompressTest,
+                         ::testing::Values(Case{Compression::kXz, XzCompress}, Case{Compression::kZstd, ZstdCompress},
+                                           Case{Compression::kGzip, GzipCompress}));
+
+TEST(DecompressTest, PlainElfIsNotCompressed) {
+  EXPECT_EQ(DetectCompression("\x7f" "ELF\x02\x01\x01"), Compression::kNone);
+  EXPECT_EQ(DetectCompression(""), Compression::kNone);
+}
+
+}  // namespace
+}  // namespace symdex::ingest

@@ -1,0 +1,110 @@
+#include "server/store/index_store.h"
+
+#include <gtest/gtest.h>
+
+#include "server/store/migrations.h"
+#include "tests/unit/store_fixture.h"
+#include "tests/unit/test_util.h"
+
+namespace symdex::store {
+namespace {
+
+using symdex::testing::SmallTarget;
+using symdex::testing::TempDir;
+
+TEST(IndexStoreTest, WritesAndReadsBackATarget) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  auto t = SmallTarget("host");
+  t.files.push_back({"kallsyms", "/proc/kallsyms", "used", ""});
+  t.files.push_back({"modules", "/proc/modules", "missing", "no such file"});
+  t.warnings = {"w1", "w2"};
+  auto gen = ReplaceTarget(*db, t, 1700000000);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  EXPECT_EQ(*gen, 1);
+
+  auto info = FindTarget(*db, "host");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  EXPECT_EQ((*info)->release, "6.1.0-test");
+  EXPECT_EQ((*info)->build_id, "00112233445566778899aabbccddeeff00112233");
+  EXPECT_EQ((*info)->text_addr, 0xffffffff81000000ull);
+  EXPECT_EQ((*info)->warnings, "w1\nw2");
+  auto counts = CountTarget(*db, (*info)->id);
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->modules, 2);
+  EXPECT_EQ(counts->vmlinux_symbols + counts->module_symbols, static_cast<int64_t>(t.symbols.size()));
+  auto files = TargetFiles(*db, (*info)->id);
+  ASSERT_EQ(files->size(), 2u);
+  EXPECT_EQ((*files)[1].detail, "no such file");
+
+  auto rows = SymbolsByName(*db, (*info)->id, "name_show", false);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(rows->size(), 4u);  // 2 vmlinux + uio + mei; not .cold
+  EXPECT_EQ((*rows)[0].module, "");
+  EXPECT_EQ((*rows)[0].addr, 0xffffffff81111dd0ull);  // upper-half addresses survive int64 storage
+  auto clones = SymbolsByName(*db, (*info)->id, "name_show", true);
+  EXPECT_EQ(clones->size(), 5u);
+  auto mod = FindModule(*db, (*info)->id, "uio");
+  ASSERT_TRUE(mod.ok() && mod->has_value());
+  EXPECT_EQ((*mod)->text_addr, 0xffffffffc0a00000ull);
+}
+
+TEST(IndexStoreTest, ReindexReplacesAndBumpsGeneration) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto t = SmallTarget("host");
+  ASSERT_TRUE(ReplaceTarget(*db, t, 1).ok());
+  t.symbols.resize(3);
+  auto gen = ReplaceTarget(*db, t, 2);
+  ASSERT_TRUE(gen.ok());
+  EXPECT_EQ(*gen, 2);
+  auto info = FindTarget(*db, "host");
+  EXPECT_EQ(CountTarget(*db, (*info)->id)->vmlinux_symbols + CountTarget(*db, (*info)->id)->module_symbols, 3);
+  EXPECT_EQ(ListTargets(*db)->size(), 1u);
+  // No orphans from the first version.
+  auto st = db->Prepare("SELECT COUNT(*) FROM symbols");
+  ASSERT_TRUE(*st->Step());
+  EXPECT_EQ(st->Int(0), 3);
+}
+
+TEST(IndexStoreTest, FailedReindexLeavesThePreviousVersionIntact) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto good = SmallTarget("host");
+  ASSERT_TRUE(ReplaceTarget(*db, good, 1).ok());
+  auto bad = SmallTarget("host");
+  bad.symbols.resize(2);
+  bad.files.push_back({"kallsyms", "/x", "not-a-status", ""});  // violates the CHECK, after all inserts
+  EXPECT_FALSE(ReplaceTarget(*db, bad, 2).ok());
+  auto info = FindTarget(*db, "host");
+  ASSERT_TRUE(info->has_value());
+  EXPECT_EQ((*info)->generation, 1);
+  auto c = CountTarget(*db, (*info)->id);
+  EXPECT_EQ(c->vmlinux_symbols + c->module_symbols, static_cast<int64_t>(good.symbols.size()));
+}
+
+TEST(IndexStoreTest, ReaderSnapshotNeverSeesHalfAReindex) {
+  TempDir d;
+  auto writer = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto t = SmallTarget("host");
+  ASSERT_TRUE(ReplaceTarget(*writer, t, 1).ok());
+  auto reader = OpenIndex(d / "i.db", Db::Mode::kReadOnly);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  ASSERT_TRUE(reader->Exec("BEGIN").ok());
+  auto before = FindTarget(*reader, "host");
+  ASSERT_EQ((*before)->generation, 1);
+  t.symbols.resize(5);
+  ASSERT_TRUE(ReplaceTarget(*writer, t, 2).ok());
+  // Same read transaction: still the whole old version.
+  auto during = FindTarget(*reader, "host");
+  EXPECT_EQ((*during)->generation, 1);
+  auto c = CountTarget(*reader, (*during)->id);
+  EXPECT_EQ(c->vmlinux_symbols + c->module_symbols, static_cast<int64_t>(SmallTarget("host").symbols.size()));
+  ASSERT_TRUE(reader->Exec("COMMIT").ok());
+  auto after = FindTarget(*reader, "host");
+  EXPECT_EQ((*after)->generation, 2);
+}
+
+}  // namespace
+}  // namespace symdex::store

@@ -1,0 +1,102 @@
+#include "server/ingest/kallsyms.h"
+
+#include <gtest/gtest.h>
+
+#include "server/common/strings.h"
+
+namespace symdex::ingest {
+namespace {
+
+TEST(KallsymsTest, ParsesVmlinuxAndModuleLines) {
+  constexpr char kText[] = R"(ffffffff81000000 T _text
+ffffffff81000000 T _stext
+ffffffff8177cd20 t name_show
+ffffffffc0a01000 t name_show	[uio]
+ffffffffc0a02000 t name_show.cold	[uio]
+ffffffff81544d00 t jhash.constprop.0
+ffffffff81544e00 t tcp_v4_rcv.isra.0
+ffffffffc0000000 t bpf_prog_6deef7357e7b4530_sd_fw_ingress	[bpf]
+)";
+  auto syms = ParseKallsyms(kText, "kallsyms");
+  ASSERT_TRUE(syms.ok()) << syms.status();
+  ASSERT_EQ(syms->size(), 8u);
+  EXPECT_EQ((*syms)[0], (KernelSymbol{0xffffffff81000000, 'T', "_text", ""}));
+  EXPECT_EQ((*syms)[3], (KernelSymbol{0xffffffffc0a01000, 't', "name_show", "uio"}));
+  EXPECT_EQ((*syms)[4].name, "name_show.cold");
+  EXPECT_EQ((*syms)[5].name, "jhash.constprop.0");
+  EXPECT_EQ((*syms)[6].name, "tcp_v4_rcv.isra.0");
+  EXPECT_EQ((*syms)[7].module, "bpf");
+  EXPECT_TRUE(IsPseudoModule("bpf"));
+  EXPECT_TRUE(IsPseudoModule("__builtin__ftrace"));
+  EXPECT_FALSE(IsPseudoModule("uio"));
+}
+
+TEST(KallsymsTest, ToleratesOddWhitespaceBlankLinesAndCrLf) {
+  constexpr char kText[] = "\n  ffffffff81000000   T\t_text  \r\n\t\nffffffffc0a01000 t\tfoo \t [mod]\r\n";
+  auto syms = ParseKallsyms(kText, "x");
+  ASSERT_TRUE(syms.ok()) << syms.status();
+  ASSERT_EQ(syms->size(), 2u);
+  EXPECT_EQ((*syms)[0].name, "_text");
+  EXPECT_EQ((*syms)[1].module, "mod");
+}
+
+TEST(KallsymsTest, SystemMapShortAddresses) {
+  auto syms = ParseKallsyms("0000000000000000 A __per_cpu_start\n1000 a VDSO32_NOTE_MASK\n", "System.map");
+  ASSERT_TRUE(syms.ok());
+  EXPECT_EQ((*syms)[1].addr, 0x1000u);
+}
+
+struct BadLine {
+  const char* text;
+  const char* reason;
+  int line;
+};
+
+class KallsymsErrorTest : public ::testing::TestWithParam<BadLine> {};
+
+TEST_P(KallsymsErrorTest, NamesSourceLineAndReason) {
+  auto syms = ParseKallsyms(GetParam().text, "/proc/kallsyms");
+  ASSERT_FALSE(syms.ok());
+  EXPECT_EQ(syms.status().code(), absl::StatusCode::kInvalidArgument);
+  std::string msg(syms.status().message());
+  EXPECT_NE(msg.find(StrCat("/proc/kallsyms:", GetParam().line, ":")), std::string::npos) << msg;
+  EXPECT_NE(msg.find(GetParam().reason), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, KallsymsErrorTest,
+    ::testing::Values(BadLine{"ffffffff81000000 T _text\nffffffff81000001 T\n", "missing symbol name", 2},
+                      BadLine{"ffffffff81000000\n", "missing symbol type", 1},
+                      BadLine{"zzzz T foo\n", "address is not", 1},
+                      BadLine{"11112222333344445 T foo\n", "address is not", 1},
+                      BadLine{"ffff TT foo\n", "single letter", 1},
+                      BadLine{"ffff 1 foo\n", "single letter", 1},
+                      BadLine{"a T b\nffff t foo uio\n", "[module] tag", 2},
+                      BadLine{"ffff t foo [uio] extra\n", "unexpected text", 1},
+                      BadLine{"ffff t fo\x01o\n", "control character", 1}));
+
+TEST(KallsymsTest, HundredThousandLines) {
+  std::string text;
+  for (int i = 0; i < 100000; ++i) {
+    text += fmt::format("{:016x} {} sym_{}{}\n", 0xffffffff81000000ull + 16u * i, i % 2 ? 't' : 'T', i,
+                        i % 10 == 0 ? "\t[mod" + std::to_string(i % 7) + "]" : "");
+  }
+  auto syms = ParseKallsyms(text, "big");
+  ASSERT_TRUE(syms.ok()) << syms.status();
+  ASSERT_EQ(syms->size(), 100000u);
+  EXPECT_EQ((*syms)[99999].name, "sym_99999");
+  EXPECT_EQ((*syms)[99990].module, "mod" + std::to_string(99990 % 7));
+  EXPECT_EQ((*syms)[99999].addr, 0xffffffff81000000ull + 16u * 99999);
+}
+
+TEST(KallsymsTest, AllZeroAddressesDetected) {
+  auto syms = ParseKallsyms("0000000000000000 T _text\n0000000000000000 t foo\t[m]\n", "k");
+  ASSERT_TRUE(syms.ok());
+  EXPECT_TRUE(AllAddressesZero(*syms));
+  auto some = ParseKallsyms("0000000000000000 A __per_cpu_start\nffffffff81000000 T _text\n", "k");
+  EXPECT_FALSE(AllAddressesZero(*some));
+  EXPECT_FALSE(AllAddressesZero({}));
+}
+
+}  // namespace
+}  // namespace symdex::ingest

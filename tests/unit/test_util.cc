@@ -1,0 +1,59 @@
+#include "tests/unit/test_util.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace symdex::testing {
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::string tmpl = (fs::temp_directory_path() / "symdex-test-XXXXXX").string();
+  char* p = ::mkdtemp(tmpl.data());
+  if (p == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = p;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream f(path, std::ios::binary);
+  f << content;
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+static std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+CommandResult RunCommand(const std::string& cmd) {
+  TempDir d;
+  std::string full = "(" + cmd + ") >" + d / "out" + " 2>" + d / "err" + " </dev/null";
+  int status = std::system(full.c_str());
+  CommandResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = Slurp(d / "out");
+  r.err = Slurp(d / "err");
+  return r;
+}
+
+void CompileObject(const std::string& c_source, const std::string& out_path, const std::string& flags) {
+  TempDir d;
+  WriteFile(d / "src.c", c_source);
+  CommandResult r = RunCommand("gcc -c " + flags + " -o '" + out_path + "' '" + (d / "src.c") + "'");
+  if (r.exit_code != 0) throw std::runtime_error("gcc failed: " + r.err);
+}
+
+}  // namespace symdex::testing

@@ -1,0 +1,34 @@
+// Helpers for tests: temp directories, writing files, running commands.
+#pragma once
+
+#include <string>
+
+namespace symdex::testing {
+
+// A fresh directory under $TMPDIR, removed (recursively) on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& rel) const { return path_ + "/" + rel; }
+
+ private:
+  std::string path_;
+};
+
+// Writes `content` to `path`, creating parent directories.
+void WriteFile(const std::string& path, const std::string& content);
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs `cmd` through /bin/sh, capturing stdout and stderr separately.
+CommandResult RunCommand(const std::string& cmd);
+
+// Compiles C source to an object file with gcc (what kernel modules are: ET_REL).
+void CompileObject(const std::string& c_source, const std::string& out_path, const std::string& flags = "-O2");
+
+}  // namespace symdex::testing
