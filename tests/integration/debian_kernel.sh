@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Indexes the real Debian 12 cloud kernel offline (System.map from the -dbg package, since the
+# image package ships a placeholder; modules from the image package) and checks symdex's
+# counts against binutils nm run over the same files.
+#   debian_kernel.sh SYMDEX_BIN
+set -euo pipefail
+SYMDEX=$1
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+eval "$("$here/../corpus/fetch-debian-kernel.sh" dbg)"
+DBG=$ROOT
+eval "$("$here/../corpus/fetch-debian-kernel.sh" image)"
+IMG=$ROOT
+MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
+MODS=$IMG/lib/modules/$KREL
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SYMDEX_DB=$work/index.db
+
+nko=$(find "$MODS" -name '*.ko*' | wc -l)
+echo "kernel $KREL: $(wc -l <"$MAP") System.map lines, $nko module files"
+start=$(date +%s.%N)
+"$SYMDEX" index --system-map "$MAP" --modules-dir "$MODS" --name debian >"$work/index.out"
+end=$(date +%s.%N)
+cat "$work/index.out"
+echo "index time: $(python3 -c "print(f'{$end-$start:.2f}')") s"
+
+# --- independent counts with nm ------------------------------------------------------------
+# kas_alias's filter list (scripts/kas_alias v7), as grep -E patterns.
+cat >"$work/noise" <<'PAT'
+^__compound_literal\.[0-9]+$
+^__[wm]*key\.[0-9]+$
+^_*TRACE_SYSTEM.*$
+^__already_done\.[0-9]+$
+^__msg\.[0-9]+$
+^__func__\.[0-9]+$
+^CSWTCH\.[0-9]+$
+^_rs\.[0-9]+$
+^___tp_str\.[0-9]+$
+^__flags\.[0-9]+$
+^___done\.[0-9]+$
+^__print_once\.[0-9]+$
+^___once_key\.[0-9]+$
+^__pfx_.*$
+^__cfi_.*$
+^\.LC[0-9]+$
+^\.L[0-9]+.[0-9]+$
+^__UNIQUE_ID_.*$
+^symbols\.[0-9]+$
+^_note_[0-9]+$
+PAT
+awk '$2=="t"||$2=="T"{print $3}' "$MAP" >"$work/vmlinux.text"
+find "$MODS" -name '*.ko' -print0 | xargs -0 nm --format=sysv 2>/dev/null |
+  awk -F'|' 'NF>=7{n=$1;c=$3;s=$7;gsub(/ /,"",n);gsub(/ /,"",c);gsub(/ /,"",s);
+             if(c=="t"||c=="T") print n "\t" s}' >"$work/modules.text"
+dupcount() { sort | uniq -c | awk '$1>1{d++; n+=$1} END{print d+0, n+0}'; }
+read -r nm_names nm_syms < <({ cat "$work/vmlinux.text"; cut -f1 "$work/modules.text"; } |
+  grep -Evf "$work/noise" | dupcount)
+read -r nm_noinit_names nm_noinit_syms < <({ cat "$work/vmlinux.text";
+  awk -F'\t' '$2 !~ /^\.(init|exit)/ {print $1}' "$work/modules.text"; } | grep -Evf "$work/noise" | dupcount)
+read -r nm_vml_names _ < <(grep -Evf "$work/noise" "$work/vmlinux.text" | dupcount)
+nm_text=$(( $(wc -l <"$work/vmlinux.text") + $(wc -l <"$work/modules.text") ))
+nm_name_show=$({ cat "$work/vmlinux.text"; cut -f1 "$work/modules.text"; } | grep -cx 'name_show')
+
+"$SYMDEX" dups --json >"$work/dups.json"
+"$SYMDEX" dups --no-init --json >"$work/dups-noinit.json"
+"$SYMDEX" status --json >"$work/status.json"
+"$SYMDEX" which name_show --exact --json >"$work/which.json"
+
+check_eq "modules indexed (all module files)" "$nko" "$(jq_num 'd["targets"][0]["modules"]' <"$work/status.json")"
+check_eq "text symbols (System.map t/T + nm t/T over modules)" "$nm_text" \
+  "$(jq_num 'd["targets"][0]["text_symbols"]' <"$work/status.json")"
+check_eq "duplicated text names, vmlinux + modules (kas_alias rules)" "$nm_names" "$(jq_num 'd["names"]' <"$work/dups.json")"
+check_eq "text symbols carrying them" "$nm_syms" "$(jq_num 'd["symbols"]' <"$work/dups.json")"
+check_eq "names duplicated inside vmlinux alone" "$nm_vml_names" \
+  "$(jq_num 'd["names_duplicated_within_vmlinux"]' <"$work/dups.json")"
+check_eq "duplicated names without module .init/.exit" "$nm_noinit_names" "$(jq_num 'd["names"]' <"$work/dups-noinit.json")"
+check_eq "symbols without module .init/.exit" "$nm_noinit_syms" "$(jq_num 'd["symbols"]' <"$work/dups-noinit.json")"
+check_eq "which name_show --exact (text instances)" "$nm_name_show" \
+  "$(jq_num 'sum(1 for i in d["instances"] if i["type"] in "tT")' <"$work/which.json")"
+check_eq "file errors" "0" \
+  "$(jq_num 'sum(1 for f in d["targets"][0]["files"] if f["status"]=="error")' <"$work/status.json")"
+# Every vmlinux instance of a duplicated name gets a _text+N probe; every module one a MOD:sym,
+# an address, or (offline, name repeated inside its module) nothing.
+check_eq "vmlinux dup instances without a _text+N probe" "0" \
+  "$(jq_num 'sum(1 for g in d["duplicates"] for i in g["instances"] if i["module"]=="vmlinux" and not i["probe"].startswith("_text+"))' <"$work/dups.json")"
+exit $fail
