@@ -119,7 +119,14 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
       std::map<std::string, int> per;
       for (const auto& in : gr.instances) ++per[in.module.empty() ? "vmlinux" : in.module];
       std::string where;
-      for (const auto& [m, n] : per) where += fmt::format("{}{}{}", where.empty() ? "" : ", ", m, n > 1 ? fmt::format(" x{}", n) : "");
+      size_t shown = 0;
+      for (const auto& [m, n] : per) {
+        if (++shown > 8) {
+          where += fmt::format(", ... {} more modules", per.size() - 8);
+          break;
+        }
+        where += fmt::format("{}{}{}", where.empty() ? "" : ", ", m, n > 1 ? fmt::format(" x{}", n) : "");
+      }
       fmt::print("{} ({}: {})\n", gr.name, gr.instances.size(), where);
       for (const auto& in : gr.instances) PrintInstanceRow(in, false);
     }
@@ -150,11 +157,13 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   dups->add_option("-t,--target", d->target, "Target to query (default: 'host', or the only one)");
   dups->add_option("-m,--module", d->q.module, "Only names with an instance in this module ('vmlinux' allowed)");
   dups->add_flag("--all-types", d->q.all_types, "Count every symbol type, not only text (t/T)");
-  dups->add_flag("--no-init", d->q.no_init, "Leave out module .init/.exit text (freed or never loaded)");
+  dups->add_flag("--with-init", d->q.with_init,
+                 "Also count module .init/.exit text (init_module, cleanup_module...): plain nm counting");
   dups->footer(
       "Counts as kas_alias did: text symbols over vmlinux + all modules, skipping generated\n"
       "names (__func__.N, CSWTCH.N, __key.N, __pfx_*, __cfi_*, __UNIQUE_ID_*, ...) and the\n"
-      "[bpf]/[__builtin__*] pseudo-modules.\n"
+      "[bpf]/[__builtin__*] pseudo-modules, and module .init/.exit text, which is freed after\n"
+      "load (--with-init counts it, as plain nm over the .ko files would).\n"
       "Exit: 0 duplicates listed, 1 none, 2 usage, 3 no index.");
   dups->callback([&g, &exit_code, d] { exit_code = RunDups(g, *d); });
 }

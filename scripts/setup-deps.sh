@@ -11,7 +11,9 @@ PKGS=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzstd-dev liblzma-dev zlib1g-dev
   # tests
-  libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd
+  libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3
+  # benchmarks
+  bc time
 )
 
 SUDO=""

@@ -133,7 +133,7 @@ absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInf
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     if (ingest::IsPseudoModule(r.module) || IsAliasNoise(r.name)) continue;
-    if (opts.no_init && IsInitOrExitSection(r.section)) continue;
+    if (!opts.with_init && IsInitOrExitSection(r.section)) continue;
     by_name[r.name].push_back(i);
   }
   const std::string want_module = opts.module == "vmlinux" ? "" : opts.module;

@@ -50,7 +50,7 @@ bool IsAliasNoise(std::string_view name);
 struct DupsOptions {
   std::string module;      // only names with an instance in this module ("vmlinux" allowed)
   bool all_types = false;  // default: text symbols (t/T) only, as kas_alias
-  bool no_init = false;    // leave out module .init/.exit symbols entirely
+  bool with_init = false;  // also count module .init/.exit symbols (plain `nm` counting)
 };
 
 struct DupGroup {
@@ -60,8 +60,8 @@ struct DupGroup {
 
 // Names carried by more than one symbol, counted over vmlinux + all modules as kas_alias did:
 // text symbols only (unless all_types), alias noise and pseudo-modules ([bpf],
-// [__builtin__ftrace]) skipped. Module .init/.exit symbols count (as in kas_alias and `nm`)
-// and are flagged, unless no_init drops them. Sorted by name.
+// [__builtin__ftrace]) skipped, and module .init/.exit symbols skipped (kas_alias gave them no
+// alias: they are freed after load) unless with_init. Sorted by name.
 absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInfo& t,
                                            const DupsOptions& opts);
 

@@ -64,19 +64,19 @@ nm_text=$(( $(wc -l <"$work/vmlinux.text") + $(wc -l <"$work/modules.text") ))
 nm_name_show=$({ cat "$work/vmlinux.text"; cut -f1 "$work/modules.text"; } | grep -cx 'name_show')
 
 "$SYMDEX" dups --json >"$work/dups.json"
-"$SYMDEX" dups --no-init --json >"$work/dups-noinit.json"
+"$SYMDEX" dups --with-init --json >"$work/dups-init.json"
 "$SYMDEX" status --json >"$work/status.json"
 "$SYMDEX" which name_show --exact --json >"$work/which.json"
 
 check_eq "modules indexed (all module files)" "$nko" "$(jq_num 'd["targets"][0]["modules"]' <"$work/status.json")"
 check_eq "text symbols (System.map t/T + nm t/T over modules)" "$nm_text" \
   "$(jq_num 'd["targets"][0]["text_symbols"]' <"$work/status.json")"
-check_eq "duplicated text names, vmlinux + modules (kas_alias rules)" "$nm_names" "$(jq_num 'd["names"]' <"$work/dups.json")"
-check_eq "text symbols carrying them" "$nm_syms" "$(jq_num 'd["symbols"]' <"$work/dups.json")"
+check_eq "duplicated text names incl. module init/exit (plain nm)" "$nm_names" "$(jq_num 'd["names"]' <"$work/dups-init.json")"
+check_eq "text symbols carrying them" "$nm_syms" "$(jq_num 'd["symbols"]' <"$work/dups-init.json")"
 check_eq "names duplicated inside vmlinux alone" "$nm_vml_names" \
   "$(jq_num 'd["names_duplicated_within_vmlinux"]' <"$work/dups.json")"
-check_eq "duplicated names without module .init/.exit" "$nm_noinit_names" "$(jq_num 'd["names"]' <"$work/dups-noinit.json")"
-check_eq "symbols without module .init/.exit" "$nm_noinit_syms" "$(jq_num 'd["symbols"]' <"$work/dups-noinit.json")"
+check_eq "duplicated text names, kas_alias rules (default)" "$nm_noinit_names" "$(jq_num 'd["names"]' <"$work/dups.json")"
+check_eq "text symbols carrying them" "$nm_noinit_syms" "$(jq_num 'd["symbols"]' <"$work/dups.json")"
 check_eq "which name_show --exact (text instances)" "$nm_name_show" \
   "$(jq_num 'sum(1 for i in d["instances"] if i["type"] in "tT")' <"$work/which.json")"
 check_eq "file errors" "0" \

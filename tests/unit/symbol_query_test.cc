@@ -70,20 +70,22 @@ TEST_F(SymbolQueryTest, DupsCountsTextOverVmlinuxAndModulesSkippingNoise) {
   ASSERT_TRUE(groups.ok());
   std::vector<std::string> names;
   for (const auto& g : *groups) names.push_back(g.name);
-  // __pfx_/CSWTCH noise and data symbols are out; bpf pseudo-module ignored; init counted.
-  EXPECT_EQ(names, (std::vector<std::string>{"init_module", "jhash", "name_show"}));
-  EXPECT_EQ((*groups)[2].instances.size(), 4u);
-  EXPECT_TRUE((*groups)[0].instances[0].init_or_exit);
+  // __pfx_/CSWTCH noise, data symbols, module init text are out; bpf pseudo-module ignored.
+  EXPECT_EQ(names, (std::vector<std::string>{"jhash", "name_show"}));
+  EXPECT_EQ((*groups)[1].instances.size(), 4u);
 
-  auto no_init = Dups(db_, target_, {.no_init = true});
-  EXPECT_EQ(no_init->size(), 2u);
+  auto with_init = Dups(db_, target_, {.with_init = true});
+  ASSERT_EQ(with_init->size(), 3u);
+  EXPECT_EQ((*with_init)[0].name, "init_module");
+  EXPECT_TRUE((*with_init)[0].instances[0].init_or_exit);
   auto all_types = Dups(db_, target_, {.all_types = true});
   std::vector<std::string> all_names;
   for (const auto& g : *all_types) all_names.push_back(g.name);
   EXPECT_NE(std::find(all_names.begin(), all_names.end(), "some_data"), all_names.end());
   EXPECT_EQ(std::find(all_names.begin(), all_names.end(), "__func__.12"), all_names.end());
   auto mei = Dups(db_, target_, {.module = "mei"});
-  ASSERT_EQ(mei->size(), 2u);  // init_module and name_show touch mei
+  ASSERT_EQ(mei->size(), 1u);  // name_show
+  EXPECT_EQ(Dups(db_, target_, {.module = "mei", .with_init = true})->size(), 2u);  // + init_module
   auto vml = Dups(db_, target_, {.module = "vmlinux"});
   EXPECT_EQ(vml->size(), 2u);
 }

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Benchmark: index the Debian cloud kernel offline (System.map + all 1,121 modules) with symdex,
+# and, in the same run, the peer pipeline a kas_alias-style tool uses for the same answer
+# (binutils nm over System.map's binary + every .ko, then sort | uniq -c). Prints medians of
+# N runs, symdex's peak RSS, and the ratio.
+#   tests/bench/index_offline.sh [build/bin/symdex] [RUNS=5]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+SYMDEX=${1:-$here/../../build/bin/symdex}
+RUNS=${2:-5}
+eval "$("$here/../corpus/fetch-debian-kernel.sh" dbg 2>/dev/null)"
+DBG=$ROOT
+eval "$("$here/../corpus/fetch-debian-kernel.sh" image 2>/dev/null)"
+MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
+MODS=$ROOT/lib/modules/$KREL
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+# Warm the page cache once so both sides read from memory.
+cat "$MAP" >/dev/null; find "$MODS" -name '*.ko' -print0 | xargs -0 cat >/dev/null
+
+for i in $(seq "$RUNS"); do
+  rm -f "$work"/idx.db*
+  s=$(now); "$SYMDEX" --db "$work/idx.db" index -q --system-map "$MAP" --modules-dir "$MODS"; e=$(now)
+  echo "$e - $s" | bc >>"$work/symdex"
+  s=$(now); "$SYMDEX" --db "$work/idx.db" index -q --system-map "$MAP" --modules-dir "$MODS"; e=$(now)
+  echo "$e - $s" | bc >>"$work/symdex_reindex"
+  s=$(now)
+  { awk '$2=="t"||$2=="T"{print $3}' "$MAP"
+    find "$MODS" -name '*.ko' -print0 | xargs -0 nm 2>/dev/null | awk 'NF==3 && ($2=="t"||$2=="T"){print $3}'
+  } | sort | uniq -c | awk '$1>1' >/dev/null
+  e=$(now)
+  echo "$e - $s" | bc >>"$work/nm"
+done
+rss=$( { /usr/bin/time -f '%M' "$SYMDEX" --db "$work/rss.db" index -q --system-map "$MAP" --modules-dir "$MODS"; } 2>&1 | tail -1)
+sym=$(median <"$work/symdex"); re=$(median <"$work/symdex_reindex"); nm=$(median <"$work/nm")
+echo "kernel $KREL, $(find "$MODS" -name '*.ko' | wc -l) modules, $(nproc) cores, median of $RUNS runs"
+printf '  symdex index (new db)        %6.2f s   peak RSS %d MB\n' "$sym" $((rss / 1024))
+printf '  symdex index (re-index)      %6.2f s\n' "$re"
+printf '  nm | sort | uniq -c (dups)   %6.2f s\n' "$nm"
+printf '  ratio symdex/nm-pipeline     %6.2f   (symdex also stores a queryable index)\n' "$(echo "$sym / $nm" | bc -l)"
