@@ -7,9 +7,7 @@
 
 #include "client/cli_common.h"
 #include "server/common/strings.h"
-#include "server/store/index_store.h"
-#include "server/target/live_host.h"
-#include "server/target/offline_kernel.h"
+#include "server/indexer/indexer.h"
 
 namespace symdex::cli {
 namespace {
@@ -20,65 +18,81 @@ struct IndexOptions {
   std::string modules_dir;
   std::string name;
   std::string release;
+  std::string vmlinux;
+  std::vector<std::string> debug_dirs;
+  bool no_debuginfo = false;
+  bool no_debuginfod = false;
   unsigned jobs = 0;
   bool quiet = false;
 };
 
 int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
-  auto start = std::chrono::steady_clock::now();
   const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
-  target::ProgressFn progress;
+  indexer::IndexRequest req;
   if (tty) {
-    progress = [](std::string_view stage, size_t done, size_t total) {
+    req.progress = [](std::string_view stage, size_t done, size_t total) {
       fmt::print(stderr, "\r\033[Kreading {} {}/{}", stage, done, total);
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-
-  absl::StatusOr<target::KernelTarget> loaded;
   if (!o.system_map.empty()) {
-    loaded = target::LoadOfflineKernel({.system_map = o.system_map,
-                                        .modules_dir = o.modules_dir,
-                                        .name = o.name,
-                                        .release = o.release,
-                                        .jobs = o.jobs,
-                                        .progress = progress});
+    req.offline = target::OfflineKernelOptions{.system_map = o.system_map,
+                                               .modules_dir = o.modules_dir,
+                                               .name = o.name,
+                                               .release = o.release,
+                                               .jobs = o.jobs,
+                                               .progress = req.progress};
   } else {
-    loaded = target::LoadLiveHost({.sysroot = o.sysroot, .name = o.name.empty() ? "host" : o.name});
+    req.live = target::LiveHostOptions{.sysroot = o.sysroot, .name = o.name.empty() ? "host" : o.name};
   }
-  if (!loaded.ok()) return Fail(g, loaded.status(), true);
-  auto parsed = std::chrono::steady_clock::now();
+  req.debuginfo = !o.no_debuginfo;
+  req.jobs = o.jobs;
+  req.finder = debuginfo::DebugFinderOptions{.debug_dirs = o.debug_dirs,
+                                             .sysroot = o.sysroot,
+                                             .vmlinux = o.vmlinux,
+                                             .use_debuginfod = !o.no_debuginfod,
+                                             .debuginfod_progress = tty};
 
   auto db = OpenForWrite(g);
   if (!db.ok()) return Fail(g, db.status(), true);
-  auto gen = store::ReplaceTarget(*db, *loaded, static_cast<int64_t>(std::time(nullptr)));
-  if (!gen.ok()) return Fail(g, gen.status(), true);
-  auto end = std::chrono::steady_clock::now();
-
-  const target::KernelTarget& t = *loaded;
-  size_t errors = 0;
-  for (const auto& f : t.files) errors += f.status == "error";
-  double secs = std::chrono::duration<double>(end - start).count();
-  double read_secs = std::chrono::duration<double>(parsed - start).count();
+  auto start = std::chrono::steady_clock::now();
+  auto sum = indexer::IndexTarget(*db, req);
+  if (!sum.ok()) return Fail(g, sum.status(), true);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const indexer::IndexSummary& s = *sum;
   if (g.json) {
-    PrintJson({{"target", t.name},
-               {"kind", t.kind},
-               {"release", t.release},
-               {"build_id", t.build_id ? t.build_id->ToHex() : ""},
-               {"generation", *gen},
-               {"symbols", t.symbols.size()},
-               {"modules", t.modules.size()},
-               {"file_errors", errors},
-               {"warnings", t.warnings},
+    PrintJson({{"target", s.name},
+               {"kind", s.kind},
+               {"release", s.release},
+               {"build_id", s.build_id},
+               {"generation", s.generation},
+               {"symbols", s.symbols},
+               {"modules", s.modules},
+               {"file_errors", s.file_errors},
+               {"text_symbols", s.text_symbols},
+               {"text_symbols_with_dwarf", s.text_with_dwarf},
+               {"debug_files", {{"indexed", s.debug_indexed},
+                                {"cached", s.debug_cached},
+                                {"missing", s.debug_missing},
+                                {"failed", s.debug_failed}}},
+               {"warnings", s.warnings},
                {"db", DbPath(g)},
                {"seconds", secs},
-               {"read_seconds", read_secs}});
+               {"load_seconds", s.load_seconds},
+               {"dwarf_seconds", s.dwarf_seconds},
+               {"store_seconds", s.store_seconds}});
   } else {
-    for (const auto& w : t.warnings) fmt::print(stderr, "symdex: warning: {}\n", w);
+    for (const auto& w : s.warnings) fmt::print(stderr, "symdex: warning: {}\n", w);
     if (!o.quiet) {
-      fmt::print("indexed {} '{}'{}: {} symbols, {} modules in {:.2f}s (read {:.2f}s) -> {}\n", t.kind, t.name,
-                 t.release.empty() ? "" : " (" + t.release + ")", t.symbols.size(), t.modules.size(), secs,
-                 read_secs, DbPath(g));
+      fmt::print("indexed {} '{}'{}: {} symbols, {} modules in {:.2f}s -> {}\n", s.kind, s.name,
+                 s.release.empty() ? "" : " (" + s.release + ")", s.symbols, s.modules, secs, DbPath(g));
+      if (req.debuginfo) {
+        fmt::print("  debug info: {} files indexed, {} cached, {} missing, {} failed; {} of {} text symbols "
+                   "have source lines (symbols {:.2f}s, DWARF {:.2f}s, store {:.2f}s)\n",
+                   s.debug_indexed, s.debug_cached, s.debug_missing, s.debug_failed, s.text_with_dwarf,
+                   s.text_symbols, s.load_seconds, s.dwarf_seconds, s.store_seconds);
+        if (s.debug_missing + s.debug_failed > 0) fmt::print("  see 'symdex status -v' for what was tried\n");
+      }
     }
   }
   return kFound;
@@ -101,11 +115,21 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   c->add_option("--name", o->name, "Target name (default: 'host' live; the release offline)");
   c->add_option("--release", o->release, "Offline kernel release when it cannot be guessed from the paths")
       ->needs(sm);
-  c->add_option("-j,--jobs", o->jobs, "Parallel module readers (default: all cores)");
+  c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--debug-dir", o->debug_dirs,
+                "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
+                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}")
+      ->check(CLI::ExistingDirectory);
+  c->add_flag("--no-debuginfo", o->no_debuginfo, "Symbols only: skip DWARF (kallsyms-level answers)");
+  c->add_flag("--no-debuginfod", o->no_debuginfod, "Never ask debuginfod servers (DEBUGINFOD_URLS)");
+  c->add_option("-j,--jobs", o->jobs, "Threads for module reading and DWARF indexing (default: all cores)");
   c->add_flag("-q,--quiet", o->quiet, "No progress or summary");
   c->get_option("--sysroot")->excludes(sm);
   c->footer(
       "The live host needs /proc/kallsyms with real addresses: run as root or with CAP_SYSLOG.\n"
+      "Debug info is matched by build-ID; a debug file already indexed is reused, not re-read.\n"
+      "debuginfod is asked for what is not found locally when DEBUGINFOD_URLS is set.\n"
       "Re-indexing a target replaces it atomically; readers never see half an index.");
   c->callback([&g, &exit_code, o] { exit_code = RunIndex(g, *o); });
 }

@@ -36,17 +36,47 @@ nlohmann::json ToJson(const query::Instance& in) {
   }
   j["size"] = in.size ? nlohmann::json(*in.size) : nlohmann::json(nullptr);
   j["size_exact"] = in.size_exact;
+  if (in.dwarf) {
+    j["dwarf"] = {{"function", in.dwarf->function},
+                  {"cu", in.dwarf->cu},
+                  {"file", in.dwarf->entry_file},
+                  {"line", in.dwarf->entry_line},
+                  {"decl_file", in.dwarf->decl_file},
+                  {"decl_line", in.dwarf->decl_line},
+                  {"inline_copy", in.dwarf->inline_copy}};
+  } else {
+    j["dwarf"] = nullptr;
+  }
+  if (!in.dwarf_note.empty()) j["dwarf_note"] = in.dwarf_note;
   return j;
+}
+
+// "drivers/pnp/card.c:186 (decl :184)", with the CU when the code comes from another file
+// (a header inline, an #included .c), or the reason there is no DWARF.
+std::string SourceText(const query::Instance& in) {
+  if (!in.dwarf) return in.dwarf_note.empty() ? "" : "[" + in.dwarf_note + "]";
+  const store::DwarfInfo& d = *in.dwarf;
+  std::string out = fmt::format("{}:{}", d.entry_file.empty() ? "?" : d.entry_file, d.entry_line);
+  if (!d.decl_file.empty()) {
+    out += d.decl_file == d.entry_file ? fmt::format(" (decl :{})", d.decl_line)
+                                       : fmt::format(" (decl {}:{})", d.decl_file, d.decl_line);
+  }
+  if (!d.cu.empty() && d.cu != d.entry_file) out += " in " + d.cu;
+  if (d.inline_copy) out += " [out-of-line inline]";
+  if (!in.dwarf_note.empty()) out += " [" + in.dwarf_note + "]";
+  return out;
 }
 
 void PrintInstanceRow(const query::Instance& in, bool show_name) {
   std::string module = in.module.empty() ? "vmlinux" : in.module;
   std::string probe = in.probe.empty() ? "-" : in.probe;
-  if (in.init_or_exit) probe += "  (init/exit: not resident after load)";
+  if (in.init_or_exit) probe += " (init/exit)";
   if (show_name) {
-    fmt::print("  {:<32} {:<20} {:<24} {} {:>8}  {}\n", in.name, module, Location(in), in.type, SizeText(in), probe);
+    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {}\n", in.name, module, Location(in), in.type, SizeText(in),
+               probe, SourceText(in));
   } else {
-    fmt::print("  {:<20} {:<24} {} {:>8}  {}\n", module, Location(in), in.type, SizeText(in), probe);
+    fmt::print("  {:<16} {:<22} {} {:>7}  {:<22} {}\n", module, Location(in), in.type, SizeText(in), probe,
+               SourceText(in));
   }
 }
 
@@ -71,7 +101,8 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
     fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", o.name, t->name);
   } else {
     fmt::print("{}: {} instance{} in target '{}'\n", o.name, found->size(), found->size() == 1 ? "" : "s", t->name);
-    fmt::print("  {:<32} {:<20} {:<24} {} {:>8}  {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE", "KPROBE TARGET");
+    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE", "KPROBE TARGET",
+               "SOURCE (entry line, declaration, compilation unit)");
     for (const auto& in : *found) PrintInstanceRow(in, true);
   }
   return found->empty() ? kNotFound : kFound;

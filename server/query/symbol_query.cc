@@ -32,6 +32,8 @@ Instance MakeInstance(const store::TargetInfo& t, const store::SymbolRecord& r) 
   in.type = r.type;
   in.size = r.size;
   in.size_exact = r.size_exact;
+  in.dwarf = r.dwarf;
+  in.dwarf_note = r.dwarf_note;
   if (r.section.empty()) {
     in.addr = r.addr;
     if (r.module.empty() && t.text_addr && r.addr >= *t.text_addr) in.text_offset = r.addr - *t.text_addr;

@@ -31,6 +31,9 @@ struct Instance {
   // Offline module symbol in .init.* / .exit.*: freed after load (init) or never loaded
   // without CONFIG_MODULE_UNLOAD; kas_alias counted these but gave them no alias.
   bool init_or_exit = false;
+  // From DWARF (debug info indexed for this vmlinux/module), else dwarf_note says why not.
+  std::optional<store::DwarfInfo> dwarf;
+  std::string dwarf_note;
 };
 
 // Picks the target a query runs against: `requested` when given; otherwise "host" if indexed,

@@ -38,8 +38,14 @@ TargetInfo ReadTarget(const Stmt& st) {
 }
 
 constexpr const char* kSymbolSelect =
-    "SELECT s.name, s.type, COALESCE(m.name,''), s.addr, COALESCE(s.section,''), s.size, "
-    "s.size_exact FROM symbols s LEFT JOIN modules m ON m.id = s.module_id ";
+    "SELECT s.name, s.type, COALESCE(m.name,''), s.addr, COALESCE(s.section,''), s.size, s.size_exact, "
+    "s.dwarf_function_id, COALESCE(s.dwarf_note,''), f.name, COALESCE(u.name,''), COALESCE(df.path,''), "
+    "COALESCE(f.decl_line,0), COALESCE(ef.path,''), COALESCE(f.entry_line,0), COALESCE(f.flags,0) "
+    "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id "
+    "LEFT JOIN dwarf_functions f ON f.id = s.dwarf_function_id "
+    "LEFT JOIN dwarf_units u ON u.debug_file_id = f.debug_file_id AND u.idx = f.unit "
+    "LEFT JOIN dwarf_files df ON df.debug_file_id = f.debug_file_id AND df.idx = f.decl_file "
+    "LEFT JOIN dwarf_files ef ON ef.debug_file_id = f.debug_file_id AND ef.idx = f.entry_file ";
 
 SymbolRecord ReadSymbol(const Stmt& st) {
   SymbolRecord r;
@@ -51,6 +57,18 @@ SymbolRecord ReadSymbol(const Stmt& st) {
   r.section = st.Text(4);
   r.size = OptU64(st.OptInt(5));
   r.size_exact = st.Int(6) != 0;
+  if (!st.IsNull(7)) {
+    DwarfInfo d;
+    d.function = st.Text(9);
+    d.cu = st.Text(10);
+    d.decl_file = st.Text(11);
+    d.decl_line = st.Int(12);
+    d.entry_file = st.Text(13);
+    d.entry_line = st.Int(14);
+    d.inline_copy = (st.Int(15) & 2) != 0;
+    r.dwarf = std::move(d);
+  }
+  r.dwarf_note = st.Text(8);
   return r;
 }
 
@@ -67,7 +85,10 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
       int64_t old_id = old.Int(0);
       generation = old.Int(1) + 1;
       for (const char* sql : {"DELETE FROM symbols WHERE target_id = ?1",
+                              "DELETE FROM module_sections WHERE module_id IN "
+                              "(SELECT id FROM modules WHERE target_id = ?1)",
                               "DELETE FROM modules WHERE target_id = ?1",
+                              "DELETE FROM target_debuginfo WHERE target_id = ?1",
                               "DELETE FROM target_files WHERE target_id = ?1",
                               "DELETE FROM targets WHERE id = ?1"}) {
         ASSIGN_OR_RETURN(Stmt del, db.Prepare(sql));
@@ -88,6 +109,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   ASSIGN_OR_RETURN(Stmt ins_mod,
                    db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
                               "VALUES (?1,?2,?3,?4,?5,?6)"));
+  ASSIGN_OR_RETURN(Stmt ins_sec, db.Prepare("INSERT INTO module_sections (module_id, name, addr) VALUES (?1,?2,?3)"));
   std::vector<int64_t> module_ids;
   module_ids.reserve(t.modules.size());
   for (const auto& m : t.modules) {
@@ -95,17 +117,23 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     ins_mod.Bind(4, OptAddr(m.text_addr)).Bind(5, OptAddr(m.size)).Bind(6, NonEmpty(m.path));
     RETURN_IF_ERROR(ins_mod.Run());
     module_ids.push_back(sqlite3_last_insert_rowid(db.raw()));
+    for (const auto& [name, addr] : m.sections) {
+      ins_sec.Bind(1, module_ids.back()).Bind(2, name).Bind(3, ToDb(addr));
+      RETURN_IF_ERROR(ins_sec.Run());
+    }
   }
 
   ASSIGN_OR_RETURN(Stmt ins_sym,
                    db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
-                              "size_exact, section) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
+                              "size_exact, section, dwarf_function_id, dwarf_note) "
+                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"));
   for (const auto& s : t.symbols) {
     ins_sym.Bind(1, target_id);
     if (s.module >= 0) ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
     else ins_sym.BindNull(2);
     ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
     ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
+    ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note));
     RETURN_IF_ERROR(ins_sym.Run());
   }
 
@@ -115,6 +143,14 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   for (const auto& f : t.files) {
     ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, f.status).Bind(5, NonEmpty(f.detail));
     RETURN_IF_ERROR(ins_file.Run());
+  }
+  ASSIGN_OR_RETURN(Stmt ins_dbg,
+                   db.Prepare("INSERT INTO target_debuginfo (target_id, module, build_id, debug_file_id, status, "
+                              "path, origin, detail) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
+  for (const auto& d : t.debuginfo) {
+    ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
+    ins_dbg.Bind(5, d.status).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
+    RETURN_IF_ERROR(ins_dbg.Run());
   }
   RETURN_IF_ERROR(tx.Commit());
   return generation;

@@ -36,7 +36,18 @@ struct ModuleRecord {
   std::optional<uint64_t> text_addr, size;
 };
 
-// One symbol row joined with its module.
+// The DWARF function instance a symbol was joined to.
+struct DwarfInfo {
+  std::string function;  // DWARF name (no .isra/.cold suffix)
+  std::string cu;        // compilation unit, source-tree relative
+  std::string decl_file;
+  int64_t decl_line = 0;
+  std::string entry_file;  // line-table row at the entry pc
+  int64_t entry_line = 0;
+  bool inline_copy = false;
+};
+
+// One symbol row joined with its module (and DWARF function, when known).
 struct SymbolRecord {
   std::string name;
   char type = '?';
@@ -45,6 +56,8 @@ struct SymbolRecord {
   std::string section;
   std::optional<uint64_t> size;
   bool size_exact = false;
+  std::optional<DwarfInfo> dwarf;
+  std::string dwarf_note;  // why there is no DWARF function, or where in it the symbol is
 };
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.

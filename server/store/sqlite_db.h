@@ -26,6 +26,10 @@ class Stmt {
   Stmt& Bind(int idx, int64_t v);
   Stmt& Bind(int idx, std::string_view v);
   Stmt& Bind(int idx, const char* v) { return Bind(idx, std::string_view(v)); }
+  Stmt& Bind(int idx, double v) {
+    sqlite3_bind_double(stmt_, idx, v);
+    return *this;
+  }
   Stmt& BindNull(int idx);
   template <typename T>
   Stmt& Bind(int idx, const std::optional<T>& v) {
@@ -39,6 +43,7 @@ class Stmt {
   void Reset();
 
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
+  double Double(int col) const { return sqlite3_column_double(stmt_, col); }
   std::string Text(int col) const;
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
   std::optional<int64_t> OptInt(int col) const {

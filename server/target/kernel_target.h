@@ -19,6 +19,8 @@ struct ModuleInfo {
   std::optional<uint64_t> text_addr;  // live: /sys/module/M/sections/.text
   std::optional<uint64_t> size;       // live: /proc/modules
   std::string path;                   // offline: the .ko file
+  // live: /sys/module/M/sections/* (name, base address), for the DWARF join
+  std::vector<std::pair<std::string, uint64_t>> sections;
 };
 
 struct SymbolEntry {
@@ -29,6 +31,20 @@ struct SymbolEntry {
   bool size_exact = false;
   int module = -1;      // index into KernelTarget::modules; -1 = vmlinux
   std::string section;  // offline module symbols only
+  // The DWARF join (debuginfo/symbol_join.h): the function instance, or why there is none.
+  std::optional<int64_t> dwarf_function_id;
+  std::string dwarf_note;
+};
+
+// Which debug file a part of the target (vmlinux or a module) uses, or why none.
+struct DebugInfoRecord {
+  std::string module;  // "" = vmlinux
+  std::string build_id;
+  std::optional<int64_t> debug_file_id;
+  std::string status;  // used | cached | not-found | build-id-mismatch | parse-error | no-build-id
+  std::string path;
+  std::string origin;  // local | debuginfod
+  std::string detail;
 };
 
 // One input file and what happened to it.
@@ -49,6 +65,7 @@ struct KernelTarget {
   std::vector<ModuleInfo> modules;
   std::vector<SymbolEntry> symbols;
   std::vector<SourceFile> files;
+  std::vector<DebugInfoRecord> debuginfo;
   std::vector<std::string> warnings;
 };
 

@@ -1,6 +1,8 @@
 #include "server/target/live_host.h"
 
+#include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <map>
 
 #include "server/common/strings.h"
@@ -123,6 +125,15 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
     } else {
       ++unreadable;
     }
+    // Every section base, sorted, for turning addresses into (section, offset).
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base + "/sections", ec)) {
+      if (auto v = ReadFileBounded(e.path().string(), 256); v.ok()) {
+        if (auto a = ParseHexLine(*v); a && *a != 0) m.sections.emplace_back(e.path().filename().string(), *a);
+      }
+    }
+    std::sort(m.sections.begin(), m.sections.end(),
+              [](const auto& a, const auto& b) { return a.second < b.second; });
     if (auto n = ReadFileBounded(base + "/notes/.note.gnu.build-id", 4096); n.ok()) {
       if (auto id = ingest::FindGnuBuildId(*n); id.ok() && id->has_value()) m.build_id = **id;
     }

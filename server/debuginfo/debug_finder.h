@@ -1,0 +1,79 @@
+// Finds the debug file for vmlinux or a module, by build-ID, and says what it tried.
+//
+// Search order, for each root in --debug-dir DIR... then <sysroot>/usr/lib/debug:
+//   ROOT/.build-id/ab/cdef....debug                  (any file, by build-ID)
+//   ROOT/boot/vmlinux-R, ROOT/lib/modules/R/vmlinux   (vmlinux)
+//   ROOT/lib/modules/R/**/M.ko[.xz|.zst|.gz]          (module M; '-' and '_' equivalent)
+// then <sysroot>/boot/vmlinux-R and an explicit --vmlinux FILE, then debuginfod
+// (libdebuginfod; DEBUGINFOD_URLS, DEBUGINFOD_CACHE_PATH, DEBUGINFOD_TIMEOUT, ...).
+// A candidate is used only when its GNU build-ID equals the wanted one; when the target does
+// not know its build-ID (an offline System.map has none) the first existing candidate is used
+// and the result says it is unverified.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/common/build_id.h"
+#include "server/common/status.h"
+
+namespace symdex::debuginfo {
+
+struct DebugFileRequest {
+  std::string module;  // "" = vmlinux
+  std::string release;
+  std::optional<BuildId> build_id;
+};
+
+struct FoundDebugFile {
+  std::string path;
+  std::string origin;  // "local" | "debuginfod"
+  bool verified = false;  // build-ID compared equal
+  std::optional<BuildId> build_id;  // of the file
+};
+
+// What one lookup did: the file found, or the reason there is none (the status), plus every
+// candidate examined and why it was rejected.
+struct LookupResult {
+  std::optional<FoundDebugFile> found;
+  std::string status;  // used | not-found | build-id-mismatch
+  std::vector<std::string> attempts;
+};
+
+struct DebugFinderOptions {
+  std::vector<std::string> debug_dirs;
+  std::string sysroot;
+  std::string vmlinux;          // explicit vmlinux debug file
+  bool use_debuginfod = true;   // when DEBUGINFOD_URLS is set
+  bool debuginfod_progress = false;  // progress on stderr (a TTY)
+};
+
+// The GNU build-ID of an ELF file (plain or .xz/.zst/.gz compressed), nullopt if it has none.
+absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path);
+
+// The value of symbol `name` in the ELF symbol table of `path` (e.g. a vmlinux's _text).
+absl::StatusOr<std::optional<uint64_t>> ReadElfSymbolValue(const std::string& path, const std::string& name);
+
+// Thread-safe: lookups for different modules may run concurrently.
+class DebugFinder {
+ public:
+  explicit DebugFinder(DebugFinderOptions opts);
+  ~DebugFinder();
+  LookupResult Find(const DebugFileRequest& req);
+
+ private:
+  std::vector<std::string> Roots() const;
+  const std::map<std::string, std::vector<std::string>>& ModuleFiles(const std::string& root, const std::string& release);
+  bool TryCandidate(const std::string& path, const DebugFileRequest& req, const std::string& origin, LookupResult& r);
+  void TryDebuginfod(const DebugFileRequest& req, LookupResult& r);
+
+  DebugFinderOptions opts_;
+  std::mutex mu_;
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> module_files_;  // by root+release
+};
+
+}  // namespace symdex::debuginfo

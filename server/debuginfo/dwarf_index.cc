@@ -1,0 +1,450 @@
+#include "server/debuginfo/dwarf_index.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "server/common/strings.h"
+#include "server/debuginfo/source_path.h"
+
+namespace symdex::debuginfo {
+namespace {
+
+// ---- RAII handles -------------------------------------------------------------------------
+struct FdCloser {
+  int fd = -1;
+  ~FdCloser() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+struct ElfEnd {
+  void operator()(Elf* e) const { elf_end(e); }
+};
+struct DwarfEnd {
+  void operator()(Dwarf* d) const { dwarf_end(d); }
+};
+struct DwflEnd {
+  void operator()(Dwfl* d) const { dwfl_end(d); }
+};
+using ElfPtr = std::unique_ptr<Elf, ElfEnd>;
+using DwarfPtr = std::unique_ptr<Dwarf, DwarfEnd>;
+using DwflPtr = std::unique_ptr<Dwfl, DwflEnd>;
+
+void InitLibelf() {
+  static std::once_flag once;
+  std::call_once(once, [] { elf_version(EV_CURRENT); });
+}
+
+// Maps a DWARF address to what the index stores: identity for linked images; section + offset
+// for ET_REL modules (through libdwfl's layout of the relocated sections).
+class AddressMapper {
+ public:
+  AddressMapper() = default;
+  AddressMapper(Dwfl_Module* mod, Dwarf_Addr bias, std::vector<std::string>* sections, std::mutex* mu)
+      : mod_(mod), bias_(bias), sections_(sections), mu_(mu) {}
+
+  bool relocatable() const { return mod_ != nullptr; }
+
+  bool Map(uint64_t dwarf_addr, uint64_t& out, uint16_t& section) {
+    if (mod_ == nullptr) {
+      out = dwarf_addr;
+      section = kNoSection;
+      return true;
+    }
+    Dwarf_Addr a = dwarf_addr + bias_;
+    int idx = dwfl_module_relocate_address(mod_, &a);
+    if (idx < 0) return false;
+    auto it = cache_.find(idx);
+    if (it == cache_.end()) {
+      GElf_Word shndx;
+      const char* name = dwfl_module_relocation_info(mod_, static_cast<unsigned>(idx), &shndx);
+      std::lock_guard<std::mutex> lock(*mu_);
+      std::string n = name ? name : "?";
+      auto pos = std::find(sections_->begin(), sections_->end(), n);
+      uint16_t id = static_cast<uint16_t>(pos - sections_->begin());
+      if (pos == sections_->end()) sections_->push_back(n);
+      it = cache_.emplace(idx, id).first;
+    }
+    out = a;
+    section = it->second;
+    return true;
+  }
+
+ private:
+  Dwfl_Module* mod_ = nullptr;
+  Dwarf_Addr bias_ = 0;
+  std::vector<std::string>* sections_ = nullptr;
+  std::mutex* mu_ = nullptr;
+  std::unordered_map<int, uint16_t> cache_;
+};
+
+// What one thread collects; file and unit ids are local until Merge().
+struct Partial {
+  std::vector<std::string> files;  // raw paths
+  std::vector<std::string> file_comp_dirs;
+  std::unordered_map<std::string, uint32_t> file_ids;
+  std::vector<DwarfUnit> units;
+  std::vector<DwarfFunction> functions;
+  std::vector<DwarfVariable> variables;
+
+  uint32_t File(const char* raw, const std::string& comp_dir) {
+    if (raw == nullptr) return kNoFile;
+    std::string key = JoinPath(comp_dir, raw);
+    auto [it, fresh] = file_ids.emplace(key, static_cast<uint32_t>(files.size()));
+    if (fresh) {
+      files.push_back(key);
+      file_comp_dirs.push_back(comp_dir);
+    }
+    return it->second;
+  }
+};
+
+const char* AttrString(Dwarf_Die* die, int name) {
+  Dwarf_Attribute attr;
+  return dwarf_formstring(dwarf_attr(die, name, &attr));
+}
+
+class UnitWalker {
+ public:
+  UnitWalker(Partial& out, AddressMapper& mapper) : out_(out), mapper_(mapper) {}
+
+  void Walk(Dwarf_Die* cu) {
+    int tag = dwarf_tag(cu);
+    if (tag != DW_TAG_compile_unit && tag != DW_TAG_partial_unit) return;
+    cu_ = *cu;
+    unit_id_ = static_cast<uint32_t>(out_.units.size());
+    DwarfUnit unit;
+    const char* name = dwarf_diename(cu);
+    const char* comp_dir = AttrString(cu, DW_AT_comp_dir);
+    comp_dir_ = comp_dir ? comp_dir : "";
+    unit.raw_name = name ? name : "";
+    unit.comp_dir = comp_dir_;
+    unit.name = SourceTreeRelative(JoinPath(comp_dir_, unit.raw_name), comp_dir_);
+    out_.units.push_back(std::move(unit));
+    files_ = nullptr;
+    nfiles_ = 0;
+    if (dwarf_getsrcfiles(cu, &files_, &nfiles_) != 0) files_ = nullptr;
+    local_files_.assign(nfiles_, kNoFile);
+    WalkChildren(cu, 0);
+  }
+
+ private:
+  void WalkChildren(Dwarf_Die* parent, int depth) {
+    Dwarf_Die die;
+    if (dwarf_child(parent, &die) != 0) return;
+    do {
+      switch (dwarf_tag(&die)) {
+        case DW_TAG_subprogram:
+          Function(&die);
+          break;
+        case DW_TAG_variable:
+          if (depth == 0) Variable(&die);
+          break;
+        case DW_TAG_namespace:
+        case DW_TAG_module:
+          if (depth < 8) WalkChildren(&die, depth + 1);
+          break;
+        default:
+          break;
+      }
+    } while (dwarf_siblingof(&die, &die) == 0);
+  }
+
+  uint32_t FileOf(Dwarf_Die* die, int attr_name) {
+    Dwarf_Attribute attr;
+    if (dwarf_attr_integrate(die, attr_name, &attr) == nullptr) return kNoFile;
+    Dwarf_Word idx;
+    if (dwarf_formudata(&attr, &idx) != 0) return kNoFile;
+    if (attr.cu != cu_.cu) {
+      // Declared in another unit (abstract origin across CUs): let libdw resolve the name.
+      return out_.File(dwarf_decl_file(die), comp_dir_);
+    }
+    if (files_ == nullptr || idx >= nfiles_) return kNoFile;
+    if (local_files_[idx] == kNoFile) {
+      local_files_[idx] = out_.File(dwarf_filesrc(files_, idx, nullptr, nullptr), comp_dir_);
+    }
+    return local_files_[idx];
+  }
+
+  uint32_t LineOf(Dwarf_Die* die, int attr_name) {
+    Dwarf_Attribute attr;
+    Dwarf_Word v;
+    if (dwarf_attr_integrate(die, attr_name, &attr) == nullptr || dwarf_formudata(&attr, &v) != 0) return 0;
+    return static_cast<uint32_t>(v);
+  }
+
+  void Function(Dwarf_Die* die) {
+    if (dwarf_hasattr(die, DW_AT_declaration)) return;
+    if (!dwarf_hasattr(die, DW_AT_low_pc) && !dwarf_hasattr(die, DW_AT_ranges)) return;  // abstract
+    DwarfFunction f;
+    const char* name = dwarf_diename(die);  // follows abstract_origin / specification
+    if (name == nullptr) return;
+    f.name = name;
+    Dwarf_Addr base, start, end;
+    ptrdiff_t off = 0;
+    bool first = true;
+    uint64_t first_lo = 0;
+    while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
+      if (end <= start) continue;
+      AddrRange r;
+      uint64_t lo;
+      if (!mapper_.Map(start, lo, r.section)) continue;
+      r.lo = lo;
+      r.hi = lo + (end - start);
+      if (first) first_lo = start;
+      first = false;
+      f.ranges.push_back(r);
+    }
+    if (f.ranges.empty()) return;  // discarded (e.g. address 0 in a GC'd section)
+    Dwarf_Addr entry;
+    if (dwarf_entrypc(die, &entry) != 0) entry = first_lo;
+    if (!mapper_.Map(entry, f.entry, f.entry_section)) return;
+    // Skip functions the linker discarded: their ranges start at 0 in a linked image.
+    if (!mapper_.relocatable() && entry == 0) return;
+    f.cu = unit_id_;
+    f.decl_file = FileOf(die, DW_AT_decl_file);
+    f.decl_line = LineOf(die, DW_AT_decl_line);
+    if (Dwarf_Line* line = dwarf_getsrc_die(&cu_, entry)) {
+      int lineno = 0;
+      dwarf_lineno(line, &lineno);
+      f.entry_line = static_cast<uint32_t>(lineno);
+      f.entry_file = out_.File(dwarf_linesrc(line, nullptr, nullptr), comp_dir_);
+    }
+    f.external = dwarf_hasattr_integrate(die, DW_AT_external);
+    Dwarf_Attribute attr;
+    Dwarf_Die origin;
+    if (dwarf_attr(die, DW_AT_abstract_origin, &attr) && dwarf_formref_die(&attr, &origin)) {
+      Dwarf_Word inl;
+      if (dwarf_attr(&origin, DW_AT_inline, &attr) && dwarf_formudata(&attr, &inl) == 0) {
+        f.inline_copy = inl == DW_INL_declared_inlined || inl == DW_INL_declared_not_inlined;
+      }
+    }
+    out_.functions.push_back(std::move(f));
+  }
+
+  void Variable(Dwarf_Die* die) {
+    if (dwarf_hasattr(die, DW_AT_declaration)) return;
+    Dwarf_Attribute attr;
+    if (dwarf_attr(die, DW_AT_location, &attr) == nullptr) return;
+    Dwarf_Op* ops;
+    size_t nops;
+    if (dwarf_getlocation(&attr, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_addr) return;
+    const char* name = dwarf_diename(die);
+    if (name == nullptr) return;
+    DwarfVariable v;
+    v.name = name;
+    if (!mapper_.Map(ops[0].number, v.addr, v.section)) return;
+    if (!mapper_.relocatable() && ops[0].number == 0) return;
+    v.cu = unit_id_;
+    v.decl_file = FileOf(die, DW_AT_decl_file);
+    v.decl_line = LineOf(die, DW_AT_decl_line);
+    v.external = dwarf_hasattr_integrate(die, DW_AT_external);
+    out_.variables.push_back(std::move(v));
+  }
+
+  Partial& out_;
+  AddressMapper& mapper_;
+  Dwarf_Die cu_{};
+  uint32_t unit_id_ = 0;
+  std::string comp_dir_;
+  Dwarf_Files* files_ = nullptr;
+  size_t nfiles_ = 0;
+  std::vector<uint32_t> local_files_;
+};
+
+// Appends `p` to `out`, remapping its file and unit ids.
+void Merge(Partial& p, DwarfIndex& out, std::unordered_map<std::string, uint32_t>& file_ids) {
+  std::vector<uint32_t> fmap(p.files.size());
+  for (size_t i = 0; i < p.files.size(); ++i) {
+    auto [it, fresh] = file_ids.emplace(p.files[i], static_cast<uint32_t>(out.raw_files.size()));
+    if (fresh) {
+      out.raw_files.push_back(p.files[i]);
+      out.files.push_back(SourceTreeRelative(p.files[i], p.file_comp_dirs[i]));
+    }
+    fmap[i] = it->second;
+  }
+  auto remap = [&](uint32_t f) { return f == kNoFile ? kNoFile : fmap[f]; };
+  const uint32_t unit_base = static_cast<uint32_t>(out.units.size());
+  for (auto& u : p.units) out.units.push_back(std::move(u));
+  for (auto& f : p.functions) {
+    f.cu += unit_base;
+    f.decl_file = remap(f.decl_file);
+    f.entry_file = remap(f.entry_file);
+    out.functions.push_back(std::move(f));
+  }
+  for (auto& v : p.variables) {
+    v.cu += unit_base;
+    v.decl_file = remap(v.decl_file);
+    out.variables.push_back(std::move(v));
+  }
+}
+
+struct UnitRef {
+  Dwarf_Off die_offset;
+  Dwarf_Off size;
+};
+
+absl::StatusOr<std::vector<UnitRef>> ListUnits(Dwarf* dbg) {
+  std::vector<UnitRef> units;
+  Dwarf_Off off = 0, next;
+  size_t hsize;
+  while (dwarf_next_unit(dbg, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0) {
+    units.push_back({off + hsize, next - off});
+    off = next;
+  }
+  return units;
+}
+
+struct OpenedDwarf {
+  FdCloser fd;
+  ElfPtr elf;
+  DwarfPtr dwarf;
+};
+
+absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
+  o.fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (o.fd.fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  o.elf.reset(elf_begin(o.fd.fd, ELF_C_READ_MMAP, nullptr));
+  if (!o.elf || elf_kind(o.elf.get()) != ELF_K_ELF) {
+    return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
+  }
+  o.dwarf.reset(dwarf_begin_elf(o.elf.get(), DWARF_C_READ, nullptr));
+  if (!o.dwarf) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1), ")"));
+  return absl::OkStatus();
+}
+
+std::optional<BuildId> ElfBuildId(Elf* elf) {
+  const void* id = nullptr;
+  // libelf has no build-ID helper; walk the notes of every SHT_NOTE section.
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (data == nullptr) continue;
+    size_t off = 0, name_off, desc_off;
+    GElf_Nhdr nh;
+    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
+          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) == 0) {
+        id = static_cast<const char*>(data->d_buf) + desc_off;
+        return BuildId::FromRaw(std::string_view(static_cast<const char*>(id), nh.n_descsz));
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
+  OpenedDwarf first;
+  RETURN_IF_ERROR(OpenDwarf(path, first));
+  DwarfIndex out;
+  out.build_id = ElfBuildId(first.elf.get());
+  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(first.dwarf.get()));
+  // Largest units first so that no thread is left with one huge CU at the end.
+  std::vector<size_t> order(units.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
+
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, units.size()))));
+  std::vector<Partial> partials(units.size());
+  std::atomic<size_t> next{0};
+  std::vector<absl::Status> errors(jobs);
+  auto work = [&](unsigned tid, Dwarf* dbg) {
+    AddressMapper mapper;
+    for (size_t k; (k = next.fetch_add(1)) < order.size();) {
+      size_t u = order[k];
+      Dwarf_Die cu;
+      if (dwarf_offdie(dbg, units[u].die_offset, &cu) == nullptr) continue;
+      UnitWalker(partials[u], mapper).Walk(&cu);
+    }
+  };
+  std::vector<std::thread> threads;
+  std::vector<OpenedDwarf> handles(jobs > 1 ? jobs - 1 : 0);
+  for (unsigned t = 1; t < jobs; ++t) {
+    absl::Status s = OpenDwarf(path, handles[t - 1]);
+    if (!s.ok()) return s;
+    threads.emplace_back(work, t, handles[t - 1].dwarf.get());
+  }
+  work(0, first.dwarf.get());
+  for (auto& th : threads) th.join();
+
+  // Merge in unit order: the result does not depend on thread scheduling.
+  std::unordered_map<std::string, uint32_t> file_ids;
+  for (auto& p : partials) Merge(p, out, file_ids);
+  return out;
+}
+
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
+                        char**) {
+  return -1;  // the module file itself carries the DWARF; never look elsewhere (or at debuginfod)
+}
+
+absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
+  static const Dwfl_Callbacks kCallbacks = {
+      .find_elf = nullptr,
+      .find_debuginfo = NoSeparateDebuginfo,
+      .section_address = dwfl_offline_section_address,
+      .debuginfo_path = nullptr,
+  };
+  DwflPtr dwfl(dwfl_begin(&kCallbacks));
+  if (!dwfl) return absl::InternalError(StrCat("dwfl_begin: ", dwfl_errmsg(-1)));
+  Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "module", path.c_str(), -1);
+  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", dwfl_errmsg(-1)));
+  dwfl_report_end(dwfl.get(), nullptr, nullptr);
+  Dwarf_Addr bias = 0;
+  Dwarf* dbg = dwfl_module_getdwarf(mod, &bias);
+  if (dbg == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwfl_errmsg(-1), ")"));
+
+  DwarfIndex out;
+  out.relocatable = true;
+  const unsigned char* bits;
+  GElf_Addr vaddr;
+  int len = dwfl_module_build_id(mod, &bits, &vaddr);
+  if (len > 0) out.build_id = BuildId::FromRaw(std::string_view(reinterpret_cast<const char*>(bits), len));
+  std::mutex mu;
+  AddressMapper mapper(mod, bias, &out.sections, &mu);
+  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(dbg));
+  Partial p;
+  for (const auto& u : units) {
+    Dwarf_Die cu;
+    if (dwarf_offdie(dbg, u.die_offset, &cu) == nullptr) continue;
+    UnitWalker(p, mapper).Walk(&cu);
+  }
+  std::unordered_map<std::string, uint32_t> file_ids;
+  Merge(p, out, file_ids);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIndexOptions& opts) {
+  InitLibelf();
+  bool relocatable = false;
+  {
+    OpenedDwarf probe;
+    probe.fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (probe.fd.fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    probe.elf.reset(elf_begin(probe.fd.fd, ELF_C_READ_MMAP, nullptr));
+    GElf_Ehdr eh;
+    if (!probe.elf || elf_kind(probe.elf.get()) != ELF_K_ELF || gelf_getehdr(probe.elf.get(), &eh) == nullptr) {
+      return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
+    }
+    relocatable = eh.e_type == ET_REL;
+  }
+  if (relocatable) return IndexRelocatable(path);
+  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  return IndexLinked(path, jobs);
+}
+
+}  // namespace symdex::debuginfo

@@ -1,0 +1,42 @@
+// One index run: load a kernel target (live host or offline), find and index the debug file
+// of vmlinux and of every module (by build-ID; already-indexed build-IDs cost nothing), join
+// every text symbol to its DWARF function instance, and swap the target in atomically.
+// The CLI's `symdex index` and the daemon both call this.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/debuginfo/debug_finder.h"
+#include "server/store/sqlite_db.h"
+#include "server/target/live_host.h"
+#include "server/target/offline_kernel.h"
+
+namespace symdex::indexer {
+
+struct IndexRequest {
+  std::optional<target::LiveHostOptions> live;         // exactly one of live / offline
+  std::optional<target::OfflineKernelOptions> offline;
+  bool debuginfo = true;
+  debuginfo::DebugFinderOptions finder;
+  unsigned jobs = 0;  // 0 = all cores
+  target::ProgressFn progress;
+};
+
+struct IndexSummary {
+  std::string name, kind, release, build_id;
+  int64_t generation = 0;
+  size_t symbols = 0, modules = 0, file_errors = 0;
+  size_t text_symbols = 0, text_with_dwarf = 0;
+  size_t debug_indexed = 0, debug_cached = 0, debug_missing = 0, debug_failed = 0;
+  double load_seconds = 0, dwarf_seconds = 0, store_seconds = 0;
+  std::vector<std::string> warnings;
+};
+
+absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req);
+
+// Text symbols (t/T/W/w, i) are the ones joined to DWARF functions.
+bool IsTextType(char type);
+
+}  // namespace symdex::indexer

@@ -1,0 +1,106 @@
+#include "server/store/debuginfo_store.h"
+
+namespace symdex::store {
+
+absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT id, build_id, relocatable, path, text_addr, index_seconds, units, "
+                                       "functions, variables FROM debug_files WHERE build_id = ?1"));
+  st.Bind(1, build_id_hex);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<DebugFileInfo>();
+  DebugFileInfo d;
+  d.id = st.Int(0);
+  d.build_id = st.Text(1);
+  d.relocatable = st.Int(2) != 0;
+  d.path = st.Text(3);
+  if (auto t = st.OptInt(4)) d.text_addr = FromDb(*t);
+  d.index_seconds = st.Double(5);
+  d.units = st.Int(6);
+  d.functions = st.Int(7);
+  d.variables = st.Int(8);
+  return std::optional<DebugFileInfo>(d);
+}
+
+absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx, const std::string& build_id_hex,
+                                        const std::string& path, std::optional<uint64_t> text_addr,
+                                        double index_seconds, int64_t now) {
+  ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
+  ASSIGN_OR_RETURN(auto existing, FindDebugFile(db, build_id_hex));
+  if (existing) return existing->id;
+
+  ASSIGN_OR_RETURN(Stmt ins, db.Prepare("INSERT INTO debug_files (build_id, relocatable, path, text_addr, indexed_at, "
+                                        "index_seconds, units, functions, variables) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"));
+  ins.Bind(1, build_id_hex).Bind(2, int64_t{idx.relocatable}).Bind(3, path);
+  if (text_addr) ins.Bind(4, ToDb(*text_addr));
+  else ins.BindNull(4);
+  ins.Bind(5, now);
+  ins.Bind(6, index_seconds);
+  ins.Bind(7, static_cast<int64_t>(idx.units.size())).Bind(8, static_cast<int64_t>(idx.functions.size()));
+  ins.Bind(9, static_cast<int64_t>(idx.variables.size()));
+  RETURN_IF_ERROR(ins.Run());
+  const int64_t id = sqlite3_last_insert_rowid(db.raw());
+
+  ASSIGN_OR_RETURN(Stmt sec, db.Prepare("INSERT INTO dwarf_sections (debug_file_id, idx, name) VALUES (?1,?2,?3)"));
+  for (size_t i = 0; i < idx.sections.size(); ++i) {
+    sec.Bind(1, id).Bind(2, static_cast<int64_t>(i)).Bind(3, idx.sections[i]);
+    RETURN_IF_ERROR(sec.Run());
+  }
+  ASSIGN_OR_RETURN(Stmt file, db.Prepare("INSERT INTO dwarf_files (debug_file_id, idx, path, raw_path) VALUES (?1,?2,?3,?4)"));
+  for (size_t i = 0; i < idx.files.size(); ++i) {
+    file.Bind(1, id).Bind(2, static_cast<int64_t>(i)).Bind(3, idx.files[i]).Bind(4, idx.raw_files[i]);
+    RETURN_IF_ERROR(file.Run());
+  }
+  ASSIGN_OR_RETURN(Stmt unit, db.Prepare("INSERT INTO dwarf_units (debug_file_id, idx, name, raw_name, comp_dir) "
+                                         "VALUES (?1,?2,?3,?4,?5)"));
+  for (size_t i = 0; i < idx.units.size(); ++i) {
+    const auto& u = idx.units[i];
+    unit.Bind(1, id).Bind(2, static_cast<int64_t>(i)).Bind(3, u.name).Bind(4, u.raw_name).Bind(5, u.comp_dir);
+    RETURN_IF_ERROR(unit.Run());
+  }
+  auto opt_file = [](uint32_t f) { return f == debuginfo::kNoFile ? std::nullopt : std::optional<int64_t>(f); };
+  auto opt_sec = [](uint16_t s) { return s == debuginfo::kNoSection ? std::nullopt : std::optional<int64_t>(s); };
+  ASSIGN_OR_RETURN(Stmt fn, db.Prepare("INSERT INTO dwarf_functions (debug_file_id, name, section, entry, unit, "
+                                       "decl_file, decl_line, entry_file, entry_line, flags) "
+                                       "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"));
+  ASSIGN_OR_RETURN(Stmt rng, db.Prepare("INSERT INTO dwarf_ranges (function_id, section, lo, hi) VALUES (?1,?2,?3,?4)"));
+  for (const auto& f : idx.functions) {
+    fn.Bind(1, id).Bind(2, f.name).Bind(3, opt_sec(f.entry_section)).Bind(4, ToDb(f.entry));
+    fn.Bind(5, int64_t{f.cu}).Bind(6, opt_file(f.decl_file)).Bind(7, int64_t{f.decl_line});
+    fn.Bind(8, opt_file(f.entry_file)).Bind(9, int64_t{f.entry_line});
+    fn.Bind(10, int64_t{(f.external ? 1 : 0) | (f.inline_copy ? 2 : 0)});
+    RETURN_IF_ERROR(fn.Run());
+    const int64_t fid = sqlite3_last_insert_rowid(db.raw());
+    for (const auto& r : f.ranges) {
+      rng.Bind(1, fid).Bind(2, opt_sec(r.section)).Bind(3, ToDb(r.lo)).Bind(4, ToDb(r.hi));
+      RETURN_IF_ERROR(rng.Run());
+    }
+  }
+  ASSIGN_OR_RETURN(Stmt var, db.Prepare("INSERT INTO dwarf_variables (debug_file_id, name, section, addr, unit, "
+                                        "decl_file, decl_line, flags) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
+  for (const auto& v : idx.variables) {
+    var.Bind(1, id).Bind(2, v.name).Bind(3, opt_sec(v.section)).Bind(4, ToDb(v.addr)).Bind(5, int64_t{v.cu});
+    var.Bind(6, opt_file(v.decl_file)).Bind(7, int64_t{v.decl_line}).Bind(8, int64_t{v.external ? 1 : 0});
+    RETURN_IF_ERROR(var.Run());
+  }
+  RETURN_IF_ERROR(tx.Commit());
+  return id;
+}
+
+absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
+      "SELECT f.id, COALESCE(rs.name, ''), r.lo, r.hi, f.entry, COALESCE(es.name, '') "
+      "FROM dwarf_functions f JOIN dwarf_ranges r ON r.function_id = f.id "
+      "LEFT JOIN dwarf_sections rs ON rs.debug_file_id = f.debug_file_id AND rs.idx = r.section "
+      "LEFT JOIN dwarf_sections es ON es.debug_file_id = f.debug_file_id AND es.idx = f.section "
+      "WHERE f.debug_file_id = ?1"));
+  st.Bind(1, debug_file_id);
+  std::vector<debuginfo::FunctionSpan> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.Int(0), st.Text(1), FromDb(st.Int(2)), FromDb(st.Int(3)), FromDb(st.Int(4)), st.Text(5)});
+  }
+  return out;
+}
+
+}  // namespace symdex::store

@@ -1,0 +1,37 @@
+// Debug-file facts in the index, keyed by build-ID and immutable: written once, in their own
+// transaction, and shared by every target that uses the build-ID.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/symbol_join.h"
+#include "server/store/sqlite_db.h"
+
+namespace symdex::store {
+
+struct DebugFileInfo {
+  int64_t id = 0;
+  std::string build_id;
+  bool relocatable = false;
+  std::string path;
+  std::optional<uint64_t> text_addr;
+  double index_seconds = 0;
+  int64_t units = 0, functions = 0, variables = 0;
+};
+
+absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex);
+
+// Stores `idx` under `build_id_hex` in one transaction and returns its id. If the build-ID is
+// already stored (another run got there first) nothing is written and the existing id returned.
+absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx, const std::string& build_id_hex,
+                                        const std::string& path, std::optional<uint64_t> text_addr,
+                                        double index_seconds, int64_t now_unix);
+
+// Address ranges of every function of a debug file, for the symbol join.
+absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id);
+
+}  // namespace symdex::store
