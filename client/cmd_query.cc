@@ -167,6 +167,39 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
   return groups->empty() ? kNotFound : kFound;
 }
 
+struct SymbolsOptions {
+  std::string target;
+  std::string module;
+  bool all_types = false;
+};
+
+// Every symbol, one per line (TSV) or as a JSON array: for scripts that compare symdex with
+// other tools.
+int RunSymbols(const GlobalOptions& g, const SymbolsOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  auto rows = query::AllInstances(*db, *t, o.all_types);
+  if (!rows.ok()) return Fail(g, rows.status());
+  const std::string want = o.module == "vmlinux" ? "" : o.module;
+  size_t n = 0;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& in : *rows) {
+    if (!o.module.empty() && in.module != want) continue;
+    ++n;
+    if (g.json) {
+      arr.push_back(ToJson(in));
+      continue;
+    }
+    fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, in.name, in.module.empty() ? "vmlinux" : in.module,
+               in.dwarf ? fmt::format("{}:{}", in.dwarf->entry_file, in.dwarf->entry_line) : "-",
+               in.dwarf ? in.dwarf->cu : "-", in.dwarf ? in.dwarf->function : in.dwarf_note);
+  }
+  if (g.json) PrintJson({{"target", t->name}, {"count", n}, {"symbols", arr}});
+  return n ? kFound : kNotFound;
+}
+
 }  // namespace
 
 void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
@@ -197,6 +230,15 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "load (--with-init counts it, as plain nm over the .ko files would).\n"
       "Exit: 0 duplicates listed, 1 none, 2 usage, 3 no index.");
   dups->callback([&g, &exit_code, d] { exit_code = RunDups(g, *d); });
+
+  auto so = std::make_shared<SymbolsOptions>();
+  CLI::App* syms = app.add_subcommand("symbols", "Every symbol of a target with its source line (TSV or --json)");
+  syms->add_option("-t,--target", so->target, "Target to query (default: 'host', or the only one)");
+  syms->add_option("-m,--module", so->module, "Only this module ('vmlinux' allowed)");
+  syms->add_flag("--all-types", so->all_types, "All symbol types, not only text");
+  syms->footer("TSV columns: address (or section+offset), type, name, module, entry file:line, compilation\n"
+               "unit, DWARF function name (or why there is none).");
+  syms->callback([&g, &exit_code, so] { exit_code = RunSymbols(g, *so); });
 }
 
 }  // namespace symdex::cli

@@ -78,6 +78,17 @@ CREATE TABLE dwarf_variables (
 );
 CREATE INDEX dwarf_variables_by_name ON dwarf_variables (debug_file_id, name);
 
+-- The line-table row at each text symbol address of the debug file's own symbol table.
+CREATE TABLE dwarf_symbol_lines (
+  debug_file_id INTEGER NOT NULL REFERENCES debug_files(id) ON DELETE CASCADE,
+  section       INTEGER NOT NULL,   -- dwarf_sections.idx, -1 for linked images
+  addr          INTEGER NOT NULL,
+  unit          INTEGER,            -- NULL: no compilation unit covers the address
+  file          INTEGER,
+  line          INTEGER NOT NULL,
+  PRIMARY KEY (debug_file_id, section, addr)
+) WITHOUT ROWID;
+
 -- Which debug file each part of a target (vmlinux, each module) uses, or why none.
 CREATE TABLE target_debuginfo (
   id            INTEGER PRIMARY KEY,
@@ -102,6 +113,12 @@ CREATE TABLE module_sections (
 );
 CREATE INDEX module_sections_by_module ON module_sections (module_id);
 
--- The symbol -> DWARF join, made at index time. dwarf_function_id NULL: dwarf_note says why.
+-- The symbol -> DWARF join, made at index time: the debug file of the symbol's vmlinux/module,
+-- the function instance containing it (NULL: dwarf_note says why), and the line-table row at
+-- the symbol's own address (src_*; indexes into that debug file's units/files).
+ALTER TABLE symbols ADD COLUMN debug_file_id INTEGER;
 ALTER TABLE symbols ADD COLUMN dwarf_function_id INTEGER;
+ALTER TABLE symbols ADD COLUMN src_unit INTEGER;
+ALTER TABLE symbols ADD COLUMN src_file INTEGER;
+ALTER TABLE symbols ADD COLUMN src_line INTEGER;
 ALTER TABLE symbols ADD COLUMN dwarf_note TEXT;

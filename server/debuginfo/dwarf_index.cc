@@ -100,7 +100,7 @@ struct Partial {
 
   uint32_t File(const char* raw, const std::string& comp_dir) {
     if (raw == nullptr) return kNoFile;
-    std::string key = JoinPath(comp_dir, raw);
+    std::string key = raw;  // libdw already joined the file's directory entry
     auto [it, fresh] = file_ids.emplace(key, static_cast<uint32_t>(files.size()));
     if (fresh) {
       files.push_back(key);
@@ -130,6 +130,7 @@ class UnitWalker {
     comp_dir_ = comp_dir ? comp_dir : "";
     unit.raw_name = name ? name : "";
     unit.comp_dir = comp_dir_;
+    unit.die_offset = dwarf_dieoffset(cu);
     unit.name = SourceTreeRelative(JoinPath(comp_dir_, unit.raw_name), comp_dir_);
     out_.units.push_back(std::move(unit));
     files_ = nullptr;
@@ -290,6 +291,83 @@ void Merge(Partial& p, DwarfIndex& out, std::unordered_map<std::string, uint32_t
   }
 }
 
+// Text symbols (functions and code labels) of an ELF symbol table: (value, section index).
+std::vector<std::pair<uint64_t, size_t>> TextSymbolAddresses(Elf* elf) {
+  std::vector<std::pair<uint64_t, size_t>> out;
+  size_t nsec = 0;
+  if (elf_getshdrnum(elf, &nsec) != 0) return out;
+  std::vector<bool> exec(nsec, false);
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) && elf_ndxscn(scn) < nsec) exec[elf_ndxscn(scn)] = (sh.sh_flags & SHF_EXECINSTR) != 0;
+  }
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
+    Elf_Data* d = elf_getdata(scn, nullptr);
+    if (d == nullptr) continue;
+    size_t n = sh.sh_size / sh.sh_entsize;
+    for (size_t i = 1; i < n; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(d, static_cast<int>(i), &sym) == nullptr) break;
+      int type = GELF_ST_TYPE(sym.st_info);
+      if (type != STT_FUNC && type != STT_NOTYPE) continue;
+      if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= nsec || !exec[sym.st_shndx]) continue;
+      out.emplace_back(sym.st_value, sym.st_shndx);
+    }
+  }
+  return out;
+}
+
+// Resolves symbol-address lines into `out`, interning file names into its file table.
+struct RawSymbolLine {
+  uint64_t addr = 0;
+  uint16_t section = kNoSection;
+  uint64_t cu_offset = UINT64_MAX;
+  const char* file = nullptr;  // owned by libdw, valid while the Dwarf handle lives
+  std::string comp_dir;
+  uint32_t line = 0;
+};
+
+void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
+                    std::unordered_map<std::string, uint32_t>& file_ids) {
+  std::unordered_map<uint64_t, uint32_t> unit_of_offset;
+  for (size_t i = 0; i < out.units.size(); ++i) unit_of_offset[out.units[i].die_offset] = static_cast<uint32_t>(i);
+  for (auto& r : raw) {
+    DwarfSymbolLine l;
+    l.addr = r.addr;
+    l.section = r.section;
+    l.line = r.line;
+    if (auto it = unit_of_offset.find(r.cu_offset); it != unit_of_offset.end()) l.cu = it->second;
+    if (r.file != nullptr) {
+      auto [it, fresh] = file_ids.emplace(r.file, static_cast<uint32_t>(out.raw_files.size()));
+      if (fresh) {
+        out.raw_files.push_back(r.file);
+        out.files.push_back(SourceTreeRelative(r.file, r.comp_dir));
+      }
+      l.file = it->second;
+    }
+    out.symbol_lines.push_back(l);
+  }
+  std::sort(out.symbol_lines.begin(), out.symbol_lines.end(), [](const DwarfSymbolLine& a, const DwarfSymbolLine& b) {
+    return std::tie(a.section, a.addr) < std::tie(b.section, b.addr);
+  });
+}
+
+RawSymbolLine LineAt(Dwarf_Die* cudie, uint64_t dwarf_addr) {
+  RawSymbolLine r;
+  r.cu_offset = dwarf_dieoffset(cudie);
+  const char* comp_dir = AttrString(cudie, DW_AT_comp_dir);
+  r.comp_dir = comp_dir ? comp_dir : "";
+  if (Dwarf_Line* line = dwarf_getsrc_die(cudie, dwarf_addr)) {
+    int lineno = 0;
+    dwarf_lineno(line, &lineno);
+    r.line = static_cast<uint32_t>(lineno);
+    r.file = dwarf_linesrc(line, nullptr, nullptr);
+  }
+  return r;
+}
+
 struct UnitRef {
   Dwarf_Off die_offset;
   Dwarf_Off size;
@@ -382,6 +460,33 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
   // Merge in unit order: the result does not depend on thread scheduling.
   std::unordered_map<std::string, uint32_t> file_ids;
   for (auto& p : partials) Merge(p, out, file_ids);
+
+  // Lines at every text symbol address, split across the same handles.
+  std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first.elf.get());
+  std::sort(syms.begin(), syms.end());
+  syms.erase(std::unique(syms.begin(), syms.end(),
+                         [](const auto& a, const auto& b) { return a.first == b.first; }),
+             syms.end());
+  std::vector<RawSymbolLine> raw(syms.size());
+  next = 0;
+  auto lines = [&](Dwarf* dbg) {
+    constexpr size_t kChunk = 512;
+    for (size_t start; (start = next.fetch_add(kChunk)) < syms.size();) {
+      for (size_t i = start; i < std::min(start + kChunk, syms.size()); ++i) {
+        raw[i].addr = syms[i].first;
+        Dwarf_Die cu;
+        if (dwarf_addrdie(dbg, syms[i].first, &cu) == nullptr) continue;
+        RawSymbolLine r = LineAt(&cu, syms[i].first);
+        r.addr = syms[i].first;
+        raw[i] = std::move(r);
+      }
+    }
+  };
+  threads.clear();
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(lines, handles[t - 1].dwarf.get());
+  lines(first.dwarf.get());
+  for (auto& th : threads) th.join();
+  AddSymbolLines(raw, out, file_ids);
   return out;
 }
 
@@ -423,6 +528,39 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
   }
   std::unordered_map<std::string, uint32_t> file_ids;
   Merge(p, out, file_ids);
+
+  // Lines at every text symbol of the module's symbol table, in libdwfl's relocated layout.
+  std::vector<RawSymbolLine> raw;
+  int nsyms = dwfl_module_getsymtab(mod);
+  for (int i = 1; i < nsyms; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr;
+    GElf_Word shndx;
+    Elf* elf = nullptr;
+    Dwarf_Addr sym_bias = 0;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, &sym_bias);
+    int type = GELF_ST_TYPE(sym.st_info);
+    if (name == nullptr || (type != STT_FUNC && type != STT_NOTYPE) || shndx == SHN_UNDEF || shndx == SHN_ABS) continue;
+    Elf_Scn* scn = elf ? elf_getscn(elf, shndx) : nullptr;
+    GElf_Shdr sh;
+    if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || !(sh.sh_flags & SHF_EXECINSTR)) continue;
+    RawSymbolLine r;
+    uint64_t mapped;
+    uint16_t section;
+    if (!mapper.Map(addr - bias, mapped, section)) continue;
+    Dwarf_Addr cu_bias = 0;
+    if (Dwarf_Die* cu = dwfl_module_addrdie(mod, addr, &cu_bias)) r = LineAt(cu, addr - cu_bias);
+    r.addr = mapped;
+    r.section = section;
+    raw.push_back(std::move(r));
+  }
+  std::sort(raw.begin(), raw.end(), [](const RawSymbolLine& a, const RawSymbolLine& b) {
+    return std::tie(a.section, a.addr) < std::tie(b.section, b.addr);
+  });
+  raw.erase(std::unique(raw.begin(), raw.end(),
+                        [](const auto& a, const auto& b) { return a.section == b.section && a.addr == b.addr; }),
+            raw.end());
+  AddSymbolLines(raw, out, file_ids);
   return out;
 }
 

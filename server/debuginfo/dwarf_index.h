@@ -62,6 +62,18 @@ struct DwarfUnit {
   std::string name;      // source-tree relative
   std::string raw_name;  // as DW_AT_name says
   std::string comp_dir;
+  uint64_t die_offset = 0;
+};
+
+// The line-table row at the address of a text symbol of the file's own symbol table (what
+// addr2line prints for the symbol, and what kas_alias used): also for symbols that are not a
+// function's entry (.cold parts, labels inside assembly) or have no DW_TAG_subprogram at all.
+struct DwarfSymbolLine {
+  uint64_t addr = 0;
+  uint16_t section = kNoSection;
+  uint32_t cu = UINT32_MAX;  // UINT32_MAX: no unit covers the address
+  uint32_t file = kNoFile;
+  uint32_t line = 0;
 };
 
 struct DwarfIndex {
@@ -73,6 +85,7 @@ struct DwarfIndex {
   std::vector<DwarfUnit> units;
   std::vector<DwarfFunction> functions;
   std::vector<DwarfVariable> variables;
+  std::vector<DwarfSymbolLine> symbol_lines;  // sorted by (section, addr), unique
 };
 
 struct DwarfIndexOptions {

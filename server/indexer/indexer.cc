@@ -5,6 +5,7 @@
 #include <chrono>
 #include <ctime>
 #include <thread>
+#include <map>
 #include <unordered_map>
 
 #include "server/common/strings.h"
@@ -230,6 +231,9 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
       }
       ASSIGN_OR_RETURN(auto spans, store::LoadFunctionSpans(db, *p.record.debug_file_id));
       debuginfo::FunctionLocator locator(std::move(spans));
+      ASSIGN_OR_RETURN(auto line_rows, store::LoadSymbolLines(db, *p.record.debug_file_id));
+      std::map<std::pair<std::string, uint64_t>, const store::SymbolLine*> lines;
+      for (const auto& l : line_rows) lines[{l.section, l.addr}] = &l;
       int64_t slide = 0;
       if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
       std::vector<std::pair<std::string, uint64_t>> sections;
@@ -251,9 +255,16 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
         } else {
           section = sym.section;
         }
+        sym.debug_file_id = p.record.debug_file_id;
+        if (auto l = lines.find({section, addr}); l != lines.end() && l->second->line > 0) {
+          sym.src_unit = l->second->unit;
+          sym.src_file = l->second->file;
+          sym.src_line = l->second->line;
+        }
         auto hit = locator.Find(section, addr);
         if (!hit) {
-          sym.dwarf_note = "no DWARF function at this address";
+          sym.dwarf_note = sym.src_line ? "no DW_TAG_subprogram here (assembly or a compiler alias): line-table only"
+                                        : "no DWARF function or line at this address";
           continue;
         }
         sym.dwarf_function_id = hit->function_id;
@@ -271,7 +282,7 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
   for (const auto& s : t.symbols) {
     if (!IsTextType(s.type)) continue;
     ++sum.text_symbols;
-    sum.text_with_dwarf += s.dwarf_function_id.has_value();
+    sum.text_with_dwarf += s.dwarf_function_id.has_value() || s.src_line.has_value();
   }
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);

@@ -99,6 +99,14 @@ absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetIn
   return out;
 }
 
+absl::StatusOr<std::vector<Instance>> AllInstances(store::Db& db, const store::TargetInfo& t, bool all_types) {
+  ASSIGN_OR_RETURN(auto rows, store::AllSymbols(db, t.id, all_types));
+  std::vector<Instance> out;
+  out.reserve(rows.size());
+  for (const auto& r : rows) out.push_back(MakeInstance(t, r));
+  return out;
+}
+
 bool IsAliasNoise(std::string_view n) {
   for (std::string_view p : {"__pfx_", "__cfi_", "__UNIQUE_ID_"}) {
     if (n.starts_with(p)) return true;

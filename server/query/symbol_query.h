@@ -46,6 +46,10 @@ absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string&
 absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t,
                                             const std::string& name, bool with_clones);
 
+// Every symbol of the target as an Instance (text only unless all_types), without the per-name
+// counts and probe hints (cheap enough for a whole kernel).
+absl::StatusOr<std::vector<Instance>> AllInstances(store::Db& db, const store::TargetInfo& t, bool all_types);
+
 // The names kas_alias gives no alias: compiler/macro-generated statics (__func__.N, CSWTCH.N,
 // __key.N, ...), __pfx_/__cfi_ padding and __UNIQUE_ID_ symbols.
 bool IsAliasNoise(std::string_view name);

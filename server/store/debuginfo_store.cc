@@ -82,8 +82,32 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
     var.Bind(6, opt_file(v.decl_file)).Bind(7, int64_t{v.decl_line}).Bind(8, int64_t{v.external ? 1 : 0});
     RETURN_IF_ERROR(var.Run());
   }
+  ASSIGN_OR_RETURN(Stmt sl, db.Prepare("INSERT INTO dwarf_symbol_lines (debug_file_id, section, addr, unit, file, line) "
+                                       "VALUES (?1,?2,?3,?4,?5,?6)"));
+  for (const auto& l : idx.symbol_lines) {
+    sl.Bind(1, id).Bind(2, l.section == debuginfo::kNoSection ? int64_t{-1} : int64_t{l.section}).Bind(3, ToDb(l.addr));
+    if (l.cu == UINT32_MAX) sl.BindNull(4);
+    else sl.Bind(4, int64_t{l.cu});
+    sl.Bind(5, opt_file(l.file)).Bind(6, int64_t{l.line});
+    RETURN_IF_ERROR(sl.Run());
+  }
   RETURN_IF_ERROR(tx.Commit());
   return id;
+}
+
+absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_file_id) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
+      "SELECT COALESCE(s.name, ''), l.addr, l.unit, l.file, l.line FROM dwarf_symbol_lines l "
+      "LEFT JOIN dwarf_sections s ON s.debug_file_id = l.debug_file_id AND s.idx = l.section "
+      "WHERE l.debug_file_id = ?1"));
+  st.Bind(1, debug_file_id);
+  std::vector<SymbolLine> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.Text(0), FromDb(st.Int(1)), st.OptInt(2), st.OptInt(3), st.Int(4)});
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id) {

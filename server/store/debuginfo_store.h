@@ -31,6 +31,15 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
                                         const std::string& path, std::optional<uint64_t> text_addr,
                                         double index_seconds, int64_t now_unix);
 
+// The line-table row at a text symbol address of a debug file.
+struct SymbolLine {
+  std::string section;  // "" for linked images
+  uint64_t addr = 0;
+  std::optional<int64_t> unit, file;
+  int64_t line = 0;
+};
+absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_file_id);
+
 // Address ranges of every function of a debug file, for the symbol join.
 absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id);
 

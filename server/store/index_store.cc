@@ -39,13 +39,15 @@ TargetInfo ReadTarget(const Stmt& st) {
 
 constexpr const char* kSymbolSelect =
     "SELECT s.name, s.type, COALESCE(m.name,''), s.addr, COALESCE(s.section,''), s.size, s.size_exact, "
-    "s.dwarf_function_id, COALESCE(s.dwarf_note,''), f.name, COALESCE(u.name,''), COALESCE(df.path,''), "
-    "COALESCE(f.decl_line,0), COALESCE(ef.path,''), COALESCE(f.entry_line,0), COALESCE(f.flags,0) "
+    "s.src_line, COALESCE(s.dwarf_note,''), COALESCE(f.name,''), COALESCE(su.name, fu.name, ''), "
+    "COALESCE(df.path,''), COALESCE(f.decl_line,0), COALESCE(sf.path,''), COALESCE(s.src_line,0), "
+    "COALESCE(f.flags,0), s.dwarf_function_id "
     "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id "
     "LEFT JOIN dwarf_functions f ON f.id = s.dwarf_function_id "
-    "LEFT JOIN dwarf_units u ON u.debug_file_id = f.debug_file_id AND u.idx = f.unit "
+    "LEFT JOIN dwarf_units fu ON fu.debug_file_id = f.debug_file_id AND fu.idx = f.unit "
+    "LEFT JOIN dwarf_units su ON su.debug_file_id = s.debug_file_id AND su.idx = s.src_unit "
     "LEFT JOIN dwarf_files df ON df.debug_file_id = f.debug_file_id AND df.idx = f.decl_file "
-    "LEFT JOIN dwarf_files ef ON ef.debug_file_id = f.debug_file_id AND ef.idx = f.entry_file ";
+    "LEFT JOIN dwarf_files sf ON sf.debug_file_id = s.debug_file_id AND sf.idx = s.src_file ";
 
 SymbolRecord ReadSymbol(const Stmt& st) {
   SymbolRecord r;
@@ -57,8 +59,9 @@ SymbolRecord ReadSymbol(const Stmt& st) {
   r.section = st.Text(4);
   r.size = OptU64(st.OptInt(5));
   r.size_exact = st.Int(6) != 0;
-  if (!st.IsNull(7)) {
+  if (!st.IsNull(7) || !st.IsNull(16)) {  // a source line, or at least a function
     DwarfInfo d;
+    d.has_function = !st.IsNull(16);
     d.function = st.Text(9);
     d.cu = st.Text(10);
     d.decl_file = st.Text(11);
@@ -125,15 +128,16 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
 
   ASSIGN_OR_RETURN(Stmt ins_sym,
                    db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
-                              "size_exact, section, dwarf_function_id, dwarf_note) "
-                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"));
+                              "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
+                              "src_file, src_line) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
   for (const auto& s : t.symbols) {
     ins_sym.Bind(1, target_id);
     if (s.module >= 0) ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
     else ins_sym.BindNull(2);
     ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
     ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
-    ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note));
+    ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
+    ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line);
     RETURN_IF_ERROR(ins_sym.Run());
   }
 

@@ -38,11 +38,12 @@ struct ModuleRecord {
 
 // The DWARF function instance a symbol was joined to.
 struct DwarfInfo {
-  std::string function;  // DWARF name (no .isra/.cold suffix)
-  std::string cu;        // compilation unit, source-tree relative
-  std::string decl_file;
+  bool has_function = false;  // joined to a DW_TAG_subprogram instance
+  std::string function;       // its DWARF name (no .isra/.cold suffix)
+  std::string cu;             // compilation unit, source-tree relative
+  std::string decl_file;      // the function's declaration
   int64_t decl_line = 0;
-  std::string entry_file;  // line-table row at the entry pc
+  std::string entry_file;     // line-table row at the symbol's address (what addr2line says)
   int64_t entry_line = 0;
   bool inline_copy = false;
 };

@@ -32,7 +32,9 @@ struct SymbolEntry {
   int module = -1;      // index into KernelTarget::modules; -1 = vmlinux
   std::string section;  // offline module symbols only
   // The DWARF join (debuginfo/symbol_join.h): the function instance, or why there is none.
+  std::optional<int64_t> debug_file_id;
   std::optional<int64_t> dwarf_function_id;
+  std::optional<int64_t> src_unit, src_file, src_line;  // line-table row at the symbol address
   std::string dwarf_note;
 };
 
