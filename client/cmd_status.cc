@@ -10,6 +10,19 @@
 namespace symdex::cli {
 namespace {
 
+nlohmann::json DebugJson(const std::vector<store::DebugInfoStatus>& dbg) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : dbg) {
+    out.push_back({{"module", d.module.empty() ? "vmlinux" : d.module},
+                   {"build_id", d.build_id},
+                   {"status", d.status},
+                   {"path", d.path},
+                   {"origin", d.origin},
+                   {"detail", d.detail}});
+  }
+  return out;
+}
+
 std::vector<std::string> Warnings(const std::string& joined) {
   if (joined.empty()) return {};
   std::vector<std::string> out;
@@ -33,6 +46,10 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     if (!files.ok()) return Fail(g, files.status());
     std::map<std::string, int> by_status;
     for (const auto& f : *files) ++by_status[f.status];
+    auto dbg = store::TargetDebugInfo(*db, t.id);
+    if (!dbg.ok()) return Fail(g, dbg.status());
+    std::map<std::string, int> dbg_status;
+    for (const auto& d : *dbg) ++dbg_status[d.status];
     if (g.json) {
       nlohmann::json jf = nlohmann::json::array();
       for (const auto& f : *files) {
@@ -51,7 +68,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
                     {"module_symbols", counts->module_symbols},
                     {"text_symbols", counts->text_symbols},
                     {"warnings", Warnings(t.warnings)},
-                    {"files", jf}});
+                    {"files", jf},
+                    {"debuginfo", DebugJson(*dbg)}});
       continue;
     }
     fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
@@ -67,6 +85,20 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
       if (verbose || f.status == "error" || (f.status == "missing" && f.role != "module")) {
         fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
       }
+    }
+    if (!dbg->empty()) {
+      std::string ds;
+      for (const auto& [s, n] : dbg_status) ds += fmt::format("{}{} {}", ds.empty() ? "" : ", ", n, s);
+      fmt::print("  debug info        {}\n", ds);
+      for (const auto& d : *dbg) {
+        bool ok = d.status == "used" || d.status == "cached";
+        if (verbose || (!ok && d.module.empty())) {
+          fmt::print("    {:<18} {:<10} {}{}{}\n", d.module.empty() ? "vmlinux" : d.module, d.status,
+                     d.path.empty() ? "" : d.path, d.origin.empty() ? "" : " (" + d.origin + ")",
+                     d.detail.empty() || (ok && !verbose) ? "" : "\n      " + d.detail);
+        }
+      }
+      if (!verbose && dbg_status.size() > 1) fmt::print("    ('symdex status -v' lists every module)\n");
     }
     for (const auto& w : Warnings(t.warnings)) fmt::print("  warning           {}\n", w);
   }

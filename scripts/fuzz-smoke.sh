@@ -8,7 +8,7 @@ secs=${1:-20}
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz
 mkdir -p build-fuzz/crashes
-for seeds in tests/fuzz/corpus/*/; do
+for seeds in tests/fuzz/corpus/*/ tests/jit/corpus/*/; do
   name=$(basename "$seeds")
   work=build-fuzz/corpus/$name
   mkdir -p "$work"

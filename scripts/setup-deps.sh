@@ -11,7 +11,7 @@ PKGS=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzstd-dev liblzma-dev zlib1g-dev
   # tests
-  libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3
+  libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3 debuginfod curl
   # benchmarks
   bc time
 )
@@ -23,6 +23,11 @@ missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The JIT tests run real `node --perf-prof`; keep a node that is already on PATH (the image's),
+# otherwise take Debian's.
+if ! command -v node >/dev/null 2>&1; then
+  dpkg-query -W -f='${Status}' nodejs 2>/dev/null | grep -q "install ok installed" || missing+=(nodejs)
+fi
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "setup-deps: all ${#PKGS[@]} packages present"
   exit 0

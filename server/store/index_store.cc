@@ -210,6 +210,20 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
   return out;
 }
 
+absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t id) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT module, COALESCE(build_id,''), status, COALESCE(path,''), "
+                                       "COALESCE(origin,''), COALESCE(detail,''), debug_file_id "
+                                       "FROM target_debuginfo WHERE target_id = ?1 ORDER BY module"));
+  st.Bind(1, id);
+  std::vector<DebugInfoStatus> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back({st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Text(4), st.Text(5), st.OptInt(6)});
+  }
+  return out;
+}
+
 absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t id, const std::string& name) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name, COALESCE(build_id,''), COALESCE(path,''), text_addr, size "
                                        "FROM modules WHERE target_id = ?1 AND name = ?2"));

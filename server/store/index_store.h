@@ -68,6 +68,13 @@ absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db);
 absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& name);
 absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t target_id);
 absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t target_id);
+struct DebugInfoStatus {
+  std::string module;  // "" = vmlinux
+  std::string build_id, status, path, origin, detail;
+  std::optional<int64_t> debug_file_id;
+};
+absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t target_id);
+
 absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t target_id,
                                                        const std::string& name);
 

@@ -1,0 +1,256 @@
+// `symdex index` with debug info, end to end on the miniature kernel (tests/unit/kernel_fixture.h):
+// offline with --debug-dir, and a live-host sysroot whose debug files come from a real
+// debuginfod server on loopback.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tests/unit/kernel_fixture.h"
+
+namespace symdex {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::KernelFixture;
+using testing::RunCommand;
+using testing::WriteFile;
+
+constexpr char kRelease[] = "6.1.0-99-fixture";
+
+class CliDwarfTest : public ::testing::Test {
+ protected:
+  CommandResult Symdex(const std::string& args, const std::string& env = "") {
+    return RunCommand(env + " " + SYMDEX_BIN + " --db '" + (fx_.dir / "index.db") + "' " + args);
+  }
+  json Json(const std::string& args, const std::string& env = "") {
+    CommandResult r = Symdex(args + " --json", env);
+    EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.out << r.err;
+    return json::parse(r.out);
+  }
+  void Must(const std::string& cmd) {
+    CommandResult r = RunCommand(cmd);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+  }
+  // System.map as the kernel's mksysmap makes it: nm -n of the linked image.
+  std::string SystemMap() {
+    std::string map = fx_.dir / ("boot/System.map-" + std::string(kRelease));
+    Must("mkdir -p '" + (fx_.dir / "boot") + "' && nm -n --defined-only '" + fx_.vmlinux + "' > '" + map + "'");
+    return map;
+  }
+  KernelFixture fx_{5};
+};
+
+TEST_F(CliDwarfTest, OfflineWithDebugDirGivesEachCopyItsSourceAndCachesByBuildId) {
+  std::string map = SystemMap();
+  std::string mods = fx_.dir / ("lib/modules/" + std::string(kRelease));
+  std::string dbg = fx_.dir / "debug";
+  Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kRelease + "/kernel/drivers'");
+  Must("cp '" + fx_.module_stripped + "' '" + mods + "/kernel/drivers/fake_mod.ko'");
+  Must("cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+  Must("cp '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko'");
+
+  std::string args = "index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'";
+  json first = Json(args);
+  EXPECT_EQ(first["debug_files"]["indexed"], 2);
+  EXPECT_EQ(first["debug_files"]["missing"], 0);
+
+  json w = Json("which name_show --exact");
+  ASSERT_EQ(w["count"], 4);  // a.c and b.c, in vmlinux and in the module
+  std::set<std::tuple<std::string, std::string, int64_t>> seen;
+  for (const auto& in : w["instances"]) {
+    ASSERT_FALSE(in["dwarf"].is_null()) << in.dump();
+    std::string cu = in["dwarf"]["cu"];
+    EXPECT_TRUE(cu == "drivers/a/a.c" || cu == "drivers/b/b.c") << cu;
+    EXPECT_EQ(in["dwarf"]["decl_file"], cu);
+    EXPECT_EQ(in["dwarf"]["decl_line"], fx_.Line(cu, "name_show"));
+    seen.emplace(in["module"], cu, in["dwarf"]["line"]);
+  }
+  EXPECT_EQ(seen.size(), 4u);
+
+  // The #included .c: one declaration, two compilation units.
+  json lb = Json("which load_binary --exact");
+  ASSERT_EQ(lb["count"], 4);
+  std::set<std::string> cus;
+  for (const auto& in : lb["instances"]) {
+    EXPECT_EQ(in["dwarf"]["decl_file"], "fs/binfmt.c");
+    cus.insert(in["dwarf"]["cu"]);
+  }
+  EXPECT_EQ(cus, (std::set<std::string>{"fs/binfmt.c", "fs/compat.c"}));
+
+  // The header inline: same file:line, told apart by CU, flagged.
+  json hh = Json("which hdr_helper --exact");
+  for (const auto& in : hh["instances"]) {
+    EXPECT_EQ(in["dwarf"]["decl_file"], "include/linux/common.h");
+    EXPECT_TRUE(in["dwarf"]["inline_copy"]);
+  }
+
+  // The .cold part joins to its function, with its own line.
+  json cold = Json("which name_show.cold --exact");
+  ASSERT_GE(cold["count"], 1);
+  EXPECT_EQ(cold["instances"][0]["dwarf"]["function"], "name_show");
+  EXPECT_EQ(cold["instances"][0]["dwarf"]["cu"], "drivers/a/a.c");
+
+  // Second run: nothing parsed again.
+  json second = Json(args);
+  EXPECT_EQ(second["debug_files"]["indexed"], 0);
+  EXPECT_EQ(second["debug_files"]["cached"], 2);
+  EXPECT_EQ(Json("which name_show --exact")["instances"][0]["dwarf"], w["instances"][0]["dwarf"]);
+
+  json st = Json("status");
+  ASSERT_EQ(st["targets"][0]["debuginfo"].size(), 2u);
+  for (const auto& d : st["targets"][0]["debuginfo"]) EXPECT_EQ(d["status"], "cached");
+}
+
+TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {
+  std::string map = SystemMap();
+  std::string mods = fx_.dir / ("lib/modules/" + std::string(kRelease));
+  std::string dbg = fx_.dir / "debug";
+  Must("mkdir -p '" + mods + "' '" + dbg + "/lib/modules/" + kRelease + "'");
+  Must("cp '" + fx_.module_stripped + "' '" + mods + "/fake_mod.ko'");
+  // A module debug file whose build-ID differs (rebuilt with another id), and a corrupt vmlinux.
+  Must("objcopy --remove-section .note.gnu.build-id '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease + "/fake_mod.ko'");
+  WriteFile(dbg + "/lib/modules/" + kRelease + "/vmlinux", "\x7f" "ELF garbage");
+  CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json st = Json("status");
+  std::map<std::string, json> by_module;
+  for (const auto& d : st["targets"][0]["debuginfo"]) by_module[d["module"]] = d;
+  EXPECT_EQ(by_module["fake_mod"]["status"], "build-id-mismatch");
+  EXPECT_NE(by_module["fake_mod"]["detail"].get<std::string>().find("has no build-ID"), std::string::npos);
+  EXPECT_EQ(by_module["vmlinux"]["status"], "not-found");
+  EXPECT_NE(by_module["vmlinux"]["detail"].get<std::string>().find("not an ELF file"), std::string::npos);
+  json w = Json("which name_show --exact");
+  for (const auto& in : w["instances"]) {
+    EXPECT_TRUE(in["dwarf"].is_null());
+    EXPECT_NE(in["dwarf_note"].get<std::string>().find("no debug info"), std::string::npos);
+  }
+}
+
+// A note blob as /sys/kernel/notes holds it: the ELF's .note.gnu.build-id section, raw.
+void ExtractNotes(const std::string& elf, const std::string& out) {
+  CommandResult r = RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + elf + "' '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+int FreePort() {
+  int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(s);
+  return port;
+}
+
+TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
+  // The sysroot: kallsyms from nm (vmlinux at link addresses; the module loaded at two bases).
+  std::string root = fx_.dir / "root";
+  Must("mkdir -p '" + root + "/proc/sys/kernel' '" + root + "/sys/kernel' '" + root +
+       "/sys/module/fake_mod/sections' '" + root + "/sys/module/fake_mod/notes'");
+  Must("nm -n --defined-only '" + fx_.vmlinux + "' > '" + root + "/proc/kallsyms'");
+  {
+    // Module text symbols at load address = section base + offset (nm's sysv format names the section).
+    CommandResult nm = RunCommand("nm --format=sysv --defined-only '" + fx_.module_stripped + "'");
+    ASSERT_EQ(nm.exit_code, 0) << nm.err;
+    std::istringstream in(nm.out);
+    std::string line, extra;
+    auto trim = [](std::string v) {
+      v.erase(0, v.find_first_not_of(' '));
+      v.erase(v.find_last_not_of(' ') + 1);
+      return v;
+    };
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      for (size_t p = 0;; ) {
+        size_t q = line.find('|', p);
+        f.push_back(trim(line.substr(p, q == std::string::npos ? std::string::npos : q - p)));
+        if (q == std::string::npos) break;
+        p = q + 1;
+      }
+      if (f.size() < 7 || (f[2] != "t" && f[2] != "T")) continue;
+      uint64_t base = f[6] == ".text" ? 0xffffffffc0000000ull : f[6] == ".text.unlikely" ? 0xffffffffc0010000ull : 0;
+      if (base == 0) continue;
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "%016llx %s %s\t[fake_mod]\n",
+                    static_cast<unsigned long long>(base + std::stoull(f[1], nullptr, 16)), f[2].c_str(), f[0].c_str());
+      extra += buf;
+    }
+    ASSERT_FALSE(extra.empty());
+    std::ifstream f(root + "/proc/kallsyms");
+    std::stringstream vmlinux_part;
+    vmlinux_part << f.rdbuf();
+    WriteFile(root + "/proc/kallsyms", vmlinux_part.str() + extra);
+  }
+  WriteFile(root + "/proc/sys/kernel/osrelease", std::string(kRelease) + "\n");
+  WriteFile(root + "/sys/module/fake_mod/sections/.text", "0xffffffffc0000000\n");
+  WriteFile(root + "/sys/module/fake_mod/sections/.text.unlikely", "0xffffffffc0010000\n");
+  ExtractNotes(fx_.vmlinux, root + "/sys/kernel/notes");
+  ExtractNotes(fx_.module, root + "/sys/module/fake_mod/notes/.note.gnu.build-id");
+
+  // debuginfod serving the two debug files from a plain directory.
+  std::string served = fx_.dir / "served";
+  Must("mkdir -p '" + served + "' && cp '" + fx_.vmlinux + "' '" + fx_.module + "' '" + served + "/'");
+  int port = FreePort();
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    std::string p = std::to_string(port);
+    ::execlp("debuginfod", "debuginfod", "-F", served.c_str(), "-p", p.c_str(), "-d", ":memory:", "-t0", "-g0",
+             "-c1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  struct Killer {
+    pid_t pid;
+    ~Killer() {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } killer{pid};
+  const std::string url = "http://127.0.0.1:" + std::to_string(port);
+  bool ready = false;
+  for (int i = 0; i < 100 && !ready; ++i) {
+    CommandResult m = RunCommand("curl -s " + url + "/metrics");
+    ready = m.out.find("ready 1") != std::string::npos &&
+            m.out.find("thread_work_total{role=\"traverse\"} 1") != std::string::npos;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(ready) << "debuginfod did not become ready";
+
+  std::string env = "DEBUGINFOD_URLS=" + url + " DEBUGINFOD_CACHE_PATH='" + (fx_.dir / "dcache") + "'";
+  json idx = Json("index --sysroot '" + root + "'", env);
+  EXPECT_EQ(idx["debug_files"]["indexed"], 2) << idx.dump();
+
+  json st = Json("status");
+  for (const auto& d : st["targets"][0]["debuginfo"]) {
+    EXPECT_EQ(d["status"], "used") << d.dump();
+    EXPECT_EQ(d["origin"], "debuginfod") << d.dump();
+  }
+  json w = Json("which name_show --exact");
+  ASSERT_EQ(w["count"], 4);
+  for (const auto& in : w["instances"]) {
+    ASSERT_FALSE(in["dwarf"].is_null()) << in.dump();
+    EXPECT_EQ(in["dwarf"]["decl_line"], fx_.Line(in["dwarf"]["cu"], "name_show"));
+  }
+  // The live module's .cold part, at an absolute address, maps back through its section base.
+  json cold = Json("which name_show.cold --exact");
+  ASSERT_EQ(cold["count"], 2);
+  for (const auto& in : cold["instances"]) EXPECT_EQ(in["dwarf"]["function"], "name_show") << in.dump();
+}
+
+}  // namespace
+}  // namespace symdex

@@ -1,0 +1,176 @@
+#include "server/debuginfo/dwarf_index.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/source_path.h"
+#include "tests/unit/kernel_fixture.h"
+
+namespace symdex::debuginfo {
+namespace {
+
+using symdex::testing::KernelFixture;
+using symdex::testing::RunCommand;
+
+std::vector<const DwarfFunction*> Named(const DwarfIndex& idx, const std::string& name) {
+  std::vector<const DwarfFunction*> out;
+  for (const auto& f : idx.functions) {
+    if (f.name == name) out.push_back(&f);
+  }
+  std::sort(out.begin(), out.end(), [&](auto* a, auto* b) { return idx.units[a->cu].name < idx.units[b->cu].name; });
+  return out;
+}
+
+// nm's view of a symbol: value by name (first occurrence order).
+std::vector<std::pair<std::string, uint64_t>> NmText(const std::string& path) {
+  auto r = RunCommand("nm '" + path + "'");
+  std::vector<std::pair<std::string, uint64_t>> out;
+  std::istringstream in(r.out);
+  std::string addr, type, name;
+  while (in >> addr >> type >> name) {
+    if (type == "t" || type == "T") out.emplace_back(name, std::stoull(addr, nullptr, 16));
+  }
+  return out;
+}
+
+class DwarfIndexTest : public ::testing::TestWithParam<int> {
+ protected:
+  static void SetUpTestSuite() {}
+  KernelFixture fx{GetParam()};
+};
+
+TEST_P(DwarfIndexTest, LinkedImageFunctionsUnitsAndDeclarations) {
+  auto idx = IndexDwarfFile(fx.vmlinux, {.jobs = 2});
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  EXPECT_FALSE(idx->relocatable);
+  auto id = ReadFileBuildId(fx.vmlinux);
+  ASSERT_TRUE(id.ok() && id->has_value());
+  EXPECT_EQ(idx->build_id, **id);
+
+  // Two static name_show, told apart by CU and declaration line.
+  auto ns = Named(*idx, "name_show");
+  ASSERT_EQ(ns.size(), 2u);
+  EXPECT_EQ(idx->units[ns[0]->cu].name, "drivers/a/a.c");
+  EXPECT_EQ(idx->units[ns[1]->cu].name, "drivers/b/b.c");
+  EXPECT_EQ(idx->files[ns[0]->decl_file], "drivers/a/a.c");
+  EXPECT_EQ(ns[0]->decl_line, static_cast<uint32_t>(fx.Line("drivers/a/a.c", "name_show")));
+  EXPECT_EQ(ns[1]->decl_line, static_cast<uint32_t>(fx.Line("drivers/b/b.c", "name_show")));
+  // a.c's copy has a hot range and a .cold range.
+  EXPECT_EQ(ns[0]->ranges.size(), 2u);
+
+  // The header inline: same file:line in two CUs, flagged as out-of-line copies.
+  auto hh = Named(*idx, "hdr_helper");
+  ASSERT_EQ(hh.size(), 2u);
+  for (auto* f : hh) {
+    EXPECT_EQ(idx->files[f->decl_file], "include/linux/common.h");
+    EXPECT_EQ(f->decl_line, static_cast<uint32_t>(fx.Line("include/linux/common.h", "hdr_helper")));
+    EXPECT_TRUE(f->inline_copy);
+  }
+  EXPECT_NE(hh[0]->cu, hh[1]->cu);
+
+  // The #included .c: same declaration, different compilation units.
+  auto lb = Named(*idx, "load_binary");
+  ASSERT_EQ(lb.size(), 2u);
+  EXPECT_EQ(idx->units[lb[0]->cu].name, "fs/binfmt.c");
+  EXPECT_EQ(idx->units[lb[1]->cu].name, "fs/compat.c");
+  EXPECT_EQ(idx->files[lb[0]->decl_file], "fs/binfmt.c");
+  EXPECT_EQ(idx->files[lb[1]->decl_file], "fs/binfmt.c");
+  EXPECT_EQ(lb[0]->decl_line, lb[1]->decl_line);
+
+  // Entry pcs are the nm addresses of the symbols.
+  auto nm = NmText(fx.vmlinux);
+  for (const auto& [name, addr] : nm) {
+    if (name != "name_show" && name != "load_binary" && name != "hdr_helper") continue;
+    bool found = std::any_of(idx->functions.begin(), idx->functions.end(),
+                             [&](const DwarfFunction& f) { return f.name == name && f.entry == addr; });
+    EXPECT_TRUE(found) << name << " at " << std::hex << addr;
+  }
+  // The build directory is kept as DWARF has it; shown paths are source-tree relative.
+  EXPECT_NE(idx->units[ns[0]->cu].comp_dir.find("reproducible-path/linux"), std::string::npos);
+  for (const auto& f : idx->files) EXPECT_EQ(f.find("reproducible-path"), std::string::npos) << f;
+}
+
+TEST_P(DwarfIndexTest, SymbolLinesAgreeWithLlvmSymbolizer) {
+  auto idx = IndexDwarfFile(fx.vmlinux, {.jobs = 2});
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  auto nm = NmText(fx.vmlinux);
+  ASSERT_GE(nm.size(), 8u);
+  std::string input;
+  for (const auto& [_, a] : nm) input += "0x" + [&] { std::ostringstream o; o << std::hex << a; return o.str(); }() + "\n";
+  auto r = RunCommand("printf '" + input + "' | llvm-symbolizer-14 --obj='" + fx.vmlinux + "' --no-inlines");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream out(r.out);
+  std::string fn, loc, blank;
+  for (const auto& [name, addr] : nm) {
+    std::getline(out, fn);
+    std::getline(out, loc);
+    std::getline(out, blank);
+    // loc = /abs/path/file.c:LINE:COL
+    size_t c2 = loc.rfind(':'), c1 = loc.rfind(':', c2 - 1);
+    int line = std::stoi(loc.substr(c1 + 1, c2 - c1 - 1));
+    std::string file = SourceTreeRelative(loc.substr(0, c1), "");
+    auto it = std::find_if(idx->symbol_lines.begin(), idx->symbol_lines.end(),
+                           [&](const DwarfSymbolLine& l) { return l.addr == addr; });
+    ASSERT_NE(it, idx->symbol_lines.end()) << name;
+    EXPECT_EQ(it->line, static_cast<uint32_t>(line)) << name << " " << loc;
+    EXPECT_EQ(idx->files[it->file], file) << name << " " << loc;
+  }
+}
+
+TEST_P(DwarfIndexTest, RelocatableModuleUsesSectionOffsets) {
+  auto idx = IndexDwarfFile(fx.module);
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  EXPECT_TRUE(idx->relocatable);
+  ASSERT_TRUE(idx->build_id.has_value());
+  auto ns = Named(*idx, "name_show");
+  ASSERT_EQ(ns.size(), 2u);
+  auto nm = NmText(fx.module);  // ET_REL: nm prints section offsets
+  for (const auto* f : ns) {
+    ASSERT_NE(f->entry_section, kNoSection);
+    EXPECT_EQ(idx->sections[f->entry_section], ".text");
+    bool found = std::any_of(nm.begin(), nm.end(), [&](const auto& s) { return s.first == "name_show" && s.second == f->entry; });
+    EXPECT_TRUE(found) << std::hex << f->entry;
+  }
+  // The .cold part lives in .text.unlikely.
+  bool cold = std::any_of(ns[0]->ranges.begin(), ns[0]->ranges.end(),
+                          [&](const AddrRange& r) { return idx->sections[r.section] == ".text.unlikely"; });
+  EXPECT_TRUE(cold);
+  EXPECT_FALSE(idx->symbol_lines.empty());
+}
+
+TEST(DwarfIndexErrorTest, NotElfAndNoDwarf) {
+  symdex::testing::TempDir d;
+  symdex::testing::WriteFile(d / "junk", "not an elf");
+  auto r = IndexDwarfFile(d / "junk");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("not an ELF"), std::string::npos);
+  symdex::testing::CompileObject("int f(int x) { return x; }", d / "nodebug.o", "-O2 -g0");
+  EXPECT_FALSE(IndexDwarfFile(d / "nodebug.o").ok());
+  EXPECT_FALSE(IndexDwarfFile(d / "missing").ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(DwarfVersions, DwarfIndexTest, ::testing::Values(4, 5),
+                         [](const auto& info) { return "dwarf" + std::to_string(info.param); });
+
+TEST(SourcePathTest, StripsBuildPrefixes) {
+  EXPECT_EQ(SourceTreeRelative("/build/reproducible-path/linux-6.1.192/arch/x86/kernel/head_64.S",
+                               "/build/reproducible-path/linux-6.1.192/debian/build/build_amd64_none_cloud-amd64"),
+            "arch/x86/kernel/head_64.S");
+  EXPECT_EQ(SourceTreeRelative("debian/build/build_amd64_none_cloud-amd64/arch/x86/events/amd/core.c",
+                               "debian/build/build_amd64_none_cloud-amd64"),
+            "arch/x86/events/amd/core.c");
+  EXPECT_EQ(SourceTreeRelative("/build/linux/arch/x86/kernel/../../x86/xen/xen-head.S", ""), "arch/x86/xen/xen-head.S");
+  EXPECT_EQ(SourceTreeRelative("drivers/pnp/card.c", "/anything"), "drivers/pnp/card.c");
+  // A prefix that itself contains a top-level directory name: comp_dir ancestry wins.
+  EXPECT_EQ(SourceTreeRelative("/home/me/kernel/src/linux/fs/open.c", "/home/me/kernel/src/linux"), "fs/open.c");
+  EXPECT_EQ(SourceTreeRelative("/usr/include/stdio.h", ""), "usr/include/stdio.h");
+  EXPECT_EQ(NormalizeLexically("a/./b/../c"), "a/c");
+  EXPECT_EQ(NormalizeLexically("/x/../../y"), "/y");
+  EXPECT_EQ(NormalizeLexically("../a"), "../a");
+}
+
+}  // namespace
+}  // namespace symdex::debuginfo

@@ -1,0 +1,28 @@
+// A miniature "kernel" compiled at test time: duplicate static functions in several files, a
+// header static inline emitted out of line in two CUs, a .c file #included into another (the
+// compat_binfmt_elf case), a .cold split. Linked as a vmlinux-like executable and, with ld -r,
+// as a module-like ET_REL object, both with GNU build-IDs.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tests/unit/test_util.h"
+
+namespace symdex::testing {
+
+struct KernelFixture {
+  explicit KernelFixture(int dwarf_version);
+
+  TempDir dir;
+  std::string src;      // sources
+  std::string vmlinux;  // ET_EXEC with DWARF
+  std::string module;   // ET_REL with DWARF ("fake_mod")
+  std::string module_stripped;  // same, --strip-debug (what a kernel image package ships)
+  // Line of each marker comment "/*@NAME*/" in the sources: file -> name -> line.
+  std::map<std::string, std::map<std::string, int>> lines;
+
+  int Line(const std::string& file, const std::string& marker) const { return lines.at(file).at(marker); }
+};
+
+}  // namespace symdex::testing
