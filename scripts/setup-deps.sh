@@ -13,7 +13,7 @@ PKGS=(
   # tests
   libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3 debuginfod curl
   # benchmarks
-  bc time
+  bc time python3-drgn
 )
 
 SUDO=""

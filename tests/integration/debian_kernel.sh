@@ -21,7 +21,8 @@ export SYMDEX_DB=$work/index.db
 nko=$(find "$MODS" -name '*.ko*' | wc -l)
 echo "kernel $KREL: $(wc -l <"$MAP") System.map lines, $nko module files"
 start=$(date +%s.%N)
-"$SYMDEX" index --system-map "$MAP" --modules-dir "$MODS" --name debian >"$work/index.out"
+"$SYMDEX" index --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DBG/usr/lib/debug" --name debian \
+  >"$work/index.out"
 end=$(date +%s.%N)
 cat "$work/index.out"
 echo "index time: $(python3 -c "print(f'{$end-$start:.2f}')") s"
@@ -81,6 +82,24 @@ check_eq "which name_show --exact (text instances)" "$nm_name_show" \
   "$(jq_num 'sum(1 for i in d["instances"] if i["type"] in "tT")' <"$work/which.json")"
 check_eq "file errors" "0" \
   "$(jq_num 'sum(1 for f in d["targets"][0]["files"] if f["status"]=="error")' <"$work/status.json")"
+# --- debug info --------------------------------------------------------------------------
+check_eq "debug files used (vmlinux + every module)" "$((nko + 1))" \
+  "$(jq_num 'sum(1 for x in d["targets"][0]["debuginfo"] if x["status"]=="used")' <"$work/status.json")"
+check_eq "duplicated-name instances without DWARF" "0" \
+  "$(jq_num 'sum(1 for g in d["duplicates"] for i in g["instances"] if not i["dwarf"])' <"$work/dups.json")"
+check_eq "duplicated names whose instances share (CU, file:line)" "0" \
+  "$(jq_num 'sum(1 for g in d["duplicates"] if len({(i["dwarf"]["cu"], i["dwarf"]["file"], i["dwarf"]["line"]) for i in g["instances"]}) != len(g["instances"]))' <"$work/dups.json")"
+# kas_alias's own example: name_show in drivers/pnp/card.c at line 186.
+check_eq "name_show@drivers/pnp/card.c entry line" "186" \
+  "$(jq_num '[i["dwarf"]["line"] for i in d["instances"] if i["dwarf"] and i["dwarf"]["file"]=="drivers/pnp/card.c"][0]' <"$work/which.json")"
+echo "--- entry lines vs llvm-symbolizer-14 (acceptance: >= 99.5%)"
+"$here/compare_llvm_symbolizer.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" --min-agree 99.5 --show 3 || fail=1
+# A second run finds every debug file cached by build-ID.
+"$SYMDEX" index --json --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DBG/usr/lib/debug" --name debian \
+  >"$work/reindex.json"
+check_eq "debug files re-parsed on the second run" "0" "$(jq_num 'd["debug_files"]["indexed"]' <"$work/reindex.json")"
+check_eq "debug files cached on the second run" "$((nko + 1))" "$(jq_num 'd["debug_files"]["cached"]' <"$work/reindex.json")"
+
 # Every vmlinux instance of a duplicated name gets a _text+N probe; every module one a MOD:sym,
 # an address, or (offline, name repeated inside its module) nothing.
 check_eq "vmlinux dup instances without a _text+N probe" "0" \
