@@ -4,6 +4,7 @@
 # counts against binutils nm run over the same files.
 #   debian_kernel.sh SYMDEX_BIN
 set -euo pipefail
+unset DEBUGINFOD_URLS  # hermetic: debug files come from the corpus, never the network
 SYMDEX=$1
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"

@@ -3,6 +3,7 @@
 # skipped) when the kernel hides addresses from this process, saying so.
 #   host_kallsyms.sh SYMDEX_BIN
 set -euo pipefail
+unset DEBUGINFOD_URLS  # hermetic: debug files come from the corpus, never the network
 SYMDEX=$1
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"

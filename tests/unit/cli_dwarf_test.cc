@@ -31,7 +31,8 @@ constexpr char kRelease[] = "6.1.0-99-fixture";
 class CliDwarfTest : public ::testing::Test {
  protected:
   CommandResult Symdex(const std::string& args, const std::string& env = "") {
-    return RunCommand(env + " " + SYMDEX_BIN + " --db '" + (fx_.dir / "index.db") + "' " + args);
+    // Hermetic unless a test names a debuginfod server itself.
+    return RunCommand("env -u DEBUGINFOD_URLS " + env + " " + SYMDEX_BIN + " --db '" + (fx_.dir / "index.db") + "' " + args);
   }
   json Json(const std::string& args, const std::string& env = "") {
     CommandResult r = Symdex(args + " --json", env);

@@ -47,7 +47,7 @@ ffffffffc0a10060 t name_show	[mei]
 class CliTest : public ::testing::Test {
  protected:
   CommandResult Symdex(const std::string& args) {
-    return RunCommand(std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
+    return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
   }
   json Json(const std::string& args, int want_exit = 0) {
     CommandResult r = Symdex(args + " --json");
