@@ -91,12 +91,9 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
       auto worker = [&] {
         for (size_t k; (k = next.fetch_add(1)) < need_search.size();) {
           Part& p = parts[need_search[k]];
-          std::string bid = p.record.build_id;
-          p.record.build_id.clear();  // find_one must not touch SQLite from a worker
           debuginfo::DebugFileRequest dr{.module = p.record.module, .release = t.release};
-          if (!bid.empty()) dr.build_id = BuildId::FromHex(bid);
+          if (!p.record.build_id.empty()) dr.build_id = BuildId::FromHex(p.record.build_id);
           debuginfo::LookupResult lr = finder.Find(dr);
-          p.record.build_id = bid;
           p.record.status = lr.status;
           p.record.detail = StrJoin(lr.attempts, "; ");
           if (lr.found) {
@@ -104,7 +101,7 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
             p.record.origin = lr.found->origin;
             p.verified = lr.found->verified;
             p.path_to_index = lr.found->path;
-            if (bid.empty() && lr.found->build_id) p.record.build_id = lr.found->build_id->ToHex();
+            if (p.record.build_id.empty() && lr.found->build_id) p.record.build_id = lr.found->build_id->ToHex();
           }
         }
       };
