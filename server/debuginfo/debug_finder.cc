@@ -27,18 +27,6 @@ struct ElfEnd {
   void operator()(Elf* e) const { elf_end(e); }
 };
 
-std::optional<BuildId> BuildIdOfElf(Elf* elf) {
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
-    Elf_Data* d = elf_getdata(scn, nullptr);
-    if (d == nullptr || d->d_buf == nullptr) continue;
-    auto id = ingest::FindGnuBuildId(std::string_view(static_cast<const char*>(d->d_buf), d->d_size));
-    if (id.ok() && id->has_value()) return **id;
-  }
-  return std::nullopt;
-}
-
 std::string ModuleKey(std::string name) {
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
@@ -50,6 +38,18 @@ bool IsModuleFileName(const std::string& n) {
 }
 
 }  // namespace
+
+std::optional<BuildId> ElfBuildId(Elf* elf) {
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
+    Elf_Data* d = elf_getdata(scn, nullptr);
+    if (d == nullptr || d->d_buf == nullptr) continue;
+    auto id = ingest::FindGnuBuildId(std::string_view(static_cast<const char*>(d->d_buf), d->d_size));
+    if (id.ok() && id->has_value()) return **id;
+  }
+  return std::nullopt;
+}
 
 absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path) {
   static std::once_flag once;
@@ -65,12 +65,12 @@ absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path) 
     ASSIGN_OR_RETURN(std::string image, ingest::Decompress(raw, kind, kMaxDecompressedModule));
     std::unique_ptr<Elf, ElfEnd> elf(elf_memory(image.data(), image.size()));
     if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
-    return BuildIdOfElf(elf.get());
+    return ElfBuildId(elf.get());
   }
   std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
   std::optional<BuildId> id;
   bool is_elf = elf && elf_kind(elf.get()) == ELF_K_ELF;
-  if (is_elf) id = BuildIdOfElf(elf.get());
+  if (is_elf) id = ElfBuildId(elf.get());
   elf.reset();
   ::close(fd);
   if (!is_elf) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));

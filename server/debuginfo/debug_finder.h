@@ -21,6 +21,8 @@
 #include "server/common/build_id.h"
 #include "server/common/status.h"
 
+typedef struct Elf Elf;
+
 namespace symdex::debuginfo {
 
 struct DebugFileRequest {
@@ -51,6 +53,9 @@ struct DebugFinderOptions {
   bool use_debuginfod = true;   // when DEBUGINFOD_URLS is set
   bool debuginfod_progress = false;  // progress on stderr (a TTY)
 };
+
+// The GNU build-ID in an open ELF's SHT_NOTE sections, nullopt if it has none.
+std::optional<BuildId> ElfBuildId(Elf* elf);
 
 // The GNU build-ID of an ELF file (plain or .xz/.zst/.gz compressed), nullopt if it has none.
 absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path);

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "server/common/strings.h"
+#include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -400,27 +401,6 @@ absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
   o.dwarf.reset(dwarf_begin_elf(o.elf.get(), DWARF_C_READ, nullptr));
   if (!o.dwarf) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1), ")"));
   return absl::OkStatus();
-}
-
-std::optional<BuildId> ElfBuildId(Elf* elf) {
-  const void* id = nullptr;
-  // libelf has no build-ID helper; walk the notes of every SHT_NOTE section.
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (data == nullptr) continue;
-    size_t off = 0, name_off, desc_off;
-    GElf_Nhdr nh;
-    while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-      if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-          std::memcmp(static_cast<const char*>(data->d_buf) + name_off, "GNU", 4) == 0) {
-        id = static_cast<const char*>(data->d_buf) + desc_off;
-        return BuildId::FromRaw(std::string_view(static_cast<const char*>(id), nh.n_descsz));
-      }
-    }
-  }
-  return std::nullopt;
 }
 
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {

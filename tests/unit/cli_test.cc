@@ -15,18 +15,8 @@ using testing::RunCommand;
 using testing::TempDir;
 using testing::WriteFile;
 
-std::string Note(uint32_t type, std::string_view name, std::string_view desc) {
-  std::string out;
-  auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
-  put32(static_cast<uint32_t>(name.size()));
-  put32(static_cast<uint32_t>(desc.size()));
-  put32(type);
-  out.append(name);
-  out.append((4 - name.size() % 4) % 4, '\0');
-  out.append(desc);
-  out.append((4 - desc.size() % 4) % 4, '\0');
-  return out;
-}
+using symdex::testing::ElfNote;
+constexpr auto Note = ElfNote;
 
 constexpr char kKallsyms[] = R"(ffffffffa0e00000 T _text
 ffffffffa0e00000 T _stext

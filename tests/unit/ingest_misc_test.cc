@@ -5,6 +5,7 @@
 #include "server/common/build_id.h"
 #include "server/ingest/elf_notes.h"
 #include "server/ingest/proc_modules.h"
+#include "tests/unit/test_util.h"
 
 namespace symdex::ingest {
 namespace {
@@ -34,18 +35,8 @@ TEST(ProcModulesTest, RejectsShortLinesWithLineNumber) {
   EXPECT_FALSE(ParseProcModules("a 1 0 - Live 0xZZ\n", "m").ok());
 }
 
-std::string Note(uint32_t type, std::string_view name, std::string_view desc) {
-  std::string out;
-  auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
-  put32(static_cast<uint32_t>(name.size()));
-  put32(static_cast<uint32_t>(desc.size()));
-  put32(type);
-  out.append(name);
-  out.append((4 - name.size() % 4) % 4, '\0');
-  out.append(desc);
-  out.append((4 - desc.size() % 4) % 4, '\0');
-  return out;
-}
+using symdex::testing::ElfNote;
+constexpr auto Note = ElfNote;
 
 TEST(ElfNotesTest, FindsGnuBuildIdAfterOtherNotes) {
   const std::string id_bytes("\x24\xa3\x59\x8f\xd7\x00\x11\x4d\x0a\x1b\x1a\x48\x71\xba\xdc\xee\x75\xd0\xac\xac", 20);

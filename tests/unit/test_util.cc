@@ -49,6 +49,19 @@ CommandResult RunCommand(const std::string& cmd) {
   return r;
 }
 
+std::string ElfNote(uint32_t type, std::string_view name, std::string_view desc) {
+  std::string out;
+  auto put32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  put32(static_cast<uint32_t>(name.size()));
+  put32(static_cast<uint32_t>(desc.size()));
+  put32(type);
+  out.append(name);
+  out.append((4 - name.size() % 4) % 4, '\0');
+  out.append(desc);
+  out.append((4 - desc.size() % 4) % 4, '\0');
+  return out;
+}
+
 void CompileObject(const std::string& c_source, const std::string& out_path, const std::string& flags) {
   TempDir d;
   WriteFile(d / "src.c", c_source);

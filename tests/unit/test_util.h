@@ -1,7 +1,9 @@
 // Helpers for tests: temp directories, writing files, running commands.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace symdex::testing {
 
@@ -27,6 +29,10 @@ struct CommandResult {
 };
 // Runs `cmd` through /bin/sh, capturing stdout and stderr separately.
 CommandResult RunCommand(const std::string& cmd);
+
+// One ELF note (namesz, descsz, type, padded name, padded desc), host byte order: the layout
+// of /sys/kernel/notes and .note.gnu.build-id.
+std::string ElfNote(uint32_t type, std::string_view name, std::string_view desc);
 
 // Compiles C source to an object file with gcc (what kernel modules are: ET_REL).
 void CompileObject(const std::string& c_source, const std::string& out_path, const std::string& flags = "-O2");
