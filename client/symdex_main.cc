@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
       "  symdex index --system-map /boot/System.map-6.1.0-28-cloud-amd64 \\\n"
       "               --modules-dir /lib/modules/6.1.0-28-cloud-amd64   index an offline kernel\n"
       "  symdex status --json                 what is indexed, from where, with which problems\n"
+      "  symdex jit ingest . && symdex jit addr --pid 4242 0x7f6d5bf891d0   JIT frames (see 'symdex jit --help')\n"
       "\n"
       "Exit codes: 0 found/success, 1 not found, 2 ambiguous or usage error,\n"
       "            3 environment or input error (no index, unreadable or malformed input).");
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   AddIndexCommand(app, g, exit_code);
   AddQueryCommands(app, g, exit_code);
   AddStatusCommand(app, g, exit_code);
+  AddJitCommands(app, g, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

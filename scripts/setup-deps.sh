@@ -14,6 +14,10 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3 debuginfod curl
   # benchmarks
   bc time python3-drgn
+  # end-to-end: the Debian kernel booted under qemu (TCG)
+  qemu-system-x86 busybox-static cpio
+  # JIT tests and benchmark (perf record / perf inject -j)
+  linux-perf
 )
 
 SUDO=""

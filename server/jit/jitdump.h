@@ -194,6 +194,17 @@ class JitdumpReader {
   // before it have been appended already and offset() is the bad record's offset.
   absl::StatusOr<FeedResult> Feed(std::string_view data, std::vector<Record>* out);
 
+  // Continues a file read earlier (by another reader, another run): `header` as parsed then, and
+  // `offset` the end of a record after which no DEBUG_INFO/UNWINDING_INFO was pending (the end of
+  // the last CODE_LOAD/CODE_MOVE/CLOSE taken). The next Feed must start at `offset`.
+  void ResumeAt(const JitdumpHeader& header, uint64_t offset, bool closed = false) {
+    header_ = header;
+    offset_ = offset;
+    closed_ = closed;
+    pending_debug_.reset();
+    pending_unwind_.reset();
+  }
+
   // File offset of the first byte not consumed yet.
   uint64_t offset() const { return offset_; }
   // Set once the whole header has been seen.

@@ -265,6 +265,28 @@ absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name
   return c;
 }
 
+absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
+  // Kernel addresses all sit in the upper half: as signed integers they order correctly.
+  std::string sql = std::string(kSymbolSelect) +
+                    "WHERE s.target_id = ?1 AND s.section IS NULL AND s.type IN ('t','T','w','W','i') "
+                    "AND s.addr = (SELECT MAX(addr) FROM symbols WHERE target_id = ?1 AND section IS NULL "
+                    "AND type IN ('t','T','w','W','i') AND addr <= ?2 AND (addr < 0) = (?2 < 0))";
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
+  st.Bind(1, id).Bind(2, ToDb(addr));
+  std::optional<SymbolRecord> best;
+  auto score = [](const SymbolRecord& r) {
+    bool noise = r.name.starts_with("__pfx_") || r.name.starts_with("__cfi_");
+    return std::make_tuple(!noise, r.dwarf && r.dwarf->has_function, -static_cast<int64_t>(r.name.size()));
+  };
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    SymbolRecord r = ReadSymbol(st);
+    if (!best || score(r) > score(*best)) best = std::move(r);
+  }
+  return best;
+}
+
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool all_types) {
   std::string sql = std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND (?2 OR s.type IN ('t','T'))";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));

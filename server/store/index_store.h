@@ -91,6 +91,10 @@ struct NameCounts {
 absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name,
                                      const std::string& module);
 
+// The text symbol at or below `addr` (absolute addresses only): the function an address is in.
+// Among aliases at one address, one with DWARF and a plain name is preferred.
+absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t target_id, uint64_t addr);
+
 // Every symbol of the target (text only unless all_types), ordered by name then owner.
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t target_id, bool all_types);
 

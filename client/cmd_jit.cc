@@ -1,0 +1,568 @@
+// symdex jit ingest|addr|collisions|export and symdex buildid: JIT code from jitdump and perf-map
+// files, and the build-IDs of jitted DSOs (server/jit/).
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "client/cli_common.h"
+#include "server/common/build_id.h"
+#include "server/common/strings.h"
+#include "server/jit/build_ids.h"
+#include "server/jit/jit_elf.h"
+#include "server/jit/jit_store.h"
+
+namespace symdex::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using jit::JitBuildIdScheme;
+
+constexpr char kSchemeHelp[] =
+    "Build-ID scheme: symdex (default; unique per process instance and load), sha1-symtab (perf with "
+    "the Nov 2025 fix), sha1-code (perf 6.17: identical code => identical ID), md5-addr (perf <= 6.16 "
+    "with libcrypto)";
+
+std::optional<uint64_t> ParseHex(std::string s) {
+  if (s.starts_with("0x") || s.starts_with("0X")) s = s.substr(2);
+  if (s.empty() || s.size() > 16) return std::nullopt;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+            : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
+                                                        : -1;
+    if (d < 0) return std::nullopt;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  return v;
+}
+
+absl::StatusOr<JitBuildIdScheme> SchemeArg(const std::string& s) {
+  auto scheme = jit::ParseJitBuildIdScheme(s);
+  if (!scheme) {
+    return absl::InvalidArgumentError(
+        StrCat("unknown build-ID scheme '", s, "': use symdex, sha1-symtab, sha1-code or md5-addr"));
+  }
+  return *scheme;
+}
+
+nlohmann::json InstanceJson(const jit::JitInstance& i) {
+  return {{"pid", i.pid}, {"dump_timestamp", i.dump_timestamp}, {"path", i.path}, {"status", i.status}, {"loads", i.loads}};
+}
+
+nlohmann::json LoadJson(const jit::JitLoadInfo& l) {
+  nlohmann::json j = {{"name", l.name},
+                      {"pid", l.pid},
+                      {"code_index", l.code_index},
+                      {"dso", l.DsoName()},
+                      {"code_start", "0x" + Hex(l.addr)},
+                      {"code_end", "0x" + Hex(l.addr + l.code_size)},
+                      {"code_size", l.code_size},
+                      {"loaded_at", "0x" + Hex(l.code_addr)},
+                      {"load_time", l.load_time},
+                      {"placed_by", l.placed_by},
+                      {"placed_time", l.placed_time},
+                      {"moved_away_at", l.until ? nlohmann::json(*l.until) : nlohmann::json(nullptr)},
+                      {"instance", InstanceJson(l.instance)},
+                      {"build_ids", l.build_ids}};
+  if (l.line) {
+    j["source"] = {{"file", l.line->file}, {"line", l.line->line}, {"column", l.line->column},
+                   {"entry_address", "0x" + Hex(l.line->addr)}};
+  } else {
+    j["source"] = nullptr;
+  }
+  return j;
+}
+
+// The instance of `pid` meant: --instance (dump timestamp), else the latest dump opened at or
+// before --time, else the only one. Several and nothing to choose by: InvalidArgument (exit 2).
+absl::StatusOr<std::optional<jit::JitInstance>> SelectInstance(store::Db& db, uint32_t pid,
+                                                               std::optional<uint64_t> time,
+                                                               std::optional<uint64_t> dump_ts) {
+  ASSIGN_OR_RETURN(auto all, jit::FindInstances(db, pid));
+  if (all.empty()) return std::optional<jit::JitInstance>();
+  if (dump_ts) {
+    for (const auto& i : all) {
+      if (i.dump_timestamp == *dump_ts) return std::optional<jit::JitInstance>(i);
+    }
+    return absl::NotFoundError(StrCat("pid ", pid, " has no jitdump with header timestamp ", *dump_ts));
+  }
+  if (all.size() == 1) return std::optional<jit::JitInstance>(all.front());
+  if (time) {
+    std::optional<jit::JitInstance> best;
+    for (const auto& i : all) {
+      if (i.dump_timestamp <= *time) best = i;
+    }
+    if (best) return best;
+  }
+  std::string list;
+  for (const auto& i : all) list += StrCat("\n  --instance ", i.dump_timestamp, "  (", i.path, ", ", i.loads, " loads)");
+  return absl::InvalidArgumentError(StrCat("pid ", pid, " was used by ", all.size(),
+                                           " processes that wrote jitdumps; choose one with --time or:", list));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct IngestOptions {
+  std::vector<std::string> paths;
+};
+
+int RunIngest(const GlobalOptions& g, const IngestOptions& o) {
+  auto files = jit::ExpandJitPaths(o.paths);
+  if (!files.ok()) return Fail(g, files.status(), true);
+  auto db = OpenForWrite(g);
+  if (!db.ok()) return Fail(g, db.status(), true);
+  if (files->empty()) {
+    if (g.json) {
+      PrintJson({{"files", nlohmann::json::array()}, {"errors", 0}});
+    } else {
+      fmt::print(stderr, "symdex: no jit-*.dump or perf-*.map files in {}\n", StrJoin(o.paths, ", "));
+    }
+    return kNotFound;
+  }
+  int errors = 0;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const std::string& f : *files) {
+    jit::IngestReport r = jit::IngestJitFile(*db, f);
+    errors += r.status == "error";
+    if (g.json) {
+      arr.push_back({{"path", r.path},
+                     {"kind", r.kind},
+                     {"pid", r.pid},
+                     {"dump_timestamp", r.dump_timestamp},
+                     {"status", r.status},
+                     {"message", r.message},
+                     {"start_offset", r.start_offset},
+                     {"end_offset", r.end_offset},
+                     {"file_size", r.file_size},
+                     {"bytes_read", r.bytes_read},
+                     {"loads", r.loads},
+                     {"moves", r.moves},
+                     {"debug_infos", r.debug_infos},
+                     {"rejected_debug_infos", r.rejected_debug_infos},
+                     {"unknown_records", r.unknown_records},
+                     {"duplicates", r.duplicates},
+                     {"orphan_moves", r.orphan_moves},
+                     {"map_entries", r.map_entries},
+                     {"malformed_lines", r.malformed_lines}});
+      continue;
+    }
+    if (r.status == "error") {
+      fmt::print(stderr, "symdex: {}: {} (records before it were kept)\n", r.path, r.message);
+      continue;
+    }
+    if (r.kind == "jitdump") {
+      fmt::print("{}: jitdump pid {} (dump {}): {} new loads, {} moves, {} with DEBUG_INFO", r.path, r.pid,
+                 r.dump_timestamp, r.loads, r.moves, r.debug_infos);
+      if (r.duplicates) fmt::print(", {} already indexed", r.duplicates);
+      if (r.orphan_moves) fmt::print(", {} moves of unknown code", r.orphan_moves);
+      if (r.rejected_debug_infos) fmt::print(", {} malformed DEBUG_INFO dropped", r.rejected_debug_infos);
+      fmt::print(" [{}]\n", r.status);
+    } else {
+      fmt::print("{}: perf map pid {}: {} new entries, {} malformed lines [{}]\n", r.path, r.pid, r.map_entries,
+                 r.malformed_lines, r.status);
+    }
+    if (!r.message.empty()) fmt::print("  {}\n", r.message);
+  }
+  if (g.json) PrintJson({{"files", arr}, {"errors", errors}});
+  return errors ? kEnvError : kFound;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct AddrOptions {
+  uint32_t pid = 0;
+  std::optional<uint64_t> time;
+  std::optional<uint64_t> instance;
+  std::string scheme = "symdex";
+  std::vector<std::string> addrs;
+};
+
+int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
+  auto scheme = SchemeArg(o.scheme);
+  if (!scheme.ok()) return Fail(g, scheme.status());
+  std::vector<uint64_t> addrs;
+  for (const std::string& a : o.addrs) {
+    auto v = ParseHex(a);
+    if (!v) return Fail(g, absl::InvalidArgumentError(StrCat("'", a, "' is not a hex address")));
+    addrs.push_back(*v);
+  }
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto inst = SelectInstance(*db, o.pid, o.time, o.instance);
+  if (!inst.ok()) return Fail(g, inst.status());
+  auto has_map = jit::HasPerfMap(*db, o.pid);
+  if (!has_map.ok()) return Fail(g, has_map.status());
+  if (!*inst && !*has_map) {
+    return Fail(g, absl::NotFoundError(StrCat("nothing ingested for pid ", o.pid,
+                                              ": run 'symdex jit ingest' on its jit-", o.pid, ".dump or perf-", o.pid,
+                                              ".map first")));
+  }
+  const std::string sname(jit::JitBuildIdSchemeName(*scheme));
+  size_t missing = 0;
+  nlohmann::json arr = nlohmann::json::array();
+  for (uint64_t a : addrs) {
+    std::optional<jit::JitLoadInfo> hit;
+    if (*inst) {
+      auto r = jit::LookupJitAddr(*db, **inst, a, o.time);
+      if (!r.ok()) return Fail(g, r.status());
+      hit = std::move(*r);
+    }
+    std::optional<jit::PerfMapHit> map_hit;
+    if (!hit && *has_map) {
+      auto r = jit::LookupPerfMap(*db, o.pid, a);
+      if (!r.ok()) return Fail(g, r.status());
+      map_hit = std::move(*r);
+    }
+    missing += !hit && !map_hit;
+    if (g.json) {
+      nlohmann::json j = {{"address", "0x" + Hex(a)}, {"found", hit || map_hit}};
+      if (hit) {
+        j["from"] = "jitdump";
+        j["function"] = LoadJson(*hit);
+        j["build_id"] = hit->build_ids[sname];
+        j["scheme"] = sname;
+        j["offset"] = a - hit->addr;
+      } else if (map_hit) {
+        j["from"] = "perf-map";
+        j["function"] = {{"name", map_hit->entry.name},
+                         {"code_start", "0x" + Hex(map_hit->entry.start)},
+                         {"code_end", "0x" + Hex(map_hit->entry.start + map_hit->entry.size)},
+                         {"map", map_hit->path},
+                         {"map_line", map_hit->entry.line}};
+        j["offset"] = a - map_hit->entry.start;
+      }
+      arr.push_back(j);
+      continue;
+    }
+    if (hit) {
+      fmt::print("0x{} {}+{:#x}\n", Hex(a), hit->name, a - hit->addr);
+      fmt::print("  code      0x{}-0x{} ({} bytes), code_index {}, loaded at time {}", Hex(hit->addr),
+                 Hex(hit->addr + hit->code_size), hit->code_size, hit->code_index, hit->load_time);
+      if (hit->placed_by == "move") fmt::print(", moved here at {} from 0x{}", hit->placed_time, Hex(hit->code_addr));
+      if (hit->until) fmt::print(" [moved away at {}]", *hit->until);
+      fmt::print("\n");
+      if (hit->line) {
+        fmt::print("  source    {}:{}:{}\n", hit->line->file, hit->line->line, hit->line->column);
+      } else {
+        fmt::print("  source    {}\n", hit->line_entries ? "before the first DEBUG_INFO entry" : "(no DEBUG_INFO)");
+      }
+      fmt::print("  dso       {} build-id {} ({})\n", hit->DsoName(), hit->build_ids[sname], sname);
+      fmt::print("  process   pid {}, jitdump {} (header timestamp {})\n", hit->instance.pid, hit->instance.path,
+                 hit->instance.dump_timestamp);
+    } else if (map_hit) {
+      fmt::print("0x{} {}+{:#x}\n  code      0x{}-0x{} (perf map {}:{}; no jitdump: no code index or build-ID)\n",
+                 Hex(a), map_hit->entry.name, a - map_hit->entry.start, Hex(map_hit->entry.start),
+                 Hex(map_hit->entry.start + map_hit->entry.size), map_hit->path, map_hit->entry.line);
+    } else {
+      fmt::print("0x{} not covered by any jitted code of pid {}{}\n", Hex(a), o.pid,
+                 o.time ? StrCat(" at time ", *o.time) : "");
+    }
+  }
+  if (g.json) {
+    PrintJson({{"pid", o.pid},
+               {"time", o.time ? nlohmann::json(*o.time) : nlohmann::json(nullptr)},
+               {"instance", *inst ? InstanceJson(**inst) : nlohmann::json(nullptr)},
+               {"addresses", arr}});
+  }
+  return missing ? kNotFound : kFound;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct CollisionOptions {
+  std::optional<std::string> scheme;
+  size_t show = 20;
+};
+
+int RunCollisions(const GlobalOptions& g, const CollisionOptions& o) {
+  std::optional<JitBuildIdScheme> scheme;
+  if (o.scheme) {
+    auto s = SchemeArg(*o.scheme);
+    if (!s.ok()) return Fail(g, s.status());
+    scheme = *s;
+  }
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto groups = jit::JitCollisions(*db, scheme);
+  if (!groups.ok()) return Fail(g, groups.status());
+  auto counts = jit::JitIdCounts(*db);
+  if (!counts.ok()) return Fail(g, counts.status());
+  // Per scheme: groups, loads merged, groups merging distinct names.
+  std::map<std::string, nlohmann::json> per;
+  for (const auto& [s, c] : *counts) {
+    if (scheme && s != jit::JitBuildIdSchemeName(*scheme)) continue;
+    per[s] = {{"scheme", s}, {"loads", c.first}, {"distinct_ids", c.second}, {"shared_ids", 0},
+              {"merged_loads", 0}, {"ids_merging_distinct_names", 0}, {"groups", nlohmann::json::array()}};
+  }
+  for (const auto& gr : *groups) {
+    nlohmann::json& p = per[gr.scheme];
+    p["shared_ids"] = p["shared_ids"].get<int64_t>() + 1;
+    p["merged_loads"] = p["merged_loads"].get<int64_t>() + static_cast<int64_t>(gr.loads.size());
+    if (gr.distinct_names > 1) p["ids_merging_distinct_names"] = p["ids_merging_distinct_names"].get<int64_t>() + 1;
+    nlohmann::json loads = nlohmann::json::array();
+    for (const auto& l : gr.loads) {
+      loads.push_back({{"name", l.name}, {"dso", l.DsoName()}, {"pid", l.pid}, {"code_index", l.code_index},
+                       {"dump_timestamp", l.instance.dump_timestamp}});
+    }
+    p["groups"].push_back({{"build_id", gr.build_id}, {"loads", gr.loads.size()}, {"distinct_names", gr.distinct_names},
+                           {"dsos", loads}});
+  }
+  size_t shared = groups->size();
+  if (g.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (auto& [s, p] : per) arr.push_back(p);
+    PrintJson({{"schemes", arr}, {"shared_ids", shared}});
+    return shared ? kFound : kNotFound;
+  }
+  for (auto& [s, p] : per) {
+    fmt::print("{}: {} loads, {} distinct build-IDs; {} IDs shared by {} DSOs, {} of them by different functions\n", s,
+               p["loads"].get<int64_t>(), p["distinct_ids"].get<int64_t>(), p["shared_ids"].get<int64_t>(),
+               p["merged_loads"].get<int64_t>(), p["ids_merging_distinct_names"].get<int64_t>());
+    size_t shown = 0;
+    for (const auto& gr : *groups) {
+      if (gr.scheme != s) continue;
+      if (++shown > o.show) {
+        fmt::print("  ... (--show N for more)\n");
+        break;
+      }
+      std::set<std::string> names;
+      for (const auto& l : gr.loads) names.insert(l.name);
+      fmt::print("  {} shared by {} DSOs ({} distinct functions): ", gr.build_id, gr.loads.size(), gr.distinct_names);
+      size_t n = 0;
+      for (const auto& name : names) {
+        if (++n > 4) {
+          fmt::print(", ... {} more", names.size() - 4);
+          break;
+        }
+        fmt::print("{}{}", n > 1 ? ", " : "", name);
+      }
+      fmt::print("\n    e.g. {}", gr.loads.front().DsoName());
+      if (gr.loads.size() > 1) fmt::print(", {}", gr.loads[1].DsoName());
+      fmt::print("\n");
+    }
+  }
+  return shared ? kFound : kNotFound;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct ExportOptions {
+  std::string out;
+  std::string scheme = "symdex";
+  std::optional<uint32_t> pid;
+  std::optional<uint64_t> instance;
+};
+
+int RunExport(const GlobalOptions& g, const ExportOptions& o) {
+  auto scheme = SchemeArg(o.scheme);
+  if (!scheme.ok()) return Fail(g, scheme.status());
+  const std::string sname(jit::JitBuildIdSchemeName(*scheme));
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto all = jit::FindInstances(*db, o.pid);
+  if (!all.ok()) return Fail(g, all.status());
+  std::vector<jit::JitInstance> chosen;
+  std::map<uint32_t, int> per_pid;
+  for (const auto& i : *all) {
+    if (o.instance && i.dump_timestamp != *o.instance) continue;
+    chosen.push_back(i);
+    ++per_pid[i.pid];
+  }
+  if (chosen.empty()) {
+    return Fail(g, absl::NotFoundError(o.pid ? StrCat("no jitdump ingested for pid ", *o.pid) : "no jitdump ingested"));
+  }
+  for (const auto& [pid, n] : per_pid) {
+    if (n > 1) {
+      return Fail(g, absl::InvalidArgumentError(StrCat("pid ", pid, " has ", n,
+                                                       " jitdumps (pid reused); their jitted-", pid,
+                                                       "-*.so names would clash: pick one with --pid and --instance")));
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return Fail(g, absl::PermissionDeniedError(StrCat("cannot create ", o.out, ": ", ec.message())), true);
+  size_t written = 0, with_lines = 0;
+  std::set<std::string> ids;
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& inst : chosen) {
+    if (inst.elf_mach != 62 && inst.elf_mach != 183) {
+      fmt::print(stderr, "symdex: skipping pid {}: e_machine {} (only x86-64 and aarch64 dumps are exported)\n", inst.pid,
+                 inst.elf_mach);
+      continue;
+    }
+    auto loads = jit::LoadsOf(*db, inst);
+    if (!loads.ok()) return Fail(g, loads.status());
+    for (const auto& e : *loads) {
+      jit::JitElfInput in;
+      in.machine = static_cast<uint16_t>(inst.elf_mach);
+      in.name = e.info.name;
+      in.code = e.code;
+      auto bid = BuildId::FromHex(e.info.build_ids.at(sname));
+      if (!bid) return Fail(g, absl::InternalError("bad stored build-ID"));
+      in.build_id = *bid;
+      for (const auto& l : e.lines) {
+        if (l.addr < e.info.code_addr) continue;
+        in.lines.push_back(jit::JitElfLine{l.addr - e.info.code_addr, l.line, l.column, l.file});
+      }
+      auto bytes = jit::WriteJitElf(in);
+      if (!bytes.ok()) return Fail(g, bytes.status());
+      std::string path = (fs::path(o.out) / e.info.DsoName()).string();
+      std::ofstream f(path, std::ios::binary | std::ios::trunc);
+      f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+      f.close();
+      if (!f) return Fail(g, absl::PermissionDeniedError(StrCat("cannot write ", path)), true);
+      ++written;
+      with_lines += !in.lines.empty();
+      ids.insert(bid->ToHex());
+      if (g.json) {
+        files.push_back({{"path", path}, {"name", e.info.name}, {"build_id", bid->ToHex()}, {"lines", in.lines.size()}});
+      }
+    }
+  }
+  if (g.json) {
+    PrintJson({{"out", o.out}, {"scheme", sname}, {"written", written}, {"with_debug_line", with_lines},
+               {"distinct_build_ids", ids.size()}, {"files", files}});
+  } else {
+    fmt::print("wrote {} jitted DSOs to {} ({} with .debug_line), {} distinct {} build-IDs\n", written, o.out, with_lines,
+               ids.size(), sname);
+    if (ids.size() < written) {
+      fmt::print("  note: scheme {} gives some of them the same build-ID; tools keyed by build-ID will merge them\n",
+                 sname);
+    }
+  }
+  return written ? kFound : kNotFound;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
+  auto bid = BuildId::FromHex(hex_in);
+  if (!bid || bid->empty()) return Fail(g, absl::InvalidArgumentError(StrCat("'", hex_in, "' is not a hex build-ID")));
+  const std::string hex = bid->ToHex();
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto jitted = jit::FindJitBuildId(*db, hex);
+  if (!jitted.ok()) return Fail(g, jitted.status());
+  // Kernel side: read-only lookups in the tables the kernel indexer fills.
+  struct KernelHit {
+    std::string kind, what, detail;
+  };
+  std::vector<KernelHit> kernel;
+  const std::pair<const char*, const char*> kQueries[] = {
+      {"target", "SELECT name, '' FROM targets WHERE build_id=?"},
+      {"module", "SELECT m.name, t.name FROM modules m JOIN targets t ON t.id = m.target_id WHERE m.build_id=?"},
+      {"debug-file", "SELECT path, '' FROM debug_files WHERE build_id=?"},
+  };
+  for (const auto& [kind, sql] : kQueries) {
+    auto q = db->Prepare(sql);
+    if (!q.ok()) continue;  // an older schema without the table
+    q->Bind(1, hex);
+    while (true) {
+      auto row = q->Step();
+      if (!row.ok()) return Fail(g, row.status());
+      if (!*row) break;
+      kernel.push_back(KernelHit{kind, q->Text(0), q->Text(1)});
+    }
+  }
+  if (g.json) {
+    nlohmann::json j = nlohmann::json::array(), k = nlohmann::json::array();
+    for (const auto& m : *jitted) {
+      nlohmann::json l = LoadJson(m.load);
+      l["scheme"] = m.scheme;
+      j.push_back(l);
+    }
+    for (const auto& h : kernel) k.push_back({{"kind", h.kind}, {"name", h.what}, {"target", h.detail}});
+    PrintJson({{"build_id", hex}, {"jitted", j}, {"kernel", k}});
+  } else {
+    for (const auto& m : *jitted) {
+      fmt::print("jitted  {} ({} scheme) {} code_index {} pid {} at 0x{} size {} (jitdump {})\n", m.load.DsoName(),
+                 m.scheme, m.load.name, m.load.code_index, m.load.pid, Hex(m.load.code_addr), m.load.code_size,
+                 m.load.instance.path);
+    }
+    for (const auto& h : kernel) {
+      fmt::print("{:<7} {}{}\n", h.kind, h.what, h.detail.empty() ? "" : " (target " + h.detail + ")");
+    }
+    if (jitted->empty() && kernel.empty()) fmt::print(stderr, "symdex: nothing indexed has build-ID {}\n", hex);
+  }
+  return jitted->empty() && kernel.empty() ? kNotFound : kFound;
+}
+
+}  // namespace
+
+void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
+  CLI::App* jit = app.add_subcommand(
+      "jit", "JIT code: ingest jitdump / perf-map files, resolve addresses, build-IDs of jitted DSOs");
+  jit->require_subcommand(1);
+  jit->footer(
+      "Typical use, for a Node process profiled with perf:\n"
+      "  node --perf-prof --interpreted-frames-native-stack app.js    writes ./jit-<pid>.dump\n"
+      "  symdex jit ingest .                                           index every jit-*.dump / perf-*.map here\n"
+      "  symdex jit addr --pid 4242 0x7f6d5bf891d0                     which JS function, line, DSO, build-ID\n"
+      "  symdex jit collisions --scheme sha1-code                      which DSOs perf 6.17 would merge\n"
+      "  symdex jit export --out ./jitted --pid 4242                   jitted-<pid>-<idx>.so with unique build-IDs\n"
+      "Times (--time, --instance) are the dump's own timestamps (CLOCK_MONOTONIC ns for Node, as perf -k 1).");
+
+  auto ingest = std::make_shared<IngestOptions>();
+  CLI::App* ci = jit->add_subcommand(
+      "ingest",
+      "Index jitdump (jit-<pid>.dump) and perf map (perf-<pid>.map) files. A DIR is scanned (not recursively) for "
+      "both. Re-running adds only what is new; a truncated or still-growing dump yields its complete records. "
+      "Exit 3 if any file failed (the records before the bad one, and everything indexed earlier, are kept).");
+  ci->add_option("paths", ingest->paths, "Files or directories")->required();
+  ci->add_flag("--json", g.json, "JSON output");
+  ci->callback([&g, &exit_code, ingest] { exit_code = RunIngest(g, *ingest); });
+
+  auto addr = std::make_shared<AddrOptions>();
+  CLI::App* ca = jit->add_subcommand(
+      "addr",
+      "Which jitted function was at ADDR in process PID: name, code range, source line (nearest DEBUG_INFO entry at or "
+      "before ADDR), code_index, the DSO `perf inject -j` writes for it and its build-ID. Falls back to the perf map "
+      "when only that was ingested. Exit 1 if some ADDR is not covered.");
+  ca->add_option("--pid", addr->pid, "Process id")->required();
+  ca->add_option("--time", addr->time,
+                 "Dump timestamp to resolve at (as in the dump: CLOCK_MONOTONIC ns); default: the latest placement. "
+                 "Handles CODE_MOVE and address reuse, and picks the process instance when the pid was reused");
+  ca->add_option("--instance", addr->instance, "The jitdump header timestamp of the process instance (pid reuse)");
+  ca->add_option("--scheme", addr->scheme, kSchemeHelp)->capture_default_str();
+  ca->add_option("addrs", addr->addrs, "Hex addresses (0x optional)")->required();
+  ca->add_flag("--json", g.json, "JSON output (build-IDs under every scheme)");
+  ca->callback([&g, &exit_code, addr] { exit_code = RunAddr(g, *addr); });
+
+  auto coll = std::make_shared<CollisionOptions>();
+  CLI::App* cc = jit->add_subcommand(
+      "collisions",
+      "Build-IDs shared by more than one jitted DSO, per scheme, and which distinct functions each merges (a tool "
+      "keyed by build-ID shows them all as one). Exit 0 if some ID is shared, 1 if none.");
+  cc->add_option("--scheme", coll->scheme, kSchemeHelp);
+  cc->add_option("--show", coll->show, "Groups to list per scheme")->capture_default_str();
+  cc->add_flag("--json", g.json, "JSON output (every group)");
+  cc->callback([&g, &exit_code, coll] { exit_code = RunCollisions(g, *coll); });
+
+  auto exp = std::make_shared<ExportOptions>();
+  CLI::App* ce = jit->add_subcommand(
+      "export",
+      "Write jitted-<pid>-<code_index>.so for every ingested CODE_LOAD, laid out as perf's genelf (ET_DYN, .text at "
+      "0x80, symtab, .note.gnu.build-id) plus .debug_line/.debug_info where DEBUG_INFO exists, with the chosen "
+      "scheme's build-ID (default symdex: unique per load).");
+  ce->add_option("--out", exp->out, "Directory to write into (created)")->required();
+  ce->add_option("--scheme", exp->scheme, kSchemeHelp)->capture_default_str();
+  ce->add_option("--pid", exp->pid, "Only this process");
+  ce->add_option("--instance", exp->instance, "Only the dump with this header timestamp (pid reuse)");
+  ce->add_flag("--json", g.json, "JSON output");
+  ce->callback([&g, &exit_code, exp] { exit_code = RunExport(g, *exp); });
+
+  auto hex = std::make_shared<std::string>();
+  CLI::App* cb = app.add_subcommand(
+      "buildid",
+      "What has build-ID HEX: jitted DSOs (under any scheme: symdex, sha1-symtab, sha1-code, md5-addr), kernels, "
+      "modules and debug files. Exit 1 if nothing.");
+  cb->add_option("hex", *hex, "Build-ID in hex")->required();
+  cb->add_flag("--json", g.json, "JSON output");
+  cb->callback([&g, &exit_code, hex] { exit_code = RunBuildId(g, *hex); });
+}
+
+}  // namespace symdex::cli

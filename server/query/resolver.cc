@@ -1,0 +1,212 @@
+#include "server/query/resolver.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "server/common/strings.h"
+#include "server/indexer/indexer.h"
+
+namespace symdex::query {
+namespace {
+
+// "a/b/c.c" -> {"c.c", "b/c.c", "a/b/c.c"}
+std::vector<std::string> PathSuffixes(const std::string& path) {
+  std::vector<std::string> out;
+  if (path.empty()) return out;
+  for (size_t pos = path.size(); pos != std::string::npos && pos > 0;) {
+    size_t slash = path.rfind('/', pos - 1);
+    out.push_back(slash == std::string::npos ? path : path.substr(slash + 1));
+    if (slash == std::string::npos) break;
+    pos = slash;
+  }
+  return out;
+}
+
+bool IsText(const Instance& in) { return indexer::IsTextType(in.type); }
+
+std::string Sanitize(std::string_view s) {
+  std::string out;
+  for (char c : s) out.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  if (!out.empty() && std::isdigit(static_cast<unsigned char>(out[0]))) out.insert(out.begin(), '_');
+  return out;
+}
+
+}  // namespace
+
+bool SpecMatches(const Spec& s, const Instance& in) {
+  if (!s.module.empty()) {
+    if (s.module == "vmlinux" ? !in.module.empty() : in.module != s.module) return false;
+  }
+  if (s.at_addr) {
+    if (s.at_section.empty()) return in.addr && *in.addr == *s.at_addr;
+    return in.section == s.at_section && in.section_offset == *s.at_addr;
+  }
+  const store::DwarfInfo* d = in.dwarf ? &*in.dwarf : nullptr;
+  if (!s.kas_alias.empty()) {
+    if (d == nullptr || d->entry_file.empty() || KasAlias(d->entry_file, d->entry_line) != s.kas_alias) return false;
+  }
+  if (!s.path.empty()) {
+    if (d == nullptr) return false;
+    bool ok;
+    if (s.line) {
+      ok = (PathSuffixMatch(d->entry_file, s.path) && d->entry_line == *s.line) ||
+           (PathSuffixMatch(d->decl_file, s.path) && d->decl_line == *s.line);
+    } else {
+      ok = PathSuffixMatch(d->entry_file, s.path) || PathSuffixMatch(d->decl_file, s.path) ||
+           PathSuffixMatch(d->cu, s.path);
+    }
+    if (!ok) return false;
+  }
+  if (!s.cu.empty() && (d == nullptr || !PathSuffixMatch(d->cu, s.cu))) return false;
+  return true;
+}
+
+absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec) {
+  std::vector<Match> out;
+  if (spec.address) {
+    ASSIGN_OR_RETURN(auto hit, store::SymbolContaining(db, t.id, *spec.address));
+    if (!hit) return out;
+    ASSIGN_OR_RETURN(auto all, Which(db, t, hit->name, false));
+    for (auto& in : all) {
+      if (in.addr && hit->addr == *in.addr && in.module == hit->module) {
+        out.push_back({std::move(in), *spec.address - hit->addr});
+        break;
+      }
+    }
+    return out;
+  }
+  ASSIGN_OR_RETURN(auto exact, Which(db, t, spec.name, false));
+  std::vector<Instance> cands;
+  for (auto& in : exact) {
+    if (IsText(in)) cands.push_back(std::move(in));
+  }
+  if (cands.empty()) {  // a source name whose only copies are clones: name_show -> name_show.cold
+    ASSIGN_OR_RETURN(auto clones, Which(db, t, spec.name, true));
+    for (auto& in : clones) {
+      if (IsText(in)) cands.push_back(std::move(in));
+    }
+  }
+  for (auto& in : cands) {
+    if (SpecMatches(spec, in)) out.push_back({std::move(in), spec.offset});
+  }
+  return out;
+}
+
+std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_name) {
+  std::vector<Spec> tries;
+  Spec base;
+  base.name = in.name;
+  std::vector<std::string> modules = {""};
+  modules.push_back(in.module.empty() ? "vmlinux" : in.module);
+  std::vector<std::string> files, cus;
+  int64_t line = 0;
+  if (in.dwarf) {
+    files = PathSuffixes(in.dwarf->entry_file);
+    cus = PathSuffixes(in.dwarf->cu);
+    line = in.dwarf->entry_line;
+  }
+  cus.insert(cus.begin(), "");
+  for (const auto& m : modules) {
+    for (const auto& cu : cus) {
+      Spec s = base;
+      s.module = m;
+      s.cu = cu;
+      tries.push_back(s);
+      for (const auto& f : files) {
+        s.path = f;
+        s.line.reset();
+        tries.push_back(s);
+        if (line > 0) {
+          s.line = line;
+          tries.push_back(s);
+        }
+      }
+    }
+  }
+  std::vector<std::pair<size_t, std::string>> ordered;
+  for (size_t i = 0; i < tries.size(); ++i) ordered.emplace_back(FormatSpec(tries[i]).size(), FormatSpec(tries[i]));
+  std::vector<size_t> idx(tries.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ordered[a].first < ordered[b].first; });
+  auto same = [&](const Instance& a) {
+    return a.module == in.module && a.addr == in.addr && a.section == in.section &&
+           a.section_offset == in.section_offset && a.name == in.name;
+  };
+  for (size_t i : idx) {
+    const Spec& s = tries[i];
+    int n = 0;
+    bool hits_in = false;
+    for (const auto& c : same_name) {
+      if (!SpecMatches(s, c)) continue;
+      ++n;
+      hits_in |= same(c);
+      if (n > 1) break;
+    }
+    if (n == 1 && hits_in) return ordered[i].second;
+  }
+  Spec last = base;
+  if (!in.module.empty()) last.module = in.module;
+  last.at_section = in.section;
+  last.at_addr = in.addr ? *in.addr : in.section_offset;
+  return FormatSpec(last);
+}
+
+absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
+                                                                             const store::TargetInfo& t) {
+  ASSIGN_OR_RETURN(auto all, AllInstances(db, t, false));
+  std::unordered_map<std::string, std::vector<size_t>> by_name;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (IsText(all[i])) by_name[all[i].name].push_back(i);
+  }
+  std::vector<std::pair<Instance, std::string>> out;
+  out.reserve(all.size());
+  for (const auto& [name, idx] : by_name) {
+    std::vector<Instance> group;
+    for (size_t i : idx) group.push_back(all[i]);
+    for (const auto& in : group) out.emplace_back(in, CanonicalSpec(in, group));
+  }
+  return out;
+}
+
+std::string DefaultEventName(const Instance& in) {
+  std::string ev = Sanitize(in.name);
+  if (in.same_name_total > 1) {
+    if (in.dwarf && !in.dwarf->entry_file.empty()) {
+      std::string file = in.dwarf->entry_file.substr(in.dwarf->entry_file.rfind('/') + 1);
+      ev += "_" + Sanitize(file) + "_" + std::to_string(in.dwarf->entry_line);
+    } else if (!in.module.empty()) {
+      ev += "_" + Sanitize(in.module);
+    }
+  }
+  if (ev.size() > 63) ev.resize(63);
+  return ev;
+}
+
+absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions& o) {
+  const Instance& in = m.instance;
+  std::string target;
+  if (in.same_name_total == 1) {
+    target = in.name;
+    if (m.offset) target += StrCat("+", m.offset);
+  } else if (!in.module.empty() && in.same_name_in_module == 1) {
+    target = StrCat(in.module, ":", in.name);
+    if (m.offset) target += StrCat("+", m.offset);
+  } else if (in.module.empty() && in.text_offset) {
+    target = StrCat("_text+", *in.text_offset + m.offset);
+  } else if (in.addr) {
+    target = fmt::format("0x{:x}", *in.addr + m.offset);
+  } else {
+    return absl::FailedPreconditionError(StrCat(
+        in.module, ":", in.name, " occurs ", in.same_name_in_module,
+        " times inside its module and the module is not loaded in this target: no kprobe form names exactly "
+        "this copy. Index the live host (with the module loaded) and use its address."));
+  }
+  if (o.ret && m.offset) return absl::InvalidArgumentError("a return probe (-r) needs offset 0");
+  std::string line = StrCat(o.ret ? "r" : "p", ":", o.group, "/", o.event.empty() ? DefaultEventName(in) : o.event,
+                            " ", target);
+  for (const auto& a : o.fetchargs) line += " " + a;
+  return line;
+}
+
+}  // namespace symdex::query

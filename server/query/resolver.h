@@ -1,0 +1,52 @@
+// Spec resolution (spec.h grammar) to function instances, canonical specs, and the
+// kprobe_events / ftrace text for an instance. Shared by the CLI and the daemon.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "server/query/spec.h"
+#include "server/query/symbol_query.h"
+
+namespace symdex::query {
+
+// Every text-symbol instance the spec matches (NAME exactly; its compiler clones only when no
+// symbol carries NAME itself). For an ADDRESS spec: the function containing the address.
+// Each result's `spec_offset` is the spec's +OFFSET (or the address's distance from the start).
+struct Match {
+  Instance instance;
+  uint64_t offset = 0;
+};
+absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec);
+
+// Does `spec`'s name-independent part (module, WHERE, CU) select `in`?
+bool SpecMatches(const Spec& spec, const Instance& in);
+
+// The shortest spec that resolves to exactly `in` among `same_name` (all text instances that a
+// spec naming in.name can reach, `in` included). Never fails: the last resort names the
+// instance's own address (NAME@0xADDR or MOD:NAME@SECTION+0xOFF).
+std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_name);
+
+// Canonical specs for every text instance of the target, keyed like AllInstances' order.
+absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
+                                                                             const store::TargetInfo& t);
+
+struct KprobeOptions {
+  std::string group = "symdex";
+  std::string event;  // default: derived from the name and, for duplicates, its file:line
+  bool ret = false;   // r: instead of p:
+  std::vector<std::string> fetchargs;
+};
+
+// The kprobe_events line the kernel accepts for exactly this instance (+offset):
+//   vmlinux: _text+<decimal>   (what `perf probe -D` prints on a live kernel; KASLR-proof)
+//   module:  MOD:NAME[+off] when NAME is unique inside MOD, else the absolute address
+//   unique anywhere: NAME[+off]
+// FailedPrecondition when no form exists (an offline module symbol whose name repeats inside
+// its module has no address until the module is loaded).
+absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions& opts);
+
+// The default event name: "name_show_card_c_186" (sanitised, <= 63 characters).
+std::string DefaultEventName(const Instance& in);
+
+}  // namespace symdex::query
