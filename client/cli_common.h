@@ -45,6 +45,7 @@ std::string FormatTime(int64_t unix);  // "2026-11-29 23:59:01 UTC"
 void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
+void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 

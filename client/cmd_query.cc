@@ -5,6 +5,7 @@
 
 #include "client/cli_common.h"
 #include "server/common/strings.h"
+#include "server/query/resolver.h"
 #include "server/query/symbol_query.h"
 
 namespace symdex::cli {
@@ -171,7 +172,30 @@ struct SymbolsOptions {
   std::string target;
   std::string module;
   bool all_types = false;
+  bool canonical = false;
 };
+
+// symbols --canonical: every text instance with its canonical spec (resolve's round trip).
+int RunCanonical(const GlobalOptions& g, store::Db& db, const store::TargetInfo& t, const SymbolsOptions& o) {
+  auto all = query::AllCanonicalSpecs(db, t);
+  if (!all.ok()) return Fail(g, all.status());
+  const std::string want = o.module == "vmlinux" ? "" : o.module;
+  nlohmann::json arr = nlohmann::json::array();
+  size_t n = 0;
+  for (const auto& [in, spec] : *all) {
+    if (!o.module.empty() && in.module != want) continue;
+    ++n;
+    if (g.json) {
+      nlohmann::json j = ToJson(in);
+      j["canonical"] = spec;
+      arr.push_back(std::move(j));
+    } else {
+      fmt::print("{}\t{}\t{}\n", spec, Location(in), in.module.empty() ? "vmlinux" : in.module);
+    }
+  }
+  if (g.json) PrintJson({{"target", t.name}, {"count", n}, {"symbols", arr}});
+  return n ? kFound : kNotFound;
+}
 
 // Every symbol, one per line (TSV) or as a JSON array: for scripts that compare symdex with
 // other tools.
@@ -180,6 +204,7 @@ int RunSymbols(const GlobalOptions& g, const SymbolsOptions& o) {
   if (!db.ok()) return Fail(g, db.status());
   auto t = query::SelectTarget(*db, o.target);
   if (!t.ok()) return Fail(g, t.status());
+  if (o.canonical) return RunCanonical(g, *db, *t, o);
   auto rows = query::AllInstances(*db, *t, o.all_types);
   if (!rows.ok()) return Fail(g, rows.status());
   const std::string want = o.module == "vmlinux" ? "" : o.module;
@@ -236,6 +261,8 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   syms->add_option("-t,--target", so->target, "Target to query (default: 'host', or the only one)");
   syms->add_option("-m,--module", so->module, "Only this module ('vmlinux' allowed)");
   syms->add_flag("--all-types", so->all_types, "All symbol types, not only text");
+  syms->add_flag("--canonical", so->canonical,
+                 "Text symbols with their canonical spec (the shortest spec naming exactly that copy)");
   syms->footer("TSV columns: address (or section+offset), type, name, module, entry file:line, compilation\n"
                "unit, DWARF function name (or why there is none).");
   syms->callback([&g, &exit_code, so] { exit_code = RunSymbols(g, *so); });

@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   AddIndexCommand(app, g, exit_code);
   AddQueryCommands(app, g, exit_code);
   AddStatusCommand(app, g, exit_code);
+  AddResolveCommands(app, g, exit_code);
   AddJitCommands(app, g, exit_code);
   try {
     app.parse(argc, argv);

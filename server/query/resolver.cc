@@ -62,16 +62,31 @@ bool SpecMatches(const Spec& s, const Instance& in) {
   return true;
 }
 
-absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec) {
+absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
+                                           std::vector<Instance>* candidates) {
   std::vector<Match> out;
+  if (!spec.address && spec.name == "_text" && spec.offset && spec.module.empty() && spec.path.empty() &&
+      spec.kas_alias.empty() && !spec.at_addr && spec.cu.empty() && t.text_addr) {
+    // _text+N names an address (the form perf probe -D and symdex kprobe print): resolve it to
+    // the function there, as for 0xADDR.
+    Spec as_address;
+    as_address.address = *t.text_addr + spec.offset;
+    return Resolve(db, t, as_address, candidates);
+  }
   if (spec.address) {
     ASSIGN_OR_RETURN(auto hit, store::SymbolContaining(db, t.id, *spec.address));
     if (!hit) return out;
     ASSIGN_OR_RETURN(auto all, Which(db, t, hit->name, false));
-    for (auto& in : all) {
+    for (const auto& in : all) {
       if (in.addr && hit->addr == *in.addr && in.module == hit->module) {
-        out.push_back({std::move(in), *spec.address - hit->addr});
+        out.push_back({in, *spec.address - hit->addr});
         break;
+      }
+    }
+    if (candidates) {
+      candidates->clear();
+      for (auto& in : all) {
+        if (IsText(in)) candidates->push_back(std::move(in));
       }
     }
     return out;
@@ -87,9 +102,10 @@ absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInf
       if (IsText(in)) cands.push_back(std::move(in));
     }
   }
-  for (auto& in : cands) {
-    if (SpecMatches(spec, in)) out.push_back({std::move(in), spec.offset});
+  for (const auto& in : cands) {
+    if (SpecMatches(spec, in)) out.push_back({in, spec.offset});
   }
+  if (candidates) *candidates = std::move(cands);
   return out;
 }
 
@@ -150,6 +166,15 @@ std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_
   last.at_section = in.section;
   last.at_addr = in.addr ? *in.addr : in.section_offset;
   return FormatSpec(last);
+}
+
+absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetInfo& t, const Instance& in) {
+  ASSIGN_OR_RETURN(auto all, Which(db, t, in.name, false));
+  std::vector<Instance> group;
+  for (auto& c : all) {
+    if (IsText(c)) group.push_back(std::move(c));
+  }
+  return CanonicalSpec(in, group);
 }
 
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,

@@ -17,7 +17,9 @@ struct Match {
   Instance instance;
   uint64_t offset = 0;
 };
-absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec);
+// `candidates`, when given, receives every text instance the spec's name reaches (for canonical specs).
+absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
+                                           std::vector<Instance>* candidates = nullptr);
 
 // Does `spec`'s name-independent part (module, WHERE, CU) select `in`?
 bool SpecMatches(const Spec& spec, const Instance& in);
@@ -26,6 +28,9 @@ bool SpecMatches(const Spec& spec, const Instance& in);
 // spec naming in.name can reach, `in` included). Never fails: the last resort names the
 // instance's own address (NAME@0xADDR or MOD:NAME@SECTION+0xOFF).
 std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_name);
+
+// CanonicalSpec against every text instance of the target that carries in.name.
+absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetInfo& t, const Instance& in);
 
 // Canonical specs for every text instance of the target, keyed like AllInstances' order.
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,

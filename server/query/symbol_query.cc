@@ -80,19 +80,20 @@ absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string&
 absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t,
                                             const std::string& name, bool with_clones) {
   ASSIGN_OR_RETURN(auto rows, store::SymbolsByName(db, t.id, name, with_clones));
+  // The rows hold every symbol (any type) carrying each name they contain, so the counts the
+  // kernel's kprobe lookup makes (by name, and by name inside a module) come from them.
+  std::map<std::string, int64_t> total;
+  std::map<std::pair<std::string, std::string>, int64_t> in_module;
+  for (const auto& r : rows) {
+    ++total[r.name];
+    ++in_module[{r.name, r.module}];
+  }
   std::vector<Instance> out;
   out.reserve(rows.size());
-  std::map<std::pair<std::string, std::string>, store::NameCounts> counts;
   for (const auto& r : rows) {
     Instance in = MakeInstance(t, r);
-    auto key = std::make_pair(r.name, r.module);
-    auto it = counts.find(key);
-    if (it == counts.end()) {
-      ASSIGN_OR_RETURN(store::NameCounts c, store::CountName(db, t.id, r.name, r.module));
-      it = counts.emplace(key, c).first;
-    }
-    in.same_name_total = it->second.total;
-    in.same_name_in_module = it->second.in_module;
+    in.same_name_total = total[r.name];
+    in.same_name_in_module = in_module[{r.name, r.module}];
     FillProbe(in);
     out.push_back(std::move(in));
   }

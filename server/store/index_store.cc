@@ -236,17 +236,22 @@ absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t id, const
 
 absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, const std::string& name,
                                                         bool with_clones) {
-  // Clones sort in the index range [name + ".", name + "/"): '/' follows '.' in ASCII.
+  // One index range: NAME and its clones NAME.* all sort in [NAME, NAME + "/") ('/' follows
+  // '.' in ASCII); names such as "NAME-x" in that range are filtered out below. (An OR of the
+  // two conditions would make SQLite scan the whole table.)
   std::string sql = std::string(kSymbolSelect) +
-                    "WHERE s.target_id = ?1 AND (s.name = ?2 OR (?3 AND s.name >= ?4 AND s.name < ?5)) "
+                    (with_clones ? "WHERE s.target_id = ?1 AND s.name >= ?2 AND s.name < ?3 "
+                                 : "WHERE s.target_id = ?1 AND s.name = ?2 ") +
                     "ORDER BY m.name IS NOT NULL, m.name, s.section, s.addr, s.name";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
-  st.Bind(1, id).Bind(2, name).Bind(3, int64_t{with_clones}).Bind(4, name + ".").Bind(5, name + "/");
+  st.Bind(1, id).Bind(2, name);
+  if (with_clones) st.Bind(3, name + "/");
   std::vector<SymbolRecord> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back(ReadSymbol(st));
+    SymbolRecord r = ReadSymbol(st);
+    if (r.name.size() == name.size() || r.name[name.size()] == '.') out.push_back(std::move(r));
   }
   return out;
 }

@@ -1,0 +1,443 @@
+// The kprobe/ftrace helper verbs: resolve, kprobe, ftrace-index, kallsyms --aliases, help specs.
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <map>
+
+#include "client/cli_common.h"
+#include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "server/query/resolver.h"
+
+namespace symdex::cli {
+namespace {
+
+constexpr char kSpecHelp[] = R"(Function specs name one function instance. Accepted by resolve, kprobe, ftrace-index.
+
+  SPEC     := ADDRESS | [MOD:]NAME[@WHERE][#CU][+OFFSET]
+  ADDRESS  := 0xHEX                    an absolute address (live targets): the function containing it
+  MOD:     := a module name, or vmlinux for the core kernel
+  WHERE    := PATH[:LINE]              source file, a suffix on whole path components, matched
+                                       against the line-table file at the symbol (what addr2line
+                                       prints), the function's declaration, and its compilation unit;
+                                       LINE matches the symbol's line or the declaration's line
+            | KAS_ALIAS                kas_alias's form: drivers_pnp_card_c_186
+            | 0xHEX | SECTION+0xHEX    the instance's own address (or section offset, offline modules)
+  #CU      := compilation unit (path suffix): tells apart copies of a header static inline and the
+              two copies of an #included .c file, which share one file:line
+  +OFFSET  := decimal or 0xHEX bytes into the function; _text+N is accepted too
+
+Examples
+  name_show                              only if the name is unique
+  uio:name_show                          the copy in module uio
+  name_show@drivers/pnp/card.c:186       by source location ...
+  name_show@card.c                       ... or any unambiguous suffix of it
+  name_show@drivers_pnp_card_c_186       kas_alias's alias
+  paravirt_read_msr@paravirt.h:188#arch/x86/events/core.c     a header inline, by CU
+  load_elf_binary#compat_binfmt_elf.c    the #included copy
+  tcp_v4_rcv+0x10   _text+6817776   0xffffffff816807f0
+
+Every instance has a canonical spec: the shortest that resolves to exactly it (resolve prints it,
+and lists every candidate's when a spec is ambiguous).
+)";
+
+struct ResolveOptions {
+  std::string target;
+  std::vector<std::string> specs;
+};
+
+std::string Where(const query::Instance& in) {
+  if (in.addr) return fmt::format("0x{:016x}", *in.addr);
+  return fmt::format("{}+{:#x}", in.section, in.section_offset);
+}
+
+std::string SourceOf(const query::Instance& in) {
+  if (!in.dwarf) return in.dwarf_note.empty() ? "-" : "[" + in.dwarf_note + "]";
+  std::string s = fmt::format("{}:{}", in.dwarf->entry_file.empty() ? "?" : in.dwarf->entry_file, in.dwarf->entry_line);
+  if (!in.dwarf->cu.empty() && in.dwarf->cu != in.dwarf->entry_file) s += " in " + in.dwarf->cu;
+  return s;
+}
+
+nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const std::string& canonical) {
+  nlohmann::json j = {{"name", in.name},
+                      {"module", in.module.empty() ? "vmlinux" : in.module},
+                      {"type", std::string(1, in.type)},
+                      {"offset", offset},
+                      {"canonical", canonical},
+                      {"probe", in.probe}};
+  j["address"] = in.addr ? nlohmann::json(fmt::format("0x{:x}", *in.addr + offset)) : nlohmann::json(nullptr);
+  j["text_offset"] = in.text_offset ? nlohmann::json(*in.text_offset + offset) : nlohmann::json(nullptr);
+  if (!in.section.empty()) {
+    j["section"] = in.section;
+    j["section_offset"] = in.section_offset + offset;
+  }
+  if (in.dwarf) {
+    j["dwarf"] = {{"function", in.dwarf->function}, {"cu", in.dwarf->cu},
+                  {"file", in.dwarf->entry_file},   {"line", in.dwarf->entry_line},
+                  {"decl_file", in.dwarf->decl_file}, {"decl_line", in.dwarf->decl_line}};
+  } else {
+    j["dwarf"] = nullptr;
+  }
+  return j;
+}
+
+// Resolves one spec text; fills `j` and returns the exit code for it.
+int ResolveOne(store::Db& db, const store::TargetInfo& t, const std::string& text, bool json, nlohmann::json& j,
+               std::vector<query::Match>* out = nullptr) {
+  j = {{"spec", text}};
+  auto spec = query::ParseSpec(text);
+  if (!spec.ok()) {
+    j["status"] = "error";
+    j["error"] = std::string(spec.status().message());
+    if (!json) fmt::print(stderr, "symdex: {}\n", spec.status().message());
+    return kAmbiguous;
+  }
+  std::vector<query::Instance> group;
+  auto matches = query::Resolve(db, t, *spec, &group);
+  if (!matches.ok()) {
+    j["status"] = "error";
+    j["error"] = std::string(matches.status().message());
+    if (!json) fmt::print(stderr, "symdex: {}\n", matches.status().message());
+    return kEnvError;
+  }
+  if (out) *out = *matches;
+  if (matches->empty()) {
+    j["status"] = "not-found";
+    if (!json) fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", text, t.name);
+    return kNotFound;
+  }
+  nlohmann::json cands = nlohmann::json::array();
+  for (const auto& m : *matches) {
+    cands.push_back(InstanceJson(m.instance, m.offset, query::CanonicalSpec(m.instance, group)));
+  }
+  if (matches->size() == 1) {
+    j["status"] = "ok";
+    j["instance"] = cands[0];
+    if (!json) {
+      const auto& m = (*matches)[0];
+      std::string place = m.instance.module.empty() && m.instance.text_offset
+                              ? fmt::format("_text+{}", *m.instance.text_offset + m.offset)
+                              : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
+      fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance),
+                 cands[0]["canonical"].get<std::string>());
+    }
+    return kFound;
+  }
+  j["status"] = "ambiguous";
+  j["candidates"] = cands;
+  if (!json) {
+    fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n", text,
+               matches->size());
+    for (size_t i = 0; i < matches->size(); ++i) {
+      fmt::print(stderr, "  {:<60} {:<20} {}\n", cands[i]["canonical"].get<std::string>(),
+                 Where((*matches)[i].instance), SourceOf((*matches)[i].instance));
+    }
+  }
+  return kAmbiguous;
+}
+
+int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  std::vector<std::string> specs;
+  for (const auto& s : o.specs) {
+    if (s != "-") {
+      specs.push_back(s);
+      continue;
+    }
+    for (std::string line; std::getline(std::cin, line);) {
+      std::string_view v = StripWhitespace(line);
+      if (!v.empty() && !v.starts_with('#')) specs.emplace_back(v);
+    }
+  }
+  int worst = kFound;
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& s : specs) {
+    nlohmann::json j;
+    worst = std::max(worst, ResolveOne(*db, *t, s, g.json, j));
+    arr.push_back(std::move(j));
+  }
+  if (g.json) PrintJson({{"target", t->name}, {"results", arr}});
+  return worst;
+}
+
+std::string TracefsDir(const std::string& given) {
+  if (!given.empty()) return given;
+  for (const char* d : {"/sys/kernel/tracing", "/sys/kernel/debug/tracing"}) {
+    if (::access((std::string(d) + "/kprobe_events").c_str(), F_OK) == 0) return d;
+  }
+  return "/sys/kernel/tracing";
+}
+
+// Resolves `spec` to exactly one match, printing candidates otherwise.
+absl::StatusOr<query::Match> ResolveUnique(store::Db& db, const store::TargetInfo& t, const std::string& spec, int& code,
+                                           bool json) {
+  nlohmann::json j;
+  std::vector<query::Match> m;
+  code = ResolveOne(db, t, spec, /*json=*/true, j, &m);
+  if (code == kFound) return m[0];
+  if (json) {
+    PrintJson(j);
+  } else if (code == kAmbiguous && j.contains("candidates")) {
+    fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n", spec,
+               j["candidates"].size());
+    for (const auto& c : j["candidates"]) {
+      fmt::print(stderr, "  {}\n", c["canonical"].get<std::string>());
+    }
+  } else if (j.contains("error")) {
+    fmt::print(stderr, "symdex: {}\n", j["error"].get<std::string>());
+  } else {
+    fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", spec, t.name);
+  }
+  return absl::NotFoundError("unresolved");
+}
+
+struct KprobeCliOptions {
+  std::string target;
+  bool dry_run = false;
+  std::string event;  // GRP/EVENT or EVENT
+  bool ret = false;
+  std::string tracefs;
+  std::vector<std::string> args;  // SPEC FETCHARGS...
+};
+
+int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  int code = 0;
+  auto m = ResolveUnique(*db, *t, o.args[0], code, g.json);
+  if (!m.ok()) return code;
+  query::KprobeOptions ko;
+  ko.ret = o.ret;
+  if (!o.event.empty()) {
+    size_t slash = o.event.find('/');
+    if (slash != std::string::npos) {
+      ko.group = o.event.substr(0, slash);
+      ko.event = o.event.substr(slash + 1);
+    } else {
+      ko.event = o.event;
+    }
+  }
+  ko.fetchargs.assign(o.args.begin() + 1, o.args.end());
+  auto line = query::KprobeDefinition(*m, ko);
+  if (!line.ok()) return Fail(g, line.status());
+  if (t->kind != "live" && !o.dry_run) {
+    return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name, "' is an offline kernel: use -n to print the "
+                                                     "definition instead of writing it to this host's tracefs")));
+  }
+  std::string written;
+  if (!o.dry_run) {
+    std::string dir = TracefsDir(o.tracefs);
+    std::string path = dir + "/kprobe_events";
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return Fail(g, absl::FailedPreconditionError(StrCat("cannot open ", path, ": ", std::strerror(errno))));
+    std::string data = *line + "\n";
+    ssize_t n = ::write(fd, data.data(), data.size());
+    int err = errno;
+    ::close(fd);
+    if (n != static_cast<ssize_t>(data.size())) {
+      std::string reason;
+      if (auto log = ReadFileBounded(dir + "/error_log", 1 << 20); log.ok() && !log->empty()) {
+        std::string_view l = StripWhitespace(*log);
+        size_t last = l.rfind('[');
+        reason = std::string(last == std::string::npos ? l : l.substr(last));
+      }
+      return Fail(g, absl::FailedPreconditionError(StrCat("the kernel refused '", *line, "': ", std::strerror(err),
+                                                          reason.empty() ? "" : "\n" + reason)));
+    }
+    written = path;
+  }
+  if (g.json) {
+    PrintJson({{"target", t->name},
+               {"definition", *line},
+               {"written_to", written},
+               {"instance", InstanceJson(m->instance, m->offset, "")}});
+  } else {
+    fmt::print("{}\n", *line);
+  }
+  return kFound;
+}
+
+struct FtraceOptions {
+  std::string target;
+  std::string tracefs;
+  std::string spec;
+};
+
+// available_filter_functions lists "name" or "name [module]" per line; its 1-based line number
+// selects one function in set_ftrace_filter. With available_filter_functions_addrs (6.5+) the
+// address picks the line; otherwise same-named lines of one owner are taken in address order
+// (the order ftrace records them in).
+int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  int code = 0;
+  auto m = ResolveUnique(*db, *t, o.spec, code, g.json);
+  if (!m.ok()) return code;
+  const query::Instance& in = m->instance;
+  std::string dir = TracefsDir(o.tracefs);
+  auto text = ReadFileBounded(dir + "/available_filter_functions", size_t{256} << 20);
+  if (!text.ok()) return Fail(g, text.status());
+  const std::string tag = in.module.empty() ? "" : "[" + in.module + "]";
+  std::vector<size_t> lines;  // 1-based line numbers naming this function in this owner
+  size_t n = 0;
+  for (std::string_view l : Split(*text, '\n', false)) {
+    if (l.empty()) continue;
+    ++n;
+    auto parts = Split(l, ' ', true);
+    if (parts.empty() || parts[0] != in.name) continue;
+    std::string_view mod = parts.size() > 1 ? parts[1] : "";
+    if (mod == tag) lines.push_back(n);
+  }
+  if (lines.empty()) {
+    return Fail(g, absl::NotFoundError(StrCat(in.name, tag.empty() ? "" : " " + tag,
+                                              " is not in available_filter_functions (notrace, inlined, or __init)")));
+  }
+  size_t index = 0;
+  std::string method;
+  if (auto addrs = ReadFileBounded(dir + "/available_filter_functions_addrs", size_t{256} << 20);
+      addrs.ok() && in.addr) {
+    size_t k = 0;
+    for (std::string_view l : Split(*addrs, '\n', false)) {
+      if (l.empty()) continue;
+      ++k;
+      auto parts = Split(l, ' ', true);
+      if (parts.size() >= 2 && parts[1] == in.name) {
+        uint64_t a = std::strtoull(std::string(parts[0]).c_str(), nullptr, 16);
+        // The ftrace site may sit after the symbol start (__fentry__ after endbr64 / padding).
+        if (a >= *in.addr && a < *in.addr + in.size.value_or(64)) index = k;
+      }
+    }
+    method = "available_filter_functions_addrs";
+  }
+  if (index == 0) {
+    auto all = query::Which(*db, *t, in.name, false);
+    if (!all.ok()) return Fail(g, all.status());
+    std::vector<uint64_t> same_owner;
+    for (const auto& c : *all) {
+      if (c.module == in.module && c.addr && (c.type == 't' || c.type == 'T')) same_owner.push_back(*c.addr);
+    }
+    std::sort(same_owner.begin(), same_owner.end());
+    size_t rank = std::find(same_owner.begin(), same_owner.end(), in.addr.value_or(0)) - same_owner.begin();
+    if (!in.addr || rank >= same_owner.size() || same_owner.size() != lines.size()) {
+      return Fail(g, absl::FailedPreconditionError(StrCat(
+          "cannot tell which of the ", lines.size(), " '", in.name, "' lines of available_filter_functions is this one",
+          " (", same_owner.size(), " copies in kallsyms, no available_filter_functions_addrs)")));
+    }
+    index = lines[rank];
+    method = "address order among same-named functions";
+  }
+  if (g.json) {
+    PrintJson({{"index", index}, {"function", in.name}, {"module", in.module}, {"method", method}});
+  } else {
+    fmt::print("{}\n", index);
+  }
+  return kFound;
+}
+
+struct KallsymsOptions {
+  std::string target;
+  bool aliases = false;
+  std::string separator = "@";
+};
+
+// A kallsyms listing plus kas_alias-compatible alias lines (name@path_c_LINE) for every
+// duplicated text symbol, with lines from DWARF.
+int RunKallsyms(const GlobalOptions& g, const KallsymsOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  auto all = query::AllInstances(*db, *t, true);
+  if (!all.ok()) return Fail(g, all.status());
+  std::map<std::string, int> text_count;
+  for (const auto& in : *all) {
+    if ((in.type == 't' || in.type == 'T') && !query::IsAliasNoise(in.name)) ++text_count[in.name];
+  }
+  size_t aliases = 0;
+  std::string out;
+  for (const auto& in : *all) {
+    if (!in.addr) continue;  // offline module symbols have no address to list
+    std::string tag = in.module.empty() ? "" : "\t[" + in.module + "]";
+    out += fmt::format("{:016x} {} {}{}\n", *in.addr, in.type, in.name, tag);
+    if (o.aliases && text_count[in.name] > 1 && in.dwarf && !in.dwarf->entry_file.empty() && in.dwarf->entry_line > 0) {
+      out += fmt::format("{:016x} {} {}{}{}{}\n", *in.addr, in.type, in.name, o.separator,
+                         query::KasAlias(in.dwarf->entry_file, in.dwarf->entry_line), tag);
+      ++aliases;
+    }
+  }
+  fmt::print("{}", out);
+  if (!g.json && o.aliases) fmt::print(stderr, "symdex: {} alias lines\n", aliases);
+  return kFound;
+}
+
+}  // namespace
+
+void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
+  auto r = std::make_shared<ResolveOptions>();
+  CLI::App* res = app.add_subcommand("resolve", "Resolve function specs to exactly one instance each");
+  res->add_option("SPEC", r->specs, "Specs ('symdex help specs'); '-' reads one per line from stdin")->required();
+  res->add_option("-t,--target", r->target, "Target (default: 'host', or the only one)");
+  res->footer("Prints: spec, address, _text+N or MOD:NAME, source line (and CU), canonical spec.\n"
+              "Exit: 0 every spec resolved to one instance, 1 some matched nothing, 2 some were ambiguous\n"
+              "(candidates listed with their canonical specs) or malformed, 3 no index.");
+  res->callback([&g, &exit_code, r] { exit_code = RunResolve(g, *r); });
+
+  auto k = std::make_shared<KprobeCliOptions>();
+  CLI::App* kp = app.add_subcommand("kprobe", "Print (-n) or create the kprobe for exactly one function instance");
+  kp->add_flag("-n,--dry-run", k->dry_run, "Print the kprobe_events line instead of writing it");
+  kp->add_option("-e,--event", k->event, "GRP/EVENT (default symdex/<name>[_<file>_<line>])");
+  kp->add_flag("-r,--return", k->ret, "Return probe (r:) instead of entry probe (p:)");
+  kp->add_option("-t,--target", k->target, "Target (default: 'host', or the only one)");
+  kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
+  kp->add_option("SPEC FETCHARGS", k->args, "A spec, then kprobe fetch args (e.g. 'arg1=%di:u64')")->required();
+  kp->footer("Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
+             "-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended\n"
+             "to kprobe_events and, if the kernel refuses it, its error_log reason is printed.\n"
+             "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
+             "         p:t/pnp _text+6817776");
+  kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
+
+  auto f = std::make_shared<FtraceOptions>();
+  CLI::App* ft = app.add_subcommand("ftrace-index", "The available_filter_functions index selecting one instance");
+  ft->add_option("SPEC", f->spec, "A spec ('symdex help specs')")->required();
+  ft->add_option("-t,--target", f->target, "Target (default: 'host'); must be this live host");
+  ft->add_option("--tracefs", f->tracefs, "tracefs directory (default /sys/kernel/tracing)");
+  ft->footer("Write the number to set_ftrace_filter: echo $(symdex ftrace-index SPEC) > set_ftrace_filter");
+  ft->callback([&g, &exit_code, f] { exit_code = RunFtraceIndex(g, *f); });
+
+  auto ks = std::make_shared<KallsymsOptions>();
+  CLI::App* kal = app.add_subcommand("kallsyms", "A kallsyms listing, with kas_alias-style aliases for duplicates");
+  kal->add_flag("--aliases", ks->aliases, "Add 'name@path_c_LINE' alias lines for duplicated text symbols");
+  kal->add_option("--separator", ks->separator, "Alias separator (default '@')")->check([](const std::string& s) {
+    return s.size() == 1 ? std::string() : std::string("the separator is one character");
+  });
+  kal->add_option("-t,--target", ks->target, "Target (default: 'host', or the only one)");
+  kal->callback([&g, &exit_code, ks] { exit_code = RunKallsyms(g, *ks); });
+
+  auto topic = std::make_shared<std::string>();
+  CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");
+  help->add_option("TOPIC", *topic, "specs")->required();
+  help->callback([&exit_code, topic] {
+    if (*topic == "specs") {
+      fmt::print("{}", kSpecHelp);
+      exit_code = kFound;
+    } else {
+      fmt::print(stderr, "symdex: no help topic '{}' (topics: specs)\n", *topic);
+      exit_code = kAmbiguous;
+    }
+  });
+}
+
+}  // namespace symdex::cli

@@ -1,0 +1,110 @@
+#!/bin/busybox sh
+# /init of the e2e initramfs (tests/e2e/qemu_kprobes.py builds it). Runs inside the guest.
+#
+# Console (ttyS0) gets the kernel log and this script's progress; the host driver talks to us
+# over a second UART (ttyS1, a unix socket on the host). Everything we send there is framed:
+#   @@E2E <TAG> ...      one-line messages (READY, MOD, RESULT, ...)
+#   @@E2E BEGIN <name> / base64 lines / @@E2E END <name> <sha256 of the decoded bytes>
+# and every line we read is a command from the host: PROBE <kprobe_events line>, LIST, ENABLE,
+# QUIT. The protocol is strictly request/response, so nothing is lost when a side is slow.
+/bin/busybox --install -s /bin
+export PATH=/bin
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mkdir -p /tmp && mount -t tmpfs tmpfs /tmp
+
+CTL=/dev/ttyS1
+die() { echo "e2e-init: $*"; echo "@@E2E FATAL $*" >"$CTL"; poweroff -f; }
+[ -c "$CTL" ] || die "no $CTL"
+stty -F "$CTL" raw -echo -echoe -echok -echoctl -echoke -icrnl -onlcr -opost 2>/dev/null ||
+  stty -F "$CTL" raw -echo || die "stty $CTL failed"
+exec 3<>"$CTL"
+say() { echo "@@E2E $*" >&3; }
+
+# Send file $2 framed as $1: base64 with a checksum the host verifies.
+send_file() {
+  say "BEGIN $1"
+  base64 "$2" >&3
+  say "END $1 $(sha256sum "$2" | cut -d' ' -f1)"
+}
+
+say "BOOTED $(cat /proc/sys/kernel/osrelease)"
+
+# --- modules (in dependency order, as listed by the host) ------------------------------
+while read -r m; do
+  [ -n "$m" ] || continue
+  if out=$(insmod "/lib/modules/$m.ko" 2>&1); then say "MOD $m ok"
+  else say "MOD $m FAIL $(echo "$out" | tr '\n' ' ')"
+  fi
+done </modules.order
+
+# --- capture what 'symdex index --sysroot' reads ---------------------------------------
+C=/tmp/cap
+mkdir -p $C/proc/sys/kernel $C/sys/kernel
+cat /proc/kallsyms >$C/proc/kallsyms
+cat /proc/modules >$C/proc/modules
+cat /proc/sys/kernel/osrelease >$C/proc/sys/kernel/osrelease
+cat /proc/sys/kernel/kptr_restrict >$C/proc/sys/kernel/kptr_restrict
+cat /sys/kernel/notes >$C/sys/kernel/notes
+# shellcheck disable=SC2013,SC2045  # module and section names contain no blanks
+for m in $(cut -d' ' -f1 /proc/modules); do
+  mkdir -p "$C/sys/module/$m/sections" "$C/sys/module/$m/notes"
+  for f in $(ls -A "/sys/module/$m/sections"); do
+    cat "/sys/module/$m/sections/$f" >"$C/sys/module/$m/sections/$f"
+  done
+  [ -r "/sys/module/$m/notes/.note.gnu.build-id" ] &&
+    cat "/sys/module/$m/notes/.note.gnu.build-id" >"$C/sys/module/$m/notes/.note.gnu.build-id"
+done
+tar -C $C -czf /tmp/cap.tgz . || die "tar failed"
+send_file capture /tmp/cap.tgz
+say "READY"
+
+# --- commands from the host -----------------------------------------------------------
+T=/sys/kernel/tracing
+L=/sys/kernel/debug/kprobes/list
+n=0
+while read -r cmd arg <&3; do
+  case $cmd in
+    PROBE)
+      n=$((n + 1))
+      echo >$T/error_log 2>/dev/null  # clear, so the log below belongs to this write
+      cat $L >/tmp/l.old
+      if echo "$arg" >>$T/kprobe_events 2>/tmp/err; then
+        # the kprobes/list entry this write added (list lines carry no event names)
+        cat $L >/tmp/l.new
+        if [ -s /tmp/l.old ]; then new=$(grep -vxF -f /tmp/l.old /tmp/l.new | tr '\n' '|')
+        else new=$(tr '\n' '|' </tmp/l.new)
+        fi
+        say "RESULT $n OK $new"
+      else
+        err=$(sed 's/^.*write error: //' /tmp/err | tr '\n' ' ')
+        log=$(tr '\n' '|' <$T/error_log)
+        say "RESULT $n FAIL errno=$err error_log=$log"
+      fi
+      ;;
+    LIST)
+      cat $T/kprobe_events >/tmp/kprobe_events
+      send_file kprobe_events /tmp/kprobe_events
+      cat $L >/tmp/kprobes_list
+      send_file kprobes_list /tmp/kprobes_list
+      say "DONE LIST"
+      ;;
+    ENABLE)  # arm every probe of group $arg, so the kernel really places them
+      if echo 1 >"$T/events/$arg/enable" 2>/tmp/err; then say "DONE ENABLE ok"
+      else say "DONE ENABLE FAIL $(tr '\n' ' ' </tmp/err)"
+      fi
+      ;;
+    QUIT)
+      say "BYE"
+      break
+      ;;
+    '') ;;
+    *) say "UNKNOWN $cmd" ;;
+  esac
+done
+sync
+poweroff -f

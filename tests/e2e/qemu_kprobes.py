@@ -1,0 +1,749 @@
+#!/usr/bin/python3
+"""End-to-end: symdex's kprobe definitions on a real Debian cloud kernel booted under qemu.
+
+In ONE boot (KASLR differs per boot):
+  1. build an initramfs: busybox-static, guest-init.sh as /init, a few modules of the image
+     package with their dependencies (from each module's .modinfo 'depends=', in load order);
+  2. boot it under qemu (TCG); the guest loads the modules and sends back, over a second UART,
+     /proc/kallsyms, /proc/modules, osrelease, kptr_restrict, /sys/kernel/notes and every loaded
+     module's /sys/module/M/{sections/*,notes/.note.gnu.build-id} (a tar.gz, base64, sha256);
+  3. the host rebuilds them as a sysroot and runs 'symdex index --sysroot' with the -dbg
+     package's debug files, picks duplicated names (vmlinux and module instances) from
+     'symdex dups --json' and asks 'symdex kprobe -n -e GRP/EVENT NAME@FILE:LINE' for each
+     (NAME@FILE:LINE#CU where copies share a file:line; MOD: prefix for module instances);
+     host-side it also checks that the line's target is the instance's address in the captured
+     kallsyms, and that 'symdex resolve' of the spec gives the instance and its canonical spec
+     the same kprobe line;
+  4. the guest writes every line to tracefs kprobe_events (>>) and reports success with the
+     /sys/kernel/debug/kprobes/list entry that write added, or errno + error_log; the host checks
+     every line was accepted, each added entry is NAME+0x0 [MOD] at the instance's kallsyms
+     address, the final list holds them all, they arm when the group is enabled, and the plain
+     'p:t/plain name_show' is refused ("Cannot assign requested address" / error_log
+     "The symbol is not unique").
+
+usage: qemu_kprobes.py --symdex BIN --image-root DIR --dbg-root DIR --krel REL [--work DIR]
+Exit: 0 all checks passed, 1 a check failed, 77 skipped (qemu/corpus/busybox unavailable).
+Env:  SYMDEX_E2E_USE_PROBE_FIELD=1  take each instance's kallsyms-level "probe" field from
+      'symdex dups' instead of calling 'symdex kprobe' (development fallback; says so loudly).
+      SYMDEX_E2E_KEEP=1  keep the work dir.  SYMDEX_E2E_VERBOSE=1  echo the guest console.
+      SYMDEX_E2E_TIMEOUT  seconds for the whole guest session (default 240).
+"""
+
+import argparse
+import base64
+import collections
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SKIP = 77
+GROUP = "e2e"
+
+# Modules to load: small, load without their hardware, and carry names duplicated with
+# vmlinux (uio, mei, virtio: name_show, version_show, modalias_show, ...) or inside
+# themselves (virtio_pci: vp_get, setup_vq, ... in both virtio_pci_modern.c and
+# virtio_pci_legacy.c -> only an address form identifies them), plus nfnetlink_log
+# (seq_show, ...; pulls in nfnetlink as a dependency).
+MODULES = ["uio", "mei", "virtio_pci", "nfnetlink_log"]
+
+# Names tried first (in this order); then any other eligible duplicated name fills up.
+PREFERRED = ["name_show", "version_show", "vp_get", "vp_set_status", "event_show",
+             "map_release", "uuid_show", "device_show", "seq_show", "status_show",
+             "features_show", "type_show", "del_vq",
+             # file:line shared by several copies -> NAME@FILE:LINE#CU
+             "load_elf_binary", "elf_core_dump"]  # fs/binfmt_elf.c, #included by compat_binfmt_elf.c
+MIN_NAMES = 10
+MAX_PER_NAME = 9
+# Functions the kernel frees after init or cannot probe, whatever symdex says.
+NEVER = {"init_module", "cleanup_module"}
+
+T0 = time.monotonic()
+
+
+def log(msg):
+    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+
+
+class Skip(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------
+# initramfs
+# ------------------------------------------------------------------------------------------
+
+def modinfo(path):
+    """Key/value pairs of an ELF64 module's .modinfo section (stdlib only)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise Fail(f"{path}: not a little-endian ELF64 file (compressed module?)")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
+    def sh(i):
+        name, _type, _flags, _addr, off, size = struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize)
+        return name, off, size
+
+    _, stroff, _ = sh(shstrndx)
+    out = collections.defaultdict(list)
+    for i in range(shnum):
+        name, off, size = sh(i)
+        end = data.index(b"\0", stroff + name)
+        if data[stroff + name:end] == b".modinfo":
+            for kv in data[off:off + size].split(b"\0"):
+                if b"=" in kv:
+                    k, v = kv.decode(errors="replace").split("=", 1)
+                    out[k].append(v)
+    return out
+
+
+def module_load_order(moddir, wanted):
+    """wanted modules plus their dependencies, dependencies first; {name: path}."""
+    files = {}
+    for dirpath, _dirs, names in os.walk(moddir):
+        for n in names:
+            if n.endswith(".ko"):
+                files[n[:-3].replace("-", "_")] = os.path.join(dirpath, n)
+    order, seen = [], set()
+
+    def visit(m, chain):
+        if m in seen:
+            return
+        if m in chain:
+            raise Fail(f"module dependency cycle: {' -> '.join(chain + [m])}")
+        if m not in files:
+            raise Skip(f"module {m} not found under {moddir}")
+        deps = [d for v in modinfo(files[m]).get("depends", []) for d in v.split(",") if d]
+        for d in deps:
+            visit(d.replace("-", "_"), chain + [m])
+        seen.add(m)
+        order.append(m)
+
+    for m in wanted:
+        visit(m, [])
+    return [(m, files[m]) for m in order]
+
+
+def cpio_newc(entries):
+    """entries: (path, mode, data bytes or None for dirs). Returns an uncompressed newc archive."""
+    out = io.BytesIO()
+    ino = 1
+    for path, mode, data in entries + [("TRAILER!!!", 0, b"")]:
+        data = data or b""
+        name = path.encode() + b"\0"
+        hdr = b"070701" + b"".join(b"%08X" % v for v in (
+            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name), 0))
+        out.write(hdr + name)
+        out.write(b"\0" * (-(len(hdr) + len(name)) % 4))
+        out.write(data)
+        out.write(b"\0" * (-len(data) % 4))
+        ino += 1
+    return out.getvalue()
+
+
+def build_initramfs(dst, busybox, modules):
+    with open(busybox, "rb") as f:
+        bb = f.read()
+    with open(os.path.join(HERE, "guest-init.sh"), "rb") as f:
+        init = f.read()
+    ents = [(d, 0o040755, None) for d in
+            ("bin", "dev", "proc", "sys", "tmp", "lib", "lib/modules")]
+    ents += [("bin/busybox", 0o100755, bb), ("init", 0o100755, init),
+             ("modules.order", 0o100644, "".join(m + "\n" for m, _ in modules).encode())]
+    for m, path in modules:
+        with open(path, "rb") as f:
+            ents.append((f"lib/modules/{m}.ko", 0o100644, f.read()))
+    blob = cpio_newc(ents)
+    with open(dst, "wb") as f:
+        f.write(blob)
+    return len(blob)
+
+
+# ------------------------------------------------------------------------------------------
+# the guest session
+# ------------------------------------------------------------------------------------------
+
+class Guest:
+    """qemu with ttyS0 -> console.log, ttyS1 -> a unix socket carrying the framed protocol."""
+
+    def __init__(self, work, kernel, initrd, timeout):
+        self.deadline = time.monotonic() + timeout
+        self.console = os.path.join(work, "console.log")
+        sock = os.path.join(work, "ctl.sock")
+        self.cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1",
+                    "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+                    "-kernel", kernel, "-initrd", initrd,
+                    "-append", "console=ttyS0 loglevel=4 panic=-1 oops=panic",
+                    "-chardev", f"file,id=con,path={self.console}", "-serial", "chardev:con",
+                    "-chardev", f"socket,id=ctl,path={sock},server=on,wait=on",
+                    "-serial", "chardev:ctl"]
+        self.qemu_log = os.path.join(work, "qemu.log")
+        with open(self.qemu_log, "wb") as qlog:  # never a pipe nobody drains
+            self.qemu = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=qlog,
+                                         stderr=subprocess.STDOUT)
+        self.s = None
+        while self.s is None:
+            if self.qemu.poll() is not None:
+                with open(self.qemu_log, errors="replace") as f:
+                    raise Fail(f"qemu exited with {self.qemu.returncode} before the guest started:\n"
+                               + f.read())
+            if time.monotonic() > self.deadline:
+                raise Fail("qemu did not open its control socket")
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(sock)
+                self.s = s
+            except OSError:
+                time.sleep(0.05)
+        self.buf = b""
+        self.noise = 0
+
+    def _line(self):
+        while b"\n" not in self.buf:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise Fail("timed out waiting for the guest (see console log)")
+            self.s.settimeout(left)
+            try:
+                chunk = self.s.recv(1 << 16)
+            except socket.timeout:
+                raise Fail("timed out waiting for the guest (see console log)")
+            if not chunk:
+                raise Fail("guest closed the control channel (see console log)")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.rstrip(b"\r")
+
+    def msg(self):
+        """Next '@@E2E ...' message (tag, rest); anything else on the wire is counted as noise."""
+        while True:
+            line = self._line()
+            i = line.find(b"@@E2E ")
+            if i < 0:
+                self.noise += 1
+                continue
+            parts = line[i + 6:].decode(errors="replace").split(" ", 1)
+            if parts[0] == "FATAL":
+                raise Fail(f"guest: {parts[1] if len(parts) > 1 else ''}")
+            return parts[0], (parts[1] if len(parts) > 1 else "")
+
+    def expect(self, tag):
+        t, rest = self.msg()
+        if t != tag:
+            raise Fail(f"guest protocol: expected {tag}, got {t} {rest}")
+        return rest
+
+    def file(self, name, got=None):
+        got = got if got is not None else self.expect("BEGIN")
+        if got != name:
+            raise Fail(f"guest protocol: expected file {name}, got {got}")
+        chunks = []
+        while True:
+            line = self._line()
+            i = line.find(b"@@E2E END ")
+            if i >= 0:
+                _n, digest = line[i + 10:].decode().split()
+                break
+            chunks.append(line.strip())
+        data = base64.b64decode(b"".join(chunks))
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise Fail(f"{name}: checksum mismatch after the serial transfer")
+        return data
+
+    def send(self, line):
+        self.s.sendall(line.encode() + b"\n")
+
+    def close(self):
+        try:
+            if self.s:
+                self.s.close()
+            self.qemu.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.qemu.kill()
+            self.qemu.wait()
+
+    def kill(self):
+        if self.qemu.poll() is None:
+            self.qemu.kill()
+            self.qemu.wait()
+
+
+# ------------------------------------------------------------------------------------------
+# host side: kallsyms, symdex
+# ------------------------------------------------------------------------------------------
+
+def parse_kallsyms(text):
+    """{(name, module or 'vmlinux'): [addr, ...]} and _text."""
+    syms = collections.defaultdict(list)
+    for ln in text.splitlines():
+        f = ln.split()
+        if len(f) < 3:
+            continue
+        mod = f[3].strip("[]") if len(f) > 3 else "vmlinux"
+        syms[(f[2], mod)].append(int(f[0], 16))
+    text_base = syms.get(("_text", "vmlinux"), [0])[0]
+    return syms, text_base
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def eligible(inst):
+    """Instances the kernel lets kprobe_events probe. Functions defined in headers are out: the
+    kernel's 'inline' carries 'notrace', and with CONFIG_KPROBE_EVENTS_ON_NOTRACE=n (Debian) a
+    probe on a notrace function fails with EINVAL / "Failed to register probe event" (seen here
+    for ext4_es_is_delayed and zstd's BIT_initDStream, a MEM_STATIC = static __inline that DWARF
+    does not flag as inline). Assembly has no DWARF function; .cold parts and init code neither."""
+    d = inst.get("dwarf") or {}
+    name = inst["name"]
+    return (inst.get("type") in ("t", "T") and d.get("file") and d.get("line")
+            and d.get("function") and not name.endswith(".cold") and name not in NEVER
+            and d["file"].endswith(".c") and not d.get("inline_copy") and inst.get("address"))
+
+
+def choose(dups):
+    """[(name, [instances])]: >= MIN_NAMES duplicated names. An instance is usable when
+    NAME@FILE:LINE names exactly it, or NAME@FILE:LINE#CU does (file:line shared by several
+    copies: a header static inline emitted in many CUs, fs/compat_binfmt_elf.c #including
+    fs/binfmt_elf.c); such instances get inst["_by_cu"] = True."""
+    groups = {}
+    for g in dups["duplicates"]:
+        fl = collections.Counter((i["dwarf"]["file"], i["dwarf"]["line"])
+                                 for i in g["instances"] if i.get("dwarf"))
+        flc = collections.Counter((i["dwarf"]["file"], i["dwarf"]["line"], i["dwarf"].get("cu"))
+                                  for i in g["instances"] if i.get("dwarf"))
+        insts = []
+        for i in g["instances"]:
+            if not eligible(i):
+                continue
+            d = i["dwarf"]
+            if fl[(d["file"], d["line"])] == 1:
+                insts.append(dict(i, _by_cu=False))
+            elif d.get("cu") and flc[(d["file"], d["line"], d["cu"])] == 1:
+                insts.append(dict(i, _by_cu=True))
+        if insts:
+            groups.setdefault(g["instances"][0]["name"], insts)
+    picked = [n for n in PREFERRED if n in groups]
+    # fill up with names that mix vmlinux and module instances, then anything
+    mixed = sorted(n for n, v in groups.items() if n not in picked and
+                   any(i["module"] == "vmlinux" for i in v) and any(i["module"] != "vmlinux" for i in v))
+    rest = sorted(n for n in groups if n not in picked and n not in mixed)
+    for n in mixed + rest:
+        if len(picked) >= MIN_NAMES + 2:
+            break
+        picked.append(n)
+    return [(n, groups[n][:MAX_PER_NAME]) for n in picked]
+
+
+def spec_of(inst):
+    d = inst["dwarf"]
+    s = f"{inst['name']}@{d['file']}:{d['line']}"
+    if inst.get("_by_cu"):
+        s += f"#{d['cu']}"
+    return s if inst["module"] == "vmlinux" else f"{inst['module']}:{s}"
+
+
+def event_name(i, name):
+    return f"p{i:02d}_" + re.sub(r"[^A-Za-z0-9_]", "_", name)[:40]
+
+
+def target_address(target, syms, text_base):
+    """Address a kprobe_events target ([MOD:]SYM[+off] | _text+N | 0xADDR) names, as the kernel
+    would resolve it against the captured kallsyms; None if it is not exactly one."""
+    m = re.fullmatch(r"(?:([\w.]+):)?([\w.$]+)(?:\+(0x[0-9a-fA-F]+|\d+))?", target)
+    if re.fullmatch(r"0x[0-9a-fA-F]+", target):
+        return int(target, 16)
+    if not m:
+        return None
+    mod, sym, off = m.group(1), m.group(2), m.group(3)
+    off = int(off, 0) if off else 0
+    if sym == "_text" and not mod:
+        return text_base + off
+    addrs = [a for (n, md), v in syms.items() if n == sym and (mod is None or md == mod) for a in v]
+    return addrs[0] + off if len(addrs) == 1 else None
+
+
+# ------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--symdex", required=True)
+    ap.add_argument("--image-root", required=True)
+    ap.add_argument("--dbg-root", required=True)
+    ap.add_argument("--krel", required=True)
+    ap.add_argument("--busybox", default="/bin/busybox")
+    ap.add_argument("--work")
+    a = ap.parse_args()
+    use_probe_field = os.environ.get("SYMDEX_E2E_USE_PROBE_FIELD") == "1"
+    verbose = os.environ.get("SYMDEX_E2E_VERBOSE") == "1"
+    timeout = float(os.environ.get("SYMDEX_E2E_TIMEOUT", "240"))
+
+    if not shutil.which("qemu-system-x86_64"):
+        raise Skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+    kernel = os.path.join(a.image_root, "boot", f"vmlinuz-{a.krel}")
+    moddir = os.path.join(a.image_root, "lib", "modules", a.krel, "kernel")
+    debug = os.path.join(a.dbg_root, "usr", "lib", "debug")
+    for p in (kernel, moddir, os.path.join(debug, "boot", f"vmlinux-{a.krel}")):
+        if not os.path.exists(p):
+            raise Skip(f"corpus incomplete: {p} missing")
+    if not os.path.isfile(a.busybox) or (
+            shutil.which("file") and "statically linked" not in run(["file", "-bL", a.busybox]).stdout):
+        raise Skip(f"{a.busybox} is not a static busybox (apt-get install busybox-static)")
+
+    if not use_probe_field:
+        top = run([a.symdex, "--help"]).stdout
+        if not re.search(r"^\s+kprobe\s", top, re.M):
+            raise Fail(f"{a.symdex} has no 'kprobe' verb (issue 4 item 5); to exercise the rest of "
+                       "the harness with each instance's kallsyms-level 'probe' field from 'symdex dups' "
+                       "instead, run with SYMDEX_E2E_USE_PROBE_FIELD=1")
+
+    work = a.work or tempfile.mkdtemp(prefix="symdex-e2e.")
+    os.makedirs(work, exist_ok=True)
+    log(f"kernel {a.krel}, work dir {work}")
+    if use_probe_field:
+        print("*" * 78 + "\n* SYMDEX_E2E_USE_PROBE_FIELD=1: probe lines come from the 'probe' field of\n"
+              "* 'symdex dups --json', NOT from 'symdex kprobe' - a development fallback.\n" + "*" * 78,
+              flush=True)
+
+    # 1. initramfs
+    mods = module_load_order(moddir, MODULES)
+    initrd = os.path.join(work, "initrd.cpio")
+    size = build_initramfs(initrd, a.busybox, mods)
+    log(f"initramfs {size // 1024} KiB: busybox + modules {' '.join(m for m, _ in mods)}")
+
+    # 2. boot
+    guest = Guest(work, kernel, initrd, timeout)
+    failures = []
+    try:
+        rel = guest.expect("BOOTED")
+        log(f"guest booted: {rel}")
+        if rel != a.krel:
+            raise Fail(f"guest runs {rel}, expected {a.krel}")
+        loaded = []
+        while True:
+            t, rest = guest.msg()
+            if t != "MOD":
+                break
+            m, st = rest.split(" ", 1)
+            if st != "ok":
+                raise Fail(f"insmod {m} failed in the guest: {st}")
+            loaded.append(m)
+        log(f"modules loaded: {' '.join(loaded)}")
+        if t != "BEGIN" or rest != "capture":
+            raise Fail(f"guest protocol: expected the capture, got {t} {rest}")
+        capture = guest.file("capture", got=rest)
+        guest.expect("READY")
+        log(f"capture received: {len(capture) // 1024} KiB tar.gz over the serial line")
+
+        # 3. sysroot + index
+        sysroot = os.path.join(work, "sysroot")
+        shutil.rmtree(sysroot, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(capture)) as tf:
+            tf.extractall(sysroot, filter="data") if hasattr(tarfile, "data_filter") else tf.extractall(sysroot)
+        with open(os.path.join(sysroot, "proc/kallsyms")) as f:
+            kallsyms = f.read()
+        syms, text_base = parse_kallsyms(kallsyms)
+        with open(os.path.join(sysroot, "proc/sys/kernel/kptr_restrict")) as f:
+            kptr = f.read().strip()
+        nmods = len(os.listdir(os.path.join(sysroot, "sys/module")))
+        log(f"sysroot: {len(kallsyms.splitlines())} kallsyms lines, _text {text_base:#x} "
+            f"(KASLR slide {text_base - 0xffffffff81000000:#x}), kptr_restrict {kptr}, "
+            f"{nmods} modules' sections/notes")
+        if text_base == 0:
+            raise Fail("captured kallsyms has no _text address (kptr_restrict?)")
+
+        db = os.path.join(work, "index.db")
+        env = dict(os.environ)
+        env.pop("DEBUGINFOD_URLS", None)
+        r = run([a.symdex, "--db", db, "index", "--sysroot", sysroot, "--debug-dir", debug,
+                 "--no-debuginfod", "--json"], env=env)
+        if r.returncode != 0:
+            raise Fail(f"symdex index --sysroot failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+        log("symdex index --sysroot: " + summarize_index(r.stdout))
+        r = run([a.symdex, "--db", db, "status", "--json"], env=env)
+        with open(os.path.join(work, "status.json"), "w") as f:
+            f.write(r.stdout)
+        try:
+            used = {d["module"]: d["status"] for t in json.loads(r.stdout)["targets"]
+                    for d in t.get("debuginfo", [])}
+        except (ValueError, KeyError, TypeError) as e:
+            raise Fail(f"symdex status --json: unexpected output ({e}): {r.stdout[:300]}")
+        missing = [m for m in ["vmlinux"] + loaded if used.get(m) != "used"]
+        if missing:
+            failures.append("no debug file used for: " + ", ".join(f"{m} ({used.get(m)})" for m in missing))
+        log(f"debug files used (by build-ID) for vmlinux and {len(loaded)} modules"
+            + (f"; MISSING for {missing}" if missing else ""))
+        r = run([a.symdex, "--db", db, "dups", "--json"], env=env)
+        if r.returncode != 0:
+            raise Fail(f"symdex dups failed ({r.returncode}): {r.stderr}")
+        dups = json.loads(r.stdout)
+        chosen = choose(dups)
+
+        # kprobe lines
+        probes = []  # dicts: name, inst, spec, event, line, expect (addr)
+        idx = 0
+        for name, insts in chosen:
+            for inst in insts:
+                idx += 1
+                ev = event_name(idx, name)
+                spec = spec_of(inst)
+                expect = int(inst["address"], 16)
+                p = {"name": name, "module": inst["module"], "spec": spec, "event": ev,
+                     "expect": expect, "dwarf": inst["dwarf"], "line": None, "err": None,
+                     "host_err": None}
+                probes.append(p)
+                # the instance's address must be what the captured kallsyms says
+                if expect not in syms.get((inst["name"], inst["module"]), []):
+                    p["err"] = f"symdex address {expect:#x} is not {inst['name']} [{inst['module']}] in kallsyms"
+                    continue
+                if inst["module"] == "vmlinux" and inst.get("text_offset") is not None \
+                        and text_base + inst["text_offset"] != expect:
+                    p["err"] = "text_offset does not match _text + offset"
+                    continue
+                if use_probe_field:
+                    if not inst.get("probe"):
+                        p["err"] = "no kallsyms-level probe target"
+                        continue
+                    p["line"] = f"p:{GROUP}/{ev} {inst['probe']}"
+                else:
+                    r = run([a.symdex, "--db", db, "kprobe", "-n", "-e", f"{GROUP}/{ev}", spec], env=env)
+                    out = r.stdout.strip().splitlines()
+                    if r.returncode != 0 or len(out) != 1:
+                        p["err"] = (f"symdex kprobe exit {r.returncode}: "
+                                    + (r.stdout + r.stderr).strip().replace("\n", " | ")[:300])
+                        continue
+                    p["line"] = out[0]
+                # host-side sanity: the line is for our event, and its target is the instance
+                # (still sent to the guest when this fails: the kernel's verdict is reported too)
+                m = re.fullmatch(r"p:(\S+)/(\S+) (\S+)(?: .*)?", p["line"])
+                if not m or m.group(1) != GROUP or m.group(2) != ev:
+                    p["err"] = f"unexpected kprobe line {p['line']!r}"
+                    p["line"] = None
+                    continue
+                tgt = target_address(m.group(3), syms, text_base)
+                if tgt != expect:
+                    p["host_err"] = (f"host: target {m.group(3)} resolves to "
+                                     f"{'nothing unique' if tgt is None else hex(tgt)} in kallsyms, not {expect:#x}")
+        canon_note = canonical_roundtrip(a.symdex, db, env, probes, use_probe_field)
+        log(canon_note)
+        names = {p["name"] for p in probes}
+        vm = [p for p in probes if p["module"] == "vmlinux"]
+        md = [p for p in probes if p["module"] != "vmlinux"]
+        log(f"chosen: {len(names)} duplicated names, {len(vm)} vmlinux + {len(md)} module instances")
+        if len(names) < MIN_NAMES or not vm or not md:
+            failures.append(f"need >= {MIN_NAMES} names with vmlinux and module instances; "
+                            f"got {len(names)} names, {len(vm)} vmlinux, {len(md)} module")
+
+        # 4. in the guest: the plain name first (must fail), then every probe
+        plain = f"p:t/plain {PLAIN}"
+        guest.send(f"PROBE {plain}")
+        t, res = guest.msg()
+        plain_res = res.split(" ", 1)[1] if t == "RESULT" else f"{t} {res}"
+        sent = [p for p in probes if p["line"]]
+        for p in sent:
+            guest.send(f"PROBE {p['line']}")
+            t, res = guest.msg()
+            if t != "RESULT":
+                raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
+            p["guest"] = res.split(" ", 1)[1]
+        guest.send("LIST")
+        events = guest.file("kprobe_events").decode(errors="replace")
+        klist = guest.file("kprobes_list").decode(errors="replace")
+        guest.expect("DONE")
+        guest.send(f"ENABLE {GROUP}")
+        enable = guest.expect("DONE")
+        guest.send("LIST")
+        guest.file("kprobe_events")
+        klist_on = guest.file("kprobes_list").decode(errors="replace")
+        guest.expect("DONE")
+        guest.send("QUIT")
+        guest.expect("BYE")
+    except BaseException:
+        guest.kill()
+        tail_console(guest.console)
+        raise
+    finally:
+        guest.close()
+    log(f"guest session done ({guest.noise} noise lines on the control channel)")
+    if verbose:
+        tail_console(guest.console, 10**6)
+    for fn, txt in (("kprobe_events", events), ("kprobes_list", klist), ("kprobes_list.enabled", klist_on)):
+        with open(os.path.join(work, fn), "w") as f:
+            f.write(txt)
+
+    # 5. checks
+    listed = collections.defaultdict(list)  # addr -> [(sym+off, rest)]
+    for ln in klist.splitlines():
+        f = ln.split()
+        if len(f) >= 3 and f[1] in ("k", "r"):
+            listed[int(f[0], 16)].append(" ".join(f[2:]))
+    listed_on = collections.defaultdict(list)
+    for ln in klist_on.splitlines():
+        f = ln.split()
+        if len(f) >= 3 and f[1] in ("k", "r"):
+            listed_on[int(f[0], 16)].append(" ".join(f[2:]))
+
+    ok_plain = ("Cannot assign requested address" in plain_res and "not unique" in plain_res)
+    print()
+    print(f"plain '{plain}': {'REFUSED as expected' if ok_plain else 'NOT refused as expected'}: {plain_res}")
+    if not ok_plain:
+        failures.append(f"plain {PLAIN} was not refused with EADDRNOTAVAIL / 'The symbol is not unique'")
+    if not enable.startswith("ENABLE ok"):
+        failures.append(f"enabling group {GROUP}: {enable}")
+
+    print(f"\n{'#':>3} {'EVENT':<22} {'MODULE':<14} {'SPEC':<62} {'CANONICAL':<34} {'KPROBE TARGET':<26} "
+          f"{'EXPECTED':<18} {'RESULT'}")
+    npass = 0
+    for i, p in enumerate(probes, 1):
+        tgt = p["line"].split(" ", 2)[1] if p["line"] else "-"
+        status = "PASS"
+        why = ""
+        if p["err"]:
+            status, why = "FAIL", p["err"]
+        elif p.get("host_err"):
+            status, why = "FAIL", f"{p['host_err']}; guest: {p.get('guest')}"
+        elif not p.get("guest", "").startswith("OK"):
+            status, why = "FAIL", f"kernel refused: {p.get('guest')}"
+        elif not own_entry_ok(p):
+            status, why = "FAIL", f"the write added kprobes/list entry {p['entry']!r}, not {p['name']} at {p['expect']:#x}"
+        else:
+            here = listed.get(p["expect"], [])
+            if not here:
+                status, why = "FAIL", "not in kprobes/list at the expected address"
+            elif not any(s.split("+")[0] == p["name"] or s.startswith(p["name"] + "+") for s in here):
+                status, why = "FAIL", f"kprobes/list shows {here} at that address"
+            elif p["module"] != "vmlinux" and not any(p["module"] in s.split() for s in here):
+                status, why = "FAIL", f"kprobes/list shows {here}, not in module {p['module']}"
+            else:
+                armed = listed_on.get(p["expect"], ["(gone after enable)"])
+                why = armed[0]
+                if any("DISABLED" in s or "GONE" in s for s in armed) or p["expect"] not in listed_on:
+                    status, why = "FAIL", f"not armed after enabling the group: {armed}"
+        if status == "PASS":
+            npass += 1
+        else:
+            failures.append(f"{p['event']} {p['spec']}: {why}")
+        print(f"{i:>3} {p['event']:<22} {p['module']:<14} {p['spec']:<62} {p.get('canonical') or '-':<34} {tgt:<26} "
+              f"{p['expect']:#018x} {status}  {why}")
+    print(f"\n{npass}/{len(probes)} probes placed at the intended instance "
+          f"({len(names)} names; {len(vm)} vmlinux, {len(md)} module instances); "
+          f"kprobes/list has {sum(len(v) for v in listed.values())} entries")
+    print(f"probe lines from: {'the dups probe field (SYMDEX_E2E_USE_PROBE_FIELD=1)' if use_probe_field else 'symdex kprobe -n -e GRP/EVENT SPEC'}")
+    print(canon_note)
+    elapsed = time.monotonic() - T0
+    print(f"total {elapsed:.1f}s")
+    if not os.environ.get("SYMDEX_E2E_KEEP") and not a.work and not failures:
+        shutil.rmtree(work, ignore_errors=True)
+    else:
+        print(f"work dir kept: {work}")
+    if failures:
+        print("\nFAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("e2e PASSED")
+    return 0
+
+
+PLAIN = "name_show"
+
+
+def canonical_roundtrip(symdex, db, env, probes, use_probe_field):
+    """'symdex resolve' each spec: it must name the instance; then 'symdex kprobe -n' on the
+    instance's canonical spec must print the same line as on the full spec. Host-side only (the
+    guest sees each instance once, so kprobes/list attribution stays one entry per write)."""
+    if use_probe_field:
+        return "canonical round-trip: not checked (SYMDEX_E2E_USE_PROBE_FIELD=1)"
+    todo = [p for p in probes if p["line"] and not p["err"]]
+    if not re.search(r"^\s+resolve\s", run([symdex, "--help"]).stdout, re.M):
+        return "canonical round-trip: not checked (symdex has no 'resolve' verb)"
+    r = run([symdex, "--db", db, "--json", "resolve"] + [p["spec"] for p in todo], env=env)
+    try:
+        results = json.loads(r.stdout)["results"]
+        assert len(results) == len(todo)
+    except (ValueError, KeyError, TypeError, AssertionError):
+        for p in todo:
+            p["err"] = f"symdex resolve --json: unexpected output (exit {r.returncode}): {(r.stdout + r.stderr)[:200]}"
+        return "canonical round-trip: resolve output not understood"
+    bad = 0
+    for p, res in zip(todo, results):
+        inst = res.get("instance") or {}
+        addr = inst.get("address")
+        if res.get("status") != "ok" or addr is None or int(addr, 16) != p["expect"]:
+            p["err"] = f"symdex resolve {p['spec']}: {res.get('status')} -> {addr}, not {p['expect']:#x}"
+            bad += 1
+            continue
+        p["canonical"] = inst.get("canonical") or ""
+        spec = p["canonical"]
+        k = run([symdex, "--db", db, "kprobe", "-n", "-e", f"{GROUP}/{p['event']}", spec], env=env)
+        if k.returncode != 0 or k.stdout.strip() != p["line"]:
+            p["err"] = (f"canonical spec {spec!r}: symdex kprobe exit {k.returncode} "
+                        f"{(k.stdout + k.stderr).strip()[:200]!r}, not {p['line']!r}")
+            bad += 1
+    return (f"canonical round-trip: {len(todo) - bad}/{len(todo)} canonical specs resolve back "
+            f"to their instance and give the same kprobe line")
+
+
+def own_entry_ok(p):
+    """The kprobes/list line this probe's write added: 'ADDR  k  SYM+0xOFF  [MOD] [FLAGS]'."""
+    res = p.get("guest") or ""
+    added = res[3:] if res.startswith("OK ") else ""
+    entries = [e for e in added.split("|") if e.strip()]
+    p["entry"] = " | ".join(entries) or "(none)"
+    if len(entries) != 1:
+        return False
+    f = entries[0].split()
+    if len(f) < 3 or f[1] != "k" or int(f[0], 16) != p["expect"]:
+        return False
+    if f[2].split("+")[0] != p["name"]:
+        return False
+    if p["module"] == "vmlinux":
+        return len(f) == 3 or f[3].startswith("[")
+    return len(f) > 3 and f[3] == p["module"]
+
+
+def summarize_index(out):
+    try:
+        d = json.loads(out)
+    except ValueError:
+        return out.strip().replace("\n", " ")[:300]
+    keys = ("symbols", "modules", "seconds", "debug")
+    return json.dumps({k: d[k] for k in keys if k in d})[:400] if any(k in d for k in keys) \
+        else json.dumps(d)[:400]
+
+
+def tail_console(path, n=40):
+    try:
+        with open(path, errors="replace") as f:
+            lines = f.read().splitlines()
+        print(f"--- last {n} lines of the guest console ({path}) ---")
+        print("\n".join(lines[-n:]))
+        print("--- end of console ---")
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Skip as e:
+        print(f"SKIP: {e}", flush=True)
+        sys.exit(SKIP)
+    except Fail as e:
+        print(f"FAIL: {e}", flush=True)
+        sys.exit(1)
