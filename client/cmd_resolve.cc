@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
@@ -382,6 +383,79 @@ int RunKallsyms(const GlobalOptions& g, const KallsymsOptions& o) {
   return kFound;
 }
 
+struct AddrOptions {
+  std::string target;
+  std::vector<std::string> addrs;
+};
+
+int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  std::vector<std::string> addrs;
+  for (const auto& a : o.addrs) {
+    if (a != "-") {
+      addrs.push_back(a);
+      continue;
+    }
+    for (std::string line; std::getline(std::cin, line);) {
+      std::string_view v = StripWhitespace(line);
+      if (!v.empty()) addrs.emplace_back(v);
+    }
+  }
+  debuginfo::Symbolizer symbolizer;
+  int worst = kFound;
+  nlohmann::json arr = nlohmann::json::array();
+  std::string out;
+  for (const auto& text : addrs) {
+    std::string_view v = text;
+    if (v.starts_with("0x") || v.starts_with("0X")) v.remove_prefix(2);
+    uint64_t a = 0;
+    auto r = std::from_chars(v.data(), v.data() + v.size(), a, 16);
+    if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) {
+      fmt::print(stderr, "symdex: '{}' is not a hex address\n", text);
+      worst = std::max(worst, int{kAmbiguous});
+      continue;
+    }
+    auto info = query::SymbolizeAddress(*db, *t, symbolizer, a);
+    if (!info.ok()) return Fail(g, info.status());
+    if (!info->symbol) worst = std::max(worst, int{kNotFound});
+    if (g.json) {
+      nlohmann::json frames = nlohmann::json::array();
+      for (const auto& f : info->frames) {
+        frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+      }
+      nlohmann::json j = {{"address", fmt::format("0x{:x}", a)}, {"frames", frames}};
+      if (info->symbol) {
+        j["symbol"] = info->symbol->name;
+        j["module"] = info->symbol->module.empty() ? "vmlinux" : info->symbol->module;
+        j["offset"] = info->offset;
+        j["size"] = info->symbol->size ? nlohmann::json(*info->symbol->size) : nlohmann::json(nullptr);
+      }
+      if (!info->note.empty()) j["note"] = info->note;
+      arr.push_back(std::move(j));
+      continue;
+    }
+    if (!info->symbol) {
+      out += fmt::format("0x{:x}: ??\n", a);
+      continue;
+    }
+    const auto& s = *info->symbol;
+    out += fmt::format("0x{:x}: {}+{:#x}{} [{}]\n", a, s.name, info->offset, s.size ? fmt::format("/{:#x}", *s.size) : "",
+                       s.module.empty() ? "vmlinux" : s.module);
+    for (size_t i = 0; i < info->frames.size(); ++i) {
+      const auto& f = info->frames[i];
+      out += fmt::format("    {}{} at {}:{}{}\n", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
+                         f.line, f.column ? fmt::format(":{}", f.column) : "");
+    }
+    if (!info->note.empty()) out += fmt::format("    [{}]\n", info->note);
+  }
+  if (g.json) PrintJson({{"target", t->name}, {"results", arr}});
+  else fmt::print("{}", out);
+  return worst;
+}
+
 }  // namespace
 
 void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
@@ -425,6 +499,16 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   });
   kal->add_option("-t,--target", ks->target, "Target (default: 'host', or the only one)");
   kal->callback([&g, &exit_code, ks] { exit_code = RunKallsyms(g, *ks); });
+
+  auto ad = std::make_shared<AddrOptions>();
+  CLI::App* addr = app.add_subcommand("addr", "Address -> symbol+offset, file:line:column and the inline chain");
+  addr->add_option("ADDR", ad->addrs, "Hex addresses (0x optional); '-' reads them from stdin, like addr2line")
+      ->required();
+  addr->add_option("-t,--target", ad->target, "Target (default: 'host', or the only one); KASLR is handled");
+  addr->footer("Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up\n"
+               "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
+               "Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.");
+  addr->callback([&g, &exit_code, ad] { exit_code = RunAddr(g, *ad); });
 
   auto topic = std::make_shared<std::string>();
   CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");

@@ -6,6 +6,7 @@
 
 #include "server/common/strings.h"
 #include "server/indexer/indexer.h"
+#include "server/store/debuginfo_store.h"
 
 namespace symdex::query {
 namespace {
@@ -190,6 +191,51 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
     std::vector<Instance> group;
     for (size_t i : idx) group.push_back(all[i]);
     for (const auto& in : group) out.emplace_back(in, CanonicalSpec(in, group));
+  }
+  return out;
+}
+
+absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
+                                             uint64_t addr) {
+  AddressInfo out;
+  Spec s;
+  s.address = addr;
+  ASSIGN_OR_RETURN(auto m, Resolve(db, t, s));
+  if (m.empty()) {
+    out.note = "no text symbol at or below this address";
+    return out;
+  }
+  out.symbol = m[0].instance;
+  out.offset = m[0].offset;
+  const Instance& in = *out.symbol;
+  ASSIGN_OR_RETURN(auto df, store::DebugFileOf(db, t.id, in.module));
+  if (df && !df->relocatable) {
+    uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
+    auto frames = sym.Symbolize(df->path, addr - slide);
+    if (frames.ok()) {
+      out.frames = std::move(*frames);
+      // The outermost frame is the symbol itself: show its kallsyms name, clone suffix and all
+      // (name_show.cold, memremap_is_efi_data.constprop.0), as stack traces and perf do.
+      if (!out.frames.empty() && in.name.starts_with(out.frames.back().function + ".")) {
+        out.frames.back().function = in.name;
+      }
+      // No DW_TAG_subprogram here (assembly, static-call trampolines): name it by its symbol,
+      // as llvm-symbolizer does from the symbol table.
+      if (out.frames.empty()) out.frames.push_back({in.name, "", 0, 0});
+      if (out.frames.back().function.empty()) out.frames.back().function = in.name;
+      if (out.frames.empty()) out.note = "no DWARF for this address";
+      return out;
+    }
+    out.note = std::string(frames.status().message());
+  } else if (df) {
+    out.note = "module address: function and line from the index (inline chains are read for vmlinux only)";
+  } else {
+    out.note = "no debug info for this vmlinux/module";
+  }
+  // Fall back to what the index knows: the function and the line at the symbol's start.
+  if (in.dwarf && in.dwarf->entry_line > 0 && out.offset == 0) {
+    out.frames.push_back({in.dwarf->has_function ? in.dwarf->function : in.name, in.dwarf->entry_file,
+                          static_cast<int>(in.dwarf->entry_line), 0});
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "server/debuginfo/symbolizer.h"
 #include "server/query/spec.h"
 #include "server/query/symbol_query.h"
 
@@ -35,6 +36,16 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
 // Canonical specs for every text instance of the target, keyed like AllInstances' order.
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
                                                                              const store::TargetInfo& t);
+
+// Address -> symbol+offset and the inline chain (leaf first) from the debug file.
+struct AddressInfo {
+  std::optional<Instance> symbol;  // the text symbol at or below the address
+  uint64_t offset = 0;
+  std::vector<debuginfo::Frame> frames;
+  std::string note;  // why frames are missing or partial
+};
+absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
+                                             uint64_t addr);
 
 struct KprobeOptions {
   std::string group = "symdex";

@@ -95,6 +95,15 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
   return id;
 }
 
+absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT d.build_id FROM target_debuginfo t JOIN debug_files d "
+                                       "ON d.id = t.debug_file_id WHERE t.target_id = ?1 AND t.module = ?2"));
+  st.Bind(1, target_id).Bind(2, module);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return std::optional<DebugFileInfo>();
+  return FindDebugFile(db, st.Text(0));
+}
+
 absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_file_id) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(
       "SELECT COALESCE(s.name, ''), l.addr, l.unit, l.file, l.line FROM dwarf_symbol_lines l "

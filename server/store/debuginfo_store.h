@@ -31,6 +31,9 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
                                         const std::string& path, std::optional<uint64_t> text_addr,
                                         double index_seconds, int64_t now_unix);
 
+// The debug file a target uses for vmlinux (module "") or a module, if any.
+absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module);
+
 // The line-table row at a text symbol address of a debug file.
 struct SymbolLine {
   std::string section;  // "" for linked images

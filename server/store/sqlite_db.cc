@@ -16,17 +16,43 @@ absl::Status SqliteError(sqlite3* db, std::string_view what) {
 }
 }  // namespace
 
+StmtCache::~StmtCache() {
+  for (auto& [_, s] : free_) sqlite3_finalize(s);
+}
+
+sqlite3_stmt* StmtCache::Take(std::string_view sql) {
+  auto it = free_.find(std::string(sql));
+  if (it == free_.end()) return nullptr;
+  sqlite3_stmt* s = it->second;
+  free_.erase(it);
+  return s;
+}
+
+void StmtCache::Put(sqlite3_stmt* s) {
+  sqlite3_reset(s);
+  sqlite3_clear_bindings(s);
+  free_.emplace(sqlite3_sql(s), s);
+}
+
+void Stmt::Release() {
+  if (stmt_ == nullptr) return;
+  if (cache_) cache_->Put(stmt_);
+  else sqlite3_finalize(stmt_);
+  stmt_ = nullptr;
+}
+
 Stmt& Stmt::operator=(Stmt&& o) noexcept {
   if (this != &o) {
-    sqlite3_finalize(stmt_);
+    Release();
     db_ = o.db_;
     stmt_ = o.stmt_;
+    cache_ = o.cache_;
     o.stmt_ = nullptr;
   }
   return *this;
 }
 
-Stmt::~Stmt() { sqlite3_finalize(stmt_); }
+Stmt::~Stmt() { Release(); }
 
 Stmt& Stmt::Bind(int idx, int64_t v) {
   sqlite3_bind_int64(stmt_, idx, v);
@@ -69,15 +95,20 @@ std::string Stmt::Text(int col) const {
 
 Db& Db::operator=(Db&& o) noexcept {
   if (this != &o) {
+    cache_.reset();
     sqlite3_close_v2(db_);
     db_ = o.db_;
     path_ = std::move(o.path_);
+    cache_ = std::move(o.cache_);
     o.db_ = nullptr;
   }
   return *this;
 }
 
-Db::~Db() { sqlite3_close_v2(db_); }
+Db::~Db() {
+  cache_.reset();
+  sqlite3_close_v2(db_);
+}
 
 absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
   Db db;
@@ -117,12 +148,15 @@ absl::Status Db::Exec(std::string_view sql) {
 }
 
 absl::StatusOr<Stmt> Db::Prepare(std::string_view sql) {
+  if (cache_) {
+    if (sqlite3_stmt* cached = cache_->Take(sql)) return Stmt(db_, cached, cache_.get());
+  }
   sqlite3_stmt* s = nullptr;
   if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
                          &s, nullptr) != SQLITE_OK) {
     return SqliteError(db_, StrCat("cannot prepare '", sql.substr(0, 60), "'"));
   }
-  return Stmt(db_, s);
+  return Stmt(db_, s, cache_.get());
 }
 
 absl::StatusOr<int64_t> Db::UserVersion() {

@@ -8,15 +8,29 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <memory>
+#include <unordered_map>
 
 #include "server/common/status.h"
 
 namespace symdex::store {
 
+// Prepared statements returned to their Db after use, so a query run many times (a batch of
+// 46k addresses) is parsed and planned once.
+class StmtCache {
+ public:
+  ~StmtCache();
+  sqlite3_stmt* Take(std::string_view sql);
+  void Put(sqlite3_stmt* s);
+
+ private:
+  std::unordered_multimap<std::string, sqlite3_stmt*> free_;
+};
+
 class Stmt {
  public:
   Stmt() = default;
-  Stmt(Stmt&& o) noexcept : db_(o.db_), stmt_(o.stmt_) { o.stmt_ = nullptr; }
+  Stmt(Stmt&& o) noexcept : db_(o.db_), stmt_(o.stmt_), cache_(o.cache_) { o.stmt_ = nullptr; }
   Stmt& operator=(Stmt&& o) noexcept;
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
@@ -52,9 +66,11 @@ class Stmt {
 
  private:
   friend class Db;
-  Stmt(sqlite3* db, sqlite3_stmt* s) : db_(db), stmt_(s) {}
+  Stmt(sqlite3* db, sqlite3_stmt* s, StmtCache* cache) : db_(db), stmt_(s), cache_(cache) {}
+  void Release();
   sqlite3* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
+  StmtCache* cache_ = nullptr;
 };
 
 class Db {
@@ -62,7 +78,7 @@ class Db {
   enum class Mode { kReadWriteCreate, kReadOnly };
 
   Db() = default;
-  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)) { o.db_ = nullptr; }
+  Db(Db&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), cache_(std::move(o.cache_)) { o.db_ = nullptr; }
   Db& operator=(Db&& o) noexcept;
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -79,6 +95,7 @@ class Db {
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unique_ptr<StmtCache> cache_ = std::make_unique<StmtCache>();  // finalized before close
 };
 
 // BEGIN IMMEDIATE on construction (take the write lock up front), ROLLBACK on destruction

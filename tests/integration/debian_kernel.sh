@@ -95,6 +95,9 @@ check_eq "name_show@drivers/pnp/card.c entry line" "186" \
   "$(jq_num '[i["dwarf"]["line"] for i in d["instances"] if i["dwarf"] and i["dwarf"]["file"]=="drivers/pnp/card.c"][0]' <"$work/which.json")"
 echo "--- entry lines vs llvm-symbolizer-14 (acceptance: >= 99.5%)"
 "$here/compare_llvm_symbolizer.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" --min-agree 99.5 --show 3 || fail=1
+echo "--- symdex addr vs llvm-symbolizer-14 on 5000 random vmlinux text addresses (acceptance: >= 99.5%)"
+"$here/compare_addr_llvm.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" "$MAP" --count 5000 --min-agree 99.5 \
+  --show 3 || fail=1
 # A second run finds every debug file cached by build-ID.
 "$SYMDEX" index --json --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DBG/usr/lib/debug" --name debian \
   >"$work/reindex.json"

@@ -1,0 +1,123 @@
+#include "server/debuginfo/symbolizer.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "server/common/strings.h"
+#include "server/debuginfo/source_path.h"
+
+namespace symdex::debuginfo {
+
+struct Symbolizer::File {
+  int fd = -1;
+  Elf* elf = nullptr;
+  Dwarf* dwarf = nullptr;
+  ~File() {
+    if (dwarf) dwarf_end(dwarf);
+    if (elf) elf_end(elf);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+namespace {
+
+bool Contains(Dwarf_Die* die, Dwarf_Addr pc) {
+  Dwarf_Addr base, start, end;
+  ptrdiff_t off = 0;
+  while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
+    if (pc >= start && pc < end) return true;
+  }
+  return false;
+}
+
+// The concrete nesting at pc, outermost first: subprogram, then each inlined_subroutine down
+// to the innermost (lexical blocks are descended through, not returned). libdw's
+// dwarf_getscopes switches to the abstract origin's scopes after an inlined instance, which
+// loses the callers; this walk keeps them.
+void ConcreteChain(Dwarf_Die* parent, Dwarf_Addr pc, std::vector<Dwarf_Die>& chain, int depth) {
+  Dwarf_Die child;
+  if (depth > 64 || dwarf_child(parent, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block &&
+        tag != DW_TAG_namespace) {
+      continue;
+    }
+    if (tag != DW_TAG_namespace && !Contains(&child, pc)) continue;
+    if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain.push_back(child);
+    ConcreteChain(&child, pc, chain, depth + 1);
+    if (tag != DW_TAG_namespace) return;  // ranges of siblings do not overlap
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+}  // namespace
+
+Symbolizer::Symbolizer() = default;
+Symbolizer::~Symbolizer() = default;
+
+absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
+  auto it = files_.find(path);
+  if (it != files_.end()) return it->second.get();
+  elf_version(EV_CURRENT);
+  auto f = std::make_unique<File>();
+  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, nullptr);
+  if (f->elf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
+  f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, nullptr);
+  if (f->dwarf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF"));
+  File* raw = f.get();
+  files_.emplace(path, std::move(f));
+  return raw;
+}
+
+absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path, uint64_t addr) {
+  ASSIGN_OR_RETURN(File * f, Open(path));
+  std::vector<Frame> frames;
+  Dwarf_Die cu;
+  if (dwarf_addrdie(f->dwarf, addr, &cu) == nullptr) return frames;
+  Dwarf_Attribute a;
+  const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
+  std::string cdir = comp_dir ? comp_dir : "";
+  Dwarf_Files* files = nullptr;
+  size_t nfiles = 0;
+  if (dwarf_getsrcfiles(&cu, &files, &nfiles) != 0) files = nullptr;
+
+  Frame leaf;
+  if (Dwarf_Line* line = dwarf_getsrc_die(&cu, addr)) {
+    const char* src = dwarf_linesrc(line, nullptr, nullptr);
+    leaf.file = src ? SourceTreeRelative(src, cdir) : "";
+    dwarf_lineno(line, &leaf.line);
+    dwarf_linecol(line, &leaf.column);
+  }
+  std::vector<Dwarf_Die> chain;
+  ConcreteChain(&cu, addr, chain, 0);
+  Frame cur = leaf;
+  for (size_t k = chain.size(); k-- > 0;) {
+    Dwarf_Die* scope = &chain[k];
+    const char* name = dwarf_diename(scope);
+    cur.function = name ? name : "??";
+    frames.push_back(cur);
+    if (dwarf_tag(scope) == DW_TAG_subprogram) break;
+    // The caller's location is where this inline was called from.
+    Frame caller;
+    Dwarf_Word v;
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &a), &v) == 0 && files && v < nfiles) {
+      const char* src = dwarf_filesrc(files, v, nullptr, nullptr);
+      caller.file = src ? SourceTreeRelative(src, cdir) : "";
+    }
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &a), &v) == 0) caller.line = static_cast<int>(v);
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_column, &a), &v) == 0) caller.column = static_cast<int>(v);
+    cur = caller;
+  }
+  if (frames.empty() && leaf.line > 0) frames.push_back(leaf);  // line table only (assembly)
+  return frames;
+}
+
+}  // namespace symdex::debuginfo

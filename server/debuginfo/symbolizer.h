@@ -1,0 +1,40 @@
+// Address -> source frames (leaf first, the inline chain up to the containing function), read
+// lazily from a debug file through libdw. The full line tables and inline trees stay in the
+// debug files; only what a query touches is parsed, and handles stay open per file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/common/status.h"
+
+namespace symdex::debuginfo {
+
+struct Frame {
+  std::string function;  // DWARF name of the (inlined) function
+  std::string file;      // source-tree relative
+  int line = 0;
+  int column = 0;
+};
+
+class Symbolizer {
+ public:
+  Symbolizer();
+  ~Symbolizer();
+  Symbolizer(const Symbolizer&) = delete;
+  Symbolizer& operator=(const Symbolizer&) = delete;
+
+  // Frames for `dwarf_addr` (a linked image's link-time address) in the debug file at `path`.
+  // Empty when DWARF has nothing for the address.
+  absl::StatusOr<std::vector<Frame>> Symbolize(const std::string& path, uint64_t dwarf_addr);
+
+ private:
+  struct File;
+  absl::StatusOr<File*> Open(const std::string& path);
+  std::map<std::string, std::unique_ptr<File>> files_;
+};
+
+}  // namespace symdex::debuginfo

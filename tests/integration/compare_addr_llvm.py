@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Compares `symdex addr` (function, file, line and the inline chain) with llvm-symbolizer-14 on
+N random addresses inside vmlinux text symbols (seeded, reproducible).
+
+  compare_addr_llvm.py SYMDEX VMLINUX SYSTEM_MAP [--count 5000] [--seed 1] [--min-agree 99.5]
+"""
+import argparse, collections, json, random, subprocess, sys
+
+sys.path.insert(0, __import__('os').path.dirname(__file__))
+from compare_llvm_symbolizer import normalize  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('symdex')
+    ap.add_argument('vmlinux')
+    ap.add_argument('system_map')
+    ap.add_argument('--count', type=int, default=5000)
+    ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--min-agree', type=float, default=99.5)
+    ap.add_argument('--show', type=int, default=8)
+    a = ap.parse_args()
+    syms = []
+    for line in open(a.system_map):
+        f = line.split()
+        if len(f) >= 3 and f[1] in 'tT':
+            syms.append(int(f[0], 16))
+    syms = sorted(set(syms))
+    rnd = random.Random(a.seed)
+    addrs = []
+    for _ in range(a.count):
+        i = rnd.randrange(len(syms) - 1)
+        lo, hi = syms[i], syms[i + 1]
+        addrs.append(lo + rnd.randrange(max(1, min(hi - lo, 4096))))
+    text = ''.join(f'0x{x:x}\n' for x in addrs)
+    ours = json.loads(subprocess.run([a.symdex, 'addr', '--json', '-'], input=text, capture_output=True, text=True).stdout)['results']
+    out = subprocess.run(['llvm-symbolizer-14', '--obj=' + a.vmlinux, '--output-style=JSON'], input=text,
+                         capture_output=True, text=True, check=True).stdout
+    llvm = [json.loads(l) for l in out.splitlines() if l.strip()]
+    assert len(ours) == len(llvm) == len(addrs)
+    agree, causes, ex = 0, collections.Counter(), collections.defaultdict(list)
+    for addr, o, l in zip(addrs, ours, llvm):
+        lf = [(s.get('FunctionName', ''), normalize(s.get('FileName', '')), s.get('Line', 0)) for s in l.get('Symbol', [])]
+        lf = [x for x in lf if x[2] != 0 or x[0] not in ('', '??')]
+        of = [(f['function'], f['file'], f['line']) for f in o['frames']]
+        # Where DWARF names no function, llvm-symbolizer prints none ("" / no frame) and symdex
+        # names the containing symbol: compare only what llvm knows.
+        if not lf and len(of) == 1 and of[0][2] == 0:
+            of = []
+        of = [(lfn[0] if lfn[0] == '' else f[0],) + f[1:] if lfn else f for f, lfn in zip(of, lf + [()] * len(of))]
+        if of == lf:
+            agree += 1
+            continue
+        if len(of) != len(lf):
+            cause = 'inline chain length differs'
+        elif [x[0] for x in of] != [x[0] for x in lf]:
+            cause = 'function differs'
+        elif [x[1] for x in of] != [x[1] for x in lf]:
+            cause = 'file differs'
+        else:
+            cause = 'line differs'
+        causes[cause] += 1
+        if len(ex[cause]) < a.show:
+            ex[cause].append(f'0x{addr:x}: symdex {of} llvm {lf}')
+    rate = 100.0 * agree / len(addrs)
+    print(f'{len(addrs)} random vmlinux text addresses: symdex addr == llvm-symbolizer-14 (function, file, line, '
+          f'inline chain) for {agree} ({rate:.2f}%)')
+    for c, n in causes.most_common():
+        print(f'  {n:6d}  {c}')
+        for e in ex[c]:
+            print('            ' + e)
+    return 0 if rate >= a.min_agree else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
