@@ -14,6 +14,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/query/resolver.h"
+#include "server/store/debuginfo_store.h"
 
 namespace symdex::cli {
 namespace {
@@ -456,6 +457,50 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   return worst;
 }
 
+struct LinesOptions {
+  std::string target;
+  std::string where;  // PATH:LINE
+};
+
+// Every address of a source line in vmlinux, with the function (innermost, inlined or not) each
+// belongs to: perf probe's SRC:ALN.
+int RunLines(const GlobalOptions& g, const LinesOptions& o) {
+  size_t colon = o.where.rfind(':');
+  int line = colon == std::string::npos ? 0 : std::atoi(o.where.c_str() + colon + 1);
+  if (colon == std::string::npos || colon == 0 || line <= 0) {
+    return Fail(g, absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", o.where, "'")));
+  }
+  std::string file = o.where.substr(0, colon);
+  auto db = OpenForRead(g);
+  if (!db.ok()) return Fail(g, db.status());
+  auto t = query::SelectTarget(*db, o.target);
+  if (!t.ok()) return Fail(g, t.status());
+  auto df = store::DebugFileOf(*db, t->id, "");
+  if (!df.ok()) return Fail(g, df.status());
+  if (!*df) return Fail(g, absl::FailedPreconditionError(StrCat("target '", t->name, "' has no vmlinux debug info")));
+  debuginfo::Symbolizer symbolizer;
+  auto addrs = symbolizer.LineAddresses((*df)->path, file, line);
+  if (!addrs.ok()) return Fail(g, addrs.status());
+  uint64_t slide = (t->text_addr && (*df)->text_addr) ? *t->text_addr - *(*df)->text_addr : 0;
+  nlohmann::json arr = nlohmann::json::array();
+  for (uint64_t a : *addrs) {
+    auto info = query::SymbolizeAddress(*db, *t, symbolizer, a + slide);
+    if (!info.ok()) return Fail(g, info.status());
+    std::string fn = info->frames.empty() ? "??" : info->frames.front().function;
+    std::string sym = info->symbol ? fmt::format("{}+{:#x}", info->symbol->name, info->offset) : "??";
+    std::string probe = info->symbol && info->symbol->text_offset
+                            ? fmt::format("_text+{}", *info->symbol->text_offset + info->offset) : "";
+    if (g.json) {
+      arr.push_back({{"address", fmt::format("0x{:x}", a + slide)}, {"function", fn}, {"symbol", sym}, {"probe", probe}});
+    } else {
+      fmt::print("0x{:016x}  {:<40} {:<28} {}\n", a + slide, sym, fn, probe);
+    }
+  }
+  if (g.json) PrintJson({{"target", t->name}, {"where", o.where}, {"addresses", arr}});
+  if (addrs->empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux\n", o.where);
+  return addrs->empty() ? kNotFound : kFound;
+}
+
 }  // namespace
 
 void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
@@ -509,6 +554,14 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
                "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
                "Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.");
   addr->callback([&g, &exit_code, ad] { exit_code = RunAddr(g, *ad); });
+
+  auto ln = std::make_shared<LinesOptions>();
+  CLI::App* lines = app.add_subcommand("lines", "Every address and function for a source line (vmlinux)");
+  lines->add_option("PATH:LINE", ln->where, "Source path (suffix on whole components) and line")->required();
+  lines->add_option("-t,--target", ln->target, "Target (default: 'host', or the only one)");
+  lines->footer("Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
+                "the line was inlined), and the _text+N kprobe target for that address.");
+  lines->callback([&g, &exit_code, ln] { exit_code = RunLines(g, *ln); });
 
   auto topic = std::make_shared<std::string>();
   CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <map>
 
 #include "server/common/strings.h"
 #include "server/debuginfo/source_path.h"
@@ -75,6 +77,47 @@ absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   File* raw = f.get();
   files_.emplace(path, std::move(f));
   return raw;
+}
+
+absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path,
+                                                                 const std::string& file_suffix, int line) {
+  ASSIGN_OR_RETURN(File * f, Open(path));
+  std::vector<uint64_t> out;
+  Dwarf_Off off = 0, next;
+  size_t hsize;
+  while (dwarf_next_unit(f->dwarf, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0) {
+    Dwarf_Die cu;
+    if (dwarf_offdie(f->dwarf, off + hsize, &cu) != nullptr) {
+      Dwarf_Lines* lines;
+      size_t n;
+      Dwarf_Attribute a;
+      const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
+      if (dwarf_getsrclines(&cu, &lines, &n) == 0) {
+        std::map<const char*, bool> file_ok;  // libdw interns file names per CU
+        for (size_t i = 0; i < n; ++i) {
+          Dwarf_Line* l = dwarf_onesrcline(lines, i);
+          int ln = 0;
+          bool stmt = false;
+          if (dwarf_lineno(l, &ln) != 0 || ln != line || dwarf_linebeginstatement(l, &stmt) != 0 || !stmt) continue;
+          const char* src = dwarf_linesrc(l, nullptr, nullptr);
+          if (src == nullptr) continue;
+          auto it = file_ok.find(src);
+          if (it == file_ok.end()) {
+            std::string rel = SourceTreeRelative(src, comp_dir ? comp_dir : "");
+            bool ok = rel.size() >= file_suffix.size() && rel.ends_with(file_suffix) &&
+                      (rel.size() == file_suffix.size() || rel[rel.size() - file_suffix.size() - 1] == '/');
+            it = file_ok.emplace(src, ok).first;
+          }
+          Dwarf_Addr addr;
+          if (it->second && dwarf_lineaddr(l, &addr) == 0 && addr != 0) out.push_back(addr);
+        }
+      }
+    }
+    off = next;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path, uint64_t addr) {

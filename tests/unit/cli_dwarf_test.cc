@@ -138,6 +138,62 @@ TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {
   }
 }
 
+TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
+  std::string map = SystemMap();
+  std::string dbg = fx_.dir / "debug";
+  Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+  ASSERT_EQ(Symdex("index --system-map '" + map + "' --debug-dir '" + dbg + "'").exit_code, 0);
+
+  // Ambiguous: exit 2 with every candidate's canonical spec; each resolves back to its copy.
+  CommandResult amb = Symdex("resolve name_show --json");
+  EXPECT_EQ(amb.exit_code, 2);
+  json a = json::parse(amb.out);
+  ASSERT_EQ(a["results"][0]["status"], "ambiguous");
+  ASSERT_EQ(a["results"][0]["candidates"].size(), 2u);
+  for (const auto& c : a["results"][0]["candidates"]) {
+    json r = Json("resolve '" + c["canonical"].get<std::string>() + "'");
+    ASSERT_EQ(r["results"][0]["status"], "ok") << c.dump();
+    EXPECT_EQ(r["results"][0]["instance"]["address"], c["address"]);
+  }
+  // Path suffixes, file:line, the kas_alias form and #CU all select one copy.
+  const int b_line = fx_.Line("drivers/b/b.c", "name_show");
+  json byfile = Json("resolve name_show@b/b.c name_show@drivers/b/b.c:" + std::to_string(b_line));
+  EXPECT_EQ(byfile["results"][0]["instance"]["dwarf"]["cu"], "drivers/b/b.c");
+  EXPECT_EQ(byfile["results"][1]["instance"]["dwarf"]["cu"], "drivers/b/b.c");
+  json lb = Json("resolve 'load_binary#fs/compat.c'");
+  EXPECT_EQ(lb["results"][0]["instance"]["dwarf"]["cu"], "fs/compat.c");
+  json kas_line = Json("which load_binary --exact");
+  std::string alias = "load_binary@fs_binfmt_c_" + std::to_string(kas_line["instances"][0]["dwarf"]["line"].get<int>());
+  CommandResult both = Symdex("resolve '" + alias + "'");
+  EXPECT_EQ(both.exit_code, 2) << "both copies share fs/binfmt.c's line: the alias alone is ambiguous";
+  EXPECT_EQ(Symdex("resolve no_such_function").exit_code, 1);
+  EXPECT_EQ(Symdex("resolve 'name_show@'").exit_code, 2);
+
+  // kprobe: offline, so -n is required; the line names this copy.
+  json kp = Json("kprobe -n -e t/b name_show@b.c");
+  std::string def = kp["definition"];
+  EXPECT_EQ(def.rfind("p:t/b ", 0), 0u) << def;
+  EXPECT_EQ(Symdex("kprobe -e t/b name_show@b.c").exit_code, 2) << "writing needs a live target";
+
+  // addr: inside name_show of b.c, one byte in.
+  std::string addr = byfile["results"][0]["instance"]["address"];
+  uint64_t inside = std::stoull(addr, nullptr, 16) + 1;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(inside));
+  json ad = Json(std::string("addr ") + buf);
+  ASSERT_EQ(ad["results"][0]["symbol"], "name_show");
+  EXPECT_EQ(ad["results"][0]["offset"], 1);
+  ASSERT_GE(ad["results"][0]["frames"].size(), 1u);
+  EXPECT_EQ(ad["results"][0]["frames"].back()["function"], "name_show");
+  EXPECT_EQ(ad["results"][0]["frames"].back()["file"], "drivers/b/b.c");
+
+  // lines: the body line of b.c's name_show has code in name_show.
+  json ln = Json("lines drivers/b/b.c:" + std::to_string(b_line + 2));
+  bool found = false;
+  for (const auto& x : ln["addresses"]) found |= x["function"] == "name_show";
+  EXPECT_TRUE(found) << ln.dump();
+}
+
 // A note blob as /sys/kernel/notes holds it: the ELF's .note.gnu.build-id section, raw.
 void ExtractNotes(const std::string& elf, const std::string& out) {
   CommandResult r = RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + elf + "' '" + out + "'");
