@@ -77,28 +77,31 @@ absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path) 
   return id;
 }
 
+void ForEachSymtabSymbol(Elf* elf, const std::function<bool(const GElf_Sym&, const char*)>& fn) {
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
+    Elf_Data* d = elf_getdata(scn, nullptr);
+    if (d == nullptr) continue;
+    size_t n = sh.sh_size / sh.sh_entsize;
+    for (size_t i = 1; i < n; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(d, static_cast<int>(i), &sym) == nullptr) break;
+      if (!fn(sym, elf_strptr(elf, sh.sh_link, sym.st_name))) return;
+    }
+  }
+}
+
 absl::StatusOr<std::optional<uint64_t>> ReadElfSymbolValue(const std::string& path, const std::string& name) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
   std::optional<uint64_t> value;
   if (elf && elf_kind(elf.get()) == ELF_K_ELF) {
-    for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn && !value; scn = elf_nextscn(elf.get(), scn)) {
-      GElf_Shdr sh;
-      if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
-      Elf_Data* d = elf_getdata(scn, nullptr);
-      if (d == nullptr) continue;
-      size_t n = sh.sh_size / sh.sh_entsize;
-      for (size_t i = 1; i < n; ++i) {
-        GElf_Sym sym;
-        if (gelf_getsym(d, static_cast<int>(i), &sym) == nullptr) break;
-        const char* s = elf_strptr(elf.get(), sh.sh_link, sym.st_name);
-        if (s && name == s) {
-          value = sym.st_value;
-          break;
-        }
-      }
-    }
+    ForEachSymtabSymbol(elf.get(), [&](const GElf_Sym& sym, const char* s) {
+      if (s && name == s) value = sym.st_value;
+      return !value;
+    });
   }
   elf.reset();
   ::close(fd);

@@ -11,6 +11,9 @@
 // and the result says it is unverified.
 #pragma once
 
+#include <gelf.h>
+
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +62,10 @@ std::optional<BuildId> ElfBuildId(Elf* elf);
 
 // The GNU build-ID of an ELF file (plain or .xz/.zst/.gz compressed), nullopt if it has none.
 absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path);
+
+// Calls fn(symbol, name) for every entry but the null one of every SHT_SYMTAB; stops when fn
+// returns false.
+void ForEachSymtabSymbol(Elf* elf, const std::function<bool(const GElf_Sym&, const char*)>& fn);
 
 // The value of symbol `name` in the ELF symbol table of `path` (e.g. a vmlinux's _text).
 absl::StatusOr<std::optional<uint64_t>> ReadElfSymbolValue(const std::string& path, const std::string& name);

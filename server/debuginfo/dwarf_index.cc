@@ -302,21 +302,14 @@ std::vector<std::pair<uint64_t, size_t>> TextSymbolAddresses(Elf* elf) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) && elf_ndxscn(scn) < nsec) exec[elf_ndxscn(scn)] = (sh.sh_flags & SHF_EXECINSTR) != 0;
   }
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_SYMTAB || sh.sh_entsize == 0) continue;
-    Elf_Data* d = elf_getdata(scn, nullptr);
-    if (d == nullptr) continue;
-    size_t n = sh.sh_size / sh.sh_entsize;
-    for (size_t i = 1; i < n; ++i) {
-      GElf_Sym sym;
-      if (gelf_getsym(d, static_cast<int>(i), &sym) == nullptr) break;
-      int type = GELF_ST_TYPE(sym.st_info);
-      if (type != STT_FUNC && type != STT_NOTYPE) continue;
-      if (sym.st_shndx == SHN_UNDEF || sym.st_shndx >= nsec || !exec[sym.st_shndx]) continue;
+  ForEachSymtabSymbol(elf, [&](const GElf_Sym& sym, const char*) {
+    int type = GELF_ST_TYPE(sym.st_info);
+    if ((type == STT_FUNC || type == STT_NOTYPE) && sym.st_shndx != SHN_UNDEF && sym.st_shndx < nsec &&
+        exec[sym.st_shndx]) {
       out.emplace_back(sym.st_value, sym.st_shndx);
     }
-  }
+    return true;
+  });
   return out;
 }
 
