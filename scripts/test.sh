@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: dependencies, build, unit + CLI +
 # integration tests (the integration tests download the Debian cloud kernel packages once,
-# ~310 MB, into ~/.cache/symdex-corpus), the same suite under ASan+UBSan, and a short run of
+# ~310 MB, into ~/.cache/symdex-corpus), the same suite under ASan+UBSan (less the long corpus comparison), and a short run of
 # every fuzzer.
 #   scripts/test.sh            everything (what CI runs)
 #   SYMDEX_QUICK=1 scripts/test.sh   the default build's tests only
