@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +39,30 @@ std::string StrJoin(const Range& parts, std::string_view sep) {
     if (!out.empty() || &p != &*std::begin(parts)) out += sep;
     out += p;
   }
+  return out;
+}
+
+// 1-16 hex digits (no prefix) as a u64; false for anything else.
+inline bool ParseHexDigits(std::string_view s, uint64_t& out) {
+  if (s.empty() || s.size() > 16) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return false;
+    v = v << 4 | static_cast<uint64_t>(d);
+  }
+  out = v;
+  return true;
+}
+
+// A line quoted in an error message: at most `max` characters, unprintable ones as '?'.
+inline std::string Excerpt(std::string_view line, size_t max = 80) {
+  std::string out;
+  for (char c : line.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  if (line.size() > max) out += "...";
   return out;
 }
 

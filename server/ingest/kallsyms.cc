@@ -20,30 +20,7 @@ std::string_view NextField(std::string_view& rest) {
   return field;
 }
 
-bool ParseHexAddr(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 16) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  out = v;
-  return true;
-}
 
-std::string Excerpt(std::string_view line) {
-  constexpr size_t kMax = 80;
-  std::string out;
-  for (char c : line.substr(0, kMax)) {
-    out.push_back(std::isprint(static_cast<unsigned char>(c)) ? c : '?');
-  }
-  if (line.size() > kMax) out += "...";
-  return out;
-}
 
 }  // namespace
 
@@ -73,7 +50,7 @@ absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text,
     std::string_view extra = NextField(rest);
 
     KernelSymbol sym;
-    if (!ParseHexAddr(addr, sym.addr)) return fail("address is not 1-16 hex digits");
+    if (!ParseHexDigits(addr, sym.addr)) return fail("address is not 1-16 hex digits");
     if (type.empty()) return fail("missing symbol type");
     if (type.size() != 1 || !std::isalpha(static_cast<unsigned char>(type[0]))) {
       return fail("symbol type is not a single letter");

@@ -25,32 +25,7 @@ std::string_view NextField(std::string_view& rest) {
 
 bool ParseHex(std::string_view s, uint64_t& out) {
   if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
-  if (s.empty() || s.size() > 16) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F')
-      d = c - 'A' + 10;
-    else
-      return false;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  out = v;
-  return true;
-}
-
-std::string Excerpt(std::string_view line) {
-  constexpr size_t kMax = 80;
-  std::string out;
-  for (char c : line.substr(0, kMax)) {
-    out.push_back(std::isprint(static_cast<unsigned char>(c)) ? c : '?');
-  }
-  if (line.size() > kMax) out += "...";
-  return out;
+  return ParseHexDigits(s, out);
 }
 
 // The reason a line is malformed, or empty when it parsed into `entry`.
