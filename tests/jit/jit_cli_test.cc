@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/jit/node_script.h"
 #include "server/jit/build_ids.h"
 #include "server/jit/jitdump.h"
 #include "server/store/migrations.h"
@@ -203,15 +204,7 @@ TEST_F(JitCliTest, ExportedDsosAreCleanAndSymbolize) {
 
 // ---- real Node dump ----------------------------------------------------------------------
 
-constexpr char kScript[] = R"JS(
-const fns = [];
-for (let i = 0; i < 50; i++) {
-  fns.push(new Function(`return function fn_${i}(x) { return x * ${i} + 1; }`)());
-}
-let sum = 0;
-for (let round = 0; round < 2000; round++) for (const f of fns) sum += f(round);
-console.log(sum);
-)JS";
+constexpr const char* kScript = symdex::testing::kNodeJitScript;
 
 TEST_F(JitCliTest, NodeDumpSchemesCollisionsAndExport) {
   WriteFile(dir_ / "node/script.js", kScript);

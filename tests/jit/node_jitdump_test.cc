@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/jit/node_script.h"
 #include "server/common/strings.h"
 #include "server/jit/build_ids.h"
 #include "server/jit/jitdump.h"
@@ -23,16 +24,7 @@ using symdex::testing::RunCommand;
 using symdex::testing::TempDir;
 using symdex::testing::WriteFile;
 
-// 50 named functions, each called 2000 times: enough for V8 to log a trampoline per function.
-constexpr char kScript[] = R"JS(
-const fns = [];
-for (let i = 0; i < 50; i++) {
-  fns.push(new Function(`return function fn_${i}(x) { return x * ${i} + 1; }`)());
-}
-let sum = 0;
-for (let round = 0; round < 2000; round++) for (const f of fns) sum += f(round);
-console.log(sum);
-)JS";
+constexpr const char* kScript = symdex::testing::kNodeJitScript;
 
 std::string Slurp(const fs::path& path) {
   std::ifstream f(path, std::ios::binary);
