@@ -14,6 +14,8 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3 debuginfod curl
   # benchmarks
   bc time python3-drgn
+  # daemon: the README's Python client (stubs from protoc + grpc_python_plugin), TLS test certificates
+  python3-grpcio python3-protobuf openssl
   # end-to-end: the Debian kernel booted under qemu (TCG)
   qemu-system-x86 busybox-static cpio
   # JIT tests and benchmark (perf record / perf inject -j)
