@@ -2,11 +2,16 @@
 #include "server/common/strings.h"
 
 #include <fmt/core.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <cstdlib>
 #include <ctime>
 
+#include "server/api/remote_query.h"
 #include "server/store/migrations.h"
 
 namespace symdex::cli {
@@ -39,6 +44,47 @@ absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g) {
   }
   if (::access(path.c_str(), W_OK) == 0) return store::OpenIndex(path, store::Db::Mode::kReadWriteCreate);
   return store::OpenIndex(path, store::Db::Mode::kReadOnly);
+}
+
+namespace {
+
+// Does a daemon answer on this Unix socket? (A stale socket file from a dead daemon does not.)
+bool SocketAnswers(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) return false;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g) {
+  std::string address = g.connect;
+  const char* env_db = std::getenv("SYMDEX_DB");
+  if (address.empty() && !g.local && g.db.empty() && !(env_db && *env_db) && SocketAnswers(kDefaultSocket)) {
+    address = StrCat("unix:", kDefaultSocket);
+  }
+  if (!address.empty()) {
+    api::ConnectOptions c;
+    c.address = address;
+    c.tls_ca = g.tls_ca;
+    c.tls_cert = g.tls_cert;
+    c.tls_key = g.tls_key;
+    c.tls_server_name = g.tls_server_name;
+    ASSIGN_OR_RETURN(auto r, api::RemoteQuery::Connect(c));
+    return std::unique_ptr<query::QueryApi>(std::move(r));
+  }
+  {
+    // Checks the file exists and migrates an index written by an older symdex (when writable).
+    ASSIGN_OR_RETURN(auto db, OpenForRead(g));
+  }
+  ASSIGN_OR_RETURN(auto q, query::LocalQuery::Open(DbPath(g), query::LocalQuery::Options{}));
+  return std::unique_ptr<query::QueryApi>(std::move(q));
 }
 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) {

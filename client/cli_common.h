@@ -7,6 +7,7 @@
 #include <string>
 
 #include "server/common/status.h"
+#include "server/query/service.h"
 #include "server/store/sqlite_db.h"
 
 namespace symdex::cli {
@@ -22,7 +23,14 @@ enum Exit : int {
 struct GlobalOptions {
   std::string db;  // resolved by DbPath()
   bool json = false;
+  // The daemon: --connect unix:PATH|HOST:PORT, else the default socket when it answers (and
+  // neither --db nor $SYMDEX_DB names an index), else embedded. --local forces embedded.
+  std::string connect;
+  bool local = false;
+  std::string tls_ca, tls_cert, tls_key, tls_server_name;
 };
+
+inline constexpr char kDefaultSocket[] = "/run/symdex/symdex.sock";
 
 // --db, else $SYMDEX_DB, else /var/lib/symdex/index.db as root, else
 // $XDG_STATE_HOME/symdex/index.db (~/.local/state/symdex/index.db).
@@ -34,6 +42,9 @@ std::string DbPath(const GlobalOptions& g);
 int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error = false);
 
 absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g);
+// The query API the verbs use: the daemon (see GlobalOptions::connect) or the index, embedded.
+// The output of every verb is the same either way.
+absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g);
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
 
 void PrintJson(const nlohmann::json& j);

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "client/cli_common.h"
+#include "server/query/service.h"
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
 #include "server/jit/build_ids.h"
@@ -75,33 +76,6 @@ nlohmann::json LoadJson(const jit::JitLoadInfo& l) {
     j["source"] = nullptr;
   }
   return j;
-}
-
-// The instance of `pid` meant: --instance (dump timestamp), else the latest dump opened at or
-// before --time, else the only one. Several and nothing to choose by: InvalidArgument (exit 2).
-absl::StatusOr<std::optional<jit::JitInstance>> SelectInstance(store::Db& db, uint32_t pid,
-                                                               std::optional<uint64_t> time,
-                                                               std::optional<uint64_t> dump_ts) {
-  ASSIGN_OR_RETURN(auto all, jit::FindInstances(db, pid));
-  if (all.empty()) return std::optional<jit::JitInstance>();
-  if (dump_ts) {
-    for (const auto& i : all) {
-      if (i.dump_timestamp == *dump_ts) return std::optional<jit::JitInstance>(i);
-    }
-    return absl::NotFoundError(StrCat("pid ", pid, " has no jitdump with header timestamp ", *dump_ts));
-  }
-  if (all.size() == 1) return std::optional<jit::JitInstance>(all.front());
-  if (time) {
-    std::optional<jit::JitInstance> best;
-    for (const auto& i : all) {
-      if (i.dump_timestamp <= *time) best = i;
-    }
-    if (best) return best;
-  }
-  std::string list;
-  for (const auto& i : all) list += StrCat("\n  --instance ", i.dump_timestamp, "  (", i.path, ", ", i.loads, " loads)");
-  return absl::InvalidArgumentError(StrCat("pid ", pid, " was used by ", all.size(),
-                                           " processes that wrote jitdumps; choose one with --time or:", list));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,7 +166,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   }
   auto db = OpenForRead(g);
   if (!db.ok()) return Fail(g, db.status());
-  auto inst = SelectInstance(*db, o.pid, o.time, o.instance);
+  auto inst = jit::SelectInstance(*db, o.pid, o.time, o.instance);
   if (!inst.ok()) return Fail(g, inst.status());
   auto has_map = jit::HasPerfMap(*db, o.pid);
   if (!has_map.ok()) return Fail(g, has_map.status());
@@ -447,27 +421,8 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
   if (!db.ok()) return Fail(g, db.status());
   auto jitted = jit::FindJitBuildId(*db, hex);
   if (!jitted.ok()) return Fail(g, jitted.status());
-  // Kernel side: read-only lookups in the tables the kernel indexer fills.
-  struct KernelHit {
-    std::string kind, what, detail;
-  };
-  std::vector<KernelHit> kernel;
-  const std::pair<const char*, const char*> kQueries[] = {
-      {"target", "SELECT name, '' FROM targets WHERE build_id=?"},
-      {"module", "SELECT m.name, t.name FROM modules m JOIN targets t ON t.id = m.target_id WHERE m.build_id=?"},
-      {"debug-file", "SELECT path, '' FROM debug_files WHERE build_id=?"},
-  };
-  for (const auto& [kind, sql] : kQueries) {
-    auto q = db->Prepare(sql);
-    if (!q.ok()) continue;  // an older schema without the table
-    q->Bind(1, hex);
-    while (true) {
-      auto row = q->Step();
-      if (!row.ok()) return Fail(g, row.status());
-      if (!*row) break;
-      kernel.push_back(KernelHit{kind, q->Text(0), q->Text(1)});
-    }
-  }
+  auto kernel = query::KernelBuildIdHits(*db, hex);
+  if (!kernel.ok()) return Fail(g, kernel.status());
   if (g.json) {
     nlohmann::json j = nlohmann::json::array(), k = nlohmann::json::array();
     for (const auto& m : *jitted) {
@@ -475,7 +430,7 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
       l["scheme"] = m.scheme;
       j.push_back(l);
     }
-    for (const auto& h : kernel) k.push_back({{"kind", h.kind}, {"name", h.what}, {"target", h.detail}});
+    for (const auto& h : *kernel) k.push_back({{"kind", h.kind}, {"name", h.name}, {"target", h.target}});
     PrintJson({{"build_id", hex}, {"jitted", j}, {"kernel", k}});
   } else {
     for (const auto& m : *jitted) {
@@ -483,12 +438,12 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
                  m.scheme, m.load.name, m.load.code_index, m.load.pid, Hex(m.load.code_addr), m.load.code_size,
                  m.load.instance.path);
     }
-    for (const auto& h : kernel) {
-      fmt::print("{:<7} {}{}\n", h.kind, h.what, h.detail.empty() ? "" : " (target " + h.detail + ")");
+    for (const auto& h : *kernel) {
+      fmt::print("{:<7} {}{}\n", h.kind, h.name, h.target.empty() ? "" : " (target " + h.target + ")");
     }
-    if (jitted->empty() && kernel.empty()) fmt::print(stderr, "symdex: nothing indexed has build-ID {}\n", hex);
+    if (jitted->empty() && kernel->empty()) fmt::print(stderr, "symdex: nothing indexed has build-ID {}\n", hex);
   }
-  return jitted->empty() && kernel.empty() ? kNotFound : kFound;
+  return jitted->empty() && kernel->empty() ? kNotFound : kFound;
 }
 
 }  // namespace

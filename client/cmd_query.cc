@@ -88,12 +88,12 @@ struct WhichOptions {
 };
 
 int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  auto found = query::Which(*db, *t, o.name, !o.exact);
-  if (!found.ok()) return Fail(g, found.status());
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto r = (*api)->Which(o.target, o.name, o.exact);
+  if (!r.ok()) return Fail(g, r.status());
+  const store::TargetInfo* t = &r->target;
+  const std::vector<query::Instance>* found = &r->instances;
   if (g.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& in : *found) arr.push_back(ToJson(in));
@@ -115,12 +115,12 @@ struct DupsCliOptions {
 };
 
 int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  auto groups = query::Dups(*db, *t, o.q);
-  if (!groups.ok()) return Fail(g, groups.status());
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto r = (*api)->Dups(o.target, o.q);
+  if (!r.ok()) return Fail(g, r.status());
+  const store::TargetInfo* t = &r->target;
+  const std::vector<query::DupGroup>* groups = &r->groups;
   size_t symbols = 0, vmlinux_only = 0;
   for (const auto& gr : *groups) {
     symbols += gr.instances.size();

@@ -89,65 +89,56 @@ nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const st
 }
 
 // Resolves one spec text; fills `j` and returns the exit code for it.
-int ResolveOne(store::Db& db, const store::TargetInfo& t, const std::string& text, bool json, nlohmann::json& j,
-               std::vector<query::Match>* out = nullptr) {
+int ResolveOne(query::QueryApi& api, const std::string& target, const std::string& text, bool json, nlohmann::json& j,
+               query::ResolveResult* out = nullptr) {
   j = {{"spec", text}};
-  auto spec = query::ParseSpec(text);
-  if (!spec.ok()) {
+  auto r = api.Resolve(target, text);
+  if (!r.ok()) {
     j["status"] = "error";
-    j["error"] = std::string(spec.status().message());
-    if (!json) fmt::print(stderr, "symdex: {}\n", spec.status().message());
-    return kAmbiguous;
+    j["error"] = std::string(r.status().message());
+    if (!json) fmt::print(stderr, "symdex: {}\n", r.status().message());
+    // A malformed spec or an unknown target is a usage error; anything else the environment's.
+    return r.status().code() == absl::StatusCode::kInvalidArgument ? kAmbiguous : kEnvError;
   }
-  std::vector<query::Instance> group;
-  auto matches = query::Resolve(db, t, *spec, &group);
-  if (!matches.ok()) {
-    j["status"] = "error";
-    j["error"] = std::string(matches.status().message());
-    if (!json) fmt::print(stderr, "symdex: {}\n", matches.status().message());
-    return kEnvError;
-  }
-  if (out) *out = *matches;
-  if (matches->empty()) {
+  const auto& matches = r->matches;
+  if (matches.empty()) {
     j["status"] = "not-found";
-    if (!json) fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", text, t.name);
+    if (!json) fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", text, r->target.name);
+    if (out) *out = std::move(*r);
     return kNotFound;
   }
   nlohmann::json cands = nlohmann::json::array();
-  for (const auto& m : *matches) {
-    cands.push_back(InstanceJson(m.instance, m.offset, query::CanonicalSpec(m.instance, group)));
-  }
-  if (matches->size() == 1) {
+  for (const auto& m : matches) cands.push_back(InstanceJson(m.match.instance, m.match.offset, m.canonical));
+  int code = kAmbiguous;
+  if (matches.size() == 1) {
     j["status"] = "ok";
     j["instance"] = cands[0];
     if (!json) {
-      const auto& m = (*matches)[0];
+      const auto& m = matches[0].match;
       std::string place = m.instance.module.empty() && m.instance.text_offset
                               ? fmt::format("_text+{}", *m.instance.text_offset + m.offset)
                               : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
-      fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance),
-                 cands[0]["canonical"].get<std::string>());
+      fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance), matches[0].canonical);
     }
-    return kFound;
-  }
-  j["status"] = "ambiguous";
-  j["candidates"] = cands;
-  if (!json) {
-    fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n", text,
-               matches->size());
-    for (size_t i = 0; i < matches->size(); ++i) {
-      fmt::print(stderr, "  {:<60} {:<20} {}\n", cands[i]["canonical"].get<std::string>(),
-                 Where((*matches)[i].instance), SourceOf((*matches)[i].instance));
+    code = kFound;
+  } else {
+    j["status"] = "ambiguous";
+    j["candidates"] = cands;
+    if (!json) {
+      fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n", text,
+                 matches.size());
+      for (const auto& m : matches) {
+        fmt::print(stderr, "  {:<60} {:<20} {}\n", m.canonical, Where(m.match.instance), SourceOf(m.match.instance));
+      }
     }
   }
-  return kAmbiguous;
+  if (out) *out = std::move(*r);
+  return code;
 }
 
 int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
   std::vector<std::string> specs;
   for (const auto& s : o.specs) {
     if (s != "-") {
@@ -160,13 +151,16 @@ int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
     }
   }
   int worst = kFound;
+  std::string target_name = o.target;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& s : specs) {
     nlohmann::json j;
-    worst = std::max(worst, ResolveOne(*db, *t, s, g.json, j));
+    query::ResolveResult r;
+    worst = std::max(worst, ResolveOne(**api, o.target, s, g.json, j, &r));
+    if (!r.target.name.empty()) target_name = r.target.name;
     arr.push_back(std::move(j));
   }
-  if (g.json) PrintJson({{"target", t->name}, {"results", arr}});
+  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
   return worst;
 }
 
@@ -178,13 +172,8 @@ std::string TracefsDir(const std::string& given) {
   return "/sys/kernel/tracing";
 }
 
-// Resolves `spec` to exactly one match, printing candidates otherwise.
-absl::StatusOr<query::Match> ResolveUnique(store::Db& db, const store::TargetInfo& t, const std::string& spec, int& code,
-                                           bool json) {
-  nlohmann::json j;
-  std::vector<query::Match> m;
-  code = ResolveOne(db, t, spec, /*json=*/true, j, &m);
-  if (code == kFound) return m[0];
+// Prints why `spec` did not resolve to exactly one instance (json: the resolve object).
+void ReportNotUnique(const std::string& spec, const nlohmann::json& j, int code, bool json) {
   if (json) {
     PrintJson(j);
   } else if (code == kAmbiguous && j.contains("candidates")) {
@@ -196,8 +185,19 @@ absl::StatusOr<query::Match> ResolveUnique(store::Db& db, const store::TargetInf
   } else if (j.contains("error")) {
     fmt::print(stderr, "symdex: {}\n", j["error"].get<std::string>());
   } else {
-    fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", spec, t.name);
+    fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", spec, j.value("target", ""));
   }
+}
+
+// Resolves `spec` to exactly one match, printing candidates otherwise.
+absl::StatusOr<query::ResolveResult> ResolveUnique(query::QueryApi& api, const std::string& target,
+                                                   const std::string& spec, int& code, bool json) {
+  nlohmann::json j;
+  query::ResolveResult r;
+  code = ResolveOne(api, target, spec, /*json=*/true, j, &r);
+  if (code == kFound) return r;
+  j["target"] = r.target.name;
+  ReportNotUnique(spec, j, code, json);
   return absl::NotFoundError("unresolved");
 }
 
@@ -211,13 +211,8 @@ struct KprobeCliOptions {
 };
 
 int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  int code = 0;
-  auto m = ResolveUnique(*db, *t, o.args[0], code, g.json);
-  if (!m.ok()) return code;
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
   query::KprobeOptions ko;
   ko.ret = o.ret;
   if (!o.event.empty()) {
@@ -230,8 +225,18 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     }
   }
   ko.fetchargs.assign(o.args.begin() + 1, o.args.end());
-  auto line = query::KprobeDefinition(*m, ko);
-  if (!line.ok()) return Fail(g, line.status());
+  auto probe = (*api)->Probe(o.target, o.args[0], ko);
+  if (!probe.ok()) return Fail(g, probe.status());
+  if (probe->resolved.matches.size() != 1) {
+    nlohmann::json j;
+    int code = ResolveOne(**api, o.target, o.args[0], true, j);
+    j["target"] = probe->resolved.target.name;
+    ReportNotUnique(o.args[0], j, code, g.json);
+    return code;
+  }
+  const query::Match* m = &probe->resolved.matches[0].match;
+  const store::TargetInfo* t = &probe->resolved.target;
+  const std::string* line = &probe->kprobe;
   if (t->kind != "live" && !o.dry_run) {
     return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name, "' is an offline kernel: use -n to print the "
                                                      "definition instead of writing it to this host's tracefs")));
@@ -280,13 +285,12 @@ struct FtraceOptions {
 // address picks the line; otherwise same-named lines of one owner are taken in address order
 // (the order ftrace records them in).
 int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
   int code = 0;
-  auto m = ResolveUnique(*db, *t, o.spec, code, g.json);
-  if (!m.ok()) return code;
+  auto resolved = ResolveUnique(**api, o.target, o.spec, code, g.json);
+  if (!resolved.ok()) return code;
+  const query::Match* m = &resolved->matches[0].match;
   const query::Instance& in = m->instance;
   std::string dir = TracefsDir(o.tracefs);
   auto text = ReadFileBounded(dir + "/available_filter_functions", size_t{256} << 20);
@@ -324,10 +328,10 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
     method = "available_filter_functions_addrs";
   }
   if (index == 0) {
-    auto all = query::Which(*db, *t, in.name, false);
+    auto all = (*api)->Which(o.target, in.name, true);
     if (!all.ok()) return Fail(g, all.status());
     std::vector<uint64_t> same_owner;
-    for (const auto& c : *all) {
+    for (const auto& c : all->instances) {
       if (c.module == in.module && c.addr && (c.type == 't' || c.type == 'T')) same_owner.push_back(*c.addr);
     }
     std::sort(same_owner.begin(), same_owner.end());
@@ -389,27 +393,55 @@ struct AddrOptions {
   std::vector<std::string> addrs;
 };
 
+void PrintAddress(uint64_t a, const query::AddressInfo& info, std::string& out) {
+  if (!info.symbol) {
+    out += fmt::format("0x{:x}: ??\n", a);
+    return;
+  }
+  const auto& s = *info.symbol;
+  out += fmt::format("0x{:x}: {}+{:#x}{} [{}]\n", a, s.name, info.offset, s.size ? fmt::format("/{:#x}", *s.size) : "",
+                     s.module.empty() ? "vmlinux" : s.module);
+  for (size_t i = 0; i < info.frames.size(); ++i) {
+    const auto& f = info.frames[i];
+    out += fmt::format("    {}{} at {}:{}{}\n", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
+                       f.line, f.column ? fmt::format(":{}", f.column) : "");
+  }
+  if (!info.note.empty()) out += fmt::format("    [{}]\n", info.note);
+}
+
+nlohmann::json AddressJson(uint64_t a, const query::AddressInfo& info) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const auto& f : info.frames) {
+    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+  }
+  nlohmann::json j = {{"address", fmt::format("0x{:x}", a)}, {"frames", frames}};
+  if (info.symbol) {
+    j["symbol"] = info.symbol->name;
+    j["module"] = info.symbol->module.empty() ? "vmlinux" : info.symbol->module;
+    j["offset"] = info.offset;
+    j["size"] = info.symbol->size ? nlohmann::json(*info.symbol->size) : nlohmann::json(nullptr);
+  }
+  if (!info.note.empty()) j["note"] = info.note;
+  return j;
+}
+
 int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  std::vector<std::string> addrs;
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  std::vector<std::string> texts;
   for (const auto& a : o.addrs) {
     if (a != "-") {
-      addrs.push_back(a);
+      texts.push_back(a);
       continue;
     }
     for (std::string line; std::getline(std::cin, line);) {
       std::string_view v = StripWhitespace(line);
-      if (!v.empty()) addrs.emplace_back(v);
+      if (!v.empty()) texts.emplace_back(v);
     }
   }
-  debuginfo::Symbolizer symbolizer;
   int worst = kFound;
-  nlohmann::json arr = nlohmann::json::array();
-  std::string out;
-  for (const auto& text : addrs) {
+  std::vector<uint64_t> addrs;
+  for (const auto& text : texts) {
     std::string_view v = text;
     if (v.starts_with("0x") || v.starts_with("0X")) v.remove_prefix(2);
     uint64_t a = 0;
@@ -419,40 +451,22 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
       worst = std::max(worst, int{kAmbiguous});
       continue;
     }
-    auto info = query::SymbolizeAddress(*db, *t, symbolizer, a);
-    if (!info.ok()) return Fail(g, info.status());
-    if (!info->symbol) worst = std::max(worst, int{kNotFound});
-    if (g.json) {
-      nlohmann::json frames = nlohmann::json::array();
-      for (const auto& f : info->frames) {
-        frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
-      }
-      nlohmann::json j = {{"address", fmt::format("0x{:x}", a)}, {"frames", frames}};
-      if (info->symbol) {
-        j["symbol"] = info->symbol->name;
-        j["module"] = info->symbol->module.empty() ? "vmlinux" : info->symbol->module;
-        j["offset"] = info->offset;
-        j["size"] = info->symbol->size ? nlohmann::json(*info->symbol->size) : nlohmann::json(nullptr);
-      }
-      if (!info->note.empty()) j["note"] = info->note;
-      arr.push_back(std::move(j));
-      continue;
-    }
-    if (!info->symbol) {
-      out += fmt::format("0x{:x}: ??\n", a);
-      continue;
-    }
-    const auto& s = *info->symbol;
-    out += fmt::format("0x{:x}: {}+{:#x}{} [{}]\n", a, s.name, info->offset, s.size ? fmt::format("/{:#x}", *s.size) : "",
-                       s.module.empty() ? "vmlinux" : s.module);
-    for (size_t i = 0; i < info->frames.size(); ++i) {
-      const auto& f = info->frames[i];
-      out += fmt::format("    {}{} at {}:{}{}\n", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
-                         f.line, f.column ? fmt::format(":{}", f.column) : "");
-    }
-    if (!info->note.empty()) out += fmt::format("    [{}]\n", info->note);
+    addrs.push_back(a);
   }
-  if (g.json) PrintJson({{"target", t->name}, {"results", arr}});
+  auto res = (*api)->Symbolize(o.target, addrs);
+  if (!res.ok()) return Fail(g, res.status());
+  nlohmann::json arr = nlohmann::json::array();
+  std::string out;
+  for (size_t i = 0; i < res->results.size(); ++i) {
+    const auto& info = res->results[i];
+    if (!info.symbol) worst = std::max(worst, int{kNotFound});
+    if (g.json) {
+      arr.push_back(AddressJson(addrs[i], info));
+    } else {
+      PrintAddress(addrs[i], info, out);
+    }
+  }
+  if (g.json) PrintJson({{"target", res->target.name}, {"results", arr}});
   else fmt::print("{}", out);
   return worst;
 }
@@ -471,34 +485,27 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     return Fail(g, absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", o.where, "'")));
   }
   std::string file = o.where.substr(0, colon);
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  auto df = store::DebugFileOf(*db, t->id, "");
-  if (!df.ok()) return Fail(g, df.status());
-  if (!*df) return Fail(g, absl::FailedPreconditionError(StrCat("target '", t->name, "' has no vmlinux debug info")));
-  debuginfo::Symbolizer symbolizer;
-  auto addrs = symbolizer.LineAddresses((*df)->path, file, line);
-  if (!addrs.ok()) return Fail(g, addrs.status());
-  uint64_t slide = (t->text_addr && (*df)->text_addr) ? *t->text_addr - *(*df)->text_addr : 0;
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto res = (*api)->Lines(o.target, file, line);
+  if (!res.ok()) return Fail(g, res.status());
   nlohmann::json arr = nlohmann::json::array();
-  for (uint64_t a : *addrs) {
-    auto info = query::SymbolizeAddress(*db, *t, symbolizer, a + slide);
-    if (!info.ok()) return Fail(g, info.status());
-    std::string fn = info->frames.empty() ? "??" : info->frames.front().function;
-    std::string sym = info->symbol ? fmt::format("{}+{:#x}", info->symbol->name, info->offset) : "??";
-    std::string probe = info->symbol && info->symbol->text_offset
-                            ? fmt::format("_text+{}", *info->symbol->text_offset + info->offset) : "";
+  for (size_t i = 0; i < res->results.size(); ++i) {
+    const uint64_t a = res->addresses[i];
+    const auto& info = res->results[i];
+    std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
+    std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
+    std::string probe = info.symbol && info.symbol->text_offset
+                            ? fmt::format("_text+{}", *info.symbol->text_offset + info.offset) : "";
     if (g.json) {
-      arr.push_back({{"address", fmt::format("0x{:x}", a + slide)}, {"function", fn}, {"symbol", sym}, {"probe", probe}});
+      arr.push_back({{"address", fmt::format("0x{:x}", a)}, {"function", fn}, {"symbol", sym}, {"probe", probe}});
     } else {
-      fmt::print("0x{:016x}  {:<40} {:<28} {}\n", a + slide, sym, fn, probe);
+      fmt::print("0x{:016x}  {:<40} {:<28} {}\n", a, sym, fn, probe);
     }
   }
-  if (g.json) PrintJson({{"target", t->name}, {"where", o.where}, {"addresses", arr}});
-  if (addrs->empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux\n", o.where);
-  return addrs->empty() ? kNotFound : kFound;
+  if (g.json) PrintJson({{"target", res->target.name}, {"where", o.where}, {"addresses", arr}});
+  if (res->results.empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux\n", o.where);
+  return res->results.empty() ? kNotFound : kFound;
 }
 
 }  // namespace

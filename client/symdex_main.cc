@@ -18,6 +18,14 @@ int main(int argc, char** argv) {
   app.add_option("--db", g.db, "SQLite index to use (default: $SYMDEX_DB, /var/lib/symdex/index.db as "
                                "root, else $XDG_STATE_HOME/symdex/index.db)");
   app.add_flag("--json", g.json, "Machine-readable JSON on stdout (errors too)");
+  app.add_option("--connect", g.connect,
+                 "Ask symdexd at unix:PATH or HOST:PORT (default: /run/symdex/symdex.sock when a daemon answers "
+                 "there and no --db/$SYMDEX_DB is given; otherwise the index is opened directly)");
+  app.add_flag("--local", g.local, "Never use the daemon: open the index directly");
+  app.add_option("--tls-ca", g.tls_ca, "TCP --connect: verify the daemon with this CA bundle (PEM)");
+  app.add_option("--tls-cert", g.tls_cert, "TCP --connect: client certificate (PEM), for daemons that ask");
+  app.add_option("--tls-key", g.tls_key, "TCP --connect: key of --tls-cert");
+  app.add_option("--tls-server-name", g.tls_server_name, "TCP --connect: name to expect in the daemon's certificate");
   app.footer(
       "Examples:\n"
       "  symdex index                         index this host (needs root or CAP_SYSLOG)\n"

@@ -10,16 +10,31 @@
 #include <cstring>
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "server/common/strings.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
 
+// A CU's top-level functions by address, built the first time an address falls in the CU:
+// later addresses in it go straight to their subprogram instead of walking every top-level DIE.
+struct CuFunctions {
+  struct Span {
+    uint64_t lo, hi;
+    Dwarf_Off die;
+  };
+  std::vector<Span> spans;  // sorted by lo
+  std::string comp_dir;
+  Dwarf_Files* files = nullptr;
+  size_t nfiles = 0;
+};
+
 struct Symbolizer::File {
   int fd = -1;
   Elf* elf = nullptr;
   Dwarf* dwarf = nullptr;
+  std::unordered_map<Dwarf_Off, CuFunctions> cus;
   ~File() {
     if (dwarf) dwarf_end(dwarf);
     if (elf) elf_end(elf);
@@ -55,6 +70,23 @@ void ConcreteChain(Dwarf_Die* parent, Dwarf_Addr pc, std::vector<Dwarf_Die>& cha
     if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain.push_back(child);
     ConcreteChain(&child, pc, chain, depth + 1);
     if (tag != DW_TAG_namespace) return;  // ranges of siblings do not overlap
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+void CollectFunctions(Dwarf_Die* parent, CuFunctions& out, int depth) {
+  Dwarf_Die child;
+  if (depth > 8 || dwarf_child(parent, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if (tag == DW_TAG_namespace) {
+      CollectFunctions(&child, out, depth + 1);
+    } else if (tag == DW_TAG_subprogram) {
+      Dwarf_Addr base, start, end;
+      ptrdiff_t off = 0;
+      while ((off = dwarf_ranges(&child, off, &base, &start, &end)) > 0) {
+        if (end > start) out.spans.push_back({start, end, dwarf_dieoffset(&child)});
+      }
+    }
   } while (dwarf_siblingof(&child, &child) == 0);
 }
 
@@ -125,12 +157,20 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path
   std::vector<Frame> frames;
   Dwarf_Die cu;
   if (dwarf_addrdie(f->dwarf, addr, &cu) == nullptr) return frames;
+  auto [it, fresh] = f->cus.try_emplace(dwarf_dieoffset(&cu));
+  CuFunctions& fns = it->second;
+  if (fresh) {
+    Dwarf_Attribute a;
+    const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
+    fns.comp_dir = comp_dir ? comp_dir : "";
+    if (dwarf_getsrcfiles(&cu, &fns.files, &fns.nfiles) != 0) fns.files = nullptr;
+    CollectFunctions(&cu, fns, 0);
+    std::sort(fns.spans.begin(), fns.spans.end(), [](const auto& x, const auto& y) { return x.lo < y.lo; });
+  }
   Dwarf_Attribute a;
-  const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
-  std::string cdir = comp_dir ? comp_dir : "";
-  Dwarf_Files* files = nullptr;
-  size_t nfiles = 0;
-  if (dwarf_getsrcfiles(&cu, &files, &nfiles) != 0) files = nullptr;
+  const std::string& cdir = fns.comp_dir;
+  Dwarf_Files* files = fns.files;
+  size_t nfiles = fns.nfiles;
 
   Frame leaf;
   if (Dwarf_Line* line = dwarf_getsrc_die(&cu, addr)) {
@@ -140,7 +180,22 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path
     dwarf_linecol(line, &leaf.column);
   }
   std::vector<Dwarf_Die> chain;
-  ConcreteChain(&cu, addr, chain, 0);
+  // The subprogram whose range holds addr (ranges of distinct functions do not overlap; the
+  // last span starting at or below addr that still covers it), then the inline nesting in it.
+  auto sp = std::upper_bound(fns.spans.begin(), fns.spans.end(), addr,
+                             [](uint64_t v, const CuFunctions::Span& x) { return v < x.lo; });
+  while (sp != fns.spans.begin()) {
+    --sp;
+    if (addr < sp->hi) {
+      Dwarf_Die sub;
+      if (dwarf_offdie(f->dwarf, sp->die, &sub) != nullptr) {
+        chain.push_back(sub);
+        ConcreteChain(&sub, addr, chain, 1);
+      }
+      break;
+    }
+    if (addr - sp->lo > (uint64_t{1} << 24)) break;  // nothing this far below covers addr
+  }
   Frame cur = leaf;
   for (size_t k = chain.size(); k-- > 0;) {
     Dwarf_Die* scope = &chain[k];

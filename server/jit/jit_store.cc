@@ -763,4 +763,30 @@ absl::StatusOr<std::vector<JitLoadForExport>> LoadsOf(Db& db, const JitInstance&
   return out;
 }
 
+// The instance of `pid` meant: --instance (dump timestamp), else the latest dump opened at or
+// before --time, else the only one. Several and nothing to choose by: InvalidArgument (exit 2).
+absl::StatusOr<std::optional<JitInstance>> SelectInstance(store::Db& db, uint32_t pid, std::optional<uint64_t> time,
+                                                          std::optional<uint64_t> dump_ts) {
+  ASSIGN_OR_RETURN(auto all, FindInstances(db, pid));
+  if (all.empty()) return std::optional<JitInstance>();
+  if (dump_ts) {
+    for (const auto& i : all) {
+      if (i.dump_timestamp == *dump_ts) return std::optional<JitInstance>(i);
+    }
+    return absl::NotFoundError(StrCat("pid ", pid, " has no jitdump with header timestamp ", *dump_ts));
+  }
+  if (all.size() == 1) return std::optional<JitInstance>(all.front());
+  if (time) {
+    std::optional<JitInstance> best;
+    for (const auto& i : all) {
+      if (i.dump_timestamp <= *time) best = i;
+    }
+    if (best) return best;
+  }
+  std::string list;
+  for (const auto& i : all) list += StrCat("\n  --instance ", i.dump_timestamp, "  (", i.path, ", ", i.loads, " loads)");
+  return absl::InvalidArgumentError(StrCat("pid ", pid, " was used by ", all.size(),
+                                           " processes that wrote jitdumps; choose one with --time or:", list));
+}
+
 }  // namespace symdex::jit

@@ -72,6 +72,12 @@ struct JitInstance {
 // Instances of `pid` (all when nullopt), oldest dump first.
 absl::StatusOr<std::vector<JitInstance>> FindInstances(store::Db& db, std::optional<uint32_t> pid);
 
+// The instance of `pid` meant: `dump_ts` (its header timestamp), else the latest dump opened at
+// or before `time`, else the only one; nullopt when the pid has none. Several and nothing to
+// choose by: InvalidArgument listing them.
+absl::StatusOr<std::optional<JitInstance>> SelectInstance(store::Db& db, uint32_t pid, std::optional<uint64_t> time,
+                                                          std::optional<uint64_t> dump_ts);
+
 struct JitLine {
   std::string file;
   uint32_t line = 0;

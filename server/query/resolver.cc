@@ -63,7 +63,21 @@ bool SpecMatches(const Spec& s, const Instance& in) {
   return true;
 }
 
+absl::StatusOr<std::vector<Instance>> DbSource::Which(const std::string& name, bool with_clones) {
+  return query::Which(db_, t_, name, with_clones);
+}
+
+absl::StatusOr<std::optional<store::SymbolRecord>> DbSource::Containing(uint64_t addr) {
+  return store::SymbolContaining(db_, t_.id, addr);
+}
+
 absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
+                                           std::vector<Instance>* candidates) {
+  DbSource src(db, t);
+  return Resolve(src, t, spec, candidates);
+}
+
+absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
                                            std::vector<Instance>* candidates) {
   std::vector<Match> out;
   if (!spec.address && spec.name == "_text" && spec.offset && spec.module.empty() && spec.path.empty() &&
@@ -72,12 +86,12 @@ absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInf
     // the function there, as for 0xADDR.
     Spec as_address;
     as_address.address = *t.text_addr + spec.offset;
-    return Resolve(db, t, as_address, candidates);
+    return Resolve(src, t, as_address, candidates);
   }
   if (spec.address) {
-    ASSIGN_OR_RETURN(auto hit, store::SymbolContaining(db, t.id, *spec.address));
+    ASSIGN_OR_RETURN(auto hit, src.Containing(*spec.address));
     if (!hit) return out;
-    ASSIGN_OR_RETURN(auto all, Which(db, t, hit->name, false));
+    ASSIGN_OR_RETURN(auto all, src.Which(hit->name, false));
     for (const auto& in : all) {
       if (in.addr && hit->addr == *in.addr && in.module == hit->module) {
         out.push_back({in, *spec.address - hit->addr});
@@ -92,13 +106,13 @@ absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInf
     }
     return out;
   }
-  ASSIGN_OR_RETURN(auto exact, Which(db, t, spec.name, false));
+  ASSIGN_OR_RETURN(auto exact, src.Which(spec.name, false));
   std::vector<Instance> cands;
   for (auto& in : exact) {
     if (IsText(in)) cands.push_back(std::move(in));
   }
   if (cands.empty()) {  // a source name whose only copies are clones: name_show -> name_show.cold
-    ASSIGN_OR_RETURN(auto clones, Which(db, t, spec.name, true));
+    ASSIGN_OR_RETURN(auto clones, src.Which(spec.name, true));
     for (auto& in : clones) {
       if (IsText(in)) cands.push_back(std::move(in));
     }
@@ -197,10 +211,17 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
 
 absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr) {
+  DbSource src(db, t);
+  return SymbolizeAddress(
+      src, [&](const std::string& module) { return store::DebugFileOf(db, t.id, module); }, t, sym, addr);
+}
+
+absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
+                                             const store::TargetInfo& t, debuginfo::Symbolizer& sym, uint64_t addr) {
   AddressInfo out;
   Spec s;
   s.address = addr;
-  ASSIGN_OR_RETURN(auto m, Resolve(db, t, s));
+  ASSIGN_OR_RETURN(auto m, Resolve(src, t, s));
   if (m.empty()) {
     out.note = "no text symbol at or below this address";
     return out;
@@ -208,7 +229,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
   out.symbol = m[0].instance;
   out.offset = m[0].offset;
   const Instance& in = *out.symbol;
-  ASSIGN_OR_RETURN(auto df, store::DebugFileOf(db, t.id, in.module));
+  ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
   if (df && !df->relocatable) {
     uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
     auto frames = sym.Symbolize(df->path, addr - slide);

@@ -2,14 +2,36 @@
 // kprobe_events / ftrace text for an instance. Shared by the CLI and the daemon.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "server/debuginfo/symbolizer.h"
 #include "server/query/spec.h"
 #include "server/query/symbol_query.h"
+#include "server/store/debuginfo_store.h"
 
 namespace symdex::query {
+
+// Where Resolve gets instances from: the database (DbSource), or a cache in front of it (the
+// daemon's). Implementations answer exactly as Which() / store::SymbolContaining() do.
+class InstanceSource {
+ public:
+  virtual ~InstanceSource() = default;
+  virtual absl::StatusOr<std::vector<Instance>> Which(const std::string& name, bool with_clones) = 0;
+  virtual absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) = 0;
+};
+
+class DbSource : public InstanceSource {
+ public:
+  DbSource(store::Db& db, const store::TargetInfo& t) : db_(db), t_(t) {}
+  absl::StatusOr<std::vector<Instance>> Which(const std::string& name, bool with_clones) override;
+  absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) override;
+
+ private:
+  store::Db& db_;
+  const store::TargetInfo& t_;
+};
 
 // Every text-symbol instance the spec matches (NAME exactly; its compiler clones only when no
 // symbol carries NAME itself). For an ADDRESS spec: the function containing the address.
@@ -19,6 +41,8 @@ struct Match {
   uint64_t offset = 0;
 };
 // `candidates`, when given, receives every text instance the spec's name reaches (for canonical specs).
+absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
+                                           std::vector<Instance>* candidates = nullptr);
 absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
                                            std::vector<Instance>* candidates = nullptr);
 
@@ -46,6 +70,12 @@ struct AddressInfo {
 };
 absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr);
+// The same with instances from `src` and the debug file looked up through `debug_file_of`
+// (module name -> file; the daemon caches it).
+using DebugFileLookup =
+    std::function<absl::StatusOr<std::optional<store::DebugFileInfo>>(const std::string& module)>;
+absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
+                                             const store::TargetInfo& t, debuginfo::Symbolizer& sym, uint64_t addr);
 
 struct KprobeOptions {
   std::string group = "symdex";

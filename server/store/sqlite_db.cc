@@ -180,4 +180,13 @@ absl::Status Transaction::Commit() {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ReadSnapshot> ReadSnapshot::Begin(Db& db) {
+  RETURN_IF_ERROR(db.Exec("BEGIN DEFERRED"));
+  return ReadSnapshot(&db);
+}
+
+ReadSnapshot::~ReadSnapshot() {
+  if (db_) (void)db_->Exec("COMMIT");
+}
+
 }  // namespace symdex::store

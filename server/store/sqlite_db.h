@@ -113,6 +113,21 @@ class Transaction {
   Db* db_;
 };
 
+// A read snapshot: every statement until it ends sees one committed state of the database, so
+// a query never sees half of a concurrent re-index (WAL keeps the old pages for it). It also
+// takes the file locks once instead of per statement. Ends (COMMIT) when destroyed.
+class ReadSnapshot {
+ public:
+  static absl::StatusOr<ReadSnapshot> Begin(Db& db);
+  ReadSnapshot(ReadSnapshot&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
+  ReadSnapshot(const ReadSnapshot&) = delete;
+  ~ReadSnapshot();
+
+ private:
+  explicit ReadSnapshot(Db* db) : db_(db) {}
+  Db* db_;
+};
+
 // SQLite stores signed 64-bit integers; kernel addresses live in the upper half.
 inline int64_t ToDb(uint64_t v) { return static_cast<int64_t>(v); }
 inline uint64_t FromDb(int64_t v) { return static_cast<uint64_t>(v); }

@@ -1,0 +1,184 @@
+#include "server/api/convert.h"
+
+#include "google/rpc/status.pb.h"
+#include "server/common/strings.h"
+
+namespace symdex::api {
+
+void ToProto(const query::Instance& in, pb::Instance* out) {
+  out->set_name(in.name);
+  out->set_module(in.module);
+  out->set_type(std::string(1, in.type));
+  if (in.addr) out->set_address(*in.addr);
+  out->set_section(in.section);
+  out->set_section_offset(in.section_offset);
+  if (in.size) out->set_size(*in.size);
+  out->set_size_exact(in.size_exact);
+  if (in.text_offset) out->set_text_offset(*in.text_offset);
+  out->set_same_name_total(in.same_name_total);
+  out->set_same_name_in_module(in.same_name_in_module);
+  out->set_probe(in.probe);
+  out->set_init_or_exit(in.init_or_exit);
+  if (in.dwarf) {
+    pb::Dwarf* d = out->mutable_dwarf();
+    d->set_has_function(in.dwarf->has_function);
+    d->set_function(in.dwarf->function);
+    d->set_cu(in.dwarf->cu);
+    d->set_decl_file(in.dwarf->decl_file);
+    d->set_decl_line(in.dwarf->decl_line);
+    d->set_entry_file(in.dwarf->entry_file);
+    d->set_entry_line(in.dwarf->entry_line);
+    d->set_inline_copy(in.dwarf->inline_copy);
+  }
+  out->set_dwarf_note(in.dwarf_note);
+}
+
+query::Instance FromProto(const pb::Instance& in) {
+  query::Instance out;
+  out.name = in.name();
+  out.module = in.module();
+  out.type = in.type().empty() ? '?' : in.type()[0];
+  if (in.has_address()) out.addr = in.address();
+  out.section = in.section();
+  out.section_offset = in.section_offset();
+  if (in.has_size()) out.size = in.size();
+  out.size_exact = in.size_exact();
+  if (in.has_text_offset()) out.text_offset = in.text_offset();
+  out.same_name_total = in.same_name_total();
+  out.same_name_in_module = in.same_name_in_module();
+  out.probe = in.probe();
+  out.init_or_exit = in.init_or_exit();
+  if (in.has_dwarf()) {
+    const pb::Dwarf& d = in.dwarf();
+    store::DwarfInfo w;
+    w.has_function = d.has_function();
+    w.function = d.function();
+    w.cu = d.cu();
+    w.decl_file = d.decl_file();
+    w.decl_line = d.decl_line();
+    w.entry_file = d.entry_file();
+    w.entry_line = d.entry_line();
+    w.inline_copy = d.inline_copy();
+    out.dwarf = std::move(w);
+  }
+  out.dwarf_note = in.dwarf_note();
+  return out;
+}
+
+void ToProto(const query::TargetSummary& t, pb::Target* out) {
+  const store::TargetInfo& i = t.info;
+  out->set_name(i.name);
+  out->set_kind(i.kind);
+  out->set_release(i.release);
+  out->set_build_id(i.build_id);
+  out->set_source(i.source);
+  out->set_warnings(i.warnings);
+  if (i.text_addr) out->set_text_address(*i.text_addr);
+  out->set_indexed_at(i.indexed_at);
+  out->set_generation(i.generation);
+  out->set_modules(t.counts.modules);
+  out->set_vmlinux_symbols(t.counts.vmlinux_symbols);
+  out->set_module_symbols(t.counts.module_symbols);
+  out->set_text_symbols(t.counts.text_symbols);
+}
+
+query::TargetSummary FromProto(const pb::Target& t) {
+  query::TargetSummary out;
+  store::TargetInfo& i = out.info;
+  i.name = t.name();
+  i.kind = t.kind();
+  i.release = t.release();
+  i.build_id = t.build_id();
+  i.source = t.source();
+  i.warnings = t.warnings();
+  if (t.has_text_address()) i.text_addr = t.text_address();
+  i.indexed_at = t.indexed_at();
+  i.generation = t.generation();
+  out.counts.modules = t.modules();
+  out.counts.vmlinux_symbols = t.vmlinux_symbols();
+  out.counts.module_symbols = t.module_symbols();
+  out.counts.text_symbols = t.text_symbols();
+  return out;
+}
+
+void ToProto(const query::CanonicalMatch& m, pb::Match* out) {
+  ToProto(m.match.instance, out->mutable_instance());
+  out->set_offset(m.match.offset);
+  out->set_canonical(m.canonical);
+}
+
+query::CanonicalMatch FromProto(const pb::Match& m) {
+  return {{FromProto(m.instance()), m.offset()}, m.canonical()};
+}
+
+void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out) {
+  out->set_address(addr);
+  if (a.symbol) ToProto(*a.symbol, out->mutable_symbol());
+  out->set_offset(a.offset);
+  for (const auto& f : a.frames) {
+    pb::Frame* p = out->add_frames();
+    p->set_function(f.function);
+    p->set_file(f.file);
+    p->set_line(f.line);
+    p->set_column(f.column);
+  }
+  out->set_note(a.note);
+}
+
+query::AddressInfo FromProto(const pb::AddressResult& a) {
+  query::AddressInfo out;
+  if (a.has_symbol()) out.symbol = FromProto(a.symbol());
+  out.offset = a.offset();
+  out.frames.reserve(a.frames_size());
+  for (const auto& f : a.frames()) out.frames.push_back({f.function(), f.file(), f.line(), f.column()});
+  out.note = a.note();
+  return out;
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+grpc::Status ResolveError(const std::string& spec, const query::ResolveResult& r) {
+  pb::Ambiguity amb;
+  amb.set_spec(spec);
+  ToProto(query::TargetSummary{r.target, {}}, amb.mutable_target());
+  for (const auto& m : r.matches) ToProto(m, amb.add_candidates());
+  google::rpc::Status details;
+  std::string msg;
+  grpc::StatusCode code;
+  if (r.matches.empty()) {
+    code = grpc::StatusCode::NOT_FOUND;
+    msg = StrCat(spec, ": no function instance matches in target '", r.target.name, "'");
+  } else {
+    code = grpc::StatusCode::ABORTED;
+    msg = StrCat(spec, " is ambiguous: ", r.matches.size(), " candidates; name one with its canonical spec");
+  }
+  details.set_code(static_cast<int>(code));
+  details.set_message(msg);
+  details.add_details()->PackFrom(amb);
+  return grpc::Status(code, msg, details.SerializeAsString());
+}
+
+absl::StatusOr<query::ResolveResult> ResolveFromError(const grpc::Status& s) {
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND || s.error_code() == grpc::StatusCode::ABORTED) {
+    google::rpc::Status details;
+    pb::Ambiguity amb;
+    if (!s.error_details().empty() && details.ParseFromString(s.error_details()) && details.details_size() > 0 &&
+        details.details(0).UnpackTo(&amb)) {
+      query::ResolveResult r;
+      r.target = FromProto(amb.target()).info;
+      for (const auto& m : amb.candidates()) r.matches.push_back(FromProto(m));
+      return r;
+    }
+  }
+  return FromGrpc(s);
+}
+
+}  // namespace symdex::api

@@ -1,0 +1,38 @@
+// query structs <-> symdex.v1 messages, and absl::Status <-> grpc::Status. Both directions live
+// here so the daemon (structs -> wire) and the CLI as a client (wire -> structs) cannot drift:
+// a test round-trips every field.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include "server/common/status.h"
+#include "server/query/service.h"
+#include "symdex/v1/symdex.pb.h"
+
+namespace symdex::api {
+
+namespace pb = ::symdex::v1;
+
+void ToProto(const query::Instance& in, pb::Instance* out);
+query::Instance FromProto(const pb::Instance& in);
+
+void ToProto(const query::TargetSummary& t, pb::Target* out);
+query::TargetSummary FromProto(const pb::Target& t);
+
+void ToProto(const query::CanonicalMatch& m, pb::Match* out);
+query::CanonicalMatch FromProto(const pb::Match& m);
+
+void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out);
+query::AddressInfo FromProto(const pb::AddressResult& a);
+
+// absl codes map 1:1 onto gRPC codes (same numbering); the message is kept.
+grpc::Status ToGrpc(const absl::Status& s);
+absl::Status FromGrpc(const grpc::Status& s);
+
+// Resolve's not-found / ambiguous answers as gRPC errors (NOT_FOUND / ABORTED) carrying a
+// symdex.v1.Ambiguity in google.rpc.Status details, and back: a status without those details
+// is returned as an error instead.
+grpc::Status ResolveError(const std::string& spec, const query::ResolveResult& r);
+absl::StatusOr<query::ResolveResult> ResolveFromError(const grpc::Status& s);
+
+}  // namespace symdex::api

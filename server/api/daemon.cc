@@ -1,0 +1,474 @@
+#include "server/api/daemon.h"
+
+#include <fmt/core.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "server/api/services.h"
+#include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "server/indexer/indexer.h"
+#include "server/jit/jit_store.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/metrics.h"
+#include "server/store/migrations.h"
+
+#ifndef SYMDEX_VERSION
+#define SYMDEX_VERSION "dev"
+#endif
+
+namespace symdex::api {
+namespace {
+
+std::atomic<LogLevel> g_level{LogLevel::kInfo};
+
+template <typename... Args>
+void Log(LogLevel level, fmt::format_string<Args...> f, Args&&... args) {
+  if (level < g_level.load()) return;
+  static const char* kNames[] = {"debug", "info", "warn", "error"};
+  std::string line = fmt::format("symdexd: {}: ", kNames[static_cast<int>(level)]);
+  line += fmt::format(f, std::forward<Args>(args)...);
+  line += "\n";
+  (void)!::write(STDERR_FILENO, line.data(), line.size());  // one write: lines never interleave
+}
+
+// Sleeps up to `seconds`, returning early (true) when stop is requested.
+class Stopper {
+ public:
+  bool WaitFor(double seconds) {
+    std::unique_lock<std::mutex> l(mu_);
+    return cv_.wait_for(l, std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)), [&] { return stop_; });
+  }
+  void Stop() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+  }
+  bool stopped() {
+    std::lock_guard<std::mutex> l(mu_);
+    return stop_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+std::string DefaultDbPath() {
+  if (::geteuid() == 0) return "/var/lib/symdex/index.db";
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/symdex/index.db";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/state/symdex/index.db";
+}
+
+// A stale socket file from a previous run is removed; one a live daemon answers on is not.
+absl::Status PrepareUnixSocket(const std::string& path) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) {
+    std::filesystem::create_directories(p.parent_path(), ec);
+    if (ec) return absl::FailedPreconditionError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
+  }
+  if (!std::filesystem::exists(p, ec)) return absl::OkStatus();
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) return absl::InvalidArgumentError(StrCat("socket path too long: ", path));
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool alive = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  if (fd >= 0) ::close(fd);
+  if (alive) return absl::FailedPreconditionError(StrCat("another daemon is listening on ", path));
+  std::filesystem::remove(p, ec);
+  return absl::OkStatus();
+}
+
+struct Daemon {
+  const DaemonOptions& opts;
+  std::string db_path;
+  metrics::Registry registry;
+  RpcStats stats{&registry};
+  std::unique_ptr<query::LocalQuery> query;
+  std::mutex writer_mu;
+  std::optional<store::Db> writer;
+  Stopper stopper;
+  std::atomic<int64_t> live_updates{0};
+  std::atomic<bool> reindex_requested{false};
+  std::string live_tracking = "off";
+  int64_t started_at = std::time(nullptr);
+
+  explicit Daemon(const DaemonOptions& o) : opts(o) {}
+
+  indexer::IndexRequest LiveRequest() const {
+    indexer::IndexRequest req;
+    req.live = target::LiveHostOptions{.sysroot = opts.sysroot, .name = "host"};
+    req.finder = debuginfo::DebugFinderOptions{.debug_dirs = opts.debug_dirs,
+                                               .sysroot = opts.sysroot,
+                                               .vmlinux = "",
+                                               .use_debuginfod = opts.debuginfod,
+                                               .debuginfod_progress = false};
+    req.jobs = 0;
+    return req;
+  }
+
+  // One live (re)index. Atomic: on failure the previous index stays as it was.
+  void IndexLive(const std::string& why) {
+    auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<indexer::IndexSummary> sum;
+    {
+      std::lock_guard<std::mutex> l(writer_mu);
+      sum = indexer::IndexTarget(*writer, LiveRequest());
+    }
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!sum.ok()) {
+      Log(LogLevel::kError, "indexing the live host ({}) failed; the previous index is kept: {}", why,
+          sum.status().message());
+      registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "error"}}).Inc();
+      return;
+    }
+    registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "ok"}}).Inc();
+    Log(LogLevel::kInfo,
+        "indexed the live host ({}): {} symbols, {} modules, generation {}, debug files {} parsed / {} cached / {} "
+        "missing, {:.2f} s",
+        why, sum->symbols, sum->modules, sum->generation, sum->debug_indexed, sum->debug_cached, sum->debug_missing,
+        secs);
+    for (const auto& w : sum->warnings) Log(LogLevel::kWarn, "{}", w);
+  }
+
+  // /proc/modules as a name -> "address state" map.
+  std::map<std::string, std::string> ReadModules() {
+    std::map<std::string, std::string> out;
+    auto text = ReadFileBounded((opts.sysroot.empty() ? std::string() : opts.sysroot) + "/proc/modules", 16 << 20);
+    if (!text.ok()) return out;
+    for (std::string_view l : Split(*text, '\n', true)) {
+      auto f = Split(l, ' ', true);
+      if (f.empty()) continue;
+      std::string v;
+      if (f.size() >= 6) v = StrCat(f[5], " ", f[4]);
+      out.emplace(std::string(f[0]), v);
+    }
+    return out;
+  }
+
+  bool KallsymsHasAddresses() {
+    auto text = ReadFileBounded((opts.sysroot.empty() ? std::string() : opts.sysroot) + "/proc/kallsyms", 64 << 10);
+    if (!text.ok()) return false;
+    for (std::string_view l : Split(*text, '\n', true)) {
+      auto f = Split(l, ' ', true);
+      if (!f.empty() && f[0].find_first_not_of('0') != std::string_view::npos) return true;
+    }
+    return false;
+  }
+
+  void LiveTracker() {
+    bool index = opts.index_live.value_or(KallsymsHasAddresses());
+    if (!index) {
+      Log(LogLevel::kInfo, "not indexing the live host ({})",
+          opts.index_live ? "--no-index-live" : "kallsyms shows no addresses: needs root or CAP_SYSLOG");
+      return;
+    }
+    IndexLive("start");
+    if (opts.modules_poll <= 0) return;
+    auto last = ReadModules();
+    while (!stopper.WaitFor(opts.modules_poll)) {
+      auto now = ReadModules();
+      bool requested = reindex_requested.exchange(false);
+      if (now == last && !requested) continue;
+      std::string change;
+      for (const auto& [m, v] : now) {
+        auto it = last.find(m);
+        if (it == last.end()) change += " +" + m;
+        else if (it->second != v) change += " ~" + m;
+      }
+      for (const auto& [m, v] : last) {
+        if (!now.count(m)) change += " -" + m;
+      }
+      IndexLive(requested ? "SIGHUP" : "modules changed:" + change);
+      ++live_updates;
+      last = std::move(now);
+    }
+  }
+
+  void JitWatcher() {
+    std::map<std::string, std::pair<uintmax_t, std::filesystem::file_time_type>> seen;
+    do {
+      for (const auto& dir : opts.jit_watch) {
+        auto files = jit::ExpandJitPaths({dir});
+        if (!files.ok()) {
+          Log(LogLevel::kDebug, "jit watch: {}", files.status().message());
+          continue;
+        }
+        for (const auto& f : *files) {
+          std::error_code ec;
+          auto size = std::filesystem::file_size(f, ec);
+          if (ec) continue;
+          auto mtime = std::filesystem::last_write_time(f, ec);
+          if (ec) continue;
+          auto& s = seen[f];
+          if (s.first == size && s.second == mtime) continue;
+          s = {size, mtime};
+          jit::IngestReport rep;
+          {
+            std::lock_guard<std::mutex> l(writer_mu);
+            rep = jit::IngestJitFile(*writer, f);
+          }
+          registry.GetCounter("symdex_jit_ingests_total", "jitdump / perf-map ingest runs", {{"status", rep.status}})
+              .Inc();
+          if (rep.status == "error") {
+            Log(LogLevel::kWarn, "jit ingest {}: {}", f, rep.message);
+          } else if (rep.loads || rep.map_entries) {
+            Log(LogLevel::kInfo, "jit ingest {}: {} loads, {} map entries ({})", f, rep.loads, rep.map_entries,
+                rep.status);
+          }
+        }
+      }
+    } while (!stopper.WaitFor(opts.jit_poll));
+  }
+
+  void FillStatus(::symdex::v1::StatusResponse* r) {
+    r->set_version(SYMDEX_VERSION);
+    r->set_started_at(started_at);
+    r->set_live_tracking(live_tracking);
+    r->set_live_updates(live_updates.load());
+  }
+
+  void CollectMetrics(metrics::Registry& reg) {
+    auto targets = query->Targets();
+    if (targets.ok()) {
+      for (const auto& t : *targets) {
+        reg.GetGauge("symdex_index_symbols", "Symbols indexed, by target and owner",
+                     {{"target", t.info.name}, {"owner", "vmlinux"}})
+            .Set(static_cast<double>(t.counts.vmlinux_symbols));
+        reg.GetGauge("symdex_index_symbols", "Symbols indexed, by target and owner",
+                     {{"target", t.info.name}, {"owner", "modules"}})
+            .Set(static_cast<double>(t.counts.module_symbols));
+        reg.GetGauge("symdex_index_modules", "Modules indexed, by target", {{"target", t.info.name}})
+            .Set(static_cast<double>(t.counts.modules));
+        reg.GetGauge("symdex_index_generation", "Index generation, by target", {{"target", t.info.name}})
+            .Set(static_cast<double>(t.info.generation));
+      }
+    }
+    reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)").Set(static_cast<double>(query->DebugFileCount()));
+    auto c = query->cache_stats();
+    reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+                 {{"cache", "name"}, {"result", "hit"}})
+        .Set(static_cast<double>(c.name_hits));
+    reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+                 {{"cache", "name"}, {"result", "miss"}})
+        .Set(static_cast<double>(c.name_misses));
+    reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+                 {{"cache", "address"}, {"result", "hit"}})
+        .Set(static_cast<double>(c.addr_hits));
+    reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+                 {{"cache", "address"}, {"result", "miss"}})
+        .Set(static_cast<double>(c.addr_misses));
+    reg.GetGauge("symdex_rpc_in_flight", "gRPC calls in progress").Set(static_cast<double>(stats.in_flight()));
+    reg.GetGauge("symdex_start_time_seconds", "Unix time the daemon started").Set(static_cast<double>(started_at));
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<LogLevel> ParseLogLevel(const std::string& s) {
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "info") return LogLevel::kInfo;
+  if (s == "warn" || s == "warning") return LogLevel::kWarn;
+  if (s == "error") return LogLevel::kError;
+  return absl::InvalidArgumentError(StrCat("log level '", s, "': expected debug, info, warn or error"));
+}
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int RunDaemon(const DaemonOptions& opts) {
+  auto level = ParseLogLevel(opts.log_level);
+  if (!level.ok()) {
+    Log(LogLevel::kError, "{}", level.status().message());
+    return 2;
+  }
+  g_level = *level;
+  Daemon d(opts);
+  d.db_path = opts.db.empty() ? DefaultDbPath() : opts.db;
+  {
+    std::error_code ec;
+    std::filesystem::path p(d.db_path);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+  }
+  // The writer connection creates / migrates the index; queries use their own read connections.
+  auto writer = store::OpenIndex(d.db_path, store::Db::Mode::kReadWriteCreate);
+  if (!writer.ok()) {
+    Log(LogLevel::kError, "{}", writer.status().message());
+    return 3;
+  }
+  d.writer.emplace(std::move(*writer));
+  auto q = query::LocalQuery::Open(d.db_path, query::LocalQuery::Options{});
+  if (!q.ok()) {
+    Log(LogLevel::kError, "{}", q.status().message());
+    return 3;
+  }
+  d.query = std::move(*q);
+
+  std::vector<std::string> listen = opts.listen;
+  if (listen.empty()) listen.push_back("unix:/run/symdex/symdex.sock");
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short
+  builder.SetMaxSendMessageSize(256 << 20);
+  std::vector<std::string> unix_paths;
+  std::map<std::string, int> tcp_ports;
+  std::map<std::string, std::unique_ptr<int>> bound;
+  for (const auto& l : listen) {
+    if (l.starts_with("unix:")) {
+      std::string path = l.substr(5);
+      if (path.starts_with("//")) path = path.substr(2);
+      if (auto s = PrepareUnixSocket(path); !s.ok()) {
+        Log(LogLevel::kError, "listen {}: {}", l, s.message());
+        return 3;
+      }
+      builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+      unix_paths.push_back(path);
+      continue;
+    }
+    std::shared_ptr<grpc::ServerCredentials> creds;
+    if (!opts.tls_cert.empty()) {
+      grpc::SslServerCredentialsOptions ssl(opts.tls_client_ca.empty()
+                                                ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      auto cert = ReadFileBounded(opts.tls_cert, 1 << 20);
+      auto key = ReadFileBounded(opts.tls_key, 1 << 20);
+      if (!cert.ok() || !key.ok()) {
+        Log(LogLevel::kError, "TLS: {}", (!cert.ok() ? cert.status() : key.status()).message());
+        return 3;
+      }
+      ssl.pem_key_cert_pairs.push_back({*key, *cert});
+      if (!opts.tls_client_ca.empty()) {
+        auto ca = ReadFileBounded(opts.tls_client_ca, 1 << 20);
+        if (!ca.ok()) {
+          Log(LogLevel::kError, "TLS client CA: {}", ca.status().message());
+          return 3;
+        }
+        ssl.pem_root_certs = *ca;
+      }
+      creds = grpc::SslServerCredentials(ssl);
+    } else if (opts.insecure_tcp) {
+      creds = grpc::InsecureServerCredentials();
+    } else {
+      Log(LogLevel::kError,
+          "listen {}: TCP needs --tls-cert and --tls-key (or --insecure-tcp for a trusted loopback/test setup)", l);
+      return 2;
+    }
+    auto port = std::make_unique<int>(0);
+    builder.AddListeningPort(l, creds, port.get());
+    bound[l] = std::move(port);
+  }
+  SymbolServiceImpl symbols(*d.query, d.stats, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  JitServiceImpl jits(d.db_path, *d.writer, d.writer_mu, d.stats);
+  builder.RegisterService(&symbols);
+  builder.RegisterService(&jits);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    Log(LogLevel::kError, "could not start the gRPC server on {} (address in use or not permitted)",
+        StrJoin(listen, ", "));
+    return 3;
+  }
+  for (const auto& [l, port] : bound) {
+    if (*port == 0) {
+      Log(LogLevel::kError, "could not listen on {}", l);
+      server->Shutdown();
+      return 3;
+    }
+    Log(LogLevel::kInfo, "listening on {} (port {}, {})", l, *port,
+        opts.tls_cert.empty() ? "plaintext" : opts.tls_client_ca.empty() ? "TLS" : "TLS + client certificates");
+  }
+  for (const auto& p : unix_paths) {
+    if (::chmod(p.c_str(), static_cast<mode_t>(opts.socket_mode)) != 0) {
+      Log(LogLevel::kWarn, "chmod {:o} {}: {}", opts.socket_mode, p, std::strerror(errno));
+    }
+    Log(LogLevel::kInfo, "listening on unix:{} (mode {:04o})", p, opts.socket_mode);
+  }
+  server->GetHealthCheckService()->SetServingStatus(true);
+
+  std::unique_ptr<metrics::HttpServer> http;
+  if (!opts.metrics_listen.empty()) {
+    d.registry.AddCollector([&d](metrics::Registry& r) { d.CollectMetrics(r); });
+    auto h = metrics::HttpServer::Start(d.registry, opts.metrics_listen);
+    if (!h.ok()) {
+      Log(LogLevel::kError, "{}", h.status().message());
+      server->Shutdown();
+      return 3;
+    }
+    http = std::move(*h);
+    Log(LogLevel::kInfo, "metrics on http://{}/metrics (port {})", opts.metrics_listen, http->port());
+  }
+
+  if (opts.index_live.value_or(true) && opts.modules_poll > 0) {
+    d.live_tracking = StrCat("polling ", opts.sysroot.empty() ? "" : opts.sysroot, "/proc/modules every ",
+                             opts.modules_poll, " s; a change re-reads kallsyms (debug info reused by build-ID)");
+  }
+  std::thread tracker([&d] { d.LiveTracker(); });
+  std::thread jit_watcher;
+  if (!opts.jit_watch.empty()) {
+    jit_watcher = std::thread([&d] { d.JitWatcher(); });
+    Log(LogLevel::kInfo, "watching {} for jit-*.dump / perf-*.map every {} s", StrJoin(opts.jit_watch, ", "),
+        opts.jit_poll);
+  }
+  Log(LogLevel::kInfo, "symdexd {} ready, index {}", SYMDEX_VERSION, d.db_path);
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  while (true) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      Log(LogLevel::kInfo, "SIGHUP: re-indexing the live host at the next poll");
+      d.reindex_requested = true;
+      continue;
+    }
+    Log(LogLevel::kInfo, "{}: draining {} call(s) in flight (up to {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+        d.stats.in_flight(), opts.drain_seconds);
+    break;
+  }
+  server->GetHealthCheckService()->SetServingStatus(false);
+  d.stopper.Stop();
+  auto deadline = std::chrono::system_clock::now() +
+                  std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
+  server->Shutdown(deadline);
+  server->Wait();
+  tracker.join();
+  if (jit_watcher.joinable()) jit_watcher.join();
+  if (http) http->Stop();
+  for (const auto& p : unix_paths) ::unlink(p.c_str());
+  Log(LogLevel::kInfo, "stopped after {} call(s)", d.stats.served());
+  return 0;
+}
+
+}  // namespace symdex::api

@@ -1,0 +1,41 @@
+// symdexd: serves SymbolService + JitService (+ gRPC health and reflection) over a Unix socket
+// and/or TLS TCP, keeps the live host's index current as modules come and go, ingests jitdumps
+// appearing in watched directories, exports Prometheus metrics, and drains on SIGTERM.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/common/status.h"
+
+namespace symdex::api {
+
+struct DaemonOptions {
+  std::vector<std::string> listen;  // unix:PATH or HOST:PORT; default unix:/run/symdex/symdex.sock
+  int socket_mode = 0660;
+  std::string db;
+  std::string tls_cert, tls_key, tls_client_ca;
+  bool insecure_tcp = false;
+  std::string metrics_listen;  // HOST:PORT; "" = off
+  std::string log_level = "info";
+  std::optional<bool> index_live;  // nullopt: index the live host when its kallsyms has addresses
+  double modules_poll = 2;         // seconds; 0 = no live tracking
+  std::vector<std::string> jit_watch;
+  double jit_poll = 2;  // seconds between scans of jit_watch
+  double drain_seconds = 10;
+  // Live host inputs (tests point these at a captured sysroot).
+  std::string sysroot;
+  std::vector<std::string> debug_dirs;
+  bool debuginfod = true;
+};
+
+// Runs until SIGTERM/SIGINT (the caller must have blocked them in every thread: call
+// BlockTerminationSignals() first thing in main). Returns the process exit code.
+int RunDaemon(const DaemonOptions& opts);
+void BlockTerminationSignals();
+
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+absl::StatusOr<LogLevel> ParseLogLevel(const std::string& s);
+
+}  // namespace symdex::api

@@ -1,0 +1,198 @@
+#include "server/api/remote_query.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+
+#include "server/api/convert.h"
+#include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "symdex/v1/symdex.grpc.pb.h"
+
+namespace symdex::api {
+
+struct RemoteQuery::Impl {
+  ConnectOptions opts;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::SymbolService::Stub> stub;
+
+  void Prepare(grpc::ClientContext& ctx) const {
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(opts.deadline_seconds * 1000)));
+  }
+  absl::Status Error(const grpc::Status& s) const {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(StrCat("symdexd at ", opts.address, " is unavailable: ", s.error_message()));
+    }
+    return FromGrpc(s);
+  }
+};
+
+RemoteQuery::RemoteQuery(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RemoteQuery::~RemoteQuery() = default;
+
+absl::StatusOr<std::unique_ptr<RemoteQuery>> RemoteQuery::Connect(const ConnectOptions& opts) {
+  auto impl = std::make_unique<Impl>();
+  impl->opts = opts;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  if (opts.address.starts_with("unix:") || opts.tls_ca.empty()) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFileBounded(opts.tls_ca, 1 << 20));
+    if (!opts.tls_cert.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadFileBounded(opts.tls_cert, 1 << 20));
+      ASSIGN_OR_RETURN(ssl.pem_private_key, ReadFileBounded(opts.tls_key, 1 << 20));
+    }
+    creds = grpc::SslCredentials(ssl);
+    if (!opts.tls_server_name.empty()) args.SetSslTargetNameOverride(opts.tls_server_name);
+  }
+  impl->channel = grpc::CreateCustomChannel(opts.address, creds, args);
+  impl->stub = pb::SymbolService::NewStub(impl->channel);
+  return std::unique_ptr<RemoteQuery>(new RemoteQuery(std::move(impl)));
+}
+
+bool RemoteQuery::WaitReady(double seconds) {
+  return impl_->channel->WaitForConnected(std::chrono::system_clock::now() +
+                                          std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+}
+
+absl::StatusOr<std::vector<query::TargetSummary>> RemoteQuery::Targets() {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::ListTargetsResponse resp;
+  grpc::Status s = impl_->stub->ListTargets(&ctx, pb::ListTargetsRequest(), &resp);
+  if (!s.ok()) return impl_->Error(s);
+  std::vector<query::TargetSummary> out;
+  for (const auto& t : resp.targets()) out.push_back(FromProto(t));
+  return out;
+}
+
+absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target, const std::string& name, bool exact) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::WhichRequest req;
+  req.set_target(target);
+  req.set_name(name);
+  req.set_exact(exact);
+  pb::WhichResponse resp;
+  grpc::Status s = impl_->stub->Which(&ctx, req, &resp);
+  if (!s.ok()) return impl_->Error(s);
+  query::WhichResult out{FromProto(resp.target_info()).info, {}};
+  out.instances.reserve(resp.instances_size());
+  for (const auto& in : resp.instances()) out.instances.push_back(FromProto(in));
+  return out;
+}
+
+absl::StatusOr<query::ResolveResult> RemoteQuery::Resolve(const std::string& target, const std::string& spec) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::ResolveRequest req;
+  req.set_target(target);
+  req.set_spec(spec);
+  pb::ResolveResponse resp;
+  grpc::Status s = impl_->stub->Resolve(&ctx, req, &resp);
+  if (!s.ok()) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s);
+    return ResolveFromError(s);
+  }
+  return query::ResolveResult{FromProto(resp.target_info()).info, {FromProto(resp.match())}};
+}
+
+absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string& target,
+                                                              const std::vector<uint64_t>& addrs) {
+  query::SymbolizeResult out;
+  // Batches within the server's per-request limit.
+  for (size_t i = 0; i < addrs.size() || (i == 0 && addrs.empty()); i += query::kMaxAddressesPerRequest) {
+    grpc::ClientContext ctx;
+    impl_->Prepare(ctx);
+    pb::SymbolizeRequest req;
+    req.set_target(target);
+    size_t end = std::min(addrs.size(), i + query::kMaxAddressesPerRequest);
+    for (size_t k = i; k < end; ++k) req.add_addresses(addrs[k]);
+    pb::SymbolizeResponse resp;
+    grpc::Status s = impl_->stub->Symbolize(&ctx, req, &resp);
+    if (!s.ok()) return impl_->Error(s);
+    out.target = FromProto(resp.target_info()).info;
+    for (const auto& r : resp.results()) {
+      out.addresses.push_back(r.address());
+      out.results.push_back(FromProto(r));
+    }
+    if (addrs.empty()) break;
+  }
+  return out;
+}
+
+absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& target, const std::string& file,
+                                                          int line) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::LinesRequest req;
+  req.set_target(target);
+  req.set_file(file);
+  req.set_line(line);
+  pb::LinesResponse resp;
+  grpc::Status s = impl_->stub->Lines(&ctx, req, &resp);
+  if (!s.ok()) return impl_->Error(s);
+  query::SymbolizeResult out;
+  out.target = FromProto(resp.target_info()).info;
+  for (const auto& r : resp.addresses()) {
+    out.addresses.push_back(r.address());
+    out.results.push_back(FromProto(r));
+  }
+  return out;
+}
+
+absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, const query::DupsOptions& opts) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::ListDuplicatesRequest req;
+  req.set_target(target);
+  req.set_module(opts.module);
+  req.set_all_types(opts.all_types);
+  req.set_with_init(opts.with_init);
+  auto reader = impl_->stub->ListDuplicates(&ctx, req);
+  query::DupsResult out;
+  pb::DuplicateGroup g;
+  while (reader->Read(&g)) {
+    if (g.has_target_info()) out.target = FromProto(g.target_info()).info;
+    if (g.name().empty()) continue;  // a target-only message (no duplicates)
+    query::DupGroup d;
+    d.name = g.name();
+    for (const auto& in : g.instances()) d.instances.push_back(FromProto(in));
+    out.groups.push_back(std::move(d));
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return impl_->Error(s);
+  return out;
+}
+
+absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target, const std::string& spec,
+                                                      const query::KprobeOptions& opts) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::ProbeDefinitionRequest req;
+  req.set_target(target);
+  req.set_spec(spec);
+  req.set_return_probe(opts.ret);
+  req.set_group(opts.group);
+  req.set_event(opts.event);
+  for (const auto& a : opts.fetchargs) req.add_fetchargs(a);
+  pb::ProbeDefinitionResponse resp;
+  grpc::Status s = impl_->stub->ProbeDefinition(&ctx, req, &resp);
+  query::ProbeResult out;
+  if (!s.ok()) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s);
+    ASSIGN_OR_RETURN(out.resolved, ResolveFromError(s));
+    return out;
+  }
+  out.resolved.target = FromProto(resp.target_info()).info;
+  out.resolved.matches.push_back(FromProto(resp.match()));
+  out.kprobe = resp.kprobe();
+  out.ftrace_filter = resp.ftrace_filter();
+  return out;
+}
+
+}  // namespace symdex::api

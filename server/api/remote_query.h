@@ -1,0 +1,48 @@
+// QueryApi over gRPC: the CLI as a client of symdexd. Answers come back as the same structs
+// LocalQuery returns (server/api/convert.h), so the CLI prints identical output.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/query/service.h"
+
+namespace symdex::api {
+
+struct ConnectOptions {
+  // "unix:/run/symdex/symdex.sock", "unix:relative.sock", or "HOST:PORT" (TCP).
+  std::string address;
+  // TCP only: TLS with this CA bundle (PEM); without it the channel is plaintext (a daemon
+  // refuses plaintext TCP unless started with --insecure-tcp).
+  std::string tls_ca;
+  std::string tls_cert, tls_key;   // client certificate, for daemons that verify clients
+  std::string tls_server_name;     // override the name checked against the server certificate
+  double deadline_seconds = 60;
+};
+
+class RemoteQuery : public query::QueryApi {
+ public:
+  // Does not connect yet; the first call does (and fails with UNAVAILABLE naming the address).
+  static absl::StatusOr<std::unique_ptr<RemoteQuery>> Connect(const ConnectOptions& opts);
+  ~RemoteQuery() override;
+
+  // Waits up to `seconds` for the channel to be ready.
+  bool WaitReady(double seconds);
+
+  absl::StatusOr<std::vector<query::TargetSummary>> Targets() override;
+  absl::StatusOr<query::WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
+  absl::StatusOr<query::ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
+  absl::StatusOr<query::SymbolizeResult> Symbolize(const std::string& target,
+                                                   const std::vector<uint64_t>& addrs) override;
+  absl::StatusOr<query::SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
+  absl::StatusOr<query::DupsResult> Dups(const std::string& target, const query::DupsOptions& opts) override;
+  absl::StatusOr<query::ProbeResult> Probe(const std::string& target, const std::string& spec,
+                                           const query::KprobeOptions& opts) override;
+
+ private:
+  struct Impl;
+  explicit RemoteQuery(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace symdex::api

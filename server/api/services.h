@@ -1,0 +1,98 @@
+// The gRPC services symdexd serves: thin adapters from symdex.v1 messages to query::LocalQuery
+// (SymbolService) and to the JIT store (JitService). No query logic lives here: a handler
+// converts the request, calls the same function the CLI calls, converts the answer.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/metrics/metrics.h"
+#include "server/query/service.h"
+#include "server/store/sqlite_db.h"
+#include "symdex/v1/symdex.grpc.pb.h"
+
+namespace symdex::api {
+
+// Per-RPC accounting shared by the services: request counts by method and code, latency
+// histograms, and a count of calls in flight (for the SIGTERM drain log line).
+class RpcStats {
+ public:
+  explicit RpcStats(metrics::Registry* registry) : registry_(registry) {}
+  // Returns a token; Done() records the outcome.
+  struct Call {
+    RpcStats* stats;
+    const char* method;
+    std::chrono::steady_clock::time_point start;
+    void Done(const grpc::Status& s);
+  };
+  Call Begin(const char* method);
+  int64_t in_flight() const { return in_flight_.load(); }
+  int64_t served() const { return served_.load(); }
+
+ private:
+  metrics::Registry* registry_;
+  std::atomic<int64_t> in_flight_{0}, served_{0};
+};
+
+class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackService {
+ public:
+  // `status` fills the daemon-level fields of StatusResponse (version, uptime, live tracking).
+  SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats,
+                    std::function<void(::symdex::v1::StatusResponse*)> status);
+
+  grpc::ServerUnaryReactor* ListTargets(grpc::CallbackServerContext* ctx, const ::symdex::v1::ListTargetsRequest* req,
+                                        ::symdex::v1::ListTargetsResponse* resp) override;
+  grpc::ServerUnaryReactor* Which(grpc::CallbackServerContext* ctx, const ::symdex::v1::WhichRequest* req,
+                                  ::symdex::v1::WhichResponse* resp) override;
+  grpc::ServerUnaryReactor* Resolve(grpc::CallbackServerContext* ctx, const ::symdex::v1::ResolveRequest* req,
+                                    ::symdex::v1::ResolveResponse* resp) override;
+  grpc::ServerUnaryReactor* Symbolize(grpc::CallbackServerContext* ctx, const ::symdex::v1::SymbolizeRequest* req,
+                                      ::symdex::v1::SymbolizeResponse* resp) override;
+  grpc::ServerBidiReactor<::symdex::v1::SymbolizeRequest, ::symdex::v1::SymbolizeResponse>* SymbolizeStream(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Lines(grpc::CallbackServerContext* ctx, const ::symdex::v1::LinesRequest* req,
+                                  ::symdex::v1::LinesResponse* resp) override;
+  grpc::ServerWriteReactor<::symdex::v1::DuplicateGroup>* ListDuplicates(
+      grpc::CallbackServerContext* ctx, const ::symdex::v1::ListDuplicatesRequest* req) override;
+  grpc::ServerUnaryReactor* ProbeDefinition(grpc::CallbackServerContext* ctx,
+                                            const ::symdex::v1::ProbeDefinitionRequest* req,
+                                            ::symdex::v1::ProbeDefinitionResponse* resp) override;
+  grpc::ServerUnaryReactor* LookupBuildId(grpc::CallbackServerContext* ctx,
+                                          const ::symdex::v1::LookupBuildIdRequest* req,
+                                          ::symdex::v1::LookupBuildIdResponse* resp) override;
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
+                                   ::symdex::v1::StatusResponse* resp) override;
+
+  // The symbolize step shared by Symbolize and SymbolizeStream.
+  grpc::Status DoSymbolize(const ::symdex::v1::SymbolizeRequest& req, ::symdex::v1::SymbolizeResponse* resp);
+
+ private:
+  query::LocalQuery& q_;
+  RpcStats& stats_;
+  std::function<void(::symdex::v1::StatusResponse*)> status_;
+};
+
+// JIT lookups and ingest. Reads use their own connection per call; ingest goes through the
+// daemon's single writer connection (`writer`, guarded by `writer_mu`).
+class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
+ public:
+  JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats);
+
+  grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,
+                                 ::symdex::v1::JitAddrResponse* resp) override;
+  grpc::ServerUnaryReactor* Collisions(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitCollisionsRequest* req,
+                                       ::symdex::v1::JitCollisionsResponse* resp) override;
+  grpc::ServerUnaryReactor* Ingest(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitIngestRequest* req,
+                                   ::symdex::v1::JitIngestResponse* resp) override;
+
+ private:
+  std::string db_path_;
+  store::Db& writer_;
+  std::mutex& writer_mu_;
+  RpcStats& stats_;
+};
+
+}  // namespace symdex::api

@@ -1,0 +1,63 @@
+// symdexd: the symdex daemon. See `symdexd --help` and deploy/README.md.
+#include <CLI/CLI.hpp>
+
+#include "server/api/daemon.h"
+
+int main(int argc, char** argv) {
+  // Before any thread exists (gRPC starts its own): SIGTERM/SIGINT/SIGHUP go to sigwait().
+  symdex::api::BlockTerminationSignals();
+  symdex::api::DaemonOptions o;
+  CLI::App app{
+      "symdexd - the symdex daemon: serves symbol resolution, symbolization and JIT lookups over gRPC\n"
+      "(symdex.v1.SymbolService, symdex.v1.JitService, grpc.health.v1.Health, server reflection),\n"
+      "keeps the live host's index current as modules load and unload, and exports Prometheus metrics."};
+  app.name("symdexd");
+  app.set_version_flag("--version", SYMDEX_VERSION);
+  app.set_config("--config", "", "Config file: 'key = value' lines, keys are the long option names; "
+                 "repeat a key (or use [a, b]) for listen/jit-watch/debug-dir. Command-line options win.");
+  app.add_option("--listen", o.listen,
+                 "unix:PATH or HOST:PORT (repeatable). Default unix:/run/symdex/symdex.sock. TCP needs "
+                 "--tls-cert/--tls-key unless --insecure-tcp");
+  app.add_option_function<std::string>(
+         "--socket-mode", [&o](const std::string& s) { o.socket_mode = static_cast<int>(std::stoul(s, nullptr, 8)); },
+         "Unix socket permissions, octal (default 0660)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            return s.find_first_not_of("01234567") == std::string::npos && !s.empty() && s.size() <= 4
+                       ? std::string()
+                       : std::string("an octal mode like 0660");
+          },
+          "OCTAL"));
+  app.add_option("--db", o.db, "SQLite index (default /var/lib/symdex/index.db as root, else "
+                               "$XDG_STATE_HOME/symdex/index.db); created if missing");
+  app.add_option("--tls-cert", o.tls_cert, "PEM server certificate chain for TCP listeners");
+  app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", o.tls_client_ca, "PEM CA bundle: require and verify client certificates");
+  app.add_flag("--insecure-tcp", o.insecure_tcp, "Allow plaintext TCP listeners (loopback tests and benchmarks)");
+  app.add_option("--metrics-listen", o.metrics_listen, "HOST:PORT for Prometheus /metrics (default: off)");
+  app.add_option("--log-level", o.log_level, "debug, info (default), warn or error");
+  app.add_flag_function(
+      "--index-live,!--no-index-live", [&o](int64_t n) { o.index_live = n > 0; },
+      "Index the live host at start and follow its modules (default: when kallsyms shows addresses)");
+  app.add_option("--modules-poll", o.modules_poll,
+                 "Seconds between /proc/modules checks; a change re-indexes the live host (0 = never; default 2)");
+  app.add_option("--jit-watch", o.jit_watch, "Directory to watch for jit-*.dump / perf-*.map (repeatable, e.g. /tmp)");
+  app.add_option("--jit-poll", o.jit_poll, "Seconds between scans of --jit-watch directories (default 2)");
+  app.add_option("--drain-seconds", o.drain_seconds, "On SIGTERM, wait this long for calls in flight (default 10)");
+  app.add_option("--sysroot", o.sysroot, "Read the live host's /proc and /sys under this directory (tests)");
+  app.add_option("--debug-dir", o.debug_dirs, "Extra directory of debug files (repeatable; /usr/lib/debug is searched)");
+  app.add_flag_function("--no-debuginfod", [&o](int64_t) { o.debuginfod = false; },
+                        "Never ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files");
+  app.footer(
+      "Signals: SIGTERM/SIGINT drain calls in flight and exit 0; SIGHUP re-indexes the live host.\n"
+      "Exit codes: 0 clean shutdown, 2 bad option, 3 cannot open the index or listen.\n"
+      "Example: symdexd --listen unix:/run/symdex/symdex.sock --metrics-listen 127.0.0.1:9464 --jit-watch /tmp\n"
+      "         symdex --connect unix:/run/symdex/symdex.sock which name_show");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return symdex::api::RunDaemon(o);
+}

@@ -1,0 +1,156 @@
+// The query API every front end uses: the CLI embedded (LocalQuery over the index file), the
+// daemon's gRPC handlers (the same LocalQuery, shared by all calls), and the CLI as a client of
+// the daemon (api::RemoteQuery, the same interface over gRPC). Answers are plain structs; the
+// printing lives in the CLI, the wire format in server/api/convert.h, so the CLI prints the same
+// bytes whichever implementation answered.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "server/debuginfo/symbolizer.h"
+#include "server/query/resolver.h"
+#include "server/query/symbol_query.h"
+#include "server/store/index_store.h"
+
+namespace symdex::query {
+
+struct TargetSummary {
+  store::TargetInfo info;
+  store::TargetCounts counts;
+};
+
+struct CanonicalMatch {
+  Match match;
+  std::string canonical;
+};
+
+// A spec's answer: no match (not found), one, or several (ambiguous, each with its canonical
+// spec). A malformed spec is an InvalidArgument status instead.
+struct ResolveResult {
+  store::TargetInfo target;
+  std::vector<CanonicalMatch> matches;
+};
+
+struct WhichResult {
+  store::TargetInfo target;
+  std::vector<Instance> instances;
+};
+
+struct SymbolizeResult {
+  store::TargetInfo target;
+  std::vector<uint64_t> addresses;
+  std::vector<AddressInfo> results;  // parallel to addresses
+};
+
+struct DupsResult {
+  store::TargetInfo target;
+  std::vector<DupGroup> groups;
+};
+
+struct ProbeResult {
+  ResolveResult resolved;  // exactly one match when `kprobe` is set
+  std::string kprobe;      // the kprobe_events line
+  std::string ftrace_filter;
+};
+
+struct ServerStatus {
+  std::string version, database;
+  int64_t started_at = 0;
+  std::vector<TargetSummary> targets;
+  int64_t debug_files = 0;
+  int64_t requests_served = 0;
+  std::string live_tracking;
+  int64_t live_updates = 0;
+};
+
+// Kernel-side owners of a build-ID: targets (vmlinux), modules, debug files.
+struct BuildIdHit {
+  std::string kind;    // target | module | debug-file
+  std::string name;    // target or module name, or the debug file's path
+  std::string target;  // module: its target
+};
+absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex);
+
+// Limits both implementations enforce, so a hostile request is refused the same way anywhere.
+inline constexpr size_t kMaxAddressesPerRequest = 65536;
+inline constexpr size_t kMaxSpecLength = 4096;
+
+class QueryApi {
+ public:
+  virtual ~QueryApi() = default;
+  // `target` "" = the default target (query::SelectTarget's rule).
+  virtual absl::StatusOr<std::vector<TargetSummary>> Targets() = 0;
+  virtual absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) = 0;
+  virtual absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) = 0;
+  virtual absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) = 0;
+  // Every statement start of file:line in vmlinux, symbolized.
+  virtual absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) = 0;
+  virtual absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) = 0;
+  // Resolve, then (exactly one match) the kprobe line; FailedPrecondition when no kprobe form
+  // names the instance. Not-found/ambiguous leave `kprobe` empty.
+  virtual absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
+                                            const KprobeOptions& opts) = 0;
+};
+
+// The implementation over an index file. Thread-safe: a pool of read-only SQLite connections,
+// each call inside one read snapshot (a concurrent re-index is seen entirely or not at all);
+// per-(target, generation) caches of name -> instances and address -> answer, dropped when the
+// target's generation changes; one libdw symbolizer behind a mutex (libdw handles are not
+// thread-safe).
+class LocalQuery : public QueryApi {
+ public:
+  struct Options {
+    bool cache = true;                    // false: every answer from the database (the CLI)
+    size_t max_cached_names = 200000;     // entries; the cache is cleared when full
+    size_t max_cached_addresses = 262144;
+  };
+  // Opens one connection now, so a missing or corrupt index fails here with its path.
+  static absl::StatusOr<std::unique_ptr<LocalQuery>> Open(const std::string& db_path, Options opts);
+  ~LocalQuery() override;
+
+  absl::StatusOr<std::vector<TargetSummary>> Targets() override;
+  absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
+  absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
+  absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
+  absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
+  absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
+  absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
+                                    const KprobeOptions& opts) override;
+
+  int64_t DebugFileCount();
+  const std::string& path() const { return path_; }
+  struct CacheStats {
+    int64_t name_hits = 0, name_misses = 0, addr_hits = 0, addr_misses = 0;
+  };
+  CacheStats cache_stats() const;
+
+ private:
+  struct Conn;
+  class ConnLease;
+  struct Cache;
+  class CachedSource;
+  LocalQuery(std::string path, Options opts);
+  absl::StatusOr<ConnLease> Acquire();
+  std::shared_ptr<Cache> CacheFor(const store::TargetInfo& t);
+  absl::StatusOr<ResolveResult> ResolveIn(Conn& c, const store::TargetInfo& t, const std::string& spec);
+  absl::StatusOr<AddressInfo> SymbolizeIn(Conn& c, const store::TargetInfo& t, Cache& cache, uint64_t addr);
+
+  std::string path_;
+  Options opts_;
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Conn>> pool_;
+  std::mutex cache_mu_;
+  std::unordered_map<int64_t, std::shared_ptr<Cache>> caches_;  // target id -> cache (one generation)
+  std::mutex sym_mu_;
+  debuginfo::Symbolizer symbolizer_;
+  mutable std::atomic<int64_t> name_hits_{0}, name_misses_{0}, addr_hits_{0}, addr_misses_{0};
+};
+
+}  // namespace symdex::query
