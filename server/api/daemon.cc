@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -168,12 +169,13 @@ struct Daemon {
     return out;
   }
 
+  // The first lines of kallsyms are enough: under kptr_restrict every address reads as zero.
   bool KallsymsHasAddresses() {
-    auto text = ReadFileBounded((opts.sysroot.empty() ? std::string() : opts.sysroot) + "/proc/kallsyms", 64 << 10);
-    if (!text.ok()) return false;
-    for (std::string_view l : Split(*text, '\n', true)) {
-      auto f = Split(l, ' ', true);
-      if (!f.empty() && f[0].find_first_not_of('0') != std::string_view::npos) return true;
+    std::ifstream f((opts.sysroot.empty() ? std::string() : opts.sysroot) + "/proc/kallsyms");
+    std::string line;
+    for (int i = 0; i < 64 && std::getline(f, line); ++i) {
+      auto fields = Split(line, ' ', true);
+      if (!fields.empty() && fields[0].find_first_not_of('0') != std::string_view::npos) return true;
     }
     return false;
   }
@@ -412,7 +414,10 @@ int RunDaemon(const DaemonOptions& opts) {
     }
     Log(LogLevel::kInfo, "listening on unix:{} (mode {:04o})", p, opts.socket_mode);
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
+  // Health: overall ("") and per service, as grpc.health.v1 clients ask.
+  for (const char* svc : {"", "symdex.v1.SymbolService", "symdex.v1.JitService"}) {
+    server->GetHealthCheckService()->SetServingStatus(svc, true);
+  }
 
   std::unique_ptr<metrics::HttpServer> http;
   if (!opts.metrics_listen.empty()) {
@@ -462,8 +467,10 @@ int RunDaemon(const DaemonOptions& opts) {
   auto deadline = std::chrono::system_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
   server->Shutdown(deadline);
+  Log(LogLevel::kDebug, "gRPC server shut down");
   server->Wait();
   tracker.join();
+  Log(LogLevel::kDebug, "background threads stopped");
   if (jit_watcher.joinable()) jit_watcher.join();
   if (http) http->Stop();
   for (const auto& p : unix_paths) ::unlink(p.c_str());

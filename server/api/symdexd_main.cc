@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
   app.add_option("--drain-seconds", o.drain_seconds, "On SIGTERM, wait this long for calls in flight (default 10)");
   app.add_option("--sysroot", o.sysroot, "Read the live host's /proc and /sys under this directory (tests)");
   app.add_option("--debug-dir", o.debug_dirs, "Extra directory of debug files (repeatable; /usr/lib/debug is searched)");
-  app.add_flag_function("--no-debuginfod", [&o](int64_t) { o.debuginfod = false; },
-                        "Never ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files");
+  app.add_flag("--debuginfod,!--no-debuginfod", o.debuginfod,
+               "Ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files (default: yes)");
   app.footer(
       "Signals: SIGTERM/SIGINT drain calls in flight and exit 0; SIGHUP re-indexes the live host.\n"
       "Exit codes: 0 clean shutdown, 2 bad option, 3 cannot open the index or listen.\n"

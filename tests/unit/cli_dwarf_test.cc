@@ -194,12 +194,6 @@ TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
   EXPECT_TRUE(found) << ln.dump();
 }
 
-// A note blob as /sys/kernel/notes holds it: the ELF's .note.gnu.build-id section, raw.
-void ExtractNotes(const std::string& elf, const std::string& out) {
-  CommandResult r = RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + elf + "' '" + out + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-}
-
 int FreePort() {
   int s = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -216,47 +210,7 @@ int FreePort() {
 TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // The sysroot: kallsyms from nm (vmlinux at link addresses; the module loaded at two bases).
   std::string root = fx_.dir / "root";
-  Must("mkdir -p '" + root + "/proc/sys/kernel' '" + root + "/sys/kernel' '" + root +
-       "/sys/module/fake_mod/sections' '" + root + "/sys/module/fake_mod/notes'");
-  Must("nm -n --defined-only '" + fx_.vmlinux + "' > '" + root + "/proc/kallsyms'");
-  {
-    // Module text symbols at load address = section base + offset (nm's sysv format names the section).
-    CommandResult nm = RunCommand("nm --format=sysv --defined-only '" + fx_.module_stripped + "'");
-    ASSERT_EQ(nm.exit_code, 0) << nm.err;
-    std::istringstream in(nm.out);
-    std::string line, extra;
-    auto trim = [](std::string v) {
-      v.erase(0, v.find_first_not_of(' '));
-      v.erase(v.find_last_not_of(' ') + 1);
-      return v;
-    };
-    while (std::getline(in, line)) {
-      std::vector<std::string> f;
-      for (size_t p = 0;; ) {
-        size_t q = line.find('|', p);
-        f.push_back(trim(line.substr(p, q == std::string::npos ? std::string::npos : q - p)));
-        if (q == std::string::npos) break;
-        p = q + 1;
-      }
-      if (f.size() < 7 || (f[2] != "t" && f[2] != "T")) continue;
-      uint64_t base = f[6] == ".text" ? 0xffffffffc0000000ull : f[6] == ".text.unlikely" ? 0xffffffffc0010000ull : 0;
-      if (base == 0) continue;
-      char buf[256];
-      std::snprintf(buf, sizeof buf, "%016llx %s %s\t[fake_mod]\n",
-                    static_cast<unsigned long long>(base + std::stoull(f[1], nullptr, 16)), f[2].c_str(), f[0].c_str());
-      extra += buf;
-    }
-    ASSERT_FALSE(extra.empty());
-    std::ifstream f(root + "/proc/kallsyms");
-    std::stringstream vmlinux_part;
-    vmlinux_part << f.rdbuf();
-    WriteFile(root + "/proc/kallsyms", vmlinux_part.str() + extra);
-  }
-  WriteFile(root + "/proc/sys/kernel/osrelease", std::string(kRelease) + "\n");
-  WriteFile(root + "/sys/module/fake_mod/sections/.text", "0xffffffffc0000000\n");
-  WriteFile(root + "/sys/module/fake_mod/sections/.text.unlikely", "0xffffffffc0010000\n");
-  ExtractNotes(fx_.vmlinux, root + "/sys/kernel/notes");
-  ExtractNotes(fx_.module, root + "/sys/module/fake_mod/notes/.note.gnu.build-id");
+  testing::MakeLiveSysroot(fx_, root, kRelease, /*with_module=*/true);
 
   // debuginfod serving the two debug files from a plain directory.
   std::string served = fx_.dir / "served";

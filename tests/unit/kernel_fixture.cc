@@ -1,7 +1,11 @@
 #include "tests/unit/kernel_fixture.h"
 
+#include <gtest/gtest.h>
+
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace symdex::testing {
 namespace {
@@ -83,6 +87,66 @@ KernelFixture::KernelFixture(int dwarf_version) {
   Must("printf 'name=fake_mod\\0' > '" + (dir / "modinfo") + "' && objcopy --add-section .modinfo='" + (dir / "modinfo") +
        "' '" + module + "'");
   Must("mkdir -p '" + (dir / "stripped") + "' && objcopy --strip-debug '" + module + "' '" + module_stripped + "'");
+}
+
+namespace {
+
+// A note blob as /sys/kernel/notes holds it: the ELF's .note.gnu.build-id section, raw.
+void ExtractNotes(const std::string& elf, const std::string& out) {
+  CommandResult r = RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + elf + "' '" + out + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+void MustRun(const std::string& cmd) {
+  CommandResult r = RunCommand(cmd);
+  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+}
+
+}  // namespace
+
+void MakeLiveSysroot(const KernelFixture& fx, const std::string& root, const std::string& release, bool with_module) {
+  MustRun("rm -rf '" + root + "/sys/module/fake_mod' && mkdir -p '" + root + "/proc/sys/kernel' '" + root +
+          "/sys/kernel'");
+  CommandResult vm = RunCommand("nm -n --defined-only '" + fx.vmlinux + "'");
+  ASSERT_EQ(vm.exit_code, 0) << vm.err;
+  std::string extra;
+  if (with_module) {
+    MustRun("mkdir -p '" + root + "/sys/module/fake_mod/sections' '" + root + "/sys/module/fake_mod/notes'");
+    // Module text symbols at load address = section base + offset (nm's sysv format names the section).
+    CommandResult nm = RunCommand("nm --format=sysv --defined-only '" + fx.module_stripped + "'");
+    ASSERT_EQ(nm.exit_code, 0) << nm.err;
+    std::istringstream in(nm.out);
+    std::string line;
+    auto trim = [](std::string v) {
+      v.erase(0, v.find_first_not_of(' '));
+      v.erase(v.find_last_not_of(' ') + 1);
+      return v;
+    };
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      for (size_t p = 0;;) {
+        size_t q = line.find('|', p);
+        f.push_back(trim(line.substr(p, q == std::string::npos ? std::string::npos : q - p)));
+        if (q == std::string::npos) break;
+        p = q + 1;
+      }
+      if (f.size() < 7 || (f[2] != "t" && f[2] != "T")) continue;
+      uint64_t base = f[6] == ".text" ? 0xffffffffc0000000ull : f[6] == ".text.unlikely" ? 0xffffffffc0010000ull : 0;
+      if (base == 0) continue;
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "%016llx %s %s\t[fake_mod]\n",
+                    static_cast<unsigned long long>(base + std::stoull(f[1], nullptr, 16)), f[2].c_str(), f[0].c_str());
+      extra += buf;
+    }
+    ASSERT_FALSE(extra.empty());
+    WriteFile(root + "/sys/module/fake_mod/sections/.text", "0xffffffffc0000000\n");
+    WriteFile(root + "/sys/module/fake_mod/sections/.text.unlikely", "0xffffffffc0010000\n");
+    ExtractNotes(fx.module, root + "/sys/module/fake_mod/notes/.note.gnu.build-id");
+  }
+  WriteFile(root + "/proc/kallsyms", vm.out + extra);
+  WriteFile(root + "/proc/modules", with_module ? "fake_mod 16384 0 - Live 0xffffffffc0000000\n" : "");
+  WriteFile(root + "/proc/sys/kernel/osrelease", release + "\n");
+  ExtractNotes(fx.vmlinux, root + "/sys/kernel/notes");
 }
 
 }  // namespace symdex::testing

@@ -25,4 +25,11 @@ struct KernelFixture {
   int Line(const std::string& file, const std::string& marker) const { return lines.at(file).at(marker); }
 };
 
+// A live-host sysroot for the fixture kernel, as `symdex index --sysroot` / `symdexd --sysroot`
+// read it: proc/kallsyms (vmlinux at link addresses; with_module: fake_mod's text at .text
+// 0xffffffffc0000000 and .text.unlikely 0xffffffffc0010000), proc/modules, osrelease,
+// sys/kernel/notes, sys/module/fake_mod/{sections,notes}. Calling it again rewrites the
+// sysroot, so a test can load and unload the module.
+void MakeLiveSysroot(const KernelFixture& fx, const std::string& root, const std::string& release, bool with_module);
+
 }  // namespace symdex::testing

@@ -1,0 +1,40 @@
+// Running a real symdexd for tests: start (fork/exec), wait until it answers, stop with SIGTERM
+// and check it exited cleanly.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace symdex::testing {
+
+class DaemonProcess {
+ public:
+  // Starts SYMDEXD_BIN with `args`; its stderr goes to `log_path`. Waits until `wait_for`
+  // ("unix:PATH" or "HOST:PORT") accepts connections (up to 30 s); empty = don't wait.
+  DaemonProcess(const std::vector<std::string>& args, const std::string& log_path, const std::string& wait_for);
+  ~DaemonProcess();  // SIGKILL if still running
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  bool ready() const { return ready_; }
+  pid_t pid() const { return pid_; }
+  // Sends `sig` and waits (up to timeout_s) for the exit; returns the exit status (-1: still running
+  // after the timeout, then killed; 128+N: killed by signal N).
+  int Stop(int sig = 15, double timeout_s = 30);
+  // Waits for the process to exit on its own; same return convention.
+  int Wait(double timeout_s);
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  bool ready_ = false;
+};
+
+// Whether something accepts a connection at "unix:PATH" or "HOST:PORT".
+bool Accepts(const std::string& address);
+int FreeTcpPort();
+
+}  // namespace symdex::testing

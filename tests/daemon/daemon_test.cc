@@ -1,0 +1,687 @@
+// symdexd end to end: a real daemon process over a Unix socket and TLS on loopback, real gRPC
+// clients (generated stubs and the symdex CLI), on the miniature kernel indexed as a live host
+// (a sysroot with kallsyms, modules, notes and sections; debug files by build-ID).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "google/rpc/status.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "server/query/service.h"
+#include "symdex/v1/symdex.grpc.pb.h"
+#include "tests/daemon/daemon_harness.h"
+#include "tests/unit/kernel_fixture.h"
+
+namespace symdex {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::KernelFixture;
+using testing::RunCommand;
+using testing::WriteFile;
+namespace pb = ::symdex::v1;
+
+constexpr char kRelease[] = "6.1.0-99-fixture";
+
+void Must(const std::string& cmd) {
+  CommandResult r = RunCommand(cmd);
+  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.out << r.err;
+}
+
+// One fixture kernel, one sysroot, one index for the whole suite (compiling the kernel is the
+// slow part).
+class DaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fx_ = new KernelFixture(5);
+    root_ = fx_->dir / "root";
+    dbg_ = fx_->dir / "dbg";
+    db_ = fx_->dir / "index.db";
+    testing::MakeLiveSysroot(*fx_, root_, kRelease, /*with_module=*/true);
+    Must("mkdir -p '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers' && cp '" +
+         fx_->vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kRelease + "' && cp '" + fx_->module + "' '" + dbg_ +
+         "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko'");
+    CommandResult r = Cli("--db '" + db_ + "' index -q --sysroot '" + root_ + "' --debug-dir '" + dbg_ +
+                          "' --no-debuginfod");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete fx_;
+    fx_ = nullptr;
+  }
+
+  static CommandResult Cli(const std::string& args, const std::string& stdin_file = "") {
+    return RunCommand("env -u DEBUGINFOD_URLS -u SYMDEX_DB " + std::string(SYMDEX_BIN) + " " + args +
+                      (stdin_file.empty() ? "" : " < '" + stdin_file + "'"));
+  }
+
+  // A daemon on a fresh socket serving db_.
+  std::unique_ptr<DaemonProcess> StartDaemon(const std::vector<std::string>& extra = {}) {
+    sock_ = dir_ / "s.sock";
+    std::vector<std::string> args = {"--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll", "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto d = std::make_unique<DaemonProcess>(args, dir_ / "daemon.log", "unix:" + sock_);
+    EXPECT_TRUE(d->ready()) << d->Log();
+    return d;
+  }
+
+  std::unique_ptr<pb::SymbolService::Stub> Stub(const std::string& address = "") {
+    auto ch = grpc::CreateChannel(address.empty() ? "unix:" + sock_ : address, grpc::InsecureChannelCredentials());
+    return pb::SymbolService::NewStub(ch);
+  }
+
+  static json Json(const std::string& args) {
+    CommandResult r = Cli("--local --db '" + db_ + "' --json " + args);
+    return json::parse(r.out.empty() ? "null" : r.out);
+  }
+
+  static KernelFixture* fx_;
+  static std::string root_, dbg_, db_;
+  testing::TempDir dir_;
+  std::string sock_;
+};
+
+KernelFixture* DaemonTest::fx_ = nullptr;
+std::string DaemonTest::root_, DaemonTest::dbg_, DaemonTest::db_;
+
+// The commands whose output must not depend on who answered: built from what the index holds
+// (every duplicated name, each instance's canonical spec and address, each entry line).
+std::vector<std::string> ComparisonCommands(const json& dups, const std::string& addr_file) {
+  std::vector<std::string> cmds = {"dups", "--json dups", "dups --module fake_mod", "which no_such_function_x",
+                                   "resolve no_such_function_x", "resolve 'bad spec with spaces'",
+                                   "-t no_such_target which foo", "lines no/such/file.c:1", "addr zz 0x0",
+                                   "addr - < '" + addr_file + "'", "--json addr - < '" + addr_file + "'"};
+  std::ofstream addrs(addr_file);
+  for (const auto& g : dups["duplicates"]) {
+    std::string name = g["name"];
+    cmds.push_back("which " + name);
+    cmds.push_back("--json which " + name);
+    cmds.push_back("which --exact " + name);
+    cmds.push_back("resolve " + name);
+    cmds.push_back("--json resolve " + name);
+    cmds.push_back("kprobe -n " + name);
+    for (const auto& in : g["instances"]) {
+      if (in["address"].is_string()) {
+        std::string a = in["address"];
+        cmds.push_back("addr " + a);
+        addrs << a << "\n";
+        cmds.push_back("resolve " + a);
+      }
+      if (!in["dwarf"].is_null()) {
+        std::string where = in["dwarf"]["file"].get<std::string>() + ":" + std::to_string(in["dwarf"]["line"].get<int>());
+        cmds.push_back("resolve '" + name + "@" + where + "'");
+        cmds.push_back("kprobe -n -e grp/ev '" + name + "@" + where + "' 'x=%di:u64'");
+        cmds.push_back("-t host --json kprobe -n -r '" + name + "@" + where + "'");
+        cmds.push_back("lines '" + where + "'");
+        cmds.push_back("--json lines '" + where + "'");
+      }
+    }
+  }
+  return cmds;
+}
+
+TEST_F(DaemonTest, CliOutputIsIdenticalEmbeddedAndThroughTheDaemon) {
+  json dups = Json("dups");
+  ASSERT_GE(dups["duplicates"].size(), 3u) << dups.dump();
+  auto d = StartDaemon();
+  auto cmds = ComparisonCommands(dups, dir_ / "addrs");
+  ASSERT_GT(cmds.size(), 40u);
+  size_t resolved = 0;
+  for (const auto& c : cmds) {
+    CommandResult local = Cli("--local --db '" + db_ + "' " + c);
+    CommandResult remote = Cli("--connect 'unix:" + sock_ + "' " + c);
+    EXPECT_EQ(local.exit_code, remote.exit_code) << c << "\n" << local.err << "\n---\n" << remote.err;
+    EXPECT_EQ(local.out, remote.out) << c;
+    EXPECT_EQ(local.err, remote.err) << c;
+    resolved += local.exit_code == 0;
+  }
+  // The comparison means something only if most commands found what they asked for.
+  EXPECT_GT(resolved, cmds.size() / 2);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+TEST_F(DaemonTest, DefaultSocketRuleAndLocalOverride) {
+  // --db (or $SYMDEX_DB) means "this index": the CLI never silently asks a daemon then.
+  auto d = StartDaemon();
+  CommandResult bad = Cli("--connect unix:" + (dir_ / "nobody.sock") + " which name_show");
+  EXPECT_EQ(bad.exit_code, 3) << bad.out;
+  EXPECT_NE(bad.err.find("unavailable"), std::string::npos) << bad.err;
+  EXPECT_EQ(d->Stop(), 0);
+}
+
+TEST_F(DaemonTest, ResolveErrorsCarryCandidatesAsStatusDetails) {
+  json dups = Json("dups");
+  auto d = StartDaemon();
+  auto stub = Stub();
+  std::string name = dups["duplicates"][0]["name"];
+  size_t n = dups["duplicates"][0]["count"];
+  grpc::ClientContext ctx;
+  pb::ResolveRequest req;
+  req.set_spec(name);
+  pb::ResolveResponse resp;
+  grpc::Status s = stub->Resolve(&ctx, req, &resp);
+  ASSERT_EQ(s.error_code(), grpc::StatusCode::ABORTED) << s.error_message();
+  google::rpc::Status details;
+  ASSERT_TRUE(details.ParseFromString(s.error_details()));
+  ASSERT_EQ(details.details_size(), 1);
+  pb::Ambiguity amb;
+  ASSERT_TRUE(details.details(0).UnpackTo(&amb));
+  EXPECT_EQ(amb.spec(), name);
+  EXPECT_EQ(amb.target().name(), "host");
+  ASSERT_EQ(static_cast<size_t>(amb.candidates_size()), n);
+  std::set<uint64_t> addrs;
+  for (const auto& c : amb.candidates()) {
+    // Every candidate's canonical spec resolves, over the wire, to exactly that candidate.
+    grpc::ClientContext c2;
+    pb::ResolveRequest r2;
+    r2.set_spec(c.canonical());
+    pb::ResolveResponse out;
+    grpc::Status s2 = stub->Resolve(&c2, r2, &out);
+    ASSERT_TRUE(s2.ok()) << c.canonical() << ": " << s2.error_message();
+    EXPECT_EQ(out.match().instance().address(), c.instance().address());
+    addrs.insert(out.match().instance().address());
+  }
+  EXPECT_EQ(addrs.size(), n);
+
+  grpc::ClientContext c3;
+  req.set_spec("no_such_function_x");
+  s = stub->Resolve(&c3, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext c4;
+  req.set_spec("a b");
+  s = stub->Resolve(&c4, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_EQ(d->Stop(), 0);
+}
+
+TEST_F(DaemonTest, HostileRequestsGetClearErrorsAndTheDaemonKeepsServing) {
+  auto d = StartDaemon();
+  auto stub = Stub();
+  {
+    grpc::ClientContext ctx;
+    pb::SymbolizeRequest req;
+    for (int i = 0; i < 70000; ++i) req.add_addresses(0xffffffff81000000ull + i);
+    pb::SymbolizeResponse resp;
+    grpc::Status s = stub->Symbolize(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("limit is 65536"), std::string::npos) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::ResolveRequest req;
+    req.set_spec(std::string(20 << 20, 'a'));  // 20 MB: over the daemon's 16 MB message limit
+    pb::ResolveResponse resp;
+    grpc::Status s = stub->Resolve(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::ResolveRequest req;
+    req.set_spec(std::string(5000, 'a'));
+    pb::ResolveResponse resp;
+    grpc::Status s = stub->Resolve(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::WhichRequest req;
+    req.set_target("no_such_target");
+    req.set_name("x");
+    pb::WhichResponse resp;
+    grpc::Status s = stub->Which(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::LookupBuildIdRequest req;
+    req.set_build_id("not hex");
+    pb::LookupBuildIdResponse resp;
+    EXPECT_EQ(stub->LookupBuildId(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::LinesRequest req;
+    req.set_file("x.c");
+    req.set_line(-4);
+    pb::LinesResponse resp;
+    EXPECT_EQ(stub->Lines(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // Still serving, same answers as before.
+  grpc::ClientContext ctx;
+  pb::ListTargetsResponse targets;
+  ASSERT_TRUE(stub->ListTargets(&ctx, pb::ListTargetsRequest(), &targets).ok());
+  ASSERT_EQ(targets.targets_size(), 1);
+  EXPECT_EQ(targets.targets(0).name(), "host");
+  EXPECT_GT(targets.targets(0).text_symbols(), 10);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+TEST_F(DaemonTest, HealthReflectionAndMetrics) {
+  int mport = testing::FreeTcpPort();
+  auto d = StartDaemon({"--metrics-listen", "127.0.0.1:" + std::to_string(mport)});
+  auto ch = grpc::CreateChannel("unix:" + sock_, grpc::InsecureChannelCredentials());
+  auto health = grpc::health::v1::Health::NewStub(ch);
+  for (const char* svc : {"", "symdex.v1.SymbolService", "symdex.v1.JitService"}) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(svc);
+    grpc::health::v1::HealthCheckResponse resp;
+    grpc::Status s = health->Check(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << svc << ": " << s.error_message();
+    EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING) << svc;
+  }
+  {
+    auto refl = grpc::reflection::v1alpha::ServerReflection::NewStub(ch);
+    grpc::ClientContext ctx;
+    auto stream = refl->ServerReflectionInfo(&ctx);
+    grpc::reflection::v1alpha::ServerReflectionRequest req;
+    req.set_list_services("");
+    ASSERT_TRUE(stream->Write(req));
+    grpc::reflection::v1alpha::ServerReflectionResponse resp;
+    ASSERT_TRUE(stream->Read(&resp));
+    std::set<std::string> names;
+    for (const auto& s : resp.list_services_response().service()) names.insert(s.name());
+    EXPECT_TRUE(names.count("symdex.v1.SymbolService"));
+    EXPECT_TRUE(names.count("symdex.v1.JitService"));
+    EXPECT_TRUE(names.count("grpc.health.v1.Health"));
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  {
+    auto stub = pb::SymbolService::NewStub(ch);
+    for (int i = 0; i < 3; ++i) {
+      grpc::ClientContext ctx;
+      pb::WhichRequest req;
+      req.set_name("no_such_function_x");
+      pb::WhichResponse resp;
+      ASSERT_TRUE(stub->Which(&ctx, req, &resp).ok());
+    }
+  }
+  CommandResult m = RunCommand("curl -sS http://127.0.0.1:" + std::to_string(mport) + "/metrics");
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  EXPECT_NE(m.out.find("symdex_rpc_requests_total{code=\"OK\",method=\"Which\"} 3"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("symdex_rpc_duration_seconds_count{method=\"Which\"} 3"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("symdex_index_symbols{owner=\"vmlinux\",target=\"host\"}"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("symdex_debug_files 2"), std::string::npos) << m.out;
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// Certificates made with openssl for this test: a CA, the daemon's (localhost / 127.0.0.1) and a
+// client's.
+void MakeCerts(const std::string& dir) {
+  std::string sh = "set -e; cd '" + dir + "'; " +
+                   "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=symdex-test-ca -keyout ca.key "
+                   "-out ca.pem 2>/dev/null; "
+                   "openssl req -newkey rsa:2048 -nodes -subj /CN=localhost -keyout server.key -out server.csr "
+                   "2>/dev/null; "
+                   "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > san.ext; "
+                   "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+                   "-extfile san.ext -out server.pem 2>/dev/null; "
+                   "openssl req -newkey rsa:2048 -nodes -subj /CN=client -keyout client.key -out client.csr "
+                   "2>/dev/null; "
+                   "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 "
+                   "-out client.pem 2>/dev/null";
+  Must(sh);
+}
+
+TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
+  std::string certs = dir_ / "certs";
+  Must("mkdir -p '" + certs + "'");
+  MakeCerts(certs);
+  int port = testing::FreeTcpPort();
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", addr, "--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll",
+                   "0", "--tls-cert", certs + "/server.pem", "--tls-key", certs + "/server.key", "--tls-client-ca",
+                   certs + "/ca.pem"},
+                  dir_ / "d.log", addr);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  json dups = Json("dups");
+  std::string name = dups["duplicates"][0]["name"];
+  const std::string tls = "--tls-ca '" + certs + "/ca.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" + certs +
+                          "/client.key' --connect " + addr;
+  CommandResult local = Cli("--local --db '" + db_ + "' which " + name);
+  CommandResult remote = Cli(tls + " which " + name);
+  EXPECT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(local.out, remote.out);
+  // The name in the certificate, not the address, is what is checked.
+  CommandResult by_name = Cli("--tls-ca '" + certs + "/ca.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" +
+                              certs + "/client.key' --tls-server-name localhost --connect " + addr + " which " + name);
+  EXPECT_EQ(by_name.exit_code, 0) << by_name.err;
+  // No client certificate: refused. Plaintext: refused. Wrong CA: refused.
+  CommandResult no_cert = Cli("--tls-ca '" + certs + "/ca.pem' --connect " + addr + " which " + name);
+  EXPECT_EQ(no_cert.exit_code, 3) << no_cert.out;
+  CommandResult plain = Cli("--connect " + addr + " which " + name);
+  EXPECT_EQ(plain.exit_code, 3) << plain.out;
+  CommandResult wrong_ca = Cli("--tls-ca '" + certs + "/client.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" +
+                               certs + "/client.key' --connect " + addr + " which " + name);
+  EXPECT_EQ(wrong_ca.exit_code, 3) << wrong_ca.out;
+  // The Unix socket next to it needs no certificate.
+  CommandResult unix_sock = Cli("--connect unix:" + sock_ + " which " + name);
+  EXPECT_EQ(unix_sock.out, local.out);
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+}
+
+TEST_F(DaemonTest, PlaintextTcpIsRefusedUnlessAskedFor) {
+  int port = testing::FreeTcpPort();
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  DaemonProcess d({"--listen", addr, "--db", db_, "--no-index-live"}, dir_ / "d.log", "");
+  EXPECT_EQ(d.Wait(30), 2);
+  EXPECT_NE(d.Log().find("TCP needs --tls-cert"), std::string::npos) << d.Log();
+  DaemonProcess ok({"--listen", addr, "--db", db_, "--no-index-live", "--insecure-tcp"}, dir_ / "ok.log", addr);
+  ASSERT_TRUE(ok.ready()) << ok.Log();
+  CommandResult r = Cli("--connect " + addr + " which no_such_function_x");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(ok.Stop(), 0);
+}
+
+TEST_F(DaemonTest, BadIndexOrBusySocketFailsWithAReason) {
+  std::string junk = dir_ / "junk.db";
+  WriteFile(junk, std::string(8192, 'x'));
+  DaemonProcess d({"--listen", "unix:" + (dir_ / "a.sock"), "--db", junk, "--no-index-live"}, dir_ / "d.log", "");
+  EXPECT_EQ(d.Wait(30), 3);
+  EXPECT_NE(d.Log().find("not a database"), std::string::npos) << d.Log();
+  auto first = StartDaemon();
+  DaemonProcess second({"--listen", "unix:" + sock_, "--db", db_, "--no-index-live"}, dir_ / "2.log", "");
+  EXPECT_EQ(second.Wait(30), 3);
+  EXPECT_NE(second.Log().find("another daemon is listening"), std::string::npos) << second.Log();
+  EXPECT_TRUE(testing::Accepts("unix:" + sock_));  // the first one is untouched
+  EXPECT_EQ(first->Stop(), 0);
+}
+
+TEST_F(DaemonTest, ConfigFileSetsOptionsAndFlagsWin) {
+  std::string conf = dir_ / "symdexd.conf";
+  sock_ = dir_ / "c.sock";
+  WriteFile(conf, "# test config\nlisten = unix:" + sock_ + "\ndb = " + db_ +
+                      "\nindex-live = false\nmodules-poll = 0\nlog-level = debug\nsocket-mode = 0600\n");
+  DaemonProcess d({"--config", conf}, dir_ / "d.log", "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  struct stat st {};
+  ASSERT_EQ(::stat(sock_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  CommandResult r = Cli("--connect unix:" + sock_ + " which no_such_function_x");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(d.Stop(), 0);
+  EXPECT_NE(d.Log().find("not indexing the live host"), std::string::npos) << d.Log();
+}
+
+TEST_F(DaemonTest, ConcurrentClientsGetTheEmbeddedAnswers) {
+  json dups = Json("dups");
+  // Expected answers from the query layer in-process, uncached.
+  auto local = query::LocalQuery::Open(db_, {.cache = false});
+  ASSERT_TRUE(local.ok());
+  struct Expect {
+    std::string spec, canonical;
+    uint64_t addr;
+  };
+  std::vector<Expect> expect;
+  std::vector<uint64_t> addrs;
+  for (const auto& g : dups["duplicates"]) {
+    auto r = (*local)->Resolve("", g["name"]);
+    ASSERT_TRUE(r.ok());
+    for (const auto& m : r->matches) {
+      if (!m.match.instance.addr) continue;
+      expect.push_back({m.canonical, m.canonical, *m.match.instance.addr});
+      addrs.push_back(*m.match.instance.addr + 1);
+    }
+  }
+  ASSERT_GE(expect.size(), 6u);
+  auto sym_expect = (*local)->Symbolize("", addrs);
+  ASSERT_TRUE(sym_expect.ok());
+  auto d = StartDaemon();
+  std::atomic<int> failures{0}, calls{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = Stub();  // one channel per client
+      for (int i = 0; i < 100; ++i) {
+        const Expect& e = expect[(t + i) % expect.size()];
+        grpc::ClientContext ctx;
+        pb::ResolveRequest req;
+        req.set_spec(e.spec);
+        pb::ResolveResponse resp;
+        grpc::Status s = stub->Resolve(&ctx, req, &resp);
+        ++calls;
+        if (!s.ok() || resp.match().instance().address() != e.addr || resp.match().canonical() != e.canonical) {
+          ++failures;
+        }
+        if (i % 10 == 0) {
+          grpc::ClientContext c2;
+          pb::SymbolizeRequest sr;
+          for (uint64_t a : addrs) sr.add_addresses(a);
+          pb::SymbolizeResponse sresp;
+          ++calls;
+          if (!stub->Symbolize(&c2, sr, &sresp).ok() || sresp.results_size() != static_cast<int>(addrs.size())) {
+            ++failures;
+            continue;
+          }
+          for (int k = 0; k < sresp.results_size(); ++k) {
+            const auto& want = sym_expect->results[k];
+            const auto& got = sresp.results(k);
+            if (got.frames_size() != static_cast<int>(want.frames.size()) ||
+                (got.frames_size() && (got.frames(0).function() != want.frames[0].function ||
+                                       got.frames(0).line() != want.frames[0].line))) {
+              ++failures;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(calls.load(), 8 * 110);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+TEST_F(DaemonTest, ReindexUnderQueryLoadFailsNoQueryAndSwapsAtomically) {
+  // A private copy of the index and sysroot: this test rewrites both.
+  std::string db = dir_ / "copy.db";
+  std::string root = dir_ / "root";
+  Must("cp '" + db_ + "' '" + db + "'");
+  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--no-index-live", "--modules-poll", "0"}, dir_ / "d.log",
+                  "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  json dups = Json("dups");
+  // vmlinux names keep their answers whatever the module does.
+  std::vector<std::pair<std::string, size_t>> vmlinux_names;
+  for (const auto& g : dups["duplicates"]) {
+    size_t n = 0;
+    for (const auto& in : g["instances"]) n += in["module"] == "vmlinux";
+    if (n > 0) vmlinux_names.emplace_back(g["name"], n);
+  }
+  ASSERT_FALSE(vmlinux_names.empty());
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, calls{0};
+  std::mutex mu;
+  std::string first_failure;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto stub = Stub();
+      for (int i = 0; !stop; ++i) {
+        const auto& [name, n] = vmlinux_names[(t + i) % vmlinux_names.size()];
+        grpc::ClientContext ctx;
+        pb::WhichRequest req;
+        req.set_name(name);
+        req.set_exact(true);
+        pb::WhichResponse resp;
+        grpc::Status s = stub->Which(&ctx, req, &resp);
+        ++calls;
+        size_t in_vmlinux = 0;
+        for (const auto& in : resp.instances()) in_vmlinux += in.module().empty();
+        if (!s.ok() || in_vmlinux != n) {
+          ++failures;
+          std::lock_guard<std::mutex> l(mu);
+          if (first_failure.empty()) first_failure = name + ": " + s.error_message();
+        }
+      }
+    });
+  }
+  // Three re-indexes by another process while the queries run: unload, load, unload.
+  int64_t generation = 0;
+  for (bool with_module : {false, true, false}) {
+    testing::MakeLiveSysroot(*fx_, root, kRelease, with_module);
+    CommandResult r = Cli("--db '" + db + "' --json index -q --sysroot '" + root + "' --debug-dir '" + dbg_ +
+                          "' --no-debuginfod");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    generation = json::parse(r.out)["generation"];
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  EXPECT_GT(calls.load(), 100);
+  // The daemon sees the last index (module unloaded), not a cached older one.
+  grpc::ClientContext ctx;
+  pb::ListTargetsResponse targets;
+  ASSERT_TRUE(Stub()->ListTargets(&ctx, pb::ListTargetsRequest(), &targets).ok());
+  EXPECT_EQ(targets.targets(0).generation(), generation);
+  EXPECT_EQ(targets.targets(0).modules(), 0);
+  CommandResult r = Cli("--connect unix:" + sock_ + " dups --module fake_mod");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+}
+
+TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
+  std::string root = dir_ / "live";
+  std::string db = dir_ / "live.db";
+  testing::MakeLiveSysroot(*fx_, root, kRelease, /*with_module=*/false);
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
+                   "--debug-dir", dbg_, "--no-debuginfod", "--log-level", "debug"},
+                  dir_ / "d.log", "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  auto modules_seen = [&]() -> int64_t {
+    grpc::ClientContext ctx;
+    pb::ListTargetsResponse t;
+    if (!Stub()->ListTargets(&ctx, pb::ListTargetsRequest(), &t).ok() || t.targets_size() == 0) return -1;
+    return t.targets(0).modules();
+  };
+  auto wait_for = [&](int64_t want) {
+    for (int i = 0; i < 150; ++i) {
+      if (modules_seen() == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
+  ASSERT_TRUE(wait_for(0)) << d.Log();  // indexed at start, no module
+  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+  ASSERT_TRUE(wait_for(1)) << d.Log();
+  // The module's functions are there, with the debug info of its build-ID.
+  CommandResult w = Cli("--connect unix:" + sock_ + " --json dups --module fake_mod");
+  ASSERT_EQ(w.exit_code, 0) << w.err;
+  json j = json::parse(w.out);
+  bool with_dwarf = false;
+  for (const auto& g : j["duplicates"]) {
+    for (const auto& in : g["instances"]) with_dwarf |= in["module"] == "fake_mod" && !in["dwarf"].is_null();
+  }
+  EXPECT_TRUE(with_dwarf) << w.out;
+  testing::MakeLiveSysroot(*fx_, root, kRelease, false);
+  ASSERT_TRUE(wait_for(0)) << d.Log();
+  grpc::ClientContext ctx;
+  pb::StatusResponse st;
+  ASSERT_TRUE(Stub()->Status(&ctx, pb::StatusRequest(), &st).ok());
+  EXPECT_GE(st.live_updates(), 2);
+  EXPECT_NE(st.live_tracking().find("polling"), std::string::npos);
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+  EXPECT_NE(d.Log().find("modules changed: +fake_mod"), std::string::npos) << d.Log();
+  EXPECT_NE(d.Log().find("modules changed: -fake_mod"), std::string::npos) << d.Log();
+}
+
+TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
+  std::string root = dir_ / "live";
+  std::string db = dir_ / "live.db";
+  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+  Must("cp '" + db_ + "' '" + db + "'");
+  // kallsyms as an unprivileged reader sees it: every address zero.
+  Must("sed -i 's/^[0-9a-f]*/0000000000000000/' '" + root + "/proc/kallsyms'");
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
+                   "--debug-dir", dbg_, "--no-debuginfod"},
+                  dir_ / "d.log", "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  for (int i = 0; i < 100 && d.Log().find("previous index is kept") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(d.Log().find("kptr_restrict"), std::string::npos) << d.Log();
+  // Still serving the index it had.
+  CommandResult local = Cli("--local --db '" + db_ + "' dups");
+  CommandResult remote = Cli("--connect unix:" + sock_ + " dups");
+  EXPECT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(local.out, remote.out);
+  EXPECT_EQ(d.Stop(), 0);
+}
+
+TEST_F(DaemonTest, SigtermDrainsCallsInFlightThenExitsZero) {
+  json dups = Json("dups");
+  std::vector<uint64_t> addrs;
+  for (const auto& g : dups["duplicates"]) {
+    for (const auto& in : g["instances"]) {
+      if (in["address"].is_string()) addrs.push_back(std::stoull(in["address"].get<std::string>(), nullptr, 16));
+    }
+  }
+  ASSERT_FALSE(addrs.empty());
+  auto d = StartDaemon({"--drain-seconds", "20"});
+  auto stub = Stub();
+  grpc::ClientContext ctx;
+  auto stream = stub->SymbolizeStream(&ctx);
+  pb::SymbolizeRequest req;
+  for (uint64_t a : addrs) req.add_addresses(a);
+  pb::SymbolizeResponse resp;
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  ASSERT_EQ(resp.results_size(), static_cast<int>(addrs.size()));
+  // The stream is in flight; SIGTERM now.
+  ::kill(d->pid(), SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The daemon is draining, not gone: the open call is still answered ...
+  EXPECT_EQ(d->Wait(0.1), -1);
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  EXPECT_EQ(resp.results_size(), static_cast<int>(addrs.size()));
+  EXPECT_TRUE(resp.results(0).has_symbol());
+  // ... while new calls are refused.
+  {
+    grpc::ClientContext c2;
+    c2.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+    pb::ListTargetsResponse t;
+    EXPECT_FALSE(stub->ListTargets(&c2, pb::ListTargetsRequest(), &t).ok());
+  }
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(d->Wait(20), 0) << d->Log();
+  EXPECT_NE(d->Log().find("SIGTERM: draining 1 call(s)"), std::string::npos) << d->Log();
+}
+
+TEST_F(DaemonTest, SigtermCancelsWhatOutlivesTheDrainDeadline) {
+  auto d = StartDaemon({"--drain-seconds", "1"});
+  auto stub = Stub();
+  grpc::ClientContext ctx;
+  auto stream = stub->SymbolizeStream(&ctx);  // opened, never finished by the client
+  pb::SymbolizeRequest req;
+  req.add_addresses(0);
+  pb::SymbolizeResponse resp;
+  ASSERT_TRUE(stream->Write(req));
+  ASSERT_TRUE(stream->Read(&resp));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(d->Stop(SIGTERM, 20), 0) << d->Log();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(secs, 10);
+  EXPECT_FALSE(stream->Finish().ok());
+}
+
+}  // namespace
+}  // namespace symdex
