@@ -118,7 +118,7 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
     out.target = FromProto(resp.target_info()).info;
     for (const auto& r : resp.results()) {
       out.addresses.push_back(r.address());
-      out.results.push_back(FromProto(r));
+      out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(r)));
     }
     if (addrs.empty()) break;
   }
@@ -140,7 +140,7 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& tar
   out.target = FromProto(resp.target_info()).info;
   for (const auto& r : resp.addresses()) {
     out.addresses.push_back(r.address());
-    out.results.push_back(FromProto(r));
+    out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(r)));
   }
   return out;
 }

@@ -1,5 +1,10 @@
 #include "server/api/services.h"
 
+#include <grpcpp/support/message_allocator.h>
+
+#include <map>
+#include <tuple>
+
 #include "server/api/convert.h"
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
@@ -47,6 +52,26 @@ void JitLoadTo(const jit::JitLoadInfo& l, pb::JitLoad* out) {
 
 // A read connection for the JIT and build-ID calls (rare next to symbol queries).
 absl::StatusOr<store::Db> OpenRead(const std::string& path) { return store::OpenIndex(path, store::Db::Mode::kReadOnly); }
+
+// Request and response of a unary call on one protobuf arena: a Symbolize answer is thousands
+// of small messages and strings, which the arena allocates by bumping a pointer and frees at once.
+template <typename Req, typename Resp>
+class ArenaAllocator : public grpc::MessageAllocator<Req, Resp> {
+  class Holder : public grpc::MessageHolder<Req, Resp> {
+   public:
+    Holder() {
+      this->set_request(google::protobuf::Arena::CreateMessage<Req>(&arena_));
+      this->set_response(google::protobuf::Arena::CreateMessage<Resp>(&arena_));
+    }
+    void Release() override { delete this; }
+
+   private:
+    google::protobuf::Arena arena_;
+  };
+
+ public:
+  grpc::MessageHolder<Req, Resp>* AllocateMessages() override { return new Holder; }
+};
 
 class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
  public:
@@ -171,17 +196,40 @@ void RpcStats::Call::Done(const grpc::Status& s) {
                                  "DATA_LOSS",
                                  "UNAUTHENTICATED"};
   int code = static_cast<int>(s.error_code());
-  const char* name = code >= 0 && code < 17 ? kCodes[code] : "UNKNOWN";
-  stats->registry_->GetCounter("symdex_rpc_requests_total", "gRPC calls finished, by method and status code",
-                               {{"method", method}, {"code", name}})
-      .Inc();
-  stats->registry_->GetHistogram("symdex_rpc_duration_seconds", "gRPC call latency (server side)", {{"method", method}})
-      .Observe(secs);
+  if (code < 0 || code > 16) code = 2;
+  // The series of this (registry, method, code), looked up in the registry once per thread:
+  // the hot path takes no lock.
+  struct Series {
+    metrics::Counter* requests;
+    metrics::Histogram* latency;
+  };
+  thread_local std::map<std::tuple<const void*, const char*, int>, Series> series;
+  auto key = std::make_tuple(static_cast<const void*>(stats->registry_), method, code);
+  auto it = series.find(key);
+  if (it == series.end()) {
+    Series s2{&stats->registry_->GetCounter("symdex_rpc_requests_total",
+                                            "gRPC calls finished, by method and status code",
+                                            {{"method", method}, {"code", kCodes[code]}}),
+              &stats->registry_->GetHistogram("symdex_rpc_duration_seconds", "gRPC call latency (server side)",
+                                              {{"method", method}})};
+    it = series.emplace(key, s2).first;
+  }
+  it->second.requests->Inc();
+  it->second.latency->Observe(secs);
 }
 
 SymbolServiceImpl::SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats,
                                      std::function<void(pb::StatusResponse*)> status)
-    : q_(q), stats_(stats), status_(std::move(status)) {}
+    : q_(q), stats_(stats), status_(std::move(status)) {
+  static ArenaAllocator<pb::SymbolizeRequest, pb::SymbolizeResponse> symbolize_alloc;
+  static ArenaAllocator<pb::LinesRequest, pb::LinesResponse> lines_alloc;
+  static ArenaAllocator<pb::WhichRequest, pb::WhichResponse> which_alloc;
+  static ArenaAllocator<pb::ResolveRequest, pb::ResolveResponse> resolve_alloc;
+  SetMessageAllocatorFor_Symbolize(&symbolize_alloc);
+  SetMessageAllocatorFor_Lines(&lines_alloc);
+  SetMessageAllocatorFor_Which(&which_alloc);
+  SetMessageAllocatorFor_Resolve(&resolve_alloc);
+}
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerContext* ctx,
                                                          const pb::ListTargetsRequest*, pb::ListTargetsResponse* resp) {
@@ -225,7 +273,7 @@ grpc::Status SymbolServiceImpl::DoSymbolize(const pb::SymbolizeRequest& req, pb:
   if (!r.ok()) return ToGrpc(r.status());
   resp->set_target(r->target.name);
   TargetInfoTo(r->target, resp->mutable_target_info());
-  for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], r->results[i], resp->add_results());
+  for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_results());
   return grpc::Status::OK;
 }
 
@@ -246,7 +294,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* 
     if (!r.ok()) return ToGrpc(r.status());
     resp->set_target(r->target.name);
     TargetInfoTo(r->target, resp->mutable_target_info());
-    for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], r->results[i], resp->add_addresses());
+    for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_addresses());
     return grpc::Status::OK;
   });
 }

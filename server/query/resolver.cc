@@ -63,8 +63,9 @@ bool SpecMatches(const Spec& s, const Instance& in) {
   return true;
 }
 
-absl::StatusOr<std::vector<Instance>> DbSource::Which(const std::string& name, bool with_clones) {
-  return query::Which(db_, t_, name, with_clones);
+absl::StatusOr<InstanceSource::List> DbSource::Which(const std::string& name, bool with_clones) {
+  ASSIGN_OR_RETURN(auto v, query::Which(db_, t_, name, with_clones));
+  return std::make_shared<const std::vector<Instance>>(std::move(v));
 }
 
 absl::StatusOr<std::optional<store::SymbolRecord>> DbSource::Containing(uint64_t addr) {
@@ -78,7 +79,7 @@ absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInf
 }
 
 absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
-                                           std::vector<Instance>* candidates) {
+                                           std::vector<Instance>* candidates, std::string* group) {
   std::vector<Match> out;
   if (!spec.address && spec.name == "_text" && spec.offset && spec.module.empty() && spec.path.empty() &&
       spec.kas_alias.empty() && !spec.at_addr && spec.cu.empty() && t.text_addr) {
@@ -86,13 +87,14 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
     // the function there, as for 0xADDR.
     Spec as_address;
     as_address.address = *t.text_addr + spec.offset;
-    return Resolve(src, t, as_address, candidates);
+    return Resolve(src, t, as_address, candidates, group);
   }
   if (spec.address) {
     ASSIGN_OR_RETURN(auto hit, src.Containing(*spec.address));
     if (!hit) return out;
     ASSIGN_OR_RETURN(auto all, src.Which(hit->name, false));
-    for (const auto& in : all) {
+    if (group) *group = hit->name;
+    for (const auto& in : *all) {
       if (in.addr && hit->addr == *in.addr && in.module == hit->module) {
         out.push_back({in, *spec.address - hit->addr});
         break;
@@ -100,27 +102,31 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
     }
     if (candidates) {
       candidates->clear();
-      for (auto& in : all) {
-        if (IsText(in)) candidates->push_back(std::move(in));
+      for (const auto& in : *all) {
+        if (IsText(in)) candidates->push_back(in);
       }
     }
     return out;
   }
-  ASSIGN_OR_RETURN(auto exact, src.Which(spec.name, false));
-  std::vector<Instance> cands;
-  for (auto& in : exact) {
-    if (IsText(in)) cands.push_back(std::move(in));
+  if (group) *group = spec.name;
+  ASSIGN_OR_RETURN(auto list, src.Which(spec.name, false));
+  std::vector<const Instance*> cands;
+  for (const auto& in : *list) {
+    if (IsText(in)) cands.push_back(&in);
   }
   if (cands.empty()) {  // a source name whose only copies are clones: name_show -> name_show.cold
-    ASSIGN_OR_RETURN(auto clones, src.Which(spec.name, true));
-    for (auto& in : clones) {
-      if (IsText(in)) cands.push_back(std::move(in));
+    ASSIGN_OR_RETURN(list, src.Which(spec.name, true));
+    for (const auto& in : *list) {
+      if (IsText(in)) cands.push_back(&in);
     }
   }
-  for (const auto& in : cands) {
-    if (SpecMatches(spec, in)) out.push_back({in, spec.offset});
+  for (const Instance* in : cands) {
+    if (SpecMatches(spec, *in)) out.push_back({*in, spec.offset});
   }
-  if (candidates) *candidates = std::move(cands);
+  if (candidates) {
+    candidates->clear();
+    for (const Instance* in : cands) candidates->push_back(*in);
+  }
   return out;
 }
 

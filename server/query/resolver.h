@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,14 +19,16 @@ namespace symdex::query {
 class InstanceSource {
  public:
   virtual ~InstanceSource() = default;
-  virtual absl::StatusOr<std::vector<Instance>> Which(const std::string& name, bool with_clones) = 0;
+  // Shared and immutable: a cache hands out its list without copying it.
+  using List = std::shared_ptr<const std::vector<Instance>>;
+  virtual absl::StatusOr<List> Which(const std::string& name, bool with_clones) = 0;
   virtual absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) = 0;
 };
 
 class DbSource : public InstanceSource {
  public:
   DbSource(store::Db& db, const store::TargetInfo& t) : db_(db), t_(t) {}
-  absl::StatusOr<std::vector<Instance>> Which(const std::string& name, bool with_clones) override;
+  absl::StatusOr<List> Which(const std::string& name, bool with_clones) override;
   absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) override;
 
  private:
@@ -41,8 +44,10 @@ struct Match {
   uint64_t offset = 0;
 };
 // `candidates`, when given, receives every text instance the spec's name reaches (for canonical specs).
+// `group`, when given, receives the name whose text instances `candidates` holds (the spec's
+// name, or for an address the name of the symbol there): what a canonical-spec cache keys on.
 absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
-                                           std::vector<Instance>* candidates = nullptr);
+                                           std::vector<Instance>* candidates = nullptr, std::string* group = nullptr);
 absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
                                            std::vector<Instance>* candidates = nullptr);
 

@@ -33,6 +33,8 @@ struct LocalQuery::Cache {
   int64_t generation = 0;
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const std::vector<Instance>>> names;
+  // group name + '\0' + instance identity -> canonical spec
+  std::unordered_map<std::string, std::string> canonical;
   std::unordered_map<uint64_t, std::shared_ptr<const AddressInfo>> addrs;
   std::unordered_map<std::string, std::optional<store::DebugFileInfo>> debug_files;
 };
@@ -42,7 +44,7 @@ class LocalQuery::CachedSource : public InstanceSource {
  public:
   CachedSource(LocalQuery& q, Conn& c, const store::TargetInfo& t, Cache* cache)
       : q_(q), db_(c.db, t), cache_(cache) {}
-  absl::StatusOr<std::vector<Instance>> Which(const std::string& name, bool with_clones) override {
+  absl::StatusOr<List> Which(const std::string& name, bool with_clones) override {
     if (cache_ == nullptr) return db_.Which(name, with_clones);
     std::string key = name;
     key.push_back(with_clones ? '\1' : '\0');
@@ -50,15 +52,14 @@ class LocalQuery::CachedSource : public InstanceSource {
       std::lock_guard<std::mutex> l(cache_->mu);
       if (auto it = cache_->names.find(key); it != cache_->names.end()) {
         ++q_.name_hits_;
-        return *it->second;
+        return it->second;
       }
     }
     ++q_.name_misses_;
     ASSIGN_OR_RETURN(auto v, db_.Which(name, with_clones));
-    auto shared = std::make_shared<const std::vector<Instance>>(v);
     std::lock_guard<std::mutex> l(cache_->mu);
     if (cache_->names.size() >= q_.opts_.max_cached_names) cache_->names.clear();
-    cache_->names.emplace(std::move(key), std::move(shared));
+    cache_->names.emplace(std::move(key), v);
     return v;
   }
   absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) override {
@@ -156,7 +157,7 @@ absl::StatusOr<WhichResult> LocalQuery::Which(const std::string& target, const s
   auto cache = CacheFor(t);
   CachedSource src(*this, *c, t, cache.get());
   ASSIGN_OR_RETURN(auto v, src.Which(name, !exact));
-  return WhichResult{std::move(t), std::move(v)};
+  return WhichResult{std::move(t), *v};
 }
 
 absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Conn& c, const store::TargetInfo& t, const std::string& text) {
@@ -166,14 +167,38 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Conn& c, const store::Target
   ASSIGN_OR_RETURN(auto spec, ParseSpec(text));
   auto cache = CacheFor(t);
   CachedSource src(*this, c, t, cache.get());
-  std::vector<Instance> group;
-  ASSIGN_OR_RETURN(auto matches, query::Resolve(src, t, spec, &group));
+  std::string group_name;
+  ASSIGN_OR_RETURN(auto matches, query::Resolve(src, t, spec, nullptr, &group_name));
   ResolveResult out{t, {}};
   out.matches.reserve(matches.size());
-  for (auto& m : matches) {
-    std::string canonical = CanonicalSpec(m.instance, group);
-    out.matches.push_back({std::move(m), std::move(canonical)});
+  // Canonical specs depend only on the group's instances: computed once per group and
+  // generation, then cached.
+  auto key_of = [&](const Instance& in) {
+    return StrCat(group_name, std::string_view("\0", 1), in.module, std::string_view("\0", 1), in.section, "+",
+                  in.addr.value_or(in.section_offset), "/", in.name);
+  };
+  std::vector<std::string> canon(matches.size());
+  bool missing = cache == nullptr;
+  if (cache) {
+    std::lock_guard<std::mutex> l(cache->mu);
+    for (size_t i = 0; i < matches.size() && !missing; ++i) {
+      auto it = cache->canonical.find(key_of(matches[i].instance));
+      if (it == cache->canonical.end()) missing = true;
+      else canon[i] = it->second;
+    }
   }
+  if (missing) {
+    std::vector<Instance> group;
+    ASSIGN_OR_RETURN(auto again, query::Resolve(src, t, spec, &group));
+    (void)again;
+    for (size_t i = 0; i < matches.size(); ++i) canon[i] = CanonicalSpec(matches[i].instance, group);
+    if (cache) {
+      std::lock_guard<std::mutex> l(cache->mu);
+      if (cache->canonical.size() >= opts_.max_cached_names) cache->canonical.clear();
+      for (size_t i = 0; i < matches.size(); ++i) cache->canonical.emplace(key_of(matches[i].instance), canon[i]);
+    }
+  }
+  for (size_t i = 0; i < matches.size(); ++i) out.matches.push_back({std::move(matches[i]), std::move(canon[i])});
   return out;
 }
 
@@ -223,19 +248,19 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target,
       }
       if (hit) {
         ++addr_hits_;
-        out.results.push_back(*hit);
+        out.results.push_back(std::move(hit));
         continue;
       }
       ++addr_misses_;
     }
     ASSIGN_OR_RETURN(auto info, SymbolizeIn(*c, t, use, a));
+    auto shared = std::make_shared<const AddressInfo>(std::move(info));
     if (cache) {
-      auto shared = std::make_shared<const AddressInfo>(info);
       std::lock_guard<std::mutex> l(cache->mu);
       if (cache->addrs.size() >= opts_.max_cached_addresses) cache->addrs.clear();
-      cache->addrs.emplace(a, std::move(shared));
+      cache->addrs.emplace(a, shared);
     }
-    out.results.push_back(std::move(info));
+    out.results.push_back(std::move(shared));
   }
   return out;
 }
@@ -261,7 +286,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
   for (uint64_t a : addrs) {
     ASSIGN_OR_RETURN(auto info, SymbolizeIn(*c, t, cache ? *cache : scratch, a + slide));
     out.addresses.push_back(a + slide);
-    out.results.push_back(std::move(info));
+    out.results.push_back(std::make_shared<const AddressInfo>(std::move(info)));
   }
   return out;
 }

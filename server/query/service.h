@@ -46,7 +46,9 @@ struct WhichResult {
 struct SymbolizeResult {
   store::TargetInfo target;
   std::vector<uint64_t> addresses;
-  std::vector<AddressInfo> results;  // parallel to addresses
+  // Parallel to addresses. Shared and immutable: the daemon hands out its cached answers
+  // without copying them.
+  std::vector<std::shared_ptr<const AddressInfo>> results;
 };
 
 struct DupsResult {

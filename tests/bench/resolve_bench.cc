@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "server/query/resolver.h"
+#include "server/query/service.h"
 #include "server/store/migrations.h"
 
 namespace {
@@ -18,6 +19,8 @@ struct Fixture {
   symdex::store::TargetInfo target;
   std::vector<symdex::query::Spec> specs;
   std::vector<symdex::query::Spec> names;
+  std::vector<std::string> spec_texts;
+  std::unique_ptr<symdex::query::LocalQuery> service;  // the daemon's query layer, caches on
 };
 
 Fixture* Load() {
@@ -37,10 +40,13 @@ Fixture* Load() {
     auto groups = symdex::query::Dups(fx->db, fx->target, {});
     for (const auto& g : *groups) {
       for (const auto& in : g.instances) {
-        fx->specs.push_back(*symdex::query::ParseSpec(*symdex::query::CanonicalSpecFor(fx->db, fx->target, in)));
+        std::string text = *symdex::query::CanonicalSpecFor(fx->db, fx->target, in);
+        fx->specs.push_back(*symdex::query::ParseSpec(text));
+        fx->spec_texts.push_back(text);
       }
       fx->names.push_back(*symdex::query::ParseSpec(g.name));
     }
+    fx->service = std::move(*symdex::query::LocalQuery::Open(path, {}));
     std::cerr << fx->specs.size() << " canonical specs of " << fx->names.size() << " duplicated names\n";
     return fx;
   }();
@@ -71,6 +77,20 @@ void BM_ResolveAmbiguousName(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_ResolveAmbiguousName)->Repetitions(5)->ReportAggregatesOnly(true);
+
+// What a daemon Resolve call costs besides gRPC: LocalQuery::Resolve (snapshot, target, cached
+// name lookup, matching, canonical spec), warm.
+void BM_ServiceResolveCanonicalSpecWarm(benchmark::State& state) {
+  Fixture* f = Load();
+  for (const auto& t : f->spec_texts) (void)f->service->Resolve("", t);  // warm the cache
+  size_t i = 0;
+  for (auto _ : state) {
+    auto m = f->service->Resolve("", f->spec_texts[i++ % f->spec_texts.size()]);
+    if (!m.ok() || m->matches.size() != 1) state.SkipWithError("canonical spec did not resolve to one instance");
+    benchmark::DoNotOptimize(m);
+  }
+}
+BENCHMARK(BM_ServiceResolveCanonicalSpecWarm)->Repetitions(5)->ReportAggregatesOnly(true);
 
 }  // namespace
 

@@ -466,7 +466,7 @@ TEST_F(DaemonTest, ConcurrentClientsGetTheEmbeddedAnswers) {
             continue;
           }
           for (int k = 0; k < sresp.results_size(); ++k) {
-            const auto& want = sym_expect->results[k];
+            const auto& want = *sym_expect->results[k];
             const auto& got = sresp.results(k);
             if (got.frames_size() != static_cast<int>(want.frames.size()) ||
                 (got.frames_size() && (got.frames(0).function() != want.frames[0].function ||
