@@ -214,7 +214,9 @@ def main():
     args = p.parse_args()
 
     load_stubs(args.stubs)
-    with grpc.insecure_channel(args.connect) as channel:
+    # An ambiguous spec's candidates come back in the status details (trailing metadata): accept
+    # more than gRPC's default 8 KiB of it, as the symdex CLI does.
+    with grpc.insecure_channel(args.connect, options=[("grpc.max_metadata_size", 1 << 20)]) as channel:
         try:
             grpc.channel_ready_future(channel).result(timeout=args.timeout)
         except grpc.FutureTimeoutError:

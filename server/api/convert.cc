@@ -149,7 +149,14 @@ grpc::Status ResolveError(const std::string& spec, const query::ResolveResult& r
   pb::Ambiguity amb;
   amb.set_spec(spec);
   ToProto(query::TargetSummary{r.target, {}}, amb.mutable_target());
-  for (const auto& m : r.matches) ToProto(m, amb.add_candidates());
+  size_t left_out = 0;
+  for (const auto& m : r.matches) {
+    if (amb.ByteSizeLong() > kMaxStatusDetailsBytes - 4096) {
+      ++left_out;
+      continue;
+    }
+    ToProto(m, amb.add_candidates());
+  }
   google::rpc::Status details;
   std::string msg;
   grpc::StatusCode code;
@@ -159,6 +166,7 @@ grpc::Status ResolveError(const std::string& spec, const query::ResolveResult& r
   } else {
     code = grpc::StatusCode::ABORTED;
     msg = StrCat(spec, " is ambiguous: ", r.matches.size(), " candidates; name one with its canonical spec");
+    if (left_out) msg += StrCat(" (", left_out, " left out of the details: ask Which for all of them)");
   }
   details.set_code(static_cast<int>(code));
   details.set_message(msg);

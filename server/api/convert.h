@@ -32,6 +32,10 @@ absl::Status FromGrpc(const grpc::Status& s);
 // Resolve's not-found / ambiguous answers as gRPC errors (NOT_FOUND / ABORTED) carrying a
 // symdex.v1.Ambiguity in google.rpc.Status details, and back: a status without those details
 // is returned as an error instead.
+// The details carry every candidate up to kMaxStatusDetailsBytes (then the first ones that fit,
+// and the message says how many were left out). Clients must accept trailing metadata that big:
+// grpc.max_metadata_size (C++: GRPC_ARG_MAX_METADATA_SIZE; Python: options=[("grpc.max_metadata_size", 1 << 20)]).
+inline constexpr size_t kMaxStatusDetailsBytes = 512 << 10;
 grpc::Status ResolveError(const std::string& spec, const query::ResolveResult& r);
 absl::StatusOr<query::ResolveResult> ResolveFromError(const grpc::Status& s);
 

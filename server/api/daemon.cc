@@ -1,7 +1,6 @@
 #include "server/api/daemon.h"
 
 #include <fmt/core.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -246,6 +245,15 @@ struct Daemon {
     } while (!stopper.WaitFor(opts.jit_poll));
   }
 
+  // Gives back the memory of debug files nobody has needed for a while.
+  void Housekeeping() {
+    while (!stopper.WaitFor(opts.trim_poll)) {
+      if (query->TrimIfIdle(opts.trim_idle_seconds)) {
+        Log(LogLevel::kDebug, "released the parsed debug info after {} s without DWARF lookups", opts.trim_idle_seconds);
+      }
+    }
+  }
+
   void FillStatus(::symdex::v1::StatusResponse* r) {
     r->set_version(SYMDEX_VERSION);
     r->set_started_at(started_at);
@@ -332,7 +340,9 @@ int RunDaemon(const DaemonOptions& opts) {
     return 3;
   }
   d.writer.emplace(std::move(*writer));
-  auto q = query::LocalQuery::Open(d.db_path, query::LocalQuery::Options{});
+  // Target info may be 100 ms old: calls answered from the caches then never touch SQLite, and a
+  // re-index (ours or another process's) is picked up within 0.1 s, whole.
+  auto q = query::LocalQuery::Open(d.db_path, query::LocalQuery::Options{.target_cache_seconds = 0.1});
   if (!q.ok()) {
     Log(LogLevel::kError, "{}", q.status().message());
     return 3;
@@ -342,7 +352,6 @@ int RunDaemon(const DaemonOptions& opts) {
   std::vector<std::string> listen = opts.listen;
   if (listen.empty()) listen.push_back("unix:/run/symdex/symdex.sock");
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short
   builder.SetMaxSendMessageSize(256 << 20);
@@ -441,6 +450,7 @@ int RunDaemon(const DaemonOptions& opts) {
                              opts.modules_poll, " s; a change re-reads kallsyms (debug info reused by build-ID)");
   }
   std::thread tracker([&d] { d.LiveTracker(); });
+  std::thread housekeeping([&d] { d.Housekeeping(); });
   std::thread jit_watcher;
   if (!opts.jit_watch.empty()) {
     jit_watcher = std::thread([&d] { d.JitWatcher(); });
@@ -474,6 +484,7 @@ int RunDaemon(const DaemonOptions& opts) {
   Log(LogLevel::kDebug, "gRPC server shut down");
   server->Wait();
   tracker.join();
+  housekeeping.join();
   Log(LogLevel::kDebug, "background threads stopped");
   if (jit_watcher.joinable()) jit_watcher.join();
   if (http) http->Stop();

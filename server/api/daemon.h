@@ -24,6 +24,10 @@ struct DaemonOptions {
   std::vector<std::string> jit_watch;
   double jit_poll = 2;  // seconds between scans of jit_watch
   double drain_seconds = 10;
+  // Parsed debug info (libdw line tables, CU data) is released after this long without a DWARF
+  // lookup; checked every trim_poll seconds.
+  double trim_idle_seconds = 30;
+  double trim_poll = 5;
   // Live host inputs (tests point these at a captured sysroot).
   std::string sysroot;
   std::vector<std::string> debug_dirs;

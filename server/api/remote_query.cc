@@ -37,6 +37,9 @@ absl::StatusOr<std::unique_ptr<RemoteQuery>> RemoteQuery::Connect(const ConnectO
   std::shared_ptr<grpc::ChannelCredentials> creds;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
+  // An ambiguous spec's candidates travel in the status details (trailing metadata); gRPC's
+  // default 8 KiB limit would turn a 50-candidate answer into RESOURCE_EXHAUSTED.
+  args.SetInt(GRPC_ARG_MAX_METADATA_SIZE, kMaxStatusDetailsBytes * 2);
   if (opts.address.starts_with("unix:") || opts.tls_ca.empty()) {
     creds = grpc::InsecureChannelCredentials();
   } else {

@@ -1,5 +1,6 @@
 // symdexd: the symdex daemon. See `symdexd --help` and deploy/README.md.
 #include <CLI/CLI.hpp>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 
 #include "server/api/daemon.h"
 
@@ -44,6 +45,9 @@ int main(int argc, char** argv) {
   app.add_option("--jit-watch", o.jit_watch, "Directory to watch for jit-*.dump / perf-*.map (repeatable, e.g. /tmp)");
   app.add_option("--jit-poll", o.jit_poll, "Seconds between scans of --jit-watch directories (default 2)");
   app.add_option("--drain-seconds", o.drain_seconds, "On SIGTERM, wait this long for calls in flight (default 10)");
+  app.add_option("--release-debuginfo-after", o.trim_idle_seconds,
+                 "Seconds without DWARF lookups after which parsed debug info is released (default 30); "
+                 "cached answers stay");
   app.add_option("--sysroot", o.sysroot, "Read the live host's /proc and /sys under this directory (tests)");
   app.add_option("--debug-dir", o.debug_dirs, "Extra directory of debug files (repeatable; /usr/lib/debug is searched)");
   app.add_flag("--debuginfod,!--no-debuginfod", o.debuginfod,
@@ -59,5 +63,8 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
+  // Server reflection lives in its own library, linked into the daemon only (its descriptors
+  // would clash with clients that carry their own copy of reflection.proto).
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   return symdex::api::RunDaemon(o);
 }

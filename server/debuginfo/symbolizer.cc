@@ -95,6 +95,8 @@ void CollectFunctions(Dwarf_Die* parent, CuFunctions& out, int depth) {
 Symbolizer::Symbolizer() = default;
 Symbolizer::~Symbolizer() = default;
 
+void Symbolizer::Clear() { files_.clear(); }
+
 absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   auto it = files_.find(path);
   if (it != files_.end()) return it->second.get();

@@ -31,6 +31,10 @@ class Symbolizer {
   // Empty when DWARF has nothing for the address.
   absl::StatusOr<std::vector<Frame>> Symbolize(const std::string& path, uint64_t dwarf_addr);
 
+  // Closes every debug file and drops what was parsed from them (line tables, function spans).
+  void Clear();
+  size_t open_files() const { return files_.size(); }
+
   // Every address where the line table starts a statement of `file_suffix`:`line`
   // (file_suffix matched on whole path components of the source-tree relative path), sorted.
   absl::StatusOr<std::vector<uint64_t>> LineAddresses(const std::string& path, const std::string& file_suffix,

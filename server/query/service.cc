@@ -1,5 +1,9 @@
 #include "server/query/service.h"
 
+#include <malloc.h>
+
+#include <chrono>
+
 #include "server/common/strings.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
@@ -39,13 +43,51 @@ struct LocalQuery::Cache {
   std::unordered_map<std::string, std::optional<store::DebugFileInfo>> debug_files;
 };
 
+// One call's access to the database: a pooled connection inside one read snapshot, taken only
+// when something is not cached. When the call started from cached target info (Expect) and the
+// target has since been re-indexed, Db() fails and stale() is set: the call is retried from
+// fresh target info, so no answer mixes two generations.
+class LocalQuery::Session {
+ public:
+  explicit Session(LocalQuery& q) : q_(q) {}
+  absl::StatusOr<store::Db*> Db() {
+    if (stale_) return absl::AbortedError("the index changed during the call");
+    if (!lease_) {
+      ASSIGN_OR_RETURN(auto l, q_.Acquire());
+      lease_.emplace(std::move(l));
+      ASSIGN_OR_RETURN(auto s, store::ReadSnapshot::Begin((*lease_)->db));
+      snap_.emplace(std::move(s));
+      if (expect_) {
+        ASSIGN_OR_RETURN(auto now, store::FindTarget((*lease_)->db, expect_->name));
+        if (!now || now->id != expect_->id || now->generation != expect_->generation) {
+          stale_ = true;
+          return absl::AbortedError("the index changed during the call");
+        }
+      }
+    }
+    return &(*lease_)->db;
+  }
+  // The call's target came from the target cache, not from this session's snapshot.
+  void Expect(const store::TargetInfo& t) {
+    if (!lease_) expect_ = t;
+  }
+  bool stale() const { return stale_; }
+
+ private:
+  LocalQuery& q_;
+  std::optional<ConnLease> lease_;
+  std::optional<store::ReadSnapshot> snap_;  // destroyed (COMMIT) before the lease returns
+  std::optional<store::TargetInfo> expect_;
+  bool stale_ = false;
+};
+
 // Which() through the cache; Containing() straight from the database.
 class LocalQuery::CachedSource : public InstanceSource {
  public:
-  CachedSource(LocalQuery& q, Conn& c, const store::TargetInfo& t, Cache* cache)
-      : q_(q), db_(c.db, t), cache_(cache) {}
+  CachedSource(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache* cache)
+      : q_(q), s_(s), t_(t), cache_(cache) {}
   absl::StatusOr<List> Which(const std::string& name, bool with_clones) override {
-    if (cache_ == nullptr) return db_.Which(name, with_clones);
+    if (cache_ == nullptr) return FromDb(name, with_clones);
     std::string key = name;
     key.push_back(with_clones ? '\1' : '\0');
     {
@@ -56,19 +98,25 @@ class LocalQuery::CachedSource : public InstanceSource {
       }
     }
     ++q_.name_misses_;
-    ASSIGN_OR_RETURN(auto v, db_.Which(name, with_clones));
+    ASSIGN_OR_RETURN(auto v, FromDb(name, with_clones));
     std::lock_guard<std::mutex> l(cache_->mu);
     if (cache_->names.size() >= q_.opts_.max_cached_names) cache_->names.clear();
     cache_->names.emplace(std::move(key), v);
     return v;
   }
   absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) override {
-    return db_.Containing(addr);
+    ASSIGN_OR_RETURN(store::Db * db, s_.Db());
+    return DbSource(*db, t_).Containing(addr);
   }
 
  private:
+  absl::StatusOr<List> FromDb(const std::string& name, bool with_clones) {
+    ASSIGN_OR_RETURN(store::Db * db, s_.Db());
+    return DbSource(*db, t_).Which(name, with_clones);
+  }
   LocalQuery& q_;
-  DbSource db_;
+  Session& s_;
+  const store::TargetInfo& t_;
   Cache* cache_;
 };
 
@@ -118,6 +166,7 @@ std::shared_ptr<LocalQuery::Cache> LocalQuery::CacheFor(const store::TargetInfo&
   if (!opts_.cache) return nullptr;
   std::lock_guard<std::mutex> l(cache_mu_);
   auto& slot = caches_[t.id];
+  if (slot && slot->generation > t.generation) return nullptr;  // a call from stale target info
   if (!slot || slot->generation != t.generation) {
     slot = std::make_shared<Cache>();
     slot->generation = t.generation;
@@ -125,8 +174,52 @@ std::shared_ptr<LocalQuery::Cache> LocalQuery::CacheFor(const store::TargetInfo&
   return slot;
 }
 
+absl::StatusOr<store::TargetInfo> LocalQuery::PickTarget(Session& s, const std::string& requested) {
+  const auto now = std::chrono::steady_clock::now();
+  if (opts_.target_cache_seconds > 0) {
+    std::lock_guard<std::mutex> l(targets_mu_);
+    if (targets_at_ && now - *targets_at_ < std::chrono::duration<double>(opts_.target_cache_seconds)) {
+      auto t = SelectTargetFrom(targets_, requested);
+      if (t.ok()) s.Expect(*t);
+      return t;
+    }
+  }
+  ASSIGN_OR_RETURN(store::Db * db, s.Db());
+  ASSIGN_OR_RETURN(auto all, store::ListTargets(*db));
+  {
+    std::lock_guard<std::mutex> l(targets_mu_);
+    targets_ = all;
+    targets_at_ = now;
+  }
+  return SelectTargetFrom(all, requested);
+}
+
+void LocalQuery::ForgetTargets() {
+  std::lock_guard<std::mutex> l(targets_mu_);
+  targets_at_.reset();
+}
+
+template <typename F>
+auto LocalQuery::WithSession(F&& f) -> decltype(f(std::declval<Session&>())) {
+  for (int attempt = 0;; ++attempt) {
+    Session s(*this);
+    auto r = f(s);
+    if (!s.stale() || attempt == 3) return r;
+    ForgetTargets();
+  }
+}
+
 LocalQuery::CacheStats LocalQuery::cache_stats() const {
   return {name_hits_.load(), name_misses_.load(), addr_hits_.load(), addr_misses_.load()};
+}
+
+bool LocalQuery::TrimIfIdle(double idle_seconds) {
+  std::lock_guard<std::mutex> l(sym_mu_);
+  int64_t idle_ns = std::chrono::steady_clock::now().time_since_epoch().count() - last_dwarf_use_.load();
+  if (symbolizer_.open_files() == 0 || idle_ns < static_cast<int64_t>(idle_seconds * 1e9)) return false;
+  symbolizer_.Clear();
+  ::malloc_trim(0);  // give the freed arenas back to the system
+  return true;
 }
 
 int64_t LocalQuery::DebugFileCount() {
@@ -139,34 +232,46 @@ int64_t LocalQuery::DebugFileCount() {
 }
 
 absl::StatusOr<std::vector<TargetSummary>> LocalQuery::Targets() {
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto list, store::ListTargets(c->db));
+  Session s(*this);
+  ASSIGN_OR_RETURN(store::Db * db, s.Db());
+  ASSIGN_OR_RETURN(auto list, store::ListTargets(*db));
   std::vector<TargetSummary> out;
   for (auto& t : list) {
-    ASSIGN_OR_RETURN(auto counts, store::CountTarget(c->db, t.id));
-    out.push_back({std::move(t), counts});
+    // Counting a kernel's symbols takes a while (~0.1 s); the counts of a generation never change.
+    std::optional<store::TargetCounts> counts;
+    {
+      std::lock_guard<std::mutex> l(targets_mu_);
+      auto it = counts_.find(t.id);
+      if (it != counts_.end() && it->second.first == t.generation) counts = it->second.second;
+    }
+    if (!counts) {
+      ASSIGN_OR_RETURN(counts, store::CountTarget(*db, t.id));
+      std::lock_guard<std::mutex> l(targets_mu_);
+      counts_[t.id] = {t.generation, *counts};
+    }
+    out.push_back({std::move(t), *counts});
   }
   return out;
 }
 
 absl::StatusOr<WhichResult> LocalQuery::Which(const std::string& target, const std::string& name, bool exact) {
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto t, SelectTarget(c->db, target));
-  auto cache = CacheFor(t);
-  CachedSource src(*this, *c, t, cache.get());
-  ASSIGN_OR_RETURN(auto v, src.Which(name, !exact));
-  return WhichResult{std::move(t), *v};
+  return WithSession([&](Session& s) -> absl::StatusOr<WhichResult> {
+    ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
+    auto cache = CacheFor(t);
+    CachedSource src(*this, s, t, cache.get());
+    ASSIGN_OR_RETURN(auto v, src.Which(name, !exact));
+    return WhichResult{std::move(t), *v};
+  });
 }
 
-absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Conn& c, const store::TargetInfo& t, const std::string& text) {
+absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const store::TargetInfo& t,
+                                                    const std::string& text) {
   if (text.size() > kMaxSpecLength) {
     return absl::InvalidArgumentError(StrCat("spec is ", text.size(), " bytes; the limit is ", kMaxSpecLength));
   }
   ASSIGN_OR_RETURN(auto spec, ParseSpec(text));
   auto cache = CacheFor(t);
-  CachedSource src(*this, c, t, cache.get());
+  CachedSource src(*this, session, t, cache.get());
   std::string group_name;
   ASSIGN_OR_RETURN(auto matches, query::Resolve(src, t, spec, nullptr, &group_name));
   ResolveResult out{t, {}};
@@ -203,26 +308,28 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Conn& c, const store::Target
 }
 
 absl::StatusOr<ResolveResult> LocalQuery::Resolve(const std::string& target, const std::string& spec) {
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto t, SelectTarget(c->db, target));
-  return ResolveIn(*c, t, spec);
+  return WithSession([&](Session& s) -> absl::StatusOr<ResolveResult> {
+    ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
+    return ResolveIn(s, t, spec);
+  });
 }
 
-absl::StatusOr<AddressInfo> LocalQuery::SymbolizeIn(Conn& c, const store::TargetInfo& t, Cache& cache,
+absl::StatusOr<AddressInfo> LocalQuery::SymbolizeIn(Session& session, const store::TargetInfo& t, Cache& cache,
                                                     uint64_t addr) {
-  CachedSource src(*this, c, t, opts_.cache ? &cache : nullptr);
+  CachedSource src(*this, session, t, opts_.cache ? &cache : nullptr);
   auto debug_file_of = [&](const std::string& module) -> absl::StatusOr<std::optional<store::DebugFileInfo>> {
     {
       std::lock_guard<std::mutex> l(cache.mu);
       if (auto it = cache.debug_files.find(module); it != cache.debug_files.end()) return it->second;
     }
-    ASSIGN_OR_RETURN(auto df, store::DebugFileOf(c.db, t.id, module));
+    ASSIGN_OR_RETURN(store::Db * db, session.Db());
+    ASSIGN_OR_RETURN(auto df, store::DebugFileOf(*db, t.id, module));
     std::lock_guard<std::mutex> l(cache.mu);
     cache.debug_files.emplace(module, df);
     return df;
   };
   std::lock_guard<std::mutex> l(sym_mu_);
+  last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
   return SymbolizeAddress(src, debug_file_of, t, symbolizer_, addr);
 }
 
@@ -231,9 +338,12 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target,
     return absl::InvalidArgumentError(
         StrCat(addrs.size(), " addresses in one request; the limit is ", kMaxAddressesPerRequest));
   }
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto t, SelectTarget(c->db, target));
+  return WithSession([&](Session& s) { return SymbolizeWith(s, target, addrs); });
+}
+
+absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std::string& target,
+                                                          const std::vector<uint64_t>& addrs) {
+  ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
   auto cache = CacheFor(t);
   Cache scratch;  // uncached mode: per-call debug-file lookups only
   Cache& use = cache ? *cache : scratch;
@@ -253,7 +363,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target,
       }
       ++addr_misses_;
     }
-    ASSIGN_OR_RETURN(auto info, SymbolizeIn(*c, t, use, a));
+    ASSIGN_OR_RETURN(auto info, SymbolizeIn(s, t, use, a));
     auto shared = std::make_shared<const AddressInfo>(std::move(info));
     if (cache) {
       std::lock_guard<std::mutex> l(cache->mu);
@@ -269,14 +379,15 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
   if (file.empty() || line <= 0) {
     return absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", file, ":", line, "'"));
   }
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto t, SelectTarget(c->db, target));
-  ASSIGN_OR_RETURN(auto df, store::DebugFileOf(c->db, t.id, ""));
+  Session s(*this);
+  ASSIGN_OR_RETURN(store::Db * db, s.Db());
+  ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));
+  ASSIGN_OR_RETURN(auto df, store::DebugFileOf(*db, t.id, ""));
   if (!df) return absl::FailedPreconditionError(StrCat("target '", t.name, "' has no vmlinux debug info"));
   std::vector<uint64_t> addrs;
   {
     std::lock_guard<std::mutex> l(sym_mu_);
+    last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
     ASSIGN_OR_RETURN(addrs, symbolizer_.LineAddresses(df->path, file, line));
   }
   uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
@@ -284,7 +395,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
   Cache scratch;
   SymbolizeResult out{t, {}, {}};
   for (uint64_t a : addrs) {
-    ASSIGN_OR_RETURN(auto info, SymbolizeIn(*c, t, cache ? *cache : scratch, a + slide));
+    ASSIGN_OR_RETURN(auto info, SymbolizeIn(s, t, cache ? *cache : scratch, a + slide));
     out.addresses.push_back(a + slide);
     out.results.push_back(std::make_shared<const AddressInfo>(std::move(info)));
   }
@@ -292,20 +403,20 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
 }
 
 absl::StatusOr<DupsResult> LocalQuery::Dups(const std::string& target, const DupsOptions& opts) {
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto t, SelectTarget(c->db, target));
-  ASSIGN_OR_RETURN(auto groups, query::Dups(c->db, t, opts));
+  Session s(*this);
+  ASSIGN_OR_RETURN(store::Db * db, s.Db());
+  ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));
+  ASSIGN_OR_RETURN(auto groups, query::Dups(*db, t, opts));
   return DupsResult{std::move(t), std::move(groups)};
 }
 
 absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const std::string& spec,
                                               const KprobeOptions& opts) {
-  ASSIGN_OR_RETURN(auto c, Acquire());
-  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(c->db));
-  ASSIGN_OR_RETURN(auto t, SelectTarget(c->db, target));
+  Session s(*this);
+  ASSIGN_OR_RETURN(store::Db * db, s.Db());
+  ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));
   ProbeResult out;
-  ASSIGN_OR_RETURN(out.resolved, ResolveIn(*c, t, spec));
+  ASSIGN_OR_RETURN(out.resolved, ResolveIn(s, t, spec));
   if (out.resolved.matches.size() != 1) return out;
   const Match& m = out.resolved.matches[0].match;
   ASSIGN_OR_RETURN(out.kprobe, KprobeDefinition(m, opts));

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,10 @@ class LocalQuery : public QueryApi {
     bool cache = true;                    // false: every answer from the database (the CLI)
     size_t max_cached_names = 200000;     // entries; the cache is cleared when full
     size_t max_cached_addresses = 262144;
+    // How long the list of targets (and so each target's generation) may be reused without
+    // asking the database. Calls answered entirely from the caches then touch no SQLite at all;
+    // a re-index is seen at most this late, and never half-way. 0: every call asks.
+    double target_cache_seconds = 0;
   };
   // Opens one connection now, so a missing or corrupt index fails here with its path.
   static absl::StatusOr<std::unique_ptr<LocalQuery>> Open(const std::string& db_path, Options opts);
@@ -127,6 +132,10 @@ class LocalQuery : public QueryApi {
                                     const KprobeOptions& opts) override;
 
   int64_t DebugFileCount();
+  // Releases the debug files' parsed state (libdw line tables, CU data: hundreds of MB after a
+  // kernel-wide symbolization) when no address has needed DWARF for `idle_seconds`. Cached
+  // answers stay. Returns whether anything was released.
+  bool TrimIfIdle(double idle_seconds);
   const std::string& path() const { return path_; }
   struct CacheStats {
     int64_t name_hits = 0, name_misses = 0, addr_hits = 0, addr_misses = 0;
@@ -137,21 +146,33 @@ class LocalQuery : public QueryApi {
   struct Conn;
   class ConnLease;
   struct Cache;
+  class Session;
   class CachedSource;
   LocalQuery(std::string path, Options opts);
   absl::StatusOr<ConnLease> Acquire();
   std::shared_ptr<Cache> CacheFor(const store::TargetInfo& t);
-  absl::StatusOr<ResolveResult> ResolveIn(Conn& c, const store::TargetInfo& t, const std::string& spec);
-  absl::StatusOr<AddressInfo> SymbolizeIn(Conn& c, const store::TargetInfo& t, Cache& cache, uint64_t addr);
+  absl::StatusOr<store::TargetInfo> PickTarget(Session& s, const std::string& requested);
+  void ForgetTargets();
+  template <typename F>
+  auto WithSession(F&& f) -> decltype(f(std::declval<Session&>()));
+  absl::StatusOr<ResolveResult> ResolveIn(Session& s, const store::TargetInfo& t, const std::string& spec);
+  absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
+                                                const std::vector<uint64_t>& addrs);
+  absl::StatusOr<AddressInfo> SymbolizeIn(Session& s, const store::TargetInfo& t, Cache& cache, uint64_t addr);
 
   std::string path_;
   Options opts_;
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> pool_;
+  std::mutex targets_mu_;
+  std::vector<store::TargetInfo> targets_;
+  std::optional<std::chrono::steady_clock::time_point> targets_at_;
+  std::unordered_map<int64_t, std::pair<int64_t, store::TargetCounts>> counts_;  // id -> (generation, counts)
   std::mutex cache_mu_;
   std::unordered_map<int64_t, std::shared_ptr<Cache>> caches_;  // target id -> cache (one generation)
   std::mutex sym_mu_;
   debuginfo::Symbolizer symbolizer_;
+  std::atomic<int64_t> last_dwarf_use_{0};  // steady_clock ns of the last symbolizer use
   mutable std::atomic<int64_t> name_hits_{0}, name_misses_{0}, addr_hits_{0}, addr_misses_{0};
 };
 

@@ -60,12 +60,18 @@ void FillProbe(Instance& in) {
 }  // namespace
 
 absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string& requested) {
-  if (!requested.empty()) {
-    ASSIGN_OR_RETURN(auto t, store::FindTarget(db, requested));
-    if (!t) return absl::InvalidArgumentError(StrCat("no target named '", requested, "' (see 'symdex status')"));
-    return *t;
-  }
   ASSIGN_OR_RETURN(auto all, store::ListTargets(db));
+  return SelectTargetFrom(all, requested);
+}
+
+absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::TargetInfo>& all,
+                                                   const std::string& requested) {
+  if (!requested.empty()) {
+    for (const auto& t : all) {
+      if (t.name == requested) return t;
+    }
+    return absl::InvalidArgumentError(StrCat("no target named '", requested, "' (see 'symdex status')"));
+  }
   if (all.empty()) return absl::NotFoundError("the index has no targets: run 'symdex index' first");
   if (all.size() == 1) return all[0];
   for (const auto& t : all) {

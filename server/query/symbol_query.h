@@ -40,6 +40,9 @@ struct Instance {
 // else the only target. NotFound when there is none; InvalidArgument for an unknown name, or
 // listing the choices when several exist and none was named.
 absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string& requested);
+// The same rule over a list of targets (a cached one).
+absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::TargetInfo>& all,
+                                                   const std::string& requested);
 
 // Every instance named `name` (and with `with_clones`, its compiler clones
 // name.isra.0/.constprop.0/.part.0/.cold/...).

@@ -685,3 +685,43 @@ TEST_F(DaemonTest, SigtermCancelsWhatOutlivesTheDrainDeadline) {
 
 }  // namespace
 }  // namespace symdex
+
+namespace symdex {
+namespace {
+
+TEST_F(DaemonTest, ReleasingDebugInfoKeepsAnswersAndReopensOnDemand) {
+  auto q = query::LocalQuery::Open(db_, {});
+  ASSERT_TRUE(q.ok());
+  json dups = Json("dups");
+  std::vector<uint64_t> addrs;
+  for (const auto& g : dups["duplicates"]) {
+    for (const auto& in : g["instances"]) {
+      if (in["address"].is_string() && in["module"] == "vmlinux") {
+        addrs.push_back(std::stoull(in["address"].get<std::string>(), nullptr, 16) + 1);
+      }
+    }
+  }
+  ASSERT_GE(addrs.size(), 2u);
+  std::vector<uint64_t> first(addrs.begin(), addrs.begin() + addrs.size() / 2);
+  std::vector<uint64_t> rest(addrs.begin() + addrs.size() / 2, addrs.end());
+  auto before = (*q)->Symbolize("", first);
+  ASSERT_TRUE(before.ok());
+  ASSERT_FALSE(before->results[0]->frames.empty());
+  EXPECT_FALSE((*q)->TrimIfIdle(3600));  // just used: kept
+  EXPECT_TRUE((*q)->TrimIfIdle(0));
+  EXPECT_FALSE((*q)->TrimIfIdle(0));  // nothing left to release
+  auto again = (*q)->Symbolize("", first);
+  ASSERT_TRUE(again.ok());
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(again->results[i]->frames.size(), before->results[i]->frames.size());
+  }
+  EXPECT_FALSE((*q)->TrimIfIdle(0));  // answered from the cache: no debug file opened
+  auto fresh = (*q)->Symbolize("", rest);  // needs DWARF again: reopened
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->results[0]->frames.empty());
+  EXPECT_FALSE(fresh->results[0]->frames[0].file.empty());
+  EXPECT_TRUE((*q)->TrimIfIdle(0));
+}
+
+}  // namespace
+}  // namespace symdex
