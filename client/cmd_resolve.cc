@@ -458,7 +458,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   nlohmann::json arr = nlohmann::json::array();
   std::string out;
   for (size_t i = 0; i < res->results.size(); ++i) {
-    const auto& info = res->results[i];
+    const auto& info = *res->results[i];
     if (!info.symbol) worst = std::max(worst, int{kNotFound});
     if (g.json) {
       arr.push_back(AddressJson(addrs[i], info));
@@ -492,7 +492,7 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
   nlohmann::json arr = nlohmann::json::array();
   for (size_t i = 0; i < res->results.size(); ++i) {
     const uint64_t a = res->addresses[i];
-    const auto& info = res->results[i];
+    const auto& info = *res->results[i];
     std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
     std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
     std::string probe = info.symbol && info.symbol->text_offset
