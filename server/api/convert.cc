@@ -113,7 +113,19 @@ query::CanonicalMatch FromProto(const pb::Match& m) {
 
 void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out) {
   out->set_address(addr);
-  if (a.symbol) ToProto(*a.symbol, out->mutable_symbol());
+  if (a.symbol) {
+    // The symbol in brief (what a stack frame needs; Which has the rest): Symbolize answers are
+    // streamed by the thousand.
+    const query::Instance& in = *a.symbol;
+    pb::Instance* s = out->mutable_symbol();
+    s->set_name(in.name);
+    s->set_module(in.module);
+    s->set_type(std::string(1, in.type));
+    if (in.addr) s->set_address(*in.addr);
+    if (in.size) s->set_size(*in.size);
+    s->set_size_exact(in.size_exact);
+    if (in.text_offset) s->set_text_offset(*in.text_offset);
+  }
   out->set_offset(a.offset);
   for (const auto& f : a.frames) {
     pb::Frame* p = out->add_frames();

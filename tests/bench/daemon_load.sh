@@ -132,6 +132,8 @@ run() {
 echo "load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) ($ncpu CPUs)" >"$work/loadavg"
 # First: the 46k addresses through the daemon, before any other Symbolize warms it.
 run symbolize_all --rpc symbolize-all --inputs "$work/addrs.txt" --batch 1024 --passes 2
+# The same over one SymbolizeStream, batches pipelined (how a streaming frontend sends them).
+run symbolize_stream --rpc symbolize-all --inputs "$work/addrs.txt" --batch 1024 --passes 2 --stream
 echo "== llvm-symbolizer-14 --obj=vmlinux (same addresses, fresh process)" >&2
 vml_cached=$(fincore -nb -o RES,SIZE "$VML" 2>/dev/null | awk '{printf "%d of %d MB", $1/1048576, $2/1048576}' || echo "?")
 s=$(now); llvm-symbolizer-14 --obj="$VML" <"$work/addrs.txt" >"$work/llvm.out"; e=$(now)
@@ -233,17 +235,20 @@ print("  daemon/client/other: CPU cores kept busy during the run by symdexd, dae
       " last call returned,\n  so mean latency = clients / calls/s (Little's law). Open loop: calls are due on a"
       " fixed schedule and latency\n  counts from the due time, so a daemon that falls behind shows it as queueing.")
 print()
-sa = load('symbolize_all')
-if sa:
-    n = sa['addresses']
-    print(f"symbolize {n} vmlinux text-symbol addresses (batches of {sa['batch']}, one client) vs llvm-symbolizer-14:")
-    print(f"  llvm-symbolizer-14 --obj=vmlinux, fresh process:  {llvm_s:8.3f} s   (vmlinux in page cache: {cached}; warm, not a disk-cold run)")
-    for p in sa['passes']:
-        ratio = llvm_s / p['wall_s'] if p['wall_s'] else 0
-        which = 'first pass (first Symbolize the daemon serves)' if p['pass'] == 1 else f"pass {p['pass']}"
-        print(f"  symdexd {which:<46} {p['wall_s']:8.3f} s   {ratio:6.1f}x   "
-              f"({p['with_symbol']} with a symbol, {p['with_frames']} with frames, {p['failed_calls']} failed calls"
-              + (f"; {p['first_error'][:120]}" if p['first_error'] else '') + ")")
+for key, how in [('symbolize_all', 'unary Symbolize calls, one after another'),
+                 ('symbolize_stream', 'one SymbolizeStream, batches pipelined')]:
+  sa = load(key)
+  if not sa:
+    continue
+  n = sa['addresses']
+  print(f"symbolize {n} vmlinux text-symbol addresses (batches of {sa['batch']}, one client, {how}) vs llvm-symbolizer-14:")
+  print(f"  llvm-symbolizer-14 --obj=vmlinux, fresh process:  {llvm_s:8.3f} s   (vmlinux in page cache: {cached}; warm, not a disk-cold run)")
+  for p in sa['passes']:
+      ratio = llvm_s / p['wall_s'] if p['wall_s'] else 0
+      which = ('first pass (first Symbolize the daemon serves)' if key == 'symbolize_all' else 'pass 1 (daemon warm)') if p['pass'] == 1 else f"pass {p['pass']}"
+      print(f"  symdexd {which:<46} {p['wall_s']:8.3f} s   {ratio:6.1f}x   "
+            f"({p['with_symbol']} with a symbol, {p['with_frames']} with frames, {p['failed_calls']} failed calls"
+            + (f"; {p['first_error'][:120]}" if p['first_error'] else '') + ")")
 print()
 print("daemon memory (MB; RssFile is mostly the mmapped debug files, RssAnon the heap):")
 for key, label in [('idle', 'idle after start'), ('symbolize_all', 'after symbolize-all'), ('symbolize', 'after all runs')]:

@@ -20,7 +20,9 @@
 //   latency counts from when each call was due (no coordinated omission); shows p99 at a given load.
 // --warmup S: run S seconds first and count nothing from them.
 // --rpc symbolize-all: one client sends every address once in batches of --batch (default 1024),
-//   --passes times, and prints each pass's wall time.
+//   --passes times, and prints each pass's wall time. --stream: over one SymbolizeStream, the
+//   batches pipelined (a writer thread sends while the answers are read), as a frontend that
+//   streams addresses would; without it, one unary Symbolize call after another.
 // --check-canonical (Resolve): count OK answers whose canonical spec differs from the spec sent
 //   (inputs that are canonical specs must come back unchanged).
 // --json: one JSON object on stdout (the human-readable table then goes to stderr).
@@ -74,6 +76,7 @@ struct Options {
   bool exact = false;
   bool check_canonical = false;
   int passes = 1;
+  bool stream = false;  // symbolize-all through SymbolizeStream: batches pipelined
   int deadline_ms = 10000;
   int max_metadata_kb = 0;  // 0: gRPC's default limit on received metadata (status details ride in it)
 };
@@ -85,7 +88,7 @@ struct Options {
       "usage: daemon_load --connect unix:PATH|HOST:PORT\n"
       "                   --rpc which|resolve|symbolize|symbolize-all|list-targets|health\n"
       "                   --inputs FILE [--clients 16] [--seconds 30] [--warmup S] [--batch N]\n"
-      "                   [--rate QPS] [--target NAME] [--passes N] [--exact]\n"
+      "                   [--rate QPS] [--target NAME] [--passes N] [--stream] [--exact]\n"
       "                   [--check-canonical] [--deadline-ms 10000] [--max-metadata-kb N] [--json]\n");
   std::exit(2);
 }
@@ -118,6 +121,8 @@ Options Parse(int argc, char** argv) {
       o.target = val();
     else if (a == "--passes")
       o.passes = std::atoi(val().c_str());
+    else if (a == "--stream")
+      o.stream = true;
     else if (a == "--max-metadata-kb")
       o.max_metadata_kb = std::atoi(val().c_str());
     else if (a == "--deadline-ms")
@@ -534,7 +539,42 @@ int RunSymbolizeAll(const Options& o, const std::vector<std::string>& lines) {
     symdex::v1::SymbolizeRequest req;
     req.set_target(o.target);
     Clock::time_point t0 = Clock::now();
-    for (size_t i = 0; i < addrs.size(); i += o.batch) {
+    if (o.stream) {
+      // One SymbolizeStream: a writer thread sends every batch while this thread reads the
+      // answers, so the daemon's work on batch N+1 overlaps the client's parsing of batch N.
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.deadline_ms));
+      auto stream = stub->SymbolizeStream(&ctx);
+      std::thread writer([&] {
+        symdex::v1::SymbolizeRequest w;
+        w.set_target(o.target);
+        for (size_t i = 0; i < addrs.size(); i += o.batch) {
+          w.clear_addresses();
+          for (size_t k = i; k < std::min(addrs.size(), i + o.batch); ++k) w.add_addresses(addrs[k]);
+          if (!stream->Write(w)) break;
+        }
+        stream->WritesDone();
+      });
+      symdex::v1::SymbolizeResponse resp;
+      Clock::time_point b = Clock::now();
+      while (stream->Read(&resp)) {
+        lat.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - b).count());
+        b = Clock::now();
+        results += resp.results_size();
+        for (const auto& r : resp.results()) {
+          with_symbol += r.has_symbol();
+          with_frames += r.frames_size() > 0;
+          frames += r.frames_size();
+        }
+      }
+      writer.join();
+      grpc::Status st = stream->Finish();
+      if (!st.ok()) {
+        ++failed_calls;
+        first_error = std::string(CodeName(st.error_code())) + ": " + st.error_message();
+      }
+    }
+    for (size_t i = 0; !o.stream && i < addrs.size(); i += o.batch) {
       req.clear_addresses();
       for (size_t k = i; k < std::min(addrs.size(), i + o.batch); ++k) req.add_addresses(addrs[k]);
       grpc::ClientContext ctx;
