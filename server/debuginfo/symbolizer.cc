@@ -2,6 +2,8 @@
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -33,10 +35,17 @@ struct CuFunctions {
 struct Symbolizer::File {
   int fd = -1;
   Elf* elf = nullptr;
-  Dwarf* dwarf = nullptr;
+  Dwarf* dwarf = nullptr;  // owned unless dwfl is set (then libdwfl owns it)
+  Dwfl* dwfl = nullptr;    // relocatable files: libdwfl's relocated view
+  Dwarf_Addr bias = 0;     // dwfl address = DWARF address + bias
+  std::map<std::string, uint64_t> section_base;  // relocatable: section -> dwfl address
   std::unordered_map<Dwarf_Off, CuFunctions> cus;
   ~File() {
-    if (dwarf) dwarf_end(dwarf);
+    if (dwfl) {
+      dwfl_end(dwfl);
+    } else if (dwarf) {
+      dwarf_end(dwarf);
+    }
     if (elf) elf_end(elf);
     if (fd >= 0) ::close(fd);
   }
@@ -154,8 +163,65 @@ absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::strin
   return out;
 }
 
+namespace {
+
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
+                        char**) {
+  return -1;  // the module file itself carries the DWARF
+}
+
+}  // namespace
+
+absl::StatusOr<Symbolizer::File*> Symbolizer::OpenRelocatable(const std::string& path) {
+  const std::string key = "rel:" + path;
+  auto it = files_.find(key);
+  if (it != files_.end()) return it->second.get();
+  static const Dwfl_Callbacks kCallbacks = {
+      .find_elf = nullptr,
+      .find_debuginfo = NoSeparateDebuginfo,
+      .section_address = dwfl_offline_section_address,
+      .debuginfo_path = nullptr,
+  };
+  elf_version(EV_CURRENT);
+  auto f = std::make_unique<File>();
+  f->dwfl = dwfl_begin(&kCallbacks);
+  if (f->dwfl == nullptr) return absl::InternalError(StrCat("dwfl_begin: ", dwfl_errmsg(-1)));
+  Dwfl_Module* mod = dwfl_report_offline(f->dwfl, "module", path.c_str(), -1);
+  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", dwfl_errmsg(-1)));
+  dwfl_report_end(f->dwfl, nullptr, nullptr);
+  f->dwarf = dwfl_module_getdwarf(mod, &f->bias);
+  if (f->dwarf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF (", dwfl_errmsg(-1), ")"));
+  // Where libdwfl laid out each relocatable section: the inverse of dwfl_module_relocate_address.
+  GElf_Addr elf_bias = 0;
+  Elf* elf = dwfl_module_getelf(mod, &elf_bias);
+  int n = dwfl_module_relocations(mod);
+  for (int i = 0; elf != nullptr && i < n; ++i) {
+    GElf_Word shndx = 0;
+    const char* name = dwfl_module_relocation_info(mod, static_cast<unsigned>(i), &shndx);
+    GElf_Shdr shdr;
+    Elf_Scn* scn = elf_getscn(elf, shndx);
+    if (name == nullptr || scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr) continue;
+    f->section_base.emplace(name, shdr.sh_addr + elf_bias);
+  }
+  File* raw = f.get();
+  files_.emplace(key, std::move(f));
+  return raw;
+}
+
+absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::string& path, const std::string& section,
+                                                                  uint64_t offset) {
+  ASSIGN_OR_RETURN(File * f, OpenRelocatable(path));
+  auto it = f->section_base.find(section);
+  if (it == f->section_base.end()) return absl::NotFoundError(StrCat(path, " has no section ", section));
+  return FramesAt(f, it->second + offset - f->bias);
+}
+
 absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path, uint64_t addr) {
   ASSIGN_OR_RETURN(File * f, Open(path));
+  return FramesAt(f, addr);
+}
+
+std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
   std::vector<Frame> frames;
   Dwarf_Die cu;
   if (dwarf_addrdie(f->dwarf, addr, &cu) == nullptr) return frames;

@@ -31,6 +31,12 @@ class Symbolizer {
   // Empty when DWARF has nothing for the address.
   absl::StatusOr<std::vector<Frame>> Symbolize(const std::string& path, uint64_t dwarf_addr);
 
+  // The same for a relocatable debug file (an ET_REL kernel module): the address is `offset`
+  // into section `section` (as /sys/module/M/sections/SECTION places it), mapped through
+  // libdwfl's layout of the relocated sections. NotFound when the file has no such section.
+  absl::StatusOr<std::vector<Frame>> SymbolizeInSection(const std::string& path, const std::string& section,
+                                                        uint64_t offset);
+
   // Closes every debug file and drops what was parsed from them (line tables, function spans).
   void Clear();
   size_t open_files() const { return files_.size(); }
@@ -43,6 +49,8 @@ class Symbolizer {
  private:
   struct File;
   absl::StatusOr<File*> Open(const std::string& path);
+  absl::StatusOr<File*> OpenRelocatable(const std::string& path);
+  std::vector<Frame> FramesAt(File* f, uint64_t dwarf_addr);
   std::map<std::string, std::unique_ptr<File>> files_;
 };
 

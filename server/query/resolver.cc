@@ -219,11 +219,13 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
                                              uint64_t addr) {
   DbSource src(db, t);
   return SymbolizeAddress(
-      src, [&](const std::string& module) { return store::DebugFileOf(db, t.id, module); }, t, sym, addr);
+      src, [&](const std::string& module) { return store::DebugFileOf(db, t.id, module); },
+      [&](const std::string& module) { return store::ModuleSections(db, t.id, module); }, t, sym, addr);
 }
 
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
-                                             const store::TargetInfo& t, debuginfo::Symbolizer& sym, uint64_t addr) {
+                                             const SectionLookup& sections_of, const store::TargetInfo& t,
+                                             debuginfo::Symbolizer& sym, uint64_t addr) {
   AddressInfo out;
   Spec s;
   s.address = addr;
@@ -236,26 +238,41 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   out.offset = m[0].offset;
   const Instance& in = *out.symbol;
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
+  absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();
   if (df && !df->relocatable) {
     uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
-    auto frames = sym.Symbolize(df->path, addr - slide);
-    if (frames.ok()) {
-      out.frames = std::move(*frames);
-      // The outermost frame is the symbol itself: show its kallsyms name, clone suffix and all
-      // (name_show.cold, memremap_is_efi_data.constprop.0), as stack traces and perf do.
-      if (!out.frames.empty() && in.name.starts_with(out.frames.back().function + ".")) {
-        out.frames.back().function = in.name;
-      }
-      // No DW_TAG_subprogram here (assembly, static-call trampolines): name it by its symbol,
-      // as llvm-symbolizer does from the symbol table.
-      if (out.frames.empty()) out.frames.push_back({in.name, "", 0, 0});
-      if (out.frames.back().function.empty()) out.frames.back().function = in.name;
-      if (out.frames.empty()) out.note = "no DWARF for this address";
-      return out;
+    frames = sym.Symbolize(df->path, addr - slide);
+  } else if (df && in.addr) {
+    // A loaded module: the section holding addr (the highest base at or below it), then the
+    // offset into it in the module's relocatable DWARF.
+    ASSIGN_OR_RETURN(auto sections, sections_of(in.module));
+    const std::pair<std::string, uint64_t>* best = nullptr;
+    for (const auto& sec : sections) {
+      if (sec.second <= addr && (best == nullptr || sec.second > best->second)) best = &sec;
     }
+    if (best != nullptr) {
+      frames = sym.SymbolizeInSection(df->path, best->first, addr - best->second);
+    } else {
+      frames = absl::NotFoundError("no section base recorded for this module (offline target?)");
+    }
+  }
+  if (df && frames.ok() && (!df->relocatable || in.addr)) {
+    out.frames = std::move(*frames);
+    // The outermost frame is the symbol itself: show its kallsyms name, clone suffix and all
+    // (name_show.cold, memremap_is_efi_data.constprop.0), as stack traces and perf do.
+    if (!out.frames.empty() && in.name.starts_with(out.frames.back().function + ".")) {
+      out.frames.back().function = in.name;
+    }
+    // No DW_TAG_subprogram here (assembly, static-call trampolines): name it by its symbol,
+    // as llvm-symbolizer does from the symbol table.
+    if (out.frames.empty()) out.frames.push_back({in.name, "", 0, 0});
+    if (out.frames.back().function.empty()) out.frames.back().function = in.name;
+    return out;
+  }
+  if (!frames.ok()) {
     out.note = std::string(frames.status().message());
   } else if (df) {
-    out.note = "module address: function and line from the index (inline chains are read for vmlinux only)";
+    out.note = "module symbol without an address (offline target): function and line from the index";
   } else {
     out.note = "no debug info for this vmlinux/module";
   }

@@ -79,8 +79,12 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
 // (module name -> file; the daemon caches it).
 using DebugFileLookup =
     std::function<absl::StatusOr<std::optional<store::DebugFileInfo>>(const std::string& module)>;
+// A loaded module's section bases (store::ModuleSections).
+using SectionLookup =
+    std::function<absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>>(const std::string& module)>;
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
-                                             const store::TargetInfo& t, debuginfo::Symbolizer& sym, uint64_t addr);
+                                             const SectionLookup& sections_of, const store::TargetInfo& t,
+                                             debuginfo::Symbolizer& sym, uint64_t addr);
 
 struct KprobeOptions {
   std::string group = "symdex";

@@ -328,9 +328,13 @@ absl::StatusOr<AddressInfo> LocalQuery::SymbolizeIn(Session& session, const stor
     cache.debug_files.emplace(module, df);
     return df;
   };
+  auto sections_of = [&](const std::string& module) -> absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> {
+    ASSIGN_OR_RETURN(store::Db * db, session.Db());
+    return store::ModuleSections(*db, t.id, module);
+  };
   std::lock_guard<std::mutex> l(sym_mu_);
   last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
-  return SymbolizeAddress(src, debug_file_of, t, symbolizer_, addr);
+  return SymbolizeAddress(src, debug_file_of, sections_of, t, symbolizer_, addr);
 }
 
 absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) {

@@ -104,6 +104,20 @@ absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_
   return FindDebugFile(db, st.Text(0));
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,
+                                                                          const std::string& module) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT s.name, s.addr FROM module_sections s JOIN modules m "
+                                       "ON m.id = s.module_id WHERE m.target_id = ?1 AND m.name = ?2"));
+  st.Bind(1, target_id).Bind(2, module);
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.emplace_back(st.Text(0), FromDb(st.Int(1)));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_file_id) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(
       "SELECT COALESCE(s.name, ''), l.addr, l.unit, l.file, l.line FROM dwarf_symbol_lines l "

@@ -34,6 +34,10 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
 // The debug file a target uses for vmlinux (module "") or a module, if any.
 absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module);
 
+// A loaded module's section bases (/sys/module/M/sections/*) in a live target: (name, address).
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,
+                                                                          const std::string& module);
+
 // The line-table row at a text symbol address of a debug file.
 struct SymbolLine {
   std::string section;  // "" for linked images

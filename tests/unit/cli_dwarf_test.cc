@@ -261,6 +261,53 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   json cold = Json("which name_show.cold --exact");
   ASSERT_EQ(cold["count"], 2);
   for (const auto& in : cold["instances"]) EXPECT_EQ(in["dwarf"]["function"], "name_show") << in.dump();
+
+  // `addr` inside the loaded module: the inline chain from the module's relocatable DWARF, at
+  // the section offset /sys/module/.../sections gives, as eu-addr2line -j SECTION tells it.
+  size_t checked = 0;
+  for (const auto& [section, base] : {std::pair<std::string, uint64_t>{".text", 0xffffffffc0000000ull},
+                                      {".text.unlikely", 0xffffffffc0010000ull}}) {
+    json syms = Json("symbols -m fake_mod");
+    for (const auto& in : syms["symbols"]) {
+      uint64_t a = std::stoull(in["address"].get<std::string>(), nullptr, 16);
+      // (The last symbol of a section gets the gap to the next section as its kallsyms size.)
+      if (a < base || a >= base + 0x10000 || !in["size"].is_number() || in["size"].get<uint64_t>() < 2 ||
+          in["size"].get<uint64_t>() > 0x400) {
+        continue;
+      }
+      uint64_t probe = a + in["size"].get<uint64_t>() / 2;  // mid-function
+      char hex[32];
+      std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(probe));
+      json r = Json(std::string("addr ") + hex);
+      ASSERT_EQ(r["results"].size(), 1u);
+      const json& got = r["results"][0];
+      EXPECT_EQ(got["module"], "fake_mod") << got.dump();
+      EXPECT_FALSE(got.contains("note")) << got.dump();
+      char off[32];
+      std::snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(probe - base));
+      CommandResult eu = RunCommand("eu-addr2line -e '" + fx_.module + "' -i -f -j " + section + " " + off);
+      ASSERT_EQ(eu.exit_code, 0) << eu.err;
+      // eu-addr2line: "function\n/abs/path/file.c:LINE[:COL]\n" per frame, leaf first.
+      std::istringstream lines(eu.out);
+      std::vector<std::pair<std::string, std::string>> want;
+      for (std::string fn, where; std::getline(lines, fn) && std::getline(lines, where);) want.emplace_back(fn, where);
+      ASSERT_EQ(got["frames"].size(), want.size()) << got.dump() << "\n" << eu.out;
+      // eu-addr2line names no functions in an ET_REL file ("??"); the outermost frame must be the
+      // symbol itself, the inner ones are checked by their call sites' file:line.
+      EXPECT_EQ(got["frames"].back()["function"], got["symbol"]) << got.dump();
+      for (size_t i = 0; i < want.size(); ++i) {
+        const json& f = got["frames"][i];
+        std::string fn = f["function"];  // our outermost frame keeps the clone suffix (name_show.cold)
+        if (want[i].first != "??") EXPECT_TRUE(fn == want[i].first || fn.starts_with(want[i].first + ".")) << fn;
+        std::string where = want[i].second;  // /abs/.../drivers/a/a.c:12:5 -> compare file suffix and line
+        std::string file = f["file"];
+        EXPECT_NE(where.find(file + ":" + std::to_string(f["line"].get<int>())), std::string::npos)
+            << file << ":" << f["line"] << " vs " << where;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 4u);
 }
 
 }  // namespace
