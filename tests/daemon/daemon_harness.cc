@@ -6,8 +6,11 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <chrono>
 #include <cstring>
@@ -42,63 +45,65 @@ bool Accepts(const std::string& address) {
   return ok;
 }
 
-int FreeTcpPort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(s);
-  return port;
-}
-
 DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::string& log_path,
                              const std::string& wait_for)
     : log_path_(log_path) {
+  // Everything the child needs is made before fork(): the test process has gRPC threads, so
+  // the child may only make async-signal-safe calls until exec.
+  std::string bin = SYMDEXD_BIN;
+  std::vector<std::string> copy = args;
+  std::vector<char*> argv;
+  argv.push_back(bin.data());
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "DEBUGINFOD_URLS=", 16) != 0) env_strings.emplace_back(*e);  // hermetic
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t parent = ::getpid();
   pid_ = ::fork();
   if (pid_ == 0) {
-    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      ::dup2(fd, STDERR_FILENO);
-      ::dup2(fd, STDOUT_FILENO);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+    if (::getppid() != parent) ::_exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears CLOEXEC on the copy
+    if (in >= 0) ::dup2(in, STDIN_FILENO);
+    if (log_fd >= 0) {
+      ::dup2(log_fd, STDOUT_FILENO);
+      ::dup2(log_fd, STDERR_FILENO);
     }
-    std::vector<char*> argv;
-    std::string bin = SYMDEXD_BIN;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::unsetenv("DEBUGINFOD_URLS");
-    ::execv(bin.c_str(), argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     ::_exit(127);
   }
+  if (log_fd >= 0) ::close(log_fd);
   if (wait_for.empty()) return;
   for (int i = 0; i < 300; ++i) {
     if (Accepts(wait_for)) {
       ready_ = true;
       return;
     }
-    int status;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
+    if (Wait(0) != -1) return;  // exited while starting
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
 int DaemonProcess::Wait(double timeout_s) {
-  if (pid_ <= 0) return -1;
+  if (pid_ <= 0) return exit_status_.value_or(-1);
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   while (std::chrono::steady_clock::now() < end) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return *exit_status_;
     }
+    if (timeout_s <= 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return -1;

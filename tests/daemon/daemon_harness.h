@@ -4,8 +4,11 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "tests/unit/test_util.h"
 
 namespace symdex::testing {
 
@@ -23,18 +26,21 @@ class DaemonProcess {
   // Sends `sig` and waits (up to timeout_s) for the exit; returns the exit status (-1: still running
   // after the timeout, then killed; 128+N: killed by signal N).
   int Stop(int sig = 15, double timeout_s = 30);
-  // Waits for the process to exit on its own; same return convention.
+  // Waits for the process to exit on its own; same return convention (0 s: just check).
   int Wait(double timeout_s);
+  bool running() { return Wait(0) == -1 && pid_ > 0; }
+  // The exit status once reaped (by Wait or Stop).
+  std::optional<int> exit_status() const { return exit_status_; }
   std::string Log() const;
 
  private:
   pid_t pid_ = -1;
   std::string log_path_;
   bool ready_ = false;
+  std::optional<int> exit_status_;
 };
 
 // Whether something accepts a connection at "unix:PATH" or "HOST:PORT".
 bool Accepts(const std::string& address);
-int FreeTcpPort();
 
 }  // namespace symdex::testing

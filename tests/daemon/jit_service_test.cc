@@ -14,9 +14,6 @@
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +35,7 @@
 #include <vector>
 
 #include "symdex/v1/symdex.grpc.pb.h"
+#include "tests/daemon/daemon_harness.h"
 #include "tests/jit/jitdump_writer.h"
 #include "tests/jit/node_script.h"
 #include "tests/unit/test_util.h"
@@ -73,12 +71,6 @@ std::string Le(uint64_t v, int n) {
   std::string s;
   for (int i = 0; i < n; ++i) s.push_back(static_cast<char>(v >> (8 * i) & 0xff));
   return s;
-}
-
-std::string DescribeWaitStatus(int st) {
-  if (WIFEXITED(st)) return "exit status " + std::to_string(WEXITSTATUS(st));
-  if (WIFSIGNALED(st)) return std::string("killed by signal ") + strsignal(WTERMSIG(st));
-  return "wait status " + std::to_string(st);
 }
 
 // A file appears in a watched directory in one step: written under a name the watcher ignores,
@@ -139,73 +131,25 @@ uint64_t HexValue(const json& j) { return std::stoull(j.get<std::string>(), null
 // ---------------------------------------------------------------------------------------------
 // symdexd as a child process.
 
-bool CanConnect(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return false;
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
 // Starts `symdexd` on a unix socket in `dir` with its index in `dir` (live indexing off), watching
 // `watch`; the destructor sends SIGTERM and expects exit status 0 and the socket removed.
 class Symdexd {
  public:
   Symdexd(const std::string& dir, const std::vector<std::string>& watch)
       : socket_(dir + "/s.sock"), db_(dir + "/index.db"), log_(dir + "/symdexd.log") {
-    std::vector<std::string> args = {SYMDEXD_BIN,       "--listen",       "unix:" + socket_, "--db",
-                                     db_,               "--no-index-live", "--modules-poll",  "0",
-                                     "--metrics-listen", "127.0.0.1:0",    "--log-level",     "debug",
-                                     "--jit-poll",      "0.2"};
+    std::vector<std::string> args = {"--listen",       "unix:" + socket_, "--db",        db_,     "--no-index-live",
+                                     "--modules-poll", "0",               "--metrics-listen", "127.0.0.1:0",
+                                     "--log-level",    "debug",           "--jit-poll",  "0.2"};
     for (const auto& w : watch) {
       args.push_back("--jit-watch");
       args.push_back(w);
     }
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int log_fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
-      error_ = "cannot create " + log_ + ": " + std::strerror(errno);
+    process_ = std::make_unique<testing::DaemonProcess>(args, log_, "unix:" + socket_);
+    if (!process_->ready()) {
+      error_ = process_->exit_status()
+                   ? "symdexd exited while starting (status " + std::to_string(*process_->exit_status()) + ")"
+                   : "symdexd did not accept connections on " + socket_ + " within 30 s";
       return;
-    }
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ == 0) {  // only async-signal-safe calls until exec
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
-      if (::getppid() != parent) ::_exit(127);
-      sigset_t none;
-      sigemptyset(&none);
-      ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 clears CLOEXEC on fd 0
-      if (in >= 0) ::dup2(in, STDIN_FILENO);
-      ::dup2(log_fd, STDOUT_FILENO);
-      ::dup2(log_fd, STDERR_FILENO);
-      ::execv(argv[0], argv.data());
-      static const char kMsg[] = "jit_service_test: execv of symdexd failed\n";
-      (void)!::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
-      ::_exit(127);
-    }
-    ::close(log_fd);
-    if (pid_ < 0) {
-      error_ = std::string("fork: ") + std::strerror(errno);
-      return;
-    }
-    const auto deadline = Clock::now() + std::chrono::seconds(15);
-    while (!CanConnect(socket_)) {
-      if (!Alive()) {
-        error_ = "symdexd exited while starting (" + DescribeWaitStatus(status_) + ")";
-        return;
-      }
-      if (Clock::now() > deadline) {
-        error_ = "symdexd did not accept connections on " + socket_ + " within 15 s";
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     channel_ = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
     if (!channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
@@ -221,51 +165,30 @@ class Symdexd {
   const std::string& db() const { return db_; }
   std::string log() const { return Slurp(log_); }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
-
-  // Still running (reaps it if it is not).
-  bool Alive() {
-    if (pid_ <= 0) return false;
-    int st = 0;
-    pid_t r = ::waitpid(pid_, &st, WNOHANG);
-    if (r == 0) return true;
-    status_ = st;
-    pid_ = -1;
-    return false;
-  }
+  bool Alive() { return process_ && process_->running(); }
 
   void Stop() {
     channel_.reset();
-    if (pid_ <= 0) {
-      if (reaped_unexpectedly()) ADD_FAILURE() << "symdexd died: " << DescribeWaitStatus(status_) << "\n" << log();
+    if (!process_) return;
+    if (!process_->running()) {
+      if (process_->exit_status()) ADD_FAILURE() << "symdexd died: status " << *process_->exit_status() << "\n" << log();
+      process_.reset();
       return;
     }
-    ::kill(pid_, SIGTERM);
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    int st = 0;
-    pid_t r = 0;
-    while ((r = ::waitpid(pid_, &st, WNOHANG)) == 0 && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    if (r == 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &st, 0);
+    int rc = process_->Stop(SIGTERM, 20);
+    if (rc == -1) {
       ADD_FAILURE() << "symdexd did not exit within 20 s of SIGTERM\n" << log();
     } else {
-      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
-          << "symdexd after SIGTERM: " << DescribeWaitStatus(st) << "\n" << log();
+      EXPECT_EQ(rc, 0) << "symdexd after SIGTERM: exit status " << rc << "\n" << log();
       EXPECT_FALSE(fs::exists(socket_)) << "symdexd left its socket " << socket_ << " behind";
     }
-    pid_ = -1;
-    status_ = -1;
+    process_.reset();
   }
 
  private:
-  bool reaped_unexpectedly() const { return status_ != -1; }
-
   std::string socket_, db_, log_;
   std::string error_;
-  pid_t pid_ = -1;
-  int status_ = -1;  // wait status once reaped before Stop()
+  std::unique_ptr<testing::DaemonProcess> process_;
   std::shared_ptr<grpc::Channel> channel_;
 };
 

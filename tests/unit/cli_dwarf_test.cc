@@ -194,19 +194,6 @@ TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
   EXPECT_TRUE(found) << ln.dump();
 }
 
-int FreePort() {
-  int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  ::close(s);
-  return port;
-}
-
 TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // The sysroot: kallsyms from nm (vmlinux at link addresses; the module loaded at two bases).
   std::string root = fx_.dir / "root";
@@ -215,7 +202,7 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // debuginfod serving the two debug files from a plain directory.
   std::string served = fx_.dir / "served";
   Must("mkdir -p '" + served + "' && cp '" + fx_.vmlinux + "' '" + fx_.module + "' '" + served + "/'");
-  int port = FreePort();
+  int port = testing::FreeTcpPort();
   pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);

@@ -1,6 +1,8 @@
 #include "tests/unit/test_util.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -67,6 +69,19 @@ void CompileObject(const std::string& c_source, const std::string& out_path, con
   WriteFile(d / "src.c", c_source);
   CommandResult r = RunCommand("gcc -c " + flags + " -o '" + out_path + "' '" + (d / "src.c") + "'");
   if (r.exit_code != 0) throw std::runtime_error("gcc failed: " + r.err);
+}
+
+int FreeTcpPort() {
+  int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(s);
+  return port;
 }
 
 }  // namespace symdex::testing

@@ -37,4 +37,7 @@ std::string ElfNote(uint32_t type, std::string_view name, std::string_view desc)
 // Compiles C source to an object file with gcc (what kernel modules are: ET_REL).
 void CompileObject(const std::string& c_source, const std::string& out_path, const std::string& flags = "-O2");
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it back, close).
+int FreeTcpPort();
+
 }  // namespace symdex::testing
