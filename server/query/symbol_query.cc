@@ -72,7 +72,7 @@ absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::Targ
     }
     return absl::InvalidArgumentError(StrCat("no target named '", requested, "' (see 'symdex status')"));
   }
-  if (all.empty()) return absl::NotFoundError("the index has no targets: run 'symdex index' first");
+  if (all.empty()) return absl::FailedPreconditionError("the index has no targets: run 'symdex index' first");
   if (all.size() == 1) return all[0];
   for (const auto& t : all) {
     if (t.name == "host") return t;

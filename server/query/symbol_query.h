@@ -37,7 +37,7 @@ struct Instance {
 };
 
 // Picks the target a query runs against: `requested` when given; otherwise "host" if indexed,
-// else the only target. NotFound when there is none; InvalidArgument for an unknown name, or
+// else the only target. FailedPrecondition when there is none; InvalidArgument for an unknown name, or
 // listing the choices when several exist and none was named.
 absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string& requested);
 // The same rule over a list of targets (a cached one).

@@ -219,12 +219,13 @@ TEST_F(JitDsosTest, PerfInjectDsosMatchThisPerfsEra) {
   WriteFile(w + "/w.js",
             "function f(i){let s=0;for(let j=0;j<1000;j++)s+=j*i;return s}\n"
             "let t=0;for(let i=0;i<100000;i++)t+=f(i);console.log(t)\n");
-  // HOME: perf's build-ID cache (~/.debug) goes into the test directory.
-  const std::string env = "cd '" + w + "' && HOME='" + w + "' ";
-  CommandResult rec = RunCommand(env + "perf record -k 1 -e cpu-clock -q -o perf.data node --perf-prof "
+  // No build-ID cache: perf would copy node (100 MB) into ~/.debug; an unusable --buildid-dir
+  // makes it skip the cache and still write the jitted-*.so next to the dump.
+  const std::string env = "cd '" + w + "' && perf --buildid-dir /dev/null/no-cache ";
+  CommandResult rec = RunCommand(env + "record -N -k 1 -e cpu-clock -q -o perf.data node --perf-prof "
                                        "--interpreted-frames-native-stack w.js");
   if (rec.exit_code != 0) GTEST_SKIP() << "perf record cannot record here: " << rec.err;
-  CommandResult inj = RunCommand(env + "perf inject -j -i perf.data -o perf.jit.data");
+  CommandResult inj = RunCommand(env + "inject -j -i perf.data -o perf.jit.data");
   ASSERT_EQ(inj.exit_code, 0) << inj.err;
   Json("jit ingest '" + w + "'");
   json d = Json("jit dsos '" + w + "'");

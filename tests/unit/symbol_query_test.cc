@@ -106,7 +106,7 @@ TEST(AliasNoiseTest, MatchesKasAliasFilters) {
 TEST(SelectTargetTest, DefaultsAndErrors) {
   TempDir d;
   auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
-  EXPECT_EQ(SelectTarget(*db, "").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(SelectTarget(*db, "").status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store::ReplaceTarget(*db, SmallTarget("6.1.0-a", "offline"), 1).ok());
   EXPECT_EQ(SelectTarget(*db, "")->name, "6.1.0-a");  // the only one
   ASSERT_TRUE(store::ReplaceTarget(*db, SmallTarget("6.1.0-b", "offline"), 1).ok());
