@@ -1,4 +1,4 @@
-// symdex jit ingest|addr|collisions|export and symdex buildid: JIT code from jitdump and perf-map
+// symdex jit ingest|addr|collisions|export|dsos and symdex buildid: JIT code from jitdump and perf-map
 // files, and the build-IDs of jitted DSOs (server/jit/).
 #include <fmt/core.h>
 
@@ -14,6 +14,7 @@
 #include "server/jit/build_ids.h"
 #include "server/jit/jit_elf.h"
 #include "server/jit/jit_store.h"
+#include "server/jit/jitted_dso.h"
 
 namespace symdex::cli {
 namespace {
@@ -446,6 +447,173 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
   return jitted->empty() && kernel->empty() ? kNotFound : kFound;
 }
 
+// ---------------------------------------------------------------------------------------------
+
+struct DsosOptions {
+  std::vector<std::string> paths;
+};
+
+int RunDsos(const GlobalOptions& g, const DsosOptions& o) {
+  jit::JittedDsoScan scan = jit::ExpandJittedDsoPaths(o.paths);
+  std::vector<std::pair<std::string, std::string>> unreadable;  // path (or PATH arg), why
+  for (const absl::Status& s : scan.errors) unreadable.emplace_back("", std::string(s.message()));
+  std::vector<jit::JittedDso> dsos;
+  for (const std::string& f : scan.files) {
+    auto d = jit::ReadJittedDso(f);
+    if (d.ok()) {
+      dsos.push_back(std::move(*d));
+    } else {
+      unreadable.emplace_back(f, std::string(d.status().message()));
+    }
+  }
+  if (scan.files.empty() && unreadable.empty()) {
+    if (g.json) {
+      PrintJson({{"dsos", nlohmann::json::array()}, {"unreadable", nlohmann::json::array()},
+                 {"shared_ids", nlohmann::json::array()}});
+    } else {
+      fmt::print(stderr, "symdex: no jitted-*.so files in {} (nor one directory down)\n", StrJoin(o.paths, ", "));
+    }
+    return kNotFound;
+  }
+  // The index is optional: without one, the IDs and the on-disk collisions are still reported.
+  std::optional<store::Db> db;
+  std::string no_index;
+  if (!dsos.empty()) {
+    auto opened = OpenForRead(g);
+    if (opened.ok()) {
+      db.emplace(std::move(*opened));
+    } else {
+      no_index = std::string(opened.status().message());
+    }
+  }
+  std::vector<jit::DsoMatch> matches;
+  if (db) {
+    jit::JittedDsoMatcher matcher(*db);
+    for (const auto& d : dsos) {
+      auto m = matcher.Match(d);
+      if (!m.ok()) return Fail(g, m.status());
+      matches.push_back(std::move(*m));
+    }
+  } else {
+    for (size_t i = 0; i < dsos.size(); ++i) {
+      matches.push_back(jit::DsoMatch{.status = "no-index", .message = no_index});
+    }
+  }
+  std::vector<jit::SharedDsoId> shared = jit::SharedDsoIds(dsos);
+  std::map<std::string, size_t> per_status;
+  std::map<std::string, size_t> per_scheme;
+  // The scheme each DSO's ID came from (first matching load), "" when none.
+  std::vector<std::string> scheme_of(dsos.size());
+  for (size_t i = 0; i < dsos.size(); ++i) {
+    ++per_status[matches[i].status];
+    for (const auto& c : matches[i].candidates) {
+      if (!c.schemes.empty()) {
+        scheme_of[i] = c.schemes.front();
+        break;
+      }
+    }
+    if (!scheme_of[i].empty()) ++per_scheme[scheme_of[i]];
+  }
+  auto shared_schemes = [&](const jit::SharedDsoId& s) {
+    std::set<std::string> out;
+    for (size_t i : s.dsos) {
+      if (!scheme_of[i].empty()) out.insert(scheme_of[i]);
+    }
+    return out;
+  };
+
+  if (g.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (size_t i = 0; i < dsos.size(); ++i) {
+      const auto& d = dsos[i];
+      const auto& m = matches[i];
+      nlohmann::json loads = nlohmann::json::array();
+      for (const auto& c : m.candidates) {
+        loads.push_back({{"name", c.load.name},
+                         {"pid", c.load.pid},
+                         {"code_index", c.load.code_index},
+                         {"code_addr", "0x" + Hex(c.load.code_addr)},
+                         {"code_size", c.load.code_size},
+                         {"load_time", c.load.load_time},
+                         {"instance", InstanceJson(c.load.instance)},
+                         {"schemes", c.schemes},
+                         {"symbol_matches", c.symbol_matches},
+                         {"build_ids", c.load.build_ids}});
+      }
+      nlohmann::json j = {{"path", d.path},
+                          {"pid", d.name ? nlohmann::json(d.name->pid) : nlohmann::json(nullptr)},
+                          {"code_index", d.name ? nlohmann::json(d.name->code_index) : nlohmann::json(nullptr)},
+                          {"build_id", d.build_id.ToHex()},
+                          {"symbol", d.symbol},
+                          {"file_size", d.file_size},
+                          {"status", m.status},
+                          {"scheme", scheme_of[i].empty() ? nlohmann::json(nullptr) : nlohmann::json(scheme_of[i])},
+                          {"era", scheme_of[i].empty() ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(jit::JitBuildIdSchemeEra(scheme_of[i]))},
+                          {"message", m.message},
+                          {"loads_with_id", m.loads_with_id},
+                          {"loads", loads}};
+      arr.push_back(j);
+    }
+    nlohmann::json bad = nlohmann::json::array();
+    for (const auto& [p, why] : unreadable) {
+      bad.push_back({{"path", p.empty() ? nlohmann::json(nullptr) : nlohmann::json(p)}, {"error", why}});
+    }
+    nlohmann::json sh = nlohmann::json::array();
+    for (const auto& s : shared) {
+      nlohmann::json paths = nlohmann::json::array();
+      for (size_t i : s.dsos) paths.push_back(dsos[i].path);
+      sh.push_back({{"build_id", s.build_id}, {"dsos", paths}, {"functions", s.symbols},
+                    {"distinct_functions", s.symbols.size()}, {"schemes", shared_schemes(s)}});
+    }
+    PrintJson({{"dsos", arr}, {"unreadable", bad}, {"shared_ids", sh}, {"counts", per_status},
+               {"schemes", per_scheme}});
+  } else {
+    for (size_t i = 0; i < dsos.size(); ++i) {
+      const auto& d = dsos[i];
+      const auto& m = matches[i];
+      fmt::print("{}\n  pid {} idx {}  build-id {}  symbol {}\n", d.path, d.name ? std::to_string(d.name->pid) : "?",
+                 d.name ? std::to_string(d.name->code_index) : "?", d.build_id.ToHex(),
+                 d.symbol.empty() ? "(none)" : d.symbol);
+      if (m.status != "matched") {
+        fmt::print("  {}: {}\n", m.status, m.message);
+        continue;
+      }
+      for (const auto& c : m.candidates) {
+        if (c.schemes.empty()) continue;
+        fmt::print("  load {} (jitdump {}, header timestamp {}): scheme {} = {}\n", c.load.name, c.load.instance.path,
+                   c.load.instance.dump_timestamp, StrJoin(c.schemes, ", "),
+                   jit::JitBuildIdSchemeEra(c.schemes.front()));
+        if (!c.symbol_matches) {
+          fmt::print("  note: the DSO's symbol '{}' is not the load's name\n", d.symbol);
+        }
+      }
+    }
+    for (const auto& [p, why] : unreadable) fmt::print(stderr, "symdex: cannot read {}\n", why);
+    if (!shared.empty()) {
+      fmt::print("build-IDs shared by several DSOs on disk (tools keyed by build-ID show them as one):\n");
+      for (const auto& s : shared) {
+        auto schemes = shared_schemes(s);
+        fmt::print("  {}{} shared by {} DSOs, {} distinct functions: {}\n", s.build_id,
+                   schemes.empty() ? "" : " (" + StrJoin(schemes, ", ") + ")", s.dsos.size(), s.symbols.size(),
+                   StrJoin(s.symbols, ", "));
+        std::vector<std::string> names;
+        for (size_t i : s.dsos) names.push_back(fs::path(dsos[i].path).filename().string());
+        fmt::print("    {}\n", StrJoin(names, ", "));
+      }
+    }
+    std::vector<std::string> parts;
+    for (const auto& [st, n] : per_status) parts.push_back(StrCat(n, " ", st));
+    std::vector<std::string> sparts;
+    for (const auto& [sc, n] : per_scheme) sparts.push_back(StrCat(sc, " ", n));
+    fmt::print("{} DSOs read{}{}{}; {} build-IDs shared on disk; {} unreadable\n", dsos.size(),
+               parts.empty() ? "" : ": " + StrJoin(parts, ", "),
+               sparts.empty() ? "" : " (" + StrJoin(sparts, ", ") + ")", no_index.empty() ? "" : " [" + no_index + "]",
+               shared.size(), unreadable.size());
+  }
+  return unreadable.empty() ? kFound : kEnvError;
+}
+
 }  // namespace
 
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
@@ -459,6 +627,7 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "  symdex jit addr --pid 4242 0x7f6d5bf891d0                     which JS function, line, DSO, build-ID\n"
       "  symdex jit collisions --scheme sha1-code                      which DSOs perf 6.17 would merge\n"
       "  symdex jit export --out ./jitted --pid 4242                   jitted-<pid>-<idx>.so with unique build-IDs\n"
+      "  symdex jit dsos ~/.debug/jit .                                which load and perf era each jitted-*.so is\n"
       "Times (--time, --instance) are the dump's own timestamps (CLOCK_MONOTONIC ns for Node, as perf -k 1).");
 
   auto ingest = std::make_shared<IngestOptions>();
@@ -509,6 +678,23 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   ce->add_option("--instance", exp->instance, "Only the dump with this header timestamp (pid reuse)");
   ce->add_flag("--json", g.json, "JSON output");
   ce->callback([&g, &exit_code, exp] { exit_code = RunExport(g, *exp); });
+
+  auto dsos = std::make_shared<DsosOptions>();
+  CLI::App* cd = jit->add_subcommand(
+      "dsos",
+      "Read the build-IDs of jitted DSOs already on disk -- the jitted-<pid>-<idx>.so files `perf inject -j` "
+      "writes next to the dump (and perf's ~/.debug/jit/<name>/) or `symdex jit export` wrote -- and tell, for "
+      "each, which ingested CODE_LOAD it is (same pid and code_index) and which scheme, i.e. perf era, produced its "
+      "ID: md5-addr (perf <= 6.16 with libcrypto), sha1-code (perf 6.17), sha1-symtab (the Nov 2025 fix), symdex "
+      "(symdex jit export); 'unknown' when it is none of them (e.g. perf built without libcrypto writes random "
+      "IDs), 'no-load' when that load is not ingested. Then lists build-IDs shared by several DSOs on disk and the "
+      "functions each merges (perf 6.17's collision). Exit 0 if every DSO was read, 3 if some could not be (each "
+      "reason printed), 1 if no jitted-*.so was found.");
+  cd->add_option("paths", dsos->paths,
+                 "DSO files (any name), or directories: the jitted-*.so in them and one directory down")
+      ->required();
+  cd->add_flag("--json", g.json, "JSON output (every load compared, with all its scheme IDs)");
+  cd->callback([&g, &exit_code, dsos] { exit_code = RunDsos(g, *dsos); });
 
   auto hex = std::make_shared<std::string>();
   CLI::App* cb = app.add_subcommand(
