@@ -60,12 +60,7 @@ using symdex::testing::TempDir;
 using symdex::testing::WriteFile;
 using Clock = std::chrono::steady_clock;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using symdex::testing::Slurp;
 
 std::string Le(uint64_t v, int n) {
   std::string s;

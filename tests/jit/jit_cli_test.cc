@@ -28,12 +28,7 @@ using symdex::testing::TempDir;
 using symdex::testing::WriteFile;
 using testing::JitdumpWriter;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using symdex::testing::Slurp;
 
 class JitCliTest : public ::testing::Test {
  protected:

@@ -26,12 +26,7 @@ using symdex::testing::TempDir;
 using symdex::testing::WriteFile;
 using testing::JitdumpWriter;
 
-std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using symdex::testing::Slurp;
 
 constexpr uint32_t kPid = 4242;
 const std::string kCodeA(64, '\x90');

@@ -26,12 +26,7 @@ using symdex::testing::WriteFile;
 
 constexpr const char* kScript = symdex::testing::kNodeJitScript;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using symdex::testing::Slurp;
 
 // Runs node once per process; every test then checks the same dump. Problems are reported from
 // SetUp (a test failure) rather than SetUpTestSuite, which GoogleTest and ctest report as skips.

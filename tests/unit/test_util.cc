@@ -33,13 +33,6 @@ void WriteFile(const std::string& path, const std::string& content) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
-static std::string Slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 CommandResult RunCommand(const std::string& cmd) {
   TempDir d;
   std::string full = "(" + cmd + ") >" + d / "out" + " 2>" + d / "err" + " </dev/null";
@@ -82,6 +75,13 @@ int FreeTcpPort() {
   int port = ntohs(a.sin_port);
   ::close(s);
   return port;
+}
+
+std::string Slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 
 }  // namespace symdex::testing

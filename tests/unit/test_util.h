@@ -21,6 +21,8 @@ class TempDir {
 
 // Writes `content` to `path`, creating parent directories.
 void WriteFile(const std::string& path, const std::string& content);
+// The whole file (tests only: unbounded), "" when it cannot be read.
+std::string Slurp(const std::string& path);
 
 struct CommandResult {
   int exit_code = -1;
