@@ -227,15 +227,15 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
                                              const SectionLookup& sections_of, const store::TargetInfo& t,
                                              debuginfo::Symbolizer& sym, uint64_t addr) {
   AddressInfo out;
-  Spec s;
-  s.address = addr;
-  ASSIGN_OR_RETURN(auto m, Resolve(src, t, s));
-  if (m.empty()) {
+  // The symbol row alone (no per-name counts: a stack frame does not need them, and gathering
+  // every same-named symbol per address would dominate a batch).
+  ASSIGN_OR_RETURN(auto hit, src.Containing(addr));
+  if (!hit) {
     out.note = "no text symbol at or below this address";
     return out;
   }
-  out.symbol = m[0].instance;
-  out.offset = m[0].offset;
+  out.symbol = InstanceOf(t, *hit);
+  out.offset = addr - hit->addr;
   const Instance& in = *out.symbol;
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
   absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();

@@ -83,6 +83,8 @@ absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::Targ
       StrCat("several targets are indexed; pick one with --target: ", StrJoin(names, ", ")));
 }
 
+Instance InstanceOf(const store::TargetInfo& t, const store::SymbolRecord& r) { return MakeInstance(t, r); }
+
 absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t,
                                             const std::string& name, bool with_clones) {
   ASSIGN_OR_RETURN(auto rows, store::SymbolsByName(db, t.id, name, with_clones));

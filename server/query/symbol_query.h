@@ -44,6 +44,10 @@ absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string&
 absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::TargetInfo>& all,
                                                    const std::string& requested);
 
+// One symbol row as an Instance, without the per-name counts and probe hint (which need every
+// symbol of that name).
+Instance InstanceOf(const store::TargetInfo& t, const store::SymbolRecord& r);
+
 // Every instance named `name` (and with `with_clones`, its compiler clones
 // name.isra.0/.constprop.0/.part.0/.cold/...).
 absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t,
