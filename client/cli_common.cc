@@ -2,8 +2,6 @@
 #include "server/common/strings.h"
 
 #include <fmt/core.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -12,6 +10,7 @@
 #include <ctime>
 
 #include "server/api/remote_query.h"
+#include "server/common/file_util.h"
 #include "server/store/migrations.h"
 
 namespace symdex::cli {
@@ -19,10 +18,7 @@ namespace symdex::cli {
 std::string DbPath(const GlobalOptions& g) {
   if (!g.db.empty()) return g.db;
   if (const char* env = std::getenv("SYMDEX_DB"); env && *env) return env;
-  if (::geteuid() == 0) return "/var/lib/symdex/index.db";
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/symdex/index.db";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/.local/state/symdex/index.db";
+  return DefaultIndexPath();
 }
 
 int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
@@ -46,27 +42,10 @@ absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g) {
   return store::OpenIndex(path, store::Db::Mode::kReadOnly);
 }
 
-namespace {
-
-// Does a daemon answer on this Unix socket? (A stale socket file from a dead daemon does not.)
-bool SocketAnswers(const std::string& path) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return false;
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g) {
   std::string address = g.connect;
   const char* env_db = std::getenv("SYMDEX_DB");
-  if (address.empty() && !g.local && g.db.empty() && !(env_db && *env_db) && SocketAnswers(kDefaultSocket)) {
+  if (address.empty() && !g.local && g.db.empty() && !(env_db && *env_db) && UnixSocketAnswers(kDefaultSocket)) {
     address = StrCat("unix:", kDefaultSocket);
   }
   if (!address.empty()) {

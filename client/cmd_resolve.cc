@@ -88,11 +88,10 @@ nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const st
   return j;
 }
 
-// Resolves one spec text; fills `j` and returns the exit code for it.
-int ResolveOne(query::QueryApi& api, const std::string& target, const std::string& text, bool json, nlohmann::json& j,
-               query::ResolveResult* out = nullptr) {
+// Reports one spec's resolution (printed unless json); fills `j` and returns the exit code for it.
+int ReportResolve(const std::string& text, absl::StatusOr<query::ResolveResult> r, bool json, nlohmann::json& j,
+                  query::ResolveResult* out) {
   j = {{"spec", text}};
-  auto r = api.Resolve(target, text);
   if (!r.ok()) {
     j["status"] = "error";
     j["error"] = std::string(r.status().message());
@@ -134,6 +133,12 @@ int ResolveOne(query::QueryApi& api, const std::string& target, const std::strin
   }
   if (out) *out = std::move(*r);
   return code;
+}
+
+// Resolves one spec text; fills `j` and returns the exit code for it.
+int ResolveOne(query::QueryApi& api, const std::string& target, const std::string& text, bool json, nlohmann::json& j,
+               query::ResolveResult* out = nullptr) {
+  return ReportResolve(text, api.Resolve(target, text), json, j, out);
 }
 
 int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
@@ -229,7 +234,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   if (!probe.ok()) return Fail(g, probe.status());
   if (probe->resolved.matches.size() != 1) {
     nlohmann::json j;
-    int code = ResolveOne(**api, o.target, o.args[0], true, j);
+    int code = ReportResolve(o.args[0], probe->resolved, /*json=*/true, j, nullptr);
     j["target"] = probe->resolved.target.name;
     ReportNotUnique(o.args[0], j, code, g.json);
     return code;

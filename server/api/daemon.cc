@@ -74,13 +74,6 @@ class Stopper {
   bool stop_ = false;
 };
 
-std::string DefaultDbPath() {
-  if (::geteuid() == 0) return "/var/lib/symdex/index.db";
-  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/symdex/index.db";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/.local/state/symdex/index.db";
-}
-
 // A stale socket file from a previous run is removed; one a live daemon answers on is not.
 absl::Status PrepareUnixSocket(const std::string& path) {
   std::filesystem::path p(path);
@@ -90,14 +83,10 @@ absl::Status PrepareUnixSocket(const std::string& path) {
     if (ec) return absl::FailedPreconditionError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
   }
   if (!std::filesystem::exists(p, ec)) return absl::OkStatus();
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) return absl::InvalidArgumentError(StrCat("socket path too long: ", path));
-  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  bool alive = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  if (fd >= 0) ::close(fd);
-  if (alive) return absl::FailedPreconditionError(StrCat("another daemon is listening on ", path));
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(StrCat("socket path too long: ", path));
+  }
+  if (UnixSocketAnswers(path)) return absl::FailedPreconditionError(StrCat("another daemon is listening on ", path));
   std::filesystem::remove(p, ec);
   return absl::OkStatus();
 }
@@ -327,7 +316,7 @@ int RunDaemon(const DaemonOptions& opts) {
   // microseconds per lock on the request path).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Daemon d(opts);
-  d.db_path = opts.db.empty() ? DefaultDbPath() : opts.db;
+  d.db_path = opts.db.empty() ? DefaultIndexPath() : opts.db;
   {
     std::error_code ec;
     std::filesystem::path p(d.db_path);

@@ -1,9 +1,12 @@
 #include "server/common/file_util.h"
 
 #include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "server/common/strings.h"
@@ -67,6 +70,25 @@ std::string SysrootPath(const std::string& sysroot, const std::string& abs_path)
   if (sysroot.empty() || sysroot == "/") return abs_path;
   if (sysroot.back() == '/') return sysroot.substr(0, sysroot.size() - 1) + abs_path;
   return sysroot + abs_path;
+}
+
+std::string DefaultIndexPath() {
+  if (::geteuid() == 0) return "/var/lib/symdex/index.db";
+  if (const char* x = std::getenv("XDG_STATE_HOME"); x && *x) return std::string(x) + "/symdex/index.db";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/state/symdex/index.db";
+}
+
+bool UnixSocketAnswers(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) return false;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
 }
 
 }  // namespace symdex

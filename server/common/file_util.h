@@ -19,4 +19,12 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path,
 // Joins a sysroot and an absolute path ("/proc/kallsyms"); an empty or "/" sysroot is the host.
 std::string SysrootPath(const std::string& sysroot, const std::string& abs_path);
 
+// Where the index lives when nobody says (--db, $SYMDEX_DB are the callers' business):
+// /var/lib/symdex/index.db as root, else $XDG_STATE_HOME/symdex/index.db
+// (~/.local/state/symdex/index.db). The CLI and the daemon share this rule.
+std::string DefaultIndexPath();
+
+// Does something accept a connection on this Unix socket? (A stale socket file does not.)
+bool UnixSocketAnswers(const std::string& path);
+
 }  // namespace symdex

@@ -1,11 +1,12 @@
 #include "tests/daemon/daemon_harness.h"
 
+#include "server/common/file_util.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,26 +22,15 @@
 namespace symdex::testing {
 
 bool Accepts(const std::string& address) {
-  int fd = -1;
-  bool ok = false;
-  if (address.starts_with("unix:")) {
-    std::string path = address.substr(5);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    if (path.size() >= sizeof a.sun_path) return false;
-    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  } else {
-    size_t colon = address.rfind(':');
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-    ::inet_pton(AF_INET, address.substr(0, colon) == "localhost" ? "127.0.0.1" : address.substr(0, colon).c_str(),
-                &a.sin_addr);
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
+  if (address.starts_with("unix:")) return UnixSocketAnswers(address.substr(5));
+  size_t colon = address.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  ::inet_pton(AF_INET, address.substr(0, colon) == "localhost" ? "127.0.0.1" : address.substr(0, colon).c_str(),
+              &a.sin_addr);
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   if (fd >= 0) ::close(fd);
   return ok;
 }
