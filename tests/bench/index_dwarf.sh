@@ -11,18 +11,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SYMDEX=${1:-$here/../../build/bin/symdex}
 RUNS=${2:-3}
-eval "$("$here/../corpus/fetch-debian-kernel.sh" dbg 2>/dev/null)"
-DBG=$ROOT
-eval "$("$here/../corpus/fetch-debian-kernel.sh" image 2>/dev/null)"
-IMG=$ROOT
-MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
-VML=$DBG/usr/lib/debug/boot/vmlinux-$KREL
-MODS=$IMG/lib/modules/$KREL
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
+bench_corpus  # KREL, DBG, MAP, VML, MODS; now, median
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-
-now() { date +%s.%N; }
-median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 field() { /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 # Page cache warm for everyone: the comparison is CPU work, not disk.

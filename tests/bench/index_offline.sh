@@ -8,16 +8,11 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 SYMDEX=${1:-$here/../../build/bin/symdex}
 RUNS=${2:-5}
-eval "$("$here/../corpus/fetch-debian-kernel.sh" dbg 2>/dev/null)"
-DBG=$ROOT
-eval "$("$here/../corpus/fetch-debian-kernel.sh" image 2>/dev/null)"
-MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
-MODS=$ROOT/lib/modules/$KREL
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
+bench_corpus  # KREL, MAP, MODS; now, median
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-
-now() { date +%s.%N; }
-median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 # Warm the page cache once so both sides read from memory.
 cat "$MAP" >/dev/null; find "$MODS" -name '*.ko' -print0 | xargs -0 cat >/dev/null
