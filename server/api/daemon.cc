@@ -146,7 +146,7 @@ struct Daemon {
   // /proc/modules as a name -> "address state" map.
   std::map<std::string, std::string> ReadModules() {
     std::map<std::string, std::string> out;
-    auto text = ReadFileBounded((opts.sysroot.empty() ? std::string() : opts.sysroot) + "/proc/modules", 16 << 20);
+    auto text = ReadFileBounded(SysrootPath(opts.sysroot, "/proc/modules"), 16 << 20);
     if (!text.ok()) return out;
     for (std::string_view l : Split(*text, '\n', true)) {
       auto f = Split(l, ' ', true);
@@ -160,7 +160,7 @@ struct Daemon {
 
   // The first lines of kallsyms are enough: under kptr_restrict every address reads as zero.
   bool KallsymsHasAddresses() {
-    std::ifstream f((opts.sysroot.empty() ? std::string() : opts.sysroot) + "/proc/kallsyms");
+    std::ifstream f(SysrootPath(opts.sysroot, "/proc/kallsyms"));
     std::string line;
     for (int i = 0; i < 64 && std::getline(f, line); ++i) {
       auto fields = Split(line, ' ', true);
@@ -435,7 +435,7 @@ int RunDaemon(const DaemonOptions& opts) {
   }
 
   if (opts.index_live.value_or(true) && opts.modules_poll > 0) {
-    d.live_tracking = StrCat("polling ", opts.sysroot.empty() ? "" : opts.sysroot, "/proc/modules every ",
+    d.live_tracking = StrCat("polling ", SysrootPath(opts.sysroot, "/proc/modules"), " every ",
                              opts.modules_poll, " s; a change re-reads kallsyms (debug info reused by build-ID)");
   }
   std::thread tracker([&d] { d.LiveTracker(); });

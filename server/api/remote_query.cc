@@ -107,8 +107,9 @@ absl::StatusOr<query::ResolveResult> RemoteQuery::Resolve(const std::string& tar
 absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string& target,
                                                               const std::vector<uint64_t>& addrs) {
   query::SymbolizeResult out;
-  // Batches within the server's per-request limit.
-  for (size_t i = 0; i < addrs.size() || (i == 0 && addrs.empty()); i += query::kMaxAddressesPerRequest) {
+  // Batches within the server's per-request limit (at least one call: it also names the target).
+  size_t i = 0;
+  do {
     grpc::ClientContext ctx;
     impl_->Prepare(ctx);
     pb::SymbolizeRequest req;
@@ -123,8 +124,8 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
       out.addresses.push_back(r.address());
       out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(r)));
     }
-    if (addrs.empty()) break;
-  }
+    i += query::kMaxAddressesPerRequest;
+  } while (i < addrs.size());
   return out;
 }
 
