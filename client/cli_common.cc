@@ -62,7 +62,9 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
     // Checks the file exists and migrates an index written by an older symdex (when writable).
     ASSIGN_OR_RETURN(auto db, OpenForRead(g));
   }
-  ASSIGN_OR_RETURN(auto q, query::LocalQuery::Open(DbPath(g), query::LocalQuery::Options{}));
+  // One process, one question (or one stream of addresses): per-generation tables are worth
+  // keeping across its calls, answers are not.
+  ASSIGN_OR_RETURN(auto q, query::LocalQuery::Open(DbPath(g), query::LocalQuery::Options{.max_cached_addresses = 0}));
   return std::unique_ptr<query::QueryApi>(std::move(q));
 }
 

@@ -6,6 +6,7 @@
 #include <ctime>
 
 #include "client/cli_common.h"
+#include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/indexer/indexer.h"
 
@@ -22,6 +23,7 @@ struct IndexOptions {
   std::vector<std::string> debug_dirs;
   bool no_debuginfo = false;
   bool no_debuginfod = false;
+  bool no_addr_map = false;
   unsigned jobs = 0;
   bool quiet = false;
 };
@@ -47,6 +49,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   }
   req.debuginfo = !o.no_debuginfo;
   req.jobs = o.jobs;
+  req.addr_maps = !o.no_addr_map;
   req.finder = debuginfo::DebugFinderOptions{.debug_dirs = o.debug_dirs,
                                              .sysroot = o.sysroot,
                                              .vmlinux = o.vmlinux,
@@ -80,6 +83,8 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                {"seconds", secs},
                {"load_seconds", s.load_seconds},
                {"dwarf_seconds", s.dwarf_seconds},
+               {"addr_maps", {{"built", s.addr_maps_built}, {"present", s.addr_maps_present}}},
+               {"addr_map_seconds", s.addr_map_seconds},
                {"store_seconds", s.store_seconds}});
   } else {
     for (const auto& w : s.warnings) fmt::print(stderr, "symdex: warning: {}\n", w);
@@ -91,6 +96,10 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                    "have source lines (symbols {:.2f}s, DWARF {:.2f}s, store {:.2f}s)\n",
                    s.debug_indexed, s.debug_cached, s.debug_missing, s.debug_failed, s.text_with_dwarf,
                    s.text_symbols, s.load_seconds, s.dwarf_seconds, s.store_seconds);
+        if (s.addr_maps_built + s.addr_maps_present > 0) {
+          fmt::print("  address maps: {} built ({:.2f}s), {} already there -> {}\n", s.addr_maps_built,
+                     s.addr_map_seconds, s.addr_maps_present, AddrMapDirFor(DbPath(g)));
+        }
         if (s.debug_missing + s.debug_failed > 0) fmt::print("  see 'symdex status -v' for what was tried\n");
       }
     }
@@ -123,6 +132,9 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
       ->check(CLI::ExistingDirectory);
   c->add_flag("--no-debuginfo", o->no_debuginfo, "Symbols only: skip DWARF (kallsyms-level answers)");
   c->add_flag("--no-debuginfod", o->no_debuginfod, "Never ask debuginfod servers (DEBUGINFOD_URLS)");
+  c->add_flag("--no-addr-map", o->no_addr_map,
+              "Do not precompute vmlinux's address map (DB-addrmaps/BUILD-ID.addrmap, ~50 MB for a distro "
+              "kernel); 'symdex addr' then reads DWARF through libdw, with the same answers, ~10x slower");
   c->add_option("-j,--jobs", o->jobs, "Threads for module reading and DWARF indexing (default: all cores)");
   c->add_flag("-q,--quiet", o->quiet, "No progress or summary");
   c->get_option("--sysroot")->excludes(sm);

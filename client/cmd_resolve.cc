@@ -1,5 +1,6 @@
 // The kprobe/ftrace helper verbs: resolve, kprobe, ftrace-index, kallsyms --aliases, help specs.
 #include <fcntl.h>
+#include <poll.h>
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <map>
 
 #include "client/cli_common.h"
@@ -164,6 +166,11 @@ int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
     worst = std::max(worst, ResolveOne(**api, o.target, s, g.json, j, &r));
     if (!r.target.name.empty()) target_name = r.target.name;
     arr.push_back(std::move(j));
+  }
+  if (target_name.empty()) {  // nothing asked: still check the target exists
+    auto res = (*api)->Symbolize(o.target, {});
+    if (!res.ok()) return Fail(g, res.status());
+    target_name = res->target.name;
   }
   if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
   return worst;
@@ -399,19 +406,22 @@ struct AddrOptions {
 };
 
 void PrintAddress(uint64_t a, const query::AddressInfo& info, std::string& out) {
+  auto to = std::back_inserter(out);
   if (!info.symbol) {
-    out += fmt::format("0x{:x}: ??\n", a);
+    fmt::format_to(to, "0x{:x}: ??\n", a);
     return;
   }
   const auto& s = *info.symbol;
-  out += fmt::format("0x{:x}: {}+{:#x}{} [{}]\n", a, s.name, info.offset, s.size ? fmt::format("/{:#x}", *s.size) : "",
-                     s.module.empty() ? "vmlinux" : s.module);
+  fmt::format_to(to, "0x{:x}: {}+{:#x}", a, s.name, info.offset);
+  if (s.size) fmt::format_to(to, "/{:#x}", *s.size);
+  fmt::format_to(to, " [{}]\n", s.module.empty() ? "vmlinux" : s.module);
   for (size_t i = 0; i < info.frames.size(); ++i) {
     const auto& f = info.frames[i];
-    out += fmt::format("    {}{} at {}:{}{}\n", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
-                       f.line, f.column ? fmt::format(":{}", f.column) : "");
+    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file, f.line);
+    if (f.column) fmt::format_to(to, ":{}", f.column);
+    out.push_back('\n');
   }
-  if (!info.note.empty()) out += fmt::format("    [{}]\n", info.note);
+  if (!info.note.empty()) fmt::format_to(to, "    [{}]\n", info.note);
 }
 
 nlohmann::json AddressJson(uint64_t a, const query::AddressInfo& info) {
@@ -430,49 +440,98 @@ nlohmann::json AddressJson(uint64_t a, const query::AddressInfo& info) {
   return j;
 }
 
+// Addresses from the arguments, and from stdin for '-', answered in batches: a batch is sent
+// when it is full or when stdin has nothing more ready, so a program talking to `symdex addr -`
+// through a pipe gets each answer as soon as it has written the address (as with addr2line),
+// and a file of a million addresses streams through in constant memory.
 int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  std::vector<std::string> texts;
-  for (const auto& a : o.addrs) {
-    if (a != "-") {
-      texts.push_back(a);
-      continue;
-    }
-    for (std::string line; std::getline(std::cin, line);) {
-      std::string_view v = StripWhitespace(line);
-      if (!v.empty()) texts.emplace_back(v);
-    }
-  }
+  constexpr size_t kBatch = 16384;
   int worst = kFound;
-  std::vector<uint64_t> addrs;
-  for (const auto& text : texts) {
-    std::string_view v = text;
-    if (v.starts_with("0x") || v.starts_with("0X")) v.remove_prefix(2);
-    uint64_t a = 0;
-    auto r = std::from_chars(v.data(), v.data() + v.size(), a, 16);
-    if (v.empty() || r.ec != std::errc() || r.ptr != v.data() + v.size()) {
-      fmt::print(stderr, "symdex: '{}' is not a hex address\n", text);
-      worst = std::max(worst, int{kAmbiguous});
-      continue;
-    }
-    addrs.push_back(a);
-  }
-  auto res = (*api)->Symbolize(o.target, addrs);
-  if (!res.ok()) return Fail(g, res.status());
+  std::vector<uint64_t> batch;
   nlohmann::json arr = nlohmann::json::array();
+  std::string target_name;
   std::string out;
-  for (size_t i = 0; i < res->results.size(); ++i) {
-    const auto& info = *res->results[i];
-    if (!info.symbol) worst = std::max(worst, int{kNotFound});
-    if (g.json) {
-      arr.push_back(AddressJson(addrs[i], info));
-    } else {
-      PrintAddress(addrs[i], info, out);
+  auto answer = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(auto res, (*api)->Symbolize(o.target, batch));
+    target_name = res.target.name;
+    out.clear();
+    for (size_t i = 0; i < res.results.size(); ++i) {
+      const auto& info = *res.results[i];
+      if (!info.symbol) worst = std::max(worst, int{kNotFound});
+      if (g.json) {
+        arr.push_back(AddressJson(batch[i], info));
+      } else {
+        PrintAddress(batch[i], info, out);
+      }
     }
+    if (!g.json) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    }
+    batch.clear();
+    return absl::OkStatus();
+  };
+  auto add = [&](std::string_view text) -> absl::Status {
+    std::string_view v = StripWhitespace(text);
+    if (v.empty()) return absl::OkStatus();
+    std::string_view digits = v;
+    if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
+    uint64_t a = 0;
+    auto r = std::from_chars(digits.data(), digits.data() + digits.size(), a, 16);
+    if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+      RETURN_IF_ERROR(answer());  // keep stderr and stdout in input order
+      fmt::print(stderr, "symdex: '{}' is not a hex address\n", v);
+      worst = std::max(worst, int{kAmbiguous});
+      return absl::OkStatus();
+    }
+    batch.push_back(a);
+    return batch.size() >= kBatch ? answer() : absl::OkStatus();
+  };
+  auto stdin_ready = [] {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  };
+  for (const auto& arg : o.addrs) {
+    absl::Status st;
+    if (arg != "-") {
+      st = add(arg);
+    } else {
+      std::string buf, partial;
+      buf.resize(1 << 16);
+      for (;;) {
+        if (!batch.empty() && !stdin_ready()) st = answer();  // the writer waits for these
+        if (!st.ok()) break;
+        ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        std::string_view chunk(buf.data(), static_cast<size_t>(n));
+        for (size_t nl; st.ok() && (nl = chunk.find('\n')) != std::string_view::npos;) {
+          partial.append(chunk.substr(0, nl));
+          st = add(partial);
+          partial.clear();
+          chunk.remove_prefix(nl + 1);
+        }
+        if (!st.ok()) break;
+        partial.append(chunk);
+        if (partial.size() > 4096) {
+          st = absl::InvalidArgumentError("a line of stdin is over 4096 bytes: not an address");
+          break;
+        }
+      }
+      if (st.ok()) st = add(partial);
+    }
+    if (st.ok()) st = answer();
+    if (!st.ok()) return Fail(g, st);
   }
-  if (g.json) PrintJson({{"target", res->target.name}, {"results", arr}});
-  else fmt::print("{}", out);
+  if (target_name.empty()) {  // nothing asked: still check the target exists
+    auto res = (*api)->Symbolize(o.target, {});
+    if (!res.ok()) return Fail(g, res.status());
+    target_name = res->target.name;
+  }
+  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
   return worst;
 }
 

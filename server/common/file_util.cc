@@ -79,6 +79,11 @@ std::string DefaultIndexPath() {
   return std::string(home && *home ? home : ".") + "/.local/state/symdex/index.db";
 }
 
+std::string AddrMapDirFor(const std::string& db_path) {
+  if (db_path.empty() || db_path == ":memory:" || db_path.starts_with("file:")) return "";
+  return db_path + "-addrmaps";
+}
+
 bool UnixSocketAnswers(const std::string& path) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;

@@ -17,35 +17,11 @@
 
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
 namespace {
-
-// ---- RAII handles -------------------------------------------------------------------------
-struct FdCloser {
-  int fd = -1;
-  ~FdCloser() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-struct ElfEnd {
-  void operator()(Elf* e) const { elf_end(e); }
-};
-struct DwarfEnd {
-  void operator()(Dwarf* d) const { dwarf_end(d); }
-};
-struct DwflEnd {
-  void operator()(Dwfl* d) const { dwfl_end(d); }
-};
-using ElfPtr = std::unique_ptr<Elf, ElfEnd>;
-using DwarfPtr = std::unique_ptr<Dwarf, DwarfEnd>;
-using DwflPtr = std::unique_ptr<Dwfl, DwflEnd>;
-
-void InitLibelf() {
-  static std::once_flag once;
-  std::call_once(once, [] { elf_version(EV_CURRENT); });
-}
 
 // Maps a DWARF address to what the index stores: identity for linked images; section + offset
 // for ET_REL modules (through libdwfl's layout of the relocated sections).
@@ -376,24 +352,6 @@ absl::StatusOr<std::vector<UnitRef>> ListUnits(Dwarf* dbg) {
     off = next;
   }
   return units;
-}
-
-struct OpenedDwarf {
-  FdCloser fd;
-  ElfPtr elf;
-  DwarfPtr dwarf;
-};
-
-absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
-  o.fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (o.fd.fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  o.elf.reset(elf_begin(o.fd.fd, ELF_C_READ_MMAP, nullptr));
-  if (!o.elf || elf_kind(o.elf.get()) != ELF_K_ELF) {
-    return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
-  }
-  o.dwarf.reset(dwarf_begin_elf(o.elf.get(), DWARF_C_READ, nullptr));
-  if (!o.dwarf) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1), ")"));
-  return absl::OkStatus();
 }
 
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {

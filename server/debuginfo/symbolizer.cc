@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "server/common/strings.h"
+#include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -22,11 +23,7 @@ namespace symdex::debuginfo {
 // A CU's top-level functions by address, built the first time an address falls in the CU:
 // later addresses in it go straight to their subprogram instead of walking every top-level DIE.
 struct CuFunctions {
-  struct Span {
-    uint64_t lo, hi;
-    Dwarf_Off die;
-  };
-  std::vector<Span> spans;  // sorted by lo
+  std::vector<FunctionRange> spans;  // CollectFunctionRanges order
   std::string comp_dir;
   Dwarf_Files* files = nullptr;
   size_t nfiles = 0;
@@ -53,15 +50,6 @@ struct Symbolizer::File {
 
 namespace {
 
-bool Contains(Dwarf_Die* die, Dwarf_Addr pc) {
-  Dwarf_Addr base, start, end;
-  ptrdiff_t off = 0;
-  while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
-    if (pc >= start && pc < end) return true;
-  }
-  return false;
-}
-
 // The concrete nesting at pc, outermost first: subprogram, then each inlined_subroutine down
 // to the innermost (lexical blocks are descended through, not returned). libdw's
 // dwarf_getscopes switches to the abstract origin's scopes after an inlined instance, which
@@ -75,27 +63,10 @@ void ConcreteChain(Dwarf_Die* parent, Dwarf_Addr pc, std::vector<Dwarf_Die>& cha
         tag != DW_TAG_namespace) {
       continue;
     }
-    if (tag != DW_TAG_namespace && !Contains(&child, pc)) continue;
+    if (tag != DW_TAG_namespace && !RangesContain(&child, pc)) continue;
     if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain.push_back(child);
     ConcreteChain(&child, pc, chain, depth + 1);
     if (tag != DW_TAG_namespace) return;  // ranges of siblings do not overlap
-  } while (dwarf_siblingof(&child, &child) == 0);
-}
-
-void CollectFunctions(Dwarf_Die* parent, CuFunctions& out, int depth) {
-  Dwarf_Die child;
-  if (depth > 8 || dwarf_child(parent, &child) != 0) return;
-  do {
-    int tag = dwarf_tag(&child);
-    if (tag == DW_TAG_namespace) {
-      CollectFunctions(&child, out, depth + 1);
-    } else if (tag == DW_TAG_subprogram) {
-      Dwarf_Addr base, start, end;
-      ptrdiff_t off = 0;
-      while ((off = dwarf_ranges(&child, off, &base, &start, &end)) > 0) {
-        if (end > start) out.spans.push_back({start, end, dwarf_dieoffset(&child)});
-      }
-    }
   } while (dwarf_siblingof(&child, &child) == 0);
 }
 
@@ -104,7 +75,10 @@ void CollectFunctions(Dwarf_Die* parent, CuFunctions& out, int depth) {
 Symbolizer::Symbolizer() = default;
 Symbolizer::~Symbolizer() = default;
 
-void Symbolizer::Clear() { files_.clear(); }
+void Symbolizer::Clear() {
+  files_.clear();
+  maps_.clear();
+}
 
 absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   auto it = files_.find(path);
@@ -216,6 +190,20 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::str
   return FramesAt(f, it->second + offset - f->bias);
 }
 
+absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeLinked(const std::string& path,
+                                                               const std::string& build_id_hex, uint64_t addr) {
+  if (!addr_map_dir_.empty() && !build_id_hex.empty()) {
+    auto it = maps_.find(build_id_hex);
+    if (it == maps_.end()) {
+      auto m = MappedAddrMap::Open(AddrMapPath(addr_map_dir_, build_id_hex), build_id_hex);
+      // A missing or damaged map costs speed, not answers: libdw gives the same frames.
+      it = maps_.emplace(build_id_hex, m.ok() ? std::move(*m) : nullptr).first;
+    }
+    if (it->second) return it->second->map().FramesAt(addr);
+  }
+  return Symbolize(path, addr);
+}
+
 absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path, uint64_t addr) {
   ASSIGN_OR_RETURN(File * f, Open(path));
   return FramesAt(f, addr);
@@ -232,8 +220,7 @@ std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
     const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
     fns.comp_dir = comp_dir ? comp_dir : "";
     if (dwarf_getsrcfiles(&cu, &fns.files, &fns.nfiles) != 0) fns.files = nullptr;
-    CollectFunctions(&cu, fns, 0);
-    std::sort(fns.spans.begin(), fns.spans.end(), [](const auto& x, const auto& y) { return x.lo < y.lo; });
+    fns.spans = CollectFunctionRanges(&cu);
   }
   Dwarf_Attribute a;
   const std::string& cdir = fns.comp_dir;
@@ -250,19 +237,13 @@ std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
   std::vector<Dwarf_Die> chain;
   // The subprogram whose range holds addr (ranges of distinct functions do not overlap; the
   // last span starting at or below addr that still covers it), then the inline nesting in it.
-  auto sp = std::upper_bound(fns.spans.begin(), fns.spans.end(), addr,
-                             [](uint64_t v, const CuFunctions::Span& x) { return v < x.lo; });
-  while (sp != fns.spans.begin()) {
-    --sp;
-    if (addr < sp->hi) {
-      Dwarf_Die sub;
-      if (dwarf_offdie(f->dwarf, sp->die, &sub) != nullptr) {
-        chain.push_back(sub);
-        ConcreteChain(&sub, addr, chain, 1);
-      }
-      break;
+  ptrdiff_t k = FindFunctionRange(fns.spans.data(), fns.spans.size(), addr);
+  if (k >= 0) {
+    Dwarf_Die sub;
+    if (dwarf_offdie(f->dwarf, fns.spans[k].die, &sub) != nullptr) {
+      chain.push_back(sub);
+      ConcreteChain(&sub, addr, chain, 1);
     }
-    if (addr - sp->lo > (uint64_t{1} << 24)) break;  // nothing this far below covers addr
   }
   Frame cur = leaf;
   for (size_t k = chain.size(); k-- > 0;) {

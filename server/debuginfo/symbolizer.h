@@ -1,6 +1,7 @@
 // Address -> source frames (leaf first, the inline chain up to the containing function), read
-// lazily from a debug file through libdw. The full line tables and inline trees stay in the
-// debug files; only what a query touches is parsed, and handles stay open per file.
+// lazily from a debug file through libdw, or from the build-ID's address map (addr_map.h)
+// when one has been built: the same answers without parsing DWARF. Only what a query touches
+// is parsed, and handles stay open per file.
 #pragma once
 
 #include <cstdint>
@@ -10,15 +11,9 @@
 #include <vector>
 
 #include "server/common/status.h"
+#include "server/debuginfo/addr_map.h"
 
 namespace symdex::debuginfo {
-
-struct Frame {
-  std::string function;  // DWARF name of the (inlined) function
-  std::string file;      // source-tree relative
-  int line = 0;
-  int column = 0;
-};
 
 class Symbolizer {
  public:
@@ -31,15 +26,22 @@ class Symbolizer {
   // Empty when DWARF has nothing for the address.
   absl::StatusOr<std::vector<Frame>> Symbolize(const std::string& path, uint64_t dwarf_addr);
 
+  // The same, from `build_id_hex`'s address map in the address-map directory when it holds a
+  // valid one (checked once per build-ID), else from `path` through libdw.
+  absl::StatusOr<std::vector<Frame>> SymbolizeLinked(const std::string& path, const std::string& build_id_hex,
+                                                     uint64_t dwarf_addr);
+  // Where address maps are looked up ("" = never).
+  void SetAddrMapDir(std::string dir) { addr_map_dir_ = std::move(dir); }
+
   // The same for a relocatable debug file (an ET_REL kernel module): the address is `offset`
   // into section `section` (as /sys/module/M/sections/SECTION places it), mapped through
   // libdwfl's layout of the relocated sections. NotFound when the file has no such section.
   absl::StatusOr<std::vector<Frame>> SymbolizeInSection(const std::string& path, const std::string& section,
                                                         uint64_t offset);
 
-  // Closes every debug file and drops what was parsed from them (line tables, function spans).
+  // Closes every debug file and address map and drops what was parsed from them.
   void Clear();
-  size_t open_files() const { return files_.size(); }
+  size_t open_files() const { return files_.size() + maps_.size(); }
 
   // Every address where the line table starts a statement of `file_suffix`:`line`
   // (file_suffix matched on whole path components of the source-tree relative path), sorted.
@@ -52,6 +54,8 @@ class Symbolizer {
   absl::StatusOr<File*> OpenRelocatable(const std::string& path);
   std::vector<Frame> FramesAt(File* f, uint64_t dwarf_addr);
   std::map<std::string, std::unique_ptr<File>> files_;
+  std::string addr_map_dir_;
+  std::map<std::string, std::unique_ptr<MappedAddrMap>> maps_;  // by build-ID; null: none usable
 };
 
 }  // namespace symdex::debuginfo

@@ -21,6 +21,9 @@ struct IndexRequest {
   bool debuginfo = true;
   debuginfo::DebugFinderOptions finder;
   unsigned jobs = 0;  // 0 = all cores
+  // Build the address map (debuginfo/addr_map.h) of each linked debug file the target uses
+  // that has none yet, in AddrMapDirFor(db.path()).
+  bool addr_maps = true;
   target::ProgressFn progress;
 };
 
@@ -30,7 +33,8 @@ struct IndexSummary {
   size_t symbols = 0, modules = 0, file_errors = 0;
   size_t text_symbols = 0, text_with_dwarf = 0;
   size_t debug_indexed = 0, debug_cached = 0, debug_missing = 0, debug_failed = 0;
-  double load_seconds = 0, dwarf_seconds = 0, store_seconds = 0;
+  size_t addr_maps_built = 0, addr_maps_present = 0;
+  double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
   std::vector<std::string> warnings;
 };
 

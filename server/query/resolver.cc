@@ -229,7 +229,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   AddressInfo out;
   // The symbol row alone (no per-name counts: a stack frame does not need them, and gathering
   // every same-named symbol per address would dominate a batch).
-  ASSIGN_OR_RETURN(auto hit, src.Containing(addr));
+  ASSIGN_OR_RETURN(auto hit, src.ContainingBrief(addr));
   if (!hit) {
     out.note = "no text symbol at or below this address";
     return out;
@@ -241,7 +241,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();
   if (df && !df->relocatable) {
     uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
-    frames = sym.Symbolize(df->path, addr - slide);
+    frames = sym.SymbolizeLinked(df->path, df->build_id, addr - slide);
   } else if (df && in.addr) {
     // A loaded module: the section holding addr (the highest base at or below it), then the
     // offset into it in the module's relocatable DWARF.
@@ -276,7 +276,12 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   } else {
     out.note = "no debug info for this vmlinux/module";
   }
-  // Fall back to what the index knows: the function and the line at the symbol's start.
+  // Fall back to what the index knows: the function and the line at the symbol's start (the
+  // whole row: the brief one has no DWARF columns).
+  if (in.dwarf && out.offset == 0) {
+    ASSIGN_OR_RETURN(auto full, src.Containing(addr));
+    if (full) out.symbol = InstanceOf(t, *full);
+  }
   if (in.dwarf && in.dwarf->entry_line > 0 && out.offset == 0) {
     out.frames.push_back({in.dwarf->has_function ? in.dwarf->function : in.name, in.dwarf->entry_file,
                           static_cast<int>(in.dwarf->entry_line), 0});

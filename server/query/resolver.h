@@ -23,6 +23,9 @@ class InstanceSource {
   using List = std::shared_ptr<const std::vector<Instance>>;
   virtual absl::StatusOr<List> Which(const std::string& name, bool with_clones) = 0;
   virtual absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) = 0;
+  // The same row in brief (store::TextSymbolTable): name, type, module, address, size; its
+  // `dwarf` carries has_function only. A batch answers this from one table in memory.
+  virtual absl::StatusOr<std::optional<store::SymbolRecord>> ContainingBrief(uint64_t addr) { return Containing(addr); }
 };
 
 class DbSource : public InstanceSource {

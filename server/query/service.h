@@ -112,7 +112,7 @@ class LocalQuery : public QueryApi {
   struct Options {
     bool cache = true;                    // false: every answer from the database (the CLI)
     size_t max_cached_names = 200000;     // entries; the cache is cleared when full
-    size_t max_cached_addresses = 262144;
+    size_t max_cached_addresses = 262144;  // 0: answers are not kept
     // How long the list of targets (and so each target's generation) may be reused without
     // asking the database. Calls answered entirely from the caches then touch no SQLite at all;
     // a re-index is seen at most this late, and never half-way. 0: every call asks.

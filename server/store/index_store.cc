@@ -1,5 +1,9 @@
 #include "server/store/index_store.h"
 
+#include <algorithm>
+#include <tuple>
+#include <unordered_map>
+
 #include "server/common/strings.h"
 
 namespace symdex::store {
@@ -270,6 +274,12 @@ absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name
   return c;
 }
 
+namespace {
+constexpr uint8_t kSizeKnown = 1, kSizeExact = 2, kHasFunction = 4, kHasDwarf = 8;
+
+bool Noise(std::string_view name) { return name.starts_with("__pfx_") || name.starts_with("__cfi_"); }
+}  // namespace
+
 absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
   // Kernel addresses all sit in the upper half: as signed integers they order correctly.
   std::string sql = std::string(kSymbolSelect) +
@@ -280,8 +290,7 @@ absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t id,
   st.Bind(1, id).Bind(2, ToDb(addr));
   std::optional<SymbolRecord> best;
   auto score = [](const SymbolRecord& r) {
-    bool noise = r.name.starts_with("__pfx_") || r.name.starts_with("__cfi_");
-    return std::make_tuple(!noise, r.dwarf && r.dwarf->has_function, -static_cast<int64_t>(r.name.size()));
+    return std::make_tuple(!Noise(r.name), r.dwarf && r.dwarf->has_function, -static_cast<int64_t>(r.name.size()));
   };
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -290,6 +299,86 @@ absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t id,
     if (!best || score(r) > score(*best)) best = std::move(r);
   }
   return best;
+}
+
+absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id) {
+  auto t = std::make_shared<TextSymbolTable>();
+  std::unordered_map<int64_t, uint32_t> module_of;
+  t->modules_.push_back("");
+  {
+    ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT id, name FROM modules WHERE target_id = ?1"));
+    st.Bind(1, target_id);
+    for (;;) {
+      ASSIGN_OR_RETURN(bool row, st.Step());
+      if (!row) break;
+      module_of.emplace(st.Int(0), static_cast<uint32_t>(t->modules_.size()));
+      t->modules_.push_back(st.Text(1));
+    }
+  }
+  // Served by the covering index symbols_text_by_addr (schema/005).
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT addr, type, name, size, size_exact, module_id, "
+                                       "dwarf_function_id IS NOT NULL, src_line IS NOT NULL FROM symbols "
+                                       "WHERE target_id = ?1 AND section IS NULL AND type IN ('t','T','w','W','i') "
+                                       "ORDER BY addr, id"));
+  st.Bind(1, target_id);
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    TextSymbolTable::Entry e{};
+    e.addr = st.Int(0);
+    std::string type = st.Text(1);
+    e.type = type.empty() ? '?' : type[0];
+    std::string name = st.Text(2);
+    if (t->names_.size() + name.size() + 1 > UINT32_MAX) return absl::ResourceExhaustedError("too many symbol names");
+    e.name = static_cast<uint32_t>(t->names_.size());
+    t->names_ += name;
+    t->names_.push_back('\0');
+    if (!st.IsNull(3)) {
+      e.size = static_cast<uint64_t>(st.Int(3));
+      e.flags |= kSizeKnown;
+    }
+    if (st.Int(4) != 0) e.flags |= kSizeExact;
+    if (!st.IsNull(5)) {
+      auto it = module_of.find(st.Int(5));
+      e.module = it == module_of.end() ? 0 : it->second;
+    }
+    if (st.Int(6) != 0) e.flags |= kHasFunction | kHasDwarf;
+    if (st.Int(7) != 0) e.flags |= kHasDwarf;
+    t->entries_.push_back(e);
+  }
+  return std::shared_ptr<const TextSymbolTable>(std::move(t));
+}
+
+std::optional<SymbolRecord> TextSymbolTable::Containing(uint64_t addr) const {
+  const int64_t key = ToDb(addr);
+  // The greatest address <= key, in the same half of the address space (as SymbolContaining).
+  auto hi = std::upper_bound(entries_.begin(), entries_.end(), key,
+                             [](int64_t v, const Entry& e) { return v < e.addr; });
+  if (hi == entries_.begin()) return std::nullopt;
+  const int64_t at = std::prev(hi)->addr;
+  if ((at < 0) != (key < 0)) return std::nullopt;
+  auto lo = std::lower_bound(entries_.begin(), hi, at, [](const Entry& e, int64_t v) { return e.addr < v; });
+  auto name_of = [&](const Entry& e) { return std::string_view(names_.data() + e.name); };
+  auto score = [&](const Entry& e) {
+    return std::make_tuple(!Noise(name_of(e)), (e.flags & kHasFunction) != 0, -static_cast<int64_t>(name_of(e).size()));
+  };
+  const Entry* best = &*lo;
+  for (auto it = lo + 1; it != hi; ++it) {
+    if (score(*it) > score(*best)) best = &*it;
+  }
+  SymbolRecord r;
+  r.name = std::string(name_of(*best));
+  r.type = best->type;
+  r.module = modules_[best->module];
+  r.addr = FromDb(best->addr);
+  if (best->flags & kSizeKnown) r.size = best->size;
+  r.size_exact = (best->flags & kSizeExact) != 0;
+  if (best->flags & kHasDwarf) {
+    DwarfInfo d;
+    d.has_function = (best->flags & kHasFunction) != 0;
+    r.dwarf = std::move(d);
+  }
+  return r;
 }
 
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool all_types) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -94,6 +95,31 @@ absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::strin
 // The text symbol at or below `addr` (absolute addresses only): the function an address is in.
 // Among aliases at one address, one with DWARF and a plain name is preferred.
 absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t target_id, uint64_t addr);
+
+// A target's text symbols with absolute addresses, in address order, in brief (no DWARF
+// columns): what SymbolContaining answers, for a batch of addresses at once.
+class TextSymbolTable {
+ public:
+  // The record SymbolContaining(addr) returns, in brief: `dwarf` carries has_function only,
+  // dwarf_note is empty.
+  std::optional<SymbolRecord> Containing(uint64_t addr) const;
+  size_t size() const { return entries_.size(); }
+
+ private:
+  friend absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id);
+  struct Entry {
+    int64_t addr;  // as stored: kernel addresses are negative, and so sort below user ones
+    uint64_t size;
+    uint32_t name;  // offset into names_
+    uint32_t module;
+    char type;
+    uint8_t flags;
+  };
+  std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
+  std::string names_;
+  std::vector<std::string> modules_;
+};
+absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id);
 
 // Every symbol of the target (text only unless all_types), ordered by name then owner.
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t target_id, bool all_types);

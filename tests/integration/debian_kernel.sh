@@ -98,11 +98,28 @@ echo "--- entry lines vs llvm-symbolizer-14 (acceptance: >= 99.5%)"
 echo "--- symdex addr vs llvm-symbolizer-14 on 5000 random vmlinux text addresses (acceptance: >= 99.5%)"
 "$here/compare_addr_llvm.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" "$MAP" --count 5000 --min-agree 99.5 \
   --show 3 || fail=1
+# The vmlinux address map answers exactly as the libdw walk: every text-symbol address, the
+# byte after it, and 20,000 seeded random addresses in vmlinux text, with and without the map.
+check_eq "address maps (vmlinux) under $SYMDEX_DB-addrmaps" "1" "$(find "$SYMDEX_DB-addrmaps" -name '*.addrmap' | wc -l)"
+/usr/bin/python3 - "$MAP" >"$work/map-addrs" <<'PY'
+import random, sys
+text = sorted(int(l.split()[0], 16) for l in open(sys.argv[1]) if l.split()[1] in ('t', 'T'))
+rnd = random.Random(7)
+out = [a + d for a in text for d in (0, 1)] + [rnd.randrange(text[0], text[-1]) for _ in range(20000)]
+print('\n'.join(hex(a) for a in out))
+PY
+"$SYMDEX" addr - <"$work/map-addrs" >"$work/with-map.out"
+mv "$SYMDEX_DB-addrmaps" "$SYMDEX_DB-addrmaps.off"
+"$SYMDEX" addr - <"$work/map-addrs" >"$work/libdw.out"
+mv "$SYMDEX_DB-addrmaps.off" "$SYMDEX_DB-addrmaps"
+check_eq "addresses answered differently by the address map and by libdw (of $(wc -l <"$work/map-addrs"))" "0" \
+  "$(diff "$work/with-map.out" "$work/libdw.out" | grep -c '^<' || true)"
 # A second run finds every debug file cached by build-ID.
 "$SYMDEX" index --json --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DBG/usr/lib/debug" --name debian \
   >"$work/reindex.json"
 check_eq "debug files re-parsed on the second run" "0" "$(jq_num 'd["debug_files"]["indexed"]' <"$work/reindex.json")"
 check_eq "debug files cached on the second run" "$((nko + 1))" "$(jq_num 'd["debug_files"]["cached"]' <"$work/reindex.json")"
+check_eq "address maps rebuilt on the second run" "0" "$(jq_num 'd["addr_maps"]["built"]' <"$work/reindex.json")"
 
 # Round trip: every text symbol's canonical spec resolves back to exactly that symbol.
 "$SYMDEX" symbols --canonical >"$work/canonical.tsv"

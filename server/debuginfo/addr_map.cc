@@ -1,0 +1,577 @@
+#include "server/debuginfo/addr_map.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "server/common/build_id.h"
+#include "server/common/strings.h"
+#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/libdw_util.h"
+#include "server/debuginfo/source_path.h"
+
+namespace symdex::debuginfo {
+
+using namespace addrmap;
+
+// ---- reading ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr size_t RecordSize(Section s) {
+  switch (s) {
+    case kStrings: return 1;
+    case kAranges: return sizeof(Arange);
+    case kUnits: return sizeof(Unit);
+    case kLines: return sizeof(Line);
+    case kSpans: return sizeof(Span);
+    case kIntervals: return sizeof(Interval);
+    case kNodes: return sizeof(Node);
+    case kSectionCount: break;
+  }
+  return 1;
+}
+
+constexpr const char* kSectionNames[kSectionCount] = {"strings", "aranges", "units", "lines",
+                                                      "spans",   "intervals", "nodes"};
+
+// [begin, begin + count) inside a section of `total` records?
+bool InRange(uint64_t begin, uint64_t count, uint64_t total) { return begin <= total && count <= total - begin; }
+
+}  // namespace
+
+absl::StatusOr<AddrMap> AddrMap::FromBytes(std::string_view bytes) {
+  auto bad = [](const std::string& why) { return absl::InvalidArgumentError(StrCat("not a valid address map: ", why)); };
+  if (bytes.size() < sizeof(Header)) return bad(StrCat(bytes.size(), " bytes, shorter than its header"));
+  if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(Header) != 0) return bad("misaligned buffer");
+  const auto* h = reinterpret_cast<const Header*>(bytes.data());
+  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) return bad("wrong magic");
+  if (h->byte_order != kByteOrderMark) return bad("written on a machine of the other byte order");
+  if (h->version != kVersion) return bad(StrCat("format version ", h->version, ", this symdex reads ", kVersion));
+  if (h->header_size != sizeof(Header)) return bad("header size differs");
+  if (h->build_id_size > sizeof h->build_id) return bad("build-ID too long");
+  if (h->file_size != bytes.size()) {
+    return bad(StrCat("truncated or extended: header says ", h->file_size, " bytes, file has ", bytes.size()));
+  }
+  for (uint32_t s = 0; s < kSectionCount; ++s) {
+    const SectionRef& r = h->sections[s];
+    uint64_t size = bytes.size();
+    if (r.offset % 8 != 0 || r.offset < sizeof(Header) || r.offset > size ||
+        r.count > (size - r.offset) / RecordSize(static_cast<Section>(s))) {
+      return bad(StrCat("section ", kSectionNames[s], " lies outside the file"));
+    }
+  }
+  const SectionRef& str = h->sections[kStrings];
+  if (str.count == 0 || bytes[str.offset + str.count - 1] != '\0' || bytes[str.offset] != '\0') {
+    return bad("string table not terminated");
+  }
+  AddrMap m;
+  m.bytes_ = bytes;
+  m.header_ = h;
+  return m;
+}
+
+std::string AddrMap::BuildIdHex() const {
+  return BuildId::FromRaw(std::string_view(reinterpret_cast<const char*>(header_->build_id), header_->build_id_size))
+      .ToHex();
+}
+
+const char* AddrMap::String(uint32_t off) const {
+  if (off >= count(kStrings)) return "";
+  return Records<char>(kStrings) + off;  // the table ends with a NUL
+}
+
+std::vector<Frame> AddrMap::FramesAt(uint64_t addr) const {
+  std::vector<Frame> frames;
+  // The CU: dwarf_getarange_addr's binary search over the sorted aranges.
+  const Arange* ar = Records<Arange>(kAranges);
+  size_t l = 0, u = count(kAranges);
+  const Arange* hit = nullptr;
+  while (l < u) {
+    size_t idx = (l + u) / 2;
+    if (addr < ar[idx].addr) {
+      u = idx;
+    } else if (addr > ar[idx].addr && addr - ar[idx].addr >= ar[idx].length) {
+      l = idx + 1;
+    } else {
+      hit = &ar[idx];
+      break;
+    }
+  }
+  if (hit == nullptr || hit->unit >= count(kUnits)) return frames;
+  const Unit& unit = Records<Unit>(kUnits)[hit->unit];
+
+  Frame leaf;
+  if (unit.lines_count > 0 && InRange(unit.lines_begin, unit.lines_count, count(kLines))) {
+    // dwarf_getsrc_die: the last row at or below addr, unless it ends a sequence.
+    const Line* lines = Records<Line>(kLines) + unit.lines_begin;
+    size_t lo = 0, hi = unit.lines_count;  // first row above addr
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (addr < lines[mid].addr) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    if (lo > 0 && !lines[lo - 1].end_sequence) {
+      leaf.file = String(lines[lo - 1].file);
+      leaf.line = lines[lo - 1].line;
+      leaf.column = lines[lo - 1].column;
+    }
+  }
+
+  uint32_t node = kNone;
+  if (InRange(unit.spans_begin, unit.spans_count, count(kSpans))) {
+    const Span* spans = Records<Span>(kSpans) + unit.spans_begin;
+    ptrdiff_t k = FindFunctionRange(spans, unit.spans_count, addr);
+    if (k >= 0 && spans[k].intervals_count > 0 &&
+        InRange(spans[k].intervals_begin, spans[k].intervals_count, count(kIntervals))) {
+      const Interval* iv = Records<Interval>(kIntervals) + spans[k].intervals_begin;
+      size_t lo = 0, hi = spans[k].intervals_count;
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (addr < iv[mid].lo) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      node = iv[lo > 0 ? lo - 1 : 0].node;
+    }
+  }
+  const Node* nodes = Records<Node>(kNodes);
+  Frame cur = leaf;
+  for (size_t guard = 0; node < count(kNodes) && guard < 4096; ++guard) {
+    const Node& n = nodes[node];
+    cur.function = String(n.name);
+    frames.push_back(cur);
+    if (n.is_subprogram) break;
+    cur = Frame{"", String(n.call_file), n.call_line, n.call_column};
+    node = n.parent;
+  }
+  if (frames.empty() && leaf.line > 0) frames.push_back(leaf);  // line table only (assembly)
+  return frames;
+}
+
+MappedAddrMap::~MappedAddrMap() { ::munmap(base_, size_); }
+
+absl::StatusOr<std::unique_ptr<MappedAddrMap>> MappedAddrMap::Open(const std::string& path,
+                                                                   const std::string& build_id_hex) {
+  FdCloser fd;
+  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd.fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(StrCat("no address map ", path));
+    return absl::InvalidArgumentError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat st;
+  if (::fstat(fd.fd, &st) != 0) return absl::InvalidArgumentError(StrCat(path, ": ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
+  if (st.st_size < static_cast<off_t>(sizeof(Header))) {
+    return absl::InvalidArgumentError(StrCat(path, ": not a valid address map: ", st.st_size, " bytes"));
+  }
+  size_t size = static_cast<size_t>(st.st_size);
+  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.fd, 0);
+  if (base == MAP_FAILED) return absl::InvalidArgumentError(StrCat("mmap ", path, ": ", std::strerror(errno)));
+  auto m = AddrMap::FromBytes(std::string_view(static_cast<const char*>(base), size));
+  if (!m.ok()) {
+    ::munmap(base, size);
+    return absl::InvalidArgumentError(StrCat(path, ": ", m.status().message()));
+  }
+  if (m->BuildIdHex() != build_id_hex) {
+    std::string other = m->BuildIdHex();
+    ::munmap(base, size);
+    return absl::InvalidArgumentError(StrCat(path, ": belongs to build-ID ", other, ", not ", build_id_hex));
+  }
+  return std::unique_ptr<MappedAddrMap>(new MappedAddrMap(base, size, *m));
+}
+
+// ---- building --------------------------------------------------------------------------------
+
+namespace {
+
+// What one CU contributes, with unit-local string and node numbers (merged in unit order).
+struct UnitPart {
+  std::vector<std::string> strings{""};
+  std::unordered_map<std::string, uint32_t> string_ids{{"", 0}};
+  std::vector<Line> lines;
+  std::vector<Span> spans;
+  std::vector<Interval> intervals;
+  std::vector<Node> nodes;
+  bool ok = false;
+
+  uint32_t Intern(const std::string& s) {
+    auto [it, fresh] = string_ids.try_emplace(s, static_cast<uint32_t>(strings.size()));
+    if (fresh) strings.push_back(s);
+    return it->second;
+  }
+};
+
+// A function's scope tree as ConcreteChain walks it: subprograms, inlined subroutines and
+// lexical blocks with their ranges (namespaces are entered without a range check).
+struct Scope {
+  int tag = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  std::vector<uint32_t> children;
+  Dwarf_Die die;
+};
+
+class UnitBuilder {
+ public:
+  UnitBuilder(Dwarf* dbg, Dwarf_Die* cu, UnitPart& out) : dbg_(dbg), cu_(cu), out_(out) {}
+
+  void Build() {
+    Dwarf_Attribute a;
+    const char* comp_dir = dwarf_formstring(dwarf_attr(cu_, DW_AT_comp_dir, &a));
+    comp_dir_ = comp_dir ? comp_dir : "";
+    if (dwarf_getsrcfiles(cu_, &files_, &nfiles_) != 0) files_ = nullptr;
+    BuildLines();
+    for (const FunctionRange& r : CollectFunctionRanges(cu_)) BuildSpan(r);
+    out_.ok = true;
+  }
+
+ private:
+  uint32_t SourceString(const char* src) {
+    if (src == nullptr) return 0;
+    auto it = src_ids_.find(src);  // libdw hands out one pointer per file name of a CU
+    if (it != src_ids_.end()) return it->second;
+    uint32_t id = out_.Intern(SourceTreeRelative(src, comp_dir_));
+    src_ids_.emplace(src, id);
+    return id;
+  }
+
+  void BuildLines() {
+    Dwarf_Lines* lines;
+    size_t n;
+    if (dwarf_getsrclines(cu_, &lines, &n) != 0) return;
+    for (size_t i = 0; i < n; ++i) {
+      Dwarf_Line* l = dwarf_onesrcline(lines, i);
+      Dwarf_Addr addr = 0;
+      if (l == nullptr || dwarf_lineaddr(l, &addr) != 0) continue;
+      if (i + 1 < n) {  // dwarf_getsrc_die takes the last of the rows at one address
+        Dwarf_Addr next = 0;
+        Dwarf_Line* nl = dwarf_onesrcline(lines, i + 1);
+        if (nl != nullptr && dwarf_lineaddr(nl, &next) == 0 && next == addr) continue;
+      }
+      bool end = false;
+      dwarf_lineendsequence(l, &end);
+      Line row{addr, 0, 0, 0, end ? 1u : 0u};
+      if (!end) {
+        row.file = SourceString(dwarf_linesrc(l, nullptr, nullptr));
+        int v = 0;
+        if (dwarf_lineno(l, &v) == 0) row.line = v;
+        v = 0;
+        if (dwarf_linecol(l, &v) == 0) row.column = v;
+      }
+      // A row answering exactly as the one before adds nothing to a search for the last row <= pc.
+      if (!out_.lines.empty()) {
+        const Line& p = out_.lines.back();
+        if (!end && !p.end_sequence && p.file == row.file && p.line == row.line && p.column == row.column) continue;
+      }
+      out_.lines.push_back(row);
+    }
+  }
+
+  // ConcreteChain's reach: the children of a scope at depth d are looked at while d <= 64.
+  uint32_t AddScope(Dwarf_Die* die, int tag, int depth) {
+    uint32_t idx = static_cast<uint32_t>(scopes_.size());
+    scopes_.push_back(Scope{tag, {}, {}, *die});
+    if (tag != DW_TAG_namespace) {
+      Dwarf_Addr base, start, end;
+      ptrdiff_t off = 0;
+      while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) scopes_[idx].ranges.emplace_back(start, end);
+    }
+    Dwarf_Die child;
+    if (depth > 64 || dwarf_child(die, &child) != 0) return idx;
+    do {
+      int t = dwarf_tag(&child);
+      if (t != DW_TAG_subprogram && t != DW_TAG_inlined_subroutine && t != DW_TAG_lexical_block &&
+          t != DW_TAG_namespace) {
+        continue;
+      }
+      uint32_t c = AddScope(&child, t, depth + 1);
+      scopes_[idx].children.push_back(c);
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return idx;
+  }
+
+  static bool Holds(const Scope& s, uint64_t pc) {
+    for (const auto& [lo, hi] : s.ranges) {
+      if (pc >= lo && pc < hi) return true;
+    }
+    return false;
+  }
+
+  // ConcreteChain over the scope tree: the frames (subprograms / inlined subroutines) at pc.
+  void Chain(uint32_t parent, uint64_t pc, std::vector<uint32_t>& chain) const {
+    for (uint32_t c : scopes_[parent].children) {
+      const Scope& s = scopes_[c];
+      if (s.tag != DW_TAG_namespace && !Holds(s, pc)) continue;
+      if (s.tag == DW_TAG_subprogram || s.tag == DW_TAG_inlined_subroutine) chain.push_back(c);
+      Chain(c, pc, chain);
+      if (s.tag != DW_TAG_namespace) return;
+    }
+  }
+
+  uint32_t NodeFor(uint32_t parent_node, uint32_t scope) {
+    auto [it, fresh] = node_ids_.try_emplace({parent_node, scope}, static_cast<uint32_t>(out_.nodes.size()));
+    if (!fresh) return it->second;
+    Dwarf_Die* die = &scopes_[scope].die;
+    Node n{0, 0, 0, 0, parent_node, 0};
+    const char* name = dwarf_diename(die);
+    n.name = out_.Intern(name ? name : "??");
+    n.is_subprogram = dwarf_tag(die) == DW_TAG_subprogram;
+    Dwarf_Attribute a;
+    Dwarf_Word v;
+    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &a), &v) == 0 && files_ && v < nfiles_) {
+      n.call_file = SourceString(dwarf_filesrc(files_, v, nullptr, nullptr));
+    }
+    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &a), &v) == 0) n.call_line = static_cast<int>(v);
+    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_column, &a), &v) == 0) n.call_column = static_cast<int>(v);
+    out_.nodes.push_back(n);
+    return it->second;
+  }
+
+  void BuildSpan(const FunctionRange& r) {
+    Span span{r.lo, r.hi, static_cast<uint32_t>(out_.intervals.size()), 0};
+    Dwarf_Die sub;
+    if (dwarf_offdie(dbg_, r.die, &sub) == nullptr) {
+      out_.spans.push_back(span);  // found, but no frames: as the libdw walk
+      return;
+    }
+    auto [tree, fresh] = trees_.try_emplace(r.die, 0);
+    if (fresh) {
+      tree->second = AddScope(&sub, DW_TAG_subprogram, 1);  // a second range reuses tree and nodes
+    }
+    uint32_t root = tree->second;
+    // Where the nesting can change inside [lo, hi): every range boundary of the tree.
+    std::vector<uint64_t> cuts{r.lo};
+    std::vector<uint32_t> stack{root};
+    while (!stack.empty()) {
+      uint32_t s = stack.back();
+      stack.pop_back();
+      for (const auto& [lo, hi] : scopes_[s].ranges) {
+        if (lo > r.lo && lo < r.hi) cuts.push_back(lo);
+        if (hi > r.lo && hi < r.hi) cuts.push_back(hi);
+      }
+      for (uint32_t c : scopes_[s].children) stack.push_back(c);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<uint32_t> chain;
+    for (uint64_t pc : cuts) {
+      chain.clear();
+      Chain(root, pc, chain);
+      uint32_t node = NodeFor(kNone, root);
+      for (uint32_t s : chain) node = NodeFor(node, s);
+      if (span.intervals_count > 0 && out_.intervals.back().node == node) continue;
+      out_.intervals.push_back({pc, node, 0});
+      ++span.intervals_count;
+    }
+    out_.spans.push_back(span);
+  }
+
+  Dwarf* dbg_;
+  Dwarf_Die* cu_;
+  UnitPart& out_;
+  std::string comp_dir_;
+  Dwarf_Files* files_ = nullptr;
+  size_t nfiles_ = 0;
+  std::unordered_map<const char*, uint32_t> src_ids_;
+  std::vector<Scope> scopes_;
+  std::map<Dwarf_Off, uint32_t> trees_;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> node_ids_;  // (parent node, scope) -> node
+};
+
+void Append(std::string& out, const void* data, size_t n) { out.append(static_cast<const char*>(data), n); }
+
+}  // namespace
+
+absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs, AddrMapStats* stats) {
+  OpenedDwarf first;
+  RETURN_IF_ERROR(OpenDwarf(path, first));
+  GElf_Ehdr eh;
+  if (gelf_getehdr(first.elf.get(), &eh) == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no ELF header"));
+  if (eh.e_type == ET_REL) {
+    return absl::FailedPreconditionError(StrCat(path, " is relocatable: its addresses depend on the section layout"));
+  }
+  std::optional<BuildId> build_id = ElfBuildId(first.elf.get());
+  if (!build_id || build_id->raw().size() > sizeof(Header{}.build_id)) {
+    return absl::FailedPreconditionError(StrCat(path, " has no usable GNU build-ID"));
+  }
+
+  // The aranges in libdw's order, and the CUs they name (each once, in first-seen order).
+  std::vector<Arange> aranges;
+  std::vector<Dwarf_Off> unit_offsets;
+  {
+    std::unordered_map<Dwarf_Off, uint32_t> unit_of;
+    Dwarf_Aranges* ar = nullptr;
+    size_t n = 0;
+    if (dwarf_getaranges(first.dwarf.get(), &ar, &n) != 0) n = 0;
+    for (size_t i = 0; i < n; ++i) {
+      Dwarf_Addr addr = 0;
+      Dwarf_Word length = 0;
+      Dwarf_Off off = 0;
+      Arange a{0, 0, kNone, 0};
+      if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &addr, &length, &off) == 0) {
+        a.addr = addr;
+        a.length = length;
+        auto [it, fresh] = unit_of.try_emplace(off, static_cast<uint32_t>(unit_offsets.size()));
+        if (fresh) unit_offsets.push_back(off);
+        a.unit = it->second;
+      }
+      aranges.push_back(a);
+    }
+  }
+
+  std::vector<UnitPart> parts(unit_offsets.size());
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, parts.size()))));
+  std::atomic<size_t> next{0};
+  auto work = [&](Dwarf* dbg) {
+    for (size_t u; (u = next.fetch_add(1)) < parts.size();) {
+      Dwarf_Die cu;
+      if (dwarf_offdie(dbg, unit_offsets[u], &cu) == nullptr) continue;
+      UnitBuilder(dbg, &cu, parts[u]).Build();
+    }
+  };
+  std::vector<OpenedDwarf> handles(jobs - 1);
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) {
+    RETURN_IF_ERROR(OpenDwarf(path, handles[t - 1]));
+    threads.emplace_back(work, handles[t - 1].dwarf.get());
+  }
+  work(first.dwarf.get());
+  for (auto& th : threads) th.join();
+
+  // Merge in unit order.
+  std::string strings(1, '\0');
+  std::unordered_map<std::string, uint32_t> string_off{{"", 0}};
+  std::vector<Unit> units(parts.size(), Unit{0, 0, 0, 0});
+  std::vector<Line> lines;
+  std::vector<Span> spans;
+  std::vector<Interval> intervals;
+  std::vector<Node> nodes;
+  auto too_big = [&](size_t n) { return n >= kNone; };
+  for (size_t u = 0; u < parts.size(); ++u) {
+    UnitPart& p = parts[u];
+    if (!p.ok) {
+      for (Arange& a : aranges) {
+        if (a.unit == u) a.unit = kNone;  // as dwarf_addrdie failing on the CU DIE
+      }
+      continue;
+    }
+    std::vector<uint32_t> smap(p.strings.size());
+    for (size_t i = 0; i < p.strings.size(); ++i) {
+      auto [it, fresh] = string_off.try_emplace(p.strings[i], static_cast<uint32_t>(strings.size()));
+      if (fresh) {
+        strings += p.strings[i];
+        strings += '\0';
+      }
+      smap[i] = it->second;
+    }
+    const uint32_t node_base = static_cast<uint32_t>(nodes.size());
+    const uint32_t iv_base = static_cast<uint32_t>(intervals.size());
+    units[u] = Unit{static_cast<uint32_t>(lines.size()), static_cast<uint32_t>(p.lines.size()),
+                    static_cast<uint32_t>(spans.size()), static_cast<uint32_t>(p.spans.size())};
+    for (Line l : p.lines) {
+      l.file = smap[l.file];
+      lines.push_back(l);
+    }
+    for (Span s : p.spans) {
+      s.intervals_begin += iv_base;
+      spans.push_back(s);
+    }
+    for (Interval i : p.intervals) {
+      i.node += node_base;
+      intervals.push_back(i);
+    }
+    for (Node n : p.nodes) {
+      n.name = smap[n.name];
+      n.call_file = smap[n.call_file];
+      if (n.parent != kNone) n.parent += node_base;
+      nodes.push_back(n);
+    }
+    p = UnitPart();
+    if (too_big(strings.size()) || too_big(lines.size()) || too_big(spans.size()) || too_big(intervals.size()) ||
+        too_big(nodes.size())) {
+      return absl::ResourceExhaustedError(StrCat(path, ": too much debug info for one address map"));
+    }
+  }
+
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.byte_order = kByteOrderMark;
+  h.header_size = sizeof(Header);
+  h.build_id_size = static_cast<uint32_t>(build_id->raw().size());
+  std::memcpy(h.build_id, build_id->raw().data(), build_id->raw().size());
+  std::string body;
+  auto section = [&](Section s, const void* data, size_t n, size_t count) {
+    while ((sizeof(Header) + body.size()) % 8 != 0) body.push_back('\0');
+    h.sections[s] = SectionRef{sizeof(Header) + body.size(), count};
+    Append(body, data, n);
+  };
+  section(kStrings, strings.data(), strings.size(), strings.size());
+  section(kAranges, aranges.data(), aranges.size() * sizeof(Arange), aranges.size());
+  section(kUnits, units.data(), units.size() * sizeof(Unit), units.size());
+  section(kLines, lines.data(), lines.size() * sizeof(Line), lines.size());
+  section(kSpans, spans.data(), spans.size() * sizeof(Span), spans.size());
+  section(kIntervals, intervals.data(), intervals.size() * sizeof(Interval), intervals.size());
+  section(kNodes, nodes.data(), nodes.size() * sizeof(Node), nodes.size());
+  h.file_size = sizeof(Header) + body.size();
+  std::string out;
+  out.reserve(h.file_size);
+  Append(out, &h, sizeof h);
+  out += body;
+  if (stats) {
+    *stats = AddrMapStats{units.size(), lines.size(), spans.size(), intervals.size(), nodes.size(), strings.size(),
+                          out.size()};
+  }
+  return out;
+}
+
+std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex) {
+  return StrCat(dir, "/", build_id_hex, ".addrmap");
+}
+
+absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
+  std::error_code ec;
+  std::filesystem::path p(path);
+  std::filesystem::create_directories(p.parent_path(), ec);
+  if (ec) return absl::PermissionDeniedError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
+  std::string tmp = StrCat(path, ".tmp.", ::getpid());
+  FdCloser fd;
+  fd.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd.fd < 0) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(fd.fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::unlink(tmp.c_str());
+      return absl::ResourceExhaustedError(StrCat("writing ", tmp, ": ", why));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd.fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return absl::InternalError(StrCat("installing ", path, ": ", why));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace symdex::debuginfo

@@ -1,0 +1,152 @@
+// Address maps: what a linked debug file (vmlinux) says about every address — the line-table
+// row, the function and its inline nesting — precomputed once per build-ID into one flat file
+// that is mmap'ed and binary-searched. `symdex addr` over a whole kernel then parses no DWARF.
+//
+// The answers are, by construction and by test, the ones Symbolizer's libdw walk gives:
+//   CU        the .debug_aranges entry dwarf_addrdie picks (same binary search);
+//   line      the row dwarf_getsrc_die picks: the last row at the greatest address <= pc,
+//             none when that row ends a sequence;
+//   function  the CU's top-level function range holding pc (CollectFunctionRanges order),
+//             then the concrete inline nesting at pc, flattened into address intervals (the
+//             nesting only changes where some range of the function's tree starts or ends).
+// Modules (ET_REL) keep the libdw path: their addresses depend on the section layout.
+//
+// File layout (host byte order, checked; every section 8-byte aligned):
+//   Header | strings (NUL-terminated, offset 0 = "") | aranges | units | lines | spans |
+//   intervals | nodes
+// Readers check every index against the section it points into: a damaged file gives empty
+// or wrong frames, never a read outside the mapping.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/common/status.h"
+
+namespace symdex::debuginfo {
+
+struct Frame {
+  std::string function;  // DWARF name of the (inlined) function
+  std::string file;      // source-tree relative
+  int line = 0;
+  int column = 0;
+  bool operator==(const Frame&) const = default;
+};
+
+namespace addrmap {
+
+inline constexpr char kMagic[8] = {'S', 'Y', 'M', 'D', 'X', 'A', 'M', '\n'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kByteOrderMark = 0x01020304;
+inline constexpr uint32_t kNone = 0xffffffffu;
+
+enum Section : uint32_t { kStrings, kAranges, kUnits, kLines, kSpans, kIntervals, kNodes, kSectionCount };
+
+struct SectionRef {
+  uint64_t offset = 0, count = 0;  // count: records (bytes for kStrings)
+};
+struct Header {
+  char magic[8];
+  uint32_t version, byte_order, header_size, build_id_size;
+  uint8_t build_id[64];
+  uint64_t file_size;
+  SectionRef sections[kSectionCount];
+};
+struct Arange {
+  uint64_t addr, length;
+  uint32_t unit;  // kNone: the CU DIE could not be read
+  uint32_t reserved;
+};
+struct Unit {
+  uint32_t lines_begin, lines_count, spans_begin, spans_count;
+};
+struct Line {
+  uint64_t addr;
+  uint32_t file;  // string offset
+  int32_t line, column;
+  uint32_t end_sequence;
+};
+struct Span {
+  uint64_t lo, hi;
+  uint32_t intervals_begin, intervals_count;
+};
+struct Interval {
+  uint64_t lo;    // up to the next interval's lo (or the span's hi)
+  uint32_t node;  // innermost frame of the nesting here
+  uint32_t reserved;
+};
+struct Node {
+  uint32_t name;                  // string offset
+  uint32_t call_file;             // where this inline was called from (string offset)
+  int32_t call_line, call_column;
+  uint32_t parent;                // the enclosing frame; kNone at the function itself
+  uint32_t is_subprogram;
+};
+
+}  // namespace addrmap
+
+// A validated view over an address map's bytes (not owned).
+class AddrMap {
+ public:
+  // Checks the header and that every section lies inside `bytes`.
+  static absl::StatusOr<AddrMap> FromBytes(std::string_view bytes);
+
+  // Frames at `addr` (a link-time address of the debug file), leaf first; empty when the
+  // debug file has nothing for it. Exactly what Symbolizer::Symbolize returns.
+  std::vector<Frame> FramesAt(uint64_t addr) const;
+
+  std::string BuildIdHex() const;
+  size_t size_bytes() const { return bytes_.size(); }
+  uint64_t count(addrmap::Section s) const { return header_->sections[s].count; }
+
+ private:
+  template <typename T>
+  const T* Records(addrmap::Section s) const {
+    return reinterpret_cast<const T*>(bytes_.data() + header_->sections[s].offset);
+  }
+  const char* String(uint32_t off) const;
+
+  std::string_view bytes_;
+  const addrmap::Header* header_ = nullptr;
+};
+
+// An address map file, mmap'ed read-only for as long as this lives.
+class MappedAddrMap {
+ public:
+  // NotFound when there is no file; InvalidArgument (saying what is wrong) when it is not a
+  // valid map or belongs to another build-ID.
+  static absl::StatusOr<std::unique_ptr<MappedAddrMap>> Open(const std::string& path,
+                                                             const std::string& build_id_hex);
+  ~MappedAddrMap();
+  MappedAddrMap(const MappedAddrMap&) = delete;
+  MappedAddrMap& operator=(const MappedAddrMap&) = delete;
+  const AddrMap& map() const { return map_; }
+
+ private:
+  MappedAddrMap(void* base, size_t size, AddrMap map) : base_(base), size_(size), map_(map) {}
+  void* base_;
+  size_t size_;
+  AddrMap map_;
+};
+
+struct AddrMapStats {
+  uint64_t units = 0, lines = 0, spans = 0, intervals = 0, nodes = 0, string_bytes = 0, bytes = 0;
+};
+
+// Builds the address map of a linked (ET_EXEC/ET_DYN) debug file. FailedPrecondition for a
+// relocatable file (modules keep the libdw path). `jobs` threads, each with its own libdw
+// handle; the result does not depend on it.
+absl::StatusOr<std::string> BuildAddrMap(const std::string& debug_file_path, unsigned jobs = 1,
+                                         AddrMapStats* stats = nullptr);
+
+// `<dir>/<build-id>.addrmap`
+std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex);
+
+// Writes `bytes` to `path` through a temporary file and rename: readers see the old file or
+// the whole new one. Creates the directory.
+absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes);
+
+}  // namespace symdex::debuginfo
