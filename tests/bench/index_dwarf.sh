@@ -28,6 +28,7 @@ for i in $(seq "$RUNS"); do
   "$SYMDEX" --db "$work/v.db" index -q --json --system-map "$MAP" --debug-dir "$DBG/usr/lib/debug" >"$work/cold.json"
   field dwarf_seconds <"$work/cold.json" >>"$work/vml_cold_dwarf"
   field seconds <"$work/cold.json" >>"$work/vml_cold_total"
+  field addr_map_seconds <"$work/cold.json" >>"$work/vml_cold_addrmap"
   "$SYMDEX" --db "$work/v.db" index -q --json --system-map "$MAP" --debug-dir "$DBG/usr/lib/debug" >"$work/warm.json"
   field dwarf_seconds <"$work/warm.json" >>"$work/vml_warm_dwarf"
   field seconds <"$work/warm.json" >>"$work/vml_warm_total"
@@ -48,10 +49,11 @@ rss=$( { /usr/bin/time -f '%M' "$SYMDEX" --db "$work/a.db" index -q --system-map
 llvm_rss=$( { /usr/bin/time -f '%M' llvm-symbolizer-14 --obj="$VML" <"$work/addrs" >/dev/null; } 2>&1 | tail -1)
 
 vd=$(median <"$work/vml_cold_dwarf"); vt=$(median <"$work/vml_cold_total")
+am=$(median <"$work/vml_cold_addrmap")
 wd=$(median <"$work/vml_warm_dwarf"); wt=$(median <"$work/vml_warm_total")
 ll=$(median <"$work/llvm"); dr=$(median <"$work/drgn"); at=$(median <"$work/all_total")
 echo "kernel $KREL: $(wc -l <"$work/addrs") vmlinux text-symbol addresses, $(nproc) cores, median of $RUNS runs"
-printf '  symdex vmlinux cold: DWARF phase %6.2f s, whole index run %6.2f s\n' "$vd" "$vt"
+printf '  symdex vmlinux cold: DWARF phase %6.2f s, address map %6.2f s, whole index run %6.2f s\n' "$vd" "$am" "$vt"
 printf '  symdex vmlinux warm: DWARF phase %6.2f s, whole index run %6.2f s\n' "$wd" "$wt"
 printf '  symdex vmlinux + all modules cold: %6.2f s, peak RSS %d MB\n' "$at" $((rss / 1024))
 printf '  llvm-symbolizer-14 batch:          %6.2f s, peak RSS %d MB\n' "$ll" $((llvm_rss / 1024))

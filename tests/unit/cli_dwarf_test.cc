@@ -194,6 +194,88 @@ TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
   EXPECT_TRUE(found) << ln.dump();
 }
 
+// `symdex index` leaves vmlinux's address map next to the database; `symdex addr` answers the
+// same from it, from DWARF when it is gone or damaged, and the next index run rebuilds it.
+TEST_F(CliDwarfTest, AddressMapIsBuiltByIndexAndAnswersAsDwarfDoes) {
+  std::string map = SystemMap();
+  std::string dbg = fx_.dir / "debug";
+  Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+  const std::string index = "index --system-map '" + map + "' --debug-dir '" + dbg + "'";
+  json first = Json(index);
+  EXPECT_EQ(first["addr_maps"]["built"], 1);
+  const std::string maps = fx_.dir / "index.db-addrmaps";
+  CommandResult ls = RunCommand("ls '" + maps + "'");
+  ASSERT_EQ(ls.exit_code, 0);
+  ASSERT_NE(ls.out.find(".addrmap"), std::string::npos) << ls.out;
+  const std::string file = maps + "/" + ls.out.substr(0, ls.out.find('\n'));
+
+  // Every byte of text from the lowest to the highest text symbol of System.map.
+  std::ifstream sm(map);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  std::string a, t, n;
+  while (sm >> a >> t >> n) {
+    if (t != "t" && t != "T") continue;
+    lo = std::min<uint64_t>(lo, std::stoull(a, nullptr, 16));
+    hi = std::max<uint64_t>(hi, std::stoull(a, nullptr, 16));
+  }
+  ASSERT_LT(lo, hi);
+  std::string addrs;
+  char buf[32];
+  for (uint64_t x = lo; x < hi + 32; ++x) {
+    std::snprintf(buf, sizeof buf, "0x%llx\n", static_cast<unsigned long long>(x));
+    addrs += buf;
+  }
+  WriteFile(fx_.dir / "addrs", addrs);
+  const std::string run = "addr - < '" + (fx_.dir / "addrs") + "'";
+  CommandResult with_map = Symdex(run);
+  ASSERT_EQ(with_map.exit_code, 0) << with_map.err;
+  EXPECT_NE(with_map.out.find("(inlined by)"), std::string::npos);
+
+  Must("mv '" + maps + "' '" + maps + ".off'");
+  CommandResult dwarf = Symdex(run);
+  EXPECT_EQ(dwarf.out, with_map.out);
+  Must("mv '" + maps + ".off' '" + maps + "'");
+
+  // A damaged map: the answers stay right (libdw), and the next index run replaces it.
+  Must("truncate -s 100 '" + file + "'");
+  CommandResult damaged = Symdex(run);
+  EXPECT_EQ(damaged.out, with_map.out);
+  json again = Json(index);
+  EXPECT_EQ(again["addr_maps"]["built"], 1);
+  EXPECT_GT(std::stoull(RunCommand("stat -c %s '" + file + "'").out), 100u);
+  json third = Json(index);
+  EXPECT_EQ(third["addr_maps"]["built"], 0);
+  EXPECT_EQ(third["addr_maps"]["present"], 1);
+
+  // --no-addr-map: none built, answers unchanged.
+  Must("rm -rf '" + maps + "'");
+  json none = Json(index + " --no-addr-map");
+  EXPECT_EQ(none["addr_maps"]["built"], 0);
+  EXPECT_NE(RunCommand("ls '" + maps + "'").exit_code, 0);
+  EXPECT_EQ(Symdex(run).out, with_map.out);
+}
+
+// `symdex addr -` answers each address as soon as it is written, before stdin is closed (a
+// frontend keeps one process and a pipe, as with addr2line).
+TEST_F(CliDwarfTest, AddrFromStdinAnswersBeforeEndOfInput) {
+  std::string map = SystemMap();
+  std::string dbg = fx_.dir / "debug";
+  Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+  ASSERT_EQ(Symdex("index --system-map '" + map + "' --debug-dir '" + dbg + "'").exit_code, 0);
+  json w = Json("which name_show --exact");
+  std::string addr = w["instances"][0]["address"];
+  // The writer sends one address, then waits until the answer has arrived before closing.
+  const std::string fifo = fx_.dir / "answers";
+  Must("mkfifo '" + fifo + "'");
+  CommandResult ok = RunCommand("timeout 20 sh -c '( echo " + addr + "; read -r line < " + fifo +
+                                "; echo \"got: $line\" >&2 ) | " + SYMDEX_BIN + " --db " + (fx_.dir / "index.db") +
+                                " addr - > " + fifo + "'");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  char want[64];
+  std::snprintf(want, sizeof want, "got: 0x%llx: name_show+0x0", std::stoull(addr, nullptr, 16));
+  EXPECT_NE(ok.err.find(want), std::string::npos) << ok.err;
+}
+
 TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // The sysroot: kallsyms from nm (vmlinux at link addresses; the module loaded at two bases).
   std::string root = fx_.dir / "root";
