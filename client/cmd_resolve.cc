@@ -552,6 +552,10 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
   auto res = (*api)->Lines(o.target, file, line);
+  if (!res.ok() && res.status().code() == absl::StatusCode::kNotFound) {
+    Fail(g, res.status());
+    return kNotFound;
+  }
   if (!res.ok()) return Fail(g, res.status());
   nlohmann::json arr = nlohmann::json::array();
   for (size_t i = 0; i < res->results.size(); ++i) {
@@ -559,8 +563,10 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     const auto& info = *res->results[i];
     std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
     std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
-    std::string probe = info.symbol && info.symbol->text_offset
-                            ? fmt::format("_text+{}", *info.symbol->text_offset + info.offset) : "";
+    // vmlinux: _text+N (KASLR-proof); a loaded module: its address (what kprobe_events takes).
+    std::string probe = !info.symbol ? ""
+                        : info.symbol->text_offset ? fmt::format("_text+{}", *info.symbol->text_offset + info.offset)
+                        : !info.symbol->module.empty() ? fmt::format("0x{:x}", a) : "";
     if (g.json) {
       arr.push_back({{"address", fmt::format("0x{:x}", a)}, {"function", fn}, {"symbol", sym}, {"probe", probe}});
     } else {
@@ -568,7 +574,7 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     }
   }
   if (g.json) PrintJson({{"target", res->target.name}, {"where", o.where}, {"addresses", arr}});
-  if (res->results.empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux\n", o.where);
+  if (res->results.empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux or its modules\n", o.where);
   return res->results.empty() ? kNotFound : kFound;
 }
 
@@ -627,11 +633,14 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   addr->callback([&g, &exit_code, ad] { exit_code = RunAddr(g, *ad); });
 
   auto ln = std::make_shared<LinesOptions>();
-  CLI::App* lines = app.add_subcommand("lines", "Every address and function for a source line (vmlinux)");
+  CLI::App* lines = app.add_subcommand("lines", "Every address and function for a source line (vmlinux and loaded modules)");
   lines->add_option("PATH:LINE", ln->where, "Source path (suffix on whole components) and line")->required();
   lines->add_option("-t,--target", ln->target, "Target (default: 'host', or the only one)");
   lines->footer("Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
-                "the line was inlined), and the _text+N kprobe target for that address.");
+                "the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the\n"
+                "address in a loaded module. Module code is found in the modules whose debug info names the\n"
+                "file; an offline target's modules have no addresses (exit 1 says which modules have the line).\n"
+                "Exit: 0 some code, 1 none (or only in modules without addresses), 2 malformed, 3 no index.");
   lines->callback([&g, &exit_code, ln] { exit_code = RunLines(g, *ln); });
 
   auto topic = std::make_shared<std::string>();

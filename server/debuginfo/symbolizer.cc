@@ -96,15 +96,18 @@ absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   return raw;
 }
 
-absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path,
-                                                                 const std::string& file_suffix, int line) {
-  ASSIGN_OR_RETURN(File * f, Open(path));
+namespace {
+
+// Every line-table address starting a statement of file_suffix:line (whole path components of
+// the source-tree relative path), sorted and unique. Address 0 is dropped for linked images
+// (discarded code), kept for relocatable ones (the start of the first section).
+std::vector<uint64_t> StatementAddresses(Dwarf* dw, const std::string& file_suffix, int line, bool keep_zero) {
   std::vector<uint64_t> out;
   Dwarf_Off off = 0, next;
   size_t hsize;
-  while (dwarf_next_unit(f->dwarf, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0) {
+  while (dwarf_next_unit(dw, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0) {
     Dwarf_Die cu;
-    if (dwarf_offdie(f->dwarf, off + hsize, &cu) != nullptr) {
+    if (dwarf_offdie(dw, off + hsize, &cu) != nullptr) {
       Dwarf_Lines* lines;
       size_t n;
       Dwarf_Attribute a;
@@ -126,7 +129,7 @@ absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::strin
             it = file_ok.emplace(src, ok).first;
           }
           Dwarf_Addr addr;
-          if (it->second && dwarf_lineaddr(l, &addr) == 0 && addr != 0) out.push_back(addr);
+          if (it->second && dwarf_lineaddr(l, &addr) == 0 && (addr != 0 || keep_zero)) out.push_back(addr);
         }
       }
     }
@@ -134,6 +137,30 @@ absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::strin
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path,
+                                                                 const std::string& file_suffix, int line) {
+  ASSIGN_OR_RETURN(File * f, Open(path));
+  return StatementAddresses(f->dwarf, file_suffix, line, false);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> Symbolizer::LineAddressesInSections(
+    const std::string& path, const std::string& file_suffix, int line) {
+  ASSIGN_OR_RETURN(File * f, OpenRelocatable(path));
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (uint64_t a : StatementAddresses(f->dwarf, file_suffix, line, true)) {
+    // The section libdwfl laid out at the highest base at or below the address.
+    const uint64_t at = a + f->bias;
+    const std::pair<const std::string, uint64_t>* best = nullptr;
+    for (const auto& sec : f->section_base) {
+      if (sec.second <= at && (best == nullptr || sec.second > best->second)) best = &sec;
+    }
+    if (best != nullptr) out.emplace_back(best->first, at - best->second);
+  }
   return out;
 }
 

@@ -47,6 +47,11 @@ class Symbolizer {
   // (file_suffix matched on whole path components of the source-tree relative path), sorted.
   absl::StatusOr<std::vector<uint64_t>> LineAddresses(const std::string& path, const std::string& file_suffix,
                                                       int line);
+  // The same in a relocatable debug file (a module): (section, offset) pairs, to be placed at
+  // the section bases /sys/module/M/sections gives.
+  absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> LineAddressesInSections(const std::string& path,
+                                                                                     const std::string& file_suffix,
+                                                                                     int line);
 
  private:
   struct File;

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <map>
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
@@ -424,20 +425,50 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
   ASSIGN_OR_RETURN(store::Db * db, s.Db());
   ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));
   ASSIGN_OR_RETURN(auto df, store::DebugFileOf(*db, t.id, ""));
-  if (!df) return absl::FailedPreconditionError(StrCat("target '", t.name, "' has no vmlinux debug info"));
+  ASSIGN_OR_RETURN(auto modules, store::ModulesMentioningSource(*db, t.id, file));
+  if (!df && modules.empty()) {
+    return absl::FailedPreconditionError(StrCat("target '", t.name, "' has no vmlinux debug info"));
+  }
   std::vector<uint64_t> addrs;
+  std::vector<std::string> unplaced;  // modules with code there but no section bases
   {
     std::lock_guard<std::mutex> l(sym_mu_);
     last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
-    ASSIGN_OR_RETURN(addrs, symbolizer_.LineAddresses(df->path, file, line));
+    if (df) {
+      ASSIGN_OR_RETURN(auto vml, symbolizer_.LineAddresses(df->path, file, line));
+      const uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
+      for (uint64_t a : vml) addrs.push_back(a + slide);
+    }
+    for (const std::string& m : modules) {
+      ASSIGN_OR_RETURN(auto mdf, store::DebugFileOf(*db, t.id, m));
+      if (!mdf || !mdf->relocatable) continue;
+      ASSIGN_OR_RETURN(auto at, symbolizer_.LineAddressesInSections(mdf->path, file, line));
+      if (at.empty()) continue;
+      ASSIGN_OR_RETURN(auto bases, store::ModuleSections(*db, t.id, m));
+      std::map<std::string, uint64_t> base(bases.begin(), bases.end());
+      size_t placed = 0;
+      for (const auto& [section, offset] : at) {
+        auto it = base.find(section);
+        if (it == base.end()) continue;
+        addrs.push_back(it->second + offset);
+        ++placed;
+      }
+      if (placed == 0) unplaced.push_back(m);
+    }
   }
-  uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
+  if (addrs.empty() && !unplaced.empty()) {
+    return absl::NotFoundError(
+        StrCat(file, ":", line, " has code in ", StrJoin(unplaced, ", "), ", which has no addresses in target '",
+               t.name, "' (an offline target, or a module that is not loaded): index a live host with it loaded"));
+  }
+  std::sort(addrs.begin(), addrs.end());
+  addrs.erase(std::unique(addrs.begin(), addrs.end()), addrs.end());
   auto cache = CacheFor(t);
   Cache scratch;
   SymbolizeResult out{t, {}, {}};
   for (uint64_t a : addrs) {
-    ASSIGN_OR_RETURN(auto info, SymbolizeIn(s, t, cache ? *cache : scratch, a + slide));
-    out.addresses.push_back(a + slide);
+    ASSIGN_OR_RETURN(auto info, SymbolizeIn(s, t, cache ? *cache : scratch, a));
+    out.addresses.push_back(a);
     out.results.push_back(std::make_shared<const AddressInfo>(std::move(info)));
   }
   return out;

@@ -104,6 +104,26 @@ absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_
   return FindDebugFile(db, st.Text(0));
 }
 
+absl::StatusOr<std::vector<std::string>> ModulesMentioningSource(Db& db, int64_t target_id,
+                                                                  const std::string& file_suffix) {
+  // A path suffix on whole components: the path itself, or ".../" + suffix.
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
+      "SELECT t.module FROM target_debuginfo t WHERE t.target_id = ?1 AND t.module <> '' "
+      "AND t.debug_file_id IS NOT NULL AND ("
+      "EXISTS (SELECT 1 FROM dwarf_files f WHERE f.debug_file_id = t.debug_file_id "
+      "        AND (f.path = ?2 OR substr(f.path, -length(?2) - 1) = '/' || ?2)) OR "
+      "EXISTS (SELECT 1 FROM dwarf_units u WHERE u.debug_file_id = t.debug_file_id "
+      "        AND (u.name = ?2 OR substr(u.name, -length(?2) - 1) = '/' || ?2))) ORDER BY t.module"));
+  st.Bind(1, target_id).Bind(2, file_suffix);
+  std::vector<std::string> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,
                                                                           const std::string& module) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT s.name, s.addr FROM module_sections s JOIN modules m "

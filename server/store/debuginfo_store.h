@@ -34,6 +34,12 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
 // The debug file a target uses for vmlinux (module "") or a module, if any.
 absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module);
 
+// The modules of a target whose debug file names `file_suffix` (whole path components) as a
+// CU or a source file of a function or symbol line: where `lines` looks for module code.
+// (A header whose code was only ever inlined into a module is not recorded there.)
+absl::StatusOr<std::vector<std::string>> ModulesMentioningSource(Db& db, int64_t target_id,
+                                                                  const std::string& file_suffix);
+
 // A loaded module's section bases (/sys/module/M/sections/*) in a live target: (name, address).
 absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,
                                                                           const std::string& module);

@@ -114,6 +114,13 @@ mv "$SYMDEX_DB-addrmaps" "$SYMDEX_DB-addrmaps.off"
 mv "$SYMDEX_DB-addrmaps.off" "$SYMDEX_DB-addrmaps"
 check_eq "addresses answered differently by the address map and by libdw (of $(wc -l <"$work/map-addrs"))" "0" \
   "$(diff "$work/with-map.out" "$work/libdw.out" | grep -c '^<' || true)"
+# `lines` for a module-only source on an offline target: found in the module, no addresses there.
+set +e
+"$SYMDEX" lines drivers/uio/uio.c:500 >"$work/lines.out" 2>"$work/lines.err"
+lines_rc=$?
+set -e
+check_eq "lines drivers/uio/uio.c:500 (offline: module code has no address) exit code" "1" "$lines_rc"
+check_eq "... and says which module has it" "1" "$(grep -c 'has code in uio,' "$work/lines.err" || true)"
 # A second run finds every debug file cached by build-ID.
 "$SYMDEX" index --json --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DBG/usr/lib/debug" --name debian \
   >"$work/reindex.json"

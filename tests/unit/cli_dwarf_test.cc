@@ -377,6 +377,30 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
     }
   }
   EXPECT_GE(checked, 4u);
+
+  // `lines` finds the line's code in vmlinux and in the loaded module, each module address at
+  // the section offset where eu-addr2line -j SECTION puts that line.
+  const int body = fx_.Line("drivers/a/a.c", "name_show") + 2;
+  const std::string where = "drivers/a/a.c:" + std::to_string(body);
+  json ln = Json("lines " + where);
+  size_t in_vmlinux = 0, in_module = 0;
+  for (const auto& x : ln["addresses"]) {
+    uint64_t a = std::stoull(x["address"].get<std::string>(), nullptr, 16);
+    if (a < 0xffffffffc0000000ull) {
+      ++in_vmlinux;
+      continue;
+    }
+    ++in_module;
+    const bool cold = a >= 0xffffffffc0010000ull;
+    char off[32];
+    std::snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(a - (cold ? 0xffffffffc0010000ull : 0xffffffffc0000000ull)));
+    CommandResult eu = RunCommand("eu-addr2line -e '" + fx_.module + "' -j " + (cold ? ".text.unlikely" : ".text") + " " + off);
+    ASSERT_EQ(eu.exit_code, 0) << eu.err;
+    EXPECT_NE(eu.out.find("a.c:" + std::to_string(body)), std::string::npos) << x.dump() << " vs " << eu.out;
+    EXPECT_EQ(x["probe"], x["address"]) << "a module address is its own kprobe target";
+  }
+  EXPECT_GE(in_vmlinux, 1u) << ln.dump();
+  EXPECT_GE(in_module, 1u) << ln.dump();
 }
 
 }  // namespace
