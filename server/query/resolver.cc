@@ -219,7 +219,12 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
                                              uint64_t addr) {
   DbSource src(db, t);
   return SymbolizeAddress(
-      src, [&](const std::string& module) { return store::DebugFileOf(db, t.id, module); },
+      src,
+      [&](const std::string& module) -> absl::StatusOr<std::shared_ptr<const store::DebugFileInfo>> {
+        ASSIGN_OR_RETURN(auto df, store::DebugFileOf(db, t.id, module));
+        if (!df) return nullptr;
+        return std::make_shared<const store::DebugFileInfo>(std::move(*df));
+      },
       [&](const std::string& module) { return store::ModuleSections(db, t.id, module); }, t, sym, addr);
 }
 

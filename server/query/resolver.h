@@ -80,8 +80,9 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
                                              uint64_t addr);
 // The same with instances from `src` and the debug file looked up through `debug_file_of`
 // (module name -> file; the daemon caches it).
+// nullptr: the module (or vmlinux, "") has no debug file.
 using DebugFileLookup =
-    std::function<absl::StatusOr<std::optional<store::DebugFileInfo>>(const std::string& module)>;
+    std::function<absl::StatusOr<std::shared_ptr<const store::DebugFileInfo>>(const std::string& module)>;
 // A loaded module's section bases (store::ModuleSections).
 using SectionLookup =
     std::function<absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>>(const std::string& module)>;

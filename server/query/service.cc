@@ -42,7 +42,7 @@ struct LocalQuery::Cache {
   // group name + '\0' + instance identity -> canonical spec
   std::unordered_map<std::string, std::string> canonical;
   std::unordered_map<uint64_t, std::shared_ptr<const AddressInfo>> addrs;
-  std::unordered_map<std::string, std::optional<store::DebugFileInfo>> debug_files;
+  std::unordered_map<std::string, std::shared_ptr<const store::DebugFileInfo>> debug_files;  // null: none
   // Loaded by the first batch large enough to repay reading every text symbol at once.
   std::shared_ptr<const store::TextSymbolTable> text_symbols;
   size_t addresses_asked = 0;
@@ -334,33 +334,47 @@ absl::StatusOr<ResolveResult> LocalQuery::Resolve(const std::string& target, con
   });
 }
 
-absl::StatusOr<AddressInfo> LocalQuery::SymbolizeIn(Session& session, const store::TargetInfo& t, Cache& cache,
-                                                    uint64_t addr) {
-  std::shared_ptr<const store::TextSymbolTable> table;
-  {
-    std::lock_guard<std::mutex> l(cache.mu);
-    table = cache.text_symbols;
+// What symbolizing addresses of one target needs, set up once per call rather than per address.
+struct LocalQuery::Symbolizing {
+  Symbolizing(LocalQuery& q, Session& session, const store::TargetInfo& t, Cache& cache)
+      : q(q), t(t), cache(cache), table(TableOf(cache)), src(q, session, t, q.opts_.cache ? &cache : nullptr, table.get()) {
+    debug_file_of = [this, &session](const std::string& module)
+        -> absl::StatusOr<std::shared_ptr<const store::DebugFileInfo>> {
+      {
+        std::lock_guard<std::mutex> l(this->cache.mu);
+        if (auto it = this->cache.debug_files.find(module); it != this->cache.debug_files.end()) return it->second;
+      }
+      ASSIGN_OR_RETURN(store::Db * db, session.Db());
+      ASSIGN_OR_RETURN(auto df, store::DebugFileOf(*db, this->t.id, module));
+      std::shared_ptr<const store::DebugFileInfo> shared;
+      if (df) shared = std::make_shared<const store::DebugFileInfo>(std::move(*df));
+      std::lock_guard<std::mutex> l(this->cache.mu);
+      return this->cache.debug_files.emplace(module, shared).first->second;
+    };
+    sections_of = [this, &session](const std::string& module)
+        -> absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> {
+      ASSIGN_OR_RETURN(store::Db * db, session.Db());
+      return store::ModuleSections(*db, this->t.id, module);
+    };
   }
-  CachedSource src(*this, session, t, opts_.cache ? &cache : nullptr, table.get());
-  auto debug_file_of = [&](const std::string& module) -> absl::StatusOr<std::optional<store::DebugFileInfo>> {
-    {
-      std::lock_guard<std::mutex> l(cache.mu);
-      if (auto it = cache.debug_files.find(module); it != cache.debug_files.end()) return it->second;
-    }
-    ASSIGN_OR_RETURN(store::Db * db, session.Db());
-    ASSIGN_OR_RETURN(auto df, store::DebugFileOf(*db, t.id, module));
-    std::lock_guard<std::mutex> l(cache.mu);
-    cache.debug_files.emplace(module, df);
-    return df;
-  };
-  auto sections_of = [&](const std::string& module) -> absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> {
-    ASSIGN_OR_RETURN(store::Db * db, session.Db());
-    return store::ModuleSections(*db, t.id, module);
-  };
-  std::lock_guard<std::mutex> l(sym_mu_);
-  last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
-  return SymbolizeAddress(src, debug_file_of, sections_of, t, symbolizer_, addr);
-}
+  static std::shared_ptr<const store::TextSymbolTable> TableOf(Cache& c) {
+    std::lock_guard<std::mutex> l(c.mu);
+    return c.text_symbols;
+  }
+  absl::StatusOr<AddressInfo> At(uint64_t addr) {
+    std::lock_guard<std::mutex> l(q.sym_mu_);
+    q.last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    return SymbolizeAddress(src, debug_file_of, sections_of, t, q.symbolizer_, addr);
+  }
+
+  LocalQuery& q;
+  const store::TargetInfo& t;
+  Cache& cache;
+  std::shared_ptr<const store::TextSymbolTable> table;  // null: one SQL lookup per address
+  CachedSource src;
+  DebugFileLookup debug_file_of;
+  SectionLookup sections_of;
+};
 
 absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) {
   if (addrs.size() > kMaxAddressesPerRequest) {
@@ -390,6 +404,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
     std::lock_guard<std::mutex> l(use.mu);
     if (!use.text_symbols) use.text_symbols = std::move(table);
   }
+  Symbolizing symbolizing(*this, s, t, use);  // after the table is loaded
   const bool cache_answers = cache && opts_.max_cached_addresses > 0;
   for (uint64_t a : addrs) {
     if (cache_answers) {
@@ -405,7 +420,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
       }
       ++addr_misses_;
     }
-    ASSIGN_OR_RETURN(auto info, SymbolizeIn(s, t, use, a));
+    ASSIGN_OR_RETURN(auto info, symbolizing.At(a));
     auto shared = std::make_shared<const AddressInfo>(std::move(info));
     if (cache_answers) {
       std::lock_guard<std::mutex> l(cache->mu);
@@ -465,9 +480,10 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
   addrs.erase(std::unique(addrs.begin(), addrs.end()), addrs.end());
   auto cache = CacheFor(t);
   Cache scratch;
+  Symbolizing symbolizing(*this, s, t, cache ? *cache : scratch);
   SymbolizeResult out{t, {}, {}};
   for (uint64_t a : addrs) {
-    ASSIGN_OR_RETURN(auto info, SymbolizeIn(s, t, cache ? *cache : scratch, a));
+    ASSIGN_OR_RETURN(auto info, symbolizing.At(a));
     out.addresses.push_back(a);
     out.results.push_back(std::make_shared<const AddressInfo>(std::move(info)));
   }

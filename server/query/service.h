@@ -158,7 +158,7 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<ResolveResult> ResolveIn(Session& s, const store::TargetInfo& t, const std::string& spec);
   absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
                                                 const std::vector<uint64_t>& addrs);
-  absl::StatusOr<AddressInfo> SymbolizeIn(Session& s, const store::TargetInfo& t, Cache& cache, uint64_t addr);
+  struct Symbolizing;
 
   std::string path_;
   Options opts_;
