@@ -120,12 +120,15 @@ struct Daemon {
   }
 
   // One live (re)index. Atomic: on failure the previous index stays as it was.
-  void IndexLive(const std::string& why) {
+  // `changed`: the modules /proc/modules says came, went or moved — only those are replaced
+  // (indexer::UpdateModules); nullptr: the whole live target.
+  void IndexLive(const std::string& why, const std::set<std::string>* changed = nullptr) {
     auto start = std::chrono::steady_clock::now();
     absl::StatusOr<indexer::IndexSummary> sum;
     {
       std::lock_guard<std::mutex> l(writer_mu);
-      sum = indexer::IndexTarget(*writer, LiveRequest());
+      sum = changed ? indexer::UpdateModules(*writer, LiveRequest(), *changed)
+                    : indexer::IndexTarget(*writer, LiveRequest());
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!sum.ok()) {
@@ -136,10 +139,12 @@ struct Daemon {
     }
     registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "ok"}}).Inc();
     Log(LogLevel::kInfo,
-        "indexed the live host ({}): {} symbols, {} modules, generation {}, debug files {} parsed / {} cached / {} "
-        "missing, {:.2f} s",
-        why, sum->symbols, sum->modules, sum->generation, sum->debug_indexed, sum->debug_cached, sum->debug_missing,
-        secs);
+        "indexed the live host ({}): {} symbols, {} modules, generation {}, {}, debug files {} parsed / {} cached / {} "
+        "missing, {:.2f} s (read {:.2f} s, store {:.2f} s)",
+        why, sum->symbols, sum->modules, sum->generation,
+        sum->delta_modules.empty() ? std::string("whole target")
+                                   : StrCat("replaced modules ", StrJoin(sum->delta_modules, ",")),
+        sum->debug_indexed, sum->debug_cached, sum->debug_missing, secs, sum->load_seconds, sum->store_seconds);
     for (const auto& w : sum->warnings) Log(LogLevel::kWarn, "{}", w);
   }
 
@@ -184,15 +189,25 @@ struct Daemon {
       bool requested = reindex_requested.exchange(false);
       if (now == last && !requested) continue;
       std::string change;
+      std::set<std::string> changed;
       for (const auto& [m, v] : now) {
         auto it = last.find(m);
         if (it == last.end()) change += " +" + m;
         else if (it->second != v) change += " ~" + m;
+        else continue;
+        changed.insert(m);
       }
       for (const auto& [m, v] : last) {
-        if (!now.count(m)) change += " -" + m;
+        if (!now.count(m)) {
+          change += " -" + m;
+          changed.insert(m);
+        }
       }
-      IndexLive(requested ? "SIGHUP" : "modules changed:" + change);
+      if (requested) {
+        IndexLive("SIGHUP");
+      } else {
+        IndexLive("modules changed:" + change, &changed);
+      }
       ++live_updates;
       last = std::move(now);
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,17 @@ struct IndexSummary {
   size_t addr_maps_built = 0, addr_maps_present = 0;
   double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
   std::vector<std::string> warnings;
+  std::vector<std::string> delta_modules;  // UpdateModules: the modules replaced (empty: whole target)
 };
 
 absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req);
+
+// A live host after module loads/unloads: loads the target as IndexTarget does, then replaces
+// only the modules named in `changed` (plus pseudo-modules such as [bpf]) — their symbols, debug
+// info and join — leaving vmlinux and every other module's rows untouched (store::ReplaceModules,
+// one transaction, generation + 1). Falls back to IndexTarget when the target is not indexed yet
+// or vmlinux is not the one indexed. The summary's text-symbol counts are the replaced modules'.
+absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& req, const std::set<std::string>& changed);
 
 // Text symbols (t/T/W/w, i) are the ones joined to DWARF functions.
 bool IsTextType(char type);

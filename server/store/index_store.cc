@@ -1,6 +1,8 @@
 #include "server/store/index_store.h"
 
 #include <algorithm>
+#include <functional>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 
@@ -81,6 +83,69 @@ SymbolRecord ReadSymbol(const Stmt& st) {
 
 }  // namespace
 
+namespace {
+
+// Inserts the modules `pick` selects by name (with their sections), their symbols, and — when
+// pick("") — vmlinux's symbols.
+absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& t,
+                         const std::function<bool(const std::string&)>& pick) {
+  ASSIGN_OR_RETURN(Stmt ins_mod,
+                   db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
+                              "VALUES (?1,?2,?3,?4,?5,?6)"));
+  ASSIGN_OR_RETURN(Stmt ins_sec, db.Prepare("INSERT INTO module_sections (module_id, name, addr) VALUES (?1,?2,?3)"));
+  std::vector<int64_t> module_ids;
+  module_ids.reserve(t.modules.size());
+  for (const auto& m : t.modules) {
+    if (!pick(m.name)) {
+      module_ids.push_back(0);
+      continue;
+    }
+    ins_mod.Bind(1, target_id).Bind(2, m.name).Bind(3, OptHex(m.build_id));
+    ins_mod.Bind(4, OptAddr(m.text_addr)).Bind(5, OptAddr(m.size)).Bind(6, NonEmpty(m.path));
+    RETURN_IF_ERROR(ins_mod.Run());
+    module_ids.push_back(sqlite3_last_insert_rowid(db.raw()));
+    for (const auto& [name, addr] : m.sections) {
+      ins_sec.Bind(1, module_ids.back()).Bind(2, name).Bind(3, ToDb(addr));
+      RETURN_IF_ERROR(ins_sec.Run());
+    }
+  }
+
+  ASSIGN_OR_RETURN(Stmt ins_sym,
+                   db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
+                              "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
+                              "src_file, src_line) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
+  const bool vmlinux = pick("");
+  for (const auto& s : t.symbols) {
+    if (s.module >= 0 ? module_ids.at(static_cast<size_t>(s.module)) == 0 : !vmlinux) continue;
+    ins_sym.Bind(1, target_id);
+    if (s.module >= 0) ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
+    else ins_sym.BindNull(2);
+    ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
+    ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
+    ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
+    ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line);
+    RETURN_IF_ERROR(ins_sym.Run());
+  }
+
+  return absl::OkStatus();
+}
+
+absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarget& t,
+                             const std::function<bool(const std::string&)>& pick) {
+  ASSIGN_OR_RETURN(Stmt ins_dbg,
+                   db.Prepare("INSERT INTO target_debuginfo (target_id, module, build_id, debug_file_id, status, "
+                              "path, origin, detail) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
+  for (const auto& d : t.debuginfo) {
+    if (!pick(d.module)) continue;
+    ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
+    ins_dbg.Bind(5, d.status).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
+    RETURN_IF_ERROR(ins_dbg.Run());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now) {
   ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
   int64_t generation = 1;
@@ -113,38 +178,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 
-  ASSIGN_OR_RETURN(Stmt ins_mod,
-                   db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
-                              "VALUES (?1,?2,?3,?4,?5,?6)"));
-  ASSIGN_OR_RETURN(Stmt ins_sec, db.Prepare("INSERT INTO module_sections (module_id, name, addr) VALUES (?1,?2,?3)"));
-  std::vector<int64_t> module_ids;
-  module_ids.reserve(t.modules.size());
-  for (const auto& m : t.modules) {
-    ins_mod.Bind(1, target_id).Bind(2, m.name).Bind(3, OptHex(m.build_id));
-    ins_mod.Bind(4, OptAddr(m.text_addr)).Bind(5, OptAddr(m.size)).Bind(6, NonEmpty(m.path));
-    RETURN_IF_ERROR(ins_mod.Run());
-    module_ids.push_back(sqlite3_last_insert_rowid(db.raw()));
-    for (const auto& [name, addr] : m.sections) {
-      ins_sec.Bind(1, module_ids.back()).Bind(2, name).Bind(3, ToDb(addr));
-      RETURN_IF_ERROR(ins_sec.Run());
-    }
-  }
-
-  ASSIGN_OR_RETURN(Stmt ins_sym,
-                   db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
-                              "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
-                              "src_file, src_line) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
-  for (const auto& s : t.symbols) {
-    ins_sym.Bind(1, target_id);
-    if (s.module >= 0) ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
-    else ins_sym.BindNull(2);
-    ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
-    ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
-    ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
-    ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line);
-    RETURN_IF_ERROR(ins_sym.Run());
-  }
-
+  RETURN_IF_ERROR(InsertOwned(db, target_id, t, [](const std::string&) { return true; }));
   ASSIGN_OR_RETURN(Stmt ins_file,
                    db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
                               "VALUES (?1,?2,?3,?4,?5)"));
@@ -152,16 +186,61 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, f.status).Bind(5, NonEmpty(f.detail));
     RETURN_IF_ERROR(ins_file.Run());
   }
-  ASSIGN_OR_RETURN(Stmt ins_dbg,
-                   db.Prepare("INSERT INTO target_debuginfo (target_id, module, build_id, debug_file_id, status, "
-                              "path, origin, detail) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
-  for (const auto& d : t.debuginfo) {
-    ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
-    ins_dbg.Bind(5, d.status).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
-    RETURN_IF_ERROR(ins_dbg.Run());
-  }
+  RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, [](const std::string&) { return true; }));
   RETURN_IF_ERROR(tx.Commit());
   return generation;
+}
+
+absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, const std::set<std::string>& names,
+                                       int64_t now) {
+  ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
+  ASSIGN_OR_RETURN(Stmt find, db.Prepare("SELECT id, generation FROM targets WHERE name = ?1"));
+  find.Bind(1, t.name);
+  ASSIGN_OR_RETURN(bool found, find.Step());
+  if (!found) return absl::NotFoundError(StrCat("no target '", t.name, "' to update"));
+  const int64_t target_id = find.Int(0);
+  const int64_t generation = find.Int(1) + 1;
+  ASSIGN_OR_RETURN(Stmt mod, db.Prepare("SELECT id FROM modules WHERE target_id = ?1 AND name = ?2"));
+  ASSIGN_OR_RETURN(Stmt del_dbg, db.Prepare("DELETE FROM target_debuginfo WHERE target_id = ?1 AND module = ?2"));
+  for (const std::string& name : names) {
+    if (name.empty()) return absl::InvalidArgumentError("vmlinux is not a module");
+    mod.Reset();
+    mod.Bind(1, target_id).Bind(2, name);
+    ASSIGN_OR_RETURN(bool row, mod.Step());
+    if (row) {
+      const int64_t id = mod.Int(0);
+      for (const char* sql : {"DELETE FROM symbols WHERE target_id = ?1 AND module_id = ?2",
+                              "DELETE FROM module_sections WHERE module_id = ?2",
+                              "DELETE FROM modules WHERE target_id = ?1 AND id = ?2"}) {
+        ASSIGN_OR_RETURN(Stmt del, db.Prepare(sql));
+        del.Bind(1, target_id).Bind(2, id);
+        RETURN_IF_ERROR(del.Run());
+      }
+    }
+    del_dbg.Reset();
+    del_dbg.Bind(1, target_id).Bind(2, name);
+    RETURN_IF_ERROR(del_dbg.Run());
+  }
+  auto pick = [&](const std::string& name) { return names.count(name) > 0; };
+  RETURN_IF_ERROR(InsertOwned(db, target_id, t, pick));
+  RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, pick));
+  ASSIGN_OR_RETURN(Stmt upd, db.Prepare("UPDATE targets SET generation = ?2, indexed_at = ?3, warnings = ?4 WHERE id = ?1"));
+  upd.Bind(1, target_id).Bind(2, generation).Bind(3, now).Bind(4, StrJoin(t.warnings, "\n"));
+  RETURN_IF_ERROR(upd.Run());
+  RETURN_IF_ERROR(tx.Commit());
+  return generation;
+}
+
+absl::StatusOr<std::vector<std::string>> ModuleNames(Db& db, int64_t target_id) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name FROM modules WHERE target_id = ?1 ORDER BY name"));
+  st.Bind(1, target_id);
+  std::vector<std::string> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(st.Text(0));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db) {

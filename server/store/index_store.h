@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,17 @@ struct SymbolRecord {
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.
 absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now_unix);
+
+// Replaces, in the target named t.name, just the modules named in `names`: their rows (module,
+// sections, symbols, debug-info record) are deleted and those of `t` with these names inserted
+// (a name absent from `t` is an unloaded module). vmlinux and every other module stay as they
+// are; the target keeps its id and its generation goes up by one, in one transaction.
+// NotFound when there is no such target yet.
+absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, const std::set<std::string>& names,
+                                       int64_t now_unix);
+
+// The names of a target's modules (pseudo-modules such as "bpf" included).
+absl::StatusOr<std::vector<std::string>> ModuleNames(Db& db, int64_t target_id);
 
 absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db);
 absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& name);

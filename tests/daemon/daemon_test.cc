@@ -589,8 +589,33 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
     for (const auto& in : g["instances"]) with_dwarf |= in["module"] == "fake_mod" && !in["dwarf"].is_null();
   }
   EXPECT_TRUE(with_dwarf) << w.out;
+  // Only the module was replaced, and the result is what a whole re-index gives.
+  auto same_as_full_index = [&](const std::string& label) {
+    const std::string full = dir_ / ("full-" + label + ".db");
+    CommandResult r = Cli("--db '" + full + "' index -q --sysroot '" + root + "' --debug-dir '" + dbg_ + "' --no-debuginfod");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const std::string verb : {"symbols --all-types", "symbols --canonical", "dups --with-init", "status"}) {
+      auto rows = [&](const std::string& path) {
+        CommandResult c = Cli("--local --db '" + path + "' " + verb);
+        EXPECT_EQ(c.exit_code, 0) << verb << ": " << c.err;
+        std::vector<std::string> v;
+        std::istringstream in(c.out);
+        for (std::string l; std::getline(in, l);) {
+          // status: the db path, the time and the generation differ
+          if (verb != "status" || (!l.starts_with("index ") && !l.starts_with("  indexed "))) v.push_back(l);
+        }
+        std::sort(v.begin(), v.end());
+        return v;
+      };
+      auto live = rows(db), whole = rows(full);
+      EXPECT_FALSE(live.empty()) << verb;
+      EXPECT_EQ(live, whole) << label << ": " << verb << " differs between the updated and a freshly indexed target";
+    }
+  };
+  same_as_full_index("loaded");
   testing::MakeLiveSysroot(*fx_, root, kRelease, false);
   ASSERT_TRUE(wait_for(0)) << d.Log();
+  same_as_full_index("unloaded");
   grpc::ClientContext ctx;
   pb::StatusResponse st;
   ASSERT_TRUE(Stub()->Status(&ctx, pb::StatusRequest(), &st).ok());
@@ -599,6 +624,7 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   EXPECT_EQ(d.Stop(), 0) << d.Log();
   EXPECT_NE(d.Log().find("modules changed: +fake_mod"), std::string::npos) << d.Log();
   EXPECT_NE(d.Log().find("modules changed: -fake_mod"), std::string::npos) << d.Log();
+  EXPECT_NE(d.Log().find("replaced modules fake_mod"), std::string::npos) << d.Log();
 }
 
 TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
