@@ -118,19 +118,12 @@ std::vector<Frame> AddrMap::FramesAt(uint64_t addr) const {
   if (unit.lines_count > 0 && InRange(unit.lines_begin, unit.lines_count, count(kLines))) {
     // dwarf_getsrc_die: the last row at or below addr, unless it ends a sequence.
     const Line* lines = Records<Line>(kLines) + unit.lines_begin;
-    size_t lo = 0, hi = unit.lines_count;  // first row above addr
-    while (lo < hi) {
-      size_t mid = lo + (hi - lo) / 2;
-      if (addr < lines[mid].addr) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    if (lo > 0 && !lines[lo - 1].end_sequence) {
-      leaf.file = String(lines[lo - 1].file);
-      leaf.line = lines[lo - 1].line;
-      leaf.column = lines[lo - 1].column;
+    const Line* above = std::upper_bound(lines, lines + unit.lines_count, addr,
+                                         [](uint64_t v, const Line& l) { return v < l.addr; });
+    if (above != lines && !above[-1].end_sequence) {
+      leaf.file = String(above[-1].file);
+      leaf.line = above[-1].line;
+      leaf.column = above[-1].column;
     }
   }
 
@@ -140,17 +133,11 @@ std::vector<Frame> AddrMap::FramesAt(uint64_t addr) const {
     ptrdiff_t k = FindFunctionRange(spans, unit.spans_count, addr);
     if (k >= 0 && spans[k].intervals_count > 0 &&
         InRange(spans[k].intervals_begin, spans[k].intervals_count, count(kIntervals))) {
+      // The last interval starting at or below addr (the first starts at the span's lo <= addr).
       const Interval* iv = Records<Interval>(kIntervals) + spans[k].intervals_begin;
-      size_t lo = 0, hi = spans[k].intervals_count;
-      while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (addr < iv[mid].lo) {
-          hi = mid;
-        } else {
-          lo = mid + 1;
-        }
-      }
-      node = iv[lo > 0 ? lo - 1 : 0].node;
+      const Interval* above = std::upper_bound(iv, iv + spans[k].intervals_count, addr,
+                                               [](uint64_t v, const Interval& i) { return v < i.lo; });
+      node = (above != iv ? above[-1] : iv[0]).node;
     }
   }
   const Node* nodes = Records<Node>(kNodes);

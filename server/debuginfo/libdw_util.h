@@ -5,6 +5,7 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,15 +61,8 @@ std::vector<FunctionRange> CollectFunctionRanges(Dwarf_Die* cu);
 // distinct functions do not overlap), looking back at most 16 MiB.
 template <typename Range>
 ptrdiff_t FindFunctionRange(const Range* sorted, size_t n, uint64_t addr) {
-  size_t lo = 0, hi = n;  // first range with lo > addr
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (addr < sorted[mid].lo) {
-      hi = mid;
-    } else {
-      lo = mid + 1;
-    }
-  }
+  size_t lo = static_cast<size_t>(
+      std::upper_bound(sorted, sorted + n, addr, [](uint64_t v, const Range& r) { return v < r.lo; }) - sorted);
   while (lo > 0) {
     --lo;
     if (addr < sorted[lo].hi) return static_cast<ptrdiff_t>(lo);

@@ -115,13 +115,7 @@ absl::StatusOr<std::vector<std::string>> ModulesMentioningSource(Db& db, int64_t
       "EXISTS (SELECT 1 FROM dwarf_units u WHERE u.debug_file_id = t.debug_file_id "
       "        AND (u.name = ?2 OR substr(u.name, -length(?2) - 1) = '/' || ?2))) ORDER BY t.module"));
   st.Bind(1, target_id).Bind(2, file_suffix);
-  std::vector<std::string> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.Text(0));
-  }
-  return out;
+  return st.TextColumn();
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,

@@ -234,13 +234,7 @@ absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, co
 absl::StatusOr<std::vector<std::string>> ModuleNames(Db& db, int64_t target_id) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name FROM modules WHERE target_id = ?1 ORDER BY name"));
   st.Bind(1, target_id);
-  std::vector<std::string> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(st.Text(0));
-  }
-  return out;
+  return st.TextColumn();
 }
 
 absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db) {

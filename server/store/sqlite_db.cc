@@ -74,6 +74,15 @@ absl::StatusOr<bool> Stmt::Step() {
   return SqliteError(db_, "query failed");
 }
 
+absl::StatusOr<std::vector<std::string>> Stmt::TextColumn() {
+  std::vector<std::string> out;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, Step());
+    if (!row) return out;
+    out.push_back(Text(0));
+  }
+}
+
 absl::Status Stmt::Run() {
   ASSIGN_OR_RETURN(bool row, Step());
   (void)row;

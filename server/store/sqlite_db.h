@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <memory>
 #include <unordered_map>
@@ -54,6 +55,8 @@ class Stmt {
   absl::StatusOr<bool> Step();
   // Steps a statement that returns no rows.
   absl::Status Run();
+  // Steps to the end, collecting column 0 of every row as text.
+  absl::StatusOr<std::vector<std::string>> TextColumn();
   void Reset();
 
   int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }

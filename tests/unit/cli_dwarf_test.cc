@@ -49,6 +49,14 @@ class CliDwarfTest : public ::testing::Test {
     Must("mkdir -p '" + (fx_.dir / "boot") + "' && nm -n --defined-only '" + fx_.vmlinux + "' > '" + map + "'");
     return map;
   }
+  // The `symdex index` arguments for the fixture vmlinux offline: System.map plus a debug root
+  // holding the vmlinux (boot/vmlinux-RELEASE), set up on first use.
+  std::string OfflineVmlinuxIndexArgs() {
+    std::string map = SystemMap();
+    std::string dbg = fx_.dir / "debug";
+    Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+    return "index --system-map '" + map + "' --debug-dir '" + dbg + "'";
+  }
   KernelFixture fx_{5};
 };
 
@@ -139,10 +147,7 @@ TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {
 }
 
 TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
-  std::string map = SystemMap();
-  std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
-  ASSERT_EQ(Symdex("index --system-map '" + map + "' --debug-dir '" + dbg + "'").exit_code, 0);
+  ASSERT_EQ(Symdex(OfflineVmlinuxIndexArgs()).exit_code, 0);
 
   // Ambiguous: exit 2 with every candidate's canonical spec; each resolves back to its copy.
   CommandResult amb = Symdex("resolve name_show --json");
@@ -197,10 +202,8 @@ TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
 // `symdex index` leaves vmlinux's address map next to the database; `symdex addr` answers the
 // same from it, from DWARF when it is gone or damaged, and the next index run rebuilds it.
 TEST_F(CliDwarfTest, AddressMapIsBuiltByIndexAndAnswersAsDwarfDoes) {
-  std::string map = SystemMap();
-  std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
-  const std::string index = "index --system-map '" + map + "' --debug-dir '" + dbg + "'";
+  const std::string index = OfflineVmlinuxIndexArgs();
+  const std::string map = fx_.dir / ("boot/System.map-" + std::string(kRelease));
   json first = Json(index);
   EXPECT_EQ(first["addr_maps"]["built"], 1);
   const std::string maps = fx_.dir / "index.db-addrmaps";
@@ -258,10 +261,7 @@ TEST_F(CliDwarfTest, AddressMapIsBuiltByIndexAndAnswersAsDwarfDoes) {
 // `symdex addr -` answers each address as soon as it is written, before stdin is closed (a
 // frontend keeps one process and a pipe, as with addr2line).
 TEST_F(CliDwarfTest, AddrFromStdinAnswersBeforeEndOfInput) {
-  std::string map = SystemMap();
-  std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
-  ASSERT_EQ(Symdex("index --system-map '" + map + "' --debug-dir '" + dbg + "'").exit_code, 0);
+  ASSERT_EQ(Symdex(OfflineVmlinuxIndexArgs()).exit_code, 0);
   json w = Json("which name_show --exact");
   std::string addr = w["instances"][0]["address"];
   // The writer sends one address, then waits until the answer has arrived before closing.
