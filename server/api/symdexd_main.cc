@@ -1,6 +1,11 @@
 // symdexd: the symdex daemon. See `symdexd --help` and deploy/README.md.
 #include <CLI/CLI.hpp>
+#include <fmt/core.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+
+#include <fstream>
+#include <map>
+#include <string>
 
 #include "server/api/daemon.h"
 
@@ -16,6 +21,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", SYMDEX_VERSION);
   app.set_config("--config", "", "Config file: 'key = value' lines, keys are the long option names; "
                  "repeat a key (or use [a, b]) for listen/jit-watch/debug-dir. Command-line options win.");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
   app.add_option("--listen", o.listen,
                  "unix:PATH or HOST:PORT (repeatable). Default unix:/run/symdex/symdex.sock. TCP needs "
                  "--tls-cert/--tls-key unless --insecure-tcp");
@@ -62,6 +68,29 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  }
+  // CLI11 2.1 keeps only the first run of a repeated config key: a repetition further down would
+  // be dropped without a word, so it is refused here.
+  if (auto* cfg = app.get_config_ptr(); cfg != nullptr && cfg->count() > 0) {
+    std::ifstream in(cfg->as<std::string>());
+    std::map<std::string, int> last_line;
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      size_t b = line.find_first_not_of(" \t");
+      if (b == std::string::npos || line[b] == '#' || line[b] == ';' || line[b] == '[') continue;
+      size_t eq = line.find('=');
+      if (eq == std::string::npos) continue;
+      std::string key = line.substr(b, line.find_last_not_of(" \t", eq - 1) + 1 - b);
+      auto [it, fresh] = last_line.try_emplace(key, n);
+      if (!fresh && it->second != n - 1) {
+        fmt::print(stderr, "symdexd: {}:{}: '{}' repeats line {}'s key with other lines between: write repeated "
+                   "keys on consecutive lines, or as a list `{} = [a, b]`\n",
+                   cfg->as<std::string>(), n, key, it->second, key);
+        return 2;
+      }
+      it->second = n;
+    }
   }
   // Server reflection lives in its own library, linked into the daemon only (its descriptors
   // would clash with clients that carry their own copy of reflection.proto).

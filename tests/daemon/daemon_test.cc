@@ -413,6 +413,17 @@ TEST_F(DaemonTest, ConfigFileSetsOptionsAndFlagsWin) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(d.Stop(), 0);
   EXPECT_NE(d.Log().find("not indexing the live host"), std::string::npos) << d.Log();
+
+  // A misspelt key is refused, naming it, before anything starts.
+  WriteFile(conf, "db = " + db_ + "\nmodule-poll = 0\n");
+  CommandResult bad = RunCommand(std::string(SYMDEXD_BIN) + " --config '" + conf + "'");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("module-poll"), std::string::npos) << bad.err;
+  // So is a repeated key with other lines between (CLI11 would keep only the first run).
+  WriteFile(conf, "listen = unix:" + sock_ + "\ndb = " + db_ + "\nlisten = unix:" + sock_ + ".2\n");
+  CommandResult split = RunCommand(std::string(SYMDEXD_BIN) + " --config '" + conf + "'");
+  EXPECT_EQ(split.exit_code, 2);
+  EXPECT_NE(split.err.find(":3: 'listen' repeats line 1's key"), std::string::npos) << split.err;
 }
 
 TEST_F(DaemonTest, ConcurrentClientsGetTheEmbeddedAnswers) {
