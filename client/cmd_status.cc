@@ -5,6 +5,9 @@
 
 #include "server/common/strings.h"
 #include "client/cli_common.h"
+#include "server/common/file_util.h"
+#include "server/debuginfo/addr_map.h"
+#include "server/store/debuginfo_store.h"
 #include "server/store/index_store.h"
 
 namespace symdex::cli {
@@ -50,6 +53,22 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     if (!dbg.ok()) return Fail(g, dbg.status());
     std::map<std::string, int> dbg_status;
     for (const auto& d : *dbg) ++dbg_status[d.status];
+    // vmlinux's address map (debuginfo/addr_map.h): present, missing or unusable, and why.
+    nlohmann::json jmap = nullptr;
+    std::string map_line;
+    auto vml = store::DebugFileOf(*db, t.id, "");
+    if (!vml.ok()) return Fail(g, vml.status());
+    if (*vml && !(*vml)->relocatable && !AddrMapDirFor(DbPath(g)).empty()) {
+      const std::string path = debuginfo::AddrMapPath(AddrMapDirFor(DbPath(g)), (*vml)->build_id);
+      auto m = debuginfo::MappedAddrMap::Open(path, (*vml)->build_id);
+      std::string status = m.ok() ? "present" : m.status().code() == absl::StatusCode::kNotFound ? "missing" : "invalid";
+      std::string detail = m.ok() ? fmt::format("{} MB", ((*m)->map().size_bytes() + (1 << 19)) >> 20)
+                                  : std::string(m.status().message());
+      jmap = {{"path", path}, {"status", status}, {"detail", detail}};
+      map_line = m.ok() ? fmt::format("present ({}){}", detail, verbose ? " " + path : "")
+                        : fmt::format("{}: 'symdex addr' reads DWARF instead (slower); 'symdex index' writes it{}",
+                                      status, m.status().code() == absl::StatusCode::kNotFound ? "" : "\n      " + detail);
+    }
     if (g.json) {
       nlohmann::json jf = nlohmann::json::array();
       for (const auto& f : *files) {
@@ -69,7 +88,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
                     {"text_symbols", counts->text_symbols},
                     {"warnings", Warnings(t.warnings)},
                     {"files", jf},
-                    {"debuginfo", DebugJson(*dbg)}});
+                    {"debuginfo", DebugJson(*dbg)},
+                    {"addr_map", jmap}});
       continue;
     }
     fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
@@ -100,6 +120,7 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
       }
       if (!verbose && dbg_status.size() > 1) fmt::print("    ('symdex status -v' lists every module)\n");
     }
+    if (!map_line.empty()) fmt::print("  address map       {}\n", map_line);
     for (const auto& w : Warnings(t.warnings)) fmt::print("  warning           {}\n", w);
   }
   if (g.json) PrintJson({{"db", DbPath(g)}, {"schema_version", version.ok() ? *version : -1}, {"targets", jt}});

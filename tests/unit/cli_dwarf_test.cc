@@ -239,10 +239,15 @@ TEST_F(CliDwarfTest, AddressMapIsBuiltByIndexAndAnswersAsDwarfDoes) {
   EXPECT_EQ(dwarf.out, with_map.out);
   Must("mv '" + maps + ".off' '" + maps + "'");
 
-  // A damaged map: the answers stay right (libdw), and the next index run replaces it.
+  EXPECT_EQ(Json("status")["targets"][0]["addr_map"]["status"], "present");
+  // A damaged map: the answers stay right (libdw), status says what is wrong, and the next
+  // index run replaces it.
   Must("truncate -s 100 '" + file + "'");
   CommandResult damaged = Symdex(run);
   EXPECT_EQ(damaged.out, with_map.out);
+  json st = Json("status")["targets"][0]["addr_map"];
+  EXPECT_EQ(st["status"], "invalid");
+  EXPECT_NE(st["detail"].get<std::string>().find("100 bytes"), std::string::npos) << st.dump();
   json again = Json(index);
   EXPECT_EQ(again["addr_maps"]["built"], 1);
   EXPECT_GT(std::stoull(RunCommand("stat -c %s '" + file + "'").out), 100u);
