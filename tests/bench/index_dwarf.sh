@@ -24,7 +24,7 @@ find "$DBG/usr/lib/debug/lib/modules" -name '*.ko' -print0 | xargs -0 cat >/dev/
 awk '$2=="t"||$2=="T"{print "0x"$1}' "$MAP" | sort -u >"$work/addrs"
 
 for i in $(seq "$RUNS"); do
-  rm -f "$work"/v.db*
+  rm -rf "$work"/v.db*
   "$SYMDEX" --db "$work/v.db" index -q --json --system-map "$MAP" --debug-dir "$DBG/usr/lib/debug" >"$work/cold.json"
   field dwarf_seconds <"$work/cold.json" >>"$work/vml_cold_dwarf"
   field seconds <"$work/cold.json" >>"$work/vml_cold_total"
@@ -38,12 +38,12 @@ for i in $(seq "$RUNS"); do
   s=$(now); /usr/bin/python3 -c "import drgn; p = drgn.Program(); p.load_debug_info(['$VML'])"; e=$(now)
   echo "$e - $s" | bc >>"$work/drgn"
 
-  rm -f "$work"/a.db*
+  rm -rf "$work"/a.db*
   "$SYMDEX" --db "$work/a.db" index -q --json --system-map "$MAP" --modules-dir "$MODS" \
     --debug-dir "$DBG/usr/lib/debug" >"$work/all.json"
   field seconds <"$work/all.json" >>"$work/all_total"
 done
-rm -f "$work"/a.db*
+rm -rf "$work"/a.db*
 rss=$( { /usr/bin/time -f '%M' "$SYMDEX" --db "$work/a.db" index -q --system-map "$MAP" --modules-dir "$MODS" \
           --debug-dir "$DBG/usr/lib/debug"; } 2>&1 | tail -1)
 llvm_rss=$( { /usr/bin/time -f '%M' llvm-symbolizer-14 --obj="$VML" <"$work/addrs" >/dev/null; } 2>&1 | tail -1)

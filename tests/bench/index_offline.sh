@@ -18,7 +18,7 @@ trap 'rm -rf "$work"' EXIT
 cat "$MAP" >/dev/null; find "$MODS" -name '*.ko' -print0 | xargs -0 cat >/dev/null
 
 for i in $(seq "$RUNS"); do
-  rm -f "$work"/idx.db*
+  rm -rf "$work"/idx.db*
   s=$(now); "$SYMDEX" --db "$work/idx.db" index -q --system-map "$MAP" --modules-dir "$MODS"; e=$(now)
   echo "$e - $s" | bc >>"$work/symdex"
   s=$(now); "$SYMDEX" --db "$work/idx.db" index -q --system-map "$MAP" --modules-dir "$MODS"; e=$(now)
