@@ -505,27 +505,31 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   h.header_size = sizeof(Header);
   h.build_id_size = static_cast<uint32_t>(build_id->raw().size());
   std::memcpy(h.build_id, build_id->raw().data(), build_id->raw().size());
-  std::string body;
+  // One buffer: the header's place first, filled in once the sections' offsets are known.
+  size_t total = sizeof(Header) + strings.size() + 8 * kSectionCount + aranges.size() * sizeof(Arange) +
+                 units.size() * sizeof(Unit) + lines.size() * sizeof(Line) + spans.size() * sizeof(Span) +
+                 intervals.size() * sizeof(Interval) + nodes.size() * sizeof(Node);
+  std::string out;
+  out.reserve(total);
+  out.resize(sizeof(Header));
   auto section = [&](Section s, const void* data, size_t n, size_t count) {
-    while ((sizeof(Header) + body.size()) % 8 != 0) body.push_back('\0');
-    h.sections[s] = SectionRef{sizeof(Header) + body.size(), count};
-    Append(body, data, n);
+    while (out.size() % 8 != 0) out.push_back('\0');
+    h.sections[s] = SectionRef{out.size(), count};
+    Append(out, data, n);
   };
   section(kStrings, strings.data(), strings.size(), strings.size());
+  std::string().swap(strings);
   section(kAranges, aranges.data(), aranges.size() * sizeof(Arange), aranges.size());
   section(kUnits, units.data(), units.size() * sizeof(Unit), units.size());
   section(kLines, lines.data(), lines.size() * sizeof(Line), lines.size());
   section(kSpans, spans.data(), spans.size() * sizeof(Span), spans.size());
   section(kIntervals, intervals.data(), intervals.size() * sizeof(Interval), intervals.size());
   section(kNodes, nodes.data(), nodes.size() * sizeof(Node), nodes.size());
-  h.file_size = sizeof(Header) + body.size();
-  std::string out;
-  out.reserve(h.file_size);
-  Append(out, &h, sizeof h);
-  out += body;
+  h.file_size = out.size();
+  std::memcpy(out.data(), &h, sizeof h);
   if (stats) {
-    *stats = AddrMapStats{units.size(), lines.size(), spans.size(), intervals.size(), nodes.size(), strings.size(),
-                          out.size()};
+    *stats = AddrMapStats{units.size(), lines.size(), spans.size(), intervals.size(), nodes.size(),
+                          h.sections[kStrings].count, out.size()};
   }
   return out;
 }
