@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
@@ -220,13 +221,15 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::str
 absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeLinked(const std::string& path,
                                                                const std::string& build_id_hex, uint64_t addr) {
   if (!addr_map_dir_.empty() && !build_id_hex.empty()) {
+    // A missing or damaged map costs speed, not answers: libdw gives the same frames. Looked for
+    // again after a while, so a map `symdex index` writes later (or repairs) is picked up.
+    const auto now = std::chrono::steady_clock::now();
     auto it = maps_.find(build_id_hex);
-    if (it == maps_.end()) {
+    if (it == maps_.end() || (!it->second.map && now - it->second.looked >= std::chrono::seconds(10))) {
       auto m = MappedAddrMap::Open(AddrMapPath(addr_map_dir_, build_id_hex), build_id_hex);
-      // A missing or damaged map costs speed, not answers: libdw gives the same frames.
-      it = maps_.emplace(build_id_hex, m.ok() ? std::move(*m) : nullptr).first;
+      it = maps_.insert_or_assign(build_id_hex, MapSlot{m.ok() ? std::move(*m) : nullptr, now}).first;
     }
-    if (it->second) return it->second->map().FramesAt(addr);
+    if (it->second.map) return it->second.map->map().FramesAt(addr);
   }
   return Symbolize(path, addr);
 }

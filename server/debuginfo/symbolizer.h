@@ -4,6 +4,7 @@
 // is parsed, and handles stay open per file.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,7 +61,11 @@ class Symbolizer {
   std::vector<Frame> FramesAt(File* f, uint64_t dwarf_addr);
   std::map<std::string, std::unique_ptr<File>> files_;
   std::string addr_map_dir_;
-  std::map<std::string, std::unique_ptr<MappedAddrMap>> maps_;  // by build-ID; null: none usable
+  struct MapSlot {
+    std::unique_ptr<MappedAddrMap> map;  // null: none usable when last looked
+    std::chrono::steady_clock::time_point looked;
+  };
+  std::map<std::string, MapSlot> maps_;  // by build-ID
 };
 
 }  // namespace symdex::debuginfo
