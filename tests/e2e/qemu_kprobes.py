@@ -543,6 +543,11 @@ def main():
                                      f"{'nothing unique' if tgt is None else hex(tgt)} in kallsyms, not {expect:#x}")
         canon_note = canonical_roundtrip(a.symdex, db, env, probes, use_probe_field)
         log(canon_note)
+        line_probes = add_line_probes(a.symdex, db, env, probes, syms)
+        log(f"symdex lines: {len(line_probes)} mid-function module addresses to probe: "
+            + ", ".join(f"{p['spec']} -> {p['expect']:#x}" for p in line_probes))
+        if not line_probes:
+            failures.append("symdex lines gave no mid-function address inside a loaded module's instance")
         names = {p["name"] for p in probes}
         vm = [p for p in probes if p["module"] == "vmlinux"]
         md = [p for p in probes if p["module"] != "vmlinux"]
@@ -661,6 +666,41 @@ def main():
 
 
 PLAIN = "name_show"
+
+
+def add_line_probes(symdex, db, env, probes, syms, want=3):
+    """perf probe's SRC:ALN through `symdex lines FILE:LINE` on module code: for up to `want`
+    module instances, the first line after the entry line with code inside that instance at a
+    non-zero offset. Each address becomes a raw-address kprobe (what `lines` prints as the probe
+    target for module code); the kernel must accept it and list it as NAME+OFF in that module."""
+    added = []
+    for p in list(probes):
+        if len(added) >= want:
+            break
+        if p["module"] == "vmlinux" or p["err"] or not p["dwarf"]:
+            continue
+        start = p["expect"]
+        for line in range(p["dwarf"]["line"] + 1, p["dwarf"]["line"] + 6):
+            where = f"{p['dwarf']['file']}:{line}"
+            r = run([symdex, "--db", db, "--json", "lines", where], env=env)
+            if r.returncode != 0:
+                continue
+            hits = [x for x in json.loads(r.stdout)["addresses"]
+                    if x["symbol"].startswith(p["name"] + "+") and int(x["address"], 16) > start
+                    and int(x["address"], 16) in range(start, start + 0x10000)]
+            if not hits:
+                continue
+            addr = int(hits[0]["address"], 16)
+            ev = f"l{len(added) + 1:02d}_" + re.sub(r"[^A-Za-z0-9_]", "_", p["name"])[:40]
+            q = {"name": p["name"], "module": p["module"], "spec": f"lines {where}", "event": ev,
+                 "expect": addr, "dwarf": p["dwarf"], "line": f"p:{GROUP}/{ev} {hits[0]['probe']}",
+                 "err": None, "host_err": None}
+            if hits[0]["probe"] != hits[0]["address"]:
+                q["err"] = f"lines gave probe target {hits[0]['probe']!r} for module address {hits[0]['address']}"
+            probes.append(q)
+            added.append(q)
+            break
+    return added
 
 
 def canonical_roundtrip(symdex, db, env, probes, use_probe_field):
