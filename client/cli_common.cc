@@ -1,16 +1,17 @@
 #include "client/cli_common.h"
-#include "server/common/strings.h"
 
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include <cstring>
-
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 
 #include "server/api/remote_query.h"
 #include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "server/debuginfo/addr_map.h"
+#include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
 
 namespace symdex::cli {
@@ -83,6 +84,23 @@ std::string FormatTime(int64_t unix) {
   char buf[64];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
   return buf;
+}
+
+absl::StatusOr<AddrMapState> VmlinuxAddrMap(const GlobalOptions& g, store::Db& db, const store::TargetInfo& t) {
+  ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
+  const std::string dir = AddrMapDirFor(DbPath(g));
+  if (!vml || vml->relocatable || dir.empty()) return AddrMapState{};
+  AddrMapState out;
+  out.path = debuginfo::AddrMapPath(dir, vml->build_id);
+  auto m = debuginfo::MappedAddrMap::Open(out.path, vml->build_id);
+  if (m.ok()) {
+    out.status = "present";
+    out.detail = fmt::format("{} MB", ((*m)->map().size_bytes() + (1 << 19)) >> 20);
+  } else {
+    out.status = m.status().code() == absl::StatusCode::kNotFound ? "missing" : "invalid";
+    out.detail = std::string(m.status().message());
+  }
+  return out;
 }
 
 }  // namespace symdex::cli

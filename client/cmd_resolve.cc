@@ -16,6 +16,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/query/resolver.h"
+#include "server/query/service.h"
 #include "server/store/debuginfo_store.h"
 
 namespace symdex::cli {
@@ -453,8 +454,26 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   nlohmann::json arr = nlohmann::json::array();
   std::string target_name;
   std::string out;
+  // Many addresses answered from DWARF because vmlinux's address map is missing or unusable
+  // (an index from before address maps, a damaged file): say so once, with the cure.
+  const bool embedded = dynamic_cast<query::LocalQuery*>(api->get()) != nullptr;
+  size_t asked = 0;
+  bool hinted = false;
+  auto hint = [&] {
+    hinted = true;
+    auto db = OpenForRead(g);
+    if (!db.ok()) return;
+    auto t = query::SelectTarget(*db, o.target);
+    if (!t.ok()) return;
+    auto am = VmlinuxAddrMap(g, *db, *t);
+    if (!am.ok() || (am->status != "missing" && am->status != "invalid")) return;
+    fmt::print(stderr, "symdex: note: vmlinux's address map is {} ({}): answering from DWARF, several times slower; "
+               "'symdex index' writes it\n", am->status, am->status == "missing" ? am->path : am->detail);
+  };
   auto answer = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
+    asked += batch.size();
+    if (embedded && !hinted && asked >= 1024) hint();
     ASSIGN_OR_RETURN(auto res, (*api)->Symbolize(o.target, batch));
     target_name = res.target.name;
     out.clear();

@@ -56,18 +56,14 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     // vmlinux's address map (debuginfo/addr_map.h): present, missing or unusable, and why.
     nlohmann::json jmap = nullptr;
     std::string map_line;
-    auto vml = store::DebugFileOf(*db, t.id, "");
-    if (!vml.ok()) return Fail(g, vml.status());
-    if (*vml && !(*vml)->relocatable && !AddrMapDirFor(DbPath(g)).empty()) {
-      const std::string path = debuginfo::AddrMapPath(AddrMapDirFor(DbPath(g)), (*vml)->build_id);
-      auto m = debuginfo::MappedAddrMap::Open(path, (*vml)->build_id);
-      std::string status = m.ok() ? "present" : m.status().code() == absl::StatusCode::kNotFound ? "missing" : "invalid";
-      std::string detail = m.ok() ? fmt::format("{} MB", ((*m)->map().size_bytes() + (1 << 19)) >> 20)
-                                  : std::string(m.status().message());
-      jmap = {{"path", path}, {"status", status}, {"detail", detail}};
-      map_line = m.ok() ? fmt::format("present ({}){}", detail, verbose ? " " + path : "")
-                        : fmt::format("{}: 'symdex addr' reads DWARF instead (slower); 'symdex index' writes it{}",
-                                      status, m.status().code() == absl::StatusCode::kNotFound ? "" : "\n      " + detail);
+    auto am = VmlinuxAddrMap(g, *db, t);
+    if (!am.ok()) return Fail(g, am.status());
+    if (!am->status.empty()) {
+      jmap = {{"path", am->path}, {"status", am->status}, {"detail", am->detail}};
+      map_line = am->status == "present"
+                     ? fmt::format("present ({}){}", am->detail, verbose ? " " + am->path : "")
+                     : fmt::format("{}: 'symdex addr' reads DWARF instead (slower); 'symdex index' writes it{}",
+                                   am->status, am->status == "missing" ? "" : "\n      " + am->detail);
     }
     if (g.json) {
       nlohmann::json jf = nlohmann::json::array();

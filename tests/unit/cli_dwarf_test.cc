@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -234,9 +235,18 @@ TEST_F(CliDwarfTest, AddressMapIsBuiltByIndexAndAnswersAsDwarfDoes) {
   ASSERT_EQ(with_map.exit_code, 0) << with_map.err;
   EXPECT_NE(with_map.out.find("(inlined by)"), std::string::npos);
 
+  EXPECT_EQ(with_map.err.find("address map"), std::string::npos) << with_map.err;
   Must("mv '" + maps + "' '" + maps + ".off'");
   CommandResult dwarf = Symdex(run);
   EXPECT_EQ(dwarf.out, with_map.out);
+  // Slower without it, and told why (once, on stderr), when the batch is large (>= 1,024).
+  std::string many;
+  while (std::count(many.begin(), many.end(), '\n') < 1100) many += addrs;
+  WriteFile(fx_.dir / "many", many);
+  CommandResult big = Symdex("addr - < '" + (fx_.dir / "many") + "'");
+  EXPECT_EQ(big.exit_code, 0);
+  EXPECT_NE(big.err.find("vmlinux's address map is missing"), std::string::npos) << big.err;
+  EXPECT_EQ(big.err.find("address map", big.err.find("address map") + 1), std::string::npos) << "said once";
   Must("mv '" + maps + ".off' '" + maps + "'");
 
   EXPECT_EQ(Json("status")["targets"][0]["addr_map"]["status"], "present");
