@@ -279,7 +279,10 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   const auto t3 = Clock::now();
   const std::string map_dir = AddrMapDirFor(db.path());
   for (const Part& p : parts) {
-    if (!req.addr_maps || map_dir.empty() || !p.record.debug_file_id || p.record.build_id.empty()) continue;
+    // Modules (ET_REL) have no map: only vmlinux's debug file is looked up.
+    if (p.module >= 0 || !req.addr_maps || map_dir.empty() || !p.record.debug_file_id || p.record.build_id.empty()) {
+      continue;
+    }
     ASSIGN_OR_RETURN(auto df, store::FindDebugFile(db, p.record.build_id));
     if (!df || df->relocatable) continue;
     const std::string path = debuginfo::AddrMapPath(map_dir, df->build_id);
