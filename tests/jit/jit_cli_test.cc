@@ -15,6 +15,7 @@
 #include "server/jit/jitdump.h"
 #include "server/store/migrations.h"
 #include "tests/jit/jitdump_writer.h"
+#include "tests/jit/symdex_db_test.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::jit {
@@ -30,18 +31,7 @@ using testing::JitdumpWriter;
 
 using symdex::testing::Slurp;
 
-class JitCliTest : public ::testing::Test {
- protected:
-  CommandResult Symdex(const std::string& args) {
-    return RunCommand(std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
-  }
-  json Json(const std::string& args, int want_exit = 0) {
-    CommandResult r = Symdex(args + " --json");
-    EXPECT_EQ(r.exit_code, want_exit) << args << "\n" << r.out << r.err;
-    return json::parse(r.out.empty() ? "{}" : r.out);
-  }
-  TempDir dir_;
-};
+class JitCliTest : public symdex::testing::SymdexDbTest {};
 
 constexpr uint32_t kPid = 4242;
 const std::string kCodeA(64, '\x90');

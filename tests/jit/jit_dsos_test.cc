@@ -13,6 +13,7 @@
 #include "server/common/build_id.h"
 #include "server/jit/jitted_dso.h"
 #include "tests/jit/jitdump_writer.h"
+#include "tests/jit/symdex_db_test.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::jit {
@@ -42,19 +43,11 @@ std::string Dump() {
   return w.bytes();
 }
 
-class JitDsosTest : public ::testing::Test {
+class JitDsosTest : public symdex::testing::SymdexDbTest {
  protected:
   void SetUp() override {
     WriteFile(dir_ / "jit-4242.dump", Dump());
     Json("jit ingest '" + (dir_ / "jit-4242.dump") + "'");
-  }
-  CommandResult Symdex(const std::string& args) {
-    return RunCommand(std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
-  }
-  json Json(const std::string& args, int want_exit = 0) {
-    CommandResult r = Symdex(args + " --json");
-    EXPECT_EQ(r.exit_code, want_exit) << args << "\n" << r.out << r.err;
-    return json::parse(r.out.empty() ? "{}" : r.out);
   }
   void Export(const std::string& scheme, const std::string& sub) {
     json e = Json("jit export --out '" + (dir_ / sub) + "' --scheme " + scheme);
@@ -65,7 +58,6 @@ class JitDsosTest : public ::testing::Test {
     for (const json& d : out["dsos"]) m[fs::path(d["path"].get<std::string>()).filename().string()] = d;
     return m;
   }
-  TempDir dir_;
 };
 
 TEST_F(JitDsosTest, RecognizesLoadAndSchemeAndReportsSharedIds) {

@@ -1,0 +1,27 @@
+// A GoogleTest fixture for tests that run the built `symdex` CLI against a database of their
+// own in a fresh directory: Symdex(args) runs it, Json(args) adds --json and parses the answer.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/unit/test_util.h"
+
+namespace symdex::testing {
+
+class SymdexDbTest : public ::testing::Test {
+ protected:
+  CommandResult Symdex(const std::string& args) {
+    return RunCommand(std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
+  }
+  nlohmann::json Json(const std::string& args, int want_exit = 0) {
+    CommandResult r = Symdex(args + " --json");
+    EXPECT_EQ(r.exit_code, want_exit) << args << "\n" << r.out << r.err;
+    return nlohmann::json::parse(r.out.empty() ? "{}" : r.out);
+  }
+  TempDir dir_;
+};
+
+}  // namespace symdex::testing
