@@ -282,8 +282,8 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
     out.note = "no debug info for this vmlinux/module";
   }
   // Fall back to what the index knows: the function and the line at the symbol's start (the
-  // whole row: the brief one has no DWARF columns).
-  if (in.dwarf && out.offset == 0) {
+  // whole row, unless this one already has its line: a brief one has no DWARF columns).
+  if (in.dwarf && in.dwarf->entry_line == 0 && out.offset == 0) {
     ASSIGN_OR_RETURN(auto full, src.Containing(addr));
     if (full) out.symbol = InstanceOf(t, *full);
   }
