@@ -120,7 +120,7 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
   auto r = (*api)->Dups(o.target, o.q);
   if (!r.ok()) return Fail(g, r.status());
   const store::TargetInfo* t = &r->target;
-  const std::vector<query::DupGroup>* groups = &r->groups;
+  const std::vector<query::DupGroup>* groups = r->groups.get();
   size_t symbols = 0, vmlinux_only = 0;
   for (const auto& gr : *groups) {
     symbols += gr.instances.size();

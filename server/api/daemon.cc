@@ -355,11 +355,25 @@ int RunDaemon(const DaemonOptions& opts) {
 
   std::vector<std::string> listen = opts.listen;
   if (listen.empty()) listen.push_back("unix:/run/symdex/symdex.sock");
+  AccessPolicyOptions access = opts.access;
+  access.sysroot = opts.sysroot;
+  auto policy = AccessPolicy::Create(access);
+  if (!policy.ok()) {
+    Log(LogLevel::kError, "{}", policy.status().message());
+    return 2;
+  }
+  PeerRegistry peers;
+  Limiter limiter(opts.limits);
+  FairPool pool(opts.limits.heavy_threads);
+  const CallControl control{&*policy, &peers, &limiter, &pool};
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short
   builder.SetMaxSendMessageSize(256 << 20);
-  std::vector<std::string> unix_paths;
+  // One connection cannot open more streams than this at once (HTTP/2 SETTINGS); the limiter
+  // bounds what a peer holds over all its connections.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  std::vector<std::unique_ptr<UnixListener>> unix_listeners;
   std::map<std::string, int> tcp_ports;
   std::map<std::string, std::unique_ptr<int>> bound;
   for (const auto& l : listen) {
@@ -370,8 +384,16 @@ int RunDaemon(const DaemonOptions& opts) {
         Log(LogLevel::kError, "listen {}: {}", l, s.message());
         return 3;
       }
-      builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
-      unix_paths.push_back(path);
+      // Accepted here, not by gRPC: the peer's credentials (SO_PEERCRED) decide what it sees.
+      auto ul = UnixListener::Bind(UnixListenerOptions{.path = path,
+                                                       .mode = opts.socket_mode,
+                                                       .max_connections = opts.max_connections,
+                                                       .max_connections_per_peer = opts.max_connections_per_peer});
+      if (!ul.ok()) {
+        Log(LogLevel::kError, "listen {}: {}", l, ul.status().message());
+        return 3;
+      }
+      unix_listeners.push_back(std::move(*ul));
       continue;
     }
     std::shared_ptr<grpc::ServerCredentials> creds;
@@ -406,8 +428,9 @@ int RunDaemon(const DaemonOptions& opts) {
     builder.AddListeningPort(l, creds, port.get());
     bound[l] = std::move(port);
   }
-  SymbolServiceImpl symbols(*d.query, d.stats, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
-  JitServiceImpl jits(d.db_path, *d.writer, d.writer_mu, d.stats);
+  SymbolServiceImpl symbols(*d.query, d.stats, control,
+                            [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  JitServiceImpl jits(d.db_path, *d.writer, d.writer_mu, d.stats, control);
   builder.RegisterService(&symbols);
   builder.RegisterService(&jits);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -425,11 +448,9 @@ int RunDaemon(const DaemonOptions& opts) {
     Log(LogLevel::kInfo, "listening on {} (port {}, {})", l, *port,
         opts.tls_cert.empty() ? "plaintext" : opts.tls_client_ca.empty() ? "TLS" : "TLS + client certificates");
   }
-  for (const auto& p : unix_paths) {
-    if (::chmod(p.c_str(), static_cast<mode_t>(opts.socket_mode)) != 0) {
-      Log(LogLevel::kWarn, "chmod {:o} {}: {}", opts.socket_mode, p, std::strerror(errno));
-    }
-    Log(LogLevel::kInfo, "listening on unix:{} (mode {:04o})", p, opts.socket_mode);
+  for (auto& ul : unix_listeners) {
+    ul->Start(server.get(), &peers, &*policy, [](const std::string& m) { Log(LogLevel::kWarn, "{}", m); });
+    Log(LogLevel::kInfo, "listening on unix:{} (mode {:04o})", ul->path(), opts.socket_mode);
   }
   // Health: overall ("") and per service, as grpc.health.v1 clients ask.
   for (const char* svc : {"", "symdex.v1.SymbolService", "symdex.v1.JitService"}) {
@@ -438,7 +459,19 @@ int RunDaemon(const DaemonOptions& opts) {
 
   std::unique_ptr<metrics::HttpServer> http;
   if (!opts.metrics_listen.empty()) {
-    d.registry.AddCollector([&d](metrics::Registry& r) { d.CollectMetrics(r); });
+    d.registry.AddCollector([&d, &limiter, &pool](metrics::Registry& r) {
+      d.CollectMetrics(r);
+      const std::pair<Limiter::Kind, const char*> kinds[] = {{Limiter::Kind::kCall, "calls"},
+                                                             {Limiter::Kind::kStream, "streams"},
+                                                             {Limiter::Kind::kHeavy, "heavy"},
+                                                             {Limiter::Kind::kAddresses, "unread_addresses"}};
+      for (const auto& [k, name] : kinds) {
+        r.GetGauge("symdex_limiter_in_use", "Units held now, by kind (limits: symdexd --help)", {{"kind", name}})
+            .Set(static_cast<double>(limiter.InUse(k)));
+      }
+      r.GetGauge("symdex_heavy_queue_depth", "Heavy calls waiting for a pool thread")
+          .Set(static_cast<double>(pool.queued()));
+    });
     auto h = metrics::HttpServer::Start(d.registry, opts.metrics_listen);
     if (!h.ok()) {
       Log(LogLevel::kError, "{}", h.status().message());
@@ -481,6 +514,7 @@ int RunDaemon(const DaemonOptions& opts) {
     break;
   }
   server->GetHealthCheckService()->SetServingStatus(false);
+  for (auto& ul : unix_listeners) ul->Stop();  // no new connections
   d.stopper.Stop();
   auto deadline = std::chrono::system_clock::now() +
                   std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
@@ -492,7 +526,6 @@ int RunDaemon(const DaemonOptions& opts) {
   Log(LogLevel::kDebug, "background threads stopped");
   if (jit_watcher.joinable()) jit_watcher.join();
   if (http) http->Stop();
-  for (const auto& p : unix_paths) ::unlink(p.c_str());
   Log(LogLevel::kInfo, "stopped after {} call(s)", d.stats.served());
   return 0;
 }

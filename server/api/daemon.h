@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "server/api/limits.h"
+#include "server/api/peers.h"
 #include "server/common/status.h"
 
 namespace symdex::api {
@@ -32,6 +34,12 @@ struct DaemonOptions {
   std::string sysroot;
   std::vector<std::string> debug_dirs;
   bool debuginfod = true;
+  // Who sees absolute addresses of live targets (peers.h) and how much each peer may ask at
+  // once (limits.h). access.sysroot is set from `sysroot`.
+  AccessPolicyOptions access;
+  CallLimits limits;
+  int max_connections = 1024;         // Unix-socket connections, all peers
+  int max_connections_per_peer = 64;  // ... per uid
 };
 
 // Runs until SIGTERM/SIGINT (the caller must have blocked them in every thread: call

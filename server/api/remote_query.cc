@@ -159,6 +159,7 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
   req.set_with_init(opts.with_init);
   auto reader = impl_->stub->ListDuplicates(&ctx, req);
   query::DupsResult out;
+  std::vector<query::DupGroup> groups;
   pb::DuplicateGroup g;
   while (reader->Read(&g)) {
     if (g.has_target_info()) out.target = FromProto(g.target_info()).info;
@@ -166,10 +167,11 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
     query::DupGroup d;
     d.name = g.name();
     for (const auto& in : g.instances()) d.instances.push_back(FromProto(in));
-    out.groups.push_back(std::move(d));
+    groups.push_back(std::move(d));
   }
   grpc::Status s = reader->Finish();
   if (!s.ok()) return impl_->Error(s);
+  out.groups = std::make_shared<const std::vector<query::DupGroup>>(std::move(groups));
   return out;
 }
 

@@ -9,25 +9,89 @@
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
 #include "server/jit/jit_store.h"
+#include "server/query/caller_view.h"
 #include "server/store/migrations.h"
 
 namespace symdex::api {
 namespace {
 
-// Runs `fn` and finishes the call with its status, recording it.
-template <typename Fn>
-grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, RpcStats& stats, const char* method, Fn&& fn) {
-  auto call = stats.Begin(method);
-  grpc::Status s;
-  try {
-    s = fn();
-  } catch (const std::exception& e) {  // never take the daemon down for one request
-    s = grpc::Status(grpc::StatusCode::INTERNAL, StrCat(method, ": ", e.what()));
+// A unary call: counted from its start until gRPC is done with it (OnDone: the answer sent,
+// or the client gone), and its limiter holds released only then, so an answer the client does
+// not read keeps counting against its peer.
+class UnaryCall : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(RpcStats& stats, const char* method) : call_(stats.Begin(method)) {}
+  void Done(const grpc::Status& s) {
+    status_ = s;
+    Finish(s);
   }
-  call.Done(s);
-  auto* r = ctx->DefaultReactor();
-  r->Finish(s);
+  void OnDone() override {
+    call_.Done(status_);
+    delete this;
+  }
+  std::vector<Limiter::Hold> holds;
+
+ private:
+  RpcStats::Call call_;
+  grpc::Status status_;
+};
+
+grpc::Status Cancelled(const grpc::CallbackServerContext& ctx) {
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled or its deadline passed before it ran");
+}
+
+// Runs `fn(peer, holds)` for one unary call: the peer's slots first (RESOURCE_EXHAUSTED past a
+// limit), heavy calls on the pool, the status recorded. `fn` never takes the daemon down.
+template <typename Fn>
+grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallControl& cc, RpcStats& stats,
+                                const char* method, bool heavy, Fn&& fn) {
+  auto* r = new UnaryCall(stats, method);
+  Peer peer = cc.registry->Of(*ctx, *cc.policy);
+  auto call = cc.limiter->Take(peer, Limiter::Kind::kCall);
+  if (!call.ok()) {
+    r->Done(ToGrpc(call.status()));
+    return r;
+  }
+  r->holds.push_back(std::move(*call));
+  if (heavy) {
+    auto h = cc.limiter->Take(peer, Limiter::Kind::kHeavy);
+    if (!h.ok()) {
+      r->Done(ToGrpc(h.status()));
+      return r;
+    }
+    r->holds.push_back(std::move(*h));
+  }
+  auto run = [r, ctx, method, peer = std::move(peer), fn = std::forward<Fn>(fn)]() mutable {
+    if (ctx->IsCancelled()) {
+      r->Done(Cancelled(*ctx));
+      return;
+    }
+    grpc::Status s;
+    try {
+      s = fn(peer, r->holds);
+    } catch (const std::exception& e) {
+      s = grpc::Status(grpc::StatusCode::INTERNAL, StrCat(method, ": ", e.what()));
+    }
+    r->Done(s);
+  };
+  if (heavy) {
+    std::string key = peer.key;
+    cc.pool->Submit(key, std::move(run));
+  } else {
+    run();
+  }
   return r;
+}
+
+query::AddressAccess AccessOf(const Peer& p) {
+  return p.privileged ? query::AddressAccess::kAbsolute : query::AddressAccess::kKaslrFree;
+}
+
+grpc::Status PrivilegedOnly(const Peer& p, const char* what) {
+  if (p.privileged) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      StrCat(what, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon "
+                                   "trusts): JIT records hold other users' process addresses and paths"));
 }
 
 void TargetInfoTo(const store::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
@@ -73,15 +137,43 @@ class ArenaAllocator : public grpc::MessageAllocator<Req, Resp> {
   grpc::MessageHolder<Req, Resp>* AllocateMessages() override { return new Holder; }
 };
 
+// ListDuplicates: the list is computed (or taken from the per-generation cache) on the pool,
+// then written one group at a time — the next only after the client has taken the previous one,
+// so an unread stream holds one message and a shared reference to the cached list.
 class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
  public:
-  DupsWriter(RpcStats& stats, absl::StatusOr<query::DupsResult> r) : call_(stats.Begin("ListDuplicates")) {
-    if (!r.ok()) {
-      Finish(ToGrpc(r.status()));
-      return;
+  DupsWriter(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx, const pb::ListDuplicatesRequest* req)
+      : call_(svc->stats().Begin("ListDuplicates")) {
+    const CallControl& cc = svc->control();
+    Peer peer = cc.registry->Of(*ctx, *cc.policy);
+    for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy}) {
+      auto h = cc.limiter->Take(peer, kind);
+      if (!h.ok()) {
+        Finish(ToGrpc(h.status()));
+        return;
+      }
+      holds_.push_back(std::move(*h));
     }
-    result_ = std::move(*r);
-    Next();
+    query::DupsOptions o;
+    o.module = req->module();
+    o.all_types = req->all_types();
+    o.with_init = req->with_init();
+    std::string target = req->target();
+    cc.pool->Submit(peer.key, [this, svc, ctx, peer, o, target] {
+      if (ctx->IsCancelled()) {
+        Finish(Cancelled(*ctx));
+        return;
+      }
+      query::CallerView view(svc->query(), AccessOf(peer));
+      auto r = view.Dups(target, o);
+      holds_.pop_back();  // the heavy part is over; the stream stays counted
+      if (!r.ok()) {
+        Finish(ToGrpc(r.status()));
+        return;
+      }
+      result_ = std::move(*r);
+      Next();
+    });
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
@@ -103,7 +195,7 @@ class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
   void Next() {
     msg_.Clear();
     if (i_ == 0) TargetInfoTo(result_.target, msg_.mutable_target_info());
-    if (i_ >= result_.groups.size()) {
+    if (i_ >= result_.groups->size()) {
       if (i_ == 0) {  // no duplicates: one message carrying only the target
         ++i_;
         StartWrite(&msg_);
@@ -112,21 +204,36 @@ class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
       Finish(grpc::Status::OK);
       return;
     }
-    const auto& g = result_.groups[i_++];
+    const auto& g = (*result_.groups)[i_++];
     msg_.set_name(g.name);
     for (const auto& in : g.instances) ToProto(in, msg_.add_instances());
     StartWrite(&msg_);
   }
   RpcStats::Call call_;
+  std::vector<Limiter::Hold> holds_;
   grpc::Status status_;
   query::DupsResult result_;
   size_t i_ = 0;
   pb::DuplicateGroup msg_;
 };
 
+// SymbolizeStream: one request read at a time; its answer is built on the pool and written,
+// and the next request is read only once the client has taken the answer. The addresses of an
+// answer not yet read count against the peer's address budget.
 class SymbolizeStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse> {
  public:
-  SymbolizeStreamReactor(SymbolServiceImpl* svc, RpcStats& stats) : svc_(svc), call_(stats.Begin("SymbolizeStream")) {
+  SymbolizeStreamReactor(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx)
+      : svc_(svc), ctx_(ctx), call_(svc->stats().Begin("SymbolizeStream")) {
+    const CallControl& cc = svc->control();
+    peer_ = cc.registry->Of(*ctx, *cc.policy);
+    for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {
+      auto h = cc.limiter->Take(peer_, kind);
+      if (!h.ok()) {
+        Done(ToGrpc(h.status()));
+        return;
+      }
+      stream_holds_.push_back(std::move(*h));
+    }
     StartRead(&req_);
   }
   void OnReadDone(bool ok) override {
@@ -134,15 +241,32 @@ class SymbolizeStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeReque
       Done(grpc::Status::OK);
       return;
     }
-    resp_.Clear();
-    grpc::Status s = svc_->DoSymbolize(req_, &resp_);
-    if (!s.ok()) {
-      Done(s);
+    const CallControl& cc = svc_->control();
+    auto addrs = cc.limiter->Take(peer_, Limiter::Kind::kAddresses, static_cast<size_t>(req_.addresses_size()));
+    if (!addrs.ok()) {
+      Done(ToGrpc(addrs.status()));
       return;
     }
-    StartWrite(&resp_);
+    unread_ = std::move(*addrs);
+    auto heavy = cc.limiter->Take(peer_, Limiter::Kind::kHeavy);
+    if (!heavy.ok()) {
+      Done(ToGrpc(heavy.status()));
+      return;
+    }
+    heavy_ = std::move(*heavy);
+    cc.pool->Submit(peer_.key, [this] {
+      resp_.Clear();
+      grpc::Status s = ctx_->IsCancelled() ? Cancelled(*ctx_) : svc_->DoSymbolize(peer_, *ctx_, req_, &resp_);
+      heavy_.Release();
+      if (!s.ok()) {
+        Done(s);
+        return;
+      }
+      StartWrite(&resp_);
+    });
   }
   void OnWriteDone(bool ok) override {
+    unread_.Release();
     if (!ok) {
       Done(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
       return;
@@ -160,7 +284,11 @@ class SymbolizeStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeReque
     Finish(s);
   }
   SymbolServiceImpl* svc_;
+  grpc::CallbackServerContext* ctx_;
   RpcStats::Call call_;
+  Peer peer_;
+  std::vector<Limiter::Hold> stream_holds_;
+  Limiter::Hold heavy_, unread_;
   grpc::Status status_;
   pb::SymbolizeRequest req_;
   pb::SymbolizeResponse resp_;
@@ -218,9 +346,9 @@ void RpcStats::Call::Done(const grpc::Status& s) {
   it->second.latency->Observe(secs);
 }
 
-SymbolServiceImpl::SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats,
+SymbolServiceImpl::SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats, CallControl control,
                                      std::function<void(pb::StatusResponse*)> status)
-    : q_(q), stats_(stats), status_(std::move(status)) {
+    : q_(q), stats_(stats), control_(control), status_(std::move(status)) {
   static ArenaAllocator<pb::SymbolizeRequest, pb::SymbolizeResponse> symbolize_alloc;
   static ArenaAllocator<pb::LinesRequest, pb::LinesResponse> lines_alloc;
   static ArenaAllocator<pb::WhichRequest, pb::WhichResponse> which_alloc;
@@ -233,8 +361,8 @@ SymbolServiceImpl::SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats,
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerContext* ctx,
                                                          const pb::ListTargetsRequest*, pb::ListTargetsResponse* resp) {
-  return Unary(ctx, stats_, "ListTargets", [&] {
-    auto t = q_.Targets();
+  return Serve(ctx, control_, stats_, "ListTargets", false, [=, this](const Peer& peer, auto&) {
+    auto t = query::CallerView(q_, AccessOf(peer)).Targets();
     if (!t.ok()) return ToGrpc(t.status());
     for (const auto& s : *t) ToProto(s, resp->add_targets());
     return grpc::Status::OK;
@@ -243,9 +371,9 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* ctx, const pb::WhichRequest* req,
                                                    pb::WhichResponse* resp) {
-  return Unary(ctx, stats_, "Which", [&] {
+  return Serve(ctx, control_, stats_, "Which", false, [=, this](const Peer& peer, auto&) {
     if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name is empty");
-    auto r = q_.Which(req->target(), req->name(), req->exact());
+    auto r = query::CallerView(q_, AccessOf(peer)).Which(req->target(), req->name(), req->exact());
     if (!r.ok()) return ToGrpc(r.status());
     resp->set_target(r->target.name);
     TargetInfoTo(r->target, resp->mutable_target_info());
@@ -256,8 +384,8 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Resolve(grpc::CallbackServerContext* ctx, const pb::ResolveRequest* req,
                                                      pb::ResolveResponse* resp) {
-  return Unary(ctx, stats_, "Resolve", [&] {
-    auto r = q_.Resolve(req->target(), req->spec());
+  return Serve(ctx, control_, stats_, "Resolve", false, [=, this](const Peer& peer, auto&) {
+    auto r = query::CallerView(q_, AccessOf(peer)).Resolve(req->target(), req->spec());
     if (!r.ok()) return ToGrpc(r.status());
     if (r->matches.size() != 1) return ResolveError(req->spec(), *r);
     resp->set_target(r->target.name);
@@ -267,30 +395,58 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Resolve(grpc::CallbackServerContext
   });
 }
 
-grpc::Status SymbolServiceImpl::DoSymbolize(const pb::SymbolizeRequest& req, pb::SymbolizeResponse* resp) {
-  std::vector<uint64_t> addrs(req.addresses().begin(), req.addresses().end());
-  auto r = q_.Symbolize(req.target(), addrs);
-  if (!r.ok()) return ToGrpc(r.status());
-  resp->set_target(r->target.name);
-  TargetInfoTo(r->target, resp->mutable_target_info());
-  for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_results());
-  return grpc::Status::OK;
+grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
+                                            const pb::SymbolizeRequest& req, pb::SymbolizeResponse* resp) {
+  if (static_cast<size_t>(req.addresses_size()) > query::kMaxAddressesPerRequest) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, StrCat(req.addresses_size(), " addresses in one request; the limit is ",
+                                                                   query::kMaxAddressesPerRequest));
+  }
+  constexpr int kSlice = 4096;
+  query::CallerView view(q_, AccessOf(peer));
+  for (int attempt = 0;; ++attempt) {
+    resp->Clear();
+    std::optional<int64_t> generation;
+    bool restart = false;
+    for (int from = 0; from < req.addresses_size() || (from == 0 && !generation); from += kSlice) {
+      if (from > 0 && ctx.IsCancelled()) return Cancelled(ctx);
+      const int to = std::min(req.addresses_size(), from + kSlice);
+      std::vector<uint64_t> addrs(req.addresses().begin() + from, req.addresses().begin() + to);
+      auto r = view.Symbolize(req.target(), addrs);
+      if (!r.ok()) return ToGrpc(r.status());
+      if (!generation) {
+        generation = r->target.generation;
+        resp->set_target(r->target.name);
+        TargetInfoTo(r->target, resp->mutable_target_info());
+      } else if (*generation != r->target.generation) {
+        restart = true;  // re-indexed between slices: the whole answer from one generation
+        break;
+      }
+      for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_results());
+      if (to == req.addresses_size()) break;
+    }
+    if (!restart || attempt == 3) return grpc::Status::OK;
+  }
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerContext* ctx,
                                                        const pb::SymbolizeRequest* req, pb::SymbolizeResponse* resp) {
-  return Unary(ctx, stats_, "Symbolize", [&] { return DoSymbolize(*req, resp); });
+  return Serve(ctx, control_, stats_, "Symbolize", true, [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+    auto unread = control_.limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->addresses_size()));
+    if (!unread.ok()) return ToGrpc(unread.status());
+    holds.push_back(std::move(*unread));
+    return DoSymbolize(peer, *ctx, *req, resp);
+  });
 }
 
 grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServiceImpl::SymbolizeStream(
-    grpc::CallbackServerContext*) {
-  return new SymbolizeStreamReactor(this, stats_);
+    grpc::CallbackServerContext* ctx) {
+  return new SymbolizeStreamReactor(this, ctx);
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* ctx, const pb::LinesRequest* req,
                                                    pb::LinesResponse* resp) {
-  return Unary(ctx, stats_, "Lines", [&] {
-    auto r = q_.Lines(req->target(), req->file(), req->line());
+  return Serve(ctx, control_, stats_, "Lines", true, [=, this](const Peer& peer, auto&) {
+    auto r = query::CallerView(q_, AccessOf(peer)).Lines(req->target(), req->file(), req->line());
     if (!r.ok()) return ToGrpc(r.status());
     resp->set_target(r->target.name);
     TargetInfoTo(r->target, resp->mutable_target_info());
@@ -299,25 +455,21 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* 
   });
 }
 
-grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(grpc::CallbackServerContext*,
+grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(grpc::CallbackServerContext* ctx,
                                                                                const pb::ListDuplicatesRequest* req) {
-  query::DupsOptions o;
-  o.module = req->module();
-  o.all_types = req->all_types();
-  o.with_init = req->with_init();
-  return new DupsWriter(stats_, q_.Dups(req->target(), o));
+  return new DupsWriter(this, ctx, req);
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServerContext* ctx,
                                                              const pb::ProbeDefinitionRequest* req,
                                                              pb::ProbeDefinitionResponse* resp) {
-  return Unary(ctx, stats_, "ProbeDefinition", [&] {
+  return Serve(ctx, control_, stats_, "ProbeDefinition", false, [=, this](const Peer& peer, auto&) {
     query::KprobeOptions o;
     if (!req->group().empty()) o.group = req->group();
     o.event = req->event();
     o.ret = req->return_probe();
     o.fetchargs.assign(req->fetchargs().begin(), req->fetchargs().end());
-    auto r = q_.Probe(req->target(), req->spec(), o);
+    auto r = query::CallerView(q_, AccessOf(peer)).Probe(req->target(), req->spec(), o);
     if (!r.ok()) return ToGrpc(r.status());
     if (r->resolved.matches.size() != 1) return ResolveError(req->spec(), r->resolved);
     resp->set_target(r->resolved.target.name);
@@ -332,7 +484,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServe
 grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerContext* ctx,
                                                            const pb::LookupBuildIdRequest* req,
                                                            pb::LookupBuildIdResponse* resp) {
-  return Unary(ctx, stats_, "LookupBuildId", [&] {
+  return Serve(ctx, control_, stats_, "LookupBuildId", false, [=, this](const Peer& peer, auto&) {
     auto bid = BuildId::FromHex(req->build_id());
     if (!bid || bid->empty()) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -345,8 +497,6 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerC
     if (!snap.ok()) return ToGrpc(snap.status());
     auto kernel = query::KernelBuildIdHits(*db, hex);
     if (!kernel.ok()) return ToGrpc(kernel.status());
-    auto jitted = jit::FindJitBuildId(*db, hex);
-    if (!jitted.ok()) return ToGrpc(jitted.status());
     resp->set_build_id(hex);
     for (const auto& h : *kernel) {
       pb::BuildIdHit* o = resp->add_hits();
@@ -354,12 +504,16 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerC
       o->set_name(h.name);
       o->set_target(h.target);
     }
-    for (const auto& m : *jitted) {
-      pb::BuildIdHit* o = resp->add_hits();
-      o->set_kind("jitted");
-      o->set_name(m.load.DsoName());
-      o->set_scheme(m.scheme);
-      JitLoadTo(m.load, o->mutable_load());
+    if (peer.privileged) {  // JIT records: other users' processes
+      auto jitted = jit::FindJitBuildId(*db, hex);
+      if (!jitted.ok()) return ToGrpc(jitted.status());
+      for (const auto& m : *jitted) {
+        pb::BuildIdHit* o = resp->add_hits();
+        o->set_kind("jitted");
+        o->set_name(m.load.DsoName());
+        o->set_scheme(m.scheme);
+        JitLoadTo(m.load, o->mutable_load());
+      }
     }
     if (resp->hits_size() == 0) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", hex));
@@ -370,8 +524,8 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerC
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext* ctx, const pb::StatusRequest*,
                                                     pb::StatusResponse* resp) {
-  return Unary(ctx, stats_, "Status", [&] {
-    auto t = q_.Targets();
+  return Serve(ctx, control_, stats_, "Status", true, [=, this](const Peer& peer, auto&) {
+    auto t = query::CallerView(q_, AccessOf(peer)).Targets();
     if (!t.ok()) return ToGrpc(t.status());
     for (const auto& s : *t) ToProto(s, resp->add_targets());
     resp->set_database(q_.path());
@@ -384,12 +538,14 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext*
 
 // ---------------------------------------------------------------------------------------------
 
-JitServiceImpl::JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats)
-    : db_path_(std::move(db_path)), writer_(writer), writer_mu_(writer_mu), stats_(stats) {}
+JitServiceImpl::JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats,
+                               CallControl control)
+    : db_path_(std::move(db_path)), writer_(writer), writer_mu_(writer_mu), stats_(stats), control_(control) {}
 
 grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx, const pb::JitAddrRequest* req,
                                                pb::JitAddrResponse* resp) {
-  return Unary(ctx, stats_, "JitAddr", [&] {
+  return Serve(ctx, control_, stats_, "JitAddr", true, [=, this](const Peer& peer, auto&) {
+    if (auto s = PrivilegedOnly(peer, "JitService.Addr"); !s.ok()) return s;
     if (static_cast<size_t>(req->addresses_size()) > query::kMaxAddressesPerRequest) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           StrCat(req->addresses_size(), " addresses; the limit is ", query::kMaxAddressesPerRequest));
@@ -434,16 +590,17 @@ grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext* ctx,
                                                      const pb::JitCollisionsRequest* req,
                                                      pb::JitCollisionsResponse* resp) {
-  return Unary(ctx, stats_, "JitCollisions", [&] {
+  return Serve(ctx, control_, stats_, "JitCollisions", true, [=, this](const Peer& peer, auto&) {
+    if (auto s = PrivilegedOnly(peer, "JitService.Collisions"); !s.ok()) return s;
     std::optional<jit::JitBuildIdScheme> scheme;
     if (!req->scheme().empty()) {
-      auto s = jit::ParseJitBuildIdScheme(req->scheme());
-      if (!s) {
+      auto sc = jit::ParseJitBuildIdScheme(req->scheme());
+      if (!sc) {
         return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                             StrCat("unknown scheme '", Excerpt(req->scheme(), 40),
                                    "' (md5-addr, sha1-code, sha1-symtab, symdex)"));
       }
-      scheme = *s;
+      scheme = *sc;
     }
     auto db = OpenRead(db_path_);
     if (!db.ok()) return ToGrpc(db.status());
@@ -462,7 +619,16 @@ grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext
 
 grpc::ServerUnaryReactor* JitServiceImpl::Ingest(grpc::CallbackServerContext* ctx, const pb::JitIngestRequest* req,
                                                  pb::JitIngestResponse* resp) {
-  return Unary(ctx, stats_, "JitIngest", [&] {
+  return Serve(ctx, control_, stats_, "JitIngest", true, [=, this](const Peer& peer, auto&) {
+    if (auto s = PrivilegedOnly(peer, "JitService.Ingest"); !s.ok()) return s;
+    constexpr int kMaxPaths = 1024;
+    if (req->paths_size() > kMaxPaths) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          StrCat(req->paths_size(), " paths; the limit is ", kMaxPaths));
+    }
+    for (const auto& p : req->paths()) {
+      if (auto s = query::CheckFieldSize("path", p, query::kMaxPathLength); !s.ok()) return ToGrpc(s);
+    }
     std::vector<std::string> paths(req->paths().begin(), req->paths().end());
     auto files = jit::ExpandJitPaths(paths);
     if (!files.ok()) return ToGrpc(files.status());

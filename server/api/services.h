@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "server/api/limits.h"
+#include "server/api/peers.h"
 #include "server/metrics/metrics.h"
 #include "server/query/service.h"
 #include "server/store/sqlite_db.h"
@@ -37,10 +39,19 @@ class RpcStats {
   std::atomic<int64_t> in_flight_{0}, served_{0};
 };
 
+// What every call goes through before its handler: who the peer is and what it may see
+// (peers.h), its slots (limits.h), and the pool heavy calls run on.
+struct CallControl {
+  const AccessPolicy* policy = nullptr;
+  PeerRegistry* registry = nullptr;
+  Limiter* limiter = nullptr;
+  FairPool* pool = nullptr;
+};
+
 class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackService {
  public:
   // `status` fills the daemon-level fields of StatusResponse (version, uptime, live tracking).
-  SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats,
+  SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats, CallControl control,
                     std::function<void(::symdex::v1::StatusResponse*)> status);
 
   grpc::ServerUnaryReactor* ListTargets(grpc::CallbackServerContext* ctx, const ::symdex::v1::ListTargetsRequest* req,
@@ -66,12 +77,18 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
                                    ::symdex::v1::StatusResponse* resp) override;
 
-  // The symbolize step shared by Symbolize and SymbolizeStream.
-  grpc::Status DoSymbolize(const ::symdex::v1::SymbolizeRequest& req, ::symdex::v1::SymbolizeResponse* resp);
+  // The symbolize step shared by Symbolize and SymbolizeStream: in slices, so a cancelled call
+  // stops within one slice, all from one index generation.
+  grpc::Status DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
+                           const ::symdex::v1::SymbolizeRequest& req, ::symdex::v1::SymbolizeResponse* resp);
+  const CallControl& control() const { return control_; }
+  RpcStats& stats() { return stats_; }
+  query::LocalQuery& query() { return q_; }
 
  private:
   query::LocalQuery& q_;
   RpcStats& stats_;
+  CallControl control_;
   std::function<void(::symdex::v1::StatusResponse*)> status_;
 };
 
@@ -79,7 +96,9 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
 // daemon's single writer connection (`writer`, guarded by `writer_mu`).
 class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
  public:
-  JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats);
+  // Every JIT call is for privileged peers: the records hold other users' process addresses
+  // and file paths, and Ingest reads files with the daemon's rights.
+  JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats, CallControl control);
 
   grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,
                                  ::symdex::v1::JitAddrResponse* resp) override;
@@ -93,6 +112,7 @@ class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
   store::Db& writer_;
   std::mutex& writer_mu_;
   RpcStats& stats_;
+  CallControl control_;
 };
 
 }  // namespace symdex::api

@@ -58,6 +58,31 @@ int main(int argc, char** argv) {
   app.add_option("--debug-dir", o.debug_dirs, "Extra directory of debug files (repeatable; /usr/lib/debug is searched)");
   app.add_flag("--debuginfod,!--no-debuginfod", o.debuginfod,
                "Ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files (default: yes)");
+  // Who may see live addresses, and how much one peer may ask (README: "Access and limits").
+  app.add_option("--privileged-group", o.access.privileged_groups,
+                 "Members of this group (Unix-socket peers) see absolute addresses of live targets (repeatable). "
+                 "Root, the daemon's own user and, mirroring kptr_restrict, CAP_SYSLOG holders always do; others "
+                 "get KASLR-free answers (_text+N, MOD:SECTION+off)");
+  app.add_option("--privileged-cert-name", o.access.privileged_cert_names,
+                 "TLS client certificates with this CN or SAN see absolute addresses (repeatable)");
+  app.add_flag("--trust-tcp-peers", o.access.trust_tcp_peers,
+               "Every TCP peer sees absolute addresses (a trusted network, or --insecure-tcp tests)");
+  app.add_option("--max-calls-per-peer", o.limits.calls_per_peer, "Calls in progress per unprivileged peer (128)");
+  app.add_option("--max-streams-per-peer", o.limits.streams_per_peer, "Open streams per unprivileged peer (16)");
+  app.add_option("--max-heavy-per-peer", o.limits.heavy_per_peer,
+                 "Heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running per unprivileged "
+                 "peer (8)");
+  app.add_option("--max-unread-addresses-per-peer", o.limits.addresses_per_peer,
+                 "Addresses in answers built but not yet read, per unprivileged peer (131072)");
+  app.add_option("--max-unread-addresses", o.limits.addresses,
+                 "... over all peers (524288; bounds the memory unread answers hold)");
+  app.add_option("--max-calls", o.limits.calls, "Calls in progress, all peers (4096)");
+  app.add_option("--max-streams", o.limits.streams, "Open streams, all peers (512)");
+  app.add_option("--max-heavy", o.limits.heavy, "Heavy calls queued or running, all peers (256)");
+  app.add_option("--heavy-threads", o.limits.heavy_threads, "Threads running heavy calls (2)");
+  app.add_option("--max-connections-per-peer", o.max_connections_per_peer,
+                 "Unix-socket connections per uid (64)");
+  app.add_option("--max-connections", o.max_connections, "Unix-socket connections, all peers (1024)");
   app.footer(
       "Signals: SIGTERM/SIGINT drain calls in flight and exit 0; SIGHUP re-indexes the live host.\n"
       "Exit codes: 0 clean shutdown, 2 bad option, 3 cannot open the index or listen.\n"

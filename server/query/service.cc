@@ -46,6 +46,15 @@ struct LocalQuery::Cache {
   // Loaded by the first batch large enough to repay reading every text symbol at once.
   std::shared_ptr<const store::TextSymbolTable> text_symbols;
   size_t addresses_asked = 0;
+  // Duplicate lists by options ("module\0all_types with_init"): the most expensive answer
+  // (~1.5 s for a distro kernel), computed once per generation by the first caller while later
+  // callers wait for it (one computation however many ask at once).
+  struct DupsSlot {
+    std::mutex mu;  // held while computing
+    std::shared_ptr<const std::vector<DupGroup>> groups;
+  };
+  std::unordered_map<std::string, std::shared_ptr<DupsSlot>> dups;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> sections;
 };
 
 namespace {
@@ -137,6 +146,22 @@ class LocalQuery::CachedSource : public InstanceSource {
   Cache* cache_;
   const store::TextSymbolTable* table_;
 };
+
+absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit) {
+  if (value.size() <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat(field, " is ", value.size(), " bytes; the limit is ", limit));
+}
+
+absl::Status CheckKprobeOptions(const KprobeOptions& o) {
+  RETURN_IF_ERROR(CheckFieldSize("group", o.group, kMaxEventNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("event", o.event, kMaxEventNameLength));
+  if (o.fetchargs.size() > kMaxFetchargs) {
+    return absl::InvalidArgumentError(StrCat(o.fetchargs.size(), " fetchargs; the limit is ", kMaxFetchargs));
+  }
+  size_t bytes = 0;
+  for (const auto& a : o.fetchargs) bytes += a.size() + 1;
+  return CheckFieldSize("fetchargs", std::string(bytes, ' '), kMaxFetchargsBytes);
+}
 
 absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex) {
   std::vector<BuildIdHit> out;
@@ -242,6 +267,29 @@ bool LocalQuery::TrimIfIdle(double idle_seconds) {
   return true;
 }
 
+absl::StatusOr<store::TargetInfo> LocalQuery::Target(const std::string& requested) {
+  RETURN_IF_ERROR(CheckFieldSize("target", requested, kMaxTargetNameLength));
+  return WithSession([&](Session& s) { return PickTarget(s, requested); });
+}
+
+absl::StatusOr<std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> LocalQuery::ModuleSections(
+    const store::TargetInfo& t, const std::string& module) {
+  auto cache = CacheFor(t);
+  if (cache) {
+    std::lock_guard<std::mutex> l(cache->mu);
+    if (auto it = cache->sections.find(module); it != cache->sections.end()) return it->second;
+  }
+  Session s(*this);
+  ASSIGN_OR_RETURN(store::Db * db, s.Db());
+  ASSIGN_OR_RETURN(auto v, store::ModuleSections(*db, t.id, module));
+  auto shared = std::make_shared<const std::vector<std::pair<std::string, uint64_t>>>(std::move(v));
+  if (cache) {
+    std::lock_guard<std::mutex> l(cache->mu);
+    cache->sections.emplace(module, shared);
+  }
+  return shared;
+}
+
 int64_t LocalQuery::DebugFileCount() {
   auto c = Acquire();
   if (!c.ok()) return 0;
@@ -275,6 +323,8 @@ absl::StatusOr<std::vector<TargetSummary>> LocalQuery::Targets() {
 }
 
 absl::StatusOr<WhichResult> LocalQuery::Which(const std::string& target, const std::string& name, bool exact) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("name", name, kMaxSymbolNameLength));
   return WithSession([&](Session& s) -> absl::StatusOr<WhichResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
     auto cache = CacheFor(t);
@@ -328,6 +378,7 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const stor
 }
 
 absl::StatusOr<ResolveResult> LocalQuery::Resolve(const std::string& target, const std::string& spec) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
   return WithSession([&](Session& s) -> absl::StatusOr<ResolveResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
     return ResolveIn(s, t, spec);
@@ -381,6 +432,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target,
     return absl::InvalidArgumentError(
         StrCat(addrs.size(), " addresses in one request; the limit is ", kMaxAddressesPerRequest));
   }
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
   return WithSession([&](Session& s) { return SymbolizeWith(s, target, addrs); });
 }
 
@@ -433,8 +485,10 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
 }
 
 absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, const std::string& file, int line) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("file", file, kMaxPathLength));
   if (file.empty() || line <= 0) {
-    return absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", file, ":", line, "'"));
+    return absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", Excerpt(file, 200), ":", line, "'"));
   }
   Session s(*this);
   ASSIGN_OR_RETURN(store::Db * db, s.Db());
@@ -491,15 +545,38 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
 }
 
 absl::StatusOr<DupsResult> LocalQuery::Dups(const std::string& target, const DupsOptions& opts) {
-  Session s(*this);
-  ASSIGN_OR_RETURN(store::Db * db, s.Db());
-  ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));
-  ASSIGN_OR_RETURN(auto groups, query::Dups(*db, t, opts));
-  return DupsResult{std::move(t), std::move(groups)};
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("module", opts.module, kMaxModuleNameLength));
+  return WithSession([&](Session& s) -> absl::StatusOr<DupsResult> {
+    ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
+    auto cache = CacheFor(t);
+    if (!cache) {
+      ASSIGN_OR_RETURN(store::Db * db, s.Db());
+      ASSIGN_OR_RETURN(auto groups, query::Dups(*db, t, opts));
+      return DupsResult{std::move(t), std::make_shared<const std::vector<DupGroup>>(std::move(groups))};
+    }
+    std::shared_ptr<Cache::DupsSlot> slot;
+    {
+      std::lock_guard<std::mutex> l(cache->mu);
+      auto& p = cache->dups[StrCat(opts.module, std::string_view("\0", 1), opts.all_types ? "a" : "-",
+                                   opts.with_init ? "i" : "-")];
+      if (!p) p = std::make_shared<Cache::DupsSlot>();
+      slot = p;
+    }
+    std::lock_guard<std::mutex> computing(slot->mu);
+    if (!slot->groups) {
+      ASSIGN_OR_RETURN(store::Db * db, s.Db());
+      ASSIGN_OR_RETURN(auto groups, query::Dups(*db, t, opts));
+      slot->groups = std::make_shared<const std::vector<DupGroup>>(std::move(groups));
+    }
+    return DupsResult{std::move(t), slot->groups};
+  });
 }
 
 absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const std::string& spec,
                                               const KprobeOptions& opts) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckKprobeOptions(opts));
   Session s(*this);
   ASSIGN_OR_RETURN(store::Db * db, s.Db());
   ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));

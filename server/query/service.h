@@ -54,7 +54,9 @@ struct SymbolizeResult {
 
 struct DupsResult {
   store::TargetInfo target;
-  std::vector<DupGroup> groups;
+  // Shared and immutable: computed once per (target generation, options) and handed to every
+  // caller (the daemon streams it to many clients at once without copying it).
+  std::shared_ptr<const std::vector<DupGroup>> groups = std::make_shared<const std::vector<DupGroup>>();
 };
 
 struct ProbeResult {
@@ -82,8 +84,20 @@ struct BuildIdHit {
 absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex);
 
 // Limits both implementations enforce, so a hostile request is refused the same way anywhere.
+// Every string a request carries has one; a refusal names the field and the limit, never echoes
+// the value.
 inline constexpr size_t kMaxAddressesPerRequest = 65536;
 inline constexpr size_t kMaxSpecLength = 4096;
+inline constexpr size_t kMaxTargetNameLength = 256;
+inline constexpr size_t kMaxSymbolNameLength = 1024;  // the kernel's KSYM_NAME_LEN is 512
+inline constexpr size_t kMaxModuleNameLength = 256;
+inline constexpr size_t kMaxPathLength = 4096;
+inline constexpr size_t kMaxEventNameLength = 256;  // group and event of a kprobe definition
+inline constexpr size_t kMaxFetchargs = 128;        // MAX_TRACE_ARGS in the kernel
+inline constexpr size_t kMaxFetchargsBytes = 4096;
+// InvalidArgument "FIELD is N bytes; the limit is L" when value is longer than limit.
+absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit);
+absl::Status CheckKprobeOptions(const KprobeOptions& o);
 
 class QueryApi {
  public:
@@ -130,6 +144,13 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
+
+  // The target a call naming `requested` would use (the default rule for "").
+  absl::StatusOr<store::TargetInfo> Target(const std::string& requested);
+  // A loaded module's section bases in `t` (cached per generation): what turns a module address
+  // into SECTION+offset.
+  absl::StatusOr<std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> ModuleSections(
+      const store::TargetInfo& t, const std::string& module);
 
   int64_t DebugFileCount();
   // Releases the debug files' parsed state (libdw line tables, CU data: hundreds of MB after a

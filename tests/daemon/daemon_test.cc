@@ -343,7 +343,7 @@ TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
   sock_ = dir_ / "s.sock";
   DaemonProcess d({"--listen", addr, "--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll",
                    "0", "--tls-cert", certs + "/server.pem", "--tls-key", certs + "/server.key", "--tls-client-ca",
-                   certs + "/ca.pem"},
+                   certs + "/ca.pem", "--privileged-cert-name", "client"},
                   dir_ / "d.log", addr);
   ASSERT_TRUE(d.ready()) << d.Log();
   json dups = Json("dups");
@@ -370,6 +370,29 @@ TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
   CommandResult unix_sock = Cli("--connect unix:" + sock_ + " which " + name);
   EXPECT_EQ(unix_sock.out, local.out);
   EXPECT_EQ(d.Stop(), 0) << d.Log();
+
+  // A verified certificate whose name is not a --privileged-cert-name gets the live target's
+  // answers without absolute addresses (_text+N instead).
+  int port2 = testing::FreeTcpPort();
+  std::string addr2 = "127.0.0.1:" + std::to_string(port2);
+  DaemonProcess d2({"--listen", addr2, "--db", db_, "--no-index-live", "--modules-poll", "0", "--tls-cert",
+                    certs + "/server.pem", "--tls-key", certs + "/server.key", "--tls-client-ca", certs + "/ca.pem"},
+                   dir_ / "d2.log", addr2);
+  ASSERT_TRUE(d2.ready()) << d2.Log();
+  const std::string tls2 = "--tls-ca '" + certs + "/ca.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" +
+                           certs + "/client.key' --connect " + addr2;
+  CommandResult hidden = Cli(tls2 + " --json which " + name);
+  ASSERT_EQ(hidden.exit_code, 0) << hidden.err;
+  json hj = json::parse(hidden.out);
+  ASSERT_FALSE(hj["instances"].empty()) << hidden.out;
+  for (const auto& in : hj["instances"]) {
+    EXPECT_FALSE(in.contains("address") && !in["address"].is_null()) << in.dump();
+  }
+  EXPECT_EQ(hidden.out.find("0xffffffff"), std::string::npos) << hidden.out;
+  CommandResult oracle = Cli(tls2 + " addr 0xffffffff81000000");
+  EXPECT_EQ(oracle.exit_code, 3) << oracle.out;
+  EXPECT_NE(oracle.err.find("KASLR"), std::string::npos) << oracle.err;
+  EXPECT_EQ(d2.Stop(), 0) << d2.Log();
 }
 
 TEST_F(DaemonTest, PlaintextTcpIsRefusedUnlessAskedFor) {

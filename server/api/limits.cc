@@ -1,0 +1,149 @@
+#include "server/api/limits.h"
+
+#include "server/common/strings.h"
+
+namespace symdex::api {
+namespace {
+
+const char* KindName(Limiter::Kind k) {
+  switch (k) {
+    case Limiter::Kind::kCall:
+      return "calls in progress";
+    case Limiter::Kind::kStream:
+      return "open streams";
+    case Limiter::Kind::kHeavy:
+      return "heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running";
+    case Limiter::Kind::kAddresses:
+      return "addresses in answers not yet read";
+  }
+  return "?";
+}
+
+}  // namespace
+
+Limiter::Hold& Limiter::Hold::operator=(Hold&& o) noexcept {
+  if (this != &o) {
+    Release();
+    limiter_ = o.limiter_;
+    key_ = std::move(o.key_);
+    per_peer_ = o.per_peer_;
+    kind_ = o.kind_;
+    n_ = o.n_;
+    o.limiter_ = nullptr;
+  }
+  return *this;
+}
+
+void Limiter::Hold::Release() {
+  if (limiter_ == nullptr) return;
+  limiter_->Give(key_, per_peer_, kind_, n_);
+  limiter_ = nullptr;
+}
+
+absl::StatusOr<Limiter::Hold> Limiter::Take(const Peer& peer, Kind kind, size_t n) {
+  const int k = static_cast<int>(kind);
+  size_t peer_limit = 0, total_limit = 0;
+  switch (kind) {
+    case Kind::kCall:
+      peer_limit = limits_.calls_per_peer, total_limit = limits_.calls;
+      break;
+    case Kind::kStream:
+      peer_limit = limits_.streams_per_peer, total_limit = limits_.streams;
+      break;
+    case Kind::kHeavy:
+      peer_limit = limits_.heavy_per_peer, total_limit = limits_.heavy;
+      break;
+    case Kind::kAddresses:
+      peer_limit = limits_.addresses_per_peer, total_limit = limits_.addresses;
+      break;
+  }
+  const bool per_peer = !peer.privileged;
+  std::lock_guard<std::mutex> l(mu_);
+  if (total_.v[k] + n > total_limit) {
+    return absl::ResourceExhaustedError(StrCat("the daemon is at its limit of ", total_limit, " ", KindName(kind),
+                                               " (", total_.v[k], " held); retry later"));
+  }
+  if (per_peer) {
+    Counts& c = peers_[peer.key];
+    if (c.v[k] + n > peer_limit) {
+      return absl::ResourceExhaustedError(StrCat(peer.description, " is at its limit of ", peer_limit, " ",
+                                                 KindName(kind), " (", c.v[k], " held); finish or read those first"));
+    }
+    c.v[k] += n;
+  }
+  total_.v[k] += n;
+  Hold h;
+  h.limiter_ = this;
+  h.key_ = peer.key;
+  h.per_peer_ = per_peer;
+  h.kind_ = kind;
+  h.n_ = n;
+  return h;
+}
+
+void Limiter::Give(const std::string& key, bool per_peer, Kind kind, size_t n) {
+  const int k = static_cast<int>(kind);
+  std::lock_guard<std::mutex> l(mu_);
+  total_.v[k] -= n;
+  if (!per_peer) return;
+  auto it = peers_.find(key);
+  if (it == peers_.end()) return;
+  it->second.v[k] -= n;
+  bool empty = true;
+  for (size_t v : it->second.v) empty &= v == 0;
+  if (empty) peers_.erase(it);
+}
+
+size_t Limiter::InUse(Kind kind) {
+  std::lock_guard<std::mutex> l(mu_);
+  return total_.v[static_cast<int>(kind)];
+}
+
+FairPool::FairPool(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i) threads_.emplace_back([this] { Worker(); });
+}
+
+FairPool::~FairPool() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void FairPool::Submit(const std::string& peer, std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queues_[peer].push_back(std::move(task));
+    ++queued_;
+  }
+  cv_.notify_one();
+}
+
+size_t FairPool::queued() {
+  std::lock_guard<std::mutex> l(mu_);
+  return queued_;
+}
+
+void FairPool::Worker() {
+  while (true) {
+    std::function<void()> task;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || queued_ > 0; });
+      if (queued_ == 0) return;  // stopping, nothing left
+      // The first peer after the one served last (wrapping around).
+      auto it = queues_.upper_bound(last_);
+      if (it == queues_.end()) it = queues_.begin();
+      task = std::move(it->second.front());
+      it->second.pop_front();
+      last_ = it->first;
+      if (it->second.empty()) queues_.erase(it);
+      --queued_;
+    }
+    task();
+  }
+}
+
+}  // namespace symdex::api

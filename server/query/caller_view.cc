@@ -1,0 +1,144 @@
+#include "server/query/caller_view.h"
+
+#include "server/common/strings.h"
+#include "server/query/spec.h"
+
+namespace symdex::query {
+namespace {
+
+absl::Status Denied(const store::TargetInfo& t, std::string_view what) {
+  return absl::PermissionDeniedError(
+      StrCat(what, ": target '", t.name,
+             "' is a live kernel, whose absolute addresses reveal its KASLR offset; they are for privileged callers "
+             "(root, CAP_SYSLOG, or a group/certificate the daemon trusts), as /proc/kallsyms shows them only to "
+             "those. Name functions by NAME, MOD:NAME, NAME@FILE[:LINE] or _text+N instead"));
+}
+
+}  // namespace
+
+bool HidesAddresses(AddressAccess access, const store::TargetInfo& t) {
+  return access == AddressAccess::kKaslrFree && t.kind == "live";
+}
+
+// vmlinux: _text+N (the `section` _text); a loaded module: SECTION+0xOFF from the section bases
+// /sys/module/M/sections gave; a kprobe target that is an absolute address is dropped.
+absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
+  if (!HidesAddresses(access_, t)) return absl::OkStatus();
+  if (in.probe.starts_with("0x")) in.probe.clear();
+  if (!in.addr) return absl::OkStatus();
+  const uint64_t a = *in.addr;
+  in.addr.reset();
+  if (in.module.empty()) {
+    if (in.text_offset) {
+      in.section = "_text";
+      in.section_offset = *in.text_offset;
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(auto sections, q_.ModuleSections(t, in.module));
+  const std::pair<std::string, uint64_t>* best = nullptr;
+  for (const auto& s : *sections) {
+    if (s.second <= a && (best == nullptr || s.second > best->second)) best = &s;
+  }
+  if (best != nullptr) {
+    in.section = best->first;
+    in.section_offset = a - best->second;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CallerView::Hide(ResolveResult& r) {
+  if (!HidesAddresses(access_, r.target)) return absl::OkStatus();
+  r.target.text_addr.reset();
+  for (auto& m : r.matches) {
+    RETURN_IF_ERROR(Hide(r.target, m.match.instance));
+    // The last-resort canonical spec names the instance by its address (NAME@0xADDR).
+    if (m.canonical.find("@0x") != std::string::npos) m.canonical.clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CallerView::CheckSpec(const std::string& target, const std::string& spec) {
+  if (access_ == AddressAccess::kAbsolute) return absl::OkStatus();
+  auto parsed = ParseSpec(spec);
+  if (!parsed.ok()) return absl::OkStatus();  // LocalQuery reports the malformed spec
+  const bool absolute = parsed->address || (parsed->at_addr && parsed->at_section.empty());
+  if (!absolute) return absl::OkStatus();
+  ASSIGN_OR_RETURN(auto t, q_.Target(target));
+  if (HidesAddresses(access_, t)) return Denied(t, "a spec with an absolute address");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TargetSummary>> CallerView::Targets() {
+  ASSIGN_OR_RETURN(auto v, q_.Targets());
+  for (auto& s : v) {
+    if (HidesAddresses(access_, s.info)) s.info.text_addr.reset();
+  }
+  return v;
+}
+
+absl::StatusOr<WhichResult> CallerView::Which(const std::string& target, const std::string& name, bool exact) {
+  ASSIGN_OR_RETURN(auto r, q_.Which(target, name, exact));
+  if (!HidesAddresses(access_, r.target)) return r;
+  r.target.text_addr.reset();
+  for (auto& in : r.instances) RETURN_IF_ERROR(Hide(r.target, in));
+  return r;
+}
+
+absl::StatusOr<ResolveResult> CallerView::Resolve(const std::string& target, const std::string& spec) {
+  RETURN_IF_ERROR(CheckSpec(target, spec));
+  ASSIGN_OR_RETURN(auto r, q_.Resolve(target, spec));
+  RETURN_IF_ERROR(Hide(r));
+  return r;
+}
+
+absl::StatusOr<SymbolizeResult> CallerView::Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) {
+  if (access_ == AddressAccess::kKaslrFree) {
+    ASSIGN_OR_RETURN(auto t, q_.Target(target));
+    if (HidesAddresses(access_, t)) return Denied(t, "symbolizing absolute addresses");
+  }
+  return q_.Symbolize(target, addrs);
+}
+
+// Each address becomes 0; its symbol (as _text+N / SECTION+0xOFF) plus the offset place it.
+absl::StatusOr<SymbolizeResult> CallerView::Lines(const std::string& target, const std::string& file, int line) {
+  ASSIGN_OR_RETURN(auto r, q_.Lines(target, file, line));
+  if (!HidesAddresses(access_, r.target)) return r;
+  r.target.text_addr.reset();
+  for (size_t i = 0; i < r.results.size(); ++i) {
+    r.addresses[i] = 0;
+    if (!r.results[i]->symbol) continue;
+    auto copy = std::make_shared<AddressInfo>(*r.results[i]);
+    RETURN_IF_ERROR(Hide(r.target, *copy->symbol));
+    r.results[i] = std::move(copy);
+  }
+  return r;
+}
+
+absl::StatusOr<DupsResult> CallerView::Dups(const std::string& target, const DupsOptions& opts) {
+  ASSIGN_OR_RETURN(auto r, q_.Dups(target, opts));
+  if (!HidesAddresses(access_, r.target)) return r;
+  r.target.text_addr.reset();
+  auto groups = std::make_shared<std::vector<DupGroup>>(*r.groups);
+  for (auto& g : *groups) {
+    for (auto& in : g.instances) RETURN_IF_ERROR(Hide(r.target, in));
+  }
+  r.groups = std::move(groups);
+  return r;
+}
+
+absl::StatusOr<ProbeResult> CallerView::Probe(const std::string& target, const std::string& spec,
+                                              const KprobeOptions& opts) {
+  RETURN_IF_ERROR(CheckSpec(target, spec));
+  ASSIGN_OR_RETURN(auto r, q_.Probe(target, spec, opts));
+  if (!HidesAddresses(access_, r.resolved.target)) return r;
+  // A module instance whose name repeats inside its module has only its absolute address.
+  if (!r.kprobe.empty() && r.resolved.matches.size() == 1 && r.resolved.matches[0].match.instance.addr &&
+      r.kprobe.find(" 0x") != std::string::npos) {
+    return Denied(r.resolved.target, "this instance's only kprobe form is its absolute address");
+  }
+  RETURN_IF_ERROR(Hide(r.resolved));
+  return r;
+}
+
+}  // namespace symdex::query

@@ -1,0 +1,58 @@
+// The query API as one caller may see it.
+//
+// A live kernel's addresses are as secret as the kernel makes them: /proc/kallsyms reads as
+// zeros for a reader without CAP_SYSLOG (kptr_restrict), because one absolute address reveals the
+// KASLR slide. The index holds those addresses, so a service over it decides per caller what it
+// may learn (the daemon: per peer, from SO_PEERCRED or the client certificate):
+//
+//   AddressAccess::kAbsolute   everything, as LocalQuery answers it (root, CAP_SYSLOG, the
+//                              configured groups and certificate names; the embedded CLI, whose
+//                              user could read the index file)
+//   AddressAccess::kKaslrFree  for *live* targets, answers without absolute addresses:
+//                              vmlinux symbols as _text+N, module symbols as SECTION+0xOFF, no
+//                              `_text` address, kprobe definitions only in their KASLR-free forms
+//                              (_text+N, MOD:NAME[+off]); and no absolute address is accepted as
+//                              input (Symbolize, 0xADDR / NAME@0xADDR specs) — an address oracle
+//                              reveals the slide as surely as printing it. Offline targets'
+//                              addresses are link-time addresses, public in the distribution's
+//                              System.map, and are answered as they are.
+//
+// A refusal is PermissionDenied naming the rule. Redaction lives here, in the query layer, so
+// every front end that serves other users applies the same rule.
+#pragma once
+
+#include "server/query/service.h"
+
+namespace symdex::query {
+
+enum class AddressAccess { kAbsolute, kKaslrFree };
+
+// True when answers about `t` must not carry absolute addresses for `access`.
+bool HidesAddresses(AddressAccess access, const store::TargetInfo& t);
+
+class CallerView : public QueryApi {
+ public:
+  CallerView(LocalQuery& q, AddressAccess access) : q_(q), access_(access) {}
+
+  absl::StatusOr<std::vector<TargetSummary>> Targets() override;
+  absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
+  absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
+  absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
+  absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
+  absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
+  absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
+                                    const KprobeOptions& opts) override;
+
+  AddressAccess access() const { return access_; }
+
+ private:
+  // PermissionDenied when `spec` names an absolute address of a hidden target.
+  absl::Status CheckSpec(const std::string& target, const std::string& spec);
+  absl::Status Hide(const store::TargetInfo& t, Instance& in);
+  absl::Status Hide(ResolveResult& r);
+
+  LocalQuery& q_;
+  AddressAccess access_;
+};
+
+}  // namespace symdex::query
