@@ -373,6 +373,11 @@ int RunDaemon(const DaemonOptions& opts) {
   // One connection cannot open more streams than this at once (HTTP/2 SETTINGS); the limiter
   // bounds what a peer holds over all its connections.
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(UndecodableRequestInterceptor());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   std::vector<std::unique_ptr<UnixListener>> unix_listeners;
   std::map<std::string, int> tcp_ports;
   std::map<std::string, std::unique_ptr<int>> bound;

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <google/protobuf/descriptor.h>
 #include <grpcpp/server_posix.h>
 
 #include <algorithm>
@@ -255,6 +256,51 @@ void UnixListener::Loop(grpc::Server* server, PeerRegistry* registry, const Acce
     registry->Add(c, std::move(peer), st.st_ino);
     grpc::AddInsecureChannelFromFd(server, c);
   }
+}
+
+}  // namespace symdex::api
+
+namespace symdex::api {
+namespace {
+
+class UndecodableInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit UndecodableInterceptor(std::string method) : method_(std::move(method)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    if (m->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      grpc::Status s = m->GetSendStatus();
+      if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED && s.error_message().empty()) {
+        m->ModifySendStatus(grpc::Status(
+            grpc::StatusCode::INVALID_ARGUMENT,
+            StrCat("the request to ", method_,
+                   " could not be decoded: not a protobuf message of the method's request type, or a string field "
+                   "that is not UTF-8")));
+      }
+    }
+    m->Proceed();
+  }
+
+ private:
+  std::string method_;
+};
+
+class UndecodableFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    const char* m = info->method();
+    if (m == nullptr || std::string_view(m).rfind("/symdex.v1.", 0) != 0) return nullptr;
+    // Only methods that exist: an unknown method's UNIMPLEMENTED is the right answer.
+    std::string full = std::string(m + 1);
+    std::replace(full.begin(), full.end(), '/', '.');
+    if (google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(full) == nullptr) return nullptr;
+    return new UndecodableInterceptor(m);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> UndecodableRequestInterceptor() {
+  return std::make_unique<UndecodableFactory>();
 }
 
 }  // namespace symdex::api

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/server_interceptor.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -106,5 +107,15 @@ class UnixListener {
   int stop_fd_ = -1;  // eventfd
   std::thread thread_;
 };
+
+}  // namespace symdex::api
+
+namespace symdex::api {
+
+// gRPC answers a request it cannot decode (bytes that are no protobuf, a string field that is not
+// UTF-8) with UNIMPLEMENTED and no message (CallbackUnaryHandler in gRPC 1.51); none of symdex's
+// handlers ever does. This interceptor turns exactly that answer, for symdex's own methods, into
+// INVALID_ARGUMENT saying what was wrong.
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> UndecodableRequestInterceptor();
 
 }  // namespace symdex::api

@@ -2,6 +2,8 @@
 // clients (generated stubs and the symdex CLI), on the miniature kernel indexed as a live host
 // (a sysroot with kallsyms, modules, notes and sections; debug files by build-ID).
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -255,6 +257,90 @@ TEST_F(DaemonTest, HostileRequestsGetClearErrorsAndTheDaemonKeepsServing) {
     req.set_line(-4);
     pb::LinesResponse resp;
     EXPECT_EQ(stub->Lines(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // Every string field has a limit; a refusal names the field and never echoes the value.
+  auto expect_refused = [](const grpc::Status& s, const char* field) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(field), std::string::npos) << s.error_message();
+    EXPECT_LT(s.error_message().size(), 300u) << field;
+  };
+  const std::string huge(10 << 20, 'x');  // 10 MB: under the message limit, over every field's
+  {
+    grpc::ClientContext ctx;
+    pb::WhichRequest req;
+    req.set_target(huge);
+    req.set_name("x");
+    pb::WhichResponse resp;
+    expect_refused(stub->Which(&ctx, req, &resp), "target");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::WhichRequest req;
+    req.set_name(huge);
+    pb::WhichResponse resp;
+    expect_refused(stub->Which(&ctx, req, &resp), "name");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::LinesRequest req;
+    req.set_file(huge);
+    req.set_line(3);
+    pb::LinesResponse resp;
+    expect_refused(stub->Lines(&ctx, req, &resp), "file");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::ProbeDefinitionRequest req;
+    req.set_spec("x");
+    for (int i = 0; i < 200; ++i) req.add_fetchargs("arg=%di");
+    pb::ProbeDefinitionResponse resp;
+    expect_refused(stub->ProbeDefinition(&ctx, req, &resp), "fetchargs");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::ProbeDefinitionRequest req;
+    req.set_spec("x");
+    req.set_event(std::string(5000, 'e'));
+    pb::ProbeDefinitionResponse resp;
+    expect_refused(stub->ProbeDefinition(&ctx, req, &resp), "event");
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::ListDuplicatesRequest req;
+    req.set_module(huge);
+    auto reader = stub->ListDuplicates(&ctx, req);
+    pb::DuplicateGroup g;
+    while (reader->Read(&g)) {
+    }
+    expect_refused(reader->Finish(), "module");
+  }
+  // Bytes that are no protobuf, and a string field that is not UTF-8.
+  for (const std::string& payload : {std::string("\xff\xff\xff\xff\xff\x01garbage", 13),
+                                     std::string("\x12\x03\xc3\x28\xff", 5)}) {
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer out;
+    grpc::Slice slice(payload);
+    grpc::ByteBuffer in(&slice, 1);
+    auto channel = grpc::CreateChannel("unix:" + sock_, grpc::InsecureChannelCredentials());
+    grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(),
+        grpc::internal::RpcMethod("/symdex.v1.SymbolService/Which", grpc::internal::RpcMethod::NORMAL_RPC, channel),
+        &ctx, in, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_code() << " " << s.error_message();
+    EXPECT_FALSE(s.error_message().empty());
+  }
+  {  // an unknown method stays UNIMPLEMENTED
+    grpc::ClientContext ctx;
+    grpc::ByteBuffer out;
+    grpc::Slice slice(std::string("\x0a\x01x", 3));
+    grpc::ByteBuffer in(&slice, 1);
+    auto channel = grpc::CreateChannel("unix:" + sock_, grpc::InsecureChannelCredentials());
+    grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(),
+        grpc::internal::RpcMethod("/symdex.v1.SymbolService/NoSuchMethod", grpc::internal::RpcMethod::NORMAL_RPC,
+                                  channel),
+        &ctx, in, &out);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << s.error_message();
   }
   // Still serving, same answers as before.
   grpc::ClientContext ctx;
