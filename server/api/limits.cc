@@ -57,7 +57,7 @@ absl::StatusOr<Limiter::Hold> Limiter::Take(const Peer& peer, Kind kind, size_t 
       peer_limit = limits_.addresses_per_peer, total_limit = limits_.addresses;
       break;
   }
-  const bool per_peer = !peer.privileged;
+  const bool per_peer = true;
   std::lock_guard<std::mutex> l(mu_);
   if (total_.v[k] + n > total_limit) {
     return absl::ResourceExhaustedError(StrCat("the daemon is at its limit of ", total_limit, " ", KindName(kind),

@@ -1,12 +1,15 @@
 // Bounded work per caller.
 //
-// Every call takes a slot before it does anything: unary calls, open streams, and "heavy" calls
-// (those that parse DWARF, scan a kernel's symbols or build large answers: Symbolize, streams'
-// requests, Lines, ListDuplicates, Status, the JIT calls) are counted per peer (peers.h: a uid,
-// a certificate name or an IP address) and overall, and so are the addresses whose answers are
-// built but not yet read by the client. Past a limit the call is refused at once with
-// RESOURCE_EXHAUSTED naming the limit — nothing queues without bound. Privileged peers (root and
-// the like, who could stop the daemon anyway) are held to the overall limits only.
+// Every call takes a slot before it does anything: calls in progress (until the answer is
+// ready), open streams, and "heavy"
+// calls while queued or running (those that parse DWARF, scan a kernel's symbols or build large
+// answers: Symbolize, streams' requests, Lines, ListDuplicates, Status, the JIT calls) are counted
+// per peer (peers.h: a uid, a certificate name or an IP address) and overall, and so are the
+// addresses whose answers are built but not yet read by the client (what bounds the memory that
+// unread answers hold). Past a limit the call is refused at once with
+// RESOURCE_EXHAUSTED naming the limit — nothing queues without bound. Privileged peers are held
+// to the same limits (a peer is a uid: a load generator's 16 threads share one budget, so the
+// per-peer defaults leave room for that).
 //
 // Heavy calls run on a small pool of their own threads, taken from per-peer queues in turn
 // (round robin), so a peer with many calls waiting delays only its own; cheap calls (Which,
@@ -32,11 +35,11 @@
 namespace symdex::api {
 
 struct CallLimits {
-  int calls_per_peer = 128;  // calls in progress (unary and streams)
+  int calls_per_peer = 256;  // calls in progress (unary and streams)
   int calls = 4096;
-  int streams_per_peer = 16;  // server / bidi streams open
+  int streams_per_peer = 32;  // server / bidi streams open
   int streams = 512;
-  int heavy_per_peer = 8;  // heavy calls queued, running or waiting for the client to read
+  int heavy_per_peer = 32;  // heavy calls queued or running
   int heavy = 256;
   size_t addresses_per_peer = 131072;  // addresses in answers built and not yet read
   size_t addresses = 524288;

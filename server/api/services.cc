@@ -15,20 +15,24 @@
 namespace symdex::api {
 namespace {
 
-// A unary call: counted from its start until gRPC is done with it (OnDone: the answer sent,
-// or the client gone), and its limiter holds released only then, so an answer the client does
-// not read keeps counting against its peer.
+// A unary call. Its call slot is given back when its answer is ready (Done); `holds` (the
+// addresses of a Symbolize answer) only once gRPC is done with the call (OnDone: the answer
+// sent, or the client gone), so an answer the client does not read keeps counting against its
+// peer. (Counting the call slot until OnDone too made honest peers hit their limit under load:
+// OnDone waits for the client's end of the stream to be processed.)
 class UnaryCall : public grpc::ServerUnaryReactor {
  public:
   UnaryCall(RpcStats& stats, const char* method) : call_(stats.Begin(method)) {}
   void Done(const grpc::Status& s) {
     status_ = s;
+    slot.Release();
     Finish(s);
   }
   void OnDone() override {
     call_.Done(status_);
     delete this;
   }
+  Limiter::Hold slot;
   std::vector<Limiter::Hold> holds;
 
  private:
@@ -52,17 +56,20 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
     r->Done(ToGrpc(call.status()));
     return r;
   }
-  r->holds.push_back(std::move(*call));
+  r->slot = std::move(*call);
+  Limiter::Hold work;  // heavy: while queued or running (the answer's memory is held apart)
   if (heavy) {
     auto h = cc.limiter->Take(peer, Limiter::Kind::kHeavy);
     if (!h.ok()) {
       r->Done(ToGrpc(h.status()));
       return r;
     }
-    r->holds.push_back(std::move(*h));
+    work = std::move(*h);
   }
-  auto run = [r, ctx, method, peer = std::move(peer), fn = std::forward<Fn>(fn)]() mutable {
+  auto run = [r, ctx, method, peer = std::move(peer), work = std::make_shared<Limiter::Hold>(std::move(work)),
+              fn = std::forward<Fn>(fn)]() mutable {
     if (ctx->IsCancelled()) {
+      work->Release();
       r->Done(Cancelled(*ctx));
       return;
     }
@@ -72,6 +79,7 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
     } catch (const std::exception& e) {
       s = grpc::Status(grpc::StatusCode::INTERNAL, StrCat(method, ": ", e.what()));
     }
+    work->Release();
     r->Done(s);
   };
   if (heavy) {

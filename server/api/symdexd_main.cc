@@ -67,13 +67,12 @@ int main(int argc, char** argv) {
                  "TLS client certificates with this CN or SAN see absolute addresses (repeatable)");
   app.add_flag("--trust-tcp-peers", o.access.trust_tcp_peers,
                "Every TCP peer sees absolute addresses (a trusted network, or --insecure-tcp tests)");
-  app.add_option("--max-calls-per-peer", o.limits.calls_per_peer, "Calls in progress per unprivileged peer (128)");
-  app.add_option("--max-streams-per-peer", o.limits.streams_per_peer, "Open streams per unprivileged peer (16)");
+  app.add_option("--max-calls-per-peer", o.limits.calls_per_peer, "Calls in progress per peer (uid, certificate name or IP) (256)");
+  app.add_option("--max-streams-per-peer", o.limits.streams_per_peer, "Open streams per peer (32)");
   app.add_option("--max-heavy-per-peer", o.limits.heavy_per_peer,
-                 "Heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running per unprivileged "
-                 "peer (8)");
+                 "Heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running per peer (32)");
   app.add_option("--max-unread-addresses-per-peer", o.limits.addresses_per_peer,
-                 "Addresses in answers built but not yet read, per unprivileged peer (131072)");
+                 "Addresses in answers built but not yet read, per peer (131072)");
   app.add_option("--max-unread-addresses", o.limits.addresses,
                  "... over all peers (524288; bounds the memory unread answers hold)");
   app.add_option("--max-calls", o.limits.calls, "Calls in progress, all peers (4096)");
