@@ -66,6 +66,7 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
     }
     work = std::move(*h);
   }
+  const std::string queue = peer.key;  // the fair pool's per-peer queue
   auto run = [r, ctx, method, peer = std::move(peer), work = std::make_shared<Limiter::Hold>(std::move(work)),
               fn = std::forward<Fn>(fn)]() mutable {
     if (ctx->IsCancelled()) {
@@ -83,8 +84,7 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
     r->Done(s);
   };
   if (heavy) {
-    std::string key = peer.key;
-    cc.pool->Submit(key, std::move(run));
+    cc.pool->Submit(queue, std::move(run));
   } else {
     run();
   }
