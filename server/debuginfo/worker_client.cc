@@ -172,6 +172,11 @@ absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned 
 
   bool sent = false;
   for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
+    if (pid_ >= 0) {
+      // An idle worker has nothing to say: readable means it died (EOF) or is out of step.
+      struct pollfd pf{fd_, POLLIN, 0};
+      if (::poll(&pf, 1, 0) != 0) Stop(true);
+    }
     if (pid_ < 0) RETURN_IF_ERROR(Start());
     sent = SendAll(fd_, request);
     if (!sent) Stop(true);  // died while idle (killed from outside?): one fresh start
