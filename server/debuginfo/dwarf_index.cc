@@ -83,7 +83,9 @@ struct Partial {
 
   void Damage(const char* section, uint64_t offset, const char* what, bool from_libdw = true) {
     if (!damage.empty()) return;
-    damage = from_libdw ? fmt::format("{} at {:#x}: invalid DWARF ({}; libdw: {})", section, offset, what, dwarf_errmsg(-1))
+    const char* libdw = dwarf_errmsg(-1);  // NULL when libdw recorded no error
+    damage = from_libdw ? fmt::format("{} at {:#x}: invalid DWARF ({}; libdw: {})", section, offset, what,
+                                      libdw ? libdw : "no error recorded")
                         : fmt::format("{} at {:#x}: invalid DWARF ({})", section, offset, what);
   }
 
@@ -526,6 +528,13 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
   return out;
 }
 
+// libdwfl's last error; its dwfl_errmsg(-1) is NULL when it recorded none (which a crafted
+// file can arrange), and a NULL char* must not reach a formatter.
+const char* DwflError() {
+  const char* m = dwfl_errmsg(-1);
+  return m ? m : "no libdwfl error recorded";
+}
+
 int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
                         char**) {
   return -1;  // the module file itself carries the DWARF; never look elsewhere (or at debuginfod)
@@ -539,13 +548,13 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
       .debuginfo_path = nullptr,
   };
   DwflPtr dwfl(dwfl_begin(&kCallbacks));
-  if (!dwfl) return absl::InternalError(StrCat("dwfl_begin: ", dwfl_errmsg(-1)));
+  if (!dwfl) return absl::InternalError(StrCat("dwfl_begin: ", DwflError()));
   Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "module", path.c_str(), -1);
-  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", dwfl_errmsg(-1)));
+  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", DwflError()));
   dwfl_report_end(dwfl.get(), nullptr, nullptr);
   Dwarf_Addr bias = 0;
   Dwarf* dbg = dwfl_module_getdwarf(mod, &bias);
-  if (dbg == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwfl_errmsg(-1), ")"));
+  if (dbg == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", DwflError(), ")"));
 
   DwarfIndex out;
   out.relocatable = true;
