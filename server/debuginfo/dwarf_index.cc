@@ -15,8 +15,11 @@
 #include <thread>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/die_extent.h"
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/source_path.h"
 
@@ -74,6 +77,17 @@ struct Partial {
   std::vector<DwarfUnit> units;
   std::vector<DwarfFunction> functions;
   std::vector<DwarfVariable> variables;
+  // The first libdw error met while walking this part (empty: none). A damaged file is failed
+  // as a whole: a half-read unit would be cached as a smaller but "successful" index.
+  std::string damage;
+
+  void Damage(const char* section, uint64_t offset, const char* what, bool from_libdw = true) {
+    if (!damage.empty()) return;
+    const char* libdw = dwarf_errmsg(-1);  // NULL when libdw recorded no error
+    damage = from_libdw ? fmt::format("{} at {:#x}: invalid DWARF ({}; libdw: {})", section, offset, what,
+                                      libdw ? libdw : "no error recorded")
+                        : fmt::format("{} at {:#x}: invalid DWARF ({})", section, offset, what);
+  }
 
   uint32_t File(const char* raw, const std::string& comp_dir) {
     if (raw == nullptr) return kNoFile;
@@ -96,8 +110,14 @@ class UnitWalker {
  public:
   UnitWalker(Partial& out, AddressMapper& mapper) : out_(out), mapper_(mapper) {}
 
-  void Walk(Dwarf_Die* cu) {
+  // unit_end: offset in .debug_info just past the unit (0: unknown, skip the end check).
+  void Walk(Dwarf_Die* cu, uint64_t unit_end = 0) {
+    unit_end_ = unit_end;
     int tag = dwarf_tag(cu);
+    if (tag == DW_TAG_invalid) {
+      out_.Damage(".debug_info", dwarf_dieoffset(cu), "unit DIE unreadable (bad abbreviation?)");
+      return;
+    }
     if (tag != DW_TAG_compile_unit && tag != DW_TAG_partial_unit) return;
     cu_ = *cu;
     unit_id_ = static_cast<uint32_t>(out_.units.size());
@@ -112,7 +132,19 @@ class UnitWalker {
     out_.units.push_back(std::move(unit));
     files_ = nullptr;
     nfiles_ = 0;
-    if (dwarf_getsrcfiles(cu, &files_, &nfiles_) != 0) files_ = nullptr;
+    if (dwarf_getsrcfiles(cu, &files_, &nfiles_) != 0) {
+      files_ = nullptr;
+      nfiles_ = 0;
+      // A unit without DW_AT_stmt_list has no line table; one that names a table we cannot
+      // read is damage (every file:line of the unit would be silently missing).
+      Dwarf_Attribute attr;
+      Dwarf_Word stmt = 0;
+      if (dwarf_attr(cu, DW_AT_stmt_list, &attr) != nullptr) {
+        dwarf_formudata(&attr, &stmt);
+        out_.Damage(".debug_line", stmt, fmt::format("line table of unit at {:#x}", dwarf_dieoffset(cu)).c_str());
+        return;
+      }
+    }
     local_files_.assign(nfiles_, kNoFile);
     WalkChildren(cu, 0);
   }
@@ -120,9 +152,15 @@ class UnitWalker {
  private:
   void WalkChildren(Dwarf_Die* parent, int depth) {
     Dwarf_Die die;
-    if (dwarf_child(parent, &die) != 0) return;
+    int r = dwarf_child(parent, &die);
+    if (r < 0) out_.Damage(".debug_info", dwarf_dieoffset(parent), "children of DIE unreadable");
+    if (r != 0) return;
     do {
+      if (!out_.damage.empty()) return;
       switch (dwarf_tag(&die)) {
+        case DW_TAG_invalid:
+          out_.Damage(".debug_info", dwarf_dieoffset(&die), "DIE with an unknown abbreviation");
+          return;
         case DW_TAG_subprogram:
           Function(&die);
           break;
@@ -136,7 +174,19 @@ class UnitWalker {
         default:
           break;
       }
-    } while (dwarf_siblingof(&die, &die) == 0);
+      Dwarf_Die next;
+      if ((r = dwarf_siblingof(&die, &next)) != 0) break;
+      die = next;
+    } while (true);
+    if (r < 0) {
+      out_.Damage(".debug_info", dwarf_dieoffset(&die), "next sibling of DIE unreadable");
+      return;
+    }
+    uint64_t bad = 0;
+    if (depth == 0 && unit_end_ != 0 && !ChainReachesEnd(&die, unit_end_, bad)) {
+      // libdw read a 0 byte as "no more DIEs": zeroed or overwritten bytes inside the unit.
+      out_.Damage(".debug_info", bad, "unit's DIEs end before the unit does (zeroed bytes?)", false);
+    }
   }
 
   uint32_t FileOf(Dwarf_Die* die, int attr_name) {
@@ -173,6 +223,7 @@ class UnitWalker {
     ptrdiff_t off = 0;
     bool first = true;
     uint64_t first_lo = 0;
+    Dwarf_Off die_off = dwarf_dieoffset(die);
     while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
       if (end <= start) continue;
       AddrRange r;
@@ -183,6 +234,11 @@ class UnitWalker {
       if (first) first_lo = start;
       first = false;
       f.ranges.push_back(r);
+    }
+    if (off < 0) {
+      // Not "no ranges" (0): the DIE has DW_AT_ranges/low_pc that libdw cannot read.
+      out_.Damage(".debug_info", die_off, StrCat("address ranges of ", f.name).c_str());
+      return;
     }
     if (f.ranges.empty()) return;  // discarded (e.g. address 0 in a GC'd section)
     Dwarf_Addr entry;
@@ -234,6 +290,7 @@ class UnitWalker {
   Partial& out_;
   AddressMapper& mapper_;
   Dwarf_Die cu_{};
+  uint64_t unit_end_ = 0;
   uint32_t unit_id_ = 0;
   std::string comp_dir_;
   Dwarf_Files* files_ = nullptr;
@@ -341,17 +398,59 @@ RawSymbolLine LineAt(Dwarf_Die* cudie, uint64_t dwarf_addr) {
 struct UnitRef {
   Dwarf_Off die_offset;
   Dwarf_Off size;
+  Dwarf_Off end;
 };
 
-absl::StatusOr<std::vector<UnitRef>> ListUnits(Dwarf* dbg) {
+// Size of the file's .debug_info (0 if it has none).
+uint64_t DebugInfoSize(Elf* elf) {
+  size_t shstrndx;
+  if (elf == nullptr || elf_getshdrstrndx(elf, &shstrndx) != 0) return 0;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type == SHT_NOBITS) continue;
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name && (std::strcmp(name, ".debug_info") == 0 || std::strcmp(name, ".zdebug_info") == 0)) return sh.sh_size;
+  }
+  return 0;
+}
+
+absl::Status DamageError(const std::string& path, const std::string& damage) {
+  return absl::DataLossError(StrCat(path, ": ", damage));
+}
+
+absl::StatusOr<std::vector<UnitRef>> ListUnits(const std::string& path, Dwarf* dbg) {
   std::vector<UnitRef> units;
   Dwarf_Off off = 0, next;
   size_t hsize;
-  while (dwarf_next_unit(dbg, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0) {
-    units.push_back({off + hsize, next - off});
+  int r;
+  while ((r = dwarf_next_unit(dbg, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr)) == 0) {
+    if (next <= off) break;  // defensive: libdw checks this, a loop here would never end
+    units.push_back({off + hsize, next - off, next});
     off = next;
   }
+  if (r < 0) {
+    Partial p;
+    p.Damage(".debug_info", off, "unit header unreadable");
+    return DamageError(path, p.damage);
+  }
+  if (units.empty() && DebugInfoSize(dwarf_getelf(dbg)) > 0) {
+    return DamageError(path, ".debug_info at 0x0: invalid DWARF (section is not empty but holds no unit)");
+  }
   return units;
+}
+
+// The first damage any part met, in unit order; and a file whose units yield nothing at all.
+absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& parts) {
+  size_t units = 0, functions = 0;
+  for (const Partial* p : parts) {
+    if (!p->damage.empty()) return DamageError(path, p->damage);
+    units += p->units.size();
+    functions += p->functions.size() + p->variables.size();
+  }
+  if (units > 0 && functions == 0) {
+    return DamageError(path, ".debug_info at 0x0: invalid DWARF (units hold no function or variable with an address)");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
@@ -359,7 +458,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
   RETURN_IF_ERROR(OpenDwarf(path, first));
   DwarfIndex out;
   out.build_id = ElfBuildId(first.elf.get());
-  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(first.dwarf.get()));
+  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(path, first.dwarf.get()));
   // Largest units first so that no thread is left with one huge CU at the end.
   std::vector<size_t> order(units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -374,8 +473,11 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
     for (size_t k; (k = next.fetch_add(1)) < order.size();) {
       size_t u = order[k];
       Dwarf_Die cu;
-      if (dwarf_offdie(dbg, units[u].die_offset, &cu) == nullptr) continue;
-      UnitWalker(partials[u], mapper).Walk(&cu);
+      if (dwarf_offdie(dbg, units[u].die_offset, &cu) == nullptr) {
+        partials[u].Damage(".debug_info", units[u].die_offset, "unit DIE unreadable");
+        continue;
+      }
+      UnitWalker(partials[u], mapper).Walk(&cu, units[u].end);
     }
   };
   std::vector<std::thread> threads;
@@ -387,6 +489,11 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
   }
   work(0, first.dwarf.get());
   for (auto& th : threads) th.join();
+  {
+    std::vector<Partial*> ps;
+    for (auto& p : partials) ps.push_back(&p);
+    RETURN_IF_ERROR(CheckParts(path, ps));
+  }
 
   // Merge in unit order: the result does not depend on thread scheduling.
   std::unordered_map<std::string, uint32_t> file_ids;
@@ -421,6 +528,13 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
   return out;
 }
 
+// libdwfl's last error; its dwfl_errmsg(-1) is NULL when it recorded none (which a crafted
+// file can arrange), and a NULL char* must not reach a formatter.
+const char* DwflError() {
+  const char* m = dwfl_errmsg(-1);
+  return m ? m : "no libdwfl error recorded";
+}
+
 int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
                         char**) {
   return -1;  // the module file itself carries the DWARF; never look elsewhere (or at debuginfod)
@@ -434,13 +548,13 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
       .debuginfo_path = nullptr,
   };
   DwflPtr dwfl(dwfl_begin(&kCallbacks));
-  if (!dwfl) return absl::InternalError(StrCat("dwfl_begin: ", dwfl_errmsg(-1)));
+  if (!dwfl) return absl::InternalError(StrCat("dwfl_begin: ", DwflError()));
   Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "module", path.c_str(), -1);
-  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", dwfl_errmsg(-1)));
+  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", DwflError()));
   dwfl_report_end(dwfl.get(), nullptr, nullptr);
   Dwarf_Addr bias = 0;
   Dwarf* dbg = dwfl_module_getdwarf(mod, &bias);
-  if (dbg == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwfl_errmsg(-1), ")"));
+  if (dbg == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", DwflError(), ")"));
 
   DwarfIndex out;
   out.relocatable = true;
@@ -450,13 +564,18 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
   if (len > 0) out.build_id = BuildId::FromRaw(std::string_view(reinterpret_cast<const char*>(bits), len));
   std::mutex mu;
   AddressMapper mapper(mod, bias, &out.sections, &mu);
-  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(dbg));
+  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(path, dbg));
   Partial p;
   for (const auto& u : units) {
     Dwarf_Die cu;
-    if (dwarf_offdie(dbg, u.die_offset, &cu) == nullptr) continue;
-    UnitWalker(p, mapper).Walk(&cu);
+    if (dwarf_offdie(dbg, u.die_offset, &cu) == nullptr) {
+      p.Damage(".debug_info", u.die_offset, "unit DIE unreadable");
+      break;
+    }
+    UnitWalker(p, mapper).Walk(&cu, u.end);
+    if (!p.damage.empty()) break;
   }
+  RETURN_IF_ERROR(CheckParts(path, {&p}));
   std::unordered_map<std::string, uint32_t> file_ids;
   Merge(p, out, file_ids);
 

@@ -15,6 +15,7 @@
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/symbol_join.h"
+#include "server/debuginfo/worker_client.h"
 #include "server/ingest/kallsyms.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/index_store.h"
@@ -32,12 +33,30 @@ struct Part {
   std::string path_to_index;  // set when the file must be parsed in this run
   bool verified = false;
   std::optional<uint64_t> debug_text_addr;
+  // The stored index of this build-ID, made from a file that has changed since: parsed again;
+  // kept (and used) if the new parse fails.
+  std::optional<store::DebugFileInfo> stale;
 };
 
 struct Parsed {
   absl::StatusOr<debuginfo::DwarfIndex> index = absl::UnknownError("not run");
+  std::optional<debuginfo::FileStamp> stamp;  // of the file, taken before parsing it
   double seconds = 0;
 };
+
+// Parses one debug file in a worker process (debug files are untrusted input).
+void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
+                   const std::string& path, unsigned jobs, Parsed& out) {
+  auto s = Clock::now();
+  out.stamp = debuginfo::StampOf(path);
+  if (!exe.ok()) {
+    out.index = exe.status();
+  } else {
+    if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
+    out.index = worker->Index(path, jobs);
+  }
+  out.seconds = Since(s);
+}
 
 }  // namespace
 
@@ -75,6 +94,10 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     Part& p = parts[i];
     if (!p.record.build_id.empty()) {
       ASSIGN_OR_RETURN(auto cached, store::FindDebugFile(db, p.record.build_id));
+      if (cached && !store::StoredIndexIsCurrent(*cached)) {
+        p.stale = std::move(cached);  // its file changed: look for the file and parse it again
+        cached.reset();
+      }
       if (cached) {
         p.record.debug_file_id = cached->id;
         p.record.status = "cached";
@@ -114,7 +137,19 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   std::vector<size_t> to_parse;
   for (size_t i = 0; i < parts.size(); ++i) {
     Part& p = parts[i];
-    if (p.path_to_index.empty()) continue;
+    if (p.path_to_index.empty()) {
+      if (p.stale) {
+        // The file it was made from now holds something else, and no file with this build-ID
+        // was found: the stored index is still this build-ID's.
+        p.record.debug_file_id = p.stale->id;
+        p.record.status = "cached";
+        p.record.path = p.stale->path;
+        p.debug_text_addr = p.stale->text_addr;
+        p.record.detail = StrCat(p.stale->path, " changed since it was indexed; no file with build-ID ",
+                                 p.record.build_id, " found (", p.record.detail, ")");
+      }
+      continue;
+    }
     if (p.record.build_id.empty()) {
       p.record.status = "no-build-id";
       p.record.detail = StrCat(p.path_to_index, " has no GNU build-ID; symdex keys debug info by build-ID");
@@ -124,6 +159,10 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     auto [it, fresh] = first_part_for_build_id.emplace(p.record.build_id, i);
     if (!fresh) continue;  // resolved from the first part after parsing
     ASSIGN_OR_RETURN(auto cached, store::FindDebugFile(db, p.record.build_id));
+    if (cached && !store::StoredIndexIsCurrent(*cached)) {
+      p.stale = std::move(cached);
+      cached.reset();
+    }
     if (cached) {  // unverified vmlinux whose build-ID turns out to be known
       p.record.debug_file_id = cached->id;
       p.record.status = "cached";
@@ -134,25 +173,26 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     to_parse.push_back(i);
   }
 
-  // 2. Parse: vmlinux-style files with all threads, modules one thread each, in parallel.
+  // 2. Parse, each file in a worker process: vmlinux-style files with all threads, modules one
+  // thread (and one worker) each, in parallel.
   std::vector<Parsed> parsed(to_parse.size());
   std::vector<size_t> big, small;
   for (size_t k = 0; k < to_parse.size(); ++k) (parts[to_parse[k]].module < 0 ? big : small).push_back(k);
+  const absl::StatusOr<std::string> worker_exe =
+      to_parse.empty() ? absl::StatusOr<std::string>("") : debuginfo::FindWorkerExecutable();
   for (size_t k : big) {
-    auto s = Clock::now();
-    parsed[k].index = debuginfo::IndexDwarfFile(parts[to_parse[k]].path_to_index, {.jobs = jobs});
-    parsed[k].seconds = Since(s);
+    std::unique_ptr<debuginfo::DwarfWorker> w;
+    ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, jobs, parsed[k]);
   }
   next = 0;
   done = 0;
   {
     std::vector<std::thread> pool;
     auto worker = [&](bool report) {
+      std::unique_ptr<debuginfo::DwarfWorker> w;  // this thread's, for all its files
       for (size_t j; (j = next.fetch_add(1)) < small.size();) {
         size_t k = small[j];
-        auto s = Clock::now();
-        parsed[k].index = debuginfo::IndexDwarfFile(parts[to_parse[k]].path_to_index, {.jobs = 1});
-        parsed[k].seconds = Since(s);
+        ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, 1, parsed[k]);
         size_t d = done.fetch_add(1) + 1;
         if (report && req.progress) req.progress("module debug info", d, small.size());
       }
@@ -168,8 +208,15 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   for (size_t k = 0; k < to_parse.size(); ++k) {
     Part& p = parts[to_parse[k]];
     if (!parsed[k].index.ok()) {
+      // Never stored: the next run tries again. An index made from the file before it changed
+      // stays, and is used meanwhile.
       p.record.status = "parse-error";
       p.record.detail = std::string(parsed[k].index.status().message());
+      if (p.stale) {
+        p.record.debug_file_id = p.stale->id;
+        p.debug_text_addr = p.stale->text_addr;
+        p.record.detail += StrCat("; using the index made from ", p.stale->path, " before it changed");
+      }
       ++sum.debug_failed;
       continue;
     }
@@ -184,8 +231,8 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
       auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");
       if (v.ok()) text_addr = *v;
     }
-    ASSIGN_OR_RETURN(int64_t id, store::InsertDebugFile(db, di, p.record.build_id, p.record.path, text_addr,
-                                                        parsed[k].seconds, now));
+    ASSIGN_OR_RETURN(int64_t id, store::InsertDebugFile(db, di, p.record.build_id, p.record.path, parsed[k].stamp,
+                                                        text_addr, parsed[k].seconds, now));
     p.record.debug_file_id = id;
     p.debug_text_addr = text_addr;
     ++sum.debug_indexed;

@@ -1,10 +1,13 @@
 #include "server/store/debuginfo_store.h"
 
+#include "server/common/strings.h"
+
 namespace symdex::store {
 
 absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT id, build_id, relocatable, path, text_addr, index_seconds, units, "
-                                       "functions, variables FROM debug_files WHERE build_id = ?1"));
+                                       "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, "
+                                       "file_dev FROM debug_files WHERE build_id = ?1"));
   st.Bind(1, build_id_hex);
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<DebugFileInfo>();
@@ -18,18 +21,44 @@ absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::st
   d.units = st.Int(6);
   d.functions = st.Int(7);
   d.variables = st.Int(8);
+  if (st.OptInt(9)) {
+    d.stamp = debuginfo::FileStamp{.size = st.Int(9), .mtime_ns = st.Int(10), .ctime_ns = st.Int(11),
+                                   .ino = st.Int(12), .dev = st.Int(13)};
+  }
   return std::optional<DebugFileInfo>(d);
 }
 
+bool StoredIndexIsCurrent(const DebugFileInfo& d) {
+  auto now = debuginfo::StampOf(d.path);
+  if (!now) return true;
+  return d.stamp && *d.stamp == *now;
+}
+
 absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx, const std::string& build_id_hex,
-                                        const std::string& path, std::optional<uint64_t> text_addr,
-                                        double index_seconds, int64_t now) {
+                                        const std::string& path, const std::optional<debuginfo::FileStamp>& stamp,
+                                        std::optional<uint64_t> text_addr, double index_seconds, int64_t now) {
   ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
   ASSIGN_OR_RETURN(auto existing, FindDebugFile(db, build_id_hex));
-  if (existing) return existing->id;
+  if (existing && existing->path == path && existing->stamp && existing->stamp == stamp) return existing->id;
 
-  ASSIGN_OR_RETURN(Stmt ins, db.Prepare("INSERT INTO debug_files (build_id, relocatable, path, text_addr, indexed_at, "
-                                        "index_seconds, units, functions, variables) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"));
+  int64_t id = 0;
+  if (existing) {
+    // Made from a file that has changed since: replace its rows, keep its id.
+    id = existing->id;
+    for (const char* table : {"dwarf_functions", "dwarf_variables", "dwarf_sections", "dwarf_files", "dwarf_units",
+                              "dwarf_symbol_lines"}) {
+      ASSIGN_OR_RETURN(Stmt del, db.Prepare(StrCat("DELETE FROM ", table, " WHERE debug_file_id = ?1")));
+      del.Bind(1, id);
+      RETURN_IF_ERROR(del.Run());
+    }
+  }
+  ASSIGN_OR_RETURN(Stmt ins, db.Prepare(
+      existing ? "UPDATE debug_files SET build_id = ?1, relocatable = ?2, path = ?3, text_addr = ?4, indexed_at = ?5, "
+                 "index_seconds = ?6, units = ?7, functions = ?8, variables = ?9, file_size = ?10, "
+                 "file_mtime_ns = ?11, file_ctime_ns = ?12, file_ino = ?13, file_dev = ?14 WHERE id = ?15"
+               : "INSERT INTO debug_files (build_id, relocatable, path, text_addr, indexed_at, index_seconds, units, "
+                 "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, file_dev) "
+                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
   ins.Bind(1, build_id_hex).Bind(2, int64_t{idx.relocatable}).Bind(3, path);
   if (text_addr) ins.Bind(4, ToDb(*text_addr));
   else ins.BindNull(4);
@@ -37,8 +66,15 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
   ins.Bind(6, index_seconds);
   ins.Bind(7, static_cast<int64_t>(idx.units.size())).Bind(8, static_cast<int64_t>(idx.functions.size()));
   ins.Bind(9, static_cast<int64_t>(idx.variables.size()));
+  if (stamp) {
+    ins.Bind(10, stamp->size).Bind(11, stamp->mtime_ns).Bind(12, stamp->ctime_ns).Bind(13, stamp->ino);
+    ins.Bind(14, stamp->dev);
+  } else {
+    for (int i = 10; i <= 14; ++i) ins.BindNull(i);
+  }
+  if (existing) ins.Bind(15, id);
   RETURN_IF_ERROR(ins.Run());
-  const int64_t id = sqlite3_last_insert_rowid(db.raw());
+  if (!existing) id = sqlite3_last_insert_rowid(db.raw());
 
   ASSIGN_OR_RETURN(Stmt sec, db.Prepare("INSERT INTO dwarf_sections (debug_file_id, idx, name) VALUES (?1,?2,?3)"));
   for (size_t i = 0; i < idx.sections.size(); ++i) {

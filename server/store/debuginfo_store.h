@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/file_stamp.h"
 #include "server/debuginfo/symbol_join.h"
 #include "server/store/sqlite_db.h"
 
@@ -21,15 +22,24 @@ struct DebugFileInfo {
   std::optional<uint64_t> text_addr;
   double index_seconds = 0;
   int64_t units = 0, functions = 0, variables = 0;
+  // What `path` was when it was parsed; none for rows stored before schema 006.
+  std::optional<debuginfo::FileStamp> stamp;
 };
 
 absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex);
 
 // Stores `idx` under `build_id_hex` in one transaction and returns its id. If the build-ID is
-// already stored (another run got there first) nothing is written and the existing id returned.
+// already stored from the same file with the same stamp (another run got there first) nothing
+// is written and the existing id returned; if it was stored from a file that has changed since,
+// its DWARF rows are replaced in place (same id: targets that use it keep pointing at it).
 absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx, const std::string& build_id_hex,
-                                        const std::string& path, std::optional<uint64_t> text_addr,
-                                        double index_seconds, int64_t now_unix);
+                                        const std::string& path, const std::optional<debuginfo::FileStamp>& stamp,
+                                        std::optional<uint64_t> text_addr, double index_seconds, int64_t now_unix);
+
+// Whether a stored index may be reused without parsing: its file is unchanged, or gone (nothing
+// to re-check against: the index was whole when it was made). Changed, or stored before file
+// stamps were recorded while the file is still there: parse again.
+bool StoredIndexIsCurrent(const DebugFileInfo& d);
 
 // The debug file a target uses for vmlinux (module "") or a module, if any.
 absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module);

@@ -1,0 +1,227 @@
+#include "server/debuginfo/worker_client.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_format.h"
+
+#include "server/common/strings.h"
+#include "server/debuginfo/worker_protocol.h"
+
+extern char** environ;
+
+namespace symdex::debuginfo {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxErrorMessage = 64 * 1024;
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? StrCat("SIG", abbrev) : StrCat("signal ", sig);
+}
+
+std::string FormatGiB(uint64_t bytes) {
+  return absl::StrFormat("%.1f GiB", static_cast<double>(bytes) / static_cast<double>(uint64_t{1} << 30));
+}
+
+enum class ReadResult { kOk, kEof, kTimeout, kError };
+
+// Reads exactly n bytes before `deadline`.
+ReadResult ReadFull(int fd, char* buf, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return ReadResult::kTimeout;
+    struct pollfd p{fd, POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ReadResult::kError;
+    if (r == 0) return ReadResult::kTimeout;
+    ssize_t got = ::recv(fd, buf, n, 0);
+    if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (got < 0) return ReadResult::kError;
+    if (got == 0) return ReadResult::kEof;
+    buf += got;
+    n -= static_cast<size_t>(got);
+  }
+  return ReadResult::kOk;
+}
+
+bool SendAll(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t r = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);  // a dead worker is no SIGPIPE
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(r));
+  }
+  return true;
+}
+
+}  // namespace
+
+WorkerLimits WorkerLimits::FromEnvironment() {
+  WorkerLimits l;
+  if (const char* t = std::getenv("SYMDEX_DEBUGINFO_TIMEOUT"); t && *t) {
+    double v = std::strtod(t, nullptr);
+    if (v > 0) {
+      l.timeout_base_seconds = v;
+      l.fixed_timeout = true;
+    }
+  }
+  if (const char* m = std::getenv("SYMDEX_DEBUGINFO_MEMORY_MB"); m && *m) {
+    uint64_t v = std::strtoull(m, nullptr, 10);
+    if (v > 0) l.memory_base = v << 20;
+  }
+  return l;
+}
+
+absl::StatusOr<std::string> FindWorkerExecutable() {
+  if (const char* e = std::getenv("SYMDEX_DEBUGINFO_WORKER"); e && *e) return std::string(e);
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return absl::FailedPreconditionError(StrCat("cannot read /proc/self/exe: ", ec.message()));
+  std::string exe = (self.parent_path() / "symdex-debuginfo-worker").string();
+  if (::access(exe.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(StrCat("debug files are parsed by ", exe, ", which is missing (",
+                                                std::strerror(errno),
+                                                "): install it next to symdex/symdexd or set SYMDEX_DEBUGINFO_WORKER"));
+  }
+  return exe;
+}
+
+DwarfWorker::~DwarfWorker() { Stop(true); }
+
+absl::Status DwarfWorker::Start() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    return absl::InternalError(StrCat("socketpair: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 0);  // dup2 clears FD_CLOEXEC on 0 and 1
+  posix_spawn_file_actions_adddup2(&fa, sv[1], 1);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // nothing else of the daemon's
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // The daemon may block or ignore signals; the worker starts with the defaults.
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  char* argv[] = {const_cast<char*>(exe_.c_str()), nullptr};
+  pid_t pid;
+  int rc = posix_spawn(&pid, exe_.c_str(), &fa, &attr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  ::close(sv[1]);
+  if (rc != 0) {
+    ::close(sv[0]);
+    return absl::FailedPreconditionError(StrCat("cannot start ", exe_, ": ", std::strerror(rc),
+                                                " (set SYMDEX_DEBUGINFO_WORKER to symdex-debuginfo-worker)"));
+  }
+  pid_ = pid;
+  fd_ = sv[0];
+  return absl::OkStatus();
+}
+
+std::string DwarfWorker::Stop(bool kill) {
+  if (pid_ < 0) return "";
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (kill) ::kill(pid_, SIGKILL);
+  int st = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid_, &st, 0);
+  } while (r < 0 && errno == EINTR);
+  pid_ = -1;
+  if (r < 0) return "worker vanished";
+  if (WIFSIGNALED(st)) return StrCat("parser killed by ", SignalName(WTERMSIG(st)));
+  if (WIFEXITED(st)) return StrCat("parser exited with status ", WEXITSTATUS(st));
+  return "parser stopped";
+}
+
+absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned jobs) {
+  struct stat sb{};
+  if (::stat(path.c_str(), &sb) != 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  if (path.empty() || path.size() > kMaxPathLength) return absl::InvalidArgumentError(StrCat(path, ": path too long"));
+  jobs = std::max(1u, jobs);
+  const uint64_t size = static_cast<uint64_t>(sb.st_size);
+  WorkerRequest req{.path = path, .jobs = jobs};
+  req.memory_limit = limits_.memory_base + (uint64_t{jobs} + 1) * size;
+  const double timeout = limits_.fixed_timeout ? limits_.timeout_base_seconds
+                                               : limits_.timeout_base_seconds + static_cast<double>(size >> 22);
+  // CPU: every thread may be busy for the whole wall-clock limit.
+  req.cpu_seconds = static_cast<uint32_t>(std::ceil(timeout)) * jobs + 1;
+  const std::string request = EncodeRequest(req);
+
+  bool sent = false;
+  for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
+    if (pid_ >= 0) {
+      // An idle worker has nothing to say: readable means it died (EOF) or is out of step.
+      struct pollfd pf{fd_, POLLIN, 0};
+      if (::poll(&pf, 1, 0) != 0) Stop(true);
+    }
+    if (pid_ < 0) RETURN_IF_ERROR(Start());
+    sent = SendAll(fd_, request);
+    if (!sent) Stop(true);  // died while idle (killed from outside?): one fresh start
+  }
+  if (!sent) return absl::UnavailableError(StrCat(path, ": cannot send the file to ", exe_));
+
+  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout * 1000));
+  auto failed = [&](ReadResult r, const char* what) -> absl::Status {
+    if (r == ReadResult::kTimeout) {
+      Stop(true);
+      return absl::DeadlineExceededError(StrCat(path, ": timed out after ", absl::StrFormat("%.0f", timeout),
+                                                " s (parser killed)"));
+    }
+    // EOF: the worker died; how it ended says why.
+    std::string how = Stop(r != ReadResult::kEof);
+    if (how == "parser killed by SIGXCPU") how = StrCat("exceeded the CPU limit of ", req.cpu_seconds, " s");
+    if (how == "parser killed by SIGKILL") how += " (out of memory?)";
+    return absl::DataLossError(StrCat(path, ": ", how, " while ", what, " (memory limit ",
+                                      FormatGiB(req.memory_limit), ")"));
+  };
+  char hbuf[kResponseHeaderSize];
+  if (ReadResult r = ReadFull(fd_, hbuf, sizeof hbuf, deadline); r != ReadResult::kOk) return failed(r, "parsing");
+  auto header = DecodeResponseHeader(std::string_view(hbuf, sizeof hbuf));
+  if (!header.ok()) {
+    Stop(true);
+    return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", header.status().message()));
+  }
+  if (!header->ok && header->payload_size > kMaxErrorMessage) {
+    Stop(true);
+    return absl::DataLossError(StrCat(path, ": invalid response from the parser: error message too long"));
+  }
+  std::string payload(header->payload_size, '\0');
+  if (ReadResult r = ReadFull(fd_, payload.data(), payload.size(), deadline); r != ReadResult::kOk) {
+    return failed(r, "sending results");
+  }
+  if (!header->ok) {
+    // The parser's own message names the file already (IndexDwarfFile's errors do).
+    return absl::DataLossError(payload.find(path) == std::string::npos ? StrCat(path, ": ", payload) : payload);
+  }
+  auto idx = DecodeDwarfIndex(payload);
+  if (!idx.ok()) {
+    Stop(true);  // out of step with us: never trust its next answer
+    return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", idx.status().message()));
+  }
+  return idx;
+}
+
+}  // namespace symdex::debuginfo

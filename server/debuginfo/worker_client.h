@@ -1,0 +1,61 @@
+// The parent's side of symdex-debuginfo-worker (worker_main.cc): debug files are untrusted
+// input (above all those a debuginfod server sends), and libdw is not hardened against crafted
+// DWARF, so files are parsed in an exec'ed child with a memory limit (RLIMIT_AS), a CPU limit
+// and a wall-clock timeout. A crash, a limit hit or garbage output fails that file only, with
+// the reason; the worker is restarted for the next file.
+//
+// One DwarfWorker per indexing thread, reused for many files (a process per module would cost
+// more than parsing most modules). Not thread-safe: one thread drives one worker.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "server/common/status.h"
+#include "server/debuginfo/dwarf_index.h"
+
+namespace symdex::debuginfo {
+
+struct WorkerLimits {
+  // RLIMIT_AS: this, plus (jobs + 1) times the file's size (each thread maps the file).
+  uint64_t memory_base = uint64_t{4} << 30;
+  // Wall clock: this, plus one second per 4 MiB of file (6.1's 590 MB vmlinux: ~3.5 min).
+  double timeout_base_seconds = 60;
+  // Overrides for tests and operators: SYMDEX_DEBUGINFO_TIMEOUT (seconds, the whole limit),
+  // SYMDEX_DEBUGINFO_MEMORY_MB (the base).
+  static WorkerLimits FromEnvironment();
+  bool fixed_timeout = false;
+};
+
+// The worker executable: $SYMDEX_DEBUGINFO_WORKER if set, else symdex-debuginfo-worker in the
+// directory of the running executable (bin/ of the build tree or of the installation).
+absl::StatusOr<std::string> FindWorkerExecutable();
+
+class DwarfWorker {
+ public:
+  DwarfWorker(std::string exe, WorkerLimits limits) : exe_(std::move(exe)), limits_(limits) {}
+  ~DwarfWorker();
+  DwarfWorker(const DwarfWorker&) = delete;
+  DwarfWorker& operator=(const DwarfWorker&) = delete;
+
+  // Indexes `path` in the worker (started on first use; restarted after any failure). Errors
+  // name the file and the reason: the parser's own, "parser killed by SIGSEGV", "timed out
+  // after N s", "exceeded the memory limit", "invalid response".
+  absl::StatusOr<DwarfIndex> Index(const std::string& path, unsigned jobs);
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  absl::Status Start();
+  // Kills (SIGKILL) and reaps the worker; returns how it ended ("" if it was not running).
+  std::string Stop(bool kill);
+
+  std::string exe_;
+  WorkerLimits limits_;
+  pid_t pid_ = -1;
+  int fd_ = -1;
+};
+
+}  // namespace symdex::debuginfo

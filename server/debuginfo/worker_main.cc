@@ -1,0 +1,139 @@
+// symdex-debuginfo-worker: parses debug files for the indexer in a process of its own (see
+// worker_protocol.h for the wire format, worker_client.h for the parent's side). Reads
+// requests on stdin, writes responses on stdout, exits at end of input.
+//
+// Limits are applied here, per request, before the file is opened: RLIMIT_AS (memory) and
+// RLIMIT_CPU (soft limit = CPU used so far + the request's budget: the worker lives for many
+// files). The wall-clock limit is the parent's: it kills the worker.
+//
+//   symdex-debuginfo-worker --print FILE...   index FILEs in-process and print counts (debugging)
+//
+// Test hooks (environment): SYMDEX_WORKER_TEST_CRASH_ON=S aborts, SYMDEX_WORKER_TEST_HANG_ON=S
+// sleeps forever, on a path containing S.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/worker_protocol.h"
+
+namespace symdex::debuginfo {
+namespace {
+
+bool ReadAll(int fd, char* buf, size_t n) {
+  while (n > 0) {
+    ssize_t r = ::read(fd, buf, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    buf += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteAll(int fd, std::string_view s) {
+  while (!s.empty()) {
+    ssize_t r = ::write(fd, s.data(), s.size());
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    s.remove_prefix(static_cast<size_t>(r));
+  }
+  return true;
+}
+
+bool Respond(bool ok, const std::string& payload) {
+  return WriteAll(1, EncodeResponseHeader(ok, payload.size())) && WriteAll(1, payload);
+}
+
+void ApplyLimits(const WorkerRequest& req) {
+  struct rlimit as{};
+  as.rlim_cur = req.memory_limit ? req.memory_limit : RLIM_INFINITY;
+  as.rlim_max = RLIM_INFINITY;
+  setrlimit(RLIMIT_AS, &as);
+  struct rlimit cpu{};
+  cpu.rlim_max = RLIM_INFINITY;
+  cpu.rlim_cur = RLIM_INFINITY;
+  if (req.cpu_seconds) {
+    struct rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    cpu.rlim_cur = static_cast<rlim_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1) + req.cpu_seconds;
+  }
+  setrlimit(RLIMIT_CPU, &cpu);
+}
+
+void TestHooks(const std::string& path) {
+  const char* crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_ON");
+  if (crash && *crash && path.find(crash) != std::string::npos) std::abort();
+  const char* hang = std::getenv("SYMDEX_WORKER_TEST_HANG_ON");
+  if (hang && *hang && path.find(hang) != std::string::npos) {
+    for (;;) pause();
+  }
+}
+
+std::string GiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return buf;
+}
+
+int Serve() {
+  for (;;) {
+    char header[kRequestHeaderSize];
+    if (!ReadAll(0, header, sizeof header)) return 0;  // parent closed: done
+    WorkerRequest req;
+    auto n = DecodeRequestHeader(std::string_view(header, sizeof header), req);
+    if (!n.ok()) {
+      Respond(false, std::string(n.status().message()));
+      return 2;
+    }
+    req.path.resize(*n);
+    if (!ReadAll(0, req.path.data(), *n)) return 2;
+    ApplyLimits(req);
+    TestHooks(req.path);
+    bool ok = false;
+    std::string payload;
+    try {
+      auto idx = IndexDwarfFile(req.path, {.jobs = req.jobs});
+      ok = idx.ok();
+      payload = ok ? EncodeDwarfIndex(*idx) : std::string(idx.status().message());
+    } catch (const std::bad_alloc&) {
+      ok = false;
+      payload = req.path + ": exceeded the memory limit of " + GiB(req.memory_limit) + " while parsing";
+    }
+    if (!Respond(ok, payload)) return 2;
+  }
+}
+
+int Print(int argc, char** argv) {
+  int rc = 0;
+  for (int i = 2; i < argc; ++i) {
+    auto idx = IndexDwarfFile(argv[i], {.jobs = 1});
+    if (!idx.ok()) {
+      std::printf("FAILED %s\n", std::string(idx.status().message()).c_str());
+      rc = 1;
+      continue;
+    }
+    std::printf("ok %s units=%zu functions=%zu variables=%zu lines=%zu\n", argv[i], idx->units.size(),
+                idx->functions.size(), idx->variables.size(), idx->symbol_lines.size());
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace symdex::debuginfo
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--print") == 0) return symdex::debuginfo::Print(argc, argv);
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: %s  (requests on stdin; started by symdex/symdexd)\n       %s --print FILE...\n",
+                 argv[0], argv[0]);
+    return 2;
+  }
+  return symdex::debuginfo::Serve();
+}

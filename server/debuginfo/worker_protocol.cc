@@ -1,0 +1,263 @@
+#include "server/debuginfo/worker_protocol.h"
+
+#include <cstring>
+
+#include "server/common/strings.h"
+
+namespace symdex::debuginfo {
+namespace {
+
+constexpr size_t kMaxString = size_t{1} << 20;
+
+class Writer {
+ public:
+  template <typename T>
+  void Int(T v) {
+    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+  }
+  void Str(std::string_view s) {
+    Int(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  std::string Take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+// Reads from untrusted bytes: every read is bounds-checked; the first failure sticks.
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+
+  template <typename T>
+  T Int() {
+    if (!ok_ || in_.size() - pos_ < sizeof(T)) return Fail<T>("truncated");
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
+    pos_ += sizeof(T);
+    return static_cast<T>(v);
+  }
+  std::string Str() {
+    uint32_t n = Int<uint32_t>();
+    if (!ok_) return {};
+    if (n > kMaxString || n > in_.size() - pos_) return Fail<std::string>("string length out of bounds");
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  // A count of elements each at least `min_size` bytes long: never more than the bytes left.
+  size_t Count(size_t min_size) {
+    uint32_t n = Int<uint32_t>();
+    if (ok_ && static_cast<uint64_t>(n) * min_size > in_.size() - pos_) return Fail<size_t>("count out of bounds");
+    return ok_ ? n : 0;
+  }
+  bool ok() const { return ok_; }
+  bool done() const { return pos_ == in_.size(); }
+  const std::string& error() const { return error_; }
+  size_t pos() const { return pos_; }
+  template <typename T>
+  T Fail(const char* why) {
+    if (ok_) error_ = StrCat(why, " at byte ", pos_);
+    ok_ = false;
+    return T{};
+  }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+  std::string error_;
+};
+
+}  // namespace
+
+std::string EncodeRequest(const WorkerRequest& r) {
+  Writer w;
+  w.Int(kRequestMagic);
+  w.Int(r.jobs);
+  w.Int(r.memory_limit);
+  w.Int(r.cpu_seconds);
+  w.Str(r.path);
+  return w.Take();
+}
+
+absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequest& r) {
+  Reader rd(header.substr(0, kRequestHeaderSize));
+  if (rd.Int<uint32_t>() != kRequestMagic) return absl::InvalidArgumentError("bad request magic");
+  r.jobs = rd.Int<uint32_t>();
+  r.memory_limit = rd.Int<uint64_t>();
+  r.cpu_seconds = rd.Int<uint32_t>();
+  uint32_t n = rd.Int<uint32_t>();
+  if (!rd.ok()) return absl::InvalidArgumentError(StrCat("request: ", rd.error()));
+  if (n == 0 || n > kMaxPathLength) return absl::InvalidArgumentError("request: bad path length");
+  if (r.jobs == 0 || r.jobs > 1024) return absl::InvalidArgumentError("request: bad job count");
+  return n;
+}
+
+std::string EncodeResponseHeader(bool ok, uint64_t payload_size) {
+  Writer w;
+  w.Int(kResponseMagic);
+  w.Int(uint32_t{ok ? 0u : 1u});
+  w.Int(payload_size);
+  return w.Take();
+}
+
+absl::StatusOr<ResponseHeader> DecodeResponseHeader(std::string_view header) {
+  Reader rd(header);
+  ResponseHeader h;
+  uint32_t magic = rd.Int<uint32_t>();
+  uint32_t status = rd.Int<uint32_t>();
+  h.payload_size = rd.Int<uint64_t>();
+  if (!rd.ok() || magic != kResponseMagic || status > 1) return absl::DataLossError("garbage instead of a response header");
+  if (h.payload_size > kMaxResponsePayload) {
+    return absl::DataLossError(StrCat("response of ", h.payload_size, " bytes exceeds the limit of ", kMaxResponsePayload));
+  }
+  h.ok = status == 0;
+  return h;
+}
+
+std::string EncodeDwarfIndex(const DwarfIndex& idx) {
+  Writer w;
+  w.Int(uint8_t{idx.build_id.has_value()});
+  w.Str(idx.build_id ? idx.build_id->raw() : "");
+  w.Int(uint8_t{idx.relocatable});
+  w.Int(static_cast<uint32_t>(idx.sections.size()));
+  for (const auto& s : idx.sections) w.Str(s);
+  w.Int(static_cast<uint32_t>(idx.files.size()));
+  for (size_t i = 0; i < idx.files.size(); ++i) {
+    w.Str(idx.files[i]);
+    w.Str(i < idx.raw_files.size() ? idx.raw_files[i] : "");
+  }
+  w.Int(static_cast<uint32_t>(idx.units.size()));
+  for (const auto& u : idx.units) {
+    w.Str(u.name);
+    w.Str(u.raw_name);
+    w.Str(u.comp_dir);
+    w.Int(u.die_offset);
+  }
+  w.Int(static_cast<uint32_t>(idx.functions.size()));
+  for (const auto& f : idx.functions) {
+    w.Str(f.name);
+    w.Int(f.entry);
+    w.Int(f.entry_section);
+    w.Int(static_cast<uint32_t>(f.ranges.size()));
+    for (const auto& r : f.ranges) {
+      w.Int(r.lo);
+      w.Int(r.hi);
+      w.Int(r.section);
+    }
+    w.Int(f.cu);
+    w.Int(f.decl_file);
+    w.Int(f.decl_line);
+    w.Int(f.entry_file);
+    w.Int(f.entry_line);
+    w.Int(uint8_t((f.external ? 1 : 0) | (f.inline_copy ? 2 : 0)));
+  }
+  w.Int(static_cast<uint32_t>(idx.variables.size()));
+  for (const auto& v : idx.variables) {
+    w.Str(v.name);
+    w.Int(v.addr);
+    w.Int(v.section);
+    w.Int(v.cu);
+    w.Int(v.decl_file);
+    w.Int(v.decl_line);
+    w.Int(uint8_t{v.external});
+  }
+  w.Int(static_cast<uint32_t>(idx.symbol_lines.size()));
+  for (const auto& l : idx.symbol_lines) {
+    w.Int(l.addr);
+    w.Int(l.section);
+    w.Int(l.cu);
+    w.Int(l.file);
+    w.Int(l.line);
+  }
+  return w.Take();
+}
+
+absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
+  Reader rd(bytes);
+  DwarfIndex idx;
+  bool has_id = rd.Int<uint8_t>() != 0;
+  std::string id = rd.Str();
+  if (has_id) {
+    if (id.empty() || id.size() > 64) return absl::DataLossError("worker response: bad build-ID");
+    idx.build_id = BuildId::FromRaw(id);
+  }
+  idx.relocatable = rd.Int<uint8_t>() != 0;
+  for (size_t n = rd.Count(4); n-- > 0 && rd.ok();) idx.sections.push_back(rd.Str());
+  for (size_t n = rd.Count(8); n-- > 0 && rd.ok();) {
+    idx.files.push_back(rd.Str());
+    idx.raw_files.push_back(rd.Str());
+  }
+  for (size_t n = rd.Count(20); n-- > 0 && rd.ok();) {
+    DwarfUnit u;
+    u.name = rd.Str();
+    u.raw_name = rd.Str();
+    u.comp_dir = rd.Str();
+    u.die_offset = rd.Int<uint64_t>();
+    idx.units.push_back(std::move(u));
+  }
+  const size_t nfiles = idx.files.size(), nunits = idx.units.size(), nsections = idx.sections.size();
+  auto file_ok = [&](uint32_t f) { return f == kNoFile || f < nfiles; };
+  auto section_ok = [&](uint16_t s) { return s == kNoSection || s < nsections; };
+  for (size_t n = rd.Count(4 + 8 + 2 + 4 + 21); n-- > 0 && rd.ok();) {
+    DwarfFunction f;
+    f.name = rd.Str();
+    f.entry = rd.Int<uint64_t>();
+    f.entry_section = rd.Int<uint16_t>();
+    for (size_t m = rd.Count(18); m-- > 0 && rd.ok();) {
+      AddrRange r;
+      r.lo = rd.Int<uint64_t>();
+      r.hi = rd.Int<uint64_t>();
+      r.section = rd.Int<uint16_t>();
+      if (rd.ok() && (r.hi < r.lo || !section_ok(r.section))) {
+        return absl::DataLossError(StrCat("worker response: bad range at byte ", rd.pos()));
+      }
+      f.ranges.push_back(r);
+    }
+    f.cu = rd.Int<uint32_t>();
+    f.decl_file = rd.Int<uint32_t>();
+    f.decl_line = rd.Int<uint32_t>();
+    f.entry_file = rd.Int<uint32_t>();
+    f.entry_line = rd.Int<uint32_t>();
+    uint8_t flags = rd.Int<uint8_t>();
+    f.external = flags & 1;
+    f.inline_copy = flags & 2;
+    if (rd.ok() && (f.cu >= nunits || !file_ok(f.decl_file) || !file_ok(f.entry_file) || !section_ok(f.entry_section))) {
+      return absl::DataLossError(StrCat("worker response: function id out of range at byte ", rd.pos()));
+    }
+    idx.functions.push_back(std::move(f));
+  }
+  for (size_t n = rd.Count(4 + 8 + 2 + 12 + 1); n-- > 0 && rd.ok();) {
+    DwarfVariable v;
+    v.name = rd.Str();
+    v.addr = rd.Int<uint64_t>();
+    v.section = rd.Int<uint16_t>();
+    v.cu = rd.Int<uint32_t>();
+    v.decl_file = rd.Int<uint32_t>();
+    v.decl_line = rd.Int<uint32_t>();
+    v.external = rd.Int<uint8_t>() != 0;
+    if (rd.ok() && (v.cu >= nunits || !file_ok(v.decl_file) || !section_ok(v.section))) {
+      return absl::DataLossError(StrCat("worker response: variable id out of range at byte ", rd.pos()));
+    }
+    idx.variables.push_back(std::move(v));
+  }
+  for (size_t n = rd.Count(22); n-- > 0 && rd.ok();) {
+    DwarfSymbolLine l;
+    l.addr = rd.Int<uint64_t>();
+    l.section = rd.Int<uint16_t>();
+    l.cu = rd.Int<uint32_t>();
+    l.file = rd.Int<uint32_t>();
+    l.line = rd.Int<uint32_t>();
+    if (rd.ok() && ((l.cu != UINT32_MAX && l.cu >= nunits) || !file_ok(l.file) || !section_ok(l.section))) {
+      return absl::DataLossError(StrCat("worker response: symbol line id out of range at byte ", rd.pos()));
+    }
+    idx.symbol_lines.push_back(l);
+  }
+  if (!rd.ok()) return absl::DataLossError(StrCat("worker response: ", rd.error()));
+  if (!rd.done()) return absl::DataLossError(StrCat("worker response: trailing bytes at ", rd.pos()));
+  return idx;
+}
+
+}  // namespace symdex::debuginfo

@@ -1,0 +1,54 @@
+// The wire format between the indexer and symdex-debuginfo-worker, the child process that
+// parses debug files (untrusted input: a crafted file may crash or hang libdw, so it is read in
+// a process of its own with memory and time limits; see worker_client.h).
+//
+// One request, then one response, repeated over one socketpair (the worker's stdin/stdout):
+//   request:  u32 kRequestMagic, u32 jobs, u64 memory limit (bytes), u32 CPU limit (s),
+//             u32 path length, path bytes
+//   response: u32 kResponseMagic, u32 status (0 ok, 1 error), u64 payload length, payload
+//             (ok: EncodeDwarfIndex; error: the message)
+// All integers little-endian. The parent treats the response as untrusted too: its length is
+// bounded, every count is checked against the bytes left, every id against its table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "server/common/status.h"
+#include "server/debuginfo/dwarf_index.h"
+
+namespace symdex::debuginfo {
+
+inline constexpr uint32_t kRequestMagic = 0x51574453;   // "SDWQ"
+inline constexpr uint32_t kResponseMagic = 0x52574453;  // "SDWR"
+inline constexpr size_t kRequestHeaderSize = 24;
+inline constexpr size_t kResponseHeaderSize = 16;
+inline constexpr uint32_t kMaxPathLength = 4096;
+// Far above what the largest vmlinux yields (~20 MB for 6.1's 590 MB debug vmlinux).
+inline constexpr uint64_t kMaxResponsePayload = uint64_t{1} << 30;
+
+struct WorkerRequest {
+  std::string path;
+  uint32_t jobs = 1;
+  uint64_t memory_limit = 0;  // RLIMIT_AS for this file; 0 = none
+  uint32_t cpu_seconds = 0;   // CPU time this file may use; 0 = none
+};
+
+std::string EncodeRequest(const WorkerRequest& r);
+// Parses a request whose 24-byte header is `header`; returns the path length still to read.
+absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequest& r);
+
+std::string EncodeResponseHeader(bool ok, uint64_t payload_size);
+struct ResponseHeader {
+  bool ok = false;
+  uint64_t payload_size = 0;
+};
+absl::StatusOr<ResponseHeader> DecodeResponseHeader(std::string_view header);
+
+std::string EncodeDwarfIndex(const DwarfIndex& idx);
+// Rejects anything malformed: short or trailing bytes, counts beyond the data, ids outside
+// their tables, names longer than 64 KiB.
+absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes);
+
+}  // namespace symdex::debuginfo

@@ -1,0 +1,36 @@
+// Hostile debug files through the DWARF indexer, in-process: exactly what
+// symdex-debuginfo-worker runs on each file (IndexDwarfFile), on bytes held in a memfd so that
+// both paths (libelf's mmap of a linked image, libdwfl's open of an ET_REL module) see a file.
+// Seeds: small real kernel modules from the Debian -dbg package (tests/fuzz/corpus/dwarf_index/).
+// A crash here inside libdw is what the worker's isolation exists for; one in symdex's code is
+// a bug to fix.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/worker_protocol.h"
+
+using namespace symdex::debuginfo;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  int fd = memfd_create("dwarf_index_fuzzer", MFD_CLOEXEC);
+  if (fd < 0) return 0;
+  for (size_t off = 0; off < size;) {
+    ssize_t w = ::write(fd, data + off, size - off);
+    if (w <= 0) break;
+    off += static_cast<size_t>(w);
+  }
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  auto idx = IndexDwarfFile(path, {.jobs = 1});
+  if (idx.ok()) {
+    // What the worker sends must decode, with every id inside its table.
+    std::string bytes = EncodeDwarfIndex(*idx);
+    if (!DecodeDwarfIndex(bytes).ok()) __builtin_trap();
+  }
+  ::close(fd);
+  return 0;
+}

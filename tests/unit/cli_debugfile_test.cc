@@ -1,0 +1,135 @@
+// `symdex index` with damaged, replaced, crashing and hanging module debug files, end to end on
+// the miniature kernel: failed with the reason and never cached; a good file replacing a
+// damaged one is indexed (not "cached"); one file's crash or hang leaves the others indexed.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/kernel_fixture.h"
+
+namespace symdex {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::KernelFixture;
+using testing::RunCommand;
+using testing::Slurp;
+using testing::WriteFile;
+
+constexpr char kRelease[] = "6.1.0-99-fixture";
+
+class CliDebugFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    map_ = fx_.dir / (std::string("System.map-") + kRelease);  // the release comes from its name
+    mods_ = fx_.dir / "mods";
+    dbg_ = fx_.dir / "debug";
+    mod_debug_ = dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko";
+    Must("nm -n --defined-only '" + fx_.vmlinux + "' > '" + map_ + "'");
+    Must("mkdir -p '" + mods_ + "/kernel/drivers' '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers'");
+    Must("cp '" + fx_.module_stripped + "' '" + mods_ + "/kernel/drivers/fake_mod.ko'");
+    Must("cp '" + fx_.vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kRelease + "'");
+  }
+  void Must(const std::string& cmd) {
+    CommandResult r = RunCommand(cmd);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
+  }
+  json Index(const std::string& env = "") {
+    CommandResult r = RunCommand("env -u DEBUGINFOD_URLS " + env + " " + SYMDEX_BIN + " --db '" + (fx_.dir / "i.db") +
+                                 "' index --json --system-map '" + map_ + "' --modules-dir '" + mods_ +
+                                 "' --debug-dir '" + dbg_ + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return json::parse(r.out)["debug_files"];
+  }
+  json ModuleStatus() {
+    CommandResult r = RunCommand(std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") + "' status --json");
+    json st = json::parse(r.out);
+    for (const auto& d : st["targets"][0]["debuginfo"]) {
+      if (d["module"] == "fake_mod") return d;
+    }
+    ADD_FAILURE() << "no fake_mod in status: " << r.out << r.err;
+    return json();
+  }
+  bool ModuleHasDwarf() {
+    CommandResult r = RunCommand(std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") + "' which name_show --exact --json");
+    json w = json::parse(r.out);
+    for (const auto& in : w["instances"]) {
+      if (in["module"] == "fake_mod") return !in["dwarf"].is_null();
+    }
+    return false;
+  }
+  // The good module debug file with 64 bytes of its .debug_info (found by readelf) zeroed.
+  void WriteDamaged() {
+    CommandResult r = RunCommand("readelf -SW '" + fx_.module + "' | awk '$2==\".debug_info\"{print $5, $6}'");
+    size_t off = std::stoul(r.out.substr(0, r.out.find(' ')), nullptr, 16);
+    size_t size = std::stoul(r.out.substr(r.out.find(' ') + 1), nullptr, 16);
+    std::string bytes = Slurp(fx_.module);
+    bytes.replace(off + size / 2 - 32, 64, std::string(64, '\0'));
+    WriteFile(mod_debug_, bytes);
+  }
+  KernelFixture fx_{5};
+  std::string map_, mods_, dbg_, mod_debug_;
+};
+
+TEST_F(CliDebugFileTest, DamagedFileFailsWithReasonUntilAGoodOneReplacesIt) {
+  WriteDamaged();
+  json d = Index();
+  EXPECT_EQ(d["indexed"], 1);  // vmlinux
+  EXPECT_EQ(d["failed"], 1);
+  json st = ModuleStatus();
+  EXPECT_EQ(st["status"], "parse-error");
+  std::string detail = st["detail"];
+  EXPECT_NE(detail.find(mod_debug_ + ": .debug_info at 0x"), std::string::npos) << detail;
+  EXPECT_FALSE(ModuleHasDwarf());
+
+  d = Index();  // tried again, not cached
+  EXPECT_EQ(d["failed"], 1);
+  EXPECT_EQ(d["cached"], 1);
+
+  Must("cp '" + fx_.module + "' '" + mod_debug_ + "'");
+  d = Index();
+  EXPECT_EQ(d["indexed"], 1);  // the good file, parsed: not "cached"
+  EXPECT_EQ(d["failed"], 0);
+  EXPECT_TRUE(ModuleHasDwarf());
+  d = Index();
+  EXPECT_EQ(d["cached"], 2);
+
+  // The good file damaged in place: parsed again, failed, and the index made before stays.
+  WriteDamaged();
+  d = Index();
+  EXPECT_EQ(d["failed"], 1);
+  EXPECT_NE(ModuleStatus()["detail"].get<std::string>().find("before it changed"), std::string::npos);
+  EXPECT_TRUE(ModuleHasDwarf());
+}
+
+TEST_F(CliDebugFileTest, CrashingAndHangingParsersFailOnlyThatFile) {
+  Must("cp '" + fx_.module + "' '" + mod_debug_ + "'");
+  json d = Index("SYMDEX_WORKER_TEST_CRASH_ON=fake_mod.ko");
+  EXPECT_EQ(d["indexed"], 1);
+  EXPECT_EQ(d["failed"], 1);
+  EXPECT_NE(ModuleStatus()["detail"].get<std::string>().find("parser killed by SIGABRT"), std::string::npos)
+      << ModuleStatus().dump();
+
+  d = Index("SYMDEX_WORKER_TEST_HANG_ON=fake_mod.ko SYMDEX_DEBUGINFO_TIMEOUT=1");
+  EXPECT_EQ(d["cached"], 1);
+  EXPECT_EQ(d["failed"], 1);
+  EXPECT_NE(ModuleStatus()["detail"].get<std::string>().find("timed out after 1 s"), std::string::npos)
+      << ModuleStatus().dump();
+
+  d = Index();
+  EXPECT_EQ(d["indexed"], 1);
+  EXPECT_TRUE(ModuleHasDwarf());
+}
+
+TEST_F(CliDebugFileTest, MissingWorkerIsReportedWithTheCure) {
+  Must("cp '" + fx_.module + "' '" + mod_debug_ + "'");
+  json d = Index("SYMDEX_DEBUGINFO_WORKER=/nonexistent/symdex-debuginfo-worker");
+  EXPECT_EQ(d["failed"], 2);
+  std::string detail = ModuleStatus()["detail"];
+  EXPECT_NE(detail.find("/nonexistent/symdex-debuginfo-worker"), std::string::npos) << detail;
+}
+
+}  // namespace
+}  // namespace symdex

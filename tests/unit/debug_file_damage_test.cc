@@ -1,0 +1,261 @@
+// Debug files are untrusted input: damaged DWARF is an error naming the file, section and
+// offset (never an empty "success"); the worker process that parses them survives crashes,
+// hangs and garbage; its wire format rejects malformed responses.
+#include <gelf.h>
+#include <gtest/gtest.h>
+#include <libelf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/worker_client.h"
+#include "server/debuginfo/worker_protocol.h"
+#include "tests/unit/kernel_fixture.h"
+
+namespace symdex::debuginfo {
+namespace {
+
+using symdex::testing::KernelFixture;
+using symdex::testing::Slurp;
+using symdex::testing::TempDir;
+using symdex::testing::WriteFile;
+
+struct Extent {
+  size_t offset = 0, size = 0;
+};
+
+Extent SectionExtent(const std::string& path, const char* want) {
+  elf_version(EV_CURRENT);
+  int fd = ::open(path.c_str(), O_RDONLY);
+  Elf* elf = elf_begin(fd, ELF_C_READ, nullptr);
+  Extent out;
+  size_t shstrndx = 0;
+  elf_getshdrstrndx(elf, &shstrndx);
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    gelf_getshdr(scn, &sh);
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name && std::string(name) == want) out = {static_cast<size_t>(sh.sh_offset), static_cast<size_t>(sh.sh_size)};
+  }
+  elf_end(elf);
+  ::close(fd);
+  return out;
+}
+
+// Copies `src` to `dst` with `n` bytes at `section`'s middle (+ `at` if given) set to `fill`.
+void Damage(const std::string& src, const std::string& dst, const char* section, char fill, size_t n,
+            std::optional<size_t> at = std::nullopt) {
+  std::string bytes = Slurp(src);
+  Extent e = SectionExtent(src, section);
+  ASSERT_GT(e.size, 0u) << src << " has no " << section;
+  n = std::min(n, e.size);
+  size_t start = e.offset + (at ? *at : (e.size - n) / 2);
+  ASSERT_LE(start + n, bytes.size());
+  bytes.replace(start, n, std::string(n, fill));
+  WriteFile(dst, bytes);
+}
+
+// The smallest real module from the Debian corpus, if it has been fetched.
+std::string CorpusModule() {
+  const char* home = std::getenv("HOME");
+  std::string p = std::string(home ? home : "") +
+                  "/.cache/symdex-corpus/linux-image-6.1.0-57-cloud-amd64-dbg_6.1.192-3/usr/lib/debug/lib/modules/"
+                  "6.1.0-57-cloud-amd64/kernel/drivers/uio/uio.ko";
+  return std::filesystem::exists(p) ? p : "";
+}
+
+void ExpectDamaged(const std::string& path, const std::string& section) {
+  auto idx = IndexDwarfFile(path, {.jobs = 1});
+  ASSERT_FALSE(idx.ok()) << path << ": indexed " << idx->functions.size() << " functions from a damaged file";
+  std::string msg(idx.status().message());
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  if (!section.empty()) {
+    EXPECT_NE(msg.find(section + " at 0x"), std::string::npos) << msg;
+  }
+}
+
+class DamagedDwarfTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "corpus") {
+      src_ = CorpusModule();
+      if (src_.empty()) GTEST_SKIP() << "Debian -dbg corpus not fetched (tests/corpus/fetch-debian-kernel.sh dbg)";
+    } else {
+      src_ = fx_.module;
+    }
+    auto good = IndexDwarfFile(src_, {.jobs = 1});
+    ASSERT_TRUE(good.ok()) << good.status();
+    ASSERT_GT(good->functions.size(), 0u);
+  }
+  KernelFixture fx_{5};
+  TempDir dir_;
+  std::string src_;
+};
+
+TEST_P(DamagedDwarfTest, OverwrittenDebugInfoFails) {
+  std::string bad = dir_ / "over.ko";
+  Damage(src_, bad, ".debug_info", '\xa5', 1024);
+  ExpectDamaged(bad, ".debug_info");
+}
+
+TEST_P(DamagedDwarfTest, ZeroedDebugInfoFails) {
+  // Zeros read as "no more DIEs": libdw sees a short unit, so this needs the end-of-unit check.
+  std::string bad = dir_ / "zero.ko";
+  Damage(src_, bad, ".debug_info", '\0', GetParam() == "corpus" ? 1024 : 64);
+  ExpectDamaged(bad, ".debug_info");
+}
+
+TEST_P(DamagedDwarfTest, ZeroedAbbrevFails) {
+  std::string bad = dir_ / "abbrev.ko";
+  Damage(src_, bad, ".debug_abbrev", '\0', SIZE_MAX, 0);
+  ExpectDamaged(bad, ".debug_info");
+}
+
+TEST_P(DamagedDwarfTest, TruncatedFileFails) {
+  std::string bytes = Slurp(src_);
+  Extent e = SectionExtent(src_, ".debug_info");
+  for (size_t len : {e.offset + e.size / 2, bytes.size() - 100}) {
+    std::string bad = dir_ / ("trunc" + std::to_string(len) + ".ko");
+    WriteFile(bad, bytes.substr(0, len));
+    ExpectDamaged(bad, "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, DamagedDwarfTest, ::testing::Values("fixture", "corpus"));
+
+TEST(WorkerProtocolTest, RoundTripAndRejectsGarbage) {
+  KernelFixture fx(5);
+  auto idx = IndexDwarfFile(fx.module, {.jobs = 1});
+  ASSERT_TRUE(idx.ok()) << idx.status();
+  std::string bytes = EncodeDwarfIndex(*idx);
+  auto back = DecodeDwarfIndex(bytes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(EncodeDwarfIndex(*back), bytes);
+  EXPECT_EQ(back->functions.size(), idx->functions.size());
+  EXPECT_EQ(back->build_id, idx->build_id);
+
+  EXPECT_FALSE(DecodeDwarfIndex(bytes.substr(0, bytes.size() - 1)).ok());  // truncated
+  EXPECT_FALSE(DecodeDwarfIndex(bytes + "x").ok());                       // trailing
+  // A huge count cannot make the parent allocate: it is checked against the bytes left.
+  std::string huge = bytes;
+  size_t sections_count = 1 + 4 + (idx->build_id ? idx->build_id->raw().size() : 0) + 1;
+  huge.replace(sections_count, 4, std::string("\xff\xff\xff\x7f", 4));
+  EXPECT_FALSE(DecodeDwarfIndex(huge).ok());
+  // Every single-byte corruption either decodes to ids within their tables or is refused.
+  for (size_t i = 0; i < bytes.size(); i += 7) {
+    std::string b = bytes;
+    b[i] = static_cast<char>(b[i] ^ 0x5a);
+    auto d = DecodeDwarfIndex(b);
+    if (!d.ok()) continue;
+    for (const auto& f : d->functions) {
+      ASSERT_LT(f.cu, d->units.size());
+      ASSERT_TRUE(f.decl_file == kNoFile || f.decl_file < d->files.size());
+    }
+  }
+  EXPECT_FALSE(DecodeResponseHeader(std::string(16, 'x')).ok());
+  EXPECT_FALSE(DecodeResponseHeader(EncodeResponseHeader(true, kMaxResponsePayload + 1)).ok());
+}
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    unsetenv("SYMDEX_WORKER_TEST_CRASH_ON");
+    unsetenv("SYMDEX_WORKER_TEST_HANG_ON");
+  }
+  std::string Exe() {
+    auto exe = FindWorkerExecutable();
+    EXPECT_TRUE(exe.ok()) << exe.status();
+    return exe.ok() ? *exe : "";
+  }
+  KernelFixture fx_{5};
+  TempDir dir_;
+};
+
+TEST_F(WorkerTest, SameResultAsInProcess) {
+  DwarfWorker w(Exe(), {});
+  auto a = w.Index(fx_.module, 1);
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto b = IndexDwarfFile(fx_.module, {.jobs = 1});
+  EXPECT_EQ(EncodeDwarfIndex(*a), EncodeDwarfIndex(*b));
+  auto v = w.Index(fx_.vmlinux, 2);  // the same worker, another file, threads
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(EncodeDwarfIndex(*v), EncodeDwarfIndex(*IndexDwarfFile(fx_.vmlinux, {.jobs = 2})));
+}
+
+TEST_F(WorkerTest, CrashFailsThatFileOnlyAndTheWorkerRestarts) {
+  std::string crash = dir_ / "crashme.ko";
+  std::filesystem::copy_file(fx_.module, crash);
+  setenv("SYMDEX_WORKER_TEST_CRASH_ON", "crashme", 1);
+  DwarfWorker w(Exe(), {});
+  ASSERT_TRUE(w.Index(fx_.module, 1).ok());
+  pid_t first = w.pid();
+  auto r = w.Index(crash, 1);
+  ASSERT_FALSE(r.ok());
+  std::string msg(r.status().message());
+  EXPECT_NE(msg.find(crash), std::string::npos) << msg;
+  EXPECT_NE(msg.find("parser killed by SIGABRT"), std::string::npos) << msg;
+  auto again = w.Index(fx_.module, 1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(w.pid(), first);
+}
+
+TEST_F(WorkerTest, HangIsKilledAtTheTimeout) {
+  std::string hang = dir_ / "hangme.ko";
+  std::filesystem::copy_file(fx_.module, hang);
+  setenv("SYMDEX_WORKER_TEST_HANG_ON", "hangme", 1);
+  WorkerLimits limits;
+  limits.timeout_base_seconds = 1;
+  limits.fixed_timeout = true;
+  DwarfWorker w(Exe(), limits);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = w.Index(hang, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_NE(std::string(r.status().message()).find("timed out after 1 s"), std::string::npos) << r.status();
+  EXPECT_TRUE(w.Index(fx_.module, 1).ok());
+}
+
+TEST_F(WorkerTest, MemoryLimitFailsTheFileNotTheCaller) {
+  WorkerLimits limits;
+  limits.memory_base = 1 << 20;  // far below what the worker already maps
+  DwarfWorker w(Exe(), limits);
+  auto r = w.Index(fx_.vmlinux, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find(fx_.vmlinux), std::string::npos) << r.status();
+}
+
+TEST_F(WorkerTest, KilledFromOutsideWhileIdleIsRestarted) {
+  DwarfWorker w(Exe(), {});
+  ASSERT_TRUE(w.Index(fx_.module, 1).ok());
+  const pid_t pid = w.pid();
+  ::kill(pid, SIGKILL);
+  // Until it has exited (a zombie: ours to reap), as an OOM kill between two files would be.
+  for (int i = 0; i < 500; ++i) {
+    std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z') break;
+    usleep(10000);
+  }
+  auto r = w.Index(fx_.module, 1);
+  EXPECT_TRUE(r.ok()) << r.status();
+}
+
+TEST_F(WorkerTest, GarbageFromTheWorkerIsRefused) {
+  // A "worker" that answers with noise: /bin/sh printing bytes.
+  std::string fake = dir_ / "fake-worker";
+  WriteFile(fake, "#!/bin/sh\nhead -c 24 >/dev/null; printf 'SDWR\\0\\0\\0\\0\\377\\377\\377\\377\\377\\377\\377\\377'\n");
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  DwarfWorker w(fake, {});
+  auto r = w.Index(fx_.module, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("invalid response"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace symdex::debuginfo
