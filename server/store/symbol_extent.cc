@@ -114,6 +114,13 @@ absl::StatusOr<std::optional<std::string>> WhyNotContained(const Candidate* c, u
   std::optional<uint64_t> end;
   if (c->size && *c->size > 0) {
     end = c->addr + *c->size;
+    // A module's next symbol may lie in another allocation (its data, on kernels that place
+    // text and data apart): the module's own range bounds its text too. vmlinux needs no such
+    // bound (its symbols are contiguous up to _end), which keeps a vmlinux hit free of I/O.
+    if (!c->module.empty()) {
+      ASSIGN_OR_RETURN(const OwnerExtents* ext, extents());
+      if (auto owner_end = ext->EndOf(c->module); owner_end && *owner_end > c->addr) end = std::min(*end, *owner_end);
+    }
   } else {
     ASSIGN_OR_RETURN(const OwnerExtents* ext, extents());
     end = ext->EndOf(c->module);

@@ -10,7 +10,8 @@
 //    llvm-symbolizer prefers STT_FUNC to STT_NOTYPE;
 //  - a label that ends a region (_etext, _einittext, __*_text_end, __end_*, ...) holds nothing;
 //  - a symbol extends up to its size: the ELF size, or the distance to the next symbol of any
-//    type of the same owner (target::DeriveSizesAndDedupe); the last symbol of an owner, whose
+//    type of the same owner (target::DeriveSizesAndDedupe), and for a module symbol no further
+//    than the module's end; the last symbol of an owner, whose
 //    size is unknown, extends to its owner's end: _end for vmlinux, base + size from
 //    /proc/modules for a loaded module; when that end is unknown too, nothing is claimed.
 #pragma once
@@ -67,9 +68,9 @@ struct Candidate {
 };
 
 // Applies the rule: nullopt when `c` holds `addr`, else why no function does (c == nullptr: no
-// text symbol below addr). `extents` is called only when the candidate's own size does not
-// decide (the last symbol of its owner) or to explain a miss, so a lookup that hits costs
-// nothing more.
+// text symbol below addr). `extents` is called only for a module symbol, when the candidate's
+// own size does not decide (the last symbol of its owner), or to explain a miss: a vmlinux hit
+// costs nothing more.
 using ExtentsFn = std::function<absl::StatusOr<const OwnerExtents*>()>;
 absl::StatusOr<std::optional<std::string>> WhyNotContained(const Candidate* c, uint64_t addr, const ExtentsFn& extents);
 

@@ -44,6 +44,7 @@ target::KernelTarget LaidOutTarget() {
   t.source = "fixture";
   t.modules.push_back({.name = "uio", .text_addr = kUio, .size = 0x6000});
   t.modules.push_back({.name = "nosize", .text_addr = 0xffffffffc0b00000ull});
+  t.modules.push_back({.name = "mei", .text_addr = 0xffffffffc0c00000ull, .size = 0x1000});
   auto add = [&](std::string n, char type, uint64_t addr, int module = -1) {
     t.symbols.push_back({.name = std::move(n), .type = type, .addr = addr, .module = module});
   };
@@ -65,8 +66,10 @@ target::KernelTarget LaidOutTarget() {
   add("data_x", 'D', kV + 0x1100000);
   add("_end", 'B', kV + 0x1200000);
   add("uio_open", 't', kUio + 0x40, 0);
-  add("uio_read", 't', kUio + 0x100, 0);  // the last symbol of uio: extends to uio's end
+  add("uio_read", 't', kUio + 0x100, 0);
+  add("uio_data", 'd', kUio + 0x100000, 0);  // placed apart from uio's text: uio's end bounds uio_read
   add("last_fn", 't', 0xffffffffc0b00000ull, 1);  // nosize has no /proc/modules size
+  add("mei_fn", 't', 0xffffffffc0c00100ull, 2);  // the last symbol of mei: extends to mei's end
   target::DeriveSizesAndDedupe(t);
   return t;
 }
@@ -102,8 +105,10 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
       {kV + 0x1300000, nullptr, "not in vmlinux or any module"},  // past _end
       {kV - 0x1000, nullptr, "not in vmlinux or any module"},     // below _text
       {0xffffffffc0000000ull, nullptr, "not in vmlinux or any module"},  // between vmlinux and modules
-      {kUio + 0x5fff, "uio_read", nullptr},       // the last symbol of a module: up to its end
-      {kUio + 0x6000, nullptr, "not in vmlinux or any module"},  // past uio's end
+      {kUio + 0x5fff, "uio_read", nullptr},
+      {kUio + 0x6000, nullptr, "not in vmlinux or any module"},  // past uio's end, short of uio_data
+      {0xffffffffc0c00fffull, "mei_fn", nullptr},                 // the last symbol: up to mei's end
+      {0xffffffffc0c01000ull, nullptr, "not in vmlinux or any module"},
       {0xffffffffc0b00010ull, nullptr, "whose end is unknown"},   // never a guess
       {0x1000, nullptr, "not in vmlinux or any module"},          // user space
   };
