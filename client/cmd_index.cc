@@ -1,6 +1,10 @@
 // symdex index: build or refresh one target in the index.
 #include <fmt/core.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <ctime>
@@ -26,9 +30,38 @@ struct IndexOptions {
   bool no_addr_map = false;
   unsigned jobs = 0;
   bool quiet = false;
+  bool force = false;
 };
 
+// The input paths exist, of the right kind. Checked here rather than by CLI11 (whose failures
+// are usage errors, exit 2): a missing input file is an input error (exit 3), and is reported
+// before the index file is created or touched.
+absl::Status CheckInputPaths(const IndexOptions& o) {
+  struct Want {
+    const char* flag;
+    const std::string* path;
+    bool dir;
+  };
+  std::vector<Want> wants = {{"--sysroot", &o.sysroot, true},
+                             {"--system-map", &o.system_map, false},
+                             {"--modules-dir", &o.modules_dir, true},
+                             {"--vmlinux", &o.vmlinux, false}};
+  for (const auto& d : o.debug_dirs) wants.push_back({"--debug-dir", &d, true});
+  for (const Want& w : wants) {
+    if (w.path->empty()) continue;
+    struct stat st;
+    if (::stat(w.path->c_str(), &st) != 0) {
+      return absl::NotFoundError(StrCat(w.flag, " ", *w.path, ": ", std::strerror(errno)));
+    }
+    if (w.dir != S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(StrCat(w.flag, " ", *w.path, ": ", w.dir ? "not a directory" : "is a directory"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
+  if (auto paths = CheckInputPaths(o); !paths.ok()) return Fail(g, paths, true);
   const bool tty = !o.quiet && ::isatty(STDERR_FILENO);
   indexer::IndexRequest req;
   if (tty) {
@@ -50,6 +83,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   req.debuginfo = !o.no_debuginfo;
   req.jobs = o.jobs;
   req.addr_maps = !o.no_addr_map;
+  req.force = o.force;
   req.finder = debuginfo::DebugFinderOptions{.debug_dirs = o.debug_dirs,
                                              .sysroot = o.sysroot,
                                              .vmlinux = o.vmlinux,
@@ -113,23 +147,18 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto o = std::make_shared<IndexOptions>();
   CLI::App* c = app.add_subcommand("index", "Index the live host (default) or an offline kernel");
   c->add_option("--sysroot", o->sysroot,
-                "Read proc/ and sys/ below DIR instead of / (fixture trees, containers)")
-      ->check(CLI::ExistingDirectory);
-  auto* sm = c->add_option("--system-map", o->system_map, "Offline kernel: its System.map")
-                 ->check(CLI::ExistingFile);
+                "Read proc/ and sys/ below DIR instead of / (fixture trees, containers)");
+  auto* sm = c->add_option("--system-map", o->system_map, "Offline kernel: its System.map");
   c->add_option("--modules-dir", o->modules_dir,
                 "Offline kernel: directory searched recursively for .ko/.ko.xz/.ko.zst/.ko.gz")
-      ->check(CLI::ExistingDirectory)
       ->needs(sm);
   c->add_option("--name", o->name, "Target name (default: 'host' live; the release offline)");
   c->add_option("--release", o->release, "Offline kernel release when it cannot be guessed from the paths")
       ->needs(sm);
-  c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)")
-      ->check(CLI::ExistingFile);
+  c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)");
   c->add_option("--debug-dir", o->debug_dirs,
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
-                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}")
-      ->check(CLI::ExistingDirectory);
+                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}");
   c->add_flag("--no-debuginfo", o->no_debuginfo, "Symbols only: skip DWARF (kallsyms-level answers)");
   c->add_flag("--no-debuginfod", o->no_debuginfod, "Never ask debuginfod servers (DEBUGINFOD_URLS)");
   c->add_flag("--no-addr-map", o->no_addr_map,
@@ -137,12 +166,17 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
               "kernel); 'symdex addr' then reads DWARF through libdw, with the same answers, ~10x slower");
   c->add_option("-j,--jobs", o->jobs, "Threads for module reading and DWARF indexing (default: all cores)");
   c->add_flag("-q,--quiet", o->quiet, "No progress or summary");
+  c->add_flag("--force", o->force,
+              "Index input that looks truncated: a System.map without _etext or _end, or fewer than 90% of the "
+              "vmlinux symbols the current index of the target has (which it then replaces)");
   c->get_option("--sysroot")->excludes(sm);
   c->footer(
       "The live host needs /proc/kallsyms with real addresses: run as root or with CAP_SYSLOG.\n"
       "Debug info is matched by build-ID; a debug file already indexed is reused, not re-read.\n"
       "debuginfod is asked for what is not found locally when DEBUGINFOD_URLS is set.\n"
-      "Re-indexing a target replaces it atomically; readers never see half an index.");
+      "Re-indexing a target replaces it atomically; readers never see half an index.\n"
+      "Input that looks truncated is refused (exit 3) and the current index kept, unless --force.\n"
+      "Exit: 0 indexed, 2 usage, 3 input or environment error (a missing or malformed input file, ...).");
   c->callback([&g, &exit_code, o] { exit_code = RunIndex(g, *o); });
 }
 

@@ -409,7 +409,12 @@ struct AddrOptions {
 void PrintAddress(uint64_t a, const query::AddressInfo& info, std::string& out) {
   auto to = std::back_inserter(out);
   if (!info.symbol) {
-    fmt::format_to(to, "0x{:x}: ??\n", a);
+    // One line, addr2line's "??" and why: "not in vmlinux or any module", ...
+    if (info.note.empty()) {
+      fmt::format_to(to, "0x{:x}: ??\n", a);
+    } else {
+      fmt::format_to(to, "0x{:x}: ?? ({})\n", a, info.note);
+    }
     return;
   }
   const auto& s = *info.symbol;

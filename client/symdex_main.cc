@@ -4,6 +4,24 @@
 
 #include "client/cli_common.h"
 
+namespace {
+
+// The first argument that is neither an option nor an option's value: the verb the user meant,
+// or "" when there is none.
+std::string FirstPositional(CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") return i + 1 < argc ? argv[i + 1] : "";
+    if (!a.starts_with("-") || a == "-") return a;
+    if (a.find('=') != std::string::npos) continue;
+    const CLI::Option* opt = app.get_option_no_throw(a);
+    if (opt != nullptr && opt->get_expected_max() > 0) ++i;  // skip its value (flags expect none)
+  }
+  return "";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace symdex::cli;
   CLI::App app{
@@ -54,6 +72,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // CLI11 says only "A subcommand is required" for `symdex frobnicate`: name the bad verb.
+    if (app.get_subcommands().empty()) {
+      const std::string verb = FirstPositional(app, argc, argv);
+      if (!verb.empty() && app.get_subcommands([&](CLI::App* sub) { return sub->check_name(verb); }).empty()) {
+        fmt::print(stderr, "symdex: unknown command '{}'; see 'symdex --help'\n", verb);
+        return kAmbiguous;
+      }
+    }
     app.exit(e);
     return kAmbiguous;
   }

@@ -16,6 +16,7 @@
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/symbol_join.h"
 #include "server/debuginfo/worker_client.h"
+#include "server/indexer/input_checks.h"
 #include "server/ingest/kallsyms.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/index_store.h"
@@ -375,6 +376,7 @@ unsigned Jobs(const IndexRequest& req) { return req.jobs ? req.jobs : std::max(1
 
 absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, target::KernelTarget& t,
                                          IndexSummary sum) {
+  RETURN_IF_ERROR(CheckInputLooksComplete(db, t, req.force));  // before the DWARF work, not after
   if (req.debuginfo) RETURN_IF_ERROR(AttachDebugInfo(db, req, t, Jobs(req), [](int) { return true; }, sum));
 
   const auto t2 = Clock::now();

@@ -26,6 +26,8 @@ struct IndexRequest {
   // that has none yet, in AddrMapDirFor(db.path()).
   bool addr_maps = true;
   target::ProgressFn progress;
+  // Replace the target even when its input looks truncated (indexer/input_checks.h).
+  bool force = false;
 };
 
 struct IndexSummary {

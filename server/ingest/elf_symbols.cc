@@ -3,6 +3,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
@@ -72,6 +73,17 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
 
   size_t nsections = 0;
   if (elf_getshdrnum(elf.get(), &nsections) != 0) return ElfError("bad section count");
+  // A file cut short loses its section headers first (the linker writes them last); libelf
+  // then shows no sections at all, which would read as "stripped". Say what it is.
+  // The raw header's count: libelf reports 0 sections when their headers are out of the file.
+  // (e_shnum 0 with e_shoff set is extended numbering: at least header 0 must be there.)
+  const uint64_t size = image.size();
+  const uint64_t headers = eh.e_shnum != 0 ? eh.e_shnum : (eh.e_shoff != 0 ? 1 : 0);
+  if (eh.e_shoff > size || headers > (size - eh.e_shoff) / std::max<uint64_t>(eh.e_shentsize, 1)) {
+    return absl::InvalidArgumentError(StrCat("section headers beyond the end of the file (", headers,
+                                             " headers at offset ", eh.e_shoff, ", file is ", size,
+                                             " bytes): truncated or corrupt"));
+  }
   std::vector<std::string> section_names(nsections);
   std::vector<char> section_letters(nsections, '?');
   Elf_Scn* symtab = nullptr;
@@ -82,6 +94,10 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
     if (gelf_getshdr(scn, &sh) == nullptr) return ElfError("bad section header");
     size_t idx = elf_ndxscn(scn);
     const char* nm = elf_strptr(elf.get(), shstrndx, sh.sh_name);
+    if (sh.sh_type != SHT_NOBITS && (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
+      return absl::InvalidArgumentError(StrCat("section ", nm ? nm : "?", " extends beyond the end of the file (",
+                                               size, " bytes): truncated or corrupt"));
+    }
     if (idx < nsections) {
       section_names[idx] = nm ? nm : "";
       section_letters[idx] = SectionLetter(sh);

@@ -68,7 +68,7 @@ absl::StatusOr<InstanceSource::List> DbSource::Which(const std::string& name, bo
   return std::make_shared<const std::vector<Instance>>(std::move(v));
 }
 
-absl::StatusOr<std::optional<store::SymbolRecord>> DbSource::Containing(uint64_t addr) {
+absl::StatusOr<store::Containment> DbSource::Containing(uint64_t addr) {
   return store::SymbolContaining(db_, t_.id, addr);
 }
 
@@ -90,8 +90,9 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
     return Resolve(src, t, as_address, candidates, group);
   }
   if (spec.address) {
-    ASSIGN_OR_RETURN(auto hit, src.Containing(*spec.address));
-    if (!hit) return out;
+    ASSIGN_OR_RETURN(store::Containment found, src.Containing(*spec.address));
+    if (!found.symbol) return out;
+    const store::SymbolRecord* hit = &*found.symbol;
     ASSIGN_OR_RETURN(auto all, src.Which(hit->name, false));
     if (group) *group = hit->name;
     for (const auto& in : *all) {
@@ -234,11 +235,12 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   AddressInfo out;
   // The symbol row alone (no per-name counts: a stack frame does not need them, and gathering
   // every same-named symbol per address would dominate a batch).
-  ASSIGN_OR_RETURN(auto hit, src.ContainingBrief(addr));
-  if (!hit) {
-    out.note = "no text symbol at or below this address";
+  ASSIGN_OR_RETURN(store::Containment found, src.ContainingBrief(addr));
+  if (!found.symbol) {
+    out.note = std::move(found.why);
     return out;
   }
+  const store::SymbolRecord* hit = &*found.symbol;
   out.symbol = InstanceOf(t, *hit);
   out.offset = addr - hit->addr;
   const Instance& in = *out.symbol;
@@ -285,7 +287,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   // whole row, unless this one already has its line: a brief one has no DWARF columns).
   if (in.dwarf && in.dwarf->entry_line == 0 && out.offset == 0) {
     ASSIGN_OR_RETURN(auto full, src.Containing(addr));
-    if (full) out.symbol = InstanceOf(t, *full);
+    if (full.symbol) out.symbol = InstanceOf(t, *full.symbol);
   }
   if (in.dwarf && in.dwarf->entry_line > 0 && out.offset == 0) {
     out.frames.push_back({in.dwarf->has_function ? in.dwarf->function : in.name, in.dwarf->entry_file,

@@ -22,17 +22,18 @@ class InstanceSource {
   // Shared and immutable: a cache hands out its list without copying it.
   using List = std::shared_ptr<const std::vector<Instance>>;
   virtual absl::StatusOr<List> Which(const std::string& name, bool with_clones) = 0;
-  virtual absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) = 0;
+  // The symbol holding addr, or why none does (store/symbol_extent.h: both lookups apply that rule).
+  virtual absl::StatusOr<store::Containment> Containing(uint64_t addr) = 0;
   // The same row in brief (store::TextSymbolTable): name, type, module, address, size; its
   // `dwarf` carries has_function only. A batch answers this from one table in memory.
-  virtual absl::StatusOr<std::optional<store::SymbolRecord>> ContainingBrief(uint64_t addr) { return Containing(addr); }
+  virtual absl::StatusOr<store::Containment> ContainingBrief(uint64_t addr) { return Containing(addr); }
 };
 
 class DbSource : public InstanceSource {
  public:
   DbSource(store::Db& db, const store::TargetInfo& t) : db_(db), t_(t) {}
   absl::StatusOr<List> Which(const std::string& name, bool with_clones) override;
-  absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) override;
+  absl::StatusOr<store::Containment> Containing(uint64_t addr) override;
 
  private:
   store::Db& db_;
@@ -71,10 +72,10 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
 
 // Address -> symbol+offset and the inline chain (leaf first) from the debug file.
 struct AddressInfo {
-  std::optional<Instance> symbol;  // the text symbol at or below the address
+  std::optional<Instance> symbol;  // the text symbol holding the address (store/symbol_extent.h)
   uint64_t offset = 0;
   std::vector<debuginfo::Frame> frames;
-  std::string note;  // why frames are missing or partial
+  std::string note;  // why there is no symbol ("not in vmlinux or any module"), or why frames are missing or partial
 };
 absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr);

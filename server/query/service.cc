@@ -126,11 +126,11 @@ class LocalQuery::CachedSource : public InstanceSource {
     cache_->names.emplace(std::move(key), v);
     return v;
   }
-  absl::StatusOr<std::optional<store::SymbolRecord>> Containing(uint64_t addr) override {
+  absl::StatusOr<store::Containment> Containing(uint64_t addr) override {
     ASSIGN_OR_RETURN(store::Db * db, s_.Db());
     return DbSource(*db, t_).Containing(addr);
   }
-  absl::StatusOr<std::optional<store::SymbolRecord>> ContainingBrief(uint64_t addr) override {
+  absl::StatusOr<store::Containment> ContainingBrief(uint64_t addr) override {
     if (table_ != nullptr) return table_->Containing(addr);
     return Containing(addr);
   }

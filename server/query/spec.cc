@@ -63,6 +63,14 @@ absl::StatusOr<Spec> ParseSpec(std::string_view text) {
       t = t.substr(0, plus);
     }
   }
+  // One '@' and one '#' at most: a second one is a typo (name_show@@), never a path, and must
+  // not be looked up as one (which would answer "not found" for a malformed spec).
+  if (size_t at = t.find('@'); at != std::string_view::npos && t.find('@', at + 1) != std::string_view::npos) {
+    return bad("more than one '@' (NAME@WHERE takes one)");
+  }
+  if (size_t h = t.find('#'); h != std::string_view::npos && t.find('#', h + 1) != std::string_view::npos) {
+    return bad("more than one '#' (NAME#CU takes one)");
+  }
   size_t hash = t.find('#');
   if (hash != std::string_view::npos) {
     s.cu = std::string(t.substr(hash + 1));

@@ -350,10 +350,10 @@ absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name
 namespace {
 constexpr uint8_t kSizeKnown = 1, kSizeExact = 2, kHasFunction = 4, kHasDwarf = 8;
 
-bool Noise(std::string_view name) { return name.starts_with("__pfx_") || name.starts_with("__cfi_"); }
+Candidate CandidateOf(const SymbolRecord& r) { return {r.name, r.module, r.addr, r.size}; }
 }  // namespace
 
-absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
+absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
   // Kernel addresses all sit in the upper half: as signed integers they order correctly.
   std::string sql = std::string(kSymbolSelect) +
                     "WHERE s.target_id = ?1 AND s.section IS NULL AND s.type IN ('t','T','w','W','i') "
@@ -362,16 +362,26 @@ absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t id,
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, ToDb(addr));
   std::optional<SymbolRecord> best;
-  auto score = [](const SymbolRecord& r) {
-    return std::make_tuple(!Noise(r.name), r.dwarf && r.dwarf->has_function, -static_cast<int64_t>(r.name.size()));
-  };
+  auto rank = [](const SymbolRecord& r) { return AliasRank(r.name, r.dwarf && r.dwarf->has_function); };
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     SymbolRecord r = ReadSymbol(st);
-    if (!best || score(r) > score(*best)) best = std::move(r);
+    if (!best || rank(r) > rank(*best)) best = std::move(r);
   }
-  return best;
+  // Where vmlinux and the modules lie: read only when the symbol's own size does not decide.
+  std::optional<OwnerExtents> extents;
+  auto load = [&]() -> absl::StatusOr<const OwnerExtents*> {
+    if (!extents) {
+      ASSIGN_OR_RETURN(extents, LoadOwnerExtents(db, id));
+    }
+    return &*extents;
+  };
+  Candidate c;
+  if (best) c = CandidateOf(*best);
+  ASSIGN_OR_RETURN(auto why, WhyNotContained(best ? &c : nullptr, addr, load));
+  if (why) return Containment{std::nullopt, std::move(*why)};
+  return Containment{std::move(best), ""};
 }
 
 absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id) {
@@ -419,25 +429,33 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
     if (st.Int(7) != 0) e.flags |= kHasDwarf;
     t->entries_.push_back(e);
   }
+  ASSIGN_OR_RETURN(t->extents_, LoadOwnerExtents(db, target_id));
   return std::shared_ptr<const TextSymbolTable>(std::move(t));
 }
 
-std::optional<SymbolRecord> TextSymbolTable::Containing(uint64_t addr) const {
+Containment TextSymbolTable::Containing(uint64_t addr) const {
   const int64_t key = ToDb(addr);
+  auto extents = [this]() -> absl::StatusOr<const OwnerExtents*> { return &extents_; };
+  // `c` views `r`: r is moved only after the rule has looked at c.
+  auto answer = [&](const Candidate* c, SymbolRecord* r) {
+    // The extents are in memory: the rule cannot fail here.
+    auto why = WhyNotContained(c, addr, extents);
+    if (!why.ok()) return Containment{std::nullopt, std::string(why.status().message())};
+    if (*why) return Containment{std::nullopt, std::move(**why)};
+    return Containment{std::move(*r), ""};
+  };
   // The greatest address <= key, in the same half of the address space (as SymbolContaining).
   auto hi = std::upper_bound(entries_.begin(), entries_.end(), key,
                              [](int64_t v, const Entry& e) { return v < e.addr; });
-  if (hi == entries_.begin()) return std::nullopt;
+  if (hi == entries_.begin()) return answer(nullptr, nullptr);
   const int64_t at = std::prev(hi)->addr;
-  if ((at < 0) != (key < 0)) return std::nullopt;
+  if ((at < 0) != (key < 0)) return answer(nullptr, nullptr);
   auto lo = std::lower_bound(entries_.begin(), hi, at, [](const Entry& e, int64_t v) { return e.addr < v; });
   auto name_of = [&](const Entry& e) { return std::string_view(names_.data() + e.name); };
-  auto score = [&](const Entry& e) {
-    return std::make_tuple(!Noise(name_of(e)), (e.flags & kHasFunction) != 0, -static_cast<int64_t>(name_of(e).size()));
-  };
+  auto rank = [&](const Entry& e) { return AliasRank(name_of(e), (e.flags & kHasFunction) != 0); };
   const Entry* best = &*lo;
   for (auto it = lo + 1; it != hi; ++it) {
-    if (score(*it) > score(*best)) best = &*it;
+    if (rank(*it) > rank(*best)) best = &*it;
   }
   SymbolRecord r;
   r.name = std::string(name_of(*best));
@@ -451,7 +469,8 @@ std::optional<SymbolRecord> TextSymbolTable::Containing(uint64_t addr) const {
     d.has_function = (best->flags & kHasFunction) != 0;
     r.dwarf = std::move(d);
   }
-  return r;
+  Candidate c = CandidateOf(r);
+  return answer(&c, &r);
 }
 
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool all_types) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/store/sqlite_db.h"
+#include "server/store/symbol_extent.h"
 #include "server/target/kernel_target.h"
 
 namespace symdex::store {
@@ -104,17 +105,25 @@ struct NameCounts {
 absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name,
                                      const std::string& module);
 
-// The text symbol at or below `addr` (absolute addresses only): the function an address is in.
-// Among aliases at one address, one with DWARF and a plain name is preferred.
-absl::StatusOr<std::optional<SymbolRecord>> SymbolContaining(Db& db, int64_t target_id, uint64_t addr);
+// An address lookup's answer: the symbol holding the address, or why none does.
+struct Containment {
+  std::optional<SymbolRecord> symbol;
+  std::string why;  // set when !symbol: "not in vmlinux or any module", ...
+};
+
+// The text symbol holding `addr` (absolute addresses only): the function an address is in,
+// by the rule of store/symbol_extent.h. Among aliases at one address, a real function with
+// DWARF and a plain name is preferred.
+absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t target_id, uint64_t addr);
 
 // A target's text symbols with absolute addresses, in address order, in brief (no DWARF
-// columns): what SymbolContaining answers, for a batch of addresses at once.
+// columns), and where its owners lie: what SymbolContaining answers, for a batch of addresses
+// at once.
 class TextSymbolTable {
  public:
-  // The record SymbolContaining(addr) returns, in brief: `dwarf` carries has_function only,
+  // What SymbolContaining(addr) returns, in brief: `dwarf` carries has_function only,
   // dwarf_note is empty.
-  std::optional<SymbolRecord> Containing(uint64_t addr) const;
+  Containment Containing(uint64_t addr) const;
   size_t size() const { return entries_.size(); }
 
  private:
@@ -130,6 +139,7 @@ class TextSymbolTable {
   std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
   std::string names_;
   std::vector<std::string> modules_;
+  OwnerExtents extents_;
 };
 absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id);
 

@@ -97,7 +97,13 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
     if (!mods.ok()) {
       t.files.push_back({"modules", modules_path, "error", std::string(mods.status().message())});
     } else {
-      for (const auto& m : *mods) t.modules[module_id(m.name)].size = m.size;
+      for (const auto& m : *mods) {
+        ModuleInfo& info = t.modules[module_id(m.name)];
+        info.size = m.size;
+        // The module's base (its .text on x86-64; 0 under kptr_restrict): where its address
+        // range starts when /sys/module/M/sections/.text cannot be read (store/symbol_extent.h).
+        if (m.addr != 0) info.text_addr = m.addr;
+      }
       t.files.push_back({"modules", modules_path, "used", ""});
     }
   } else {
@@ -121,7 +127,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
     if (ingest::IsPseudoModule(m.name)) continue;
     const std::string base = SysrootPath(root, "/sys/module/" + m.name);
     if (auto sec = ReadFileBounded(base + "/sections/.text", 256); sec.ok()) {
-      m.text_addr = ParseHexLine(*sec);
+      if (auto a = ParseHexLine(*sec)) m.text_addr = a;
     } else {
       ++unreadable;
     }

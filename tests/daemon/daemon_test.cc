@@ -771,6 +771,31 @@ TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
   EXPECT_EQ(d.Stop(), 0);
 }
 
+// A live re-index from a kallsyms that stopped short (fewer than 90% of the indexed vmlinux
+// symbols) is refused and logged; the daemon has no --force and keeps serving the old index.
+TEST_F(DaemonTest, ShrunkenKallsymsKeepsThePreviousIndex) {
+  std::string root = dir_ / "live";
+  std::string db = dir_ / "live.db";
+  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+  Must("cp '" + db_ + "' '" + db + "'");
+  Must("head -n 3 '" + root + "/proc/kallsyms' > '" + root + "/k' && mv '" + root + "/k' '" + root + "/proc/kallsyms'");
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
+                   "--debug-dir", dbg_, "--no-debuginfod"},
+                  dir_ / "d.log", "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  for (int i = 0; i < 100 && d.Log().find("previous index is kept") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(d.Log().find("has 3 vmlinux symbols, the current index of target host has"), std::string::npos) << d.Log();
+  EXPECT_NE(d.Log().find("refusing to replace it"), std::string::npos) << d.Log();
+  CommandResult local = Cli("--local --db '" + db_ + "' dups");
+  CommandResult remote = Cli("--connect unix:" + sock_ + " dups");
+  EXPECT_EQ(remote.exit_code, 0) << remote.err;
+  EXPECT_EQ(local.out, remote.out);
+  EXPECT_EQ(d.Stop(), 0);
+}
+
 TEST_F(DaemonTest, SigtermDrainsCallsInFlightThenExitsZero) {
   json dups = Json("dups");
   std::vector<uint64_t> addrs;

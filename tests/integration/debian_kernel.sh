@@ -108,12 +108,41 @@ rnd = random.Random(7)
 out = [a + d for a in text for d in (0, 1)] + [rnd.randrange(text[0], text[-1]) for _ in range(20000)]
 print('\n'.join(hex(a) for a in out))
 PY
-"$SYMDEX" addr - <"$work/map-addrs" >"$work/with-map.out"
+# (exit 1: the random ones past _etext, in rodata/data, are in no function)
+"$SYMDEX" addr - <"$work/map-addrs" >"$work/with-map.out" || true
 mv "$SYMDEX_DB-addrmaps" "$SYMDEX_DB-addrmaps.off"
-"$SYMDEX" addr - <"$work/map-addrs" >"$work/libdw.out"
+"$SYMDEX" addr - <"$work/map-addrs" >"$work/libdw.out" || true
 mv "$SYMDEX_DB-addrmaps.off" "$SYMDEX_DB-addrmaps"
 check_eq "addresses answered differently by the address map and by libdw (of $(wc -l <"$work/map-addrs"))" "0" \
   "$(diff "$work/with-map.out" "$work/libdw.out" | grep -c '^<' || true)"
+# No answer is better than a wrong one: past the kernel (no module there: offline) and past
+# _etext are in no function, never "last_symbol+huge".
+set +e
+"$SYMDEX" addr 0xffffffffc0000000 0xffffffff82a00000 >"$work/outside.out"
+outside_rc=$?
+set -e
+check_eq "addr past vmlinux and past _etext: exit code" "1" "$outside_rc"
+check_eq "... 0xffffffffc0000000 is not in vmlinux" "1" \
+  "$(grep -c '^0xffffffffc0000000: ?? (not in vmlinux' "$work/outside.out" || true)"
+check_eq "... 0xffffffff82a00000 is after _etext" "1" \
+  "$(grep -c '^0xffffffff82a00000: ?? (in vmlinux but in no function: after _etext' "$work/outside.out" || true)"
+# A System.map truncated at a line boundary (as the tester's: 45,074 lines) is refused and the
+# index kept; so is a complete-looking one with half the symbols.
+vml_syms=$(jq_num 'd["targets"][0]["vmlinux_symbols"]' <"$work/status.json")
+head -n 45074 "$MAP" >"$work/System.map-cut"
+{ head -n 45000 "$MAP"; tail -n 10 "$MAP"; } >"$work/System.map-half"
+for f in cut half; do
+  set +e
+  "$SYMDEX" index --system-map "$work/System.map-$f" --name debian --no-debuginfo >/dev/null 2>"$work/$f.err"
+  rc=$?
+  set -e
+  check_eq "index of System.map-$f: exit code" "3" "$rc"
+  check_eq "... the index is kept (vmlinux symbols)" "$vml_syms" \
+    "$("$SYMDEX" status --json | jq_num 'd["targets"][0]["vmlinux_symbols"]')"
+done
+check_eq "System.map-cut: says _end is missing" "1" "$(grep -c 'has no _end, which every System.map has' "$work/cut.err" || true)"
+check_eq "System.map-half: says how many fewer" "1" \
+  "$(grep -c "has [0-9]* vmlinux symbols, the current index of target debian has $vml_syms ([0-9]*% fewer)" "$work/half.err" || true)"
 # `lines` for a module-only source on an offline target: found in the module, no addresses there.
 set +e
 "$SYMDEX" lines drivers/uio/uio.c:500 >"$work/lines.out" 2>"$work/lines.err"

@@ -84,7 +84,7 @@ int b_entry(int x) { return name_show(x) + b_ptr(x) + hdr_helper(x); }
 __attribute__((cold, noinline)) void cold_report(int x) { b_ptr = 0; }
 EOF
 (cd "$src" && gcc -g -O2 -c drivers/a/a.c -o "$kernel/obj/a.o" && gcc -g -O2 -c drivers/b/b.c -o "$kernel/obj/b.o")
-gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id '-Wl,--defsym=_text=ADDR(.text)' \
+gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id '-Wl,--defsym=_text=ADDR(.text)' -Wl,-u,_etext \
   "$kernel/obj/a.o" "$kernel/obj/b.o" -o "$kernel/vmlinux"
 ld -r --build-id "$kernel/obj/a.o" "$kernel/obj/b.o" -o "$kernel/fake_mod.ko"
 printf 'name=fake_mod\0' >"$kernel/modinfo"

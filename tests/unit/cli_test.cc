@@ -163,7 +163,8 @@ TEST_F(CliTest, OfflineKernelWithCompressedAndCorruptModules) {
   ASSERT_EQ(RunCommand("gzip '" + mods + "/kernel/drivers/b/mod_d.ko'").exit_code, 0);
   WriteFile(mods + "/kernel/drivers/b/broken.ko", "\x7f" "ELF this is not really an ELF file");
   std::string map = dir_ / "boot/System.map-6.1.0-99-test";
-  WriteFile(map, "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81111e30 T other\n");
+  WriteFile(map, "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81111e30 T other\n"
+                 "ffffffff81200000 T _etext\nffffffff82000000 B _end\n");
 
   CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "'");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -98,6 +98,15 @@ TEST(ElfSymbolsTest, CorruptInputsGiveErrorsNotCrashes) {
       EXPECT_LE(r->symbols.size(), 20u);
     }
   }
+  // Cut anywhere after the ELF header: truncated, never "stripped" (the cure differs: fetch the
+  // file again, not an unstripped one).
+  for (size_t cut : {size_t{64}, size_t{200}, image->size() / 2, image->size() - 1}) {
+    std::string truncated = image->substr(0, cut);
+    auto r = ReadElfSymbols(truncated);
+    ASSERT_FALSE(r.ok()) << cut;
+    EXPECT_NE(std::string(r.status().message()).find("truncated"), std::string::npos) << cut << ": " << r.status();
+    EXPECT_EQ(std::string(r.status().message()).find("stripped"), std::string::npos) << cut << ": " << r.status();
+  }
   ASSERT_EQ(RunCommand("strip -o '" + (d / "stripped.o") + "' '" + (d / "m.o") + "'").exit_code, 0);
   auto stripped = ReadFileBounded(d / "stripped.o");
   auto r = ReadElfSymbols(*stripped);

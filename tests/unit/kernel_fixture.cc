@@ -81,7 +81,9 @@ KernelFixture::KernelFixture(int dwarf_version) {
   vmlinux = dir / "vmlinux";
   module = dir / "fake_mod.ko";
   module_stripped = dir / "stripped/fake_mod.ko";
-  Must("gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id" + objs + " -o '" + vmlinux + "'");
+  // -u _etext: ld's default script then defines it (PROVIDE), as the kernel's always does; a
+  // System.map without it is refused as truncated.
+  Must("gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id -Wl,-u,_etext" + objs + " -o '" + vmlinux + "'");
   Must("ld -r --build-id" + objs + " -o '" + module + "'");
   // .modinfo name, as kernel modules carry it.
   Must("printf 'name=fake_mod\\0' > '" + (dir / "modinfo") + "' && objcopy --add-section .modinfo='" + (dir / "modinfo") +

@@ -69,7 +69,9 @@ TEST(SpecTest, FormatRoundTrips) {
 }
 
 TEST(SpecTest, RejectsMalformedWithAReason) {
-  for (const char* text : {"", "name@", "name@x.c:12z", "name+zz", ":name", "na me", "name#", "0xZZ", "m:@x.c"}) {
+  for (const char* text : {"", "name@", "name@x.c:12z", "name+zz", ":name", "na me", "name#", "0xZZ", "m:@x.c",
+                           "name_show@@", "name_show@@x.c", "name_show@x.c@y.c", "name_show#a.c#b.c",
+                           "name_show@x.c#a.c@1"}) {
     auto s = ParseSpec(text);
     EXPECT_FALSE(s.ok()) << text;
     if (!s.ok()) {

@@ -1,0 +1,151 @@
+// The address -> symbol rule (store/symbol_extent.h), through both lookups that apply it: the
+// per-address SQL query and the batch table. Every case is asked of both, and both must answer
+// the same.
+#include "server/store/symbol_extent.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "server/store/index_store.h"
+#include "server/store/migrations.h"
+#include "tests/unit/test_util.h"
+
+namespace symdex::store {
+namespace {
+
+using symdex::testing::TempDir;
+
+TEST(SymbolExtentTest, RegionLabelsAreOnlyTheReservedForms) {
+  for (const char* end : {"_etext", "_einittext", "_end", "__bss_stop", "__irqentry_text_end", "__sched_text_end",
+                          "__end_entry_SYSENTER_compat", "__stop___jump_table", "__indirect_thunk_end"}) {
+    EXPECT_TRUE(IsRegionEndLabel(end)) << end;
+  }
+  for (const char* start : {"_text", "_stext", "_sinittext", "__irqentry_text_start", "__start___jump_table"}) {
+    EXPECT_TRUE(IsRegionStartLabel(start)) << start;
+  }
+  // Ordinary functions whose names merely look like bounds.
+  for (const char* fn : {"__stop_tty", "entry_SYSRETQ_end", "__delayacct_blkio_end", "__key_link_end", "_ext4_get_block",
+                         "common_interrupt_return", "_text_poke"}) {
+    EXPECT_FALSE(IsRegionEndLabel(fn)) << fn;
+    EXPECT_FALSE(IsRegionStartLabel(fn)) << fn;
+  }
+}
+
+constexpr uint64_t kV = 0xffffffff81000000ull;  // _text
+constexpr uint64_t kUio = 0xffffffffc0a00000ull;
+
+target::KernelTarget LaidOutTarget() {
+  target::KernelTarget t;
+  t.name = "host";
+  t.kind = "live";
+  t.text_addr = kV;
+  t.source = "fixture";
+  t.modules.push_back({.name = "uio", .text_addr = kUio, .size = 0x6000});
+  t.modules.push_back({.name = "nosize", .text_addr = 0xffffffffc0b00000ull});
+  t.modules.push_back({.name = "mei", .text_addr = 0xffffffffc0c00000ull, .size = 0x1000});
+  auto add = [&](std::string n, char type, uint64_t addr, int module = -1) {
+    t.symbols.push_back({.name = std::move(n), .type = type, .addr = addr, .module = module});
+  };
+  add("_text", 'T', kV);
+  add("_stext", 'T', kV);
+  add("startup_64", 'T', kV);
+  add("foo", 't', kV + 0x100);
+  add("__irqentry_text_start", 'T', kV + 0x200);
+  add("asm_irq", 'T', kV + 0x200);
+  add("__irqentry_text_end", 'T', kV + 0x300);
+  add("common_interrupt_return", 'T', kV + 0x300);
+  add("bar", 'T', kV + 0x400);
+  add("_etext", 'T', kV + 0x500);
+  add("some_rodata", 'r', kV + 0x800000);
+  add("_sinittext", 'T', kV + 0x1000000);
+  add("early_idt_handler_array", 'T', kV + 0x1000000);
+  add("init_fn", 't', kV + 0x1000100);
+  add("_einittext", 'T', kV + 0x1000200);
+  add("data_x", 'D', kV + 0x1100000);
+  add("_end", 'B', kV + 0x1200000);
+  add("uio_open", 't', kUio + 0x40, 0);
+  add("uio_read", 't', kUio + 0x100, 0);
+  add("uio_data", 'd', kUio + 0x100000, 0);  // placed apart from uio's text: uio's end bounds uio_read
+  add("last_fn", 't', 0xffffffffc0b00000ull, 1);  // nosize has no /proc/modules size
+  add("mei_fn", 't', 0xffffffffc0c00100ull, 2);  // the last symbol of mei: extends to mei's end
+  target::DeriveSizesAndDedupe(t);
+  return t;
+}
+
+struct Want {
+  uint64_t addr;
+  const char* symbol;  // nullptr: not found
+  const char* why;     // not found: a part of the reason
+};
+
+TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(ReplaceTarget(*db, LaidOutTarget(), 1).ok());
+  auto info = FindTarget(*db, "host");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  const int64_t id = (*info)->id;
+  auto table = LoadTextSymbolTable(*db, id);
+  ASSERT_TRUE(table.ok()) << table.status();
+
+  const Want cases[] = {
+      {kV, "startup_64", nullptr},                // a function beats _text/_stext at its address
+      {kV + 0x50, "startup_64", nullptr},
+      {kV + 0x250, "asm_irq", nullptr},           // ... and a region start label
+      {kV + 0x300, "common_interrupt_return", nullptr},  // ... and a region end label
+      {kV + 0x4ff, "bar", nullptr},
+      {kV + 0x500, nullptr, "after _etext"},      // _etext holds nothing
+      {kV + 0x900000, nullptr, "in vmlinux but in no function"},
+      {kV + 0x1000000, "early_idt_handler_array", nullptr},
+      {kV + 0x1000150, "init_fn", nullptr},
+      {kV + 0x1000200, nullptr, "after _einittext"},
+      {kV + 0x1300000, nullptr, "not in vmlinux or any module"},  // past _end
+      {kV - 0x1000, nullptr, "not in vmlinux or any module"},     // below _text
+      {0xffffffffc0000000ull, nullptr, "not in vmlinux or any module"},  // between vmlinux and modules
+      {kUio + 0x5fff, "uio_read", nullptr},
+      {kUio + 0x6000, nullptr, "not in vmlinux or any module"},  // past uio's end, short of uio_data
+      {0xffffffffc0c00fffull, "mei_fn", nullptr},                 // the last symbol: up to mei's end
+      {0xffffffffc0c01000ull, nullptr, "not in vmlinux or any module"},
+      {0xffffffffc0b00010ull, nullptr, "whose end is unknown"},   // never a guess
+      {0x1000, nullptr, "not in vmlinux or any module"},          // user space
+  };
+  for (const Want& w : cases) {
+    SCOPED_TRACE(fmt::format("0x{:x}", w.addr));
+    auto single = SymbolContaining(*db, id, w.addr);
+    ASSERT_TRUE(single.ok()) << single.status();
+    Containment batch = (*table)->Containing(w.addr);
+    if (w.symbol == nullptr) {
+      EXPECT_FALSE(single->symbol.has_value()) << single->symbol->name;
+      EXPECT_FALSE(batch.symbol.has_value()) << batch.symbol->name;
+      EXPECT_NE(single->why.find(w.why), std::string::npos) << single->why;
+      EXPECT_EQ(single->why, batch.why);
+    } else {
+      ASSERT_TRUE(single->symbol.has_value()) << single->why;
+      ASSERT_TRUE(batch.symbol.has_value()) << batch.why;
+      EXPECT_EQ(single->symbol->name, w.symbol);
+      EXPECT_EQ(batch.symbol->name, w.symbol);
+    }
+  }
+}
+
+TEST(SymbolExtentTest, AnOfflineTargetSaysItsModulesHaveNoAddresses) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  target::KernelTarget t = LaidOutTarget();
+  t.kind = "offline";
+  t.modules = {{.name = "uio"}};
+  t.symbols.erase(std::remove_if(t.symbols.begin(), t.symbols.end(), [](const auto& s) { return s.module >= 0; }),
+                  t.symbols.end());
+  ASSERT_TRUE(ReplaceTarget(*db, t, 1).ok());
+  auto info = FindTarget(*db, "host");
+  auto r = SymbolContaining(*db, (*info)->id, 0xffffffffc0000000ull);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->symbol);
+  EXPECT_EQ(r->why, "not in vmlinux (this offline target's modules have no addresses)");
+}
+
+}  // namespace
+}  // namespace symdex::store
