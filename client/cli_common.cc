@@ -70,7 +70,11 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
 }
 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) {
-  return store::OpenIndex(DbPath(g), store::Db::Mode::kReadWriteCreate);
+  ASSIGN_OR_RETURN(auto db, store::OpenIndex(DbPath(g), store::Db::Mode::kReadWriteCreate));
+  // The writer cleans up after writers killed mid-way (a temporary address map is as private
+  // as a finished one, but would otherwise stay forever).
+  if (const std::string dir = AddrMapDirFor(DbPath(g)); !dir.empty()) debuginfo::RemoveStaleAddrMapTempFiles(dir);
+  return db;
 }
 
 void PrintJson(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
