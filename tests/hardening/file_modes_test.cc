@@ -188,6 +188,25 @@ TEST_F(FileModesTest, OverReadableIndexIsFixedByItsOwnerAndRefusedToOthers) {
   EXPECT_NE(w.err.find("was writable by every user (0642); now 0640"), std::string::npos) << w.err;
 }
 
+TEST_F(FileModesTest, DefaultIndexDirectoryIsMadePrivateToo) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch users (setpriv)";
+  Index();
+  // A user's default index ($XDG_STATE_HOME/symdex/index.db) as an older symdex left it under
+  // umask 022. That directory exists only for the index, so its mode is symdex's to fix (the
+  // directory of an index put elsewhere with --db is left alone).
+  const std::string xdg = fx_.dir / "xdg";
+  const std::string dir = xdg + "/symdex";
+  Must("mkdir -p '" + dir + "' && cp -a '" + Db() + "' '" + Maps() + "' '" + dir + "/' && chown -R nobody '" + xdg +
+       "' && chmod 0755 '" + xdg + "' '" + dir + "' && chmod 0644 '" + dir + "/index.db'");
+  CommandResult r = RunCommand(AsStranger("env -u SYMDEX_DB HOME=/nonexistent XDG_STATE_HOME='" + xdg + "' " +
+                                          SYMDEX_BIN + " --local which load_binary"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(dir + " was listable by every user (0755); now 0750"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(dir + "/index.db was readable by every user (0644); now 0640"), std::string::npos) << r.err;
+  EXPECT_EQ(ModeOf(dir), "0750");
+  EXPECT_EQ(ModeOf(xdg), "0755") << "not symdex's directory";
+}
+
 TEST_F(FileModesTest, KilledAddressMapWriterLeavesNoTemporaryFileBehind) {
   Index();
   // A writer that is gone: a child that has exited (its PID not reused this soon).
