@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -37,7 +38,16 @@ absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g) {
   // read-only (no migration) when this user may not write it.
   std::string path = DbPath(g);
   if (::access(path.c_str(), F_OK) != 0) {
+    if (errno == EACCES) {
+      // The index is private (0640 in a 0750 directory): readers need its group.
+      return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
+                                                " (it is for its owner and the 'symdex' group)"));
+    }
     return absl::FailedPreconditionError("no index at " + path + ": run 'symdex index' first (or pass --db)");
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
+                                              " (it is for its owner and the 'symdex' group)"));
   }
   if (::access(path.c_str(), W_OK) == 0) return store::OpenIndex(path, store::Db::Mode::kReadWriteCreate);
   return store::OpenIndex(path, store::Db::Mode::kReadOnly);
@@ -70,7 +80,11 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
 }
 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) {
-  return store::OpenIndex(DbPath(g), store::Db::Mode::kReadWriteCreate);
+  ASSIGN_OR_RETURN(auto db, store::OpenIndex(DbPath(g), store::Db::Mode::kReadWriteCreate));
+  // The writer cleans up after writers killed mid-way (a temporary address map is as private
+  // as a finished one, but would otherwise stay forever).
+  if (const std::string dir = AddrMapDirFor(DbPath(g)); !dir.empty()) debuginfo::RemoveStaleAddrMapTempFiles(dir);
+  return db;
 }
 
 void PrintJson(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }

@@ -1,13 +1,21 @@
 #include "server/common/file_util.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <memory>
 
 #include "server/common/strings.h"
 
@@ -82,6 +90,134 @@ std::string DefaultIndexPath() {
 std::string AddrMapDirFor(const std::string& db_path) {
   if (db_path.empty() || db_path == ":memory:" || db_path.starts_with("file:")) return "";
   return db_path + "-addrmaps";
+}
+
+gid_t PrivateGroup() {
+  // Only root may give a file to a group it is not in; a member could too, but then one user's
+  // own index would become readable by every other member, which nobody asked for.
+  if (::geteuid() != 0) return static_cast<gid_t>(-1);
+  group g{};
+  group* out = nullptr;
+  std::vector<char> buf(16384);
+  if (::getgrnam_r("symdex", &g, buf.data(), buf.size(), &out) != 0 || out == nullptr) {
+    return static_cast<gid_t>(-1);
+  }
+  return out->gr_gid;
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+absl::Status CreatePrivateDir(const std::string& dir) {
+  if (dir.empty()) return absl::OkStatus();
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::FailedPreconditionError(StrCat("cannot create directory ", dir, ": a file of that name exists"));
+  }
+  // Parents first (each one ours only if we create it).
+  if (size_t slash = dir.find_last_of('/'); slash != std::string::npos && slash > 0) {
+    RETURN_IF_ERROR(CreatePrivateDir(dir.substr(0, slash)));
+  }
+  if (::mkdir(dir.c_str(), kPrivateDirMode) != 0) {
+    if (errno == EEXIST) return absl::OkStatus();  // made by someone else meanwhile
+    return ErrnoStatus(errno, StrCat("cannot create directory ", dir));
+  }
+  // mkdir's mode went through the umask (0750 & ~umask): set it exactly.
+  if (::chmod(dir.c_str(), kPrivateDirMode) != 0) return ErrnoStatus(errno, StrCat("cannot chmod ", dir));
+  if (gid_t gid = PrivateGroup(); gid != static_cast<gid_t>(-1)) (void)::chown(dir.c_str(), -1, gid);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> OpenPrivateFile(const std::string& path, int flags) {
+  UniqueFd fd(::open(path.c_str(), O_CREAT | O_CLOEXEC | flags, kPrivateFileMode));
+  if (fd.get() < 0) return ErrnoStatus(errno, StrCat("cannot create ", path));
+  // Before any data: the umask may have taken group read away (or, for a file that existed,
+  // the old mode may be anything).
+  if (::fchmod(fd.get(), kPrivateFileMode) != 0) return ErrnoStatus(errno, StrCat("cannot chmod ", path));
+  if (gid_t gid = PrivateGroup(); gid != static_cast<gid_t>(-1)) (void)::fchown(fd.get(), -1, gid);
+  return fd;
+}
+
+namespace {
+std::string OctalMode(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+std::string UserName(uid_t uid) {
+  passwd pw{};
+  passwd* out = nullptr;
+  std::vector<char> buf(16384);
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &out) == 0 && out != nullptr) return out->pw_name;
+  return StrCat("uid ", uid);
+}
+}  // namespace
+
+absl::StatusOr<std::string> EnsurePrivate(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::string();  // missing (or hidden from us): nothing to show
+  const bool dir = S_ISDIR(st.st_mode);
+  // A directory others may only traverse lists nothing; a file's o+x alone reads nothing.
+  if ((st.st_mode & (S_IROTH | S_IWOTH)) == 0) return std::string();
+  const char* what = (st.st_mode & S_IROTH) ? (dir ? "listable by every user" : "readable by every user")
+                                            : "writable by every user";
+  const mode_t fixed = st.st_mode & 07770;
+  if (st.st_uid == ::geteuid() || ::geteuid() == 0) {
+    if (::chmod(path.c_str(), fixed) != 0) {
+      return ErrnoStatus(errno, StrCat(path, " is ", what, " (", OctalMode(st.st_mode), ") and chmod failed"));
+    }
+    return StrCat(path, " was ", what, " (", OctalMode(st.st_mode), "); now ", OctalMode(fixed));
+  }
+  return absl::FailedPreconditionError(StrCat(
+      path, " is ", what, " (", OctalMode(st.st_mode), ") and holds live kernel addresses; symdex will not use it ",
+      "until its owner (", UserName(st.st_uid), ") runs: chmod o-rwx '", path, "'"));
+}
+
+std::vector<TempFile> FindTempFiles(const std::string& dir, const std::string& marker) {
+  std::vector<TempFile> out;
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) return out;
+  const time_t now = ::time(nullptr);
+  while (dirent* e = ::readdir(d.get())) {
+    std::string_view name = e->d_name;
+    size_t at = name.rfind(marker);
+    if (at == std::string_view::npos || at + marker.size() == name.size()) continue;
+    std::string_view digits = name.substr(at + marker.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    TempFile t;
+    t.path = StrCat(dir, "/", name);
+    t.pid = std::strtoll(std::string(digits).c_str(), nullptr, 10);
+    struct stat st;
+    if (::lstat(t.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    t.age_seconds = now > st.st_mtime ? static_cast<int64_t>(now - st.st_mtime) : 0;
+    // kill(pid, 0): ESRCH means no such process. A PID reused since (or one from another PID
+    // namespace) looks alive; the age limit catches those, since a writer keeps its file fresh
+    // and is done within minutes.
+    const bool gone = t.pid <= 0 || (::kill(static_cast<pid_t>(t.pid), 0) != 0 && errno == ESRCH);
+    t.stale = gone || t.age_seconds > 3600;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+int RemoveStaleTempFiles(const std::string& dir, const std::string& marker) {
+  int removed = 0;
+  for (const TempFile& t : FindTempFiles(dir, marker)) {
+    if (t.stale && ::unlink(t.path.c_str()) == 0) ++removed;
+  }
+  return removed;
 }
 
 bool UnixSocketAnswers(const std::string& path) {

@@ -2,8 +2,12 @@
 // whose size it does not control (procfs files report size 0; a hostile .ko can claim anything).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "server/common/status.h"
 
@@ -27,6 +31,61 @@ std::string DefaultIndexPath();
 // Where an index keeps its address maps (debuginfo/addr_map.h), one file per build-ID:
 // "<db>-addrmaps" next to the database, as SQLite keeps "<db>-wal". "" for an in-memory database.
 std::string AddrMapDirFor(const std::string& db_path);
+
+// ---- files that hold live kernel addresses ----------------------------------------------------
+// The index, its -wal/-shm/-journal, the address maps and their directories show the running
+// kernel's addresses, which /proc/kallsyms hides from unprivileged users (kptr_restrict). They
+// are for their owner and the `symdex` group only, whatever the umask says.
+inline constexpr mode_t kPrivateFileMode = 0640;
+inline constexpr mode_t kPrivateDirMode = 0750;
+
+// The group private files and directories get: the `symdex` group when it exists and this
+// process may give files to it (root), else -1 (the process's own group, left as created).
+gid_t PrivateGroup();
+
+// A file descriptor, closed on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+  int get() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Creates `dir` and its missing parents, each 0750 and PrivateGroup() (mkdir, then chmod: the
+// umask must not decide). Directories that exist already are left alone.
+absl::Status CreatePrivateDir(const std::string& dir);
+
+// open(path, O_CREAT | flags, 0640), then fchmod 0640 and fchown to PrivateGroup() before the
+// caller writes a byte. `flags` adds O_WRONLY / O_RDWR, O_EXCL, O_TRUNC (O_CLOEXEC is implied).
+absl::StatusOr<UniqueFd> OpenPrivateFile(const std::string& path, int flags);
+
+// Makes sure nobody outside `path`'s owner and group may read or write it (a file) or list it
+// (a directory). Missing: fine (""). Over-readable and ours (or we are root): the "other" bits
+// are removed and the returned notice says so ("P was readable by every user (0644); now
+// 0640"). Over-readable and not ours: FailedPrecondition naming the file, its mode and the
+// chmod its owner must run. Mere traversal (o+x on a directory) is allowed.
+absl::StatusOr<std::string> EnsurePrivate(const std::string& path);
+
+// Temporary files "<name><marker><pid>" that a writer makes next to its result and renames
+// into place: one killed mid-write leaves its file behind.
+struct TempFile {
+  std::string path;
+  int64_t pid = 0;
+  int64_t age_seconds = 0;
+  bool stale = false;  // its writer is gone (or it is over an hour old): safe to remove
+};
+// The temporary files in `dir` (none when it cannot be listed).
+std::vector<TempFile> FindTempFiles(const std::string& dir, const std::string& marker);
+// Removes the stale ones; returns how many were removed.
+int RemoveStaleTempFiles(const std::string& dir, const std::string& marker);
 
 // Does something accept a connection on this Unix socket? (A stale socket file does not.)
 bool UnixSocketAnswers(const std::string& path);

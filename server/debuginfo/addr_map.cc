@@ -18,6 +18,7 @@
 #include <unordered_map>
 
 #include "server/common/build_id.h"
+#include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/libdw_util.h"
@@ -538,17 +539,23 @@ std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex)
   return StrCat(dir, "/", build_id_hex, ".addrmap");
 }
 
+std::vector<TempFile> AddrMapTempFiles(const std::string& dir) { return FindTempFiles(dir, kAddrMapTempMarker); }
+
+int RemoveStaleAddrMapTempFiles(const std::string& dir) { return RemoveStaleTempFiles(dir, kAddrMapTempMarker); }
+
 absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
-  std::error_code ec;
-  std::filesystem::path p(path);
-  std::filesystem::create_directories(p.parent_path(), ec);
-  if (ec) return absl::PermissionDeniedError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
-  std::string tmp = StrCat(path, ".tmp.", ::getpid());
-  FdCloser fd;
-  fd.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd.fd < 0) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  // The map holds live addresses: the directory and the file are 0750/0640 from the start.
+  if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
+    return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
+  }
+  // A writer killed mid-write left its temporary file behind; nobody else will remove it.
+  RemoveStaleAddrMapTempFiles(dir);
+  std::string tmp = StrCat(path, ".tmp.", ::getpid());  // "<id>.addrmap.tmp.<pid>": kAddrMapTempMarker
+  auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
+  if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));
   for (size_t done = 0; done < bytes.size();) {
-    ssize_t n = ::write(fd.fd, bytes.data() + done, bytes.size() - done);
+    ssize_t n = ::write(fd->get(), bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       std::string why = std::strerror(errno);
@@ -557,7 +564,7 @@ absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd.fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::fsync(fd->get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     return absl::InternalError(StrCat("installing ", path, ": ", why));

@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/common/file_util.h"
 #include "server/common/status.h"
 
 namespace symdex::debuginfo {
@@ -145,8 +146,15 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& debug_file_path, uns
 // `<dir>/<build-id>.addrmap`
 std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex);
 
-// Writes `bytes` to `path` through a temporary file and rename: readers see the old file or
-// the whole new one. Creates the directory.
+// Writes `bytes` to `path` through a temporary file ("<path>.tmp.<pid>") and rename: readers
+// see the old file or the whole new one. Creates the directory; both are private (0750/0640,
+// server/common/file_util.h). Removes temporary files that killed writers left behind first.
 absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes);
+
+inline constexpr char kAddrMapTempMarker[] = ".addrmap.tmp.";
+// Temporary maps in `dir` (in progress, or left by a killed writer: TempFile::stale).
+std::vector<TempFile> AddrMapTempFiles(const std::string& dir);
+// Removes the stale ones (their writer is gone, or they are over an hour old); how many.
+int RemoveStaleAddrMapTempFiles(const std::string& dir);
 
 }  // namespace symdex::debuginfo

@@ -1,11 +1,24 @@
 #include "server/store/sqlite_db.h"
 
+#include <chrono>
+
 #include "server/common/strings.h"
 
 namespace symdex::store {
+
+absl::Status DamagedIndexError(std::string_view path, std::string_view detail) {
+  return absl::DataLossError(
+      StrCat("index ", path, " is damaged: ", detail, "; move it away and run 'symdex index' again"));
+}
+
 namespace {
 absl::Status SqliteError(sqlite3* db, std::string_view what) {
   int code = db ? sqlite3_errcode(db) : SQLITE_ERROR;
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+    // Whatever statement hit it, the user's cure is the same and needs the file's name.
+    const char* file = sqlite3_db_filename(db, "main");
+    return DamagedIndexError(file && *file ? file : "(in memory)", sqlite3_errmsg(db));
+  }
   std::string msg = StrCat(what, ": ", db ? sqlite3_errmsg(db) : "out of memory");
   if (code == SQLITE_BUSY || code == SQLITE_LOCKED) return absl::UnavailableError(msg);
   if (code == SQLITE_CANTOPEN || code == SQLITE_PERM || code == SQLITE_READONLY) {
@@ -139,9 +152,54 @@ absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
   RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
   // Reading the schema catches "file is not a database" at open time, with the path.
   if (auto v = db.UserVersion(); !v.ok()) {
+    if (v.status().code() == absl::StatusCode::kDataLoss) return v.status();
     return absl::DataLossError(StrCat(path, " is not a symdex database: ", v.status().message()));
   }
   return db;
+}
+
+absl::StatusOr<bool> Db::QuickCheck(double max_seconds) {
+  // quick_check reads every page (b-tree structure, record formats, NOT NULL/UNIQUE), not the
+  // index-to-table cross-checks of integrity_check: linear in the file's size. The progress
+  // handler interrupts it at the deadline so that `status` stays quick on a huge index.
+  using Clock = std::chrono::steady_clock;
+  struct Deadline {
+    Clock::time_point at;
+    bool hit = false;
+  } deadline{Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(max_seconds))};
+  sqlite3_progress_handler(
+      db_, 10000,
+      [](void* p) -> int {
+        auto* d = static_cast<Deadline*>(p);
+        d->hit = Clock::now() >= d->at;
+        return d->hit ? 1 : 0;
+      },
+      &deadline);
+  std::vector<std::string> problems;
+  absl::Status failed;
+  {
+    auto st = Prepare("PRAGMA quick_check(5)");
+    if (!st.ok()) {
+      failed = st.status();
+    } else {
+      auto rows = st->TextColumn();
+      if (rows.ok()) problems = std::move(*rows);
+      else failed = rows.status();
+    }
+  }
+  sqlite3_progress_handler(db_, 0, nullptr, nullptr);
+  if (deadline.hit) return false;
+  RETURN_IF_ERROR(failed);
+  if (problems.size() == 1 && problems[0] == "ok") return true;
+  std::string detail;
+  for (std::string p : problems) {
+    // Rows look like "*** in database main ***\nPage 6001: btreeInitPage() returns error code 11".
+    if (p.starts_with("*** in database main ***")) p.erase(0, 24);
+    for (char& c : p) c = c == '\n' ? ' ' : c;
+    while (!p.empty() && p.front() == ' ') p.erase(0, 1);
+    detail += StrCat(detail.empty() ? "" : "; ", p);
+  }
+  return DamagedIndexError(path_, detail.empty() ? "quick_check returned nothing" : detail);
 }
 
 absl::Status Db::Exec(std::string_view sql) {
@@ -151,6 +209,7 @@ absl::Status Db::Exec(std::string_view sql) {
     std::string msg = err ? err : "unknown error";
     sqlite3_free(err);
     absl::Status s = SqliteError(db_, "sql failed");
+    if (s.code() == absl::StatusCode::kDataLoss) return s;  // already names the file and the cure
     return absl::Status(s.code(), StrCat(path_, ": ", msg));
   }
   return absl::OkStatus();

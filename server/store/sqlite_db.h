@@ -76,6 +76,10 @@ class Stmt {
   StmtCache* cache_ = nullptr;
 };
 
+// "index P is damaged: <detail>; move it away and run 'symdex index' again" (DataLoss). Every
+// SQLITE_CORRUPT / SQLITE_NOTADB a statement meets comes back as this, naming the file.
+absl::Status DamagedIndexError(std::string_view path, std::string_view detail);
+
 class Db {
  public:
   enum class Mode { kReadWriteCreate, kReadOnly };
@@ -92,6 +96,9 @@ class Db {
   absl::Status Exec(std::string_view sql);  // for schema scripts and pragmas only
   absl::StatusOr<Stmt> Prepare(std::string_view sql);
   absl::StatusOr<int64_t> UserVersion();
+  // PRAGMA quick_check, given at most `max_seconds`: true when the file is sound, false when the
+  // time ran out first, DataLoss (DamagedIndexError) when it is not.
+  absl::StatusOr<bool> QuickCheck(double max_seconds);
   const std::string& path() const { return path_; }
   sqlite3* raw() { return db_; }
 
