@@ -1,6 +1,7 @@
 // symdex: find out which of the kernel's same-named functions is which, and name exactly one.
 // Works embedded (opens the SQLite index directly); no daemon needed.
 #include <fmt/core.h>
+#include <sys/stat.h>
 
 #include "client/cli_common.h"
 
@@ -24,6 +25,9 @@ std::string FirstPositional(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace symdex::cli;
+  // Nothing symdex creates is for other users: the index and its maps hold live addresses (they
+  // are created 0640 explicitly; this also covers SQLite's own temporary files and `jit export`).
+  ::umask(::umask(0) | 027);
   CLI::App app{
       "symdex - kernel symbol disambiguation.\n"
       "Indexes /proc/kallsyms (or an offline System.map + modules) into SQLite and answers which\n"

@@ -331,12 +331,7 @@ int RunDaemon(const DaemonOptions& opts) {
   // microseconds per lock on the request path).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Daemon d(opts);
-  d.db_path = opts.db.empty() ? DefaultIndexPath() : opts.db;
-  {
-    std::error_code ec;
-    std::filesystem::path p(d.db_path);
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  }
+  d.db_path = opts.db.empty() ? DefaultIndexPath() : opts.db;  // OpenIndex creates its directory 0750
   // The writer connection creates / migrates the index; queries use their own read connections.
   auto writer = store::OpenIndex(d.db_path, store::Db::Mode::kReadWriteCreate);
   if (!writer.ok()) {

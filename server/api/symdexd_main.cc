@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <map>
 #include <string>
@@ -12,6 +14,9 @@
 int main(int argc, char** argv) {
   // Before any thread exists (gRPC starts its own): SIGTERM/SIGINT/SIGHUP go to sigwait().
   symdex::api::BlockTerminationSignals();
+  // Nothing the daemon creates is for other users (the index and its maps hold live addresses;
+  // they are created 0640 explicitly, this also covers SQLite's own temporary files).
+  ::umask(::umask(0) | 027);
   symdex::api::DaemonOptions o;
   CLI::App app{
       "symdexd - the symdex daemon: serves symbol resolution, symbolization and JIT lookups over gRPC\n"

@@ -335,7 +335,11 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     if (!df || df->relocatable) continue;
     const std::string path = debuginfo::AddrMapPath(map_dir, df->build_id);
     auto existing = debuginfo::MappedAddrMap::Open(path, df->build_id);
-    if (existing.ok()) {
+    // A vmlinux parsed again because its file changed gets a new map (the old one was made from
+    // the old file's DWARF).
+    const bool reparsed = p.stale && p.record.status != "parse-error" && p.record.debug_file_id == p.stale->id &&
+                          p.record.status != "cached";
+    if (existing.ok() && !reparsed) {
       ++sum.addr_maps_present;
       continue;
     }

@@ -43,8 +43,17 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
 
   int64_t id = 0;
   if (existing) {
-    // Made from a file that has changed since: replace its rows, keep its id.
+    // Made from a file that has changed since: replace its rows, keep its id. Symbols of other
+    // targets joined to the old rows would point at rows that are gone or — ids being reused —
+    // at other functions: their DWARF columns are cleared (no answer rather than a wrong one)
+    // until those targets are indexed again. The target being indexed rewrites its own.
     id = existing->id;
+    ASSIGN_OR_RETURN(Stmt forget,
+                     db.Prepare("UPDATE symbols SET dwarf_function_id = NULL, src_unit = NULL, src_file = NULL, "
+                                "src_line = NULL, dwarf_note = ?2 WHERE debug_file_id = ?1"));
+    forget.Bind(1, id).Bind(2, StrCat("the debug file ", existing->path,
+                                      " changed after this target was indexed: run 'symdex index' for it again"));
+    RETURN_IF_ERROR(forget.Run());
     for (const char* table : {"dwarf_functions", "dwarf_variables", "dwarf_sections", "dwarf_files", "dwarf_units",
                               "dwarf_symbol_lines"}) {
       ASSIGN_OR_RETURN(Stmt del, db.Prepare(StrCat("DELETE FROM ", table, " WHERE debug_file_id = ?1")));

@@ -133,3 +133,42 @@ TEST_F(CliDebugFileTest, MissingWorkerIsReportedWithTheCure) {
 
 }  // namespace
 }  // namespace symdex
+
+namespace symdex {
+namespace {
+
+// Two targets share vmlinux's debug file (one build-ID). The file changes and one target is
+// indexed again: its rows are replaced in place, so the other target's symbols, joined to the
+// old rows, must not point at whatever now has their ids — they lose their DWARF columns and
+// say why, until that target is indexed again.
+TEST_F(CliDebugFileTest, OtherTargetsForgetRowsOfAChangedDebugFile) {
+  auto index = [&](const std::string& name) {
+    CommandResult r = RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") +
+                                 "' index -q --name " + name + " --system-map '" + map_ + "' --modules-dir '" + mods_ +
+                                 "' --debug-dir '" + dbg_ + "'");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  auto vmlinux_dwarf = [&](const std::string& target) {
+    CommandResult r = RunCommand(std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") + "' --json which -t " +
+                                 target + " name_show --exact");
+    json w = json::parse(r.out);
+    for (const auto& in : w["instances"]) {
+      if (in["module"] == "vmlinux") return in;
+    }
+    return json();
+  };
+  index("a");
+  index("b");
+  ASSERT_FALSE(vmlinux_dwarf("b")["dwarf"].is_null());
+  Must("touch -d '2001-01-01' '" + dbg_ + "/boot/vmlinux-" + kRelease + "'");
+  index("a");
+  EXPECT_FALSE(vmlinux_dwarf("a")["dwarf"].is_null());
+  json b = vmlinux_dwarf("b");
+  EXPECT_TRUE(b["dwarf"].is_null()) << b.dump();
+  EXPECT_NE(b.value("dwarf_note", "").find("changed after this target was indexed"), std::string::npos) << b.dump();
+  index("b");
+  EXPECT_FALSE(vmlinux_dwarf("b")["dwarf"].is_null());
+}
+
+}  // namespace
+}  // namespace symdex
