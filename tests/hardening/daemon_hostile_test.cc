@@ -309,14 +309,19 @@ TEST_F(HardeningTest, AHostileClientDoesNotHurtHonestOnes) {
   // p99 within 2x of the quiet run (+1 ms: on a 2-core machine the hostile processes' own CPU
   // time — 700 calls set up and torn down — lands on the same cores).
   EXPECT_LE(loud_p99, 2 * quiet_p99 + 1.0);
-  // The hostile calls were refused past the per-peer limits, not queued.
+  // The hostile calls were refused past the per-peer limits, not queued: RESOURCE_EXHAUSTED
+  // past the stream / address limits, or UNAVAILABLE when the connection itself was refused
+  // (64 connections per uid; the garbage mode opens 200 at the same time).
   ASSERT_EQ(dups_r.exit_code, 0) << dups_r.err;
   ASSERT_EQ(streams_r.exit_code, 0) << streams_r.err;
   json dj = json::parse(dups_r.out), sj = json::parse(streams_r.out);
+  auto refused = [](const json& j) {
+    return j["codes"].value("RESOURCE_EXHAUSTED", 0) + j["codes"].value("UNAVAILABLE", 0);
+  };
   // (A stream whose whole answer fits in the transport's buffers completes though unread and
   // gives its slot back: the miniature kernel's list does, so more than 32 may be served.)
-  EXPECT_GE(dj["codes"].value("RESOURCE_EXHAUSTED", 0), 400) << dups_r.out;
-  EXPECT_GE(sj["codes"].value("RESOURCE_EXHAUSTED", 0), 18) << streams_r.out;
+  EXPECT_GE(refused(dj), 400) << dups_r.out;
+  EXPECT_GE(refused(sj), 18) << streams_r.out;
   // Bounded memory (documented in README "Access and limits").
   EXPECT_GT(hwm_kb, 0);
   EXPECT_LT(hwm_kb, 512 * 1024) << "daemon peak RSS " << hwm_kb / 1024 << " MB";

@@ -76,7 +76,8 @@ class FileModesTest : public ::testing::Test {
     const std::string map = fx_.dir / ("boot/System.map-" + std::string(kRelease));
     const std::string dbg = fx_.dir / "debug";
     Must("mkdir -p '" + (fx_.dir / "boot") + "' '" + dbg + "/boot' && nm -n --defined-only '" + fx_.vmlinux +
-         "' > '" + map + "' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+         "' > '" + map + "' && { [ -e '" + dbg + "/boot/vmlinux-" + kRelease + "' ] || cp '" + fx_.vmlinux + "' '" + dbg +
+         "/boot/vmlinux-" + kRelease + "'; }");  // copied once: a changed debug file is parsed (and mapped) again
     // Readable by anyone: a refusal below must come from the index's modes, not from these.
     Must("chmod -R a+rX '" + (fx_.dir / "boot") + "' '" + dbg + "'");
     CommandResult r = Symdex("index --system-map '" + map + "' --debug-dir '" + dbg + "' --json", umask);
