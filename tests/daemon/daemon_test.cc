@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -50,11 +51,7 @@ class DaemonTest : public ::testing::Test {
     dbg_ = fx_->dir / "dbg";
     db_ = fx_->dir / "index.db";
     testing::MakeLiveSysroot(*fx_, root_, kRelease, /*with_module=*/true);
-    Must("mkdir -p '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers' && cp '" +
-         fx_->vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kRelease + "' && cp '" + fx_->module + "' '" + dbg_ +
-         "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko'");
-    CommandResult r = Cli("--db '" + db_ + "' index -q --sysroot '" + root_ + "' --debug-dir '" + dbg_ +
-                          "' --no-debuginfod");
+    CommandResult r = testing::IndexLiveSysroot(*fx_, SYMDEX_BIN, root_, dbg_, db_, kRelease);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {
@@ -85,6 +82,31 @@ class DaemonTest : public ::testing::Test {
   static json Json(const std::string& args) {
     CommandResult r = Cli("--local --db '" + db_ + "' --json " + args);
     return json::parse(r.out.empty() ? "null" : r.out);
+  }
+
+  // The live target re-read from a kallsyms that `damage` (given its path) spoils is refused
+  // and the reason logged (`log_has`); the daemon keeps serving the index it had.
+  void LiveReindexIsRefused(const std::function<void(const std::string&)>& damage,
+                            const std::vector<std::string>& log_has) {
+    std::string root = dir_ / "live";
+    std::string db = dir_ / "live.db";
+    testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+    Must("cp '" + db_ + "' '" + db + "'");
+    damage(root + "/proc/kallsyms");
+    sock_ = dir_ / "s.sock";
+    DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll",
+                     "0.2", "--debug-dir", dbg_, "--no-debuginfod"},
+                    dir_ / "d.log", "unix:" + sock_);
+    ASSERT_TRUE(d.ready()) << d.Log();
+    for (int i = 0; i < 100 && d.Log().find("previous index is kept") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (const auto& want : log_has) EXPECT_NE(d.Log().find(want), std::string::npos) << want << "\n" << d.Log();
+    CommandResult local = Cli("--local --db '" + db_ + "' dups");
+    CommandResult remote = Cli("--connect unix:" + sock_ + " dups");
+    EXPECT_EQ(remote.exit_code, 0) << remote.err;
+    EXPECT_EQ(local.out, remote.out);
+    EXPECT_EQ(d.Stop(), 0);
   }
 
   static KernelFixture* fx_;
@@ -748,52 +770,15 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
 }
 
 TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
-  std::string root = dir_ / "live";
-  std::string db = dir_ / "live.db";
-  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
-  Must("cp '" + db_ + "' '" + db + "'");
-  // kallsyms as an unprivileged reader sees it: every address zero.
-  Must("sed -i 's/^[0-9a-f]*/0000000000000000/' '" + root + "/proc/kallsyms'");
-  sock_ = dir_ / "s.sock";
-  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
-                   "--debug-dir", dbg_, "--no-debuginfod"},
-                  dir_ / "d.log", "unix:" + sock_);
-  ASSERT_TRUE(d.ready()) << d.Log();
-  for (int i = 0; i < 100 && d.Log().find("previous index is kept") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_NE(d.Log().find("kptr_restrict"), std::string::npos) << d.Log();
-  // Still serving the index it had.
-  CommandResult local = Cli("--local --db '" + db_ + "' dups");
-  CommandResult remote = Cli("--connect unix:" + sock_ + " dups");
-  EXPECT_EQ(remote.exit_code, 0) << remote.err;
-  EXPECT_EQ(local.out, remote.out);
-  EXPECT_EQ(d.Stop(), 0);
+  LiveReindexIsRefused([&](const std::string& k) { Must("sed -i 's/^[0-9a-f]*/0000000000000000/' '" + k + "'"); },
+                       {"kptr_restrict"});
 }
 
-// A live re-index from a kallsyms that stopped short (fewer than 90% of the indexed vmlinux
-// symbols) is refused and logged; the daemon has no --force and keeps serving the old index.
+// A kallsyms that stopped short (fewer than 90% of the indexed vmlinux symbols): the daemon has
+// no --force.
 TEST_F(DaemonTest, ShrunkenKallsymsKeepsThePreviousIndex) {
-  std::string root = dir_ / "live";
-  std::string db = dir_ / "live.db";
-  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
-  Must("cp '" + db_ + "' '" + db + "'");
-  Must("head -n 3 '" + root + "/proc/kallsyms' > '" + root + "/k' && mv '" + root + "/k' '" + root + "/proc/kallsyms'");
-  sock_ = dir_ / "s.sock";
-  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
-                   "--debug-dir", dbg_, "--no-debuginfod"},
-                  dir_ / "d.log", "unix:" + sock_);
-  ASSERT_TRUE(d.ready()) << d.Log();
-  for (int i = 0; i < 100 && d.Log().find("previous index is kept") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_NE(d.Log().find("has 3 vmlinux symbols, the current index of target host has"), std::string::npos) << d.Log();
-  EXPECT_NE(d.Log().find("refusing to replace it"), std::string::npos) << d.Log();
-  CommandResult local = Cli("--local --db '" + db_ + "' dups");
-  CommandResult remote = Cli("--connect unix:" + sock_ + " dups");
-  EXPECT_EQ(remote.exit_code, 0) << remote.err;
-  EXPECT_EQ(local.out, remote.out);
-  EXPECT_EQ(d.Stop(), 0);
+  LiveReindexIsRefused([&](const std::string& k) { Must("head -n 3 '" + k + "' > '" + k + ".3' && mv '" + k + ".3' '" + k + "'"); },
+                       {"has 3 vmlinux symbols, the current index of target host has", "refusing to replace it"});
 }
 
 TEST_F(DaemonTest, SigtermDrainsCallsInFlightThenExitsZero) {

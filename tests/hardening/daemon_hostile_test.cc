@@ -62,11 +62,7 @@ class HardeningTest : public ::testing::Test {
       std::snprintf(text, sizeof(text), "%016llx T _text\n", static_cast<unsigned long long>(lowest));
       testing::WriteFile(root_ + "/proc/kallsyms", text + ks);
     }
-    Must("mkdir -p '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers' && cp '" +
-         fx_->vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kRelease + "' && cp '" + fx_->module + "' '" + dbg_ +
-         "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko'");
-    CommandResult r = Cli("--db '" + db_ + "' index -q --sysroot '" + root_ + "' --debug-dir '" + dbg_ +
-                          "' --no-debuginfod");
+    CommandResult r = testing::IndexLiveSysroot(*fx_, SYMDEX_BIN, root_, dbg_, db_, kRelease);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {

@@ -151,4 +151,15 @@ void MakeLiveSysroot(const KernelFixture& fx, const std::string& root, const std
   ExtractNotes(fx.vmlinux, root + "/sys/kernel/notes");
 }
 
+CommandResult IndexLiveSysroot(const KernelFixture& fx, const std::string& symdex_bin, const std::string& root,
+                               const std::string& dbg, const std::string& db, const std::string& release) {
+  CommandResult layout = RunCommand("mkdir -p '" + dbg + "/boot' '" + dbg + "/lib/modules/" + release +
+                                    "/kernel/drivers' && cp '" + fx.vmlinux + "' '" + dbg + "/boot/vmlinux-" + release +
+                                    "' && cp '" + fx.module + "' '" + dbg + "/lib/modules/" + release +
+                                    "/kernel/drivers/fake_mod.ko'");
+  if (layout.exit_code != 0) return layout;
+  return RunCommand("env -u DEBUGINFOD_URLS -u SYMDEX_DB " + symdex_bin + " --db '" + db + "' index -q --sysroot '" +
+                    root + "' --debug-dir '" + dbg + "' --no-debuginfod");
+}
+
 }  // namespace symdex::testing

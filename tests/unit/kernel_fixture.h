@@ -32,4 +32,10 @@ struct KernelFixture {
 // sysroot, so a test can load and unload the module.
 void MakeLiveSysroot(const KernelFixture& fx, const std::string& root, const std::string& release, bool with_module);
 
+// The fixture's debug files laid out under `dbg` as /usr/lib/debug is (boot/vmlinux-R,
+// lib/modules/R/kernel/drivers/fake_mod.ko), then `symdex_bin --db DB index` of the live sysroot
+// `root` with them. Returns the CLI's result.
+CommandResult IndexLiveSysroot(const KernelFixture& fx, const std::string& symdex_bin, const std::string& root,
+                               const std::string& dbg, const std::string& db, const std::string& release);
+
 }  // namespace symdex::testing
