@@ -156,13 +156,13 @@ std::string DwarfWorker::Stop(bool kill) {
   return "parser stopped";
 }
 
-absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned jobs) {
+absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs) {
   struct stat sb{};
   if (::stat(path.c_str(), &sb) != 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   if (path.empty() || path.size() > kMaxPathLength) return absl::InvalidArgumentError(StrCat(path, ": path too long"));
   jobs = std::max(1u, jobs);
   const uint64_t size = static_cast<uint64_t>(sb.st_size);
-  WorkerRequest req{.path = path, .jobs = jobs};
+  WorkerRequest req{.kind = kind, .path = path, .jobs = jobs};
   req.memory_limit = limits_.memory_base + (uint64_t{jobs} + 1) * size;
   const double timeout = limits_.fixed_timeout ? limits_.timeout_base_seconds
                                                : limits_.timeout_base_seconds + static_cast<double>(size >> 22);
@@ -216,12 +216,21 @@ absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned 
     // The parser's own message names the file already (IndexDwarfFile's errors do).
     return absl::DataLossError(payload.find(path) == std::string::npos ? StrCat(path, ": ", payload) : payload);
   }
+  return payload;
+}
+
+absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned jobs) {
+  ASSIGN_OR_RETURN(std::string payload, Call(WorkerRequest::Kind::kIndex, path, jobs));
   auto idx = DecodeDwarfIndex(payload);
   if (!idx.ok()) {
     Stop(true);  // out of step with us: never trust its next answer
     return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", idx.status().message()));
   }
   return idx;
+}
+
+absl::StatusOr<std::string> DwarfWorker::AddrMap(const std::string& path, unsigned jobs) {
+  return Call(WorkerRequest::Kind::kAddrMap, path, jobs);
 }
 
 }  // namespace symdex::debuginfo

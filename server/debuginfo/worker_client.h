@@ -15,6 +15,7 @@
 
 #include "server/common/status.h"
 #include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/worker_protocol.h"
 
 namespace symdex::debuginfo {
 
@@ -44,11 +45,16 @@ class DwarfWorker {
   // name the file and the reason: the parser's own, "parser killed by SIGSEGV", "timed out
   // after N s", "exceeded the memory limit", "invalid response".
   absl::StatusOr<DwarfIndex> Index(const std::string& path, unsigned jobs);
+  // The address map of a linked debug file (addr_map.h BuildAddrMap), built in the worker under
+  // the same limits. The bytes are untrusted too: MappedAddrMap checks them when opened.
+  absl::StatusOr<std::string> AddrMap(const std::string& path, unsigned jobs);
 
   pid_t pid() const { return pid_; }
 
  private:
   absl::Status Start();
+  // Sends `kind` for `path` and returns the response's payload (ok) or the failure.
+  absl::StatusOr<std::string> Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs);
   // Kills (SIGKILL) and reaps the worker; returns how it ended ("" if it was not running).
   std::string Stop(bool kill);
 

@@ -1,4 +1,5 @@
-// symdex-debuginfo-worker: parses debug files for the indexer in a process of its own (see
+// symdex-debuginfo-worker: parses debug files for the indexer in a process of its own — their
+// DWARF into the index, and vmlinux's into its address map (see
 // worker_protocol.h for the wire format, worker_client.h for the parent's side). Reads
 // requests on stdin, writes responses on stdout, exits at end of input.
 //
@@ -9,7 +10,8 @@
 //   symdex-debuginfo-worker --print FILE...   index FILEs in-process and print counts (debugging)
 //
 // Test hooks (environment): SYMDEX_WORKER_TEST_CRASH_ON=S aborts, SYMDEX_WORKER_TEST_HANG_ON=S
-// sleeps forever, on a path containing S.
+// sleeps forever, on a path containing S; SYMDEX_WORKER_TEST_CRASH_MAP_ON=S aborts building the
+// address map of such a path.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -20,6 +22,7 @@
 #include <new>
 #include <string>
 
+#include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
 
@@ -67,7 +70,12 @@ void ApplyLimits(const WorkerRequest& req) {
   setrlimit(RLIMIT_CPU, &cpu);
 }
 
-void TestHooks(const std::string& path) {
+void TestHooks(const WorkerRequest& req) {
+  const std::string& path = req.path;
+  const char* map_crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_MAP_ON");
+  if (req.kind == WorkerRequest::Kind::kAddrMap && map_crash && *map_crash && path.find(map_crash) != std::string::npos) {
+    std::abort();
+  }
   const char* crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_ON");
   if (crash && *crash && path.find(crash) != std::string::npos) std::abort();
   const char* hang = std::getenv("SYMDEX_WORKER_TEST_HANG_ON");
@@ -95,13 +103,19 @@ int Serve() {
     req.path.resize(*n);
     if (!ReadAll(0, req.path.data(), *n)) return 2;
     ApplyLimits(req);
-    TestHooks(req.path);
+    TestHooks(req);
     bool ok = false;
     std::string payload;
     try {
-      auto idx = IndexDwarfFile(req.path, {.jobs = req.jobs});
-      ok = idx.ok();
-      payload = ok ? EncodeDwarfIndex(*idx) : std::string(idx.status().message());
+      if (req.kind == WorkerRequest::Kind::kAddrMap) {
+        auto map = BuildAddrMap(req.path, req.jobs);
+        ok = map.ok();
+        payload = ok ? std::move(*map) : std::string(map.status().message());
+      } else {
+        auto idx = IndexDwarfFile(req.path, {.jobs = req.jobs});
+        ok = idx.ok();
+        payload = ok ? EncodeDwarfIndex(*idx) : std::string(idx.status().message());
+      }
     } catch (const std::bad_alloc&) {
       ok = false;
       payload = req.path + ": exceeded the memory limit of " + GiB(req.memory_limit) + " while parsing";

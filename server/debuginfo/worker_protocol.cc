@@ -74,7 +74,7 @@ class Reader {
 
 std::string EncodeRequest(const WorkerRequest& r) {
   Writer w;
-  w.Int(kRequestMagic);
+  w.Int(r.kind == WorkerRequest::Kind::kAddrMap ? kAddrMapRequestMagic : kRequestMagic);
   w.Int(r.jobs);
   w.Int(r.memory_limit);
   w.Int(r.cpu_seconds);
@@ -84,7 +84,9 @@ std::string EncodeRequest(const WorkerRequest& r) {
 
 absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequest& r) {
   Reader rd(header.substr(0, kRequestHeaderSize));
-  if (rd.Int<uint32_t>() != kRequestMagic) return absl::InvalidArgumentError("bad request magic");
+  const uint32_t magic = rd.Int<uint32_t>();
+  if (magic != kRequestMagic && magic != kAddrMapRequestMagic) return absl::InvalidArgumentError("bad request magic");
+  r.kind = magic == kAddrMapRequestMagic ? WorkerRequest::Kind::kAddrMap : WorkerRequest::Kind::kIndex;
   r.jobs = rd.Int<uint32_t>();
   r.memory_limit = rd.Int<uint64_t>();
   r.cpu_seconds = rd.Int<uint32_t>();

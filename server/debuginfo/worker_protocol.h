@@ -3,10 +3,10 @@
 // a process of its own with memory and time limits; see worker_client.h).
 //
 // One request, then one response, repeated over one socketpair (the worker's stdin/stdout):
-//   request:  u32 kRequestMagic, u32 jobs, u64 memory limit (bytes), u32 CPU limit (s),
-//             u32 path length, path bytes
+//   request:  u32 magic (kRequestMagic: index the file; kAddrMapRequestMagic: build its address
+//             map), u32 jobs, u64 memory limit (bytes), u32 CPU limit (s), u32 path length, path
 //   response: u32 kResponseMagic, u32 status (0 ok, 1 error), u64 payload length, payload
-//             (ok: EncodeDwarfIndex; error: the message)
+//             (ok: EncodeDwarfIndex, or the address map's bytes; error: the message)
 // All integers little-endian. The parent treats the response as untrusted too: its length is
 // bounded, every count is checked against the bytes left, every id against its table.
 #pragma once
@@ -20,7 +20,8 @@
 
 namespace symdex::debuginfo {
 
-inline constexpr uint32_t kRequestMagic = 0x51574453;   // "SDWQ"
+inline constexpr uint32_t kRequestMagic = 0x51574453;         // "SDWQ"
+inline constexpr uint32_t kAddrMapRequestMagic = 0x4d574453;  // "SDWM"
 inline constexpr uint32_t kResponseMagic = 0x52574453;  // "SDWR"
 inline constexpr size_t kRequestHeaderSize = 24;
 inline constexpr size_t kResponseHeaderSize = 16;
@@ -29,6 +30,8 @@ inline constexpr uint32_t kMaxPathLength = 4096;
 inline constexpr uint64_t kMaxResponsePayload = uint64_t{1} << 30;
 
 struct WorkerRequest {
+  enum class Kind { kIndex, kAddrMap };
+  Kind kind = Kind::kIndex;
   std::string path;
   uint32_t jobs = 1;
   uint64_t memory_limit = 0;  // RLIMIT_AS for this file; 0 = none

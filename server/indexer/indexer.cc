@@ -344,7 +344,17 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
       continue;
     }
     if (req.progress) req.progress("DWARF into an address map", 0, 1);
-    auto bytes = debuginfo::BuildAddrMap(df->path, jobs);
+    // In a worker process, as the DWARF index was: the file is untrusted input.
+    absl::StatusOr<std::string> bytes = absl::UnknownError("no worker");
+    {
+      auto exe = debuginfo::FindWorkerExecutable();
+      if (!exe.ok()) {
+        bytes = exe.status();
+      } else {
+        debuginfo::DwarfWorker w(*exe, debuginfo::WorkerLimits::FromEnvironment());
+        bytes = w.AddrMap(df->path, jobs);
+      }
+    }
     absl::Status written = bytes.ok() ? debuginfo::WriteAddrMapFile(path, *bytes) : bytes.status();
     if (req.progress) req.progress("DWARF into an address map", 1, 1);
     if (written.ok()) {

@@ -172,3 +172,40 @@ TEST_F(CliDebugFileTest, OtherTargetsForgetRowsOfAChangedDebugFile) {
 
 }  // namespace
 }  // namespace symdex
+
+namespace symdex {
+namespace {
+
+// vmlinux's address map is built in the worker too: a parser crash there costs the map (a
+// warning; answers come from DWARF, the same), never the index run; the next run builds it.
+TEST_F(CliDebugFileTest, AddressMapBuiltInTheWorkerACrashCostsOnlyTheMap) {
+  const std::string db = fx_.dir / "i.db";
+  auto index = [&](const std::string& env) {
+    return RunCommand("env -u DEBUGINFOD_URLS " + env + " " + std::string(SYMDEX_BIN) + " --db '" + db +
+                      "' index --json --system-map '" + map_ + "' --modules-dir '" + mods_ + "' --debug-dir '" +
+                      dbg_ + "'");
+  };
+  CommandResult r = index("SYMDEX_WORKER_TEST_CRASH_MAP_ON=vmlinux-");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["addr_maps"]["built"], 0) << r.out;
+  EXPECT_NE(r.out.find("parser killed by SIGABRT"), std::string::npos) << r.out;
+  // An address inside a function, answered without the map ...
+  json w = json::parse(RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' --json which name_show --exact").out);
+  std::string addr;
+  for (const auto& in : w["instances"]) {
+    if (in["module"] == "vmlinux") addr = std::string(in["address"]);
+  }
+  ASSERT_FALSE(addr.empty()) << w.dump();
+  CommandResult without = RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' addr " + addr);
+  EXPECT_EQ(without.exit_code, 0) << without.err;
+  // ... and the same with the map the next run builds.
+  r = index("");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["addr_maps"]["built"], 1) << r.out;
+  CommandResult with = RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' addr " + addr);
+  EXPECT_EQ(with.out, without.out);
+}
+
+}  // namespace
+}  // namespace symdex
