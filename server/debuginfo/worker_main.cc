@@ -69,22 +69,12 @@ constexpr bool kAddressSanitizer = false;
 void ApplyLimits(const WorkerRequest& req) {
   // ASan reserves terabytes of shadow address space: under it (the test suite's sanitizer
   // build) RLIMIT_AS would fail every allocation, so only the CPU and wall-clock limits apply.
-  if (kAddressSanitizer) {
-    struct rlimit cpu{};
-    cpu.rlim_max = RLIM_INFINITY;
-    cpu.rlim_cur = RLIM_INFINITY;
-    if (req.cpu_seconds) {
-      struct rusage ru{};
-      getrusage(RUSAGE_SELF, &ru);
-      cpu.rlim_cur = static_cast<rlim_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1) + req.cpu_seconds;
-    }
-    setrlimit(RLIMIT_CPU, &cpu);
-    return;
+  if (!kAddressSanitizer) {
+    struct rlimit as{};
+    as.rlim_cur = req.memory_limit ? req.memory_limit : RLIM_INFINITY;
+    as.rlim_max = RLIM_INFINITY;
+    setrlimit(RLIMIT_AS, &as);
   }
-  struct rlimit as{};
-  as.rlim_cur = req.memory_limit ? req.memory_limit : RLIM_INFINITY;
-  as.rlim_max = RLIM_INFINITY;
-  setrlimit(RLIMIT_AS, &as);
   struct rlimit cpu{};
   cpu.rlim_max = RLIM_INFINITY;
   cpu.rlim_cur = RLIM_INFINITY;
