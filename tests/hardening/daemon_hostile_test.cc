@@ -277,7 +277,9 @@ TEST_F(HardeningTest, AHostileClientDoesNotHurtHonestOnes) {
     if (!in["address"].is_null()) addrs.push_back(std::stoull(std::string(in["address"]), nullptr, 16));
   }
   ASSERT_FALSE(addrs.empty());
-  while (addrs.size() < 64) addrs.push_back(addrs[addrs.size() % 4] + addrs.size());
+  // Fill to 64 from the instances found (there may be fewer than four of them).
+  const size_t found = addrs.size();
+  while (addrs.size() < 64) addrs.push_back(addrs[addrs.size() % found] + addrs.size());
 
   HonestLoad(sock_, name, addrs, 4, 1);  // warm the caches
   LoadResult quiet = HonestLoad(sock_, name, addrs, 16, 5);
