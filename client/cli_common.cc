@@ -11,8 +11,7 @@
 #include "server/api/remote_query.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
-#include "server/debuginfo/addr_map.h"
-#include "server/store/debuginfo_store.h"
+#include "server/indexer/open_index.h"
 #include "server/store/migrations.h"
 
 namespace symdex::cli {
@@ -36,21 +35,11 @@ int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
 absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g) {
   // Read-write when possible so that an index written by an older symdex is migrated in place;
   // read-only (no migration) when this user may not write it.
+  ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));
+  (void)q;
   std::string path = DbPath(g);
-  if (::access(path.c_str(), F_OK) != 0) {
-    if (errno == EACCES) {
-      // The index is private (0640 in a 0750 directory): readers need its group.
-      return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
-                                                " (it is for its owner and the 'symdex' group)"));
-    }
-    return absl::FailedPreconditionError("no index at " + path + ": run 'symdex index' first (or pass --db)");
-  }
-  if (::access(path.c_str(), R_OK) != 0) {
-    return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
-                                              " (it is for its owner and the 'symdex' group)"));
-  }
-  if (::access(path.c_str(), W_OK) == 0) return store::OpenIndex(path, store::Db::Mode::kReadWriteCreate);
-  return store::OpenIndex(path, store::Db::Mode::kReadOnly);
+  return store::OpenIndex(path, ::access(path.c_str(), W_OK) == 0 ? store::Db::Mode::kReadWriteCreate
+                                                                 : store::Db::Mode::kReadOnly);
 }
 
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g) {
@@ -69,23 +58,11 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
     ASSIGN_OR_RETURN(auto r, api::RemoteQuery::Connect(c));
     return std::unique_ptr<query::QueryApi>(std::move(r));
   }
-  {
-    // Checks the file exists and migrates an index written by an older symdex (when writable).
-    ASSIGN_OR_RETURN(auto db, OpenForRead(g));
-  }
-  // One process, one question (or one stream of addresses): per-generation tables are worth
-  // keeping across its calls, answers are not.
-  ASSIGN_OR_RETURN(auto q, query::LocalQuery::Open(DbPath(g), query::LocalQuery::Options{.max_cached_addresses = 0}));
+  ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));
   return std::unique_ptr<query::QueryApi>(std::move(q));
 }
 
-absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) {
-  ASSIGN_OR_RETURN(auto db, store::OpenIndex(DbPath(g), store::Db::Mode::kReadWriteCreate));
-  // The writer cleans up after writers killed mid-way (a temporary address map is as private
-  // as a finished one, but would otherwise stay forever).
-  if (const std::string dir = AddrMapDirFor(DbPath(g)); !dir.empty()) debuginfo::RemoveStaleAddrMapTempFiles(dir);
-  return db;
-}
+absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) { return indexer::OpenIndexForWrite(DbPath(g)); }
 
 void PrintJson(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
 
@@ -98,23 +75,6 @@ std::string FormatTime(int64_t unix) {
   char buf[64];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
   return buf;
-}
-
-absl::StatusOr<AddrMapState> VmlinuxAddrMap(const GlobalOptions& g, store::Db& db, const store::TargetInfo& t) {
-  ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
-  const std::string dir = AddrMapDirFor(DbPath(g));
-  if (!vml || vml->relocatable || dir.empty()) return AddrMapState{};
-  AddrMapState out;
-  out.path = debuginfo::AddrMapPath(dir, vml->build_id);
-  auto m = debuginfo::MappedAddrMap::Open(out.path, vml->build_id);
-  if (m.ok()) {
-    out.status = "present";
-    out.detail = fmt::format("{} MB", ((*m)->map().size_bytes() + (1 << 19)) >> 20);
-  } else {
-    out.status = m.status().code() == absl::StatusCode::kNotFound ? "missing" : "invalid";
-    out.detail = std::string(m.status().message());
-  }
-  return out;
 }
 
 }  // namespace symdex::cli

@@ -47,14 +47,6 @@ absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g);
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g);
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
 
-// The state of the target's vmlinux address map (debuginfo/addr_map.h) next to the index:
-// status "present" / "missing" / "invalid" with a detail (size, or what is wrong); status ""
-// when the target has no linked vmlinux debug file (nothing to map).
-struct AddrMapState {
-  std::string path, status, detail;
-};
-absl::StatusOr<AddrMapState> VmlinuxAddrMap(const GlobalOptions& g, store::Db& db, const store::TargetInfo& t);
-
 void PrintJson(const nlohmann::json& j);
 
 std::string Hex(uint64_t v);           // "ffffffff81000000"

@@ -5,8 +5,6 @@
 
 #include "client/cli_common.h"
 #include "server/common/strings.h"
-#include "server/query/resolver.h"
-#include "server/query/symbol_query.h"
 
 namespace symdex::cli {
 namespace {
@@ -56,7 +54,7 @@ nlohmann::json ToJson(const query::Instance& in) {
 // (a header inline, an #included .c), or the reason there is no DWARF.
 std::string SourceText(const query::Instance& in) {
   if (!in.dwarf) return in.dwarf_note.empty() ? "" : "[" + in.dwarf_note + "]";
-  const store::DwarfInfo& d = *in.dwarf;
+  const query::DwarfInfo& d = *in.dwarf;
   std::string out = fmt::format("{}:{}", d.entry_file.empty() ? "?" : d.entry_file, d.entry_line);
   if (!d.decl_file.empty()) {
     out += d.decl_file == d.entry_file ? fmt::format(" (decl :{})", d.decl_line)
@@ -92,7 +90,7 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
   if (!api.ok()) return Fail(g, api.status());
   auto r = (*api)->Which(o.target, o.name, o.exact);
   if (!r.ok()) return Fail(g, r.status());
-  const store::TargetInfo* t = &r->target;
+  const query::TargetInfo* t = &r->target;
   const std::vector<query::Instance>* found = &r->instances;
   if (g.json) {
     nlohmann::json arr = nlohmann::json::array();
@@ -119,7 +117,7 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
   if (!api.ok()) return Fail(g, api.status());
   auto r = (*api)->Dups(o.target, o.q);
   if (!r.ok()) return Fail(g, r.status());
-  const store::TargetInfo* t = &r->target;
+  const query::TargetInfo* t = &r->target;
   const std::vector<query::DupGroup>* groups = r->groups.get();
   size_t symbols = 0, vmlinux_only = 0;
   for (const auto& gr : *groups) {
@@ -175,53 +173,34 @@ struct SymbolsOptions {
   bool canonical = false;
 };
 
-// symbols --canonical: every text instance with its canonical spec (resolve's round trip).
-int RunCanonical(const GlobalOptions& g, store::Db& db, const store::TargetInfo& t, const SymbolsOptions& o) {
-  auto all = query::AllCanonicalSpecs(db, t);
-  if (!all.ok()) return Fail(g, all.status());
-  const std::string want = o.module == "vmlinux" ? "" : o.module;
-  nlohmann::json arr = nlohmann::json::array();
-  size_t n = 0;
-  for (const auto& [in, spec] : *all) {
-    if (!o.module.empty() && in.module != want) continue;
-    ++n;
-    if (g.json) {
-      nlohmann::json j = ToJson(in);
-      j["canonical"] = spec;
-      arr.push_back(std::move(j));
-    } else {
-      fmt::print("{}\t{}\t{}\n", spec, Location(in), in.module.empty() ? "vmlinux" : in.module);
-    }
-  }
-  if (g.json) PrintJson({{"target", t.name}, {"count", n}, {"symbols", arr}});
-  return n ? kFound : kNotFound;
-}
-
 // Every symbol, one per line (TSV) or as a JSON array: for scripts that compare symdex with
-// other tools.
+// other tools. --canonical: every text instance with its canonical spec (resolve's round trip).
 int RunSymbols(const GlobalOptions& g, const SymbolsOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  if (o.canonical) return RunCanonical(g, *db, *t, o);
-  auto rows = query::AllInstances(*db, *t, o.all_types);
-  if (!rows.ok()) return Fail(g, rows.status());
-  const std::string want = o.module == "vmlinux" ? "" : o.module;
-  size_t n = 0;
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto r = (*api)->Symbols(o.target, {.module = o.module, .all_types = o.all_types, .canonical = o.canonical});
+  if (!r.ok()) return Fail(g, r.status());
   nlohmann::json arr = nlohmann::json::array();
-  for (const auto& in : *rows) {
-    if (!o.module.empty() && in.module != want) continue;
-    ++n;
-    if (g.json) {
+  for (size_t i = 0; i < r->instances.size(); ++i) {
+    const query::Instance& in = r->instances[i];
+    if (o.canonical) {
+      if (g.json) {
+        nlohmann::json j = ToJson(in);
+        j["canonical"] = r->canonical[i];
+        arr.push_back(std::move(j));
+      } else {
+        fmt::print("{}\t{}\t{}\n", r->canonical[i], Location(in), in.module.empty() ? "vmlinux" : in.module);
+      }
+    } else if (g.json) {
       arr.push_back(ToJson(in));
-      continue;
+    } else {
+      fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, in.name, in.module.empty() ? "vmlinux" : in.module,
+                 in.dwarf ? fmt::format("{}:{}", in.dwarf->entry_file, in.dwarf->entry_line) : "-",
+                 in.dwarf ? in.dwarf->cu : "-", in.dwarf ? in.dwarf->function : in.dwarf_note);
     }
-    fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, in.name, in.module.empty() ? "vmlinux" : in.module,
-               in.dwarf ? fmt::format("{}:{}", in.dwarf->entry_file, in.dwarf->entry_line) : "-",
-               in.dwarf ? in.dwarf->cu : "-", in.dwarf ? in.dwarf->function : in.dwarf_note);
   }
-  if (g.json) PrintJson({{"target", t->name}, {"count", n}, {"symbols", arr}});
+  const size_t n = r->instances.size();
+  if (g.json) PrintJson({{"target", r->target.name}, {"count", n}, {"symbols", arr}});
   return n ? kFound : kNotFound;
 }
 

@@ -15,9 +15,6 @@
 #include "client/cli_common.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
-#include "server/query/resolver.h"
-#include "server/query/service.h"
-#include "server/store/debuginfo_store.h"
 
 namespace symdex::cli {
 namespace {
@@ -248,7 +245,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     return code;
   }
   const query::Match* m = &probe->resolved.matches[0].match;
-  const store::TargetInfo* t = &probe->resolved.target;
+  const query::TargetInfo* t = &probe->resolved.target;
   const std::string* line = &probe->kprobe;
   if (t->kind != "live" && !o.dry_run) {
     return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name, "' is an offline kernel: use -n to print the "
@@ -374,25 +371,23 @@ struct KallsymsOptions {
 // A kallsyms listing plus kas_alias-compatible alias lines (name@path_c_LINE) for every
 // duplicated text symbol, with lines from DWARF.
 int RunKallsyms(const GlobalOptions& g, const KallsymsOptions& o) {
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto t = query::SelectTarget(*db, o.target);
-  if (!t.ok()) return Fail(g, t.status());
-  auto all = query::AllInstances(*db, *t, true);
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto all = (*api)->Symbols(o.target, {.all_types = true, .aliases = o.aliases});
   if (!all.ok()) return Fail(g, all.status());
-  std::map<std::string, int> text_count;
-  for (const auto& in : *all) {
-    if ((in.type == 't' || in.type == 'T') && !query::IsAliasNoise(in.name)) ++text_count[in.name];
-  }
   size_t aliases = 0;
   std::string out;
-  for (const auto& in : *all) {
-    if (!in.addr) continue;  // offline module symbols have no address to list
+  const bool live = all->target.kind == "live";
+  for (size_t i = 0; i < all->instances.size(); ++i) {
+    const query::Instance& in = all->instances[i];
+    // Offline module symbols have no address to list; a live kernel's addresses the caller may
+    // not see read as zeros, as /proc/kallsyms shows them to it.
+    if (!in.addr && !live) continue;
+    const uint64_t addr = in.addr.value_or(0);
     std::string tag = in.module.empty() ? "" : "\t[" + in.module + "]";
-    out += fmt::format("{:016x} {} {}{}\n", *in.addr, in.type, in.name, tag);
-    if (o.aliases && text_count[in.name] > 1 && in.dwarf && !in.dwarf->entry_file.empty() && in.dwarf->entry_line > 0) {
-      out += fmt::format("{:016x} {} {}{}{}{}\n", *in.addr, in.type, in.name, o.separator,
-                         query::KasAlias(in.dwarf->entry_file, in.dwarf->entry_line), tag);
+    out += fmt::format("{:016x} {} {}{}\n", addr, in.type, in.name, tag);
+    if (o.aliases && !all->alias[i].empty()) {
+      out += fmt::format("{:016x} {} {}{}{}{}\n", addr, in.type, in.name, o.separator, all->alias[i], tag);
       ++aliases;
     }
   }
@@ -461,26 +456,29 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   std::string out;
   // Many addresses answered from DWARF because vmlinux's address map is missing or unusable
   // (an index from before address maps, a damaged file): say so once, with the cure.
-  const bool embedded = dynamic_cast<query::LocalQuery*>(api->get()) != nullptr;
   size_t asked = 0;
   bool hinted = false;
   auto hint = [&] {
     hinted = true;
-    auto db = OpenForRead(g);
-    if (!db.ok()) return;
-    auto t = query::SelectTarget(*db, o.target);
-    if (!t.ok()) return;
-    auto am = VmlinuxAddrMap(g, *db, *t);
-    if (!am.ok() || (am->status != "missing" && am->status != "invalid")) return;
-    fmt::print(stderr, "symdex: note: vmlinux's address map is {} ({}): answering from DWARF, several times slower; "
-               "'symdex index' writes it\n", am->status, am->status == "missing" ? am->path : am->detail);
+    auto index = (*api)->Index(/*check_integrity=*/false);
+    if (!index.ok()) return;
+    for (const auto& ts : index->targets) {
+      const query::AddrMapState& am = ts.addr_map;
+      if (ts.summary.info.name != target_name ||
+          (am.status != query::AddrMapStatus::kMissing && am.status != query::AddrMapStatus::kInvalid)) {
+        continue;
+      }
+      fmt::print(stderr, "symdex: note: vmlinux's address map is {} ({}): answering from DWARF, several times slower; "
+                 "'symdex index' writes it\n", query::AddrMapStatusName(am.status),
+                 am.status == query::AddrMapStatus::kMissing ? am.path : am.detail);
+    }
   };
   auto answer = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
     asked += batch.size();
-    if (embedded && !hinted && asked >= 1024) hint();
     ASSIGN_OR_RETURN(auto res, (*api)->Symbolize(o.target, batch));
     target_name = res.target.name;
+    if (!hinted && asked >= 1024) hint();
     out.clear();
     for (size_t i = 0; i < res.results.size(); ++i) {
       const auto& info = *res.results[i];

@@ -25,6 +25,9 @@ query::CanonicalMatch FromProto(const pb::Match& m);
 void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out);
 query::AddressInfo FromProto(const pb::AddressResult& a);
 
+void ToProto(const query::IndexState& s, pb::IndexState* out);
+absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s);
+
 // absl codes map 1:1 onto gRPC codes (same numbering); the message is kept.
 grpc::Status ToGrpc(const absl::Status& s);
 absl::Status FromGrpc(const grpc::Status& s);

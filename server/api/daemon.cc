@@ -464,7 +464,8 @@ int RunDaemon(const DaemonOptions& opts) {
       const std::pair<Limiter::Kind, const char*> kinds[] = {{Limiter::Kind::kCall, "calls"},
                                                              {Limiter::Kind::kStream, "streams"},
                                                              {Limiter::Kind::kHeavy, "heavy"},
-                                                             {Limiter::Kind::kAddresses, "unread_addresses"}};
+                                                             {Limiter::Kind::kAddresses, "unread_addresses"},
+                                                             {Limiter::Kind::kListing, "listings"}};
       for (const auto& [k, name] : kinds) {
         r.GetGauge("symdex_limiter_in_use", "Units held now, by kind (limits: symdexd --help)", {{"kind", name}})
             .Set(static_cast<double>(limiter.InUse(k)));

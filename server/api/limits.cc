@@ -15,6 +15,8 @@ const char* KindName(Limiter::Kind k) {
       return "heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running";
     case Limiter::Kind::kAddresses:
       return "addresses in answers not yet read";
+    case Limiter::Kind::kListing:
+      return "symbol listings in progress";
   }
   return "?";
 }
@@ -55,6 +57,9 @@ absl::StatusOr<Limiter::Hold> Limiter::Take(const Peer& peer, Kind kind, size_t 
       break;
     case Kind::kAddresses:
       peer_limit = limits_.addresses_per_peer, total_limit = limits_.addresses;
+      break;
+    case Kind::kListing:
+      peer_limit = limits_.listings_per_peer, total_limit = limits_.listings;
       break;
   }
   const bool per_peer = true;

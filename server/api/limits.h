@@ -43,12 +43,16 @@ struct CallLimits {
   int heavy = 256;
   size_t addresses_per_peer = 131072;  // addresses in answers built and not yet read
   size_t addresses = 524288;
+  // Whole-target listings (ListSymbols) being built or streamed: each holds a kernel's symbol
+  // list (~100 MB for a distro kernel with its modules) until the client has read it.
+  int listings_per_peer = 2;
+  int listings = 8;
   int heavy_threads = 2;
 };
 
 class Limiter {
  public:
-  enum class Kind { kCall, kStream, kHeavy, kAddresses };
+  enum class Kind { kCall, kStream, kHeavy, kAddresses, kListing };
   explicit Limiter(CallLimits l) : limits_(l) {}
 
   // What a peer holds; released when destroyed. Movable, not copyable.
@@ -78,7 +82,7 @@ class Limiter {
 
  private:
   struct Counts {
-    size_t v[4] = {0, 0, 0, 0};
+    size_t v[5] = {0, 0, 0, 0, 0};
   };
   void Give(const std::string& key, bool per_peer, Kind kind, size_t n);
   CallLimits limits_;

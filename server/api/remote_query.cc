@@ -201,4 +201,45 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   return out;
 }
 
+absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& target,
+                                                         const query::SymbolsOptions& opts) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::ListSymbolsRequest req;
+  req.set_target(target);
+  req.set_module(opts.module);
+  req.set_all_types(opts.all_types);
+  req.set_canonical(opts.canonical);
+  req.set_kas_aliases(opts.aliases);
+  auto reader = impl_->stub->ListSymbols(&ctx, req);
+  query::SymbolsResult out;
+  pb::SymbolsChunk c;
+  while (reader->Read(&c)) {
+    if (c.has_target_info()) out.target = FromProto(c.target_info()).info;
+    for (const auto& in : c.instances()) out.instances.push_back(FromProto(in));
+    out.canonical.insert(out.canonical.end(), c.canonical().begin(), c.canonical().end());
+    out.alias.insert(out.alias.end(), c.alias().begin(), c.alias().end());
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return impl_->Error(s);
+  const size_t n = out.instances.size();
+  if ((opts.canonical && out.canonical.size() != n) || (opts.aliases && out.alias.size() != n)) {
+    return absl::DataLossError(StrCat("symdexd at ", impl_->opts.address, " sent ", n, " symbols with ",
+                                      out.canonical.size(), " canonical specs and ", out.alias.size(), " aliases"));
+  }
+  return out;
+}
+
+absl::StatusOr<query::IndexState> RemoteQuery::Index(bool check_integrity) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::StatusRequest req;
+  req.set_index(true);
+  req.set_check_integrity(check_integrity);
+  pb::StatusResponse resp;
+  grpc::Status s = impl_->stub->Status(&ctx, req, &resp);
+  if (!s.ok()) return impl_->Error(s);
+  return FromProto(resp.index());
+}
+
 }  // namespace symdex::api

@@ -38,6 +38,8 @@ class RemoteQuery : public query::QueryApi {
   absl::StatusOr<query::DupsResult> Dups(const std::string& target, const query::DupsOptions& opts) override;
   absl::StatusOr<query::ProbeResult> Probe(const std::string& target, const std::string& spec,
                                            const query::KprobeOptions& opts) override;
+  absl::StatusOr<query::SymbolsResult> Symbols(const std::string& target, const query::SymbolsOptions& opts) override;
+  absl::StatusOr<query::IndexState> Index(bool check_integrity) override;
 
  private:
   struct Impl;

@@ -145,16 +145,22 @@ class ArenaAllocator : public grpc::MessageAllocator<Req, Resp> {
   grpc::MessageHolder<Req, Resp>* AllocateMessages() override { return new Holder; }
 };
 
-// ListDuplicates: the list is computed (or taken from the per-generation cache) on the pool,
-// then written one group at a time — the next only after the client has taken the previous one,
-// so an unread stream holds one message and a shared reference to the cached list.
-class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
+// A server stream of one computed answer (ListDuplicates, ListSymbols): computed on the pool
+// (the heavy part: its heavy slot is given back once the answer is built), then written one
+// message at a time — the next only after the client has taken the previous one, so an unread
+// stream holds one message and its share of the answer. `compute` returns the function filling
+// message i (false past the last one).
+template <typename Msg>
+class ListWriter : public grpc::ServerWriteReactor<Msg> {
  public:
-  DupsWriter(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx, const pb::ListDuplicatesRequest* req)
-      : call_(svc->stats().Begin("ListDuplicates")) {
+  using Fill = std::function<bool(size_t, Msg*)>;
+  using Compute = std::function<absl::StatusOr<Fill>(query::CallerView&)>;
+  ListWriter(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx, const char* method,
+             std::initializer_list<Limiter::Kind> kinds, Compute compute)
+      : call_(svc->stats().Begin(method)) {
     const CallControl& cc = svc->control();
     Peer peer = cc.registry->Of(*ctx, *cc.policy);
-    for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy}) {
+    for (auto kind : kinds) {
       auto h = cc.limiter->Take(peer, kind);
       if (!h.ok()) {
         Finish(ToGrpc(h.status()));
@@ -162,24 +168,19 @@ class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
       }
       holds_.push_back(std::move(*h));
     }
-    query::DupsOptions o;
-    o.module = req->module();
-    o.all_types = req->all_types();
-    o.with_init = req->with_init();
-    std::string target = req->target();
-    cc.pool->Submit(peer.key, [this, svc, ctx, peer, o, target] {
+    cc.pool->Submit(peer.key, [this, svc, ctx, peer, compute = std::move(compute)] {
       if (ctx->IsCancelled()) {
         Finish(Cancelled(*ctx));
         return;
       }
       query::CallerView view(svc->query(), AccessOf(peer));
-      auto r = view.Dups(target, o);
+      auto fill = compute(view);
       holds_.pop_back();  // the heavy part is over; the stream stays counted
-      if (!r.ok()) {
-        Finish(ToGrpc(r.status()));
+      if (!fill.ok()) {
+        Finish(ToGrpc(fill.status()));
         return;
       }
-      result_ = std::move(*r);
+      fill_ = std::move(*fill);
       Next();
     });
   }
@@ -198,31 +199,22 @@ class DupsWriter : public grpc::ServerWriteReactor<pb::DuplicateGroup> {
  private:
   void Finish(const grpc::Status& s) {
     status_ = s;
-    ServerWriteReactor::Finish(s);
+    grpc::ServerWriteReactor<Msg>::Finish(s);
   }
   void Next() {
     msg_.Clear();
-    if (i_ == 0) TargetInfoTo(result_.target, msg_.mutable_target_info());
-    if (i_ >= result_.groups->size()) {
-      if (i_ == 0) {  // no duplicates: one message carrying only the target
-        ++i_;
-        StartWrite(&msg_);
-        return;
-      }
+    if (!fill_(i_++, &msg_)) {
       Finish(grpc::Status::OK);
       return;
     }
-    const auto& g = (*result_.groups)[i_++];
-    msg_.set_name(g.name);
-    for (const auto& in : g.instances) ToProto(in, msg_.add_instances());
-    StartWrite(&msg_);
+    this->StartWrite(&msg_);
   }
   RpcStats::Call call_;
-  std::vector<Limiter::Hold> holds_;
+  std::vector<Limiter::Hold> holds_;  // the last one (heavy) is released once computed
   grpc::Status status_;
-  query::DupsResult result_;
+  Fill fill_;
   size_t i_ = 0;
-  pb::DuplicateGroup msg_;
+  Msg msg_;
 };
 
 // SymbolizeStream: one request read at a time; its answer is built on the pool and written,
@@ -464,8 +456,58 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* 
 }
 
 grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(grpc::CallbackServerContext* ctx,
-                                                                               const pb::ListDuplicatesRequest* req) {
-  return new DupsWriter(this, ctx, req);
+                                                                                const pb::ListDuplicatesRequest* req) {
+  query::DupsOptions o;
+  o.module = req->module();
+  o.all_types = req->all_types();
+  o.with_init = req->with_init();
+  std::string target = req->target();
+  using Writer = ListWriter<pb::DuplicateGroup>;
+  return new Writer(this, ctx, "ListDuplicates", {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy},
+                    [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
+                      ASSIGN_OR_RETURN(auto r, view.Dups(target, o));
+                      auto result = std::make_shared<const query::DupsResult>(std::move(r));
+                      return [result](size_t i, pb::DuplicateGroup* m) {
+                        const auto& groups = *result->groups;
+                        // No duplicates: one message carrying only the target.
+                        if (i >= std::max<size_t>(groups.size(), 1)) return false;
+                        if (i == 0) TargetInfoTo(result->target, m->mutable_target_info());
+                        if (groups.empty()) return true;
+                        m->set_name(groups[i].name);
+                        for (const auto& in : groups[i].instances) ToProto(in, m->add_instances());
+                        return true;
+                      };
+                    });
+}
+
+grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc::CallbackServerContext* ctx,
+                                                                          const pb::ListSymbolsRequest* req) {
+  query::SymbolsOptions o;
+  o.module = req->module();
+  o.all_types = req->all_types();
+  o.canonical = req->canonical();
+  o.aliases = req->kas_aliases();
+  std::string target = req->target();
+  using Writer = ListWriter<pb::SymbolsChunk>;
+  return new Writer(this, ctx, "ListSymbols",
+                    {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kListing, Limiter::Kind::kHeavy},
+                    [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
+                      ASSIGN_OR_RETURN(auto r, view.Symbols(target, o));
+                      auto result = std::make_shared<const query::SymbolsResult>(std::move(r));
+                      return [result](size_t i, pb::SymbolsChunk* m) {
+                        constexpr size_t kChunk = 1024;
+                        const size_t n = result->instances.size();
+                        const size_t begin = i * kChunk;
+                        if (begin >= std::max<size_t>(n, 1)) return false;
+                        if (i == 0) TargetInfoTo(result->target, m->mutable_target_info());
+                        for (size_t k = begin; k < std::min(n, begin + kChunk); ++k) {
+                          ToProto(result->instances[k], m->add_instances());
+                          if (!result->canonical.empty()) m->add_canonical(result->canonical[k]);
+                          if (!result->alias.empty()) m->add_alias(result->alias[k]);
+                        }
+                        return true;
+                      };
+                    });
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServerContext* ctx,
@@ -530,12 +572,18 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerC
   });
 }
 
-grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext* ctx, const pb::StatusRequest*,
+grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext* ctx, const pb::StatusRequest* req,
                                                     pb::StatusResponse* resp) {
   return Serve(ctx, control_, stats_, "Status", true, [=, this](const Peer& peer, auto&) {
-    auto t = query::CallerView(q_, AccessOf(peer)).Targets();
+    query::CallerView view(q_, AccessOf(peer));
+    auto t = view.Targets();
     if (!t.ok()) return ToGrpc(t.status());
     for (const auto& s : *t) ToProto(s, resp->add_targets());
+    if (req->index()) {
+      auto index = view.Index(req->check_integrity());
+      if (!index.ok()) return ToGrpc(index.status());
+      ToProto(*index, resp->mutable_index());
+    }
     resp->set_database(q_.path());
     resp->set_debug_files(q_.DebugFileCount());
     resp->set_requests_served(stats_.served());

@@ -74,6 +74,8 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   grpc::ServerUnaryReactor* LookupBuildId(grpc::CallbackServerContext* ctx,
                                           const ::symdex::v1::LookupBuildIdRequest* req,
                                           ::symdex::v1::LookupBuildIdResponse* resp) override;
+  grpc::ServerWriteReactor<::symdex::v1::SymbolsChunk>* ListSymbols(
+      grpc::CallbackServerContext* ctx, const ::symdex::v1::ListSymbolsRequest* req) override;
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
                                    ::symdex::v1::StatusResponse* resp) override;
 

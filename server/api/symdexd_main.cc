@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-calls", o.limits.calls, "Calls in progress, all peers (4096)");
   app.add_option("--max-streams", o.limits.streams, "Open streams, all peers (512)");
   app.add_option("--max-heavy", o.limits.heavy, "Heavy calls queued or running, all peers (256)");
+  app.add_option("--max-listings-per-peer", o.limits.listings_per_peer,
+                 "Whole-target symbol listings (ListSymbols) in progress per peer (2)");
+  app.add_option("--max-listings", o.limits.listings, "... over all peers (8; each holds a kernel's symbol list)");
   app.add_option("--heavy-threads", o.limits.heavy_threads, "Threads running heavy calls (2)");
   app.add_option("--max-connections-per-peer", o.max_connections_per_peer,
                  "Unix-socket connections per uid (64)");

@@ -141,4 +141,23 @@ absl::StatusOr<ProbeResult> CallerView::Probe(const std::string& target, const s
   return r;
 }
 
+absl::StatusOr<SymbolsResult> CallerView::Symbols(const std::string& target, const SymbolsOptions& opts) {
+  ASSIGN_OR_RETURN(auto r, q_.Symbols(target, opts));
+  if (!HidesAddresses(access_, r.target)) return r;
+  r.target.text_addr.reset();
+  for (auto& in : r.instances) RETURN_IF_ERROR(Hide(r.target, in));
+  for (auto& c : r.canonical) {
+    if (c.find("@0x") != std::string::npos) c.clear();
+  }
+  return r;
+}
+
+absl::StatusOr<IndexState> CallerView::Index(bool check_integrity) {
+  ASSIGN_OR_RETURN(auto r, q_.Index(check_integrity));
+  for (auto& t : r.targets) {
+    if (HidesAddresses(access_, t.summary.info)) t.summary.info.text_addr.reset();
+  }
+  return r;
+}
+
 }  // namespace symdex::query

@@ -42,6 +42,8 @@ class CallerView : public QueryApi {
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
+  absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
+  absl::StatusOr<IndexState> Index(bool check_integrity) override;
 
   AddressAccess access() const { return access_; }
 

@@ -1,6 +1,10 @@
 #include "server/query/service.h"
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <map>
@@ -9,53 +13,9 @@
 #include "server/common/strings.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
+#include "server/query/local_query_impl.h"
 
 namespace symdex::query {
-
-struct LocalQuery::Conn {
-  store::Db db;
-};
-
-// A pooled connection, returned to the pool when the call ends.
-class LocalQuery::ConnLease {
- public:
-  ConnLease(LocalQuery* q, std::unique_ptr<Conn> c) : q_(q), c_(std::move(c)) {}
-  ConnLease(ConnLease&&) = default;
-  ~ConnLease() {
-    if (!c_) return;
-    std::lock_guard<std::mutex> l(q_->pool_mu_);
-    q_->pool_.push_back(std::move(c_));
-  }
-  Conn& operator*() { return *c_; }
-  Conn* operator->() { return c_.get(); }
-
- private:
-  LocalQuery* q_;
-  std::unique_ptr<Conn> c_;
-};
-
-// Answers for one generation of one target.
-struct LocalQuery::Cache {
-  int64_t generation = 0;
-  std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<Instance>>> names;
-  // group name + '\0' + instance identity -> canonical spec
-  std::unordered_map<std::string, std::string> canonical;
-  std::unordered_map<uint64_t, std::shared_ptr<const AddressInfo>> addrs;
-  std::unordered_map<std::string, std::shared_ptr<const store::DebugFileInfo>> debug_files;  // null: none
-  // Loaded by the first batch large enough to repay reading every text symbol at once.
-  std::shared_ptr<const store::TextSymbolTable> text_symbols;
-  size_t addresses_asked = 0;
-  // Duplicate lists by options ("module\0all_types with_init"): the most expensive answer
-  // (~1.5 s for a distro kernel), computed once per generation by the first caller while later
-  // callers wait for it (one computation however many ask at once).
-  struct DupsSlot {
-    std::mutex mu;  // held while computing
-    std::shared_ptr<const std::vector<DupGroup>> groups;
-  };
-  std::unordered_map<std::string, std::shared_ptr<DupsSlot>> dups;
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> sections;
-};
 
 namespace {
 // From this many addresses on (in one call, or over the calls on one generation), Symbolize
@@ -63,89 +23,6 @@ namespace {
 // each address up (~10 us each).
 constexpr size_t kBatchForSymbolTable = 1024;
 }  // namespace
-
-// One call's access to the database: a pooled connection inside one read snapshot, taken only
-// when something is not cached. When the call started from cached target info (Expect) and the
-// target has since been re-indexed, Db() fails and stale() is set: the call is retried from
-// fresh target info, so no answer mixes two generations.
-class LocalQuery::Session {
- public:
-  explicit Session(LocalQuery& q) : q_(q) {}
-  absl::StatusOr<store::Db*> Db() {
-    if (stale_) return absl::AbortedError("the index changed during the call");
-    if (!lease_) {
-      ASSIGN_OR_RETURN(auto l, q_.Acquire());
-      lease_.emplace(std::move(l));
-      ASSIGN_OR_RETURN(auto s, store::ReadSnapshot::Begin((*lease_)->db));
-      snap_.emplace(std::move(s));
-      if (expect_) {
-        ASSIGN_OR_RETURN(auto now, store::FindTarget((*lease_)->db, expect_->name));
-        if (!now || now->id != expect_->id || now->generation != expect_->generation) {
-          stale_ = true;
-          return absl::AbortedError("the index changed during the call");
-        }
-      }
-    }
-    return &(*lease_)->db;
-  }
-  // The call's target came from the target cache, not from this session's snapshot.
-  void Expect(const store::TargetInfo& t) {
-    if (!lease_) expect_ = t;
-  }
-  bool stale() const { return stale_; }
-
- private:
-  LocalQuery& q_;
-  std::optional<ConnLease> lease_;
-  std::optional<store::ReadSnapshot> snap_;  // destroyed (COMMIT) before the lease returns
-  std::optional<store::TargetInfo> expect_;
-  bool stale_ = false;
-};
-
-// Which() through the cache; Containing() straight from the database.
-class LocalQuery::CachedSource : public InstanceSource {
- public:
-  CachedSource(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache* cache,
-               const store::TextSymbolTable* table = nullptr)
-      : q_(q), s_(s), t_(t), cache_(cache), table_(table) {}
-  absl::StatusOr<List> Which(const std::string& name, bool with_clones) override {
-    if (cache_ == nullptr) return FromDb(name, with_clones);
-    std::string key = name;
-    key.push_back(with_clones ? '\1' : '\0');
-    {
-      std::lock_guard<std::mutex> l(cache_->mu);
-      if (auto it = cache_->names.find(key); it != cache_->names.end()) {
-        ++q_.name_hits_;
-        return it->second;
-      }
-    }
-    ++q_.name_misses_;
-    ASSIGN_OR_RETURN(auto v, FromDb(name, with_clones));
-    std::lock_guard<std::mutex> l(cache_->mu);
-    if (cache_->names.size() >= q_.opts_.max_cached_names) cache_->names.clear();
-    cache_->names.emplace(std::move(key), v);
-    return v;
-  }
-  absl::StatusOr<store::Containment> Containing(uint64_t addr) override {
-    ASSIGN_OR_RETURN(store::Db * db, s_.Db());
-    return DbSource(*db, t_).Containing(addr);
-  }
-  absl::StatusOr<store::Containment> ContainingBrief(uint64_t addr) override {
-    if (table_ != nullptr) return table_->Containing(addr);
-    return Containing(addr);
-  }
-
- private:
-  absl::StatusOr<List> FromDb(const std::string& name, bool with_clones) {
-    ASSIGN_OR_RETURN(store::Db * db, s_.Db());
-    return DbSource(*db, t_).Which(name, with_clones);
-  }
-  LocalQuery& q_;
-  Session& s_;
-  const store::TargetInfo& t_;
-  Cache* cache_;
-  const store::TextSymbolTable* table_;
-};
 
 absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit) {
   if (value.size() <= limit) return absl::OkStatus();
@@ -242,16 +119,6 @@ absl::StatusOr<store::TargetInfo> LocalQuery::PickTarget(Session& s, const std::
 void LocalQuery::ForgetTargets() {
   std::lock_guard<std::mutex> l(targets_mu_);
   targets_at_.reset();
-}
-
-template <typename F>
-auto LocalQuery::WithSession(F&& f) -> decltype(f(std::declval<Session&>())) {
-  for (int attempt = 0;; ++attempt) {
-    Session s(*this);
-    auto r = f(s);
-    if (!s.stale() || attempt == 3) return r;
-    ForgetTargets();
-  }
 }
 
 LocalQuery::CacheStats LocalQuery::cache_stats() const {
@@ -587,6 +454,30 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   ASSIGN_OR_RETURN(out.kprobe, KprobeDefinition(m, opts));
   out.ftrace_filter = m.instance.module.empty() ? m.instance.name : StrCat(m.instance.name, ":mod:", m.instance.module);
   return out;
+}
+
+absl::StatusOr<std::unique_ptr<LocalQuery>> OpenEmbedded(const std::string& path) {
+  if (::access(path.c_str(), F_OK) != 0) {
+    if (errno == EACCES) {
+      // The index is private (0640 in a 0750 directory): readers need its group.
+      return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
+                                                " (it is for its owner and the 'symdex' group)"));
+    }
+    return absl::FailedPreconditionError("no index at " + path + ": run 'symdex index' first (or pass --db)");
+  }
+  if (::access(path.c_str(), R_OK) != 0) {
+    return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
+                                              " (it is for its owner and the 'symdex' group)"));
+  }
+  if (::access(path.c_str(), W_OK) == 0) {
+    // Opening read-write migrates an index written by an older symdex in place.
+    ASSIGN_OR_RETURN(auto db, store::OpenIndex(path, store::Db::Mode::kReadWriteCreate));
+  } else {
+    ASSIGN_OR_RETURN(auto db, store::OpenIndex(path, store::Db::Mode::kReadOnly));
+  }
+  // One process, one question (or one stream of addresses): per-generation tables are worth
+  // keeping across its calls, answers are not.
+  return LocalQuery::Open(path, LocalQuery::Options{.max_cached_addresses = 0});
 }
 
 }  // namespace symdex::query

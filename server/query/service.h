@@ -22,6 +22,11 @@
 
 namespace symdex::query {
 
+// The store's records as the query API hands them out (front ends name them through here).
+using TargetInfo = store::TargetInfo;
+using TargetCounts = store::TargetCounts;
+using DwarfInfo = store::DwarfInfo;
+
 struct TargetSummary {
   store::TargetInfo info;
   store::TargetCounts counts;
@@ -75,6 +80,55 @@ struct ServerStatus {
   int64_t live_updates = 0;
 };
 
+// What `symdex symbols` and `symdex kallsyms` list: every symbol instance of a target.
+struct SymbolsOptions {
+  std::string module;      // only this module ("vmlinux" for the core kernel); "" = all
+  bool all_types = false;  // every symbol type, not only text
+  bool canonical = false;  // text instances only, each with its canonical spec
+  bool aliases = false;    // kas_alias suffixes (path_c_LINE) for duplicated text names
+};
+struct SymbolsResult {
+  store::TargetInfo target;
+  std::vector<Instance> instances;
+  std::vector<std::string> canonical;  // parallel to instances when asked, else empty
+  std::vector<std::string> alias;      // parallel to instances when asked ("" = none), else empty
+};
+
+// What `symdex status` reports: the index, each target's inputs and their problems.
+struct InputFileState {
+  std::string role, path, status, detail;
+  bool problem = false;  // worth showing without --verbose
+};
+struct DebugFileState {
+  std::string module;  // "" = vmlinux
+  std::string build_id, status, path, origin, detail;
+  bool usable = false;  // its DWARF answers queries (used or cached)
+};
+// vmlinux's address map (debuginfo/addr_map.h) next to the index.
+enum class AddrMapStatus { kNone, kPresent, kMissing, kInvalid };  // kNone: no vmlinux debug file to map
+std::string_view AddrMapStatusName(AddrMapStatus s);                 // "", present, missing, invalid
+absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name);
+struct AddrMapState {
+  AddrMapStatus status = AddrMapStatus::kNone;
+  std::string path, detail;  // detail: its size, or what is wrong with it
+};
+struct TargetState {
+  TargetSummary summary;
+  std::vector<InputFileState> files;
+  std::vector<DebugFileState> debuginfo;
+  AddrMapState addr_map;
+};
+struct IndexState {
+  std::string database;
+  int64_t schema_version = -1;
+  // PRAGMA quick_check ran to the end (a damaged index is an error instead); false: it ran
+  // over its time limit, or was not asked for.
+  bool integrity_checked = false;
+  double integrity_seconds = 0;  // the time limit it had
+  std::vector<std::string> addr_map_temp_files;  // "PATH (why, N s old)"
+  std::vector<TargetState> targets;
+};
+
 // Kernel-side owners of a build-ID: targets (vmlinux), modules, debug files.
 struct BuildIdHit {
   std::string kind;    // target | module | debug-file
@@ -114,6 +168,10 @@ class QueryApi {
   // names the instance. Not-found/ambiguous leave `kprobe` empty.
   virtual absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                             const KprobeOptions& opts) = 0;
+  // Every symbol of a target (for scripts that compare symdex with other tools, and kallsyms).
+  virtual absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) = 0;
+  // The index and every target's state; `check_integrity` runs PRAGMA quick_check first.
+  virtual absl::StatusOr<IndexState> Index(bool check_integrity) = 0;
 };
 
 // The implementation over an index file. Thread-safe: a pool of read-only SQLite connections,
@@ -144,6 +202,8 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
+  absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
+  absl::StatusOr<IndexState> Index(bool check_integrity) override;
 
   // The target a call naming `requested` would use (the default rule for "").
   absl::StatusOr<store::TargetInfo> Target(const std::string& requested);
@@ -196,5 +256,11 @@ class LocalQuery : public QueryApi {
   std::atomic<int64_t> last_dwarf_use_{0};  // steady_clock ns of the last symbolizer use
   mutable std::atomic<int64_t> name_hits_{0}, name_misses_{0}, addr_hits_{0}, addr_misses_{0};
 };
+
+// The index opened for one process's questions (the CLI embedded): checks the file exists and
+// this user may read it (PermissionDenied / FailedPrecondition naming the path and the cure),
+// migrates an index written by an older symdex when this user may write it, and keeps
+// per-generation tables but no answers across the process's calls.
+absl::StatusOr<std::unique_ptr<LocalQuery>> OpenEmbedded(const std::string& db_path);
 
 }  // namespace symdex::query

@@ -124,7 +124,14 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
   std::vector<std::string> cmds = {"dups", "--json dups", "dups --module fake_mod", "which no_such_function_x",
                                    "resolve no_such_function_x", "resolve 'bad spec with spaces'",
                                    "-t no_such_target which foo", "lines no/such/file.c:1", "addr zz 0x0",
-                                   "addr - < '" + addr_file + "'", "--json addr - < '" + addr_file + "'"};
+                                   "addr - < '" + addr_file + "'", "--json addr - < '" + addr_file + "'",
+                                   // Whole-target listings and the index's state.
+                                   "status", "status -v", "--json status", "symbols", "--json symbols",
+                                   "symbols --all-types", "symbols --canonical", "--json symbols --canonical",
+                                   "symbols -m fake_mod", "--json symbols -m vmlinux --all-types",
+                                   "symbols -m no_such_module", "-t no_such_target symbols", "kallsyms",
+                                   "kallsyms --aliases", "kallsyms --aliases --separator %",
+                                   "-t no_such_target kallsyms"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
@@ -168,6 +175,12 @@ TEST_F(DaemonTest, CliOutputIsIdenticalEmbeddedAndThroughTheDaemon) {
     EXPECT_EQ(local.out, remote.out) << c;
     EXPECT_EQ(local.err, remote.err) << c;
     resolved += local.exit_code == 0;
+    // The listings and the index's state answer with something on this index.
+    for (const char* listing : {"status", "symbols", "symbols --canonical", "kallsyms --aliases"}) {
+      if (c != listing) continue;
+      EXPECT_EQ(local.exit_code, 0) << c << "\n" << local.err;
+      EXPECT_GT(std::count(local.out.begin(), local.out.end(), '\n'), 5) << c << "\n" << local.out;
+    }
   }
   // The comparison means something only if most commands found what they asked for.
   EXPECT_GT(resolved, cmds.size() / 2);

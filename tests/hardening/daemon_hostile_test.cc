@@ -131,11 +131,24 @@ TEST_F(HardeningTest, UnprivilegedPeersGetKaslrFreeAnswersOnly) {
       EXPECT_FALSE(ni.value("section", "").empty()) << ni.dump();
     }
   }
-  for (const std::string& verb : std::vector<std::string>{"dups", "which " + name + " --exact"}) {
+  for (const std::string& verb : std::vector<std::string>{"dups", "which " + name + " --exact", "status",
+                                                          "symbols --all-types", "symbols --canonical"}) {
     CommandResult c = Cli(conn + "--json " + verb, kNobody);
     EXPECT_EQ(c.exit_code, 0) << verb << ": " << c.err;
     EXPECT_TRUE(KernelAddresses(c.out).empty()) << verb << ": " << c.out;
+    // ... while root is answered with them (so the check above can fail).
+    CommandResult c_root = Cli(conn + "--json " + verb);
+    EXPECT_FALSE(KernelAddresses(c_root.out).empty()) << verb << ": " << c_root.out;
   }
+  // kallsyms as the kernel shows it to them: every line, with zeros for addresses.
+  CommandResult kal = Cli(conn + "kallsyms --aliases", kNobody);
+  CommandResult kal_root = Cli(conn + "kallsyms --aliases");
+  EXPECT_EQ(kal.exit_code, 0) << kal.err;
+  EXPECT_TRUE(KernelAddresses(kal.out).empty()) << kal.out.substr(0, 2000);
+  EXPECT_EQ(std::count(kal.out.begin(), kal.out.end(), '\n'), std::count(kal_root.out.begin(), kal_root.out.end(), '\n'));
+  EXPECT_TRUE(kal.out.find("0000000000000000 t " + name) != std::string::npos ||
+              kal.out.find("0000000000000000 T " + name) != std::string::npos)
+      << kal.out.substr(0, 2000);
   // A vmlinux copy's kprobe definition is KASLR-free anyway: nobody gets the same line as root.
   std::string canonical;
   for (const auto& in : r["instances"]) {
@@ -326,9 +339,11 @@ TEST_F(HardeningTest, AHostileClientDoesNotHurtHonestOnes) {
                garbage_r.out.c_str());
   EXPECT_EQ(quiet.errors, 0) << quiet.first_error;
   EXPECT_EQ(loud.errors, 0) << loud.first_error;
-  // p99 within 2x of the quiet run (+1 ms: on a 2-core machine the hostile processes' own CPU
-  // time — 700 calls set up and torn down — lands on the same cores).
-  EXPECT_LE(loud_p99, 2 * quiet_p99 + 1.0);
+  // p99 within 3x of the quiet run (+2 ms): on a 2-core machine the hostile processes' own CPU
+  // time — 700 calls set up and torn down — lands on the same cores as the daemon and the honest
+  // clients, and other work on the machine moves both runs. A starved honest client waits for
+  // the attacker's whole backlog instead: seconds, hundreds of times the quiet p99.
+  EXPECT_LE(loud_p99, 3 * quiet_p99 + 2.0);
   // The hostile calls were refused past the per-peer limits, not queued: RESOURCE_EXHAUSTED
   // past the stream / address limits, or UNAVAILABLE when the connection itself was refused
   // (64 connections per uid; the garbage mode opens 200 at the same time).

@@ -1,0 +1,152 @@
+// LocalQuery's whole-target answers: every symbol of a target (symbols, kallsyms) and the state
+// of the index and its targets (status). Both read one snapshot and are never cached: they are
+// asked rarely and their answers are large.
+#include <fmt/core.h>
+
+#include <map>
+
+#include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "server/debuginfo/addr_map.h"
+#include "server/query/local_query_impl.h"
+#include "server/query/spec.h"
+#include "server/store/debuginfo_store.h"
+
+namespace symdex::query {
+namespace {
+
+// PRAGMA quick_check on a full Debian kernel index (54 MB: 1121 modules, 244k symbols, their
+// DWARF functions) takes 0.25 s warm; the limit keeps `status` quick on indexes 20 times that.
+constexpr double kQuickCheckSeconds = 5;
+
+// Temporary address maps a killed `symdex index` left (the next one removes them), and ones
+// being written right now.
+std::vector<std::string> AddrMapLeftovers(const std::string& db_path) {
+  std::vector<std::string> out;
+  const std::string dir = AddrMapDirFor(db_path);
+  if (dir.empty()) return out;
+  for (const TempFile& t : debuginfo::AddrMapTempFiles(dir)) {
+    out.push_back(fmt::format("{} ({}, {} s old)", t.path,
+                              t.stale ? "left by a killed writer: the next 'symdex index' removes it"
+                                      : fmt::format("being written by process {}", t.pid),
+                              t.age_seconds));
+  }
+  return out;
+}
+
+absl::StatusOr<AddrMapState> VmlinuxAddrMap(store::Db& db, const std::string& db_path, const store::TargetInfo& t) {
+  ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
+  const std::string dir = AddrMapDirFor(db_path);
+  if (!vml || vml->relocatable || dir.empty()) return AddrMapState{};
+  AddrMapState out;
+  out.path = debuginfo::AddrMapPath(dir, vml->build_id);
+  auto m = debuginfo::MappedAddrMap::Open(out.path, vml->build_id);
+  if (m.ok()) {
+    out.status = AddrMapStatus::kPresent;
+    out.detail = fmt::format("{} MB", ((*m)->map().size_bytes() + (1 << 19)) >> 20);
+  } else {
+    out.status = m.status().code() == absl::StatusCode::kNotFound ? AddrMapStatus::kMissing : AddrMapStatus::kInvalid;
+    out.detail = std::string(m.status().message());
+  }
+  return out;
+}
+
+bool IsText(const Instance& in) { return in.type == 't' || in.type == 'T'; }
+
+}  // namespace
+
+std::string_view AddrMapStatusName(AddrMapStatus s) {
+  switch (s) {
+    case AddrMapStatus::kNone: return "";
+    case AddrMapStatus::kPresent: return "present";
+    case AddrMapStatus::kMissing: return "missing";
+    case AddrMapStatus::kInvalid: return "invalid";
+  }
+  return "";
+}
+
+absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name) {
+  for (auto s : {AddrMapStatus::kNone, AddrMapStatus::kPresent, AddrMapStatus::kMissing, AddrMapStatus::kInvalid}) {
+    if (AddrMapStatusName(s) == name) return s;
+  }
+  return absl::InvalidArgumentError(StrCat("unknown address map status '", name, "'"));
+}
+
+absl::StatusOr<SymbolsResult> LocalQuery::Symbols(const std::string& target, const SymbolsOptions& o) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("module", o.module, kMaxModuleNameLength));
+  if (o.canonical && o.aliases) return absl::InvalidArgumentError("canonical specs and aliases are separate listings");
+  return WithSession([&](Session& s) -> absl::StatusOr<SymbolsResult> {
+    ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
+    ASSIGN_OR_RETURN(store::Db * db, s.Db());
+    SymbolsResult out;
+    const std::string want = o.module == "vmlinux" ? "" : o.module;
+    auto wanted = [&](const Instance& in) { return o.module.empty() || in.module == want; };
+    if (o.canonical) {
+      ASSIGN_OR_RETURN(auto all, AllCanonicalSpecs(*db, t));
+      for (auto& [in, spec] : all) {
+        if (!wanted(in)) continue;
+        out.instances.push_back(std::move(in));
+        out.canonical.push_back(std::move(spec));
+      }
+    } else {
+      ASSIGN_OR_RETURN(auto all, AllInstances(*db, t, o.all_types));
+      // kas_alias counts a name's text copies over the whole kernel, whatever is listed.
+      std::map<std::string, int> text_count;
+      if (o.aliases) {
+        for (const auto& in : all) {
+          if (IsText(in) && !IsAliasNoise(in.name)) ++text_count[in.name];
+        }
+      }
+      for (auto& in : all) {
+        if (!wanted(in)) continue;
+        if (o.aliases) {
+          const bool aliased = IsText(in) && text_count[in.name] > 1 && in.dwarf && !in.dwarf->entry_file.empty() &&
+                               in.dwarf->entry_line > 0;
+          out.alias.push_back(aliased ? KasAlias(in.dwarf->entry_file, in.dwarf->entry_line) : "");
+        }
+        out.instances.push_back(std::move(in));
+      }
+    }
+    out.target = std::move(t);
+    return out;
+  });
+}
+
+absl::StatusOr<IndexState> LocalQuery::Index(bool check_integrity) {
+  ASSIGN_OR_RETURN(auto lease, Acquire());
+  store::Db& db = lease->db;
+  IndexState out;
+  out.database = path_;
+  // A damaged page anywhere fails here, with the file and the cure, instead of surfacing later
+  // as a bare "database disk image is malformed" from whichever query reads it.
+  if (check_integrity) {
+    out.integrity_seconds = kQuickCheckSeconds;
+    ASSIGN_OR_RETURN(out.integrity_checked, db.QuickCheck(kQuickCheckSeconds));
+  }
+  out.addr_map_temp_files = AddrMapLeftovers(path_);
+  if (auto v = db.UserVersion(); v.ok()) out.schema_version = *v;
+  ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(db));
+  ASSIGN_OR_RETURN(auto targets, store::ListTargets(db));
+  for (auto& t : targets) {
+    TargetState ts;
+    ASSIGN_OR_RETURN(ts.summary.counts, store::CountTarget(db, t.id));
+    ASSIGN_OR_RETURN(auto files, store::TargetFiles(db, t.id));
+    for (auto& f : files) {
+      const bool problem = f.status == "error" || (f.status == "missing" && f.role != "module");
+      ts.files.push_back({std::move(f.role), std::move(f.path), std::move(f.status), std::move(f.detail), problem});
+    }
+    ASSIGN_OR_RETURN(auto dbg, store::TargetDebugInfo(db, t.id));
+    for (auto& d : dbg) {
+      const bool usable = d.status == "used" || d.status == "cached";
+      ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::move(d.status), std::move(d.path),
+                              std::move(d.origin), std::move(d.detail), usable});
+    }
+    ASSIGN_OR_RETURN(ts.addr_map, VmlinuxAddrMap(db, path_, t));
+    ts.summary.info = std::move(t);
+    out.targets.push_back(std::move(ts));
+  }
+  return out;
+}
+
+}  // namespace symdex::query

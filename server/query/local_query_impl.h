@@ -1,0 +1,150 @@
+// LocalQuery's private machinery, shared by the files that implement it (service.cc: the
+// lookups; listing.cc: whole-target listings and the index's state). Not for other users.
+#pragma once
+
+#include <optional>
+
+#include "server/query/service.h"
+#include "server/store/sqlite_db.h"
+
+namespace symdex::query {
+
+struct LocalQuery::Conn {
+  store::Db db;
+};
+
+// A pooled connection, returned to the pool when the call ends.
+class LocalQuery::ConnLease {
+ public:
+  ConnLease(LocalQuery* q, std::unique_ptr<Conn> c) : q_(q), c_(std::move(c)) {}
+  ConnLease(ConnLease&&) = default;
+  ~ConnLease() {
+    if (!c_) return;
+    std::lock_guard<std::mutex> l(q_->pool_mu_);
+    q_->pool_.push_back(std::move(c_));
+  }
+  Conn& operator*() { return *c_; }
+  Conn* operator->() { return c_.get(); }
+
+ private:
+  LocalQuery* q_;
+  std::unique_ptr<Conn> c_;
+};
+
+// Answers for one generation of one target.
+struct LocalQuery::Cache {
+  int64_t generation = 0;
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<Instance>>> names;
+  // group name + '\0' + instance identity -> canonical spec
+  std::unordered_map<std::string, std::string> canonical;
+  std::unordered_map<uint64_t, std::shared_ptr<const AddressInfo>> addrs;
+  std::unordered_map<std::string, std::shared_ptr<const store::DebugFileInfo>> debug_files;  // null: none
+  // Loaded by the first batch large enough to repay reading every text symbol at once.
+  std::shared_ptr<const store::TextSymbolTable> text_symbols;
+  size_t addresses_asked = 0;
+  // Duplicate lists by options ("module\0all_types with_init"): the most expensive answer
+  // (~1.5 s for a distro kernel), computed once per generation by the first caller while later
+  // callers wait for it (one computation however many ask at once).
+  struct DupsSlot {
+    std::mutex mu;  // held while computing
+    std::shared_ptr<const std::vector<DupGroup>> groups;
+  };
+  std::unordered_map<std::string, std::shared_ptr<DupsSlot>> dups;
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> sections;
+};
+
+// One call's access to the database: a pooled connection inside one read snapshot, taken only
+// when something is not cached. When the call started from cached target info (Expect) and the
+// target has since been re-indexed, Db() fails and stale() is set: the call is retried from
+// fresh target info, so no answer mixes two generations.
+class LocalQuery::Session {
+ public:
+  explicit Session(LocalQuery& q) : q_(q) {}
+  absl::StatusOr<store::Db*> Db() {
+    if (stale_) return absl::AbortedError("the index changed during the call");
+    if (!lease_) {
+      ASSIGN_OR_RETURN(auto l, q_.Acquire());
+      lease_.emplace(std::move(l));
+      ASSIGN_OR_RETURN(auto s, store::ReadSnapshot::Begin((*lease_)->db));
+      snap_.emplace(std::move(s));
+      if (expect_) {
+        ASSIGN_OR_RETURN(auto now, store::FindTarget((*lease_)->db, expect_->name));
+        if (!now || now->id != expect_->id || now->generation != expect_->generation) {
+          stale_ = true;
+          return absl::AbortedError("the index changed during the call");
+        }
+      }
+    }
+    return &(*lease_)->db;
+  }
+  // The call's target came from the target cache, not from this session's snapshot.
+  void Expect(const store::TargetInfo& t) {
+    if (!lease_) expect_ = t;
+  }
+  bool stale() const { return stale_; }
+
+ private:
+  LocalQuery& q_;
+  std::optional<ConnLease> lease_;
+  std::optional<store::ReadSnapshot> snap_;  // destroyed (COMMIT) before the lease returns
+  std::optional<store::TargetInfo> expect_;
+  bool stale_ = false;
+};
+
+// Which() through the cache; Containing() straight from the database.
+class LocalQuery::CachedSource : public InstanceSource {
+ public:
+  CachedSource(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache* cache,
+               const store::TextSymbolTable* table = nullptr)
+      : q_(q), s_(s), t_(t), cache_(cache), table_(table) {}
+  absl::StatusOr<List> Which(const std::string& name, bool with_clones) override {
+    if (cache_ == nullptr) return FromDb(name, with_clones);
+    std::string key = name;
+    key.push_back(with_clones ? '\1' : '\0');
+    {
+      std::lock_guard<std::mutex> l(cache_->mu);
+      if (auto it = cache_->names.find(key); it != cache_->names.end()) {
+        ++q_.name_hits_;
+        return it->second;
+      }
+    }
+    ++q_.name_misses_;
+    ASSIGN_OR_RETURN(auto v, FromDb(name, with_clones));
+    std::lock_guard<std::mutex> l(cache_->mu);
+    if (cache_->names.size() >= q_.opts_.max_cached_names) cache_->names.clear();
+    cache_->names.emplace(std::move(key), v);
+    return v;
+  }
+  absl::StatusOr<store::Containment> Containing(uint64_t addr) override {
+    ASSIGN_OR_RETURN(store::Db * db, s_.Db());
+    return DbSource(*db, t_).Containing(addr);
+  }
+  absl::StatusOr<store::Containment> ContainingBrief(uint64_t addr) override {
+    if (table_ != nullptr) return table_->Containing(addr);
+    return Containing(addr);
+  }
+
+ private:
+  absl::StatusOr<List> FromDb(const std::string& name, bool with_clones) {
+    ASSIGN_OR_RETURN(store::Db * db, s_.Db());
+    return DbSource(*db, t_).Which(name, with_clones);
+  }
+  LocalQuery& q_;
+  Session& s_;
+  const store::TargetInfo& t_;
+  Cache* cache_;
+  const store::TextSymbolTable* table_;
+};
+
+template <typename F>
+auto LocalQuery::WithSession(F&& f) -> decltype(f(std::declval<Session&>())) {
+  for (int attempt = 0;; ++attempt) {
+    Session s(*this);
+    auto r = f(s);
+    if (!s.stale() || attempt == 3) return r;
+    ForgetTargets();
+  }
+}
+
+}  // namespace symdex::query
