@@ -28,6 +28,7 @@ using ingest::JitdumpReader;
 using ingest::Record;
 using ingest::RecordPrefix;
 using store::Db;
+
 // Read a dump in chunks of this size (grown when one record is larger), so a 100 MB dump is never
 // held in memory whole.
 constexpr size_t kChunk = 16 << 20;
