@@ -1,5 +1,6 @@
 // symdex jit ingest|addr|collisions|export|dsos and symdex buildid: JIT code from jitdump and perf-map
-// files, and the build-IDs of jitted DSOs (server/jit/).
+// files, and the build-IDs of jitted DSOs. Lookups are server/query/jit_query.h; ingest (a local
+// write) is server/jit/ingest.h; export's DSOs are made by server/jit/jit_elf.h and written here.
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -8,19 +9,17 @@
 #include <set>
 
 #include "client/cli_common.h"
-#include "server/query/service.h"
+#include "client/cmd_jit.h"
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
-#include "server/jit/build_ids.h"
+#include "server/jit/ingest.h"
 #include "server/jit/jit_elf.h"
-#include "server/jit/jit_store.h"
-#include "server/jit/jitted_dso.h"
+#include "server/query/jit_query.h"
 
 namespace symdex::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using jit::JitBuildIdScheme;
 
 constexpr char kSchemeHelp[] =
     "Build-ID scheme: symdex (default; unique per process instance and load), sha1-symtab (perf with "
@@ -42,20 +41,7 @@ std::optional<uint64_t> ParseHex(std::string s) {
   return v;
 }
 
-absl::StatusOr<JitBuildIdScheme> SchemeArg(const std::string& s) {
-  auto scheme = jit::ParseJitBuildIdScheme(s);
-  if (!scheme) {
-    return absl::InvalidArgumentError(
-        StrCat("unknown build-ID scheme '", s, "': use symdex, sha1-symtab, sha1-code or md5-addr"));
-  }
-  return *scheme;
-}
-
-nlohmann::json InstanceJson(const jit::JitInstance& i) {
-  return {{"pid", i.pid}, {"dump_timestamp", i.dump_timestamp}, {"path", i.path}, {"status", i.status}, {"loads", i.loads}};
-}
-
-nlohmann::json LoadJson(const jit::JitLoadInfo& l) {
+nlohmann::json LoadJson(const query::JitFunction& l) {
   nlohmann::json j = {{"name", l.name},
                       {"pid", l.pid},
                       {"code_index", l.code_index},
@@ -157,42 +143,26 @@ struct AddrOptions {
 };
 
 int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
-  auto scheme = SchemeArg(o.scheme);
+  auto scheme = query::JitSchemeArg(o.scheme);
   if (!scheme.ok()) return Fail(g, scheme.status());
-  std::vector<uint64_t> addrs;
+  query::JitAddrRequest req{.pid = o.pid, .time = o.time, .instance = o.instance};
   for (const std::string& a : o.addrs) {
     auto v = ParseHex(a);
     if (!v) return Fail(g, absl::InvalidArgumentError(StrCat("'", a, "' is not a hex address")));
-    addrs.push_back(*v);
+    req.addresses.push_back(*v);
   }
   auto db = OpenForRead(g);
   if (!db.ok()) return Fail(g, db.status());
-  auto inst = jit::SelectInstance(*db, o.pid, o.time, o.instance);
-  if (!inst.ok()) return Fail(g, inst.status());
-  auto has_map = jit::HasPerfMap(*db, o.pid);
-  if (!has_map.ok()) return Fail(g, has_map.status());
-  if (!*inst && !*has_map) {
-    return Fail(g, absl::NotFoundError(StrCat("nothing ingested for pid ", o.pid,
-                                              ": run 'symdex jit ingest' on its jit-", o.pid, ".dump or perf-", o.pid,
-                                              ".map first")));
-  }
-  const std::string sname(jit::JitBuildIdSchemeName(*scheme));
+  auto answer = query::JitAddr(*db, req);
+  if (!answer.ok()) return Fail(g, answer.status());
+  const std::string& sname = *scheme;
   size_t missing = 0;
   nlohmann::json arr = nlohmann::json::array();
-  for (uint64_t a : addrs) {
-    std::optional<jit::JitLoadInfo> hit;
-    if (*inst) {
-      auto r = jit::LookupJitAddr(*db, **inst, a, o.time);
-      if (!r.ok()) return Fail(g, r.status());
-      hit = std::move(*r);
-    }
-    std::optional<jit::PerfMapHit> map_hit;
-    if (!hit && *has_map) {
-      auto r = jit::LookupPerfMap(*db, o.pid, a);
-      if (!r.ok()) return Fail(g, r.status());
-      map_hit = std::move(*r);
-    }
-    missing += !hit && !map_hit;
+  for (query::JitAddrResult& r : answer->results) {
+    const uint64_t a = r.address;
+    std::optional<query::JitFunction>& hit = r.function;
+    const std::optional<query::PerfMapSymbol>& map_hit = r.perf_map;
+    missing += !r.found();
     if (g.json) {
       nlohmann::json j = {{"address", "0x" + Hex(a)}, {"found", hit || map_hit}};
       if (hit) {
@@ -203,12 +173,12 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
         j["offset"] = a - hit->addr;
       } else if (map_hit) {
         j["from"] = "perf-map";
-        j["function"] = {{"name", map_hit->entry.name},
-                         {"code_start", "0x" + Hex(map_hit->entry.start)},
-                         {"code_end", "0x" + Hex(map_hit->entry.start + map_hit->entry.size)},
-                         {"map", map_hit->path},
-                         {"map_line", map_hit->entry.line}};
-        j["offset"] = a - map_hit->entry.start;
+        j["function"] = {{"name", map_hit->name},
+                         {"code_start", "0x" + Hex(map_hit->start)},
+                         {"code_end", "0x" + Hex(map_hit->start + map_hit->size)},
+                         {"map", map_hit->map_path},
+                         {"map_line", map_hit->map_line}};
+        j["offset"] = a - map_hit->start;
       }
       arr.push_back(j);
       continue;
@@ -230,8 +200,8 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
                  hit->instance.dump_timestamp);
     } else if (map_hit) {
       fmt::print("0x{} {}+{:#x}\n  code      0x{}-0x{} (perf map {}:{}; no jitdump: no code index or build-ID)\n",
-                 Hex(a), map_hit->entry.name, a - map_hit->entry.start, Hex(map_hit->entry.start),
-                 Hex(map_hit->entry.start + map_hit->entry.size), map_hit->path, map_hit->entry.line);
+                 Hex(a), map_hit->name, a - map_hit->start, Hex(map_hit->start),
+                 Hex(map_hit->start + map_hit->size), map_hit->map_path, map_hit->map_line);
     } else {
       fmt::print("0x{} not covered by any jitted code of pid {}{}\n", Hex(a), o.pid,
                  o.time ? StrCat(" at time ", *o.time) : "");
@@ -240,7 +210,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   if (g.json) {
     PrintJson({{"pid", o.pid},
                {"time", o.time ? nlohmann::json(*o.time) : nlohmann::json(nullptr)},
-               {"instance", *inst ? InstanceJson(**inst) : nlohmann::json(nullptr)},
+               {"instance", answer->instance ? InstanceJson(*answer->instance) : nlohmann::json(nullptr)},
                {"addresses", arr}});
   }
   return missing ? kNotFound : kFound;
@@ -254,23 +224,22 @@ struct CollisionOptions {
 };
 
 int RunCollisions(const GlobalOptions& g, const CollisionOptions& o) {
-  std::optional<JitBuildIdScheme> scheme;
+  std::optional<std::string> scheme;
   if (o.scheme) {
-    auto s = SchemeArg(*o.scheme);
+    auto s = query::JitSchemeArg(*o.scheme);
     if (!s.ok()) return Fail(g, s.status());
     scheme = *s;
   }
   auto db = OpenForRead(g);
   if (!db.ok()) return Fail(g, db.status());
-  auto groups = jit::JitCollisions(*db, scheme);
+  auto groups = query::JitCollisions(*db, scheme);
   if (!groups.ok()) return Fail(g, groups.status());
-  auto counts = jit::JitIdCounts(*db);
+  auto counts = query::JitSchemeCounts(*db, scheme);
   if (!counts.ok()) return Fail(g, counts.status());
   // Per scheme: groups, loads merged, groups merging distinct names.
   std::map<std::string, nlohmann::json> per;
   for (const auto& [s, c] : *counts) {
-    if (scheme && s != jit::JitBuildIdSchemeName(*scheme)) continue;
-    per[s] = {{"scheme", s}, {"loads", c.first}, {"distinct_ids", c.second}, {"shared_ids", 0},
+    per[s] = {{"scheme", s}, {"loads", c.loads}, {"distinct_ids", c.distinct_ids}, {"shared_ids", 0},
               {"merged_loads", 0}, {"ids_merging_distinct_names", 0}, {"groups", nlohmann::json::array()}};
   }
   for (const auto& gr : *groups) {
@@ -333,68 +302,47 @@ struct ExportOptions {
 };
 
 int RunExport(const GlobalOptions& g, const ExportOptions& o) {
-  auto scheme = SchemeArg(o.scheme);
+  auto scheme = query::JitSchemeArg(o.scheme);
   if (!scheme.ok()) return Fail(g, scheme.status());
-  const std::string sname(jit::JitBuildIdSchemeName(*scheme));
+  const std::string& sname = *scheme;
   auto db = OpenForRead(g);
   if (!db.ok()) return Fail(g, db.status());
-  auto all = jit::FindInstances(*db, o.pid);
-  if (!all.ok()) return Fail(g, all.status());
-  std::vector<jit::JitInstance> chosen;
-  std::map<uint32_t, int> per_pid;
-  for (const auto& i : *all) {
-    if (o.instance && i.dump_timestamp != *o.instance) continue;
-    chosen.push_back(i);
-    ++per_pid[i.pid];
-  }
-  if (chosen.empty()) {
-    return Fail(g, absl::NotFoundError(o.pid ? StrCat("no jitdump ingested for pid ", *o.pid) : "no jitdump ingested"));
-  }
-  for (const auto& [pid, n] : per_pid) {
-    if (n > 1) {
-      return Fail(g, absl::InvalidArgumentError(StrCat("pid ", pid, " has ", n,
-                                                       " jitdumps (pid reused); their jitted-", pid,
-                                                       "-*.so names would clash: pick one with --pid and --instance")));
-    }
-  }
+  auto chosen = query::JitExportInstances(*db, o.pid, o.instance);
+  if (!chosen.ok()) return Fail(g, chosen.status());
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec) return Fail(g, absl::PermissionDeniedError(StrCat("cannot create ", o.out, ": ", ec.message())), true);
   size_t written = 0, with_lines = 0;
   std::set<std::string> ids;
   nlohmann::json files = nlohmann::json::array();
-  for (const auto& inst : chosen) {
-    if (inst.elf_mach != 62 && inst.elf_mach != 183) {
+  for (const auto& inst : *chosen) {
+    if (!jit::JitElfSupportsMachine(inst.elf_mach)) {
       fmt::print(stderr, "symdex: skipping pid {}: e_machine {} (only x86-64 and aarch64 dumps are exported)\n", inst.pid,
                  inst.elf_mach);
       continue;
     }
-    auto loads = jit::LoadsOf(*db, inst);
+    auto loads = query::JitExportLoads(*db, inst, sname);
     if (!loads.ok()) return Fail(g, loads.status());
     for (const auto& e : *loads) {
       jit::JitElfInput in;
       in.machine = static_cast<uint16_t>(inst.elf_mach);
-      in.name = e.info.name;
+      in.name = e.function.name;
       in.code = e.code;
-      auto bid = BuildId::FromHex(e.info.build_ids.at(sname));
-      if (!bid) return Fail(g, absl::InternalError("bad stored build-ID"));
-      in.build_id = *bid;
-      for (const auto& l : e.lines) {
-        if (l.addr < e.info.code_addr) continue;
-        in.lines.push_back(jit::JitElfLine{l.addr - e.info.code_addr, l.line, l.column, l.file});
-      }
+      in.build_id = e.build_id;
+      for (const auto& l : e.lines) in.lines.push_back(jit::JitElfLine{l.offset, l.line, l.column, l.file});
       auto bytes = jit::WriteJitElf(in);
       if (!bytes.ok()) return Fail(g, bytes.status());
-      std::string path = (fs::path(o.out) / e.info.DsoName()).string();
+      std::string path = (fs::path(o.out) / e.function.DsoName()).string();
       std::ofstream f(path, std::ios::binary | std::ios::trunc);
       f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
       f.close();
       if (!f) return Fail(g, absl::PermissionDeniedError(StrCat("cannot write ", path)), true);
       ++written;
       with_lines += !in.lines.empty();
-      ids.insert(bid->ToHex());
+      ids.insert(e.build_id.ToHex());
       if (g.json) {
-        files.push_back({{"path", path}, {"name", e.info.name}, {"build_id", bid->ToHex()}, {"lines", in.lines.size()}});
+        files.push_back(
+            {{"path", path}, {"name", e.function.name}, {"build_id", e.build_id.ToHex()}, {"lines", in.lines.size()}});
       }
     }
   }
@@ -415,206 +363,43 @@ int RunExport(const GlobalOptions& g, const ExportOptions& o) {
 // ---------------------------------------------------------------------------------------------
 
 int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
-  auto bid = BuildId::FromHex(hex_in);
-  if (!bid || bid->empty()) return Fail(g, absl::InvalidArgumentError(StrCat("'", hex_in, "' is not a hex build-ID")));
-  const std::string hex = bid->ToHex();
+  // A malformed argument is told before a missing index.
+  auto hex = query::CanonicalBuildId(hex_in);
+  if (!hex.ok()) return Fail(g, hex.status());
   auto db = OpenForRead(g);
   if (!db.ok()) return Fail(g, db.status());
-  auto jitted = jit::FindJitBuildId(*db, hex);
-  if (!jitted.ok()) return Fail(g, jitted.status());
-  auto kernel = query::KernelBuildIdHits(*db, hex);
-  if (!kernel.ok()) return Fail(g, kernel.status());
+  auto answer = query::LookupBuildId(*db, *hex, /*include_jitted=*/true);
+  if (!answer.ok()) return Fail(g, answer.status());
+  const auto& jitted = answer->jitted;
+  const auto& kernel = answer->kernel;
   if (g.json) {
     nlohmann::json j = nlohmann::json::array(), k = nlohmann::json::array();
-    for (const auto& m : *jitted) {
+    for (const auto& m : jitted) {
       nlohmann::json l = LoadJson(m.load);
       l["scheme"] = m.scheme;
       j.push_back(l);
     }
-    for (const auto& h : *kernel) k.push_back({{"kind", h.kind}, {"name", h.name}, {"target", h.target}});
-    PrintJson({{"build_id", hex}, {"jitted", j}, {"kernel", k}});
+    for (const auto& h : kernel) k.push_back({{"kind", h.kind}, {"name", h.name}, {"target", h.target}});
+    PrintJson({{"build_id", *hex}, {"jitted", j}, {"kernel", k}});
   } else {
-    for (const auto& m : *jitted) {
+    for (const auto& m : jitted) {
       fmt::print("jitted  {} ({} scheme) {} code_index {} pid {} at 0x{} size {} (jitdump {})\n", m.load.DsoName(),
                  m.scheme, m.load.name, m.load.code_index, m.load.pid, Hex(m.load.code_addr), m.load.code_size,
                  m.load.instance.path);
     }
-    for (const auto& h : *kernel) {
+    for (const auto& h : kernel) {
       fmt::print("{:<7} {}{}\n", h.kind, h.name, h.target.empty() ? "" : " (target " + h.target + ")");
     }
-    if (jitted->empty() && kernel->empty()) fmt::print(stderr, "symdex: nothing indexed has build-ID {}\n", hex);
+    if (answer->empty()) fmt::print(stderr, "symdex: nothing indexed has build-ID {}\n", *hex);
   }
-  return jitted->empty() && kernel->empty() ? kNotFound : kFound;
-}
-
-// ---------------------------------------------------------------------------------------------
-
-struct DsosOptions {
-  std::vector<std::string> paths;
-};
-
-int RunDsos(const GlobalOptions& g, const DsosOptions& o) {
-  jit::JittedDsoScan scan = jit::ExpandJittedDsoPaths(o.paths);
-  std::vector<std::pair<std::string, std::string>> unreadable;  // path (or PATH arg), why
-  for (const absl::Status& s : scan.errors) unreadable.emplace_back("", std::string(s.message()));
-  std::vector<jit::JittedDso> dsos;
-  for (const std::string& f : scan.files) {
-    auto d = jit::ReadJittedDso(f);
-    if (d.ok()) {
-      dsos.push_back(std::move(*d));
-    } else {
-      unreadable.emplace_back(f, std::string(d.status().message()));
-    }
-  }
-  if (scan.files.empty() && unreadable.empty()) {
-    if (g.json) {
-      PrintJson({{"dsos", nlohmann::json::array()}, {"unreadable", nlohmann::json::array()},
-                 {"shared_ids", nlohmann::json::array()}});
-    } else {
-      fmt::print(stderr, "symdex: no jitted-*.so files in {} (nor one directory down)\n", StrJoin(o.paths, ", "));
-    }
-    return kNotFound;
-  }
-  // The index is optional: without one, the IDs and the on-disk collisions are still reported.
-  std::optional<store::Db> db;
-  std::string no_index;
-  if (!dsos.empty()) {
-    auto opened = OpenForRead(g);
-    if (opened.ok()) {
-      db.emplace(std::move(*opened));
-    } else {
-      no_index = std::string(opened.status().message());
-    }
-  }
-  std::vector<jit::DsoMatch> matches;
-  if (db) {
-    jit::JittedDsoMatcher matcher(*db);
-    for (const auto& d : dsos) {
-      auto m = matcher.Match(d);
-      if (!m.ok()) return Fail(g, m.status());
-      matches.push_back(std::move(*m));
-    }
-  } else {
-    for (size_t i = 0; i < dsos.size(); ++i) {
-      matches.push_back(jit::DsoMatch{.status = "no-index", .message = no_index});
-    }
-  }
-  std::vector<jit::SharedDsoId> shared = jit::SharedDsoIds(dsos);
-  std::map<std::string, size_t> per_status;
-  std::map<std::string, size_t> per_scheme;
-  // The scheme each DSO's ID came from (first matching load), "" when none.
-  std::vector<std::string> scheme_of(dsos.size());
-  for (size_t i = 0; i < dsos.size(); ++i) {
-    ++per_status[matches[i].status];
-    for (const auto& c : matches[i].candidates) {
-      if (!c.schemes.empty()) {
-        scheme_of[i] = c.schemes.front();
-        break;
-      }
-    }
-    if (!scheme_of[i].empty()) ++per_scheme[scheme_of[i]];
-  }
-  auto shared_schemes = [&](const jit::SharedDsoId& s) {
-    std::set<std::string> out;
-    for (size_t i : s.dsos) {
-      if (!scheme_of[i].empty()) out.insert(scheme_of[i]);
-    }
-    return out;
-  };
-
-  if (g.json) {
-    nlohmann::json arr = nlohmann::json::array();
-    for (size_t i = 0; i < dsos.size(); ++i) {
-      const auto& d = dsos[i];
-      const auto& m = matches[i];
-      nlohmann::json loads = nlohmann::json::array();
-      for (const auto& c : m.candidates) {
-        loads.push_back({{"name", c.load.name},
-                         {"pid", c.load.pid},
-                         {"code_index", c.load.code_index},
-                         {"code_addr", "0x" + Hex(c.load.code_addr)},
-                         {"code_size", c.load.code_size},
-                         {"load_time", c.load.load_time},
-                         {"instance", InstanceJson(c.load.instance)},
-                         {"schemes", c.schemes},
-                         {"symbol_matches", c.symbol_matches},
-                         {"build_ids", c.load.build_ids}});
-      }
-      nlohmann::json j = {{"path", d.path},
-                          {"pid", d.name ? nlohmann::json(d.name->pid) : nlohmann::json(nullptr)},
-                          {"code_index", d.name ? nlohmann::json(d.name->code_index) : nlohmann::json(nullptr)},
-                          {"build_id", d.build_id.ToHex()},
-                          {"symbol", d.symbol},
-                          {"file_size", d.file_size},
-                          {"status", m.status},
-                          {"scheme", scheme_of[i].empty() ? nlohmann::json(nullptr) : nlohmann::json(scheme_of[i])},
-                          {"era", scheme_of[i].empty() ? nlohmann::json(nullptr)
-                                                       : nlohmann::json(jit::JitBuildIdSchemeEra(scheme_of[i]))},
-                          {"message", m.message},
-                          {"loads_with_id", m.loads_with_id},
-                          {"loads", loads}};
-      arr.push_back(j);
-    }
-    nlohmann::json bad = nlohmann::json::array();
-    for (const auto& [p, why] : unreadable) {
-      bad.push_back({{"path", p.empty() ? nlohmann::json(nullptr) : nlohmann::json(p)}, {"error", why}});
-    }
-    nlohmann::json sh = nlohmann::json::array();
-    for (const auto& s : shared) {
-      nlohmann::json paths = nlohmann::json::array();
-      for (size_t i : s.dsos) paths.push_back(dsos[i].path);
-      sh.push_back({{"build_id", s.build_id}, {"dsos", paths}, {"functions", s.symbols},
-                    {"distinct_functions", s.symbols.size()}, {"schemes", shared_schemes(s)}});
-    }
-    PrintJson({{"dsos", arr}, {"unreadable", bad}, {"shared_ids", sh}, {"counts", per_status},
-               {"schemes", per_scheme}});
-  } else {
-    for (size_t i = 0; i < dsos.size(); ++i) {
-      const auto& d = dsos[i];
-      const auto& m = matches[i];
-      fmt::print("{}\n  pid {} idx {}  build-id {}  symbol {}\n", d.path, d.name ? std::to_string(d.name->pid) : "?",
-                 d.name ? std::to_string(d.name->code_index) : "?", d.build_id.ToHex(),
-                 d.symbol.empty() ? "(none)" : d.symbol);
-      if (m.status != "matched") {
-        fmt::print("  {}: {}\n", m.status, m.message);
-        continue;
-      }
-      for (const auto& c : m.candidates) {
-        if (c.schemes.empty()) continue;
-        fmt::print("  load {} (jitdump {}, header timestamp {}): scheme {} = {}\n", c.load.name, c.load.instance.path,
-                   c.load.instance.dump_timestamp, StrJoin(c.schemes, ", "),
-                   jit::JitBuildIdSchemeEra(c.schemes.front()));
-        if (!c.symbol_matches) {
-          fmt::print("  note: the DSO's symbol '{}' is not the load's name\n", d.symbol);
-        }
-      }
-    }
-    for (const auto& [p, why] : unreadable) fmt::print(stderr, "symdex: cannot read {}\n", why);
-    if (!shared.empty()) {
-      fmt::print("build-IDs shared by several DSOs on disk (tools keyed by build-ID show them as one):\n");
-      for (const auto& s : shared) {
-        auto schemes = shared_schemes(s);
-        fmt::print("  {}{} shared by {} DSOs, {} distinct functions: {}\n", s.build_id,
-                   schemes.empty() ? "" : " (" + StrJoin(schemes, ", ") + ")", s.dsos.size(), s.symbols.size(),
-                   StrJoin(s.symbols, ", "));
-        std::vector<std::string> names;
-        for (size_t i : s.dsos) names.push_back(fs::path(dsos[i].path).filename().string());
-        fmt::print("    {}\n", StrJoin(names, ", "));
-      }
-    }
-    std::vector<std::string> parts;
-    for (const auto& [st, n] : per_status) parts.push_back(StrCat(n, " ", st));
-    std::vector<std::string> sparts;
-    for (const auto& [sc, n] : per_scheme) sparts.push_back(StrCat(sc, " ", n));
-    fmt::print("{} DSOs read{}{}{}; {} build-IDs shared on disk; {} unreadable\n", dsos.size(),
-               parts.empty() ? "" : ": " + StrJoin(parts, ", "),
-               sparts.empty() ? "" : " (" + StrJoin(sparts, ", ") + ")", no_index.empty() ? "" : " [" + no_index + "]",
-               shared.size(), unreadable.size());
-  }
-  return unreadable.empty() ? kFound : kEnvError;
+  return answer->empty() ? kNotFound : kFound;
 }
 
 }  // namespace
+
+nlohmann::json InstanceJson(const query::JitInstanceInfo& i) {
+  return {{"pid", i.pid}, {"dump_timestamp", i.dump_timestamp}, {"path", i.path}, {"status", i.status}, {"loads", i.loads}};
+}
 
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* jit = app.add_subcommand(
@@ -679,7 +464,7 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   ce->add_flag("--json", g.json, "JSON output");
   ce->callback([&g, &exit_code, exp] { exit_code = RunExport(g, *exp); });
 
-  auto dsos = std::make_shared<DsosOptions>();
+  auto dsos = std::make_shared<JitDsosOptions>();
   CLI::App* cd = jit->add_subcommand(
       "dsos",
       "Read the build-IDs of jitted DSOs already on disk -- the jitted-<pid>-<idx>.so files `perf inject -j` "
@@ -694,7 +479,7 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
                  "DSO files (any name), or directories: the jitted-*.so in them and one directory down")
       ->required();
   cd->add_flag("--json", g.json, "JSON output (every load compared, with all its scheme IDs)");
-  cd->callback([&g, &exit_code, dsos] { exit_code = RunDsos(g, *dsos); });
+  cd->callback([&g, &exit_code, dsos] { exit_code = RunJitDsos(g, *dsos); });
 
   auto hex = std::make_shared<std::string>();
   CLI::App* cb = app.add_subcommand(

@@ -25,7 +25,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/indexer/indexer.h"
-#include "server/jit/jit_store.h"
+#include "server/jit/ingest.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/metrics.h"
 #include "server/store/migrations.h"

@@ -8,8 +8,9 @@
 #include "server/api/convert.h"
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
-#include "server/jit/jit_store.h"
+#include "server/jit/ingest.h"
 #include "server/query/caller_view.h"
+#include "server/query/jit_query.h"
 #include "server/store/migrations.h"
 
 namespace symdex::api {
@@ -104,7 +105,7 @@ grpc::Status PrivilegedOnly(const Peer& p, const char* what) {
 
 void TargetInfoTo(const store::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
 
-void JitLoadTo(const jit::JitLoadInfo& l, pb::JitLoad* out) {
+void JitLoadTo(const query::JitFunction& l, pb::JitLoad* out) {
   out->set_pid(l.pid);
   out->set_code_index(l.code_index);
   out->set_name(l.name);
@@ -121,9 +122,6 @@ void JitLoadTo(const jit::JitLoadInfo& l, pb::JitLoad* out) {
   out->set_dump_timestamp(l.instance.dump_timestamp);
   out->set_dump_path(l.instance.path);
 }
-
-// A read connection for the JIT and build-ID calls (rare next to symbol queries).
-absl::StatusOr<store::Db> OpenRead(const std::string& path) { return store::OpenIndex(path, store::Db::Mode::kReadOnly); }
 
 // Request and response of a unary call on one protobuf arena: a Symbolize answer is thousands
 // of small messages and strings, which the arena allocates by bumping a pointer and frees at once.
@@ -535,38 +533,26 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerC
                                                            const pb::LookupBuildIdRequest* req,
                                                            pb::LookupBuildIdResponse* resp) {
   return Serve(ctx, control_, stats_, "LookupBuildId", false, [=, this](const Peer& peer, auto&) {
-    auto bid = BuildId::FromHex(req->build_id());
-    if (!bid || bid->empty()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          StrCat("'", Excerpt(req->build_id(), 80), "' is not a hex build-ID"));
-    }
-    const std::string hex = bid->ToHex();
-    auto db = OpenRead(q_.path());
-    if (!db.ok()) return ToGrpc(db.status());
-    auto snap = store::ReadSnapshot::Begin(*db);
-    if (!snap.ok()) return ToGrpc(snap.status());
-    auto kernel = query::KernelBuildIdHits(*db, hex);
-    if (!kernel.ok()) return ToGrpc(kernel.status());
-    resp->set_build_id(hex);
-    for (const auto& h : *kernel) {
+    // JIT records are other users' processes: for privileged peers only. A request is quoted
+    // back in at most 80 characters.
+    auto answer = query::JitReader(q_.path()).BuildIdHits(req->build_id(), peer.privileged, 80);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    resp->set_build_id(answer->build_id);
+    for (const auto& h : answer->kernel) {
       pb::BuildIdHit* o = resp->add_hits();
       o->set_kind(h.kind);
       o->set_name(h.name);
       o->set_target(h.target);
     }
-    if (peer.privileged) {  // JIT records: other users' processes
-      auto jitted = jit::FindJitBuildId(*db, hex);
-      if (!jitted.ok()) return ToGrpc(jitted.status());
-      for (const auto& m : *jitted) {
-        pb::BuildIdHit* o = resp->add_hits();
-        o->set_kind("jitted");
-        o->set_name(m.load.DsoName());
-        o->set_scheme(m.scheme);
-        JitLoadTo(m.load, o->mutable_load());
-      }
+    for (const auto& m : answer->jitted) {
+      pb::BuildIdHit* o = resp->add_hits();
+      o->set_kind("jitted");
+      o->set_name(m.load.DsoName());
+      o->set_scheme(m.scheme);
+      JitLoadTo(m.load, o->mutable_load());
     }
     if (resp->hits_size() == 0) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", hex));
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", answer->build_id));
     }
     return grpc::Status::OK;
   });
@@ -596,7 +582,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext*
 
 JitServiceImpl::JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats,
                                CallControl control)
-    : db_path_(std::move(db_path)), writer_(writer), writer_mu_(writer_mu), stats_(stats), control_(control) {}
+    : reader_(std::move(db_path)), writer_(writer), writer_mu_(writer_mu), stats_(stats), control_(control) {}
 
 grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx, const pb::JitAddrRequest* req,
                                                pb::JitAddrResponse* resp) {
@@ -606,37 +592,18 @@ grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx,
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           StrCat(req->addresses_size(), " addresses; the limit is ", query::kMaxAddressesPerRequest));
     }
-    auto db = OpenRead(db_path_);
-    if (!db.ok()) return ToGrpc(db.status());
-    auto snap = store::ReadSnapshot::Begin(*db);
-    if (!snap.ok()) return ToGrpc(snap.status());
-    std::optional<uint64_t> time, instance;
-    if (req->has_time()) time = req->time();
-    if (req->has_instance()) instance = req->instance();
-    auto inst = jit::SelectInstance(*db, req->pid(), time, instance);
-    if (!inst.ok()) return ToGrpc(inst.status());
-    auto has_map = jit::HasPerfMap(*db, req->pid());
-    if (!has_map.ok()) return ToGrpc(has_map.status());
-    if (!*inst && !*has_map) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          StrCat("nothing ingested for pid ", req->pid(), " (no jit-", req->pid(), ".dump or perf-",
-                                 req->pid(), ".map)"));
-    }
-    for (uint64_t a : req->addresses()) {
+    query::JitAddrRequest q{.pid = req->pid(), .addresses = {req->addresses().begin(), req->addresses().end()}};
+    if (req->has_time()) q.time = req->time();
+    if (req->has_instance()) q.instance = req->instance();
+    auto answer = reader_.Addr(q);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    for (const query::JitAddrResult& a : answer->results) {
       pb::JitAddrResult* r = resp->add_results();
-      r->set_address(a);
-      if (*inst) {
-        auto hit = jit::LookupJitAddr(*db, **inst, a, time);
-        if (!hit.ok()) return ToGrpc(hit.status());
-        if (*hit) {
-          JitLoadTo(**hit, r->mutable_load());
-          continue;
-        }
-      }
-      if (*has_map) {
-        auto m = jit::LookupPerfMap(*db, req->pid(), a);
-        if (!m.ok()) return ToGrpc(m.status());
-        if (*m) r->set_perf_map_symbol((*m)->entry.name);
+      r->set_address(a.address);
+      if (a.function) {
+        JitLoadTo(*a.function, r->mutable_load());
+      } else if (a.perf_map) {
+        r->set_perf_map_symbol(a.perf_map->name);
       }
     }
     return grpc::Status::OK;
@@ -648,19 +615,13 @@ grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext
                                                      pb::JitCollisionsResponse* resp) {
   return Serve(ctx, control_, stats_, "JitCollisions", true, [=, this](const Peer& peer, auto&) {
     if (auto s = PrivilegedOnly(peer, "JitService.Collisions"); !s.ok()) return s;
-    std::optional<jit::JitBuildIdScheme> scheme;
+    std::optional<std::string> scheme;
     if (!req->scheme().empty()) {
-      auto sc = jit::ParseJitBuildIdScheme(req->scheme());
-      if (!sc) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            StrCat("unknown scheme '", Excerpt(req->scheme(), 40),
-                                   "' (md5-addr, sha1-code, sha1-symtab, symdex)"));
-      }
+      auto sc = query::JitSchemeArg(req->scheme(), 40);
+      if (!sc.ok()) return ToGrpc(sc.status());
       scheme = *sc;
     }
-    auto db = OpenRead(db_path_);
-    if (!db.ok()) return ToGrpc(db.status());
-    auto groups = jit::JitCollisions(*db, scheme);
+    auto groups = reader_.Collisions(scheme);
     if (!groups.ok()) return ToGrpc(groups.status());
     for (const auto& g : *groups) {
       pb::JitCollision* c = resp->add_collisions();

@@ -12,6 +12,7 @@
 #include "server/api/limits.h"
 #include "server/api/peers.h"
 #include "server/metrics/metrics.h"
+#include "server/query/jit_query.h"
 #include "server/query/service.h"
 #include "server/store/sqlite_db.h"
 #include "symdex/v1/symdex.grpc.pb.h"
@@ -94,8 +95,8 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   std::function<void(::symdex::v1::StatusResponse*)> status_;
 };
 
-// JIT lookups and ingest. Reads use their own connection per call; ingest goes through the
-// daemon's single writer connection (`writer`, guarded by `writer_mu`).
+// JIT lookups (query/jit_query.h, on their own read connection per call) and ingest, which goes
+// through the daemon's single writer connection (`writer`, guarded by `writer_mu`).
 class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
  public:
   // Every JIT call is for privileged peers: the records hold other users' process addresses
@@ -110,7 +111,7 @@ class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
                                    ::symdex::v1::JitIngestResponse* resp) override;
 
  private:
-  std::string db_path_;
+  query::JitReader reader_;
   store::Db& writer_;
   std::mutex& writer_mu_;
   RpcStats& stats_;

@@ -8,6 +8,9 @@
 #include "server/common/strings.h"
 
 namespace symdex::jit {
+
+using ingest::CodeLoad;
+using ingest::JitdumpHeader;
 namespace {
 
 struct EvpMdCtxDeleter {
@@ -75,28 +78,6 @@ constexpr uint8_t kStvDefault = 0;
 constexpr uint16_t kFirstSection = 1;  // st_shndx of the function: .text is section 1
 
 }  // namespace
-
-std::string_view JitBuildIdSchemeName(JitBuildIdScheme scheme) {
-  switch (scheme) {
-    case JitBuildIdScheme::kMd5Addr:
-      return "md5-addr";
-    case JitBuildIdScheme::kSha1Code:
-      return "sha1-code";
-    case JitBuildIdScheme::kSha1Symtab:
-      return "sha1-symtab";
-    case JitBuildIdScheme::kSymdex:
-      return "symdex";
-  }
-  return "?";
-}
-
-std::optional<JitBuildIdScheme> ParseJitBuildIdScheme(std::string_view name) {
-  for (auto s : {JitBuildIdScheme::kMd5Addr, JitBuildIdScheme::kSha1Code, JitBuildIdScheme::kSha1Symtab,
-                 JitBuildIdScheme::kSymdex}) {
-    if (JitBuildIdSchemeName(s) == name) return s;
-  }
-  return std::nullopt;
-}
 
 std::string GenElfSymtab(uint64_t code_size, const GenElfTarget& t) {
   const bool be = t.big_endian;

@@ -80,20 +80,16 @@
 
 #include "server/common/build_id.h"
 #include "server/common/status.h"
-#include "server/jit/jitdump.h"
+#include "server/ingest/jitdump.h"
+#include "server/store/jit_schemes.h"
 
 namespace symdex::jit {
 
-enum class JitBuildIdScheme {
-  kMd5Addr,     // perf <= 6.16 with libcrypto
-  kSha1Code,    // perf 6.17
-  kSha1Symtab,  // perf with the Nov 2025 sym/str-tables fix
-  kSymdex,      // symdex's own, truncated SHA-256 over process instance + code object
-};
-
-// "md5-addr", "sha1-code", "sha1-symtab", "symdex".
-std::string_view JitBuildIdSchemeName(JitBuildIdScheme scheme);
-std::optional<JitBuildIdScheme> ParseJitBuildIdScheme(std::string_view name);
+// The scheme names live with the table that stores them (jit_build_ids.scheme): the store and
+// the query layer name schemes without linking libcrypto.
+using store::JitBuildIdScheme;
+using store::JitBuildIdSchemeName;
+using store::ParseJitBuildIdScheme;
 
 // How the jitted DSO's symtab is laid out: the host perf inject ran on.
 struct GenElfTarget {
@@ -130,10 +126,11 @@ absl::StatusOr<BuildId> SymdexJitBuildId(const SymdexJitIdentity& identity);
 
 // The target perf inject would have run on for a dump: the dump's byte order, ELF32 for the
 // 32-bit machines genelf.h supports (EM_386, EM_ARM, EM_PPC, EM_SPARC), ELF64 otherwise.
-GenElfTarget GenElfTargetFor(const JitdumpHeader& header);
+GenElfTarget GenElfTargetFor(const ingest::JitdumpHeader& header);
 
 // The ID `scheme` gives `load` from a dump with `header` (perf eras use GenElfTargetFor(header)).
-absl::StatusOr<BuildId> JitBuildId(JitBuildIdScheme scheme, const JitdumpHeader& header, const CodeLoad& load,
+absl::StatusOr<BuildId> JitBuildId(JitBuildIdScheme scheme, const ingest::JitdumpHeader& header,
+                                   const ingest::CodeLoad& load,
                                    std::string_view instance = {});
 
 }  // namespace symdex::jit

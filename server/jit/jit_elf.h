@@ -51,6 +51,9 @@ struct JitElfInput {
   std::vector<JitElfLine> lines;  // any order; entries outside the code are dropped
 };
 
+// The machines the layout above is right for (EM_X86_64, EM_AARCH64: little-endian ELF64).
+inline bool JitElfSupportsMachine(uint32_t e_machine) { return e_machine == 62 || e_machine == 183; }
+
 // Errors: a build-ID that is not 1..64 bytes, a name with a NUL byte.
 absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in);
 

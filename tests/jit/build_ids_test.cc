@@ -13,6 +13,9 @@
 namespace symdex::jit {
 namespace {
 
+using ingest::CodeLoad;
+using ingest::JitdumpHeader;
+
 using symdex::testing::RunCommand;
 using symdex::testing::TempDir;
 using symdex::testing::WriteFile;

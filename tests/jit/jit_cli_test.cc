@@ -12,7 +12,7 @@
 
 #include "tests/jit/node_script.h"
 #include "server/jit/build_ids.h"
-#include "server/jit/jitdump.h"
+#include "server/ingest/jitdump.h"
 #include "server/store/migrations.h"
 #include "tests/jit/jitdump_writer.h"
 #include "tests/jit/symdex_db_test.h"
@@ -20,6 +20,8 @@
 
 namespace symdex::jit {
 namespace {
+
+using namespace symdex::ingest;  // the jitdump parser's types (server/ingest/jitdump.h)
 
 namespace fs = std::filesystem;
 using nlohmann::json;

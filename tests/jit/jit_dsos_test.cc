@@ -11,13 +11,15 @@
 #include <sstream>
 
 #include "server/common/build_id.h"
-#include "server/jit/jitted_dso.h"
+#include "server/jit/jitted_dso_files.h"
 #include "tests/jit/jitdump_writer.h"
 #include "tests/jit/symdex_db_test.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::jit {
 namespace {
+
+using namespace symdex::ingest;  // the jitdump parser's types (server/ingest/jitdump.h)
 
 namespace fs = std::filesystem;
 using nlohmann::json;

@@ -6,9 +6,10 @@
 #include <string_view>
 
 #include "server/jit/build_ids.h"
-#include "server/jit/jitdump.h"
+#include "server/ingest/jitdump.h"
 
 using namespace symdex::jit;
+using namespace symdex::ingest;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -1,4 +1,4 @@
-#include "server/jit/jitdump.h"
+#include "server/ingest/jitdump.h"
 
 #include <gtest/gtest.h>
 
@@ -8,10 +8,10 @@
 #include "server/common/strings.h"
 #include "tests/jit/jitdump_writer.h"
 
-namespace symdex::jit {
+namespace symdex::ingest {
 namespace {
 
-using testing::JitdumpWriter;
+using jit::testing::JitdumpWriter;
 
 constexpr char kCodeA[] = "\x55\x48\x89\xe5\x5d\xc3";  // push rbp; mov rbp,rsp; pop rbp; ret
 constexpr char kCodeB[] = "\x90\x90\xc3";
@@ -461,4 +461,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<HostileCase>& info) { return std::string(info.param.label); });
 
 }  // namespace
-}  // namespace symdex::jit
+}  // namespace symdex::ingest

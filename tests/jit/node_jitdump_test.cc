@@ -13,11 +13,13 @@
 #include "tests/jit/node_script.h"
 #include "server/common/strings.h"
 #include "server/jit/build_ids.h"
-#include "server/jit/jitdump.h"
+#include "server/ingest/jitdump.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::jit {
 namespace {
+
+using namespace symdex::ingest;  // the jitdump parser's types (server/ingest/jitdump.h)
 
 namespace fs = std::filesystem;
 using symdex::testing::RunCommand;

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/jit/perf_map.h"
+#include "server/ingest/perf_map.h"
 
-using namespace symdex::jit;
+using namespace symdex::ingest;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

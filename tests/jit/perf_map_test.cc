@@ -1,4 +1,4 @@
-#include "server/jit/perf_map.h"
+#include "server/ingest/perf_map.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "server/common/strings.h"
 
-namespace symdex::jit {
+namespace symdex::ingest {
 namespace {
 
 TEST(PerfMapTest, ParsesV8StyleLines) {
@@ -213,4 +213,4 @@ TEST(PerfMapTest, LookupMatchesBruteForce) {
 }
 
 }  // namespace
-}  // namespace symdex::jit
+}  // namespace symdex::ingest

@@ -38,7 +38,7 @@
 
 #include "server/common/status.h"
 
-namespace symdex::jit {
+namespace symdex::ingest {
 
 struct PerfMapEntry {
   uint64_t start = 0;
@@ -91,4 +91,4 @@ class PerfMap {
   std::map<uint64_t, Segment> segments_;  // keyed by first address; disjoint
 };
 
-}  // namespace symdex::jit
+}  // namespace symdex::ingest

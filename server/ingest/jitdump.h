@@ -52,7 +52,7 @@
 
 #include "server/common/status.h"
 
-namespace symdex::jit {
+namespace symdex::ingest {
 
 inline constexpr uint32_t kJitdumpMagic = 0x4A695444;  // "JiTD" read as a u32 by its writer
 inline constexpr size_t kJitdumpHeaderSize = 40;       // the part of the header we understand
@@ -240,4 +240,4 @@ struct Jitdump {
 // its own total_size, or a malformed record. Truncation in a record is not an error (see above).
 absl::StatusOr<Jitdump> ParseJitdump(std::string_view bytes, std::string_view source);
 
-}  // namespace symdex::jit
+}  // namespace symdex::ingest

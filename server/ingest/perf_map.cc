@@ -1,11 +1,11 @@
-#include "server/jit/perf_map.h"
+#include "server/ingest/perf_map.h"
 
 #include <cctype>
 #include <iterator>
 
 #include "server/common/strings.h"
 
-namespace symdex::jit {
+namespace symdex::ingest {
 namespace {
 
 bool IsBlank(char c) { return c == ' ' || c == '\t'; }
@@ -133,4 +133,4 @@ std::optional<PerfMapEntry> PerfMap::Lookup(uint64_t addr) const {
   return entries_[it->second.entry];
 }
 
-}  // namespace symdex::jit
+}  // namespace symdex::ingest

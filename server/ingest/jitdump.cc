@@ -1,10 +1,10 @@
-#include "server/jit/jitdump.h"
+#include "server/ingest/jitdump.h"
 
 #include <cstring>
 
 #include "server/common/strings.h"
 
-namespace symdex::jit {
+namespace symdex::ingest {
 namespace {
 
 // Fixed parts of the record bodies, prefix included (see the layout in jitdump.h).
@@ -353,4 +353,4 @@ absl::StatusOr<Jitdump> ParseJitdump(std::string_view bytes, std::string_view so
   return dump;
 }
 
-}  // namespace symdex::jit
+}  // namespace symdex::ingest

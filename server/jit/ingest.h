@@ -1,0 +1,56 @@
+// JIT ingest: jitdump and perf-map files into the JIT tables (server/store/jit_store.h). The file
+// I/O and the policy live here -- which files a directory holds, how a dump is read in chunks,
+// where a re-read resumes, which DEBUG_INFO is believed, what status a file gets; the bytes are
+// parsed by server/ingest/jitdump.h and perf_map.h, the rows written by the store.
+//
+// Usage overview
+//   auto files = ExpandJitPaths({"/tmp", "./jit-123.dump"});        // DIRs -> jit-*.dump, perf-*.map
+//   for (f : *files) IngestReport r = IngestJitFile(db, f);          // one transaction per file
+//
+// Ingest is incremental and idempotent: each (instance, path) remembers where it stopped (after
+// the last CODE_LOAD/CODE_MOVE/CLOSE, so DEBUG_INFO/UNWINDING_INFO waiting for their CODE_LOAD are
+// read again), and rows are keyed by the record's file offset, so re-reading a dump -- or a copy
+// of it at another path -- adds only what is new. A truncated or still-growing dump yields what is
+// complete (status "truncated", with the offset of the incomplete tail). A malformed record stops
+// the file with an error naming file and offset; the records before it are committed, nothing
+// ingested earlier is touched.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/common/status.h"
+#include "server/store/sqlite_db.h"
+
+namespace symdex::jit {
+
+struct IngestReport {
+  std::string path;
+  std::string kind;  // "jitdump" | "perf-map"
+  uint32_t pid = 0;
+  uint64_t dump_timestamp = 0;  // jitdump only
+  uint64_t start_offset = 0;    // where this run started reading
+  uint64_t end_offset = 0;      // where the next run will start
+  uint64_t file_size = 0;
+  uint64_t bytes_read = 0;
+  size_t loads = 0, moves = 0, debug_infos = 0, unknown_records = 0;
+  size_t rejected_debug_infos = 0;  // DEBUG_INFO records whose entries contradict the record (dropped)
+  size_t duplicates = 0;     // records already in the index (copy of a dump, overlapping reads)
+  size_t orphan_moves = 0;   // CODE_MOVE for a code_index with no CODE_LOAD before it
+  size_t map_entries = 0, malformed_lines = 0;  // perf-map only
+  // closed (CLOSE seen) | complete | truncated (incomplete tail) | unchanged | error
+  std::string status;
+  std::string message;  // human-readable detail: truncation offset, error text
+  absl::Status error;   // non-ok iff status == "error"
+};
+
+// Every jit-*.dump and perf-*.map directly in each DIR (sorted), files as given. A path that does
+// not exist is an error naming it.
+absl::StatusOr<std::vector<std::string>> ExpandJitPaths(const std::vector<std::string>& paths);
+
+// Ingests one file, told apart by its first bytes (jitdump magic, either byte order) else as a
+// perf map (whose pid comes from its name, perf-<pid>.map).
+IngestReport IngestJitFile(store::Db& db, const std::string& path);
+
+}  // namespace symdex::jit
