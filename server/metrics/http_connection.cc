@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -53,6 +54,10 @@ HttpConnection::HttpConnection(int fd, int wake_fd) : fd_(fd), wake_fd_(wake_fd)
   // Every wait goes through poll() with the stop signal; a blocking recv/send could not be woken.
   int flags = ::fcntl(fd_, F_GETFL);
   if (flags >= 0) ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+  // cpp-httplib sends the head and the body in separate writes; with Nagle the body's last
+  // segment would wait for the client's (possibly delayed) ACK of the head.
+  int one = 1;
+  ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
 HttpConnection::~HttpConnection() { Close(); }

@@ -9,6 +9,8 @@
 # ApacheBench (apt-get install apache2-utils) — or, without ab, a sequential curl loop (which
 # mostly measures curl's own start-up) — and prints one line per run. Every request opens a new
 # connection, as Prometheus' scrapes of this endpoint do (the server answers Connection: close).
+# "server cpu" is the server process's user+system CPU time per request (from /proc/PID/stat):
+# unlike the latencies, it hardly moves when other work shares the machine.
 # Only loopback traffic; bounded by N; the server is stopped on exit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -28,17 +30,23 @@ url=http://127.0.0.1:$port/metrics
 bytes=$(curl -s "$url" | wc -c)
 echo "server: $serve  body: $bytes bytes  requests per run: $N"
 
+# utime + stime of the server, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+hz=$(getconf CLK_TCK)
+
 if command -v ab >/dev/null; then
   for c in $CONC; do
+    t0=$(cpu_ticks)
     ab -q -n "$N" -c "$c" "$url" >"$out/ab.txt" 2>&1 || { cat "$out/ab.txt" >&2; exit 1; }
-    awk -v c="$c" '
+    t1=$(cpu_ticks)
+    awk -v c="$c" -v ticks=$((t1 - t0)) -v hz="$hz" -v n="$N" '
       /^Failed requests:/ {failed=$3}
       /^Non-2xx responses:/ {non2xx=$3}
       /^Requests per second:/ {rps=$4}
       /^Time per request:/ && /\(mean\)/ {mean=$4}
       /^  50%/ {p50=$2} /^  99%/ {p99=$2} /^ 100%/ {max=$2}
-      END {printf "ab -c %-3s %9.0f req/s  mean %6.3f ms  p50 %s ms  p99 %s ms  max %s ms  failed %d  non-2xx %d\n",
-                  c, rps, mean, p50, p99, max, failed, non2xx}' "$out/ab.txt"
+      END {printf "ab -c %-3s %6.0f req/s  mean %6.3f ms  p50 %s ms  p99 %s ms  max %s ms  server cpu %5.1f us/req  failed %d  non-2xx %d\n",
+                  c, rps, mean, p50, p99, max, ticks * 1e6 / hz / n, failed, non2xx}' "$out/ab.txt"
   done
 else
   n=$(( N < 500 ? N : 500 ))
