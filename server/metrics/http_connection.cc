@@ -122,7 +122,11 @@ void HttpConnection::WriteError(int code, std::string_view reason, std::string_v
   }
 }
 
-bool HttpConnection::is_writable() const { return fd_ >= 0 && Wait(POLLOUT, Clock::now()) == Ready::kReady; }
+bool HttpConnection::is_writable() const {
+  if (fd_ < 0) return false;
+  pollfd p{fd_, POLLOUT, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
+}
 
 ssize_t HttpConnection::read(char* ptr, size_t size) {
   size_t n = std::min(size, head_.size() - pos_);
