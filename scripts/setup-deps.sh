@@ -10,6 +10,8 @@ PKGS=(
   libelf-dev libdw-dev libdebuginfod-dev libsqlite3-dev sqlite3
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev
   libssl-dev libcli11-dev libfmt-dev nlohmann-json3-dev libzstd-dev liblzma-dev zlib1g-dev
+  # metrics endpoint (server/metrics): cpp-httplib; ab for tests/bench/metrics_bench.sh
+  libcpp-httplib-dev apache2-utils
   # tests
   libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3 debuginfod curl
   # benchmarks

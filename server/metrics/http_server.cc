@@ -2,8 +2,8 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <httplib.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,44 +12,33 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <exception>
-#include <optional>
-#include <string_view>
+#include <functional>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "server/metrics/http_connection.h"
 
 namespace symdex::metrics {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// After the response: how long to wait for the client to close (while discarding whatever it
-// still sends, so that closing does not reset the connection before the response is read), and
-// how much to discard at most.
-constexpr std::chrono::milliseconds kLingerTimeout{1000};
-constexpr size_t kMaxLingerBytes = 64 * 1024;
-// How long to stop accepting after running out of file descriptors or memory.
-constexpr std::chrono::milliseconds kAcceptBackoff{100};
-
 class Fd {
  public:
   Fd() = default;
   explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) reset(std::exchange(o.fd_, -1));
-    return *this;
-  }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   ~Fd() { reset(); }
 
   int get() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
+  int release() { return std::exchange(fd_, -1); }
   void reset(int fd = -1) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
@@ -59,17 +48,11 @@ class Fd {
   int fd_ = -1;
 };
 
-std::string ErrnoString(int err) { return std::strerror(err); }
-
 absl::Status ErrnoStatus(int err, const std::string& what) {
-  return absl::Status(absl::ErrnoToStatusCode(err), fmt::format("{}: {}", what, ErrnoString(err)));
+  return absl::Status(absl::ErrnoToStatusCode(err), fmt::format("{}: {}", what, std::strerror(err)));
 }
 
-struct ListenAddress {
-  sockaddr_in addr{};
-};
-
-absl::StatusOr<ListenAddress> ParseHostPort(const std::string& host_port) {
+absl::StatusOr<sockaddr_in> ParseHostPort(const std::string& host_port) {
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(fmt::format(
         "metrics listen address '{}': {} (expected HOST:PORT, HOST an IPv4 address or 'localhost')", host_port,
@@ -87,310 +70,268 @@ absl::StatusOr<ListenAddress> ParseHostPort(const std::string& host_port) {
   int port_num = std::stoi(port);
   if (port_num > 65535) return bad(fmt::format("port {} out of range", port_num));
 
-  ListenAddress out;
-  out.addr.sin_family = AF_INET;
-  out.addr.sin_port = htons(static_cast<uint16_t>(port_num));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_num));
   if (host == "localhost") host = "127.0.0.1";
-  if (inet_pton(AF_INET, host.c_str(), &out.addr.sin_addr) != 1) {
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     return bad(fmt::format("'{}' is not an IPv4 address", host));
   }
-  return out;
+  return addr;
 }
 
-const char* Reason(int code) {
-  switch (code) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
+// The workers, in place of cpp-httplib's ThreadPool, whose queue has no bound: Enqueue() blocks
+// cpp-httplib's accept loop while max_open connections are open.
+class ConnectionPool {
+ public:
+  ConnectionPool(size_t threads, size_t max_open) : max_open_(max_open) {
+    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
   }
-  return "Unknown";
-}
+  ~ConnectionPool() { Shutdown(); }
 
-std::string Response(int code, std::string_view content_type, std::string_view body,
-                     std::string_view extra_headers = {}) {
-  return fmt::format(
-      "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{}", code,
-      Reason(code), content_type, body.size(), extra_headers, body);
-}
+  // On cpp-httplib's accept thread, with the just-accepted connection's job.
+  void Enqueue(std::function<void()> fn) {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ConnectionPool::MayAccept));
+    ++open_;
+    jobs_.push_back({std::move(fn), Clock::now()});
+  }
+  // Enqueue() stops waiting; queued jobs still run (and close their sockets at once).
+  void Stop() {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  // Runs what is queued, then joins the workers. Idempotent.
+  void Shutdown() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      shutdown_ = true;
+    }
+    for (std::thread& t : threads_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  size_t open() const {
+    absl::MutexLock lock(&mu_);
+    return open_;
+  }
+  // When the connection being served on this thread was accepted: its read deadline counts from
+  // then, so one that waited for a worker past it is dropped at once.
+  static Clock::time_point AcceptedAt() { return accepted_at_; }
 
-std::string PlainResponse(int code, std::string_view body, std::string_view extra_headers = {}) {
-  return Response(code, "text/plain; charset=utf-8", body, extra_headers);
-}
+ private:
+  struct Job {
+    std::function<void()> fn;
+    Clock::time_point accepted;
+  };
+  bool MayAccept() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_ < max_open_ || stopping_; }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !jobs_.empty() || shutdown_; }
+  void Work() {
+    while (true) {
+      Job job;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &ConnectionPool::HasWork));
+        if (jobs_.empty()) return;  // shut down and drained
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      accepted_at_ = job.accepted;
+      job.fn();  // serves and closes the socket; cpp-httplib's jobs do not throw
+      absl::MutexLock lock(&mu_);
+      --open_;
+    }
+  }
 
-// End of the header block ("\r\n\r\n", or a lenient "\n\n"), or npos.
-size_t HeaderEnd(const std::string& buf) {
-  size_t crlf = buf.find("\n\r\n");
-  size_t lf = buf.find("\n\n");
-  size_t end = std::string::npos;
-  if (crlf != std::string::npos) end = crlf + 3;
-  if (lf != std::string::npos) end = std::min(end, lf + 2);
-  return end;
-}
-
-struct Conn {
-  enum class State { kReading, kWriting, kLingering };
-  Fd fd;
-  State state = State::kReading;
-  Clock::time_point deadline;
-  std::string in;
-  std::string out;
-  size_t out_off = 0;
-  size_t discarded = 0;
-  bool closed = false;
+  const size_t max_open_;
+  mutable absl::Mutex mu_;
+  std::deque<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  size_t open_ ABSL_GUARDED_BY(mu_) = 0;  // queued or being served
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+  static thread_local Clock::time_point accepted_at_;
 };
+thread_local Clock::time_point ConnectionPool::accepted_at_;
+
+// What cpp-httplib's listen loop creates: a handle on the pool, which outlives it.
+class PoolQueue final : public httplib::TaskQueue {
+ public:
+  explicit PoolQueue(ConnectionPool& pool) : pool_(pool) {}
+  void enqueue(std::function<void()> fn) override { pool_.Enqueue(std::move(fn)); }
+  void shutdown() override { pool_.Shutdown(); }
+
+ private:
+  ConnectionPool& pool_;
+};
+
+// cpp-httplib's server with our socket handling: process_and_close_socket(), private and
+// virtual in httplib::Server, is where each accepted socket arrives, so overriding it replaces
+// cpp-httplib's per-read timeouts with HttpConnection's bounds while keeping its request parsing,
+// routing and response writing (process_request(), protected).
+class MetricsServer final : public httplib::Server {
+ public:
+  MetricsServer(const HttpServerOptions& options, int wake_fd, const std::atomic<bool>& stopping)
+      : options_(options), wake_fd_(wake_fd), stopping_(stopping) {}
+
+  // A bound, listening socket for listen_after_bind(); cpp-httplib closes it in stop().
+  void AdoptListener(int fd) { svr_sock_ = fd; }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    HttpConnection conn(sock, wake_fd_);
+    if (stopping_.load()) return false;
+    switch (conn.ReadHead(ConnectionPool::AcceptedAt() + options_.read_timeout, options_.max_header_bytes)) {
+      case HttpConnection::Head::kGone:
+        return false;  // nothing was asked: close without a word
+      case HttpConnection::Head::kTimeout:
+        conn.SetWriteTimeout(options_.write_timeout);
+        conn.WriteError(408, "Request Timeout", "request timeout\n");
+        conn.Finish(/*linger=*/true);
+        return false;
+      case HttpConnection::Head::kTooLarge:
+        conn.SetWriteTimeout(options_.write_timeout);
+        conn.WriteError(431, "Request Header Fields Too Large", "request headers too large\n");
+        conn.Finish(/*linger=*/true);
+        return false;
+      case HttpConnection::Head::kBadLine:
+        conn.SetWriteTimeout(options_.write_timeout);
+        conn.WriteError(400, "Bad Request", "bad request\n");
+        conn.Finish(/*linger=*/true);
+        return false;
+      case HttpConnection::Head::kComplete:
+        break;
+    }
+    conn.SetWriteTimeout(options_.write_timeout);
+    // Whether the client sent nothing after the head that we left unread: then closing right
+    // after the response cannot reset the connection, and no worker time goes to lingering.
+    bool consumed = false;
+    bool connection_closed = false;
+    bool ok = process_request(conn, /*close_connection=*/true, connection_closed, [&](httplib::Request& req) {
+      consumed = req.method == "GET" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding");
+    });
+    conn.Finish(/*linger=*/!consumed || conn.HasUnreadInput());
+    return ok;
+  }
+
+  const HttpServerOptions options_;
+  const int wake_fd_;
+  const std::atomic<bool>& stopping_;
+};
+
+const char* ErrorBody(int status) {
+  switch (status) {
+    case 400: return "bad request\n";
+    case 404: return "not found\n";
+    case 405: return "method not allowed\n";
+    case 413: return "request too large\n";
+    case 414: return "request URI too long\n";
+    case 416: return "range not satisfiable\n";
+  }
+  return nullptr;
+}
+
+constexpr char kPlain[] = "text/plain; charset=utf-8";
+
+void AddRoutes(httplib::Server& server, Registry& registry) {
+  server.Get("/metrics", [&registry](const httplib::Request&, httplib::Response& res) {
+    res.set_content(registry.Render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", kPlain); });
+  // Before cpp-httplib reads a body (it would for POST, PUT, ...): nothing but GET is served.
+  // cpp-httplib serves HEAD as GET without the body; the old server did not, nor does this one.
+  server.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (req.method == "GET") return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 405;
+    res.set_header("Allow", "GET");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // cpp-httplib's error responses have no body; say what went wrong, as the old server did.
+  server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+    const char* body = ErrorBody(res.status);
+    if (!res.body.empty() || body == nullptr) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_content(body, kPlain);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 500;
+    res.set_content(fmt::format("rendering metrics failed: {}\n", what), kPlain);
+  });
+}
 
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(Registry& r, HttpServerOptions o) : registry(r), options(o) {}
+  Impl(const HttpServerOptions& options, int wake)
+      : wake_fd(wake),
+        pool(options.threads, options.max_connections),
+        server(options, wake_fd.get(), stopping) {}
 
-  Registry& registry;
-  const HttpServerOptions options;
-  Fd listen_fd;
-  Fd wake_fd;  // eventfd: Stop() writes it to end the loop
+  Fd wake_fd;  // eventfd: Stop() makes it readable, which ends every connection's waits
+  std::atomic<bool> stopping{false};
+  ConnectionPool pool;
+  MetricsServer server;
   int port = 0;
-  std::atomic<size_t> connections{0};
-  std::thread thread;
+  std::thread thread;  // cpp-httplib's accept loop
+  std::atomic<bool> listen_returned{false};
   absl::Mutex stop_mu;  // serializes Stop()
-
-  void Run();
-  void Accept(std::vector<Conn>& conns, Clock::time_point now, Clock::time_point& accept_paused_until);
-  void OnReadable(Conn& c, Clock::time_point now);
-  void OnWritable(Conn& c, Clock::time_point now);
-  void OnDeadline(Conn& c, Clock::time_point now);
-  void HandleRequest(Conn& c, Clock::time_point now);
-  void Respond(Conn& c, std::string response, Clock::time_point now);
-  void Close(Conn& c) {
-    if (c.closed) return;
-    c.fd.reset();
-    c.closed = true;
-    connections.fetch_sub(1, std::memory_order_relaxed);
-  }
 };
-
-void HttpServer::Impl::Run() {
-  std::vector<Conn> conns;
-  std::vector<pollfd> pfds;
-  Clock::time_point accept_paused_until{};
-  while (true) {
-    Clock::time_point now = Clock::now();
-    bool accepting = conns.size() < options.max_connections && now >= accept_paused_until;
-    pfds.clear();
-    pfds.push_back({wake_fd.get(), POLLIN, 0});
-    pfds.push_back({accepting ? listen_fd.get() : -1, POLLIN, 0});  // fd -1: ignored by poll
-    std::optional<Clock::time_point> next;
-    if (!accepting && conns.size() < options.max_connections) next = accept_paused_until;
-    for (const Conn& c : conns) {
-      pfds.push_back({c.fd.get(), static_cast<short>(c.state == Conn::State::kWriting ? POLLOUT : POLLIN), 0});
-      if (!next || c.deadline < *next) next = c.deadline;
-    }
-    int timeout_ms = -1;
-    if (next) {
-      auto wait = std::chrono::ceil<std::chrono::milliseconds>(*next - now).count();
-      timeout_ms = static_cast<int>(std::clamp<decltype(wait)>(wait, 0, 60'000));
-    }
-
-    int n = ::poll(pfds.data(), pfds.size(), timeout_ms);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // ENOMEM; nothing better to do
-      continue;
-    }
-    if (pfds[0].revents != 0) break;  // Stop()
-
-    now = Clock::now();
-    for (size_t i = 0; i < conns.size(); ++i) {
-      Conn& c = conns[i];
-      short revents = pfds[i + 2].revents;
-      if (revents & POLLNVAL) {
-        Close(c);
-      } else if (revents != 0) {
-        // POLLERR/POLLHUP included: the read or write below reports the error or EOF.
-        if (c.state == Conn::State::kWriting) {
-          OnWritable(c, now);
-        } else {
-          OnReadable(c, now);
-        }
-      }
-      if (!c.closed && now >= c.deadline) OnDeadline(c, now);
-    }
-    conns.erase(std::remove_if(conns.begin(), conns.end(), [](const Conn& c) { return c.closed; }),
-                conns.end());
-    if (pfds[1].revents != 0) Accept(conns, now, accept_paused_until);
-  }
-  for (Conn& c : conns) Close(c);
-}
-
-void HttpServer::Impl::Accept(std::vector<Conn>& conns, Clock::time_point now,
-                              Clock::time_point& accept_paused_until) {
-  while (conns.size() < options.max_connections) {
-    int fd = ::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      int err = errno;
-      if (err == EAGAIN || err == EWOULDBLOCK) return;
-      if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
-      // EMFILE, ENFILE, ENOBUFS, ENOMEM, ...: the listening socket stays readable, so back off
-      // instead of spinning.
-      accept_paused_until = now + kAcceptBackoff;
-      return;
-    }
-    Conn& c = conns.emplace_back();
-    c.fd.reset(fd);
-    c.deadline = now + options.read_timeout;
-    connections.fetch_add(1, std::memory_order_relaxed);
-  }
-}
-
-void HttpServer::Impl::OnReadable(Conn& c, Clock::time_point now) {
-  char buf[4096];
-  while (!c.closed) {
-    size_t want = sizeof(buf);
-    if (c.state == Conn::State::kReading) {
-      // Never buffer more than one byte past the limit: that byte is enough to say "too large".
-      want = std::min(want, options.max_header_bytes + 1 - c.in.size());
-    }
-    ssize_t r = ::recv(c.fd.get(), buf, want, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      Close(c);  // ECONNRESET etc.
-      return;
-    }
-    if (r == 0) {  // EOF: the client gave up mid-request, or closed after our response
-      Close(c);
-      return;
-    }
-    if (c.state == Conn::State::kLingering) {
-      c.discarded += static_cast<size_t>(r);
-      if (c.discarded > kMaxLingerBytes) Close(c);
-      continue;
-    }
-    c.in.append(buf, static_cast<size_t>(r));
-    size_t end = HeaderEnd(c.in);
-    if (end != std::string::npos && end <= options.max_header_bytes) {
-      HandleRequest(c, now);
-      return;
-    }
-    if (c.in.size() > options.max_header_bytes) {
-      Respond(c, PlainResponse(431, "request headers too large\n"), now);
-      return;
-    }
-  }
-}
-
-void HttpServer::Impl::HandleRequest(Conn& c, Clock::time_point now) {
-  std::string_view line(c.in);
-  line = line.substr(0, line.find('\n'));
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  // METHOD SP TARGET SP HTTP/1.x
-  size_t sp1 = line.find(' ');
-  size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp1 == 0 || sp2 == std::string_view::npos || sp2 == sp1 + 1 ||
-      line.find(' ', sp2 + 1) != std::string_view::npos || line.substr(sp2 + 1).substr(0, 7) != "HTTP/1.") {
-    Respond(c, PlainResponse(400, "bad request\n"), now);
-    return;
-  }
-  std::string_view method = line.substr(0, sp1);
-  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-  target = target.substr(0, target.find('?'));
-  if (method != "GET") {
-    Respond(c, PlainResponse(405, "method not allowed\n", "Allow: GET\r\n"), now);
-  } else if (target == "/metrics") {
-    std::string body;
-    try {
-      body = registry.Render();
-    } catch (const std::exception& e) {
-      Respond(c, PlainResponse(500, fmt::format("rendering metrics failed: {}\n", e.what())), now);
-      return;
-    }
-    Respond(c, Response(200, "text/plain; version=0.0.4; charset=utf-8", body), now);
-  } else if (target == "/healthz") {
-    Respond(c, PlainResponse(200, "ok\n"), now);
-  } else {
-    Respond(c, PlainResponse(404, "not found\n"), now);
-  }
-}
-
-void HttpServer::Impl::Respond(Conn& c, std::string response, Clock::time_point now) {
-  c.in.clear();
-  c.in.shrink_to_fit();
-  c.out = std::move(response);
-  c.out_off = 0;
-  c.state = Conn::State::kWriting;
-  c.deadline = now + options.write_timeout;
-  OnWritable(c, now);  // usually completes right away
-}
-
-void HttpServer::Impl::OnWritable(Conn& c, Clock::time_point now) {
-  while (c.out_off < c.out.size()) {
-    ssize_t w = ::send(c.fd.get(), c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      Close(c);  // EPIPE, ECONNRESET
-      return;
-    }
-    c.out_off += static_cast<size_t>(w);
-  }
-  // Done: send FIN, then wait briefly for the client to close its side (discarding any body or
-  // oversized headers it still sends) so our close does not turn into a reset that could
-  // destroy the response before the client reads it.
-  c.out.clear();
-  c.out.shrink_to_fit();
-  ::shutdown(c.fd.get(), SHUT_WR);
-  c.state = Conn::State::kLingering;
-  c.deadline = now + kLingerTimeout;
-}
-
-void HttpServer::Impl::OnDeadline(Conn& c, Clock::time_point now) {
-  if (c.state == Conn::State::kReading) {
-    if (c.in.empty()) {
-      Close(c);  // connected and never said anything: nothing to answer
-    } else {
-      Respond(c, PlainResponse(408, "request timeout\n"), now);
-    }
-  } else {
-    Close(c);  // write timed out, or linger over
-  }
-}
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Registry& registry, const std::string& host_port,
                                                               HttpServerOptions options) {
   auto addr = ParseHostPort(host_port);
   if (!addr.ok()) return addr.status();
-  if (options.max_header_bytes == 0 || options.max_connections == 0) {
-    return absl::InvalidArgumentError("metrics server: max_header_bytes and max_connections must be positive");
+  if (options.max_header_bytes == 0 || options.max_connections == 0 || options.threads == 0) {
+    return absl::InvalidArgumentError(
+        "metrics server: max_header_bytes, max_connections and threads must be positive");
   }
   const std::string what = fmt::format("metrics listen {}", host_port);
 
-  auto impl = std::make_unique<Impl>(registry, options);
-  impl->listen_fd.reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!impl->listen_fd.valid()) return ErrnoStatus(errno, what + ": socket");
+  // The listening socket is made here, not by cpp-httplib's bind_to_port(): that sets
+  // SO_REUSEPORT, which lets a second daemon bind the same port silently, and reports a failure
+  // as a bare false without the errno a user needs ("Address already in use").
+  Fd listen_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listen_fd.valid()) return ErrnoStatus(errno, what + ": socket");
   int one = 1;
   // Lets a restarted daemon rebind while old connections sit in TIME_WAIT; on Linux it does not
   // allow two listeners on one port.
-  if (::setsockopt(impl->listen_fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+  if (::setsockopt(listen_fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
     return ErrnoStatus(errno, what + ": setsockopt(SO_REUSEADDR)");
   }
-  if (::bind(impl->listen_fd.get(), reinterpret_cast<const sockaddr*>(&addr->addr), sizeof(addr->addr)) != 0) {
+  if (::bind(listen_fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof(*addr)) != 0) {
     return ErrnoStatus(errno, what);
   }
-  if (::listen(impl->listen_fd.get(), 64) != 0) return ErrnoStatus(errno, what);
+  if (::listen(listen_fd.get(), 64) != 0) return ErrnoStatus(errno, what);
   sockaddr_in bound{};
   socklen_t len = sizeof(bound);
-  if (::getsockname(impl->listen_fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+  if (::getsockname(listen_fd.get(), reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
     return ErrnoStatus(errno, what + ": getsockname");
   }
-  impl->port = ntohs(bound.sin_port);
-  impl->wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!impl->wake_fd.valid()) return ErrnoStatus(errno, what + ": eventfd");
+  Fd wake_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_fd.valid()) return ErrnoStatus(errno, what + ": eventfd");
 
+  auto impl = std::make_unique<Impl>(options, wake_fd.release());
+  impl->port = ntohs(bound.sin_port);
+  AddRoutes(impl->server, registry);
+  ConnectionPool* pool = &impl->pool;
+  impl->server.new_task_queue = [pool] { return new PoolQueue(*pool); };
+  impl->server.AdoptListener(listen_fd.release());
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->Run(); });
+  impl->thread = std::thread([raw] {
+    raw->server.listen_after_bind();
+    raw->listen_returned = true;
+  });
+  // httplib::Server::stop() does nothing until the loop has started: wait for it, so that a
+  // Stop() right after Start() cannot miss it.
+  while (!raw->server.is_running() && !raw->listen_returned) std::this_thread::sleep_for(std::chrono::microseconds(100));
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -400,17 +341,19 @@ HttpServer::~HttpServer() { Stop(); }
 
 int HttpServer::port() const { return impl_->port; }
 
-size_t HttpServer::connections() const { return impl_->connections.load(std::memory_order_relaxed); }
+size_t HttpServer::connections() const { return impl_->pool.open(); }
 
 void HttpServer::Stop() {
   absl::MutexLock lock(&impl_->stop_mu);
   if (!impl_->thread.joinable()) return;
+  impl_->stopping = true;
   uint64_t one = 1;
-  // Cannot fail short of a full counter (2^64 - 2 writes); the thread then wakes anyway.
+  // Cannot fail short of a full counter (2^64 - 2 writes), and the eventfd stays readable.
   [[maybe_unused]] ssize_t w = ::write(impl_->wake_fd.get(), &one, sizeof(one));
+  impl_->pool.Stop();      // the accept loop no longer waits for a free slot
+  impl_->server.stop();    // closes the listening socket: the loop ends, drains and joins the pool
   impl_->thread.join();
-  impl_->listen_fd.reset();
-  impl_->wake_fd.reset();
+  impl_->pool.Shutdown();  // in case the loop had ended on its own (an accept error)
 }
 
 }  // namespace symdex::metrics

@@ -1,13 +1,18 @@
-// A tiny HTTP/1.1 server exposing a metrics Registry to Prometheus:
+// The HTTP endpoint exposing a metrics Registry to Prometheus, on cpp-httplib (Debian's
+// libcpp-httplib-dev):
 //   GET /metrics  200, text/plain; version=0.0.4, body = registry.Render()
 //   GET /healthz  200, "ok\n"
 //   GET other     404;  any other method 405;  malformed request line 400;
 //   headers > max_header_bytes 431;  headers not complete within read_timeout 408.
 // Every response carries Content-Length and "Connection: close"; one request per connection.
+// cpp-httplib compresses a response when the client asks for it (Accept-Encoding: gzip, as
+// Prometheus does).
 //
-// One background thread multiplexes the listening socket and all connections with poll(), so a
-// slow or stuck client cannot block others (beyond the time Render() itself takes, which runs
-// on that thread). Connections beyond max_connections wait in the kernel's accept backlog.
+// Bounds: `threads` workers serve connections, each for at most read_timeout + write_timeout +
+// 1 s of lingering, so a slow or stuck client holds one worker for a bounded time and never the
+// others. At most max_connections are accepted at once (being served or waiting for a worker);
+// further clients wait in the kernel's accept backlog. See http_connection.h for why the request
+// head is read by this code rather than by cpp-httplib.
 #pragma once
 
 #include <chrono>
@@ -28,6 +33,8 @@ struct HttpServerOptions {
   // Request line plus headers, including the blank line ending them.
   size_t max_header_bytes = 8192;
   size_t max_connections = 64;
+  // Connections served at the same time; Render() runs on these threads.
+  size_t threads = 4;
 };
 
 class HttpServer {
@@ -48,8 +55,8 @@ class HttpServer {
   // Client connections currently open (accepted, not yet closed); for tests and self-monitoring.
   size_t connections() const;
 
-  // Closes the listening socket and every open connection and joins the thread. Idempotent and
-  // thread-safe; must not be called from a collector (it runs on the server's thread).
+  // Closes the listening socket and every open connection and joins the threads. Idempotent and
+  // thread-safe; must not be called from a collector (it runs on a server thread).
   void Stop();
 
  private:
