@@ -151,9 +151,9 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
     if (!v) return Fail(g, absl::InvalidArgumentError(StrCat("'", a, "' is not a hex address")));
     req.addresses.push_back(*v);
   }
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto answer = query::JitAddr(*db, req);
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto answer = (*api)->JitAddr(req);
   if (!answer.ok()) return Fail(g, answer.status());
   const std::string& sname = *scheme;
   size_t missing = 0;
@@ -230,12 +230,12 @@ int RunCollisions(const GlobalOptions& g, const CollisionOptions& o) {
     if (!s.ok()) return Fail(g, s.status());
     scheme = *s;
   }
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto groups = query::JitCollisions(*db, scheme);
-  if (!groups.ok()) return Fail(g, groups.status());
-  auto counts = query::JitSchemeCounts(*db, scheme);
-  if (!counts.ok()) return Fail(g, counts.status());
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto answer = (*api)->JitCollisions(scheme);
+  if (!answer.ok()) return Fail(g, answer.status());
+  const std::vector<query::JitCollision>* groups = &answer->collisions;
+  const std::map<std::string, query::JitSchemeCount>* counts = &answer->counts;
   // Per scheme: groups, loads merged, groups merging distinct names.
   std::map<std::string, nlohmann::json> per;
   for (const auto& [s, c] : *counts) {
@@ -366,9 +366,9 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
   // A malformed argument is told before a missing index.
   auto hex = query::CanonicalBuildId(hex_in);
   if (!hex.ok()) return Fail(g, hex.status());
-  auto db = OpenForRead(g);
-  if (!db.ok()) return Fail(g, db.status());
-  auto answer = query::LookupBuildId(*db, *hex, /*include_jitted=*/true);
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto answer = (*api)->BuildId(*hex);
   if (!answer.ok()) return Fail(g, answer.status());
   const auto& jitted = answer->jitted;
   const auto& kernel = answer->kernel;

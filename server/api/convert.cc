@@ -257,4 +257,166 @@ absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s) {
   return out;
 }
 
+namespace {
+
+void InstanceTo(const query::JitInstanceInfo& i, pb::JitInstance* out) {
+  out->set_id(i.id);
+  out->set_pid(i.pid);
+  out->set_dump_timestamp(i.dump_timestamp);
+  out->set_elf_mach(i.elf_mach);
+  out->set_big_endian(i.big_endian);
+  out->set_path(i.path);
+  out->set_status(i.status);
+  out->set_loads(i.loads);
+}
+
+query::JitInstanceInfo InstanceFrom(const pb::JitInstance& i) {
+  return {i.id(), i.pid(), i.dump_timestamp(), i.elf_mach(), i.big_endian(), i.path(), i.status(), i.loads()};
+}
+
+}  // namespace
+
+void ToProto(const query::JitFunction& l, pb::JitLoad* out) {
+  out->set_pid(l.pid);
+  out->set_code_index(l.code_index);
+  out->set_name(l.name);
+  out->set_code_address(l.code_addr);
+  out->set_code_size(l.code_size);
+  out->set_address(l.addr);
+  out->set_dso(l.DsoName());
+  for (const auto& [scheme, hex] : l.build_ids) (*out->mutable_build_ids())[scheme] = hex;
+  if (l.line) {
+    out->set_has_source(true);
+    out->set_source_file(l.line->file);
+    out->set_source_line(l.line->line);
+    out->set_source_column(l.line->column);
+    out->set_source_address(l.line->addr);
+  }
+  out->set_dump_timestamp(l.instance.dump_timestamp);
+  out->set_dump_path(l.instance.path);
+  InstanceTo(l.instance, out->mutable_instance());
+  out->set_load_id(l.load_id);
+  out->set_load_time(l.load_time);
+  out->set_file_offset(l.file_offset);
+  out->set_placed_time(l.placed_time);
+  if (l.until) out->set_until(*l.until);
+  out->set_placed_by(l.placed_by);
+  out->set_line_entries(l.line_entries);
+}
+
+query::JitFunction FromProto(const pb::JitLoad& l) {
+  query::JitFunction out;
+  out.load_id = l.load_id();
+  out.instance = InstanceFrom(l.instance());
+  out.pid = l.pid();
+  out.code_index = l.code_index();
+  out.name = l.name();
+  out.code_addr = l.code_address();
+  out.code_size = l.code_size();
+  out.load_time = l.load_time();
+  out.file_offset = l.file_offset();
+  out.addr = l.address();
+  out.placed_time = l.placed_time();
+  if (l.has_until()) out.until = l.until();
+  out.placed_by = l.placed_by();
+  out.build_ids.insert(l.build_ids().begin(), l.build_ids().end());
+  if (l.has_source()) out.line = query::JitSourceLine{l.source_file(), l.source_line(), l.source_column(), l.source_address()};
+  out.line_entries = l.line_entries();
+  return out;
+}
+
+void ToProto(const query::JitAddrAnswer& a, pb::JitAddrResponse* out) {
+  if (a.instance) InstanceTo(*a.instance, out->mutable_instance());
+  for (const query::JitAddrResult& r : a.results) {
+    pb::JitAddrResult* o = out->add_results();
+    o->set_address(r.address);
+    if (r.function) {
+      ToProto(*r.function, o->mutable_load());
+    } else if (r.perf_map) {
+      o->set_perf_map_symbol(r.perf_map->name);
+      pb::PerfMapSymbol* m = o->mutable_perf_map();
+      m->set_map_path(r.perf_map->map_path);
+      m->set_map_line(r.perf_map->map_line);
+      m->set_start(r.perf_map->start);
+      m->set_size(r.perf_map->size);
+      m->set_name(r.perf_map->name);
+    }
+  }
+}
+
+query::JitAddrAnswer FromProto(const pb::JitAddrResponse& a) {
+  query::JitAddrAnswer out;
+  if (a.has_instance()) out.instance = InstanceFrom(a.instance());
+  for (const auto& r : a.results()) {
+    query::JitAddrResult o;
+    o.address = r.address();
+    if (r.has_load()) o.function = FromProto(r.load());
+    if (r.has_perf_map()) {
+      const auto& m = r.perf_map();
+      o.perf_map = query::PerfMapSymbol{m.map_path(), static_cast<size_t>(m.map_line()), m.start(), m.size(), m.name()};
+    }
+    out.results.push_back(std::move(o));
+  }
+  return out;
+}
+
+void ToProto(const query::JitCollisionsAnswer& a, pb::JitCollisionsResponse* out) {
+  for (const auto& g : a.collisions) {
+    pb::JitCollision* c = out->add_collisions();
+    c->set_scheme(g.scheme);
+    c->set_build_id(g.build_id);
+    c->set_distinct_names(g.distinct_names);
+    for (const auto& l : g.loads) ToProto(l, c->add_loads());
+  }
+  for (const auto& [scheme, n] : a.counts) {
+    pb::JitSchemeCount& o = (*out->mutable_counts())[scheme];
+    o.set_loads(n.loads);
+    o.set_distinct_ids(n.distinct_ids);
+  }
+}
+
+query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a) {
+  query::JitCollisionsAnswer out;
+  for (const auto& c : a.collisions()) {
+    query::JitCollision g;
+    g.scheme = c.scheme();
+    g.build_id = c.build_id();
+    g.distinct_names = c.distinct_names();
+    for (const auto& l : c.loads()) g.loads.push_back(FromProto(l));
+    out.collisions.push_back(std::move(g));
+  }
+  for (const auto& [scheme, n] : a.counts()) out.counts[scheme] = {n.loads(), n.distinct_ids()};
+  return out;
+}
+
+void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out) {
+  out->set_build_id(a.build_id);
+  for (const auto& h : a.kernel) {
+    pb::BuildIdHit* o = out->add_hits();
+    o->set_kind(h.kind);
+    o->set_name(h.name);
+    o->set_target(h.target);
+  }
+  for (const auto& m : a.jitted) {
+    pb::BuildIdHit* o = out->add_hits();
+    o->set_kind("jitted");
+    o->set_name(m.load.DsoName());
+    o->set_scheme(m.scheme);
+    ToProto(m.load, o->mutable_load());
+  }
+}
+
+query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a) {
+  query::BuildIdAnswer out;
+  out.build_id = a.build_id();
+  for (const auto& h : a.hits()) {
+    if (h.kind() == "jitted") {
+      out.jitted.push_back({h.scheme(), FromProto(h.load())});
+    } else {
+      out.kernel.push_back({h.kind(), h.name(), h.target()});
+    }
+  }
+  return out;
+}
+
 }  // namespace symdex::api

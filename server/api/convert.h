@@ -28,6 +28,15 @@ query::AddressInfo FromProto(const pb::AddressResult& a);
 void ToProto(const query::IndexState& s, pb::IndexState* out);
 absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s);
 
+void ToProto(const query::JitFunction& l, pb::JitLoad* out);
+query::JitFunction FromProto(const pb::JitLoad& l);
+void ToProto(const query::JitAddrAnswer& a, pb::JitAddrResponse* out);
+query::JitAddrAnswer FromProto(const pb::JitAddrResponse& a);
+void ToProto(const query::JitCollisionsAnswer& a, pb::JitCollisionsResponse* out);
+query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a);
+void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out);
+query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
+
 // absl codes map 1:1 onto gRPC codes (same numbering); the message is kept.
 grpc::Status ToGrpc(const absl::Status& s);
 absl::Status FromGrpc(const grpc::Status& s);

@@ -430,7 +430,8 @@ int RunDaemon(const DaemonOptions& opts) {
   }
   SymbolServiceImpl symbols(*d.query, d.stats, control,
                             [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
-  JitServiceImpl jits(d.db_path, *d.writer, d.writer_mu, d.stats, control);
+  jit::Ingester ingester(*d.writer, d.writer_mu);
+  JitServiceImpl jits(*d.query, ingester, d.stats, control);
   builder.RegisterService(&symbols);
   builder.RegisterService(&jits);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -15,6 +15,7 @@ struct RemoteQuery::Impl {
   ConnectOptions opts;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<pb::SymbolService::Stub> stub;
+  std::unique_ptr<pb::JitService::Stub> jit;
 
   void Prepare(grpc::ClientContext& ctx) const {
     ctx.set_deadline(std::chrono::system_clock::now() +
@@ -54,6 +55,7 @@ absl::StatusOr<std::unique_ptr<RemoteQuery>> RemoteQuery::Connect(const ConnectO
   }
   impl->channel = grpc::CreateCustomChannel(opts.address, creds, args);
   impl->stub = pb::SymbolService::NewStub(impl->channel);
+  impl->jit = pb::JitService::NewStub(impl->channel);
   return std::unique_ptr<RemoteQuery>(new RemoteQuery(std::move(impl)));
 }
 
@@ -240,6 +242,54 @@ absl::StatusOr<query::IndexState> RemoteQuery::Index(bool check_integrity) {
   grpc::Status s = impl_->stub->Status(&ctx, req, &resp);
   if (!s.ok()) return impl_->Error(s);
   return FromProto(resp.index());
+}
+
+absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRequest& q) {
+  query::JitAddrAnswer out;
+  // Batches within the server's per-request limit (at least one call: it also checks the pid).
+  size_t i = 0;
+  do {
+    grpc::ClientContext ctx;
+    impl_->Prepare(ctx);
+    pb::JitAddrRequest req;
+    req.set_pid(q.pid);
+    if (q.time) req.set_time(*q.time);
+    if (q.instance) req.set_instance(*q.instance);
+    size_t end = std::min(q.addresses.size(), i + query::kMaxAddressesPerRequest);
+    for (size_t k = i; k < end; ++k) req.add_addresses(q.addresses[k]);
+    pb::JitAddrResponse resp;
+    grpc::Status s = impl_->jit->Addr(&ctx, req, &resp);
+    if (!s.ok()) return impl_->Error(s);
+    query::JitAddrAnswer part = FromProto(resp);
+    out.instance = part.instance;
+    for (auto& r : part.results) out.results.push_back(std::move(r));
+    i += query::kMaxAddressesPerRequest;
+  } while (i < q.addresses.size());
+  return out;
+}
+
+absl::StatusOr<query::JitCollisionsAnswer> RemoteQuery::JitCollisions(const std::optional<std::string>& scheme) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::JitCollisionsRequest req;
+  if (scheme) req.set_scheme(*scheme);
+  pb::JitCollisionsResponse resp;
+  grpc::Status s = impl_->jit->Collisions(&ctx, req, &resp);
+  if (!s.ok()) return impl_->Error(s);
+  return FromProto(resp);
+}
+
+absl::StatusOr<query::BuildIdAnswer> RemoteQuery::BuildId(const std::string& hex) {
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx);
+  pb::LookupBuildIdRequest req;
+  req.set_build_id(hex);
+  pb::LookupBuildIdResponse resp;
+  grpc::Status s = impl_->stub->LookupBuildId(&ctx, req, &resp);
+  // Nothing has that build-ID: an empty answer, as the query API gives it.
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return query::BuildIdAnswer{.build_id = hex};
+  if (!s.ok()) return impl_->Error(s);
+  return FromProto(resp);
 }
 
 }  // namespace symdex::api

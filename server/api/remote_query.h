@@ -40,6 +40,9 @@ class RemoteQuery : public query::QueryApi {
                                            const query::KprobeOptions& opts) override;
   absl::StatusOr<query::SymbolsResult> Symbols(const std::string& target, const query::SymbolsOptions& opts) override;
   absl::StatusOr<query::IndexState> Index(bool check_integrity) override;
+  absl::StatusOr<query::JitAddrAnswer> JitAddr(const query::JitAddrRequest& req) override;
+  absl::StatusOr<query::JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
+  absl::StatusOr<query::BuildIdAnswer> BuildId(const std::string& hex) override;
 
  private:
   struct Impl;

@@ -6,12 +6,9 @@
 #include <tuple>
 
 #include "server/api/convert.h"
-#include "server/common/build_id.h"
 #include "server/common/strings.h"
 #include "server/jit/ingest.h"
 #include "server/query/caller_view.h"
-#include "server/query/jit_query.h"
-#include "server/store/migrations.h"
 
 namespace symdex::api {
 namespace {
@@ -103,25 +100,7 @@ grpc::Status PrivilegedOnly(const Peer& p, const char* what) {
                                    "trusts): JIT records hold other users' process addresses and paths"));
 }
 
-void TargetInfoTo(const store::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
-
-void JitLoadTo(const query::JitFunction& l, pb::JitLoad* out) {
-  out->set_pid(l.pid);
-  out->set_code_index(l.code_index);
-  out->set_name(l.name);
-  out->set_code_address(l.code_addr);
-  out->set_code_size(l.code_size);
-  out->set_address(l.addr);
-  out->set_dso(l.DsoName());
-  for (const auto& [scheme, hex] : l.build_ids) (*out->mutable_build_ids())[scheme] = hex;
-  if (l.line) {
-    out->set_source_file(l.line->file);
-    out->set_source_line(l.line->line);
-    out->set_source_column(l.line->column);
-  }
-  out->set_dump_timestamp(l.instance.dump_timestamp);
-  out->set_dump_path(l.instance.path);
-}
+void TargetInfoTo(const query::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
 
 // Request and response of a unary call on one protobuf arena: a Symbolize answer is thousands
 // of small messages and strings, which the arena allocates by bumping a pointer and frees at once.
@@ -533,27 +512,12 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerC
                                                            const pb::LookupBuildIdRequest* req,
                                                            pb::LookupBuildIdResponse* resp) {
   return Serve(ctx, control_, stats_, "LookupBuildId", false, [=, this](const Peer& peer, auto&) {
-    // JIT records are other users' processes: for privileged peers only. A request is quoted
-    // back in at most 80 characters.
-    auto answer = query::JitReader(q_.path()).BuildIdHits(req->build_id(), peer.privileged, 80);
+    auto answer = query::CallerView(q_, AccessOf(peer)).BuildId(req->build_id());
     if (!answer.ok()) return ToGrpc(answer.status());
-    resp->set_build_id(answer->build_id);
-    for (const auto& h : answer->kernel) {
-      pb::BuildIdHit* o = resp->add_hits();
-      o->set_kind(h.kind);
-      o->set_name(h.name);
-      o->set_target(h.target);
-    }
-    for (const auto& m : answer->jitted) {
-      pb::BuildIdHit* o = resp->add_hits();
-      o->set_kind("jitted");
-      o->set_name(m.load.DsoName());
-      o->set_scheme(m.scheme);
-      JitLoadTo(m.load, o->mutable_load());
-    }
-    if (resp->hits_size() == 0) {
+    if (answer->empty()) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", answer->build_id));
     }
+    ToProto(*answer, resp);
     return grpc::Status::OK;
   });
 }
@@ -580,32 +544,15 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext*
 
 // ---------------------------------------------------------------------------------------------
 
-JitServiceImpl::JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats,
-                               CallControl control)
-    : reader_(std::move(db_path)), writer_(writer), writer_mu_(writer_mu), stats_(stats), control_(control) {}
-
 grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx, const pb::JitAddrRequest* req,
                                                pb::JitAddrResponse* resp) {
   return Serve(ctx, control_, stats_, "JitAddr", true, [=, this](const Peer& peer, auto&) {
-    if (auto s = PrivilegedOnly(peer, "JitService.Addr"); !s.ok()) return s;
-    if (static_cast<size_t>(req->addresses_size()) > query::kMaxAddressesPerRequest) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          StrCat(req->addresses_size(), " addresses; the limit is ", query::kMaxAddressesPerRequest));
-    }
     query::JitAddrRequest q{.pid = req->pid(), .addresses = {req->addresses().begin(), req->addresses().end()}};
     if (req->has_time()) q.time = req->time();
     if (req->has_instance()) q.instance = req->instance();
-    auto answer = reader_.Addr(q);
+    auto answer = query::CallerView(q_, AccessOf(peer)).JitAddr(q);
     if (!answer.ok()) return ToGrpc(answer.status());
-    for (const query::JitAddrResult& a : answer->results) {
-      pb::JitAddrResult* r = resp->add_results();
-      r->set_address(a.address);
-      if (a.function) {
-        JitLoadTo(*a.function, r->mutable_load());
-      } else if (a.perf_map) {
-        r->set_perf_map_symbol(a.perf_map->name);
-      }
-    }
+    ToProto(*answer, resp);
     return grpc::Status::OK;
   });
 }
@@ -614,22 +561,11 @@ grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext
                                                      const pb::JitCollisionsRequest* req,
                                                      pb::JitCollisionsResponse* resp) {
   return Serve(ctx, control_, stats_, "JitCollisions", true, [=, this](const Peer& peer, auto&) {
-    if (auto s = PrivilegedOnly(peer, "JitService.Collisions"); !s.ok()) return s;
     std::optional<std::string> scheme;
-    if (!req->scheme().empty()) {
-      auto sc = query::JitSchemeArg(req->scheme(), 40);
-      if (!sc.ok()) return ToGrpc(sc.status());
-      scheme = *sc;
-    }
-    auto groups = reader_.Collisions(scheme);
-    if (!groups.ok()) return ToGrpc(groups.status());
-    for (const auto& g : *groups) {
-      pb::JitCollision* c = resp->add_collisions();
-      c->set_scheme(g.scheme);
-      c->set_build_id(g.build_id);
-      c->set_distinct_names(g.distinct_names);
-      for (const auto& l : g.loads) JitLoadTo(l, c->add_loads());
-    }
+    if (!req->scheme().empty()) scheme = req->scheme();
+    auto answer = query::CallerView(q_, AccessOf(peer)).JitCollisions(scheme);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    ToProto(*answer, resp);
     return grpc::Status::OK;
   });
 }
@@ -637,6 +573,7 @@ grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* JitServiceImpl::Ingest(grpc::CallbackServerContext* ctx, const pb::JitIngestRequest* req,
                                                  pb::JitIngestResponse* resp) {
   return Serve(ctx, control_, stats_, "JitIngest", true, [=, this](const Peer& peer, auto&) {
+    // Ingest reads files with the daemon's rights: privileged peers only.
     if (auto s = PrivilegedOnly(peer, "JitService.Ingest"); !s.ok()) return s;
     constexpr int kMaxPaths = 1024;
     if (req->paths_size() > kMaxPaths) {
@@ -646,12 +583,9 @@ grpc::ServerUnaryReactor* JitServiceImpl::Ingest(grpc::CallbackServerContext* ct
     for (const auto& p : req->paths()) {
       if (auto s = query::CheckFieldSize("path", p, query::kMaxPathLength); !s.ok()) return ToGrpc(s);
     }
-    std::vector<std::string> paths(req->paths().begin(), req->paths().end());
-    auto files = jit::ExpandJitPaths(paths);
-    if (!files.ok()) return ToGrpc(files.status());
-    std::lock_guard<std::mutex> l(writer_mu_);
-    for (const auto& f : *files) {
-      jit::IngestReport rep = jit::IngestJitFile(writer_, f);
+    auto reports = ingester_.Ingest({req->paths().begin(), req->paths().end()});
+    if (!reports.ok()) return ToGrpc(reports.status());
+    for (const jit::IngestReport& rep : *reports) {
       pb::JitIngestResponse::File* o = resp->add_files();
       o->set_path(rep.path);
       o->set_kind(rep.kind);

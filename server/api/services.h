@@ -12,9 +12,8 @@
 #include "server/api/limits.h"
 #include "server/api/peers.h"
 #include "server/metrics/metrics.h"
-#include "server/query/jit_query.h"
+#include "server/jit/ingest.h"
 #include "server/query/service.h"
-#include "server/store/sqlite_db.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 
 namespace symdex::api {
@@ -101,7 +100,8 @@ class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
  public:
   // Every JIT call is for privileged peers: the records hold other users' process addresses
   // and file paths, and Ingest reads files with the daemon's rights.
-  JitServiceImpl(std::string db_path, store::Db& writer, std::mutex& writer_mu, RpcStats& stats, CallControl control);
+  JitServiceImpl(query::LocalQuery& q, jit::Ingester& ingester, RpcStats& stats, CallControl control)
+      : q_(q), ingester_(ingester), stats_(stats), control_(control) {}
 
   grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,
                                  ::symdex::v1::JitAddrResponse* resp) override;
@@ -111,9 +111,8 @@ class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
                                    ::symdex::v1::JitIngestResponse* resp) override;
 
  private:
-  query::JitReader reader_;
-  store::Db& writer_;
-  std::mutex& writer_mu_;
+  query::LocalQuery& q_;
+  jit::Ingester& ingester_;
   RpcStats& stats_;
   CallControl control_;
 };

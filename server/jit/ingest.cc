@@ -397,4 +397,14 @@ IngestReport IngestJitFile(Db& db, const std::string& path) {
   return r;
 }
 
+absl::StatusOr<std::vector<IngestReport>> Ingester::Ingest(const std::vector<std::string>& paths) {
+  ASSIGN_OR_RETURN(auto files, ExpandJitPaths(paths));
+  std::vector<IngestReport> out;
+  for (const auto& f : files) {
+    std::lock_guard<std::mutex> l(mu_);
+    out.push_back(IngestJitFile(writer_, f));
+  }
+  return out;
+}
+
 }  // namespace symdex::jit

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,18 @@ absl::StatusOr<std::vector<std::string>> ExpandJitPaths(const std::vector<std::s
 // Ingests one file, told apart by its first bytes (jitdump magic, either byte order) else as a
 // perf map (whose pid comes from its name, perf-<pid>.map).
 IngestReport IngestJitFile(store::Db& db, const std::string& path);
+
+// Ingest for a process whose writer connection is shared (the daemon: live re-index, the JIT
+// watcher and JitService.Ingest write through one connection, one at a time).
+class Ingester {
+ public:
+  Ingester(store::Db& writer, std::mutex& writer_mu) : writer_(writer), mu_(writer_mu) {}
+  // ExpandJitPaths, then each file under the writer's lock (other writers wait one file at most).
+  absl::StatusOr<std::vector<IngestReport>> Ingest(const std::vector<std::string>& paths);
+
+ private:
+  store::Db& writer_;
+  std::mutex& mu_;
+};
 
 }  // namespace symdex::jit

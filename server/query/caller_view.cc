@@ -14,6 +14,15 @@ absl::Status Denied(const store::TargetInfo& t, std::string_view what) {
              "those. Name functions by NAME, MOD:NAME, NAME@FILE[:LINE] or _text+N instead"));
 }
 
+absl::Status JitDenied(std::string_view what) {
+  return absl::PermissionDeniedError(
+      StrCat(what, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): JIT "
+                   "records hold other users' process addresses and paths"));
+}
+
+// A request's arguments are quoted back in at most this many characters.
+constexpr size_t kQuoteMax = 80;
+
 }  // namespace
 
 bool HidesAddresses(AddressAccess access, const store::TargetInfo& t) {
@@ -158,6 +167,24 @@ absl::StatusOr<IndexState> CallerView::Index(bool check_integrity) {
     if (HidesAddresses(access_, t.summary.info)) t.summary.info.text_addr.reset();
   }
   return r;
+}
+
+absl::StatusOr<JitAddrAnswer> CallerView::JitAddr(const JitAddrRequest& req) {
+  if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.Addr");
+  if (req.addresses.size() > kMaxAddressesPerRequest) {
+    return absl::InvalidArgumentError(
+        StrCat(req.addresses.size(), " addresses; the limit is ", kMaxAddressesPerRequest));
+  }
+  return q_.JitAddr(req);
+}
+
+absl::StatusOr<JitCollisionsAnswer> CallerView::JitCollisions(const std::optional<std::string>& scheme) {
+  if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.Collisions");
+  return q_.JitCollisions(scheme);
+}
+
+absl::StatusOr<BuildIdAnswer> CallerView::BuildId(const std::string& hex) {
+  return q_.BuildIdHits(hex, access_ == AddressAccess::kAbsolute, kQuoteMax);
 }
 
 }  // namespace symdex::query

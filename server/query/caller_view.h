@@ -17,6 +17,9 @@
 //                              addresses are link-time addresses, public in the distribution's
 //                              System.map, and are answered as they are.
 //
+// JIT records (other users' processes: their addresses and file paths) are for kAbsolute callers
+// only; BuildId answers others with the kernel's owners alone.
+//
 // A refusal is PermissionDenied naming the rule. Redaction lives here, in the query layer, so
 // every front end that serves other users applies the same rule.
 #pragma once
@@ -44,6 +47,9 @@ class CallerView : public QueryApi {
                                     const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
   absl::StatusOr<IndexState> Index(bool check_integrity) override;
+  absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
+  absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
+  absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) override;
 
   AddressAccess access() const { return access_; }
 

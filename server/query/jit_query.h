@@ -26,85 +26,9 @@
 
 namespace symdex::query {
 
-// Error messages quote what the caller gave in full (a terminal), or at most this many
-// characters, unprintable ones as '?' (the daemon: a hostile request is not echoed back).
-inline constexpr size_t kQuoteInFull = std::string::npos;
-
-// The canonical name of a build-ID scheme (symdex, sha1-symtab, sha1-code, md5-addr), or
-// InvalidArgument naming the choices.
-absl::StatusOr<std::string> JitSchemeArg(std::string_view scheme, size_t quote_max = kQuoteInFull);
-// What produced an ID of `scheme`: "perf 6.17 (SHA-1 of the code ...)" etc.
-std::string_view JitBuildIdSchemeEra(std::string_view scheme);
-
-struct JitInstanceInfo {
-  int64_t id = 0;
-  uint32_t pid = 0;
-  uint64_t dump_timestamp = 0;
-  uint32_t elf_mach = 0;
-  bool big_endian = false;
-  std::string path;  // the first source it was read from
-  std::string status;
-  int64_t loads = 0;
-};
-
-struct JitSourceLine {
-  std::string file;
-  uint32_t line = 0;
-  uint32_t column = 0;  // the entry's discrim (V8 writes the column there)
-  uint64_t addr = 0;    // runtime address the entry starts at
-};
-
-// One CODE_LOAD, where it was at the time asked.
-struct JitFunction {
-  int64_t load_id = 0;
-  JitInstanceInfo instance;
-  uint32_t pid = 0;  // the CODE_LOAD's pid (names the DSO)
-  uint64_t code_index = 0;
-  std::string name;
-  uint64_t code_addr = 0;  // where it was loaded
-  uint64_t code_size = 0;
-  uint64_t load_time = 0;
-  uint64_t file_offset = 0;
-  // Where the code is at the time asked (after CODE_MOVEs), from when, and until when.
-  uint64_t addr = 0;
-  uint64_t placed_time = 0;
-  std::optional<uint64_t> until;
-  std::string placed_by = "load";                 // load | move
-  std::map<std::string, std::string> build_ids;  // scheme name -> hex
-  std::optional<JitSourceLine> line;              // nearest DEBUG_INFO entry <= the address asked
-  int64_t line_entries = 0;
-
-  // The file `perf inject -j` writes for this load.
-  std::string DsoName() const;
-};
-
-struct PerfMapSymbol {
-  std::string map_path;
-  size_t map_line = 0;
-  uint64_t start = 0;
-  uint64_t size = 0;
-  std::string name;
-};
-
 // ---------------------------------------------------------------------------------------------
 // addr
 
-struct JitAddrRequest {
-  uint32_t pid = 0;
-  std::optional<uint64_t> time;      // dump timestamp to resolve at; nullopt: the latest placements
-  std::optional<uint64_t> instance;  // the dump header timestamp (pid reuse)
-  std::vector<uint64_t> addresses;
-};
-struct JitAddrResult {
-  uint64_t address = 0;
-  std::optional<JitFunction> function;  // from the jitdump
-  std::optional<PerfMapSymbol> perf_map;  // only when the jitdump has nothing there
-  bool found() const { return function || perf_map; }
-};
-struct JitAddrAnswer {
-  std::optional<JitInstanceInfo> instance;  // the process instance chosen; none: perf map only
-  std::vector<JitAddrResult> results;       // one per address, in order
-};
 // Each address: the jitdump load placed there (the instance chosen by `instance`, else the latest
 // dump opened at or before `time`, else the only one), else the latest perf map's entry.
 // NotFound when nothing is ingested for the pid; InvalidArgument when the pid has several
@@ -114,37 +38,15 @@ absl::StatusOr<JitAddrAnswer> JitAddr(store::Db& db, const JitAddrRequest& req);
 // ---------------------------------------------------------------------------------------------
 // collisions
 
-struct JitCollision {
-  std::string scheme;
-  std::string build_id;
-  std::vector<JitFunction> loads;  // name, pid, code_index, instance filled
-  size_t distinct_names = 0;
-};
 // Build-IDs shared by more than one load, in `scheme` (a canonical name; all when nullopt), per
 // scheme biggest group first.
 absl::StatusOr<std::vector<JitCollision>> JitCollisions(store::Db& db, std::optional<std::string> scheme);
-struct JitSchemeCount {
-  int64_t loads = 0;
-  int64_t distinct_ids = 0;
-};
 // scheme -> counts over the whole index (only `scheme` when given).
 absl::StatusOr<std::map<std::string, JitSchemeCount>> JitSchemeCounts(store::Db& db, std::optional<std::string> scheme);
 
 // ---------------------------------------------------------------------------------------------
 // buildid
 
-struct JitBuildIdMatch {
-  std::string scheme;
-  JitFunction load;
-};
-struct BuildIdAnswer {
-  std::string build_id;  // canonical lower-case hex
-  std::vector<BuildIdHit> kernel;
-  std::vector<JitBuildIdMatch> jitted;  // empty unless asked for
-  bool empty() const { return kernel.empty() && jitted.empty(); }
-};
-// The canonical (lower-case) hex of a build-ID argument, or InvalidArgument quoting it.
-absl::StatusOr<std::string> CanonicalBuildId(std::string_view hex_in, size_t quote_max = kQuoteInFull);
 // What has build-ID `hex_in`: kernels, modules, debug files, and (include_jitted) jitted loads
 // under any scheme. InvalidArgument when `hex_in` is not hex. An empty answer is not an error.
 absl::StatusOr<BuildIdAnswer> LookupBuildId(store::Db& db, std::string_view hex_in, bool include_jitted,

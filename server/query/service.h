@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/debuginfo/symbolizer.h"
+#include "server/query/jit_types.h"
 #include "server/query/resolver.h"
 #include "server/query/symbol_query.h"
 #include "server/store/index_store.h"
@@ -129,12 +130,6 @@ struct IndexState {
   std::vector<TargetState> targets;
 };
 
-// Kernel-side owners of a build-ID: targets (vmlinux), modules, debug files.
-struct BuildIdHit {
-  std::string kind;    // target | module | debug-file
-  std::string name;    // target or module name, or the debug file's path
-  std::string target;  // module: its target
-};
 absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex);
 
 // Limits both implementations enforce, so a hostile request is refused the same way anywhere.
@@ -172,6 +167,14 @@ class QueryApi {
   virtual absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) = 0;
   // The index and every target's state; `check_integrity` runs PRAGMA quick_check first.
   virtual absl::StatusOr<IndexState> Index(bool check_integrity) = 0;
+  // JIT-ed code (jit_query.h says how each is answered). Served to other users, these are for
+  // privileged callers only: the records hold other users' process addresses and paths.
+  virtual absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) = 0;
+  // `scheme`: a canonical scheme name, or nullopt for all.
+  virtual absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) = 0;
+  // What has build-ID `hex`: kernels, modules, debug files and (privileged) jitted loads.
+  // InvalidArgument when `hex` is not a build-ID; an empty answer is not an error.
+  virtual absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) = 0;
 };
 
 // The implementation over an index file. Thread-safe: a pool of read-only SQLite connections,
@@ -204,6 +207,12 @@ class LocalQuery : public QueryApi {
                                     const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
   absl::StatusOr<IndexState> Index(bool check_integrity) override;
+  absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
+  absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
+  absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) override;
+  // BuildId, with jitted loads only when `include_jitted`, quoting a bad argument in at most
+  // `quote_max` characters (a daemon does not echo a hostile request back in full).
+  absl::StatusOr<BuildIdAnswer> BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max);
 
   // The target a call naming `requested` would use (the default rule for "").
   absl::StatusOr<store::TargetInfo> Target(const std::string& requested);

@@ -158,6 +158,7 @@ class Symdexd {
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }
   const std::string& db() const { return db_; }
+  const std::string& socket() const { return socket_; }
   std::string log() const { return Slurp(log_); }
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
   bool Alive() { return process_ && process_->running(); }
@@ -277,6 +278,17 @@ class JitServiceTest : public ::testing::Test {
       ADD_FAILURE() << "symdex " << args << ": not JSON: " << e.what() << "\n" << r.out;
       return json::object();
     }
+  }
+
+  // `symdex ARGS` embedded and through the daemon: the same bytes on stdout and stderr, the same
+  // exit code. Returns the embedded run.
+  CommandResult ExpectSameThroughDaemon(const std::string& args) {
+    CommandResult local = RunCommand(std::string(SYMDEX_BIN) + " --local --db '" + daemon_->db() + "' " + args);
+    CommandResult remote = RunCommand(std::string(SYMDEX_BIN) + " --connect 'unix:" + daemon_->socket() + "' " + args);
+    EXPECT_EQ(local.exit_code, remote.exit_code) << args << "\n" << local.err << "\n---\n" << remote.err;
+    EXPECT_EQ(local.out, remote.out) << args;
+    EXPECT_EQ(local.err, remote.err) << args;
+    return local;
   }
 
   // One gRPC JitLoad against the CLI's `function` object for the same address.
@@ -740,6 +752,11 @@ TEST_F(JitServiceTest, PerfMapOnlyPidAnswersWithTheMapSymbol) {
   json cli = Cli("jit addr --pid 8002 0x1004 0x2009");
   EXPECT_EQ(cli["addresses"][0]["function"]["name"], resp.results(0).perf_map_symbol());
   EXPECT_EQ(cli["addresses"][1]["function"]["name"], resp.results(1).perf_map_symbol());
+  // The perf map's answer in full through the daemon: map path, line, range.
+  for (const std::string& args : {"jit addr --pid 8002 0x1004 0x2009 0x3000", "--json jit addr --pid 8002 0x1004 0x2009"}) {
+    CommandResult r = ExpectSameThroughDaemon(args);
+    EXPECT_NE(r.out.find("perf-8002.map"), std::string::npos) << r.out;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -922,6 +939,24 @@ TEST_F(JitServiceTest, RealNodeDumpThroughTheWatchDir) {
   EXPECT_GE(biggest, 50u);
   ASSERT_TRUE(Collisions("symdex", &col).ok());
   EXPECT_EQ(col.collisions_size(), 0) << "symdex IDs are unique per load";
+
+  // Every JIT verb answers the same bytes embedded and through the daemon, errors included.
+  std::string addr_args;
+  for (size_t i = 0; i < mids.size() && i < 40; ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), " 0x%llx", static_cast<unsigned long long>(mids[i]));
+    addr_args += buf;
+  }
+  const std::string p = " --pid " + std::to_string(pid);
+  const std::string some_id = got->build_ids().at("sha1-code");
+  const std::vector<std::string> verbs = {
+      "jit addr" + p + addr_args, "--json jit addr" + p + addr_args, "jit addr" + p + " 0x10",
+      "jit addr" + p + " --time 1" + addr_args, "jit addr --pid 424242 0x10", "jit collisions",
+      "jit collisions --scheme sha1-code", "--json jit collisions --scheme md5-addr", "jit collisions --show 3",
+      "buildid " + some_id, "--json buildid " + some_id, "buildid 0011223344556677", "buildid xyz"};
+  size_t found = 0;
+  for (const auto& v : verbs) found += ExpectSameThroughDaemon(v).exit_code == 0;
+  EXPECT_GE(found, 7u) << "most of the verbs found what they asked for";
 }
 
 }  // namespace

@@ -1,0 +1,32 @@
+// LocalQuery's JIT and build-ID answers: query/jit_query.h on a pooled connection (each lookup
+// runs in its own read snapshot there).
+#include "server/query/jit_query.h"
+#include "server/common/strings.h"
+#include "server/query/local_query_impl.h"
+
+namespace symdex::query {
+
+absl::StatusOr<JitAddrAnswer> LocalQuery::JitAddr(const JitAddrRequest& req) {
+  ASSIGN_OR_RETURN(auto lease, Acquire());
+  return query::JitAddr(lease->db, req);
+}
+
+absl::StatusOr<JitCollisionsAnswer> LocalQuery::JitCollisions(const std::optional<std::string>& scheme) {
+  if (scheme) RETURN_IF_ERROR(JitSchemeArg(*scheme, 40).status());
+  ASSIGN_OR_RETURN(auto lease, Acquire());
+  JitCollisionsAnswer out;
+  ASSIGN_OR_RETURN(out.collisions, query::JitCollisions(lease->db, scheme));
+  ASSIGN_OR_RETURN(out.counts, query::JitSchemeCounts(lease->db, scheme));
+  return out;
+}
+
+absl::StatusOr<BuildIdAnswer> LocalQuery::BuildId(const std::string& hex) {
+  return BuildIdHits(hex, /*include_jitted=*/true, kQuoteInFull);
+}
+
+absl::StatusOr<BuildIdAnswer> LocalQuery::BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max) {
+  ASSIGN_OR_RETURN(auto lease, Acquire());
+  return LookupBuildId(lease->db, hex, include_jitted, quote_max);
+}
+
+}  // namespace symdex::query
