@@ -57,6 +57,8 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
+// `addr` and `lines` (client/cmd_addr.cc).
+void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 

@@ -1,3 +1,6 @@
+// symdexd's life: options, the index and its writer, live-target tracking, the JIT watcher,
+// listeners, metrics, signals and the drain. Over ~500 lines because it is the one place these
+// are wired together in order; each piece it starts lives in its own unit.
 #include "server/api/daemon.h"
 
 #include <fmt/core.h>

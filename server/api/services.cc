@@ -6,99 +6,12 @@
 #include <tuple>
 
 #include "server/api/convert.h"
+#include "server/api/serve.h"
 #include "server/common/strings.h"
-#include "server/jit/ingest.h"
 #include "server/query/caller_view.h"
 
 namespace symdex::api {
 namespace {
-
-// A unary call. Its call slot is given back when its answer is ready (Done); `holds` (the
-// addresses of a Symbolize answer) only once gRPC is done with the call (OnDone: the answer
-// sent, or the client gone), so an answer the client does not read keeps counting against its
-// peer. (Counting the call slot until OnDone too made honest peers hit their limit under load:
-// OnDone waits for the client's end of the stream to be processed.)
-class UnaryCall : public grpc::ServerUnaryReactor {
- public:
-  UnaryCall(RpcStats& stats, const char* method) : call_(stats.Begin(method)) {}
-  void Done(const grpc::Status& s) {
-    status_ = s;
-    slot.Release();
-    Finish(s);
-  }
-  void OnDone() override {
-    call_.Done(status_);
-    delete this;
-  }
-  Limiter::Hold slot;
-  std::vector<Limiter::Hold> holds;
-
- private:
-  RpcStats::Call call_;
-  grpc::Status status_;
-};
-
-grpc::Status Cancelled(const grpc::CallbackServerContext& ctx) {
-  return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled or its deadline passed before it ran");
-}
-
-// Runs `fn(peer, holds)` for one unary call: the peer's slots first (RESOURCE_EXHAUSTED past a
-// limit), heavy calls on the pool, the status recorded. `fn` never takes the daemon down.
-template <typename Fn>
-grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallControl& cc, RpcStats& stats,
-                                const char* method, bool heavy, Fn&& fn) {
-  auto* r = new UnaryCall(stats, method);
-  Peer peer = cc.registry->Of(*ctx, *cc.policy);
-  auto call = cc.limiter->Take(peer, Limiter::Kind::kCall);
-  if (!call.ok()) {
-    r->Done(ToGrpc(call.status()));
-    return r;
-  }
-  r->slot = std::move(*call);
-  Limiter::Hold work;  // heavy: while queued or running (the answer's memory is held apart)
-  if (heavy) {
-    auto h = cc.limiter->Take(peer, Limiter::Kind::kHeavy);
-    if (!h.ok()) {
-      r->Done(ToGrpc(h.status()));
-      return r;
-    }
-    work = std::move(*h);
-  }
-  const std::string queue = peer.key;  // the fair pool's per-peer queue
-  auto run = [r, ctx, method, peer = std::move(peer), work = std::make_shared<Limiter::Hold>(std::move(work)),
-              fn = std::forward<Fn>(fn)]() mutable {
-    if (ctx->IsCancelled()) {
-      work->Release();
-      r->Done(Cancelled(*ctx));
-      return;
-    }
-    grpc::Status s;
-    try {
-      s = fn(peer, r->holds);
-    } catch (const std::exception& e) {
-      s = grpc::Status(grpc::StatusCode::INTERNAL, StrCat(method, ": ", e.what()));
-    }
-    work->Release();
-    r->Done(s);
-  };
-  if (heavy) {
-    cc.pool->Submit(queue, std::move(run));
-  } else {
-    run();
-  }
-  return r;
-}
-
-query::AddressAccess AccessOf(const Peer& p) {
-  return p.privileged ? query::AddressAccess::kAbsolute : query::AddressAccess::kKaslrFree;
-}
-
-grpc::Status PrivilegedOnly(const Peer& p, const char* what) {
-  if (p.privileged) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      StrCat(what, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon "
-                                   "trusts): JIT records hold other users' process addresses and paths"));
-}
 
 void TargetInfoTo(const query::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
 
@@ -543,58 +456,5 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext*
 }
 
 // ---------------------------------------------------------------------------------------------
-
-grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx, const pb::JitAddrRequest* req,
-                                               pb::JitAddrResponse* resp) {
-  return Serve(ctx, control_, stats_, "JitAddr", true, [=, this](const Peer& peer, auto&) {
-    query::JitAddrRequest q{.pid = req->pid(), .addresses = {req->addresses().begin(), req->addresses().end()}};
-    if (req->has_time()) q.time = req->time();
-    if (req->has_instance()) q.instance = req->instance();
-    auto answer = query::CallerView(q_, AccessOf(peer)).JitAddr(q);
-    if (!answer.ok()) return ToGrpc(answer.status());
-    ToProto(*answer, resp);
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext* ctx,
-                                                     const pb::JitCollisionsRequest* req,
-                                                     pb::JitCollisionsResponse* resp) {
-  return Serve(ctx, control_, stats_, "JitCollisions", true, [=, this](const Peer& peer, auto&) {
-    std::optional<std::string> scheme;
-    if (!req->scheme().empty()) scheme = req->scheme();
-    auto answer = query::CallerView(q_, AccessOf(peer)).JitCollisions(scheme);
-    if (!answer.ok()) return ToGrpc(answer.status());
-    ToProto(*answer, resp);
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* JitServiceImpl::Ingest(grpc::CallbackServerContext* ctx, const pb::JitIngestRequest* req,
-                                                 pb::JitIngestResponse* resp) {
-  return Serve(ctx, control_, stats_, "JitIngest", true, [=, this](const Peer& peer, auto&) {
-    // Ingest reads files with the daemon's rights: privileged peers only.
-    if (auto s = PrivilegedOnly(peer, "JitService.Ingest"); !s.ok()) return s;
-    constexpr int kMaxPaths = 1024;
-    if (req->paths_size() > kMaxPaths) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          StrCat(req->paths_size(), " paths; the limit is ", kMaxPaths));
-    }
-    for (const auto& p : req->paths()) {
-      if (auto s = query::CheckFieldSize("path", p, query::kMaxPathLength); !s.ok()) return ToGrpc(s);
-    }
-    auto reports = ingester_.Ingest({req->paths().begin(), req->paths().end()});
-    if (!reports.ok()) return ToGrpc(reports.status());
-    for (const jit::IngestReport& rep : *reports) {
-      pb::JitIngestResponse::File* o = resp->add_files();
-      o->set_path(rep.path);
-      o->set_kind(rep.kind);
-      o->set_status(rep.status);
-      o->set_message(rep.message);
-      o->set_loads(rep.loads);
-    }
-    return grpc::Status::OK;
-  });
-}
 
 }  // namespace symdex::api

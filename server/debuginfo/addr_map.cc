@@ -1,3 +1,6 @@
+// vmlinux address maps: built from DWARF (the line table and inline trees of every CU), written
+// as one flat file, mapped and searched. Over ~500 lines because the builder and the reader
+// share the file format's private encoding, which should not leak into a header.
 #include "server/debuginfo/addr_map.h"
 
 #include <dwarf.h>

@@ -1,6 +1,8 @@
 // symdexd end to end: a real daemon process over a Unix socket and TLS on loopback, real gRPC
 // clients (generated stubs and the symdex CLI), on the miniature kernel indexed as a live host
 // (a sysroot with kallsyms, modules, notes and sections; debug files by build-ID).
+// Over ~500 lines: one fixture (a compiled miniature kernel, the slow part) shared by every
+// daemon scenario; splitting it would compile the kernel once per file.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>

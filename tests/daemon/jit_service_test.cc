@@ -10,6 +10,7 @@
 //
 // Needs SYMDEX_BIN and SYMDEXD_BIN (paths of the built binaries) as compile definitions. The Node
 // test is skipped when `node` is not installed.
+// Over ~500 lines: one daemon fixture with its dump builders shared by every JIT scenario.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>

@@ -27,6 +27,8 @@
 //   (inputs that are canonical specs must come back unchanged).
 // --json: one JSON object on stdout (the human-readable table then goes to stderr).
 // Exit code: 0 when no call failed (OK, or for Resolve also ABORTED/NOT_FOUND), 1 otherwise, 2 usage.
+// Over ~500 lines: a self-contained benchmark program (options, workloads, report) meant to be
+// read in one piece.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
 #include <grpcpp/impl/rpc_method.h>

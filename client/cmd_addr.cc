@@ -1,0 +1,248 @@
+// The address verbs: addr (address -> symbol+offset, file:line, inline chain, like addr2line) and
+// lines (source line -> every address, like perf probe's SRC:ALN).
+#include <fmt/core.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <iterator>
+
+#include "client/cli_common.h"
+#include "server/common/strings.h"
+
+namespace symdex::cli {
+namespace {
+
+struct AddrOptions {
+  std::string target;
+  std::vector<std::string> addrs;
+};
+
+void PrintAddress(uint64_t a, const query::AddressInfo& info, std::string& out) {
+  auto to = std::back_inserter(out);
+  if (!info.symbol) {
+    // One line, addr2line's "??" and why: "not in vmlinux or any module", ...
+    if (info.note.empty()) {
+      fmt::format_to(to, "0x{:x}: ??\n", a);
+    } else {
+      fmt::format_to(to, "0x{:x}: ?? ({})\n", a, info.note);
+    }
+    return;
+  }
+  const auto& s = *info.symbol;
+  fmt::format_to(to, "0x{:x}: {}+{:#x}", a, s.name, info.offset);
+  if (s.size) fmt::format_to(to, "/{:#x}", *s.size);
+  fmt::format_to(to, " [{}]\n", s.module.empty() ? "vmlinux" : s.module);
+  for (size_t i = 0; i < info.frames.size(); ++i) {
+    const auto& f = info.frames[i];
+    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file, f.line);
+    if (f.column) fmt::format_to(to, ":{}", f.column);
+    out.push_back('\n');
+  }
+  if (!info.note.empty()) fmt::format_to(to, "    [{}]\n", info.note);
+}
+
+nlohmann::json AddressJson(uint64_t a, const query::AddressInfo& info) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const auto& f : info.frames) {
+    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+  }
+  nlohmann::json j = {{"address", fmt::format("0x{:x}", a)}, {"frames", frames}};
+  if (info.symbol) {
+    j["symbol"] = info.symbol->name;
+    j["module"] = info.symbol->module.empty() ? "vmlinux" : info.symbol->module;
+    j["offset"] = info.offset;
+    j["size"] = info.symbol->size ? nlohmann::json(*info.symbol->size) : nlohmann::json(nullptr);
+  }
+  if (!info.note.empty()) j["note"] = info.note;
+  return j;
+}
+
+// Addresses from the arguments, and from stdin for '-', answered in batches: a batch is sent
+// when it is full or when stdin has nothing more ready, so a program talking to `symdex addr -`
+// through a pipe gets each answer as soon as it has written the address (as with addr2line),
+// and a file of a million addresses streams through in constant memory.
+int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  constexpr size_t kBatch = 16384;
+  int worst = kFound;
+  std::vector<uint64_t> batch;
+  nlohmann::json arr = nlohmann::json::array();
+  std::string target_name;
+  std::string out;
+  // Many addresses answered from DWARF because vmlinux's address map is missing or unusable
+  // (an index from before address maps, a damaged file): say so once, with the cure.
+  size_t asked = 0;
+  bool hinted = false;
+  auto hint = [&] {
+    hinted = true;
+    auto index = (*api)->Index(/*check_integrity=*/false);
+    if (!index.ok()) return;
+    for (const auto& ts : index->targets) {
+      const query::AddrMapState& am = ts.addr_map;
+      if (ts.summary.info.name != target_name ||
+          (am.status != query::AddrMapStatus::kMissing && am.status != query::AddrMapStatus::kInvalid)) {
+        continue;
+      }
+      fmt::print(stderr, "symdex: note: vmlinux's address map is {} ({}): answering from DWARF, several times slower; "
+                 "'symdex index' writes it\n", query::AddrMapStatusName(am.status),
+                 am.status == query::AddrMapStatus::kMissing ? am.path : am.detail);
+    }
+  };
+  auto answer = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    asked += batch.size();
+    ASSIGN_OR_RETURN(auto res, (*api)->Symbolize(o.target, batch));
+    target_name = res.target.name;
+    if (!hinted && asked >= 1024) hint();
+    out.clear();
+    for (size_t i = 0; i < res.results.size(); ++i) {
+      const auto& info = *res.results[i];
+      if (!info.symbol) worst = std::max(worst, int{kNotFound});
+      if (g.json) {
+        arr.push_back(AddressJson(batch[i], info));
+      } else {
+        PrintAddress(batch[i], info, out);
+      }
+    }
+    if (!g.json) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    }
+    batch.clear();
+    return absl::OkStatus();
+  };
+  auto add = [&](std::string_view text) -> absl::Status {
+    std::string_view v = StripWhitespace(text);
+    if (v.empty()) return absl::OkStatus();
+    std::string_view digits = v;
+    if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
+    uint64_t a = 0;
+    auto r = std::from_chars(digits.data(), digits.data() + digits.size(), a, 16);
+    if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+      RETURN_IF_ERROR(answer());  // keep stderr and stdout in input order
+      fmt::print(stderr, "symdex: '{}' is not a hex address\n", v);
+      worst = std::max(worst, int{kAmbiguous});
+      return absl::OkStatus();
+    }
+    batch.push_back(a);
+    return batch.size() >= kBatch ? answer() : absl::OkStatus();
+  };
+  auto stdin_ready = [] {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  };
+  for (const auto& arg : o.addrs) {
+    absl::Status st;
+    if (arg != "-") {
+      st = add(arg);
+    } else {
+      std::string buf, partial;
+      buf.resize(1 << 16);
+      for (;;) {
+        if (!batch.empty() && !stdin_ready()) st = answer();  // the writer waits for these
+        if (!st.ok()) break;
+        ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        std::string_view chunk(buf.data(), static_cast<size_t>(n));
+        for (size_t nl; st.ok() && (nl = chunk.find('\n')) != std::string_view::npos;) {
+          partial.append(chunk.substr(0, nl));
+          st = add(partial);
+          partial.clear();
+          chunk.remove_prefix(nl + 1);
+        }
+        if (!st.ok()) break;
+        partial.append(chunk);
+        if (partial.size() > 4096) {
+          st = absl::InvalidArgumentError("a line of stdin is over 4096 bytes: not an address");
+          break;
+        }
+      }
+      if (st.ok()) st = add(partial);
+    }
+    if (st.ok()) st = answer();
+    if (!st.ok()) return Fail(g, st);
+  }
+  if (target_name.empty()) {  // nothing asked: still check the target exists
+    auto res = (*api)->Symbolize(o.target, {});
+    if (!res.ok()) return Fail(g, res.status());
+    target_name = res->target.name;
+  }
+  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
+  return worst;
+}
+
+struct LinesOptions {
+  std::string target;
+  std::string where;  // PATH:LINE
+};
+
+// Every address of a source line in vmlinux, with the function (innermost, inlined or not) each
+// belongs to: perf probe's SRC:ALN.
+int RunLines(const GlobalOptions& g, const LinesOptions& o) {
+  size_t colon = o.where.rfind(':');
+  int line = colon == std::string::npos ? 0 : std::atoi(o.where.c_str() + colon + 1);
+  if (colon == std::string::npos || colon == 0 || line <= 0) {
+    return Fail(g, absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", o.where, "'")));
+  }
+  std::string file = o.where.substr(0, colon);
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto res = (*api)->Lines(o.target, file, line);
+  if (!res.ok() && res.status().code() == absl::StatusCode::kNotFound) {
+    Fail(g, res.status());
+    return kNotFound;
+  }
+  if (!res.ok()) return Fail(g, res.status());
+  nlohmann::json arr = nlohmann::json::array();
+  for (size_t i = 0; i < res->results.size(); ++i) {
+    const uint64_t a = res->addresses[i];
+    const auto& info = *res->results[i];
+    std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
+    std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
+    // vmlinux: _text+N (KASLR-proof); a loaded module: its address (what kprobe_events takes).
+    std::string probe = !info.symbol ? ""
+                        : info.symbol->text_offset ? fmt::format("_text+{}", *info.symbol->text_offset + info.offset)
+                        : !info.symbol->module.empty() ? fmt::format("0x{:x}", a) : "";
+    if (g.json) {
+      arr.push_back({{"address", fmt::format("0x{:x}", a)}, {"function", fn}, {"symbol", sym}, {"probe", probe}});
+    } else {
+      fmt::print("0x{:016x}  {:<40} {:<28} {}\n", a, sym, fn, probe);
+    }
+  }
+  if (g.json) PrintJson({{"target", res->target.name}, {"where", o.where}, {"addresses", arr}});
+  if (res->results.empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux or its modules\n", o.where);
+  return res->results.empty() ? kNotFound : kFound;
+}
+
+}  // namespace
+
+void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
+  auto ad = std::make_shared<AddrOptions>();
+  CLI::App* addr = app.add_subcommand("addr", "Address -> symbol+offset, file:line:column and the inline chain");
+  addr->add_option("ADDR", ad->addrs, "Hex addresses (0x optional); '-' reads them from stdin, like addr2line")
+      ->required();
+  addr->add_option("-t,--target", ad->target, "Target (default: 'host', or the only one); KASLR is handled");
+  addr->footer("Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up\n"
+               "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
+               "Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.");
+  addr->callback([&g, &exit_code, ad] { exit_code = RunAddr(g, *ad); });
+
+  auto ln = std::make_shared<LinesOptions>();
+  CLI::App* lines = app.add_subcommand("lines", "Every address and function for a source line (vmlinux and loaded modules)");
+  lines->add_option("PATH:LINE", ln->where, "Source path (suffix on whole components) and line")->required();
+  lines->add_option("-t,--target", ln->target, "Target (default: 'host', or the only one)");
+  lines->footer("Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
+                "the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the\n"
+                "address in a loaded module. Module code is found in the modules whose debug info names the\n"
+                "file; an offline target's modules have no addresses (exit 1 says which modules have the line).\n"
+                "Exit: 0 some code, 1 none (or only in modules without addresses), 2 malformed, 3 no index.");
+  lines->callback([&g, &exit_code, ln] { exit_code = RunLines(g, *ln); });
+
+}
+
+}  // namespace symdex::cli

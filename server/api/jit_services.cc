@@ -1,0 +1,61 @@
+// JitService: JIT-ed code lookups through the query layer (query::CallerView keeps them for
+// privileged peers), and ingest of files on the daemon's host (jit::Ingester).
+#include "server/api/serve.h"
+#include "server/jit/ingest.h"
+
+namespace symdex::api {
+
+grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx, const pb::JitAddrRequest* req,
+                                               pb::JitAddrResponse* resp) {
+  return Serve(ctx, control_, stats_, "JitAddr", true, [=, this](const Peer& peer, auto&) {
+    query::JitAddrRequest q{.pid = req->pid(), .addresses = {req->addresses().begin(), req->addresses().end()}};
+    if (req->has_time()) q.time = req->time();
+    if (req->has_instance()) q.instance = req->instance();
+    auto answer = query::CallerView(q_, AccessOf(peer)).JitAddr(q);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    ToProto(*answer, resp);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext* ctx,
+                                                     const pb::JitCollisionsRequest* req,
+                                                     pb::JitCollisionsResponse* resp) {
+  return Serve(ctx, control_, stats_, "JitCollisions", true, [=, this](const Peer& peer, auto&) {
+    std::optional<std::string> scheme;
+    if (!req->scheme().empty()) scheme = req->scheme();
+    auto answer = query::CallerView(q_, AccessOf(peer)).JitCollisions(scheme);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    ToProto(*answer, resp);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::ServerUnaryReactor* JitServiceImpl::Ingest(grpc::CallbackServerContext* ctx, const pb::JitIngestRequest* req,
+                                                 pb::JitIngestResponse* resp) {
+  return Serve(ctx, control_, stats_, "JitIngest", true, [=, this](const Peer& peer, auto&) {
+    // Ingest reads files with the daemon's rights: privileged peers only.
+    if (auto s = PrivilegedOnly(peer, "JitService.Ingest"); !s.ok()) return s;
+    constexpr int kMaxPaths = 1024;
+    if (req->paths_size() > kMaxPaths) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          StrCat(req->paths_size(), " paths; the limit is ", kMaxPaths));
+    }
+    for (const auto& p : req->paths()) {
+      if (auto s = query::CheckFieldSize("path", p, query::kMaxPathLength); !s.ok()) return ToGrpc(s);
+    }
+    auto reports = ingester_.Ingest({req->paths().begin(), req->paths().end()});
+    if (!reports.ok()) return ToGrpc(reports.status());
+    for (const jit::IngestReport& rep : *reports) {
+      pb::JitIngestResponse::File* o = resp->add_files();
+      o->set_path(rep.path);
+      o->set_kind(rep.kind);
+      o->set_status(rep.status);
+      o->set_message(rep.message);
+      o->set_loads(rep.loads);
+    }
+    return grpc::Status::OK;
+  });
+}
+
+}  // namespace symdex::api

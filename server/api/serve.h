@@ -1,0 +1,102 @@
+// How the gRPC handlers (services.cc: SymbolService, jit_services.cc: JitService) run a call:
+// the peer's limiter slots, heavy calls on the fair pool, the status recorded. Internal to
+// server/api.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "server/api/convert.h"
+#include "server/api/services.h"
+#include "server/common/strings.h"
+#include "server/query/caller_view.h"
+
+namespace symdex::api {
+
+// A unary call. Its call slot is given back when its answer is ready (Done); `holds` (the
+// addresses of a Symbolize answer) only once gRPC is done with the call (OnDone: the answer
+// sent, or the client gone), so an answer the client does not read keeps counting against its
+// peer. (Counting the call slot until OnDone too made honest peers hit their limit under load:
+// OnDone waits for the client's end of the stream to be processed.)
+class UnaryCall : public grpc::ServerUnaryReactor {
+ public:
+  UnaryCall(RpcStats& stats, const char* method) : call_(stats.Begin(method)) {}
+  void Done(const grpc::Status& s) {
+    status_ = s;
+    slot.Release();
+    Finish(s);
+  }
+  void OnDone() override {
+    call_.Done(status_);
+    delete this;
+  }
+  Limiter::Hold slot;
+  std::vector<Limiter::Hold> holds;
+
+ private:
+  RpcStats::Call call_;
+  grpc::Status status_;
+};
+
+inline grpc::Status Cancelled(const grpc::CallbackServerContext& ctx) {
+  return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled or its deadline passed before it ran");
+}
+
+// Runs `fn(peer, holds)` for one unary call: the peer's slots first (RESOURCE_EXHAUSTED past a
+// limit), heavy calls on the pool, the status recorded. `fn` never takes the daemon down.
+template <typename Fn>
+grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallControl& cc, RpcStats& stats,
+                                const char* method, bool heavy, Fn&& fn) {
+  auto* r = new UnaryCall(stats, method);
+  Peer peer = cc.registry->Of(*ctx, *cc.policy);
+  auto call = cc.limiter->Take(peer, Limiter::Kind::kCall);
+  if (!call.ok()) {
+    r->Done(ToGrpc(call.status()));
+    return r;
+  }
+  r->slot = std::move(*call);
+  Limiter::Hold work;  // heavy: while queued or running (the answer's memory is held apart)
+  if (heavy) {
+    auto h = cc.limiter->Take(peer, Limiter::Kind::kHeavy);
+    if (!h.ok()) {
+      r->Done(ToGrpc(h.status()));
+      return r;
+    }
+    work = std::move(*h);
+  }
+  const std::string queue = peer.key;  // the fair pool's per-peer queue
+  auto run = [r, ctx, method, peer = std::move(peer), work = std::make_shared<Limiter::Hold>(std::move(work)),
+              fn = std::forward<Fn>(fn)]() mutable {
+    if (ctx->IsCancelled()) {
+      work->Release();
+      r->Done(Cancelled(*ctx));
+      return;
+    }
+    grpc::Status s;
+    try {
+      s = fn(peer, r->holds);
+    } catch (const std::exception& e) {
+      s = grpc::Status(grpc::StatusCode::INTERNAL, StrCat(method, ": ", e.what()));
+    }
+    work->Release();
+    r->Done(s);
+  };
+  if (heavy) {
+    cc.pool->Submit(queue, std::move(run));
+  } else {
+    run();
+  }
+  return r;
+}
+
+inline query::AddressAccess AccessOf(const Peer& p) {
+  return p.privileged ? query::AddressAccess::kAbsolute : query::AddressAccess::kKaslrFree;
+}
+
+inline grpc::Status PrivilegedOnly(const Peer& p, const char* what) {
+  if (p.privileged) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                      StrCat(what, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon "
+                                   "trusts): JIT records hold other users' process addresses and paths"));
+}
+
+}  // namespace symdex::api
