@@ -32,7 +32,12 @@ int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
   return code;
 }
 
-absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g) {
+absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g, std::string_view verb) {
+  if (!g.connect.empty()) {
+    return absl::FailedPreconditionError(StrCat(
+        "'", verb, "' works on files on this machine and reads the index file itself: run it where the index is, "
+        "without --connect (--db names the index)"));
+  }
   // Read-write when possible so that an index written by an older symdex is migrated in place;
   // read-only (no migration) when this user may not write it.
   ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));

@@ -305,7 +305,7 @@ int RunExport(const GlobalOptions& g, const ExportOptions& o) {
   auto scheme = query::JitSchemeArg(o.scheme);
   if (!scheme.ok()) return Fail(g, scheme.status());
   const std::string& sname = *scheme;
-  auto db = OpenForRead(g);
+  auto db = OpenForRead(g, "jit export");
   if (!db.ok()) return Fail(g, db.status());
   auto chosen = query::JitExportInstances(*db, o.pid, o.instance);
   if (!chosen.ok()) return Fail(g, chosen.status());

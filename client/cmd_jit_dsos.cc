@@ -43,7 +43,7 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
   std::optional<store::Db> db;
   std::string no_index;
   if (!dsos.empty()) {
-    auto opened = OpenForRead(g);
+    auto opened = OpenForRead(g, "jit dsos");
     if (opened.ok()) {
       db.emplace(std::move(*opened));
     } else {

@@ -754,7 +754,7 @@ TEST_F(JitServiceTest, PerfMapOnlyPidAnswersWithTheMapSymbol) {
   EXPECT_EQ(cli["addresses"][0]["function"]["name"], resp.results(0).perf_map_symbol());
   EXPECT_EQ(cli["addresses"][1]["function"]["name"], resp.results(1).perf_map_symbol());
   // The perf map's answer in full through the daemon: map path, line, range.
-  for (const std::string& args : {"jit addr --pid 8002 0x1004 0x2009 0x3000", "--json jit addr --pid 8002 0x1004 0x2009"}) {
+  for (const char* args : {"jit addr --pid 8002 0x1004 0x2009 0x3000", "--json jit addr --pid 8002 0x1004 0x2009"}) {
     CommandResult r = ExpectSameThroughDaemon(args);
     EXPECT_NE(r.out.find("perf-8002.map"), std::string::npos) << r.out;
   }
