@@ -12,6 +12,7 @@
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/symbol_join.h"
@@ -60,15 +61,6 @@ void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::
 }
 
 }  // namespace
-
-bool IsTextType(char type) {
-  switch (type) {
-    case 't': case 'T': case 'w': case 'W': case 'i':
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 
@@ -262,7 +254,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   std::unordered_map<int, size_t> part_of_module;
   for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
   for (size_t s = 0; s < t.symbols.size(); ++s) {
-    if (!IsTextType(t.symbols[s].type)) continue;
+    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
     auto it = part_of_module.find(t.symbols[s].module);
     if (it != part_of_module.end()) symbols_by_part[it->second].push_back(s);
   }
@@ -395,7 +387,7 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
 
   const auto t2 = Clock::now();
   for (const auto& s : t.symbols) {
-    if (!IsTextType(s.type)) continue;
+    if (!IsCodeSymbolType(s.type)) continue;
     ++sum.text_symbols;
     sum.text_with_dwarf += s.dwarf_function_id.has_value() || s.src_line.has_value();
   }
@@ -444,7 +436,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   }
   const auto t2 = Clock::now();
   for (const auto& s : t.symbols) {
-    if (s.module < 0 || !names.count(t.modules[static_cast<size_t>(s.module)].name) || !IsTextType(s.type)) continue;
+    if (s.module < 0 || !names.count(t.modules[static_cast<size_t>(s.module)].name) || !IsCodeSymbolType(s.type)) continue;
     ++sum.text_symbols;
     sum.text_with_dwarf += s.dwarf_function_id.has_value() || s.src_line.has_value();
   }

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <map>
 
-#include "server/common/strings.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 #include "server/common/file_util.h"
 #include "server/ingest/elf_notes.h"
@@ -30,14 +30,8 @@ std::string ZeroAddressHelp(const std::string& sysroot) {
       "'sysctl kernel.kptr_restrict=1'. Refusing to index zeros.");
 }
 
-std::optional<uint64_t> ParseHexLine(std::string_view s) {
-  s = StripWhitespace(s);
-  if (s.starts_with("0x")) s.remove_prefix(2);
-  uint64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v, 16);
-  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
+// A sysfs file holding one address ("0xffffffffc0a01000\n").
+std::optional<uint64_t> ParseHexLine(std::string_view s) { return ParseHex(StripWhitespace(s)); }
 
 }  // namespace
 
