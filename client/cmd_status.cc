@@ -18,7 +18,7 @@ nlohmann::json DebugJson(const std::vector<store::DebugInfoStatus>& dbg) {
   for (const auto& d : dbg) {
     out.push_back({{"module", d.module.empty() ? "vmlinux" : d.module},
                    {"build_id", d.build_id},
-                   {"status", d.status},
+                   {"status", target::Name(d.status)},
                    {"path", d.path},
                    {"origin", d.origin},
                    {"detail", d.detail}});
@@ -78,11 +78,11 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     auto files = store::TargetFiles(*db, t.id);
     if (!files.ok()) return Fail(g, files.status());
     std::map<std::string, int> by_status;
-    for (const auto& f : *files) ++by_status[f.status];
+    for (const auto& f : *files) ++by_status[std::string(target::Name(f.status))];
     auto dbg = store::TargetDebugInfo(*db, t.id);
     if (!dbg.ok()) return Fail(g, dbg.status());
     std::map<std::string, int> dbg_status;
-    for (const auto& d : *dbg) ++dbg_status[d.status];
+    for (const auto& d : *dbg) ++dbg_status[std::string(target::Name(d.status))];
     // vmlinux's address map (debuginfo/addr_map.h): present, missing or unusable, and why.
     nlohmann::json jmap = nullptr;
     std::string map_line;
@@ -98,7 +98,7 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     if (g.json) {
       nlohmann::json jf = nlohmann::json::array();
       for (const auto& f : *files) {
-        jf.push_back({{"role", f.role}, {"path", f.path}, {"status", f.status}, {"detail", f.detail}});
+        jf.push_back({{"role", f.role}, {"path", f.path}, {"status", target::Name(f.status)}, {"detail", f.detail}});
       }
       jt.push_back({{"name", t.name},
                     {"kind", t.kind},
@@ -128,8 +128,9 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     for (const auto& [s, n] : by_status) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, s);
     fmt::print("  input files       {}\n", summary);
     for (const auto& f : *files) {
-      if (verbose || f.status == "error" || (f.status == "missing" && f.role != "module")) {
-        fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
+      if (verbose || f.status == target::InputFileStatus::kError ||
+          (f.status == target::InputFileStatus::kMissing && f.role != "module")) {
+        fmt::print("    {:<8} {:<10} {}{}\n", target::Name(f.status), f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
       }
     }
     if (!dbg->empty()) {
@@ -137,9 +138,9 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
       for (const auto& [s, n] : dbg_status) ds += fmt::format("{}{} {}", ds.empty() ? "" : ", ", n, s);
       fmt::print("  debug info        {}\n", ds);
       for (const auto& d : *dbg) {
-        bool ok = d.status == "used" || d.status == "cached";
+        bool ok = d.status == target::DebugFileStatus::kUsed || d.status == target::DebugFileStatus::kCached;
         if (verbose || (!ok && d.module.empty())) {
-          fmt::print("    {:<18} {:<10} {}{}{}\n", d.module.empty() ? "vmlinux" : d.module, d.status,
+          fmt::print("    {:<18} {:<10} {}{}{}\n", d.module.empty() ? "vmlinux" : d.module, target::Name(d.status),
                      d.path.empty() ? "" : d.path, d.origin.empty() ? "" : " (" + d.origin + ")",
                      d.detail.empty() || (ok && !verbose) ? "" : "\n      " + d.detail);
         }

@@ -150,17 +150,17 @@ bool DebugFinder::TryCandidate(const std::string& path, const DebugFileRequest& 
   if (req.build_id) {
     if (!id->has_value()) {
       r.attempts.push_back(StrCat(path, ": has no build-ID"));
-      r.status = "build-id-mismatch";
+      r.status = target::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
     if (!(**id == *req.build_id)) {
       r.attempts.push_back(StrCat(path, ": build-ID ", (*id)->ToHex(), " != ", req.build_id->ToHex()));
-      r.status = "build-id-mismatch";
+      r.status = target::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
   }
   r.found = FoundDebugFile{path, origin, req.build_id.has_value(), *id};
-  r.status = "used";
+  r.status = target::DebugFileStatus::kUsed;
   r.attempts.push_back(StrCat(path, ": used", req.build_id ? "" : " (unverified: the target has no build-ID)"));
   return true;
 }
@@ -196,7 +196,7 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
 
 LookupResult DebugFinder::Find(const DebugFileRequest& req) {
   LookupResult r;
-  r.status = "not-found";
+  r.status = target::DebugFileStatus::kNotFound;
   std::vector<std::string> roots = Roots();
   const std::string hex = req.build_id ? req.build_id->ToHex() : "";
   auto done = [&] { return r.found.has_value(); };

@@ -25,6 +25,8 @@
 namespace symdex::indexer {
 namespace {
 
+using target::DebugFileStatus;
+
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -93,7 +95,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
       }
       if (cached) {
         p.record.debug_file_id = cached->id;
-        p.record.status = "cached";
+        p.record.status = DebugFileStatus::kCached;
         p.record.path = cached->path;
         p.debug_text_addr = cached->text_addr;
         p.verified = true;
@@ -135,7 +137,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
         // The file it was made from now holds something else, and no file with this build-ID
         // was found: the stored index is still this build-ID's.
         p.record.debug_file_id = p.stale->id;
-        p.record.status = "cached";
+        p.record.status = DebugFileStatus::kCached;
         p.record.path = p.stale->path;
         p.debug_text_addr = p.stale->text_addr;
         p.record.detail = StrCat(p.stale->path, " changed since it was indexed; no file with build-ID ",
@@ -144,7 +146,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
       continue;
     }
     if (p.record.build_id.empty()) {
-      p.record.status = "no-build-id";
+      p.record.status = DebugFileStatus::kNoBuildId;
       p.record.detail = StrCat(p.path_to_index, " has no GNU build-ID; symdex keys debug info by build-ID");
       p.path_to_index.clear();
       continue;
@@ -158,7 +160,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     }
     if (cached) {  // unverified vmlinux whose build-ID turns out to be known
       p.record.debug_file_id = cached->id;
-      p.record.status = "cached";
+      p.record.status = DebugFileStatus::kCached;
       p.debug_text_addr = cached->text_addr;
       p.path_to_index.clear();
       continue;
@@ -203,7 +205,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     if (!parsed[k].index.ok()) {
       // Never stored: the next run tries again. An index made from the file before it changed
       // stays, and is used meanwhile.
-      p.record.status = "parse-error";
+      p.record.status = DebugFileStatus::kParseError;
       p.record.detail = std::string(parsed[k].index.status().message());
       if (p.stale) {
         p.record.debug_file_id = p.stale->id;
@@ -215,7 +217,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     }
     const debuginfo::DwarfIndex& di = *parsed[k].index;
     if (di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id) {
-      p.record.status = "build-id-mismatch";
+      p.record.status = DebugFileStatus::kBuildIdMismatch;
       p.record.detail = StrCat(p.record.path, " changed while being read");
       continue;
     }
@@ -243,7 +245,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   Part& vml = parts[0];
   if (!vml.verified && vml.record.debug_file_id && t.text_addr && vml.debug_text_addr &&
       *t.text_addr != *vml.debug_text_addr && t.kind == "offline") {
-    vml.record.status = "build-id-mismatch";
+    vml.record.status = DebugFileStatus::kBuildIdMismatch;
     vml.record.detail = StrCat(vml.record.path, ": _text differs from the System.map's");
     vml.record.debug_file_id.reset();
   }
@@ -260,11 +262,11 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   }
   for (size_t i = 0; i < parts.size(); ++i) {
     Part& p = parts[i];
-    if (p.record.status == "cached") ++sum.debug_cached;
-    if (!p.record.debug_file_id && p.record.status != "parse-error") ++sum.debug_missing;
+    if (p.record.status == DebugFileStatus::kCached) ++sum.debug_cached;
+    if (!p.record.debug_file_id && p.record.status != DebugFileStatus::kParseError) ++sum.debug_missing;
     if (!p.record.debug_file_id) {
       for (size_t s : symbols_by_part[i]) {
-        t.symbols[s].dwarf_note = StrCat("no debug info (", p.record.status, ")");
+        t.symbols[s].dwarf_note = StrCat("no debug info (", Name(p.record.status), ")");
       }
       continue;
     }
@@ -329,8 +331,8 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     auto existing = debuginfo::MappedAddrMap::Open(path, df->build_id);
     // A vmlinux parsed again because its file changed gets a new map (the old one was made from
     // the old file's DWARF).
-    const bool reparsed = p.stale && p.record.status != "parse-error" && p.record.debug_file_id == p.stale->id &&
-                          p.record.status != "cached";
+    const bool reparsed = p.stale && p.record.status != DebugFileStatus::kParseError && p.record.debug_file_id == p.stale->id &&
+                          p.record.status != DebugFileStatus::kCached;
     if (existing.ok() && !reparsed) {
       ++sum.addr_maps_present;
       continue;
@@ -369,7 +371,7 @@ void Summarize(const target::KernelTarget& t, IndexSummary& sum) {
   sum.build_id = t.build_id ? t.build_id->ToHex() : "";
   sum.symbols = t.symbols.size();
   sum.modules = t.modules.size();
-  for (const auto& f : t.files) sum.file_errors += f.status == "error";
+  for (const auto& f : t.files) sum.file_errors += f.status == target::InputFileStatus::kError;
   sum.warnings = t.warnings;
 }
 

@@ -139,7 +139,7 @@ absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarg
   for (const auto& d : t.debuginfo) {
     if (!pick(d.module)) continue;
     ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
-    ins_dbg.Bind(5, d.status).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
+    ins_dbg.Bind(5, target::Name(d.status)).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
     RETURN_IF_ERROR(ins_dbg.Run());
   }
   return absl::OkStatus();
@@ -184,7 +184,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
                    db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
                               "VALUES (?1,?2,?3,?4,?5)"));
   for (const auto& f : t.files) {
-    ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, f.status).Bind(5, NonEmpty(f.detail));
+    ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, target::Name(f.status)).Bind(5, NonEmpty(f.detail));
     RETURN_IF_ERROR(ins_file.Run());
   }
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, [](const std::string&) { return true; }));
@@ -283,7 +283,8 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back({st.Text(0), st.Text(1), st.Text(2), st.Text(3)});
+    ASSIGN_OR_RETURN(auto status, target::ParseInputFileStatus(st.Text(2)));
+    out.push_back({st.Text(0), st.Text(1), status, st.Text(3)});
   }
   return out;
 }
@@ -297,7 +298,8 @@ absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t id)
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back({st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Text(4), st.Text(5), st.OptInt(6)});
+    ASSIGN_OR_RETURN(auto status, target::ParseDebugFileStatus(st.Text(2)));
+    out.push_back({st.Text(0), st.Text(1), status, st.Text(3), st.Text(4), st.Text(5), st.OptInt(6)});
   }
   return out;
 }

@@ -56,7 +56,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   if (ingest::AllAddressesZero(ksyms)) {
     return absl::FailedPreconditionError(ZeroAddressHelp(root));
   }
-  t.files.push_back({"kallsyms", kallsyms_path, "used", ""});
+  t.files.push_back({"kallsyms", kallsyms_path, InputFileStatus::kUsed, ""});
   t.source = kallsyms_path;
 
   if (auto rel = ReadFileBounded(SysrootPath(root, "/proc/sys/kernel/osrelease"), 4096); rel.ok()) {
@@ -67,15 +67,15 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   if (auto notes = ReadFileBounded(notes_path, kMaxSmallFileBytes); notes.ok()) {
     auto id = ingest::FindGnuBuildId(*notes);
     if (!id.ok()) {
-      t.files.push_back({"notes", notes_path, "error", std::string(id.status().message())});
+      t.files.push_back({"notes", notes_path, InputFileStatus::kError, std::string(id.status().message())});
     } else if (!id->has_value()) {
-      t.files.push_back({"notes", notes_path, "error", "no GNU build-ID note"});
+      t.files.push_back({"notes", notes_path, InputFileStatus::kError, "no GNU build-ID note"});
     } else {
       t.build_id = **id;
-      t.files.push_back({"notes", notes_path, "used", ""});
+      t.files.push_back({"notes", notes_path, InputFileStatus::kUsed, ""});
     }
   } else {
-    t.files.push_back({"notes", notes_path, "missing", std::string(notes.status().message())});
+    t.files.push_back({"notes", notes_path, InputFileStatus::kMissing, std::string(notes.status().message())});
   }
 
   // Modules: every [tag] in kallsyms, plus /proc/modules (which also gives sizes).
@@ -89,7 +89,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   if (auto mtext = ReadFileBounded(modules_path, kMaxSmallFileBytes * 16); mtext.ok()) {
     auto mods = ingest::ParseProcModules(*mtext, modules_path);
     if (!mods.ok()) {
-      t.files.push_back({"modules", modules_path, "error", std::string(mods.status().message())});
+      t.files.push_back({"modules", modules_path, InputFileStatus::kError, std::string(mods.status().message())});
     } else {
       for (const auto& m : *mods) {
         ModuleInfo& info = t.modules[module_id(m.name)];
@@ -98,10 +98,10 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
         // range starts when /sys/module/M/sections/.text cannot be read (store/symbol_extent.h).
         if (m.addr != 0) info.text_addr = m.addr;
       }
-      t.files.push_back({"modules", modules_path, "used", ""});
+      t.files.push_back({"modules", modules_path, InputFileStatus::kUsed, ""});
     }
   } else {
-    t.files.push_back({"modules", modules_path, "missing", std::string(mtext.status().message())});
+    t.files.push_back({"modules", modules_path, InputFileStatus::kMissing, std::string(mtext.status().message())});
   }
 
   t.symbols.reserve(ksyms.size());
