@@ -1,21 +1,14 @@
 #include "server/common/build_id.h"
 
-namespace symdex {
-namespace {
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-}  // namespace
+#include "server/common/hex.h"
 
+namespace symdex {
 std::optional<BuildId> BuildId::FromHex(std::string_view hex) {
   if (hex.empty() || hex.size() % 2 != 0) return std::nullopt;
   std::string raw;
   raw.reserve(hex.size() / 2);
   for (size_t i = 0; i < hex.size(); i += 2) {
-    int hi = HexValue(hex[i]), lo = HexValue(hex[i + 1]);
+    int hi = HexDigitValue(hex[i]), lo = HexDigitValue(hex[i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
     raw.push_back(static_cast<char>(hi << 4 | lo));
   }

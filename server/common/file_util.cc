@@ -21,13 +21,6 @@
 
 namespace symdex {
 namespace {
-struct Fd {
-  int fd = -1;
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-};
-
 absl::Status ErrnoStatus(int err, const std::string& what) {
   std::string msg = StrCat(what, ": ", std::strerror(err));
   switch (err) {
@@ -44,9 +37,8 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 }  // namespace
 
 absl::StatusOr<std::string> ReadFileBounded(const std::string& path, size_t max_bytes) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) return ErrnoStatus(errno, StrCat("cannot open ", path));
+  UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f) return ErrnoStatus(errno, StrCat("cannot open ", path));
   std::string out;
   // procfs/sysfs files report st_size 0, so read in chunks until EOF instead of trusting fstat.
   size_t chunk = 1 << 16;
@@ -55,7 +47,7 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, size_t max_
     size_t want = std::min(chunk, max_bytes + 1 - out.size());
     size_t old = out.size();
     out.resize(old + want);
-    ssize_t n = ::read(f.fd, out.data() + old, want);
+    ssize_t n = ::read(f.get(), out.data() + old, want);
     if (n < 0) {
       if (errno == EINTR) {
         out.resize(old);
@@ -103,19 +95,6 @@ gid_t PrivateGroup() {
     return static_cast<gid_t>(-1);
   }
   return out->gr_gid;
-}
-
-UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
-  if (this != &o) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = o.fd_;
-    o.fd_ = -1;
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 absl::Status CreatePrivateDir(const std::string& dir) {
@@ -225,11 +204,9 @@ bool UnixSocketAnswers(const std::string& path) {
   a.sun_family = AF_UNIX;
   if (path.size() >= sizeof a.sun_path) return false;
   std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  ::close(fd);
-  return ok;
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return false;
+  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
 }
 
 }  // namespace symdex

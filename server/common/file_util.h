@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/common/status.h"
+#include "server/common/unique_fd.h"
 
 namespace symdex {
 
@@ -42,22 +43,6 @@ inline constexpr mode_t kPrivateDirMode = 0750;
 // The group private files and directories get: the `symdex` group when it exists and this
 // process may give files to it (root), else -1 (the process's own group, left as created).
 gid_t PrivateGroup();
-
-// A file descriptor, closed on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  UniqueFd& operator=(UniqueFd&& o) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-  int get() const { return fd_; }
-
- private:
-  int fd_ = -1;
-};
 
 // Creates `dir` and its missing parents, each 0750 and PrivateGroup() (mkdir, then chmod: the
 // umask must not decide). Directories that exist already are left alone.

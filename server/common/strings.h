@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "server/common/hex.h"
 
 namespace symdex {
 
@@ -42,20 +43,12 @@ std::string StrJoin(const Range& parts, std::string_view sep) {
   return out;
 }
 
-// 1-16 hex digits (no prefix) as a u64; false for anything else.
+// Bare 1-16 hex digits as a u64: ParseHex (common/hex.h) with no prefix, in the
+// bool-and-out-parameter form server/jit still calls. New code calls ParseHex.
 inline bool ParseHexDigits(std::string_view s, uint64_t& out) {
-  if (s.empty() || s.size() > 16) return false;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else return false;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  out = v;
-  return true;
+  auto v = ParseHex(s, HexPrefix::kNone);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 // A line quoted in an error message: at most `max` characters, unprintable ones as '?'.

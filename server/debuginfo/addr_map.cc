@@ -162,20 +162,19 @@ MappedAddrMap::~MappedAddrMap() { ::munmap(base_, size_); }
 
 absl::StatusOr<std::unique_ptr<MappedAddrMap>> MappedAddrMap::Open(const std::string& path,
                                                                    const std::string& build_id_hex) {
-  FdCloser fd;
-  fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd.fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) {
     if (errno == ENOENT) return absl::NotFoundError(StrCat("no address map ", path));
     return absl::InvalidArgumentError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   }
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0) return absl::InvalidArgumentError(StrCat(path, ": ", std::strerror(errno)));
+  if (::fstat(fd.get(), &st) != 0) return absl::InvalidArgumentError(StrCat(path, ": ", std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
   if (st.st_size < static_cast<off_t>(sizeof(Header))) {
     return absl::InvalidArgumentError(StrCat(path, ": not a valid address map: ", st.st_size, " bytes"));
   }
   size_t size = static_cast<size_t>(st.st_size);
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.fd, 0);
+  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (base == MAP_FAILED) return absl::InvalidArgumentError(StrCat("mmap ", path, ": ", std::strerror(errno)));
   auto m = AddrMap::FromBytes(std::string_view(static_cast<const char*>(base), size));
   if (!m.ok()) {

@@ -13,6 +13,7 @@
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/common/unique_fd.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_notes.h"
 
@@ -54,25 +55,25 @@ std::optional<BuildId> ElfBuildId(Elf* elf) {
 absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path) {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   char magic[6] = {};
-  ssize_t n = ::pread(fd, magic, sizeof magic, 0);
+  ssize_t n = ::pread(fd.get(), magic, sizeof magic, 0);
   auto kind = ingest::DetectCompression(std::string_view(magic, n > 0 ? static_cast<size_t>(n) : 0));
   if (kind != ingest::Compression::kNone) {
-    ::close(fd);
+    fd.Reset();
     ASSIGN_OR_RETURN(std::string raw, ReadFileBounded(path, kMaxCompressedModule));
     ASSIGN_OR_RETURN(std::string image, ingest::Decompress(raw, kind, kMaxDecompressedModule));
     std::unique_ptr<Elf, ElfEnd> elf(elf_memory(image.data(), image.size()));
     if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
     return ElfBuildId(elf.get());
   }
-  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   std::optional<BuildId> id;
   bool is_elf = elf && elf_kind(elf.get()) == ELF_K_ELF;
   if (is_elf) id = ElfBuildId(elf.get());
   elf.reset();
-  ::close(fd);
+  fd.Reset();
   if (!is_elf) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
   return id;
 }
@@ -93,9 +94,9 @@ void ForEachSymtabSymbol(Elf* elf, const std::function<bool(const GElf_Sym&, con
 }
 
 absl::StatusOr<std::optional<uint64_t>> ReadElfSymbolValue(const std::string& path, const std::string& name) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   std::optional<uint64_t> value;
   if (elf && elf_kind(elf.get()) == ELF_K_ELF) {
     ForEachSymtabSymbol(elf.get(), [&](const GElf_Sym& sym, const char* s) {
@@ -104,7 +105,6 @@ absl::StatusOr<std::optional<uint64_t>> ReadElfSymbolValue(const std::string& pa
     });
   }
   elf.reset();
-  ::close(fd);
   return value;
 }
 
@@ -150,17 +150,17 @@ bool DebugFinder::TryCandidate(const std::string& path, const DebugFileRequest& 
   if (req.build_id) {
     if (!id->has_value()) {
       r.attempts.push_back(StrCat(path, ": has no build-ID"));
-      r.status = "build-id-mismatch";
+      r.status = target::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
     if (!(**id == *req.build_id)) {
       r.attempts.push_back(StrCat(path, ": build-ID ", (*id)->ToHex(), " != ", req.build_id->ToHex()));
-      r.status = "build-id-mismatch";
+      r.status = target::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
   }
   r.found = FoundDebugFile{path, origin, req.build_id.has_value(), *id};
-  r.status = "used";
+  r.status = target::DebugFileStatus::kUsed;
   r.attempts.push_back(StrCat(path, ": used", req.build_id ? "" : " (unverified: the target has no build-ID)"));
   return true;
 }
@@ -188,7 +188,7 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
     r.attempts.push_back(StrCat("debuginfod ", urls, ": ", std::strerror(-fd)));
     return;
   }
-  ::close(fd);
+  UniqueFd(fd).Reset();  // only the path of debuginfod's cached copy is wanted
   std::string p = path ? path : "";
   std::free(path);
   TryCandidate(p, req, "debuginfod", r);
@@ -196,7 +196,7 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
 
 LookupResult DebugFinder::Find(const DebugFileRequest& req) {
   LookupResult r;
-  r.status = "not-found";
+  r.status = target::DebugFileStatus::kNotFound;
   std::vector<std::string> roots = Roots();
   const std::string hex = req.build_id ? req.build_id->ToHex() : "";
   auto done = [&] { return r.found.has_value(); };

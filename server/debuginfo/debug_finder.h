@@ -23,6 +23,7 @@
 
 #include "server/common/build_id.h"
 #include "server/common/status.h"
+#include "server/target/file_status.h"
 
 typedef struct Elf Elf;
 
@@ -45,7 +46,7 @@ struct FoundDebugFile {
 // candidate examined and why it was rejected.
 struct LookupResult {
   std::optional<FoundDebugFile> found;
-  std::string status;  // used | not-found | build-id-mismatch
+  target::DebugFileStatus status = target::DebugFileStatus::kNotFound;  // used, not-found or build-id-mismatch
   std::vector<std::string> attempts;
 };
 

@@ -624,9 +624,9 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
   bool relocatable = false;
   {
     OpenedDwarf probe;
-    probe.fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (probe.fd.fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-    probe.elf.reset(elf_begin(probe.fd.fd, ELF_C_READ_MMAP, nullptr));
+    probe.fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!probe.fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    probe.elf.reset(elf_begin(probe.fd.get(), ELF_C_READ_MMAP, nullptr));
     GElf_Ehdr eh;
     if (!probe.elf || elf_kind(probe.elf.get()) != ELF_K_ELF || gelf_getehdr(probe.elf.get(), &eh) == nullptr) {
       return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));

@@ -14,9 +14,6 @@
 
 namespace symdex::debuginfo {
 
-FdCloser::~FdCloser() {
-  if (fd >= 0) ::close(fd);
-}
 void ElfEnd::operator()(Elf* e) const { elf_end(e); }
 void DwarfEnd::operator()(Dwarf* d) const { dwarf_end(d); }
 void DwflEnd::operator()(Dwfl* d) const { dwfl_end(d); }
@@ -28,9 +25,9 @@ void InitLibelf() {
 
 absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
   InitLibelf();
-  o.fd.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (o.fd.fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  o.elf.reset(elf_begin(o.fd.fd, ELF_C_READ_MMAP, nullptr));
+  o.fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!o.fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  o.elf.reset(elf_begin(o.fd.get(), ELF_C_READ_MMAP, nullptr));
   if (!o.elf || elf_kind(o.elf.get()) != ELF_K_ELF) {
     return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
   }

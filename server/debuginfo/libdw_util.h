@@ -12,16 +12,10 @@
 #include <vector>
 
 #include "server/common/status.h"
+#include "server/common/unique_fd.h"
 
 namespace symdex::debuginfo {
 
-struct FdCloser {
-  int fd = -1;
-  FdCloser() = default;
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  ~FdCloser();
-};
 struct ElfEnd {
   void operator()(Elf* e) const;
 };
@@ -39,7 +33,7 @@ void InitLibelf();
 
 // A debug file opened for DWARF reading (read-only mmap).
 struct OpenedDwarf {
-  FdCloser fd;
+  UniqueFd fd;  // declared first: closed after the Elf and Dwarf made from it are ended
   ElfPtr elf;
   DwarfPtr dwarf;
 };

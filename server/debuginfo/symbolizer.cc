@@ -31,7 +31,7 @@ struct CuFunctions {
 };
 
 struct Symbolizer::File {
-  int fd = -1;
+  UniqueFd fd;  // closed by its destructor, after ~File has ended the handles made from it
   Elf* elf = nullptr;
   Dwarf* dwarf = nullptr;  // owned unless dwfl is set (then libdwfl owns it)
   Dwfl* dwfl = nullptr;    // relocatable files: libdwfl's relocated view
@@ -45,7 +45,6 @@ struct Symbolizer::File {
       dwarf_end(dwarf);
     }
     if (elf) elf_end(elf);
-    if (fd >= 0) ::close(fd);
   }
 };
 
@@ -86,9 +85,9 @@ absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   if (it != files_.end()) return it->second.get();
   elf_version(EV_CURRENT);
   auto f = std::make_unique<File>();
-  f->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f->fd < 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, nullptr);
+  f->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f->fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  f->elf = elf_begin(f->fd.get(), ELF_C_READ_MMAP, nullptr);
   if (f->elf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
   f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, nullptr);
   if (f->dwarf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF"));

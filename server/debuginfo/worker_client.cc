@@ -128,21 +128,20 @@ absl::Status DwarfWorker::Start() {
   int rc = posix_spawn(&pid, exe_.c_str(), &fa, &attr, argv, environ);
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);
-  ::close(sv[1]);
+  UniqueFd ours(sv[0]);
+  UniqueFd(sv[1]).Reset();  // the worker's end: it has its copies as 0 and 1
   if (rc != 0) {
-    ::close(sv[0]);
     return absl::FailedPreconditionError(StrCat("cannot start ", exe_, ": ", std::strerror(rc),
                                                 " (set SYMDEX_DEBUGINFO_WORKER to symdex-debuginfo-worker)"));
   }
   pid_ = pid;
-  fd_ = sv[0];
+  fd_ = std::move(ours);
   return absl::OkStatus();
 }
 
 std::string DwarfWorker::Stop(bool kill) {
   if (pid_ < 0) return "";
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  fd_.Reset();
   if (kill) ::kill(pid_, SIGKILL);
   int st = 0;
   pid_t r;
@@ -174,11 +173,11 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
   for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
     if (pid_ >= 0) {
       // An idle worker has nothing to say: readable means it died (EOF) or is out of step.
-      struct pollfd pf{fd_, POLLIN, 0};
+      struct pollfd pf{fd_.get(), POLLIN, 0};
       if (::poll(&pf, 1, 0) != 0) Stop(true);
     }
     if (pid_ < 0) RETURN_IF_ERROR(Start());
-    sent = SendAll(fd_, request);
+    sent = SendAll(fd_.get(), request);
     if (!sent) Stop(true);  // died while idle (killed from outside?): one fresh start
   }
   if (!sent) return absl::UnavailableError(StrCat(path, ": cannot send the file to ", exe_));
@@ -198,7 +197,7 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
                                       FormatGiB(req.memory_limit), ")"));
   };
   char hbuf[kResponseHeaderSize];
-  if (ReadResult r = ReadFull(fd_, hbuf, sizeof hbuf, deadline); r != ReadResult::kOk) return failed(r, "parsing");
+  if (ReadResult r = ReadFull(fd_.get(), hbuf, sizeof hbuf, deadline); r != ReadResult::kOk) return failed(r, "parsing");
   auto header = DecodeResponseHeader(std::string_view(hbuf, sizeof hbuf));
   if (!header.ok()) {
     Stop(true);
@@ -209,7 +208,7 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
     return absl::DataLossError(StrCat(path, ": invalid response from the parser: error message too long"));
   }
   std::string payload(header->payload_size, '\0');
-  if (ReadResult r = ReadFull(fd_, payload.data(), payload.size(), deadline); r != ReadResult::kOk) {
+  if (ReadResult r = ReadFull(fd_.get(), payload.data(), payload.size(), deadline); r != ReadResult::kOk) {
     return failed(r, "sending results");
   }
   if (!header->ok) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "server/common/status.h"
+#include "server/common/unique_fd.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
 
@@ -61,7 +62,7 @@ class DwarfWorker {
   std::string exe_;
   WorkerLimits limits_;
   pid_t pid_ = -1;
-  int fd_ = -1;
+  UniqueFd fd_;  // our end of the socketpair
 };
 
 }  // namespace symdex::debuginfo

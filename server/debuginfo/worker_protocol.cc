@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 
 namespace symdex::debuginfo {
@@ -25,51 +26,6 @@ class Writer {
   std::string out_;
 };
 
-// Reads from untrusted bytes: every read is bounds-checked; the first failure sticks.
-class Reader {
- public:
-  explicit Reader(std::string_view in) : in_(in) {}
-
-  template <typename T>
-  T Int() {
-    if (!ok_ || in_.size() - pos_ < sizeof(T)) return Fail<T>("truncated");
-    uint64_t v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v |= uint64_t{static_cast<unsigned char>(in_[pos_ + i])} << (8 * i);
-    pos_ += sizeof(T);
-    return static_cast<T>(v);
-  }
-  std::string Str() {
-    uint32_t n = Int<uint32_t>();
-    if (!ok_) return {};
-    if (n > kMaxString || n > in_.size() - pos_) return Fail<std::string>("string length out of bounds");
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
-  // A count of elements each at least `min_size` bytes long: never more than the bytes left.
-  size_t Count(size_t min_size) {
-    uint32_t n = Int<uint32_t>();
-    if (ok_ && static_cast<uint64_t>(n) * min_size > in_.size() - pos_) return Fail<size_t>("count out of bounds");
-    return ok_ ? n : 0;
-  }
-  bool ok() const { return ok_; }
-  bool done() const { return pos_ == in_.size(); }
-  const std::string& error() const { return error_; }
-  size_t pos() const { return pos_; }
-  template <typename T>
-  T Fail(const char* why) {
-    if (ok_) error_ = StrCat(why, " at byte ", pos_);
-    ok_ = false;
-    return T{};
-  }
-
- private:
-  std::string_view in_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-  std::string error_;
-};
-
 }  // namespace
 
 std::string EncodeRequest(const WorkerRequest& r) {
@@ -83,7 +39,7 @@ std::string EncodeRequest(const WorkerRequest& r) {
 }
 
 absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequest& r) {
-  Reader rd(header.substr(0, kRequestHeaderSize));
+  ByteReader rd(header.substr(0, kRequestHeaderSize));
   const uint32_t magic = rd.Int<uint32_t>();
   if (magic != kRequestMagic && magic != kAddrMapRequestMagic) return absl::InvalidArgumentError("bad request magic");
   r.kind = magic == kAddrMapRequestMagic ? WorkerRequest::Kind::kAddrMap : WorkerRequest::Kind::kIndex;
@@ -106,7 +62,7 @@ std::string EncodeResponseHeader(bool ok, uint64_t payload_size) {
 }
 
 absl::StatusOr<ResponseHeader> DecodeResponseHeader(std::string_view header) {
-  Reader rd(header);
+  ByteReader rd(header);
   ResponseHeader h;
   uint32_t magic = rd.Int<uint32_t>();
   uint32_t status = rd.Int<uint32_t>();
@@ -178,25 +134,25 @@ std::string EncodeDwarfIndex(const DwarfIndex& idx) {
 }
 
 absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
-  Reader rd(bytes);
+  ByteReader rd(bytes);
   DwarfIndex idx;
   bool has_id = rd.Int<uint8_t>() != 0;
-  std::string id = rd.Str();
+  std::string id = rd.Str(kMaxString);
   if (has_id) {
     if (id.empty() || id.size() > 64) return absl::DataLossError("worker response: bad build-ID");
     idx.build_id = BuildId::FromRaw(id);
   }
   idx.relocatable = rd.Int<uint8_t>() != 0;
-  for (size_t n = rd.Count(4); n-- > 0 && rd.ok();) idx.sections.push_back(rd.Str());
+  for (size_t n = rd.Count(4); n-- > 0 && rd.ok();) idx.sections.push_back(rd.Str(kMaxString));
   for (size_t n = rd.Count(8); n-- > 0 && rd.ok();) {
-    idx.files.push_back(rd.Str());
-    idx.raw_files.push_back(rd.Str());
+    idx.files.push_back(rd.Str(kMaxString));
+    idx.raw_files.push_back(rd.Str(kMaxString));
   }
   for (size_t n = rd.Count(20); n-- > 0 && rd.ok();) {
     DwarfUnit u;
-    u.name = rd.Str();
-    u.raw_name = rd.Str();
-    u.comp_dir = rd.Str();
+    u.name = rd.Str(kMaxString);
+    u.raw_name = rd.Str(kMaxString);
+    u.comp_dir = rd.Str(kMaxString);
     u.die_offset = rd.Int<uint64_t>();
     idx.units.push_back(std::move(u));
   }
@@ -205,7 +161,7 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
   auto section_ok = [&](uint16_t s) { return s == kNoSection || s < nsections; };
   for (size_t n = rd.Count(4 + 8 + 2 + 4 + 21); n-- > 0 && rd.ok();) {
     DwarfFunction f;
-    f.name = rd.Str();
+    f.name = rd.Str(kMaxString);
     f.entry = rd.Int<uint64_t>();
     f.entry_section = rd.Int<uint16_t>();
     for (size_t m = rd.Count(18); m-- > 0 && rd.ok();) {
@@ -233,7 +189,7 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
   }
   for (size_t n = rd.Count(4 + 8 + 2 + 12 + 1); n-- > 0 && rd.ok();) {
     DwarfVariable v;
-    v.name = rd.Str();
+    v.name = rd.Str(kMaxString);
     v.addr = rd.Int<uint64_t>();
     v.section = rd.Int<uint16_t>();
     v.cu = rd.Int<uint32_t>();

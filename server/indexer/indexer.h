@@ -51,7 +51,4 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
 // or vmlinux is not the one indexed. The summary's text-symbol counts are the replaced modules'.
 absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& req, const std::set<std::string>& changed);
 
-// Text symbols (t/T/W/w, i) are the ones joined to DWARF functions.
-bool IsTextType(char type);
-
 }  // namespace symdex::indexer

@@ -2,6 +2,7 @@
 
 #include <cctype>
 
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -50,7 +51,9 @@ absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text,
     std::string_view extra = NextField(rest);
 
     KernelSymbol sym;
-    if (!ParseHexDigits(addr, sym.addr)) return fail("address is not 1-16 hex digits");
+    auto a = ParseHex(addr, HexPrefix::kNone);
+    if (!a) return fail("address is not 1-16 hex digits");
+    sym.addr = *a;
     if (type.empty()) return fail("missing symbol type");
     if (type.size() != 1 || !std::isalpha(static_cast<unsigned char>(type[0]))) {
       return fail("symbol type is not a single letter");

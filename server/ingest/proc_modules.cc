@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "server/common/strings.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -30,12 +30,9 @@ absl::StatusOr<std::vector<ProcModule>> ParseProcModules(std::string_view text,
       }
     }
     m.state = std::string(f[4]);
-    std::string_view a = f[5];
-    if (a.starts_with("0x")) a.remove_prefix(2);
-    auto ar = std::from_chars(a.data(), a.data() + a.size(), m.addr, 16);
-    if (a.empty() || ar.ec != std::errc() || ar.ptr != a.data() + a.size()) {
-      return fail("bad load address");
-    }
+    auto addr = ParseHex(f[5]);
+    if (!addr) return fail("bad load address");
+    m.addr = *addr;
     out.push_back(std::move(m));
   }
   return out;

@@ -11,6 +11,7 @@
 #include "server/query/local_query_impl.h"
 #include "server/query/spec.h"
 #include "server/store/debuginfo_store.h"
+#include "server/target/file_status.h"
 
 namespace symdex::query {
 namespace {
@@ -133,14 +134,16 @@ absl::StatusOr<IndexState> LocalQuery::Index(bool check_integrity) {
     ASSIGN_OR_RETURN(ts.summary.counts, store::CountTarget(db, t.id));
     ASSIGN_OR_RETURN(auto files, store::TargetFiles(db, t.id));
     for (auto& f : files) {
-      const bool problem = f.status == "error" || (f.status == "missing" && f.role != "module");
-      ts.files.push_back({std::move(f.role), std::move(f.path), std::move(f.status), std::move(f.detail), problem});
+      const bool problem = f.status == target::InputFileStatus::kError ||
+                           (f.status == target::InputFileStatus::kMissing && f.role != "module");
+      ts.files.push_back(
+          {std::move(f.role), std::move(f.path), std::string(target::Name(f.status)), std::move(f.detail), problem});
     }
     ASSIGN_OR_RETURN(auto dbg, store::TargetDebugInfo(db, t.id));
     for (auto& d : dbg) {
-      const bool usable = d.status == "used" || d.status == "cached";
-      ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::move(d.status), std::move(d.path),
-                              std::move(d.origin), std::move(d.detail), usable});
+      const bool usable = d.status == target::DebugFileStatus::kUsed || d.status == target::DebugFileStatus::kCached;
+      ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::string(target::Name(d.status)),
+                              std::move(d.path), std::move(d.origin), std::move(d.detail), usable});
     }
     ASSIGN_OR_RETURN(ts.addr_map, VmlinuxAddrMap(db, path_, t));
     ts.summary.info = std::move(t);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 #include "server/indexer/indexer.h"
 #include "server/store/debuginfo_store.h"
 
@@ -24,7 +25,7 @@ std::vector<std::string> PathSuffixes(const std::string& path) {
   return out;
 }
 
-bool IsText(const Instance& in) { return indexer::IsTextType(in.type); }
+bool IsText(const Instance& in) { return IsCodeSymbolType(in.type); }
 
 std::string Sanitize(std::string_view s) {
   std::string out;

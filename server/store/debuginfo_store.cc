@@ -34,12 +34,16 @@ bool StoredIndexIsCurrent(const DebugFileInfo& d) {
   return d.stamp && *d.stamp == *now;
 }
 
-absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx, const std::string& build_id_hex,
-                                        const std::string& path, const std::optional<debuginfo::FileStamp>& stamp,
-                                        std::optional<uint64_t> text_addr, double index_seconds, int64_t now) {
+absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
+                                                const std::string& build_id_hex, const std::string& path,
+                                                const std::optional<debuginfo::FileStamp>& stamp,
+                                                std::optional<uint64_t> text_addr, double index_seconds,
+                                                int64_t now) {
   ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
   ASSIGN_OR_RETURN(auto existing, FindDebugFile(db, build_id_hex));
-  if (existing && existing->path == path && existing->stamp && existing->stamp == stamp) return existing->id;
+  if (existing && existing->path == path && existing->stamp && existing->stamp == stamp) {
+    return StoredDebugFile{.id = existing->id};
+  }
 
   int64_t id = 0;
   if (existing) {
@@ -108,6 +112,8 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
                                        "decl_file, decl_line, entry_file, entry_line, flags) "
                                        "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"));
   ASSIGN_OR_RETURN(Stmt rng, db.Prepare("INSERT INTO dwarf_ranges (function_id, section, lo, hi) VALUES (?1,?2,?3,?4)"));
+  std::vector<int64_t> function_ids;
+  function_ids.reserve(idx.functions.size());
   for (const auto& f : idx.functions) {
     fn.Bind(1, id).Bind(2, f.name).Bind(3, opt_sec(f.entry_section)).Bind(4, ToDb(f.entry));
     fn.Bind(5, int64_t{f.cu}).Bind(6, opt_file(f.decl_file)).Bind(7, int64_t{f.decl_line});
@@ -115,6 +121,7 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
     fn.Bind(10, int64_t{(f.external ? 1 : 0) | (f.inline_copy ? 2 : 0)});
     RETURN_IF_ERROR(fn.Run());
     const int64_t fid = sqlite3_last_insert_rowid(db.raw());
+    function_ids.push_back(fid);
     for (const auto& r : f.ranges) {
       rng.Bind(1, fid).Bind(2, opt_sec(r.section)).Bind(3, ToDb(r.lo)).Bind(4, ToDb(r.hi));
       RETURN_IF_ERROR(rng.Run());
@@ -137,7 +144,7 @@ absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx
     RETURN_IF_ERROR(sl.Run());
   }
   RETURN_IF_ERROR(tx.Commit());
-  return id;
+  return StoredDebugFile{.id = id, .function_ids = std::move(function_ids)};
 }
 
 absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module) {
@@ -192,13 +199,16 @@ absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_fi
   return out;
 }
 
+// Ordered (the order dwarf_functions_by_name gives anyway): FunctionLocator breaks ties
+// between identical ranges by it, and the indexer's in-memory join (indexer/dwarf_join.cc)
+// reproduces it.
 absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(
       "SELECT f.id, COALESCE(rs.name, ''), r.lo, r.hi, f.entry, COALESCE(es.name, '') "
       "FROM dwarf_functions f JOIN dwarf_ranges r ON r.function_id = f.id "
       "LEFT JOIN dwarf_sections rs ON rs.debug_file_id = f.debug_file_id AND rs.idx = r.section "
       "LEFT JOIN dwarf_sections es ON es.debug_file_id = f.debug_file_id AND es.idx = f.section "
-      "WHERE f.debug_file_id = ?1"));
+      "WHERE f.debug_file_id = ?1 ORDER BY f.name, f.id, r.rowid"));
   st.Bind(1, debug_file_id);
   std::vector<debuginfo::FunctionSpan> out;
   for (;;) {

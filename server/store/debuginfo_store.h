@@ -32,9 +32,18 @@ absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::st
 // already stored from the same file with the same stamp (another run got there first) nothing
 // is written and the existing id returned; if it was stored from a file that has changed since,
 // its DWARF rows are replaced in place (same id: targets that use it keep pointing at it).
-absl::StatusOr<int64_t> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx, const std::string& build_id_hex,
-                                        const std::string& path, const std::optional<debuginfo::FileStamp>& stamp,
-                                        std::optional<uint64_t> text_addr, double index_seconds, int64_t now_unix);
+struct StoredDebugFile {
+  int64_t id = 0;
+  // When this call wrote the rows: the dwarf_functions row id of each idx.functions[i], so the
+  // caller can join symbols to `idx` in memory instead of reading the rows back. Empty when
+  // the rows were already there (they are the store's, not necessarily `idx`'s).
+  std::optional<std::vector<int64_t>> function_ids;
+};
+absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
+                                                const std::string& build_id_hex, const std::string& path,
+                                                const std::optional<debuginfo::FileStamp>& stamp,
+                                                std::optional<uint64_t> text_addr, double index_seconds,
+                                                int64_t now_unix);
 
 // Whether a stored index may be reused without parsing: its file is unchanged, or gone (nothing
 // to re-check against: the index was whole when it was made). Changed, or stored before file
@@ -63,7 +72,8 @@ struct SymbolLine {
 };
 absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_file_id);
 
-// Address ranges of every function of a debug file, for the symbol join.
+// Address ranges of every function of a debug file, for the symbol join: by function name,
+// then row id, each function's ranges in order.
 absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id);
 
 }  // namespace symdex::store

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "server/common/symbol_type.h"
 #include "server/common/strings.h"
 
 namespace symdex::store {
@@ -138,7 +139,7 @@ absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarg
   for (const auto& d : t.debuginfo) {
     if (!pick(d.module)) continue;
     ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
-    ins_dbg.Bind(5, d.status).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
+    ins_dbg.Bind(5, target::Name(d.status)).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
     RETURN_IF_ERROR(ins_dbg.Run());
   }
   return absl::OkStatus();
@@ -183,7 +184,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
                    db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
                               "VALUES (?1,?2,?3,?4,?5)"));
   for (const auto& f : t.files) {
-    ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, f.status).Bind(5, NonEmpty(f.detail));
+    ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, target::Name(f.status)).Bind(5, NonEmpty(f.detail));
     RETURN_IF_ERROR(ins_file.Run());
   }
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, [](const std::string&) { return true; }));
@@ -258,11 +259,11 @@ absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& 
 
 absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t id) {
   TargetCounts c;
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(StrCat(
       "SELECT (SELECT COUNT(*) FROM modules WHERE target_id = ?1),"
       " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NULL),"
       " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NOT NULL),"
-      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND type IN ('t','T'))"));
+      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND type IN ", SqlTypeList(kTextSymbolTypes), ")")));
   st.Bind(1, id);
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (row) {
@@ -282,7 +283,8 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back({st.Text(0), st.Text(1), st.Text(2), st.Text(3)});
+    ASSIGN_OR_RETURN(auto status, target::ParseInputFileStatus(st.Text(2)));
+    out.push_back({st.Text(0), st.Text(1), status, st.Text(3)});
   }
   return out;
 }
@@ -296,7 +298,8 @@ absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t id)
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    out.push_back({st.Text(0), st.Text(1), st.Text(2), st.Text(3), st.Text(4), st.Text(5), st.OptInt(6)});
+    ASSIGN_OR_RETURN(auto status, target::ParseDebugFileStatus(st.Text(2)));
+    out.push_back({st.Text(0), st.Text(1), status, st.Text(3), st.Text(4), st.Text(5), st.OptInt(6)});
   }
   return out;
 }
@@ -356,9 +359,9 @@ Candidate CandidateOf(const SymbolRecord& r) { return {r.name, r.module, r.addr,
 absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
   // Kernel addresses all sit in the upper half: as signed integers they order correctly.
   std::string sql = std::string(kSymbolSelect) +
-                    "WHERE s.target_id = ?1 AND s.section IS NULL AND s.type IN ('t','T','w','W','i') "
-                    "AND s.addr = (SELECT MAX(addr) FROM symbols WHERE target_id = ?1 AND section IS NULL "
-                    "AND type IN ('t','T','w','W','i') AND addr <= ?2 AND (addr < 0) = (?2 < 0))";
+                    "WHERE s.target_id = ?1 AND s.section IS NULL AND s.type IN " + SqlTypeList(kCodeSymbolTypes) +
+                    " AND s.addr = (SELECT MAX(addr) FROM symbols WHERE target_id = ?1 AND section IS NULL "
+                    "AND type IN " + SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?2 AND (addr < 0) = (?2 < 0))";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, ToDb(addr));
   std::optional<SymbolRecord> best;
@@ -399,10 +402,11 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
     }
   }
   // Served by the covering index symbols_text_by_addr (schema/005).
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT addr, type, name, size, size_exact, module_id, "
-                                       "dwarf_function_id IS NOT NULL, src_line IS NOT NULL FROM symbols "
-                                       "WHERE target_id = ?1 AND section IS NULL AND type IN ('t','T','w','W','i') "
-                                       "ORDER BY addr, id"));
+  // (The index's WHERE names the same letters; SQLite uses it only when the query's list matches.)
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
+                                              "dwarf_function_id IS NOT NULL, src_line IS NOT NULL FROM symbols "
+                                              "WHERE target_id = ?1 AND section IS NULL AND type IN ",
+                                              SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
   st.Bind(1, target_id);
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -474,7 +478,7 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
 }
 
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool all_types) {
-  std::string sql = std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND (?2 OR s.type IN ('t','T'))";
+  std::string sql = std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND (?2 OR s.type IN " + SqlTypeList(kTextSymbolTypes) + ")";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, int64_t{all_types});
   std::vector<SymbolRecord> out;

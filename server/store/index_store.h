@@ -31,7 +31,9 @@ struct TargetCounts {
 };
 
 struct FileRecord {
-  std::string role, path, status, detail;
+  std::string role, path;
+  target::InputFileStatus status = target::InputFileStatus::kUsed;
+  std::string detail;
 };
 
 struct ModuleRecord {
@@ -84,7 +86,9 @@ absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t target_id);
 absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t target_id);
 struct DebugInfoStatus {
   std::string module;  // "" = vmlinux
-  std::string build_id, status, path, origin, detail;
+  std::string build_id;
+  target::DebugFileStatus status = target::DebugFileStatus::kNotFound;
+  std::string path, origin, detail;
   std::optional<int64_t> debug_file_id;
 };
 absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t target_id);

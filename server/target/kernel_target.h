@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/common/build_id.h"
+#include "server/target/file_status.h"
 
 namespace symdex::target {
 
@@ -43,7 +44,7 @@ struct DebugInfoRecord {
   std::string module;  // "" = vmlinux
   std::string build_id;
   std::optional<int64_t> debug_file_id;
-  std::string status;  // used | cached | not-found | build-id-mismatch | parse-error | no-build-id
+  DebugFileStatus status = DebugFileStatus::kNotFound;
   std::string path;
   std::string origin;  // local | debuginfod
   std::string detail;
@@ -53,7 +54,7 @@ struct DebugInfoRecord {
 struct SourceFile {
   std::string role;    // kallsyms, modules, notes, module-notes, module-sections, system-map, module
   std::string path;
-  std::string status;  // used | missing | error | skipped
+  InputFileStatus status = InputFileStatus::kUsed;
   std::string detail;
 };
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <map>
 
-#include "server/common/strings.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 #include "server/common/file_util.h"
 #include "server/ingest/elf_notes.h"
@@ -30,14 +30,8 @@ std::string ZeroAddressHelp(const std::string& sysroot) {
       "'sysctl kernel.kptr_restrict=1'. Refusing to index zeros.");
 }
 
-std::optional<uint64_t> ParseHexLine(std::string_view s) {
-  s = StripWhitespace(s);
-  if (s.starts_with("0x")) s.remove_prefix(2);
-  uint64_t v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v, 16);
-  if (s.empty() || r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
-  return v;
-}
+// A sysfs file holding one address ("0xffffffffc0a01000\n").
+std::optional<uint64_t> ParseHexLine(std::string_view s) { return ParseHex(StripWhitespace(s)); }
 
 }  // namespace
 
@@ -62,7 +56,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   if (ingest::AllAddressesZero(ksyms)) {
     return absl::FailedPreconditionError(ZeroAddressHelp(root));
   }
-  t.files.push_back({"kallsyms", kallsyms_path, "used", ""});
+  t.files.push_back({"kallsyms", kallsyms_path, InputFileStatus::kUsed, ""});
   t.source = kallsyms_path;
 
   if (auto rel = ReadFileBounded(SysrootPath(root, "/proc/sys/kernel/osrelease"), 4096); rel.ok()) {
@@ -73,15 +67,15 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   if (auto notes = ReadFileBounded(notes_path, kMaxSmallFileBytes); notes.ok()) {
     auto id = ingest::FindGnuBuildId(*notes);
     if (!id.ok()) {
-      t.files.push_back({"notes", notes_path, "error", std::string(id.status().message())});
+      t.files.push_back({"notes", notes_path, InputFileStatus::kError, std::string(id.status().message())});
     } else if (!id->has_value()) {
-      t.files.push_back({"notes", notes_path, "error", "no GNU build-ID note"});
+      t.files.push_back({"notes", notes_path, InputFileStatus::kError, "no GNU build-ID note"});
     } else {
       t.build_id = **id;
-      t.files.push_back({"notes", notes_path, "used", ""});
+      t.files.push_back({"notes", notes_path, InputFileStatus::kUsed, ""});
     }
   } else {
-    t.files.push_back({"notes", notes_path, "missing", std::string(notes.status().message())});
+    t.files.push_back({"notes", notes_path, InputFileStatus::kMissing, std::string(notes.status().message())});
   }
 
   // Modules: every [tag] in kallsyms, plus /proc/modules (which also gives sizes).
@@ -95,7 +89,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   if (auto mtext = ReadFileBounded(modules_path, kMaxSmallFileBytes * 16); mtext.ok()) {
     auto mods = ingest::ParseProcModules(*mtext, modules_path);
     if (!mods.ok()) {
-      t.files.push_back({"modules", modules_path, "error", std::string(mods.status().message())});
+      t.files.push_back({"modules", modules_path, InputFileStatus::kError, std::string(mods.status().message())});
     } else {
       for (const auto& m : *mods) {
         ModuleInfo& info = t.modules[module_id(m.name)];
@@ -104,10 +98,10 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
         // range starts when /sys/module/M/sections/.text cannot be read (store/symbol_extent.h).
         if (m.addr != 0) info.text_addr = m.addr;
       }
-      t.files.push_back({"modules", modules_path, "used", ""});
+      t.files.push_back({"modules", modules_path, InputFileStatus::kUsed, ""});
     }
   } else {
-    t.files.push_back({"modules", modules_path, "missing", std::string(mtext.status().message())});
+    t.files.push_back({"modules", modules_path, InputFileStatus::kMissing, std::string(mtext.status().message())});
   }
 
   t.symbols.reserve(ksyms.size());

@@ -81,7 +81,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> vsyms,
                    ingest::ParseKallsyms(map_text, opts.system_map));
   if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
-  t.files.push_back({"system-map", opts.system_map, "used", ""});
+  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, ""});
   t.symbols.reserve(vsyms.size());
   for (auto& k : vsyms) {
     if (!k.module.empty()) {
@@ -139,19 +139,19 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
     for (ModuleResult& r : results) {
       if (!r.table.ok()) {
         ++failed;
-        t.files.push_back({"module", r.path, "error", std::string(r.table.status().message())});
+        t.files.push_back({"module", r.path, InputFileStatus::kError, std::string(r.table.status().message())});
         continue;
       }
       ingest::ElfSymbolTable& tab = *r.table;
       std::string name = !tab.modinfo_name.empty() ? tab.modinfo_name : ModuleNameFromPath(r.path);
       if (auto [pos, fresh] = seen.emplace(name, r.path); !fresh) {
-        t.files.push_back({"module", r.path, "skipped",
+        t.files.push_back({"module", r.path, InputFileStatus::kSkipped,
                            StrCat("module ", name, " already read from ", pos->second)});
         continue;
       }
       int mi = static_cast<int>(t.modules.size());
       t.modules.push_back(ModuleInfo{.name = name, .build_id = tab.build_id, .path = r.path});
-      t.files.push_back({"module", r.path, "used", ""});
+      t.files.push_back({"module", r.path, InputFileStatus::kUsed, ""});
       for (auto& s : tab.symbols) {
         t.symbols.push_back(SymbolEntry{.name = std::move(s.name),
                                         .type = s.type,

@@ -17,8 +17,8 @@ TEST(IndexStoreTest, WritesAndReadsBackATarget) {
   auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
   ASSERT_TRUE(db.ok());
   auto t = SmallTarget("host");
-  t.files.push_back({"kallsyms", "/proc/kallsyms", "used", ""});
-  t.files.push_back({"modules", "/proc/modules", "missing", "no such file"});
+  t.files.push_back({"kallsyms", "/proc/kallsyms", target::InputFileStatus::kUsed, ""});
+  t.files.push_back({"modules", "/proc/modules", target::InputFileStatus::kMissing, "no such file"});
   t.warnings = {"w1", "w2"};
   auto gen = ReplaceTarget(*db, t, 1700000000);
   ASSERT_TRUE(gen.ok()) << gen.status();
@@ -75,7 +75,8 @@ TEST(IndexStoreTest, FailedReindexLeavesThePreviousVersionIntact) {
   ASSERT_TRUE(ReplaceTarget(*db, good, 1).ok());
   auto bad = SmallTarget("host");
   bad.symbols.resize(2);
-  bad.files.push_back({"kallsyms", "/x", "not-a-status", ""});  // violates the CHECK, after all inserts
+  // A debug file that does not exist: violates the foreign key, after all other inserts.
+  bad.debuginfo.push_back({.module = "", .debug_file_id = 424242, .status = target::DebugFileStatus::kCached});
   EXPECT_FALSE(ReplaceTarget(*db, bad, 2).ok());
   auto info = FindTarget(*db, "host");
   ASSERT_TRUE(info->has_value());

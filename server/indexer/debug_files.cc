@@ -1,0 +1,249 @@
+// Steps 3 and 4 of an index run (steps.h): which debug file each part of the target uses, and
+// parsing and storing the ones not indexed yet.
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <thread>
+
+#include "server/common/strings.h"
+#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/worker_client.h"
+#include "server/indexer/steps.h"
+#include "server/ingest/kallsyms.h"
+
+namespace symdex::indexer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using target::DebugFileStatus;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The stored index `cached` of the part's build-ID, used as it is.
+void UseStored(Part& p, const store::DebugFileInfo& cached) {
+  p.record.debug_file_id = cached.id;
+  p.record.status = DebugFileStatus::kCached;
+  p.debug_text_addr = cached.text_addr;
+}
+
+// The stored index of a build-ID when it may be reused as it is; one made from a file that
+// has changed since goes to p.stale instead (parsed again, kept if that fails).
+absl::StatusOr<std::optional<store::DebugFileInfo>> CurrentStoredIndex(store::Db& db, Part& p) {
+  ASSIGN_OR_RETURN(auto cached, store::FindDebugFile(db, p.record.build_id));
+  if (cached && !store::StoredIndexIsCurrent(*cached)) {
+    p.stale = std::move(cached);
+    cached.reset();
+  }
+  return cached;
+}
+
+struct Parsed {
+  absl::StatusOr<debuginfo::DwarfIndex> index = absl::UnknownError("not run");
+  std::optional<debuginfo::FileStamp> stamp;  // of the file, taken before parsing it
+  double seconds = 0;
+};
+
+// Parses one debug file in a worker process (debug files are untrusted input).
+void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
+                   const std::string& path, unsigned jobs, Parsed& out) {
+  auto s = Clock::now();
+  out.stamp = debuginfo::StampOf(path);
+  if (!exe.ok()) {
+    out.index = exe.status();
+  } else {
+    if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
+    out.index = worker->Index(path, jobs);
+  }
+  out.seconds = Since(s);
+}
+
+// Parses plan.to_parse: vmlinux-style files with all threads, modules one thread (and one
+// worker) each, in parallel. parsed[k] is the result for plan.to_parse[k].
+std::vector<Parsed> ParseAll(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs) {
+  const auto& parts = plan.parts;
+  const auto& to_parse = plan.to_parse;
+  std::vector<Parsed> parsed(to_parse.size());
+  std::vector<size_t> big, small;
+  for (size_t k = 0; k < to_parse.size(); ++k) (parts[to_parse[k]].module < 0 ? big : small).push_back(k);
+  const absl::StatusOr<std::string> worker_exe =
+      to_parse.empty() ? absl::StatusOr<std::string>("") : debuginfo::FindWorkerExecutable();
+  for (size_t k : big) {
+    std::unique_ptr<debuginfo::DwarfWorker> w;
+    ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, jobs, parsed[k]);
+  }
+  std::atomic<size_t> next{0}, done{0};
+  std::vector<std::thread> pool;
+  auto worker = [&](bool report) {
+    std::unique_ptr<debuginfo::DwarfWorker> w;  // this thread's, for all its files
+    for (size_t j; (j = next.fetch_add(1)) < small.size();) {
+      size_t k = small[j];
+      ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, 1, parsed[k]);
+      size_t d = done.fetch_add(1) + 1;
+      if (report && req.progress) req.progress("module debug info", d, small.size());
+    }
+  };
+  for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker, false);
+  worker(true);
+  for (auto& th : pool) th.join();
+  if (req.progress && !small.empty()) req.progress("module debug info", small.size(), small.size());
+  return parsed;
+}
+
+}  // namespace
+
+absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const target::KernelTarget& t,
+                                             unsigned jobs, const PartFilter& want) {
+  DebugFilePlan plan;
+  std::vector<Part>& parts = plan.parts;
+  if (want(-1)) {
+    parts.push_back(Part{.module = -1, .record = {.module = "", .build_id = t.build_id ? t.build_id->ToHex() : ""}});
+  }
+  for (size_t i = 0; i < t.modules.size(); ++i) {
+    const auto& m = t.modules[i];
+    if (ingest::IsPseudoModule(m.name) || !want(static_cast<int>(i))) continue;
+    parts.push_back(Part{.module = static_cast<int>(i),
+                         .record = {.module = m.name, .build_id = m.build_id ? m.build_id->ToHex() : ""}});
+  }
+  // Lookups read files (build-ID notes); SQLite reads stay on this thread, so look up the
+  // store first, then search in parallel.
+  std::vector<size_t> need_search;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Part& p = parts[i];
+    if (!p.record.build_id.empty()) {
+      ASSIGN_OR_RETURN(auto cached, CurrentStoredIndex(db, p));
+      if (cached) {
+        UseStored(p, *cached);
+        p.record.path = cached->path;
+        p.verified = true;
+        continue;
+      }
+    }
+    need_search.push_back(i);
+  }
+  {
+    debuginfo::DebugFinder finder(req.finder);
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    auto worker = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < need_search.size();) {
+        Part& p = parts[need_search[k]];
+        debuginfo::DebugFileRequest dr{.module = p.record.module, .release = t.release};
+        if (!p.record.build_id.empty()) dr.build_id = BuildId::FromHex(p.record.build_id);
+        debuginfo::LookupResult lr = finder.Find(dr);
+        p.record.status = lr.status;
+        p.record.detail = StrJoin(lr.attempts, "; ");
+        if (lr.found) {
+          p.record.path = lr.found->path;
+          p.record.origin = lr.found->origin;
+          p.verified = lr.found->verified;
+          p.path_to_index = lr.found->path;
+          if (p.record.build_id.empty() && lr.found->build_id) p.record.build_id = lr.found->build_id->ToHex();
+        }
+      }
+    };
+    for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+  }
+
+  // A file found for a build-ID another part already uses is parsed once.
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Part& p = parts[i];
+    if (p.path_to_index.empty()) {
+      if (p.stale) {
+        // The file it was made from now holds something else, and no file with this build-ID
+        // was found: the stored index is still this build-ID's.
+        UseStored(p, *p.stale);
+        p.record.path = p.stale->path;
+        p.record.detail = StrCat(p.stale->path, " changed since it was indexed; no file with build-ID ",
+                                 p.record.build_id, " found (", p.record.detail, ")");
+      }
+      continue;
+    }
+    if (p.record.build_id.empty()) {
+      p.record.status = DebugFileStatus::kNoBuildId;
+      p.record.detail = StrCat(p.path_to_index, " has no GNU build-ID; symdex keys debug info by build-ID");
+      p.path_to_index.clear();
+      continue;
+    }
+    auto [it, fresh] = plan.first_part_for_build_id.emplace(p.record.build_id, i);
+    if (!fresh) continue;  // resolved from the first part after parsing
+    ASSIGN_OR_RETURN(auto cached, CurrentStoredIndex(db, p));
+    if (cached) {  // unverified vmlinux whose build-ID turns out to be known
+      UseStored(p, *cached);
+      p.path_to_index.clear();
+      continue;
+    }
+    plan.to_parse.push_back(i);
+  }
+  return plan;
+}
+
+absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::KernelTarget& t, unsigned jobs,
+                        DebugFilePlan& plan, IndexSummary& sum) {
+  std::vector<Part>& parts = plan.parts;
+  std::vector<Parsed> parsed = ParseAll(req, plan, jobs);
+
+  // Store each parsed file under its build-ID (immutable, own transaction), and keep what the
+  // symbol join needs of it.
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (size_t k = 0; k < plan.to_parse.size(); ++k) {
+    Part& p = parts[plan.to_parse[k]];
+    if (!parsed[k].index.ok()) {
+      // Never stored: the next run tries again. An index made from the file before it changed
+      // stays, and is used meanwhile.
+      p.record.status = DebugFileStatus::kParseError;
+      p.record.detail = std::string(parsed[k].index.status().message());
+      if (p.stale) {
+        p.record.debug_file_id = p.stale->id;
+        p.debug_text_addr = p.stale->text_addr;
+        p.record.detail += StrCat("; using the index made from ", p.stale->path, " before it changed");
+      }
+      ++sum.debug_failed;
+      continue;
+    }
+    const debuginfo::DwarfIndex& di = *parsed[k].index;
+    if (di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id) {
+      p.record.status = DebugFileStatus::kBuildIdMismatch;
+      p.record.detail = StrCat(p.record.path, " changed while being read");
+      continue;
+    }
+    std::optional<uint64_t> text_addr;
+    if (!di.relocatable) {
+      auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");
+      if (v.ok()) text_addr = *v;
+    }
+    ASSIGN_OR_RETURN(store::StoredDebugFile stored,
+                     store::InsertDebugFile(db, di, p.record.build_id, p.record.path, parsed[k].stamp, text_addr,
+                                            parsed[k].seconds, now));
+    p.record.debug_file_id = stored.id;
+    p.debug_text_addr = text_addr;
+    if (stored.function_ids) p.join = JoinTableOf(di, *stored.function_ids);
+    parsed[k].index = absl::CancelledError("stored");  // its memory is not needed any more
+    ++sum.debug_indexed;
+  }
+  for (Part& p : parts) {
+    if (p.record.debug_file_id || p.record.build_id.empty()) continue;
+    auto it = plan.first_part_for_build_id.find(p.record.build_id);
+    if (it != plan.first_part_for_build_id.end() && parts[it->second].record.debug_file_id) {
+      p.record.debug_file_id = parts[it->second].record.debug_file_id;
+      p.debug_text_addr = parts[it->second].debug_text_addr;
+      p.join = parts[it->second].join;
+    }
+  }
+  // An offline System.map carries no build-ID: check the vmlinux found by release against it.
+  if (!parts.empty() && parts[0].module < 0) {
+    Part& vml = parts[0];
+    if (!vml.verified && vml.record.debug_file_id && t.text_addr && vml.debug_text_addr &&
+        *t.text_addr != *vml.debug_text_addr && t.kind == "offline") {
+      vml.record.status = DebugFileStatus::kBuildIdMismatch;
+      vml.record.detail = StrCat(vml.record.path, ": _text differs from the System.map's");
+      vml.record.debug_file_id.reset();
+      vml.join.reset();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace symdex::indexer

@@ -1,0 +1,133 @@
+// Step 5 of an index run (steps.h): every code symbol joined to its DWARF function instance
+// and line-table row, by address (debuginfo/symbol_join.h says why never by name).
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+
+#include "server/common/strings.h"
+#include "server/common/symbol_type.h"
+#include "server/indexer/steps.h"
+
+namespace symdex::indexer {
+namespace {
+
+using target::DebugFileStatus;
+
+std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
+  return section < idx.sections.size() ? idx.sections[section] : std::string();
+}
+
+}  // namespace
+
+std::shared_ptr<const JoinTable> JoinTableOf(const debuginfo::DwarfIndex& idx,
+                                             const std::vector<int64_t>& function_ids) {
+  // Spans in the order LoadJoinTable reads them (by function name, then row id; each
+  // function's ranges in order): the locator breaks ties between functions with the same range
+  // (aliases such as memmove / __memmove) by that order, so the join must see the same one.
+  const size_t n = std::min(idx.functions.size(), function_ids.size());
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int c = idx.functions[a].name.compare(idx.functions[b].name);
+    return c != 0 ? c < 0 : function_ids[a] < function_ids[b];
+  });
+  std::vector<debuginfo::FunctionSpan> spans;
+  for (size_t i : order) {
+    const debuginfo::DwarfFunction& f = idx.functions[i];
+    const std::string entry_section = SectionName(idx, f.entry_section);
+    for (const debuginfo::AddrRange& r : f.ranges) {
+      spans.push_back({function_ids[i], SectionName(idx, r.section), r.lo, r.hi, f.entry, entry_section});
+    }
+  }
+  auto table = std::make_shared<JoinTable>(std::move(spans));
+  for (const debuginfo::DwarfSymbolLine& l : idx.symbol_lines) {
+    store::SymbolLine row{.section = SectionName(idx, l.section), .addr = l.addr, .line = int64_t{l.line}};
+    if (l.cu != UINT32_MAX) row.unit = int64_t{l.cu};
+    if (l.file != debuginfo::kNoFile) row.file = int64_t{l.file};
+    table->lines.insert_or_assign({row.section, row.addr}, std::move(row));
+  }
+  return table;
+}
+
+absl::StatusOr<std::shared_ptr<const JoinTable>> LoadJoinTable(store::Db& db, int64_t debug_file_id) {
+  ASSIGN_OR_RETURN(auto spans, store::LoadFunctionSpans(db, debug_file_id));
+  auto table = std::make_shared<JoinTable>(std::move(spans));
+  ASSIGN_OR_RETURN(auto rows, store::LoadSymbolLines(db, debug_file_id));
+  for (auto& l : rows) table->lines.insert_or_assign({l.section, l.addr}, std::move(l));
+  return table;
+}
+
+absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts,
+                                IndexSummary& sum) {
+  std::vector<std::vector<size_t>> symbols_by_part(parts.size());
+  std::unordered_map<int, size_t> part_of_module;
+  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
+  for (size_t s = 0; s < t.symbols.size(); ++s) {
+    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
+    auto it = part_of_module.find(t.symbols[s].module);
+    if (it != part_of_module.end()) symbols_by_part[it->second].push_back(s);
+  }
+  // Debug files indexed by an earlier run: read from the store once each.
+  std::unordered_map<int64_t, std::shared_ptr<const JoinTable>> loaded;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    Part& p = parts[i];
+    if (p.record.status == DebugFileStatus::kCached) ++sum.debug_cached;
+    if (!p.record.debug_file_id && p.record.status != DebugFileStatus::kParseError) ++sum.debug_missing;
+    if (!p.record.debug_file_id) {
+      for (size_t s : symbols_by_part[i]) {
+        t.symbols[s].dwarf_note = StrCat("no debug info (", Name(p.record.status), ")");
+      }
+      continue;
+    }
+    if (!p.join) {
+      auto& table = loaded[*p.record.debug_file_id];
+      if (!table) {
+        ASSIGN_OR_RETURN(table, LoadJoinTable(db, *p.record.debug_file_id));
+      }
+      p.join = table;
+    }
+    const JoinTable& join = *p.join;
+    int64_t slide = 0;
+    if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
+    std::vector<std::pair<std::string, uint64_t>> sections;
+    if (p.module >= 0) sections = t.modules[static_cast<size_t>(p.module)].sections;
+    for (size_t s : symbols_by_part[i]) {
+      target::SymbolEntry& sym = t.symbols[s];
+      std::string section;
+      uint64_t addr = sym.addr;
+      if (p.module < 0) {
+        addr = sym.addr - static_cast<uint64_t>(slide);
+      } else if (sym.section.empty()) {
+        auto so = debuginfo::SectionOffset(sections, sym.addr);
+        if (!so) {
+          sym.dwarf_note = "module section bases unknown (/sys/module/M/sections unreadable)";
+          continue;
+        }
+        section = so->first;
+        addr = so->second;
+      } else {
+        section = sym.section;
+      }
+      sym.debug_file_id = p.record.debug_file_id;
+      if (auto l = join.lines.find({section, addr}); l != join.lines.end() && l->second.line > 0) {
+        sym.src_unit = l->second.unit;
+        sym.src_file = l->second.file;
+        sym.src_line = l->second.line;
+      }
+      auto hit = join.locator.Find(section, addr);
+      if (!hit) {
+        sym.dwarf_note = sym.src_line ? "no DW_TAG_subprogram here (assembly or a compiler alias): line-table only"
+                                      : "no DWARF function or line at this address";
+        continue;
+      }
+      sym.dwarf_function_id = hit->function_id;
+      if (!hit->at_entry) {
+        sym.dwarf_note = hit->offset == 0 ? "start of a non-entry range (a .cold/.part split)"
+                                          : StrCat("inside a function, +", hit->offset, " from its range start");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace symdex::indexer

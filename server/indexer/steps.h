@@ -1,0 +1,106 @@
+// The steps of one index run, in the order indexer.cc runs them:
+//
+//   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles -> 4 IndexDwarf
+//     -> 5 JoinSymbolsToDwarf -> 6 WriteAddrMaps -> 7 WriteTarget
+//
+// Each step takes the target and/or the parts it works on and hands the next one what it
+// made; nothing is written to SQLite and read back. Debug files are the one exception to
+// "written once, at the end": each is stored by IndexDwarf in its own transaction, because it
+// is keyed by build-ID, immutable and shared by every target that uses it (a later failure of
+// this run should not cost the next run the parse).
+// Internal to server/indexer/.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "server/debuginfo/symbol_join.h"
+#include "server/indexer/indexer.h"
+#include "server/store/debuginfo_store.h"
+#include "server/store/sqlite_db.h"
+#include "server/target/kernel_target.h"
+
+namespace symdex::indexer {
+
+// What the symbol join needs of one debug file: its function ranges (with their store row
+// ids) and the line-table rows at its symbols' addresses, keyed by (section, address).
+struct JoinTable {
+  explicit JoinTable(std::vector<debuginfo::FunctionSpan> spans) : locator(std::move(spans)) {}
+  debuginfo::FunctionLocator locator;
+  std::map<std::pair<std::string, uint64_t>, store::SymbolLine> lines;
+};
+
+// One part of the target that has its own debug file: vmlinux (module == -1) or a module.
+struct Part {
+  int module = -1;
+  target::DebugInfoRecord record;  // becomes t.debuginfo[...] at the end
+  std::string path_to_index;       // set when the file must be parsed in this run
+  bool verified = false;           // the file's build-ID was compared equal to the target's
+  std::optional<uint64_t> debug_text_addr;
+  // The stored index of this build-ID, made from a file that has changed since: parsed again;
+  // kept (and used) if the new parse fails.
+  std::optional<store::DebugFileInfo> stale;
+  // Set by IndexDwarf for a file parsed and stored in this run (built from the parse, not
+  // read back); parts that use an index stored earlier have none and JoinSymbolsToDwarf
+  // loads it.
+  std::shared_ptr<const JoinTable> join;
+};
+
+// Which modules a run covers: -1 is vmlinux, i >= 0 is t.modules[i].
+using PartFilter = std::function<bool(int)>;
+
+// What FindDebugFiles decided: the parts, which of them IndexDwarf must parse, and for each
+// build-ID found as a file, the part that parses it (the others share its result).
+struct DebugFilePlan {
+  std::vector<Part> parts;
+  std::vector<size_t> to_parse;  // indices into parts
+  std::unordered_map<std::string, size_t> first_part_for_build_id;
+};
+
+// Step 1 (LoadTarget, "read symbols"): the kernel target, live or offline, with every symbol, module and
+// input file; no debug info yet.
+absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req);
+
+// Step 3: which debug file each selected part uses. Takes the target; gives one Part per
+// selected part (vmlinux first), each either resolved from the store by build-ID ("cached"),
+// or with the file found locally / through debuginfod in `path_to_index`, or with the reason
+// there is none. A build-ID shared by several parts is parsed only for the first.
+absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req,
+                                                 const target::KernelTarget& t, unsigned jobs,
+                                                 const PartFilter& want);
+
+// Step 4: parses every file FindDebugFiles left in path_to_index (each in a worker process:
+// untrusted input), stores each under its build-ID, and keeps its JoinTable in memory. Gives
+// every part whose debug info is usable a debug_file_id; counts indexed/failed into `sum`.
+// Also refuses an offline vmlinux debug file whose _text disagrees with the System.map.
+absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::KernelTarget& t, unsigned jobs,
+                        DebugFilePlan& plan, IndexSummary& sum);
+
+// Step 5: joins every code symbol of the parts to its DWARF function and line-table row by
+// address, in memory (tables of debug files stored by earlier runs are loaded once each).
+// Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.
+absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts,
+                                IndexSummary& sum);
+
+// Step 6: the address map of vmlinux's debug file, built once per build-ID next to the index.
+// A failure is a warning on the target (answers stay right, only slower), not an error.
+absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
+                           const std::vector<Part>& parts, IndexSummary& sum);
+
+// (Step 7, WriteTarget, is store::ReplaceTarget / store::ReplaceModules: one transaction.)
+
+// A stored debug file's join table, read from the store.
+absl::StatusOr<std::shared_ptr<const JoinTable>> LoadJoinTable(store::Db& db, int64_t debug_file_id);
+// The join table of `idx`, stored with `function_ids` (store::StoredDebugFile), without a
+// round trip through SQLite: the same rows LoadJoinTable would read.
+std::shared_ptr<const JoinTable> JoinTableOf(const debuginfo::DwarfIndex& idx,
+                                             const std::vector<int64_t>& function_ids);
+
+}  // namespace symdex::indexer

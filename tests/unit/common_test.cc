@@ -1,0 +1,188 @@
+// The shared pieces in server/common/: hex parser, fd owner, bounds-checked reader, symbol-type
+// rule. Each is the only copy of its logic, so a bug here is a bug everywhere.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <gtest/gtest.h>
+
+#include "server/common/byte_reader.h"
+#include "server/common/hex.h"
+#include "server/common/symbol_type.h"
+#include "server/common/unique_fd.h"
+
+namespace symdex {
+namespace {
+
+TEST(ParseHex, AcceptsDigitsWithOrWithoutPrefix) {
+  EXPECT_EQ(ParseHex("ffffffff81000000"), 0xffffffff81000000u);
+  EXPECT_EQ(ParseHex("0xffffffffc0a01000"), 0xffffffffc0a01000u);
+  EXPECT_EQ(ParseHex("0X1F"), 0x1fu);
+  EXPECT_EQ(ParseHex("DEADbeef"), 0xdeadbeefu);
+  EXPECT_EQ(ParseHex("0"), 0u);
+  EXPECT_EQ(ParseHex("0x0"), 0u);
+  EXPECT_EQ(ParseHex("ffffffffffffffff"), UINT64_MAX);
+}
+
+TEST(ParseHex, RefusesEmptyLonePrefixAndJunk) {
+  EXPECT_EQ(ParseHex(""), std::nullopt);
+  EXPECT_EQ(ParseHex("0x"), std::nullopt);
+  EXPECT_EQ(ParseHex("0X"), std::nullopt);
+  EXPECT_EQ(ParseHex("12g4"), std::nullopt);
+  EXPECT_EQ(ParseHex("1234 "), std::nullopt);  // trailing junk
+  EXPECT_EQ(ParseHex(" 1234"), std::nullopt);
+  EXPECT_EQ(ParseHex("1234\n"), std::nullopt);
+  EXPECT_EQ(ParseHex("-1"), std::nullopt);
+  EXPECT_EQ(ParseHex("+1"), std::nullopt);
+  EXPECT_EQ(ParseHex("0x0x1"), std::nullopt);
+  EXPECT_EQ(ParseHex(std::string_view("12\0" "4", 4)), std::nullopt);
+}
+
+TEST(ParseHex, RefusesOverflowRatherThanWrapping) {
+  EXPECT_EQ(ParseHex("10000000000000000"), std::nullopt);  // 2^64
+  EXPECT_EQ(ParseHex("0x1ffffffffffffffff"), std::nullopt);
+  EXPECT_EQ(ParseHex("00000000000000001"), std::nullopt);   // 17 digits: over the 16 a u64 prints
+}
+
+TEST(ParseHex, PrefixPolicy) {
+  EXPECT_EQ(ParseHex("0x10", HexPrefix::kNone), std::nullopt);
+  EXPECT_EQ(ParseHex("10", HexPrefix::kNone), 0x10u);
+  EXPECT_EQ(ParseHex("10", HexPrefix::kRequired), std::nullopt);
+  EXPECT_EQ(ParseHex("0x10", HexPrefix::kRequired), 0x10u);
+  // Bare digits starting "0" are not a prefix: "0a" is 10.
+  EXPECT_EQ(ParseHex("0a", HexPrefix::kNone), 0xau);
+}
+
+TEST(ParseHex, IsUsableAtCompileTime) { static_assert(ParseHex("0x2a") == 42); }
+
+TEST(HexDigitValue, BothCases) {
+  EXPECT_EQ(HexDigitValue('0'), 0);
+  EXPECT_EQ(HexDigitValue('a'), 10);
+  EXPECT_EQ(HexDigitValue('F'), 15);
+  EXPECT_EQ(HexDigitValue('g'), -1);
+  EXPECT_EQ(HexDigitValue('x'), -1);
+}
+
+bool IsOpen(int fd) { return ::fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
+
+TEST(UniqueFd, ClosesOnDestruction) {
+  int raw;
+  {
+    UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd);
+    raw = fd.get();
+    EXPECT_TRUE(IsOpen(raw));
+  }
+  EXPECT_FALSE(IsOpen(raw));
+}
+
+TEST(UniqueFd, MoveTransfersOwnershipAndClosesOnce) {
+  UniqueFd a(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const int raw = a.get();
+  UniqueFd b(std::move(a));
+  EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+  EXPECT_EQ(b.get(), raw);
+  EXPECT_TRUE(IsOpen(raw));
+  UniqueFd c;
+  c = std::move(b);
+  EXPECT_EQ(c.get(), raw);
+  EXPECT_TRUE(IsOpen(raw));
+  c = std::move(c);  // self-move keeps it
+  EXPECT_EQ(c.get(), raw);
+  EXPECT_TRUE(IsOpen(raw));
+  c.Reset();
+  EXPECT_FALSE(IsOpen(raw));
+  EXPECT_FALSE(c.valid());
+  c.Reset();  // again: nothing to close, no error
+}
+
+TEST(UniqueFd, MoveAssignClosesTheOldOne) {
+  UniqueFd a(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  UniqueFd b(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const int old_b = b.get();
+  b = std::move(a);
+  EXPECT_FALSE(IsOpen(old_b));
+  EXPECT_TRUE(IsOpen(b.get()));
+}
+
+TEST(UniqueFd, ReleaseGivesUpOwnership) {
+  int raw;
+  {
+    UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    raw = fd.Release();
+    EXPECT_FALSE(fd.valid());
+  }
+  EXPECT_TRUE(IsOpen(raw));
+  ::close(raw);
+}
+
+TEST(ByteReader, ReadsLittleAndBigEndianIntegers) {
+  const std::string bytes("\x01\x02\x03\x04\x05\x06\x07\x08", 8);
+  ByteReader le(bytes);
+  EXPECT_EQ(le.Int<uint16_t>(), 0x0201);
+  EXPECT_EQ(le.Int<uint32_t>(), 0x06050403u);
+  EXPECT_EQ(le.pos(), 6u);
+  ByteReader be(bytes, std::endian::big);
+  EXPECT_EQ(be.Int<uint64_t>(), 0x0102030405060708u);
+  EXPECT_TRUE(be.done());
+  EXPECT_TRUE(be.ok());
+}
+
+TEST(ByteReader, FailsInsteadOfReadingPastTheEnd) {
+  const std::string bytes("\x01\x02\x03", 3);
+  ByteReader rd(bytes);
+  EXPECT_EQ(rd.Int<uint16_t>(), 0x0201);
+  EXPECT_EQ(rd.Int<uint32_t>(), 0u);  // 1 byte left
+  EXPECT_FALSE(rd.ok());
+  EXPECT_EQ(rd.error(), "truncated at byte 2");
+  EXPECT_EQ(rd.pos(), 2u);  // a failed read does not move
+  EXPECT_EQ(rd.Int<uint8_t>(), 0u);  // the failure sticks even for a read that would fit
+  EXPECT_EQ(rd.error(), "truncated at byte 2");
+}
+
+TEST(ByteReader, BytesAndStructsAreBounded) {
+  struct Pair {
+    uint32_t a, b;
+  };
+  std::string bytes(12, '\0');
+  bytes[0] = 7;
+  bytes[4] = 9;
+  ByteReader rd(bytes);
+  Pair p = rd.Struct<Pair>();
+  EXPECT_EQ(p.a, 7u);
+  EXPECT_EQ(p.b, 9u);
+  EXPECT_EQ(rd.Bytes(4).size(), 4u);
+  EXPECT_TRUE(rd.ok());
+  EXPECT_EQ(rd.Bytes(1), "");
+  EXPECT_FALSE(rd.ok());
+  ByteReader huge(bytes);
+  EXPECT_EQ(huge.Bytes(SIZE_MAX), "");  // no overflow in the bounds check
+  EXPECT_FALSE(huge.ok());
+}
+
+TEST(ByteReader, LengthPrefixedStringsAndCounts) {
+  std::string bytes("\x03\x00\x00\x00" "abc" "\xff\xff\xff\x7f", 11);
+  ByteReader rd(bytes);
+  EXPECT_EQ(rd.Str(16), "abc");
+  EXPECT_EQ(rd.Count(1), 0u);  // claims 2^31 elements with 0 bytes left
+  EXPECT_FALSE(rd.ok());
+  EXPECT_EQ(rd.error(), "count out of bounds at byte 11");
+
+  ByteReader too_long(std::string_view("\x03\x00\x00\x00" "abc", 7));
+  EXPECT_EQ(too_long.Str(2), "");  // over the caller's maximum
+  EXPECT_FALSE(too_long.ok());
+}
+
+TEST(SymbolType, TextIsTTAndCodeAddsWeakAndIndirect) {
+  for (char c : std::string_view("tT")) EXPECT_TRUE(IsTextSymbolType(c)) << c;
+  for (char c : std::string_view("wWiDdBbRrAUuvV?")) EXPECT_FALSE(IsTextSymbolType(c)) << c;
+  for (char c : std::string_view("tTwWi")) EXPECT_TRUE(IsCodeSymbolType(c)) << c;
+  for (char c : std::string_view("DdBbRrAUuvV?")) EXPECT_FALSE(IsCodeSymbolType(c)) << c;
+  EXPECT_FALSE(IsCodeSymbolType('\0'));
+  EXPECT_EQ(SqlTypeList(kTextSymbolTypes), "('t','T')");
+  EXPECT_EQ(SqlTypeList(kCodeSymbolTypes), "('t','T','w','W','i')");
+}
+
+}  // namespace
+}  // namespace symdex
