@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "client/cli_common.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 
 namespace symdex::cli {
@@ -118,17 +119,14 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   auto add = [&](std::string_view text) -> absl::Status {
     std::string_view v = StripWhitespace(text);
     if (v.empty()) return absl::OkStatus();
-    std::string_view digits = v;
-    if (digits.starts_with("0x") || digits.starts_with("0X")) digits.remove_prefix(2);
-    uint64_t a = 0;
-    auto r = std::from_chars(digits.data(), digits.data() + digits.size(), a, 16);
-    if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+    const std::optional<uint64_t> a = ParseHex(v);
+    if (!a) {
       RETURN_IF_ERROR(answer());  // keep stderr and stdout in input order
       fmt::print(stderr, "symdex: '{}' is not a hex address\n", v);
       worst = std::max(worst, int{kAmbiguous});
       return absl::OkStatus();
     }
-    batch.push_back(a);
+    batch.push_back(*a);
     return batch.size() >= kBatch ? answer() : absl::OkStatus();
   };
   auto stdin_ready = [] {

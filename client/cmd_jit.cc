@@ -10,6 +10,7 @@
 
 #include "client/cli_common.h"
 #include "client/cmd_jit.h"
+#include "server/common/hex.h"
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
 #include "server/jit/ingest.h"
@@ -26,20 +27,6 @@ constexpr char kSchemeHelp[] =
     "the Nov 2025 fix), sha1-code (perf 6.17: identical code => identical ID), md5-addr (perf <= 6.16 "
     "with libcrypto)";
 
-std::optional<uint64_t> ParseHex(std::string s) {
-  if (s.starts_with("0x") || s.starts_with("0X")) s = s.substr(2);
-  if (s.empty() || s.size() > 16) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-            : (c >= 'a' && c <= 'f')                    ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F')                    ? c - 'A' + 10
-                                                        : -1;
-    if (d < 0) return std::nullopt;
-    v = v << 4 | static_cast<uint64_t>(d);
-  }
-  return v;
-}
 
 nlohmann::json LoadJson(const query::JitFunction& l) {
   nlohmann::json j = {{"name", l.name},

@@ -13,6 +13,8 @@
 #include <map>
 
 #include "client/cli_common.h"
+#include "server/common/symbol_type.h"
+#include "server/common/hex.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 
@@ -330,7 +332,7 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
       ++k;
       auto parts = Split(l, ' ', true);
       if (parts.size() >= 2 && parts[1] == in.name) {
-        uint64_t a = std::strtoull(std::string(parts[0]).c_str(), nullptr, 16);
+        const uint64_t a = ParseHex(parts[0], HexPrefix::kNone).value_or(0);
         // The ftrace site may sit after the symbol start (__fentry__ after endbr64 / padding).
         if (a >= *in.addr && a < *in.addr + in.size.value_or(64)) index = k;
       }
@@ -342,7 +344,7 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
     if (!all.ok()) return Fail(g, all.status());
     std::vector<uint64_t> same_owner;
     for (const auto& c : all->instances) {
-      if (c.module == in.module && c.addr && (c.type == 't' || c.type == 'T')) same_owner.push_back(*c.addr);
+      if (c.module == in.module && c.addr && IsTextSymbolType(c.type)) same_owner.push_back(*c.addr);
     }
     std::sort(same_owner.begin(), same_owner.end());
     size_t rank = std::find(same_owner.begin(), same_owner.end(), in.addr.value_or(0)) - same_owner.begin();

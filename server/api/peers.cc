@@ -1,3 +1,4 @@
+#include "server/common/hex.h"
 #include "server/api/peers.h"
 
 #include <grp.h>
@@ -40,12 +41,9 @@ bool HasCapSyslog(pid_t pid) {
     if (!line.starts_with("CapEff:")) continue;
     line.remove_prefix(7);
     while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
-    try {
-      uint64_t caps = std::stoull(std::string(line), nullptr, 16);
-      return (caps >> 34) & 1;
-    } catch (...) {
-      return false;
-    }
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+    auto caps = ParseHex(line, HexPrefix::kNone);
+    return caps && ((*caps >> 34) & 1);
   }
   return false;
 }

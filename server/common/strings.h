@@ -43,14 +43,6 @@ std::string StrJoin(const Range& parts, std::string_view sep) {
   return out;
 }
 
-// Bare 1-16 hex digits as a u64: ParseHex (common/hex.h) with no prefix, in the
-// bool-and-out-parameter form server/jit still calls. New code calls ParseHex.
-inline bool ParseHexDigits(std::string_view s, uint64_t& out) {
-  auto v = ParseHex(s, HexPrefix::kNone);
-  if (v) out = *v;
-  return v.has_value();
-}
-
 // A line quoted in an error message: at most `max` characters, unprintable ones as '?'.
 inline std::string Excerpt(std::string_view line, size_t max = 80) {
   std::string out;

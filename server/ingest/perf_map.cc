@@ -1,3 +1,4 @@
+#include "server/common/hex.h"
 #include "server/ingest/perf_map.h"
 
 #include <cctype>
@@ -23,9 +24,11 @@ std::string_view NextField(std::string_view& rest) {
   return field;
 }
 
+// perf maps print bare hex; some writers add "0x".
 bool ParseHex(std::string_view s, uint64_t& out) {
-  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s.remove_prefix(2);
-  return ParseHexDigits(s, out);
+  auto v = symdex::ParseHex(s, HexPrefix::kOptional);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 // The reason a line is malformed, or empty when it parsed into `entry`.

@@ -1,5 +1,7 @@
 #include "server/jit/ingest.h"
 
+#include "server/common/unique_fd.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,19 +38,6 @@ constexpr size_t kChunk = 16 << 20;
 // .text offset perf's genelf used before late 2022 (v8 src/diagnostics/perf-jit.cc).
 constexpr uint64_t kV8LineBias = 0x40;
 
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Reads up to `n` bytes at `offset` (fewer at EOF).
 absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, size_t n, const std::string& path) {
@@ -370,7 +359,7 @@ IngestReport IngestJitFile(Db& db, const std::string& path) {
   };
   int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (raw < 0) return fail(absl::NotFoundError(StrCat("cannot open ", path, ": ", strerror(errno))));
-  ScopedFd fd(raw);
+  UniqueFd fd(raw);
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return fail(absl::InvalidArgumentError(StrCat(path, ": not a regular file")));

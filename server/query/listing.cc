@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "server/common/symbol_type.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/addr_map.h"
@@ -52,7 +53,7 @@ absl::StatusOr<AddrMapState> VmlinuxAddrMap(store::Db& db, const std::string& db
   return out;
 }
 
-bool IsText(const Instance& in) { return in.type == 't' || in.type == 'T'; }
+bool IsText(const Instance& in) { return IsTextSymbolType(in.type); }
 
 }  // namespace
 

@@ -6,7 +6,6 @@
 
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/indexer/indexer.h"
 #include "server/store/debuginfo_store.h"
 
 namespace symdex::query {

@@ -1,3 +1,4 @@
+#include "server/common/hex.h"
 #include "server/query/spec.h"
 
 #include <cctype>
@@ -9,14 +10,10 @@ namespace symdex::query {
 namespace {
 
 std::optional<uint64_t> ParseNumber(std::string_view s) {
+  if (s.starts_with("0x") || s.starts_with("0X")) return ParseHex(s, HexPrefix::kRequired);
   uint64_t v = 0;
-  int base = 10;
-  if (s.starts_with("0x") || s.starts_with("0X")) {
-    s.remove_prefix(2);
-    base = 16;
-  }
   if (s.empty()) return std::nullopt;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v, base);
+  auto r = std::from_chars(s.data(), s.data() + s.size(), v, 10);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size()) return std::nullopt;
   return v;
 }

@@ -25,11 +25,11 @@ LAYERS = {
     "common": set(),
     "ingest": {"common"},
     "target": {"common", "ingest"},
-    "debuginfo": {"common", "ingest"},
+    "debuginfo": {"common", "ingest", "target"},
     "store": {"common", "ingest", "debuginfo", "target"},
     "indexer": {"common", "ingest", "target", "debuginfo", "store"},
     "jit": {"common", "ingest", "store", "debuginfo"},
-    "query": {"common", "ingest", "debuginfo", "store", "jit"},
+    "query": {"common", "ingest", "target", "debuginfo", "store", "jit"},
     "metrics": {"common"},
     "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest"},
 }
