@@ -34,17 +34,18 @@ int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
 
 absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g, std::string_view verb) {
   if (!g.connect.empty()) {
-    return absl::FailedPreconditionError(StrCat(
-        "'", verb, "' works on files on this machine and reads the index file itself: run it where the index is, "
-        "without --connect (--db names the index)"));
+    return absl::FailedPreconditionError(
+        StrCat("'", verb,
+               "' works on files on this machine and reads the index file itself: run it where the index is, "
+               "without --connect (--db names the index)"));
   }
   // Read-write when possible so that an index written by an older symdex is migrated in place;
   // read-only (no migration) when this user may not write it.
   ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));
   (void)q;
   std::string path = DbPath(g);
-  return store::OpenIndex(path, ::access(path.c_str(), W_OK) == 0 ? store::Db::Mode::kReadWriteCreate
-                                                                 : store::Db::Mode::kReadOnly);
+  return store::OpenIndex(
+      path, ::access(path.c_str(), W_OK) == 0 ? store::Db::Mode::kReadWriteCreate : store::Db::Mode::kReadOnly);
 }
 
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g) {

@@ -38,7 +38,8 @@ void PrintAddress(uint64_t a, const query::AddressInfo& info, std::string& out) 
   fmt::format_to(to, " [{}]\n", s.module.empty() ? "vmlinux" : s.module);
   for (size_t i = 0; i < info.frames.size(); ++i) {
     const auto& f = info.frames[i];
-    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file, f.line);
+    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
+                   f.line);
     if (f.column) fmt::format_to(to, ":{}", f.column);
     out.push_back('\n');
   }
@@ -88,8 +89,10 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
           (am.status != query::AddrMapStatus::kMissing && am.status != query::AddrMapStatus::kInvalid)) {
         continue;
       }
-      fmt::print(stderr, "symdex: note: vmlinux's address map is {} ({}): answering from DWARF, several times slower; "
-                 "'symdex index' writes it\n", query::AddrMapStatusName(am.status),
+      fmt::print(stderr,
+                 "symdex: note: vmlinux's address map is {} ({}): answering from DWARF, several times slower; "
+                 "'symdex index' writes it\n",
+                 query::AddrMapStatusName(am.status),
                  am.status == query::AddrMapStatus::kMissing ? am.path : am.detail);
     }
   };
@@ -203,9 +206,10 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
     std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
     // vmlinux: _text+N (KASLR-proof); a loaded module: its address (what kprobe_events takes).
-    std::string probe = !info.symbol ? ""
+    std::string probe = !info.symbol               ? ""
                         : info.symbol->text_offset ? fmt::format("_text+{}", *info.symbol->text_offset + info.offset)
-                        : !info.symbol->module.empty() ? fmt::format("0x{:x}", a) : "";
+                        : !info.symbol->module.empty() ? fmt::format("0x{:x}", a)
+                                                       : "";
     if (g.json) {
       arr.push_back({{"address", fmt::format("0x{:x}", a)}, {"function", fn}, {"symbol", sym}, {"probe", probe}});
     } else {
@@ -213,7 +217,8 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     }
   }
   if (g.json) PrintJson({{"target", res->target.name}, {"where", o.where}, {"addresses", arr}});
-  if (res->results.empty() && !g.json) fmt::print(stderr, "symdex: no code for {} in vmlinux or its modules\n", o.where);
+  if (res->results.empty() && !g.json)
+    fmt::print(stderr, "symdex: no code for {} in vmlinux or its modules\n", o.where);
   return res->results.empty() ? kNotFound : kFound;
 }
 
@@ -225,22 +230,24 @@ void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   addr->add_option("ADDR", ad->addrs, "Hex addresses (0x optional); '-' reads them from stdin, like addr2line")
       ->required();
   addr->add_option("-t,--target", ad->target, "Target (default: 'host', or the only one); KASLR is handled");
-  addr->footer("Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up\n"
-               "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
-               "Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.");
+  addr->footer(
+      "Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up\n"
+      "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
+      "Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.");
   addr->callback([&g, &exit_code, ad] { exit_code = RunAddr(g, *ad); });
 
   auto ln = std::make_shared<LinesOptions>();
-  CLI::App* lines = app.add_subcommand("lines", "Every address and function for a source line (vmlinux and loaded modules)");
+  CLI::App* lines =
+      app.add_subcommand("lines", "Every address and function for a source line (vmlinux and loaded modules)");
   lines->add_option("PATH:LINE", ln->where, "Source path (suffix on whole components) and line")->required();
   lines->add_option("-t,--target", ln->target, "Target (default: 'host', or the only one)");
-  lines->footer("Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
-                "the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the\n"
-                "address in a loaded module. Module code is found in the modules whose debug info names the\n"
-                "file; an offline target's modules have no addresses (exit 1 says which modules have the line).\n"
-                "Exit: 0 some code, 1 none (or only in modules without addresses), 2 malformed, 3 no index.");
+  lines->footer(
+      "Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
+      "the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the\n"
+      "address in a loaded module. Module code is found in the modules whose debug info names the\n"
+      "file; an offline target's modules have no addresses (exit 1 says which modules have the line).\n"
+      "Exit: 0 some code, 1 none (or only in modules without addresses), 2 malformed, 3 no index.");
   lines->callback([&g, &exit_code, ln] { exit_code = RunLines(g, *ln); });
-
 }
 
 }  // namespace symdex::cli

@@ -54,7 +54,8 @@ absl::Status CheckInputPaths(const IndexOptions& o) {
       return absl::NotFoundError(StrCat(w.flag, " ", *w.path, ": ", std::strerror(errno)));
     }
     if (w.dir != S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(StrCat(w.flag, " ", *w.path, ": ", w.dir ? "not a directory" : "is a directory"));
+      return absl::InvalidArgumentError(
+          StrCat(w.flag, " ", *w.path, ": ", w.dir ? "not a directory" : "is a directory"));
     }
   }
   return absl::OkStatus();
@@ -108,10 +109,11 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                {"file_errors", s.file_errors},
                {"text_symbols", s.text_symbols},
                {"text_symbols_with_dwarf", s.text_with_dwarf},
-               {"debug_files", {{"indexed", s.debug_indexed},
-                                {"cached", s.debug_cached},
-                                {"missing", s.debug_missing},
-                                {"failed", s.debug_failed}}},
+               {"debug_files",
+                {{"indexed", s.debug_indexed},
+                 {"cached", s.debug_cached},
+                 {"missing", s.debug_missing},
+                 {"failed", s.debug_failed}}},
                {"warnings", s.warnings},
                {"db", DbPath(g)},
                {"seconds", secs},
@@ -126,10 +128,11 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
       fmt::print("indexed {} '{}'{}: {} symbols, {} modules in {:.2f}s -> {}\n", s.kind, s.name,
                  s.release.empty() ? "" : " (" + s.release + ")", s.symbols, s.modules, secs, DbPath(g));
       if (req.debuginfo) {
-        fmt::print("  debug info: {} files indexed, {} cached, {} missing, {} failed; {} of {} text symbols "
-                   "have source lines (symbols {:.2f}s, DWARF {:.2f}s, store {:.2f}s)\n",
-                   s.debug_indexed, s.debug_cached, s.debug_missing, s.debug_failed, s.text_with_dwarf,
-                   s.text_symbols, s.load_seconds, s.dwarf_seconds, s.store_seconds);
+        fmt::print(
+            "  debug info: {} files indexed, {} cached, {} missing, {} failed; {} of {} text symbols "
+            "have source lines (symbols {:.2f}s, DWARF {:.2f}s, store {:.2f}s)\n",
+            s.debug_indexed, s.debug_cached, s.debug_missing, s.debug_failed, s.text_with_dwarf, s.text_symbols,
+            s.load_seconds, s.dwarf_seconds, s.store_seconds);
         if (s.addr_maps_built + s.addr_maps_present > 0) {
           fmt::print("  address maps: {} built ({:.2f}s), {} already there -> {}\n", s.addr_maps_built,
                      s.addr_map_seconds, s.addr_maps_present, AddrMapDirFor(DbPath(g)));
@@ -146,15 +149,13 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
 void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto o = std::make_shared<IndexOptions>();
   CLI::App* c = app.add_subcommand("index", "Index the live host (default) or an offline kernel");
-  c->add_option("--sysroot", o->sysroot,
-                "Read proc/ and sys/ below DIR instead of / (fixture trees, containers)");
+  c->add_option("--sysroot", o->sysroot, "Read proc/ and sys/ below DIR instead of / (fixture trees, containers)");
   auto* sm = c->add_option("--system-map", o->system_map, "Offline kernel: its System.map");
   c->add_option("--modules-dir", o->modules_dir,
                 "Offline kernel: directory searched recursively for .ko/.ko.xz/.ko.zst/.ko.gz")
       ->needs(sm);
   c->add_option("--name", o->name, "Target name (default: 'host' live; the release offline)");
-  c->add_option("--release", o->release, "Offline kernel release when it cannot be guessed from the paths")
-      ->needs(sm);
+  c->add_option("--release", o->release, "Offline kernel release when it cannot be guessed from the paths")->needs(sm);
   c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)");
   c->add_option("--debug-dir", o->debug_dirs,
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "

@@ -10,8 +10,8 @@
 
 #include "client/cli_common.h"
 #include "client/cmd_jit.h"
-#include "server/common/hex.h"
 #include "server/common/build_id.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 #include "server/jit/ingest.h"
 #include "server/jit/jit_elf.h"
@@ -26,7 +26,6 @@ constexpr char kSchemeHelp[] =
     "Build-ID scheme: symdex (default; unique per process instance and load), sha1-symtab (perf with "
     "the Nov 2025 fix), sha1-code (perf 6.17: identical code => identical ID), md5-addr (perf <= 6.16 "
     "with libcrypto)";
-
 
 nlohmann::json LoadJson(const query::JitFunction& l) {
   nlohmann::json j = {{"name", l.name},
@@ -44,7 +43,9 @@ nlohmann::json LoadJson(const query::JitFunction& l) {
                       {"instance", InstanceJson(l.instance)},
                       {"build_ids", l.build_ids}};
   if (l.line) {
-    j["source"] = {{"file", l.line->file}, {"line", l.line->line}, {"column", l.line->column},
+    j["source"] = {{"file", l.line->file},
+                   {"line", l.line->line},
+                   {"column", l.line->column},
                    {"entry_address", "0x" + Hex(l.line->addr)}};
   } else {
     j["source"] = nullptr;
@@ -187,8 +188,8 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
                  hit->instance.dump_timestamp);
     } else if (map_hit) {
       fmt::print("0x{} {}+{:#x}\n  code      0x{}-0x{} (perf map {}:{}; no jitdump: no code index or build-ID)\n",
-                 Hex(a), map_hit->name, a - map_hit->start, Hex(map_hit->start),
-                 Hex(map_hit->start + map_hit->size), map_hit->map_path, map_hit->map_line);
+                 Hex(a), map_hit->name, a - map_hit->start, Hex(map_hit->start), Hex(map_hit->start + map_hit->size),
+                 map_hit->map_path, map_hit->map_line);
     } else {
       fmt::print("0x{} not covered by any jitted code of pid {}{}\n", Hex(a), o.pid,
                  o.time ? StrCat(" at time ", *o.time) : "");
@@ -226,8 +227,13 @@ int RunCollisions(const GlobalOptions& g, const CollisionOptions& o) {
   // Per scheme: groups, loads merged, groups merging distinct names.
   std::map<std::string, nlohmann::json> per;
   for (const auto& [s, c] : *counts) {
-    per[s] = {{"scheme", s}, {"loads", c.loads}, {"distinct_ids", c.distinct_ids}, {"shared_ids", 0},
-              {"merged_loads", 0}, {"ids_merging_distinct_names", 0}, {"groups", nlohmann::json::array()}};
+    per[s] = {{"scheme", s},
+              {"loads", c.loads},
+              {"distinct_ids", c.distinct_ids},
+              {"shared_ids", 0},
+              {"merged_loads", 0},
+              {"ids_merging_distinct_names", 0},
+              {"groups", nlohmann::json::array()}};
   }
   for (const auto& gr : *groups) {
     nlohmann::json& p = per[gr.scheme];
@@ -236,10 +242,15 @@ int RunCollisions(const GlobalOptions& g, const CollisionOptions& o) {
     if (gr.distinct_names > 1) p["ids_merging_distinct_names"] = p["ids_merging_distinct_names"].get<int64_t>() + 1;
     nlohmann::json loads = nlohmann::json::array();
     for (const auto& l : gr.loads) {
-      loads.push_back({{"name", l.name}, {"dso", l.DsoName()}, {"pid", l.pid}, {"code_index", l.code_index},
+      loads.push_back({{"name", l.name},
+                       {"dso", l.DsoName()},
+                       {"pid", l.pid},
+                       {"code_index", l.code_index},
                        {"dump_timestamp", l.instance.dump_timestamp}});
     }
-    p["groups"].push_back({{"build_id", gr.build_id}, {"loads", gr.loads.size()}, {"distinct_names", gr.distinct_names},
+    p["groups"].push_back({{"build_id", gr.build_id},
+                           {"loads", gr.loads.size()},
+                           {"distinct_names", gr.distinct_names},
                            {"dsos", loads}});
   }
   size_t shared = groups->size();
@@ -304,8 +315,8 @@ int RunExport(const GlobalOptions& g, const ExportOptions& o) {
   nlohmann::json files = nlohmann::json::array();
   for (const auto& inst : *chosen) {
     if (!jit::JitElfSupportsMachine(inst.elf_mach)) {
-      fmt::print(stderr, "symdex: skipping pid {}: e_machine {} (only x86-64 and aarch64 dumps are exported)\n", inst.pid,
-                 inst.elf_mach);
+      fmt::print(stderr, "symdex: skipping pid {}: e_machine {} (only x86-64 and aarch64 dumps are exported)\n",
+                 inst.pid, inst.elf_mach);
       continue;
     }
     auto loads = query::JitExportLoads(*db, inst, sname);
@@ -334,11 +345,15 @@ int RunExport(const GlobalOptions& g, const ExportOptions& o) {
     }
   }
   if (g.json) {
-    PrintJson({{"out", o.out}, {"scheme", sname}, {"written", written}, {"with_debug_line", with_lines},
-               {"distinct_build_ids", ids.size()}, {"files", files}});
+    PrintJson({{"out", o.out},
+               {"scheme", sname},
+               {"written", written},
+               {"with_debug_line", with_lines},
+               {"distinct_build_ids", ids.size()},
+               {"files", files}});
   } else {
-    fmt::print("wrote {} jitted DSOs to {} ({} with .debug_line), {} distinct {} build-IDs\n", written, o.out, with_lines,
-               ids.size(), sname);
+    fmt::print("wrote {} jitted DSOs to {} ({} with .debug_line), {} distinct {} build-IDs\n", written, o.out,
+               with_lines, ids.size(), sname);
     if (ids.size() < written) {
       fmt::print("  note: scheme {} gives some of them the same build-ID; tools keyed by build-ID will merge them\n",
                  sname);
@@ -385,7 +400,8 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
 }  // namespace
 
 nlohmann::json InstanceJson(const query::JitInstanceInfo& i) {
-  return {{"pid", i.pid}, {"dump_timestamp", i.dump_timestamp}, {"path", i.path}, {"status", i.status}, {"loads", i.loads}};
+  return {
+      {"pid", i.pid}, {"dump_timestamp", i.dump_timestamp}, {"path", i.path}, {"status", i.status}, {"loads", i.loads}};
 }
 
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {

@@ -32,7 +32,8 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
   }
   if (scan.files.empty() && unreadable.empty()) {
     if (g.json) {
-      PrintJson({{"dsos", nlohmann::json::array()}, {"unreadable", nlohmann::json::array()},
+      PrintJson({{"dsos", nlohmann::json::array()},
+                 {"unreadable", nlohmann::json::array()},
                  {"shared_ids", nlohmann::json::array()}});
     } else {
       fmt::print(stderr, "symdex: no jitted-*.so files in {} (nor one directory down)\n", StrJoin(o.paths, ", "));
@@ -130,11 +131,14 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
     for (const auto& s : shared) {
       nlohmann::json paths = nlohmann::json::array();
       for (size_t i : s.dsos) paths.push_back(dsos[i].path);
-      sh.push_back({{"build_id", s.build_id}, {"dsos", paths}, {"functions", s.symbols},
-                    {"distinct_functions", s.symbols.size()}, {"schemes", shared_schemes(s)}});
+      sh.push_back({{"build_id", s.build_id},
+                    {"dsos", paths},
+                    {"functions", s.symbols},
+                    {"distinct_functions", s.symbols.size()},
+                    {"schemes", shared_schemes(s)}});
     }
-    PrintJson({{"dsos", arr}, {"unreadable", bad}, {"shared_ids", sh}, {"counts", per_status},
-               {"schemes", per_scheme}});
+    PrintJson(
+        {{"dsos", arr}, {"unreadable", bad}, {"shared_ids", sh}, {"counts", per_status}, {"schemes", per_scheme}});
   } else {
     for (size_t i = 0; i < dsos.size(); ++i) {
       const auto& d = dsos[i];

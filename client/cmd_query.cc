@@ -36,12 +36,9 @@ nlohmann::json ToJson(const query::Instance& in) {
   j["size"] = in.size ? nlohmann::json(*in.size) : nlohmann::json(nullptr);
   j["size_exact"] = in.size_exact;
   if (in.dwarf) {
-    j["dwarf"] = {{"function", in.dwarf->function},
-                  {"cu", in.dwarf->cu},
-                  {"file", in.dwarf->entry_file},
-                  {"line", in.dwarf->entry_line},
-                  {"decl_file", in.dwarf->decl_file},
-                  {"decl_line", in.dwarf->decl_line},
+    j["dwarf"] = {{"function", in.dwarf->function},      {"cu", in.dwarf->cu},
+                  {"file", in.dwarf->entry_file},        {"line", in.dwarf->entry_line},
+                  {"decl_file", in.dwarf->decl_file},    {"decl_line", in.dwarf->decl_line},
                   {"inline_copy", in.dwarf->inline_copy}};
   } else {
     j["dwarf"] = nullptr;
@@ -100,8 +97,8 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
     fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", o.name, t->name);
   } else {
     fmt::print("{}: {} instance{} in target '{}'\n", o.name, found->size(), found->size() == 1 ? "" : "s", t->name);
-    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE", "KPROBE TARGET",
-               "SOURCE (entry line, declaration, compilation unit)");
+    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE",
+               "KPROBE TARGET", "SOURCE (entry line, declaration, compilation unit)");
     for (const auto& in : *found) PrintInstanceRow(in, true);
   }
   return found->empty() ? kNotFound : kFound;
@@ -194,7 +191,8 @@ int RunSymbols(const GlobalOptions& g, const SymbolsOptions& o) {
     } else if (g.json) {
       arr.push_back(ToJson(in));
     } else {
-      fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, in.name, in.module.empty() ? "vmlinux" : in.module,
+      fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, in.name,
+                 in.module.empty() ? "vmlinux" : in.module,
                  in.dwarf ? fmt::format("{}:{}", in.dwarf->entry_file, in.dwarf->entry_line) : "-",
                  in.dwarf ? in.dwarf->cu : "-", in.dwarf ? in.dwarf->function : in.dwarf_note);
     }
@@ -242,8 +240,9 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   syms->add_flag("--all-types", so->all_types, "All symbol types, not only text");
   syms->add_flag("--canonical", so->canonical,
                  "Text symbols with their canonical spec (the shortest spec naming exactly that copy)");
-  syms->footer("TSV columns: address (or section+offset), type, name, module, entry file:line, compilation\n"
-               "unit, DWARF function name (or why there is none).");
+  syms->footer(
+      "TSV columns: address (or section+offset), type, name, module, entry file:line, compilation\n"
+      "unit, DWARF function name (or why there is none).");
   syms->callback([&g, &exit_code, so] { exit_code = RunSymbols(g, *so); });
 }
 

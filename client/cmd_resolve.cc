@@ -1,22 +1,22 @@
 // The kprobe/ftrace helper verbs: resolve, kprobe, ftrace-index, kallsyms --aliases, help specs.
 #include <fcntl.h>
-#include <poll.h>
 #include <fmt/core.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <iostream>
 #include <iterator>
 #include <map>
 
 #include "client/cli_common.h"
-#include "server/common/symbol_type.h"
-#include "server/common/hex.h"
 #include "server/common/file_util.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 
 namespace symdex::cli {
 namespace {
@@ -81,8 +81,8 @@ nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const st
     j["section_offset"] = in.section_offset + offset;
   }
   if (in.dwarf) {
-    j["dwarf"] = {{"function", in.dwarf->function}, {"cu", in.dwarf->cu},
-                  {"file", in.dwarf->entry_file},   {"line", in.dwarf->entry_line},
+    j["dwarf"] = {{"function", in.dwarf->function},   {"cu", in.dwarf->cu},
+                  {"file", in.dwarf->entry_file},     {"line", in.dwarf->entry_line},
                   {"decl_file", in.dwarf->decl_file}, {"decl_line", in.dwarf->decl_line}};
   } else {
     j["dwarf"] = nullptr;
@@ -116,9 +116,10 @@ int ReportResolve(const std::string& text, absl::StatusOr<query::ResolveResult> 
     j["instance"] = cands[0];
     if (!json) {
       const auto& m = matches[0].match;
-      std::string place = m.instance.module.empty() && m.instance.text_offset
-                              ? fmt::format("_text+{}", *m.instance.text_offset + m.offset)
-                              : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
+      std::string place =
+          m.instance.module.empty() && m.instance.text_offset
+              ? fmt::format("_text+{}", *m.instance.text_offset + m.offset)
+              : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
       fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance), matches[0].canonical);
     }
     code = kFound;
@@ -250,7 +251,8 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   const query::TargetInfo* t = &probe->resolved.target;
   const std::string* line = &probe->kprobe;
   if (t->kind != "live" && !o.dry_run) {
-    return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name, "' is an offline kernel: use -n to print the "
+    return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name,
+                                                     "' is an offline kernel: use -n to print the "
                                                      "definition instead of writing it to this host's tracefs")));
   }
   std::string written;
@@ -349,9 +351,10 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
     std::sort(same_owner.begin(), same_owner.end());
     size_t rank = std::find(same_owner.begin(), same_owner.end(), in.addr.value_or(0)) - same_owner.begin();
     if (!in.addr || rank >= same_owner.size() || same_owner.size() != lines.size()) {
-      return Fail(g, absl::FailedPreconditionError(StrCat(
-          "cannot tell which of the ", lines.size(), " '", in.name, "' lines of available_filter_functions is this one",
-          " (", same_owner.size(), " copies in kallsyms, no available_filter_functions_addrs)")));
+      return Fail(g, absl::FailedPreconditionError(
+                         StrCat("cannot tell which of the ", lines.size(), " '", in.name,
+                                "' lines of available_filter_functions is this one", " (", same_owner.size(),
+                                " copies in kallsyms, no available_filter_functions_addrs)")));
     }
     index = lines[rank];
     method = "address order among same-named functions";
@@ -405,9 +408,10 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* res = app.add_subcommand("resolve", "Resolve function specs to exactly one instance each");
   res->add_option("SPEC", r->specs, "Specs ('symdex help specs'); '-' reads one per line from stdin")->required();
   res->add_option("-t,--target", r->target, "Target (default: 'host', or the only one)");
-  res->footer("Prints: spec, address, _text+N or MOD:NAME, source line (and CU), canonical spec.\n"
-              "Exit: 0 every spec resolved to one instance, 1 some matched nothing, 2 some were ambiguous\n"
-              "(candidates listed with their canonical specs) or malformed, 3 no index.");
+  res->footer(
+      "Prints: spec, address, _text+N or MOD:NAME, source line (and CU), canonical spec.\n"
+      "Exit: 0 every spec resolved to one instance, 1 some matched nothing, 2 some were ambiguous\n"
+      "(candidates listed with their canonical specs) or malformed, 3 no index.");
   res->callback([&g, &exit_code, r] { exit_code = RunResolve(g, *r); });
 
   auto k = std::make_shared<KprobeCliOptions>();
@@ -418,11 +422,12 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_option("-t,--target", k->target, "Target (default: 'host', or the only one)");
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("SPEC FETCHARGS", k->args, "A spec, then kprobe fetch args (e.g. 'arg1=%di:u64')")->required();
-  kp->footer("Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
-             "-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended\n"
-             "to kprobe_events and, if the kernel refuses it, its error_log reason is printed.\n"
-             "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
-             "         p:t/pnp _text+6817776");
+  kp->footer(
+      "Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
+      "-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended\n"
+      "to kprobe_events and, if the kernel refuses it, its error_log reason is printed.\n"
+      "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
+      "         p:t/pnp _text+6817776");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
 
   auto f = std::make_shared<FtraceOptions>();

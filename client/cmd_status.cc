@@ -34,8 +34,9 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
   if (!api.ok()) return Fail(g, api.status());
   auto index = (*api)->Index(/*check_integrity=*/true);
   if (!index.ok()) return Fail(g, index.status());
-  const std::string integrity =
-      index->integrity_checked ? "ok" : fmt::format("not checked (quick_check ran over {} s)", index->integrity_seconds);
+  const std::string integrity = index->integrity_checked
+                                    ? "ok"
+                                    : fmt::format("not checked (quick_check ran over {} s)", index->integrity_seconds);
   nlohmann::json jt = nlohmann::json::array();
   if (!g.json) {
     fmt::print("index {} (schema {}, integrity {})\n", index->database, index->schema_version, integrity);
@@ -58,10 +59,11 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     const std::string am_status(query::AddrMapStatusName(am.status));
     if (am.status != query::AddrMapStatus::kNone) {
       jmap = {{"path", am.path}, {"status", am_status}, {"detail", am.detail}};
-      map_line = am.status == query::AddrMapStatus::kPresent
-                     ? fmt::format("present ({}){}", am.detail, verbose ? " " + am.path : "")
-                     : fmt::format("{}: 'symdex addr' reads DWARF instead (slower); 'symdex index' writes it{}",
-                                   am_status, am.status == query::AddrMapStatus::kMissing ? "" : "\n      " + am.detail);
+      map_line =
+          am.status == query::AddrMapStatus::kPresent
+              ? fmt::format("present ({}){}", am.detail, verbose ? " " + am.path : "")
+              : fmt::format("{}: 'symdex addr' reads DWARF instead (slower); 'symdex index' writes it{}", am_status,
+                            am.status == query::AddrMapStatus::kMissing ? "" : "\n      " + am.detail);
     }
     if (g.json) {
       nlohmann::json jf = nlohmann::json::array();

@@ -37,8 +37,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();
   GlobalOptions g;
-  app.add_option("--db", g.db, "SQLite index to use (default: $SYMDEX_DB, /var/lib/symdex/index.db as "
-                               "root, else $XDG_STATE_HOME/symdex/index.db)");
+  app.add_option("--db", g.db,
+                 "SQLite index to use (default: $SYMDEX_DB, /var/lib/symdex/index.db as "
+                 "root, else $XDG_STATE_HOME/symdex/index.db)");
   app.add_flag("--json", g.json, "Machine-readable JSON on stdout (errors too)");
   app.add_option("--connect", g.connect,
                  "Ask symdexd at unix:PATH or HOST:PORT (default: /run/symdex/symdex.sock when a daemon answers "

@@ -107,9 +107,7 @@ void ToProto(const query::CanonicalMatch& m, pb::Match* out) {
   out->set_canonical(m.canonical);
 }
 
-query::CanonicalMatch FromProto(const pb::Match& m) {
-  return {{FromProto(m.instance()), m.offset()}, m.canonical()};
-}
+query::CanonicalMatch FromProto(const pb::Match& m) { return {{FromProto(m.instance()), m.offset()}, m.canonical()}; }
 
 void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out) {
   out->set_address(addr);
@@ -320,7 +318,8 @@ query::JitFunction FromProto(const pb::JitLoad& l) {
   if (l.has_until()) out.until = l.until();
   out.placed_by = l.placed_by();
   out.build_ids.insert(l.build_ids().begin(), l.build_ids().end());
-  if (l.has_source()) out.line = query::JitSourceLine{l.source_file(), l.source_line(), l.source_column(), l.source_address()};
+  if (l.has_source())
+    out.line = query::JitSourceLine{l.source_file(), l.source_line(), l.source_column(), l.source_address()};
   out.line_entries = l.line_entries();
   return out;
 }

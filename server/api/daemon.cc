@@ -3,8 +3,8 @@
 // are wired together in order; each piece it starts lives in its own unit.
 #include "server/api/daemon.h"
 
-#include <fmt/core.h>
 #include <absl/synchronization/mutex.h>
+#include <fmt/core.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <signal.h>
@@ -83,7 +83,8 @@ absl::Status PrepareUnixSocket(const std::string& path) {
   std::error_code ec;
   if (p.has_parent_path()) {
     std::filesystem::create_directories(p.parent_path(), ec);
-    if (ec) return absl::FailedPreconditionError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
+    if (ec)
+      return absl::FailedPreconditionError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
   }
   if (!std::filesystem::exists(p, ec)) return absl::OkStatus();
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
@@ -195,9 +196,12 @@ struct Daemon {
       std::set<std::string> changed;
       for (const auto& [m, v] : now) {
         auto it = last.find(m);
-        if (it == last.end()) change += " +" + m;
-        else if (it->second != v) change += " ~" + m;
-        else continue;
+        if (it == last.end())
+          change += " +" + m;
+        else if (it->second != v)
+          change += " ~" + m;
+        else
+          continue;
         changed.insert(m);
       }
       for (const auto& [m, v] : last) {
@@ -256,7 +260,8 @@ struct Daemon {
   void Housekeeping() {
     while (!stopper.WaitFor(opts.trim_poll)) {
       if (query->TrimIfIdle(opts.trim_idle_seconds)) {
-        Log(LogLevel::kDebug, "released the parsed debug info after {} s without DWARF lookups", opts.trim_idle_seconds);
+        Log(LogLevel::kDebug, "released the parsed debug info after {} s without DWARF lookups",
+            opts.trim_idle_seconds);
       }
     }
   }
@@ -284,7 +289,8 @@ struct Daemon {
             .Set(static_cast<double>(t.info.generation));
       }
     }
-    reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)").Set(static_cast<double>(query->DebugFileCount()));
+    reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)")
+        .Set(static_cast<double>(query->DebugFileCount()));
     auto c = query->cache_stats();
     reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
                  {{"cache", "name"}, {"result", "hit"}})
@@ -431,8 +437,7 @@ int RunDaemon(const DaemonOptions& opts) {
     builder.AddListeningPort(l, creds, port.get());
     bound[l] = std::move(port);
   }
-  SymbolServiceImpl symbols(*d.query, d.stats, control,
-                            [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  SymbolServiceImpl symbols(*d.query, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
   jit::Ingester ingester(*d.writer, d.writer_mu);
   JitServiceImpl jits(*d.query, ingester, d.stats, control);
   builder.RegisterService(&symbols);
@@ -450,7 +455,9 @@ int RunDaemon(const DaemonOptions& opts) {
       return 3;
     }
     Log(LogLevel::kInfo, "listening on {} (port {}, {})", l, *port,
-        opts.tls_cert.empty() ? "plaintext" : opts.tls_client_ca.empty() ? "TLS" : "TLS + client certificates");
+        opts.tls_cert.empty()        ? "plaintext"
+        : opts.tls_client_ca.empty() ? "TLS"
+                                     : "TLS + client certificates");
   }
   for (auto& ul : unix_listeners) {
     ul->Start(server.get(), &peers, &*policy, [](const std::string& m) { Log(LogLevel::kWarn, "{}", m); });
@@ -488,8 +495,8 @@ int RunDaemon(const DaemonOptions& opts) {
   }
 
   if (opts.index_live.value_or(true) && opts.modules_poll > 0) {
-    d.live_tracking = StrCat("polling ", SysrootPath(opts.sysroot, "/proc/modules"), " every ",
-                             opts.modules_poll, " s; a change re-reads kallsyms (debug info reused by build-ID)");
+    d.live_tracking = StrCat("polling ", SysrootPath(opts.sysroot, "/proc/modules"), " every ", opts.modules_poll,
+                             " s; a change re-reads kallsyms (debug info reused by build-ID)");
   }
   std::thread tracker([&d] { d.LiveTracker(); });
   std::thread housekeeping([&d] { d.Housekeeping(); });
@@ -521,8 +528,8 @@ int RunDaemon(const DaemonOptions& opts) {
   server->GetHealthCheckService()->SetServingStatus(false);
   for (auto& ul : unix_listeners) ul->Stop();  // no new connections
   d.stopper.Stop();
-  auto deadline = std::chrono::system_clock::now() +
-                  std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
+  auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
   server->Shutdown(deadline);
   Log(LogLevel::kDebug, "gRPC server shut down");
   server->Wait();

@@ -65,8 +65,8 @@ absl::StatusOr<Limiter::Hold> Limiter::Take(const Peer& peer, Kind kind, size_t 
   const bool per_peer = true;
   std::lock_guard<std::mutex> l(mu_);
   if (total_.v[k] + n > total_limit) {
-    return absl::ResourceExhaustedError(StrCat("the daemon is at its limit of ", total_limit, " ", KindName(kind),
-                                               " (", total_.v[k], " held); retry later"));
+    return absl::ResourceExhaustedError(StrCat("the daemon is at its limit of ", total_limit, " ", KindName(kind), " (",
+                                               total_.v[k], " held); retry later"));
   }
   if (per_peer) {
     Counts& c = peers_[peer.key];

@@ -1,5 +1,5 @@
-#include "server/common/hex.h"
 #include "server/api/peers.h"
+#include "server/common/hex.h"
 
 #include <grp.h>
 #include <poll.h>
@@ -170,7 +170,8 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const UnixListe
   std::unique_ptr<UnixListener> l(new UnixListener(o));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (o.path.size() >= sizeof(addr.sun_path)) return absl::InvalidArgumentError(StrCat("socket path too long: ", o.path));
+  if (o.path.size() >= sizeof(addr.sun_path))
+    return absl::InvalidArgumentError(StrCat("socket path too long: ", o.path));
   std::memcpy(addr.sun_path, o.path.c_str(), o.path.size() + 1);
   l->fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (l->fd_ < 0) return absl::FailedPreconditionError(StrCat("socket: ", std::strerror(errno)));
@@ -184,7 +185,8 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Bind(const UnixListe
   if (::chmod(o.path.c_str(), static_cast<mode_t>(o.mode)) != 0) {
     return absl::FailedPreconditionError(StrCat("chmod ", o.path, ": ", std::strerror(errno)));
   }
-  if (::listen(l->fd_, 128) != 0) return absl::FailedPreconditionError(StrCat("listen ", o.path, ": ", std::strerror(errno)));
+  if (::listen(l->fd_, 128) != 0)
+    return absl::FailedPreconditionError(StrCat("listen ", o.path, ": ", std::strerror(errno)));
   l->stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (l->stop_fd_ < 0) return absl::FailedPreconditionError(StrCat("eventfd: ", std::strerror(errno)));
   return l;

@@ -204,7 +204,7 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
 }
 
 absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& target,
-                                                         const query::SymbolsOptions& opts) {
+                                                          const query::SymbolsOptions& opts) {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx);
   pb::ListSymbolsRequest req;

@@ -15,8 +15,8 @@ struct ConnectOptions {
   // TCP only: TLS with this CA bundle (PEM); without it the channel is plaintext (a daemon
   // refuses plaintext TCP unless started with --insecure-tcp).
   std::string tls_ca;
-  std::string tls_cert, tls_key;   // client certificate, for daemons that verify clients
-  std::string tls_server_name;     // override the name checked against the server certificate
+  std::string tls_cert, tls_key;  // client certificate, for daemons that verify clients
+  std::string tls_server_name;    // override the name checked against the server certificate
   double deadline_seconds = 60;
 };
 

@@ -95,8 +95,9 @@ inline query::AddressAccess AccessOf(const Peer& p) {
 inline grpc::Status PrivilegedOnly(const Peer& p, const char* what) {
   if (p.privileged) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
-                      StrCat(what, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon "
-                                   "trusts): JIT records hold other users' process addresses and paths"));
+                      StrCat(what,
+                             " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon "
+                             "trusts): JIT records hold other users' process addresses and paths"));
 }
 
 }  // namespace symdex::api

@@ -196,23 +196,11 @@ void RpcStats::Call::Done(const grpc::Status& s) {
   --stats->in_flight_;
   ++stats->served_;
   if (stats->registry_ == nullptr) return;
-  static const char* kCodes[] = {"OK",
-                                 "CANCELLED",
-                                 "UNKNOWN",
-                                 "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED",
-                                 "NOT_FOUND",
-                                 "ALREADY_EXISTS",
-                                 "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED",
-                                 "FAILED_PRECONDITION",
-                                 "ABORTED",
-                                 "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED",
-                                 "INTERNAL",
-                                 "UNAVAILABLE",
-                                 "DATA_LOSS",
-                                 "UNAUTHENTICATED"};
+  static const char* kCodes[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   int code = static_cast<int>(s.error_code());
   if (code < 0 || code > 16) code = 2;
   // The series of this (registry, method, code), looked up in the registry once per thread:
@@ -225,11 +213,11 @@ void RpcStats::Call::Done(const grpc::Status& s) {
   auto key = std::make_tuple(static_cast<const void*>(stats->registry_), method, code);
   auto it = series.find(key);
   if (it == series.end()) {
-    Series s2{&stats->registry_->GetCounter("symdex_rpc_requests_total",
-                                            "gRPC calls finished, by method and status code",
-                                            {{"method", method}, {"code", kCodes[code]}}),
-              &stats->registry_->GetHistogram("symdex_rpc_duration_seconds", "gRPC call latency (server side)",
-                                              {{"method", method}})};
+    Series s2{
+        &stats->registry_->GetCounter("symdex_rpc_requests_total", "gRPC calls finished, by method and status code",
+                                      {{"method", method}, {"code", kCodes[code]}}),
+        &stats->registry_->GetHistogram("symdex_rpc_duration_seconds", "gRPC call latency (server side)",
+                                        {{"method", method}})};
     it = series.emplace(key, s2).first;
   }
   it->second.requests->Inc();
@@ -288,8 +276,9 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Resolve(grpc::CallbackServerContext
 grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
                                             const pb::SymbolizeRequest& req, pb::SymbolizeResponse* resp) {
   if (static_cast<size_t>(req.addresses_size()) > query::kMaxAddressesPerRequest) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, StrCat(req.addresses_size(), " addresses in one request; the limit is ",
-                                                                   query::kMaxAddressesPerRequest));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        StrCat(req.addresses_size(), " addresses in one request; the limit is ", query::kMaxAddressesPerRequest));
   }
   constexpr int kSlice = 4096;
   query::CallerView view(q_, AccessOf(peer));
@@ -320,12 +309,14 @@ grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::Callba
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerContext* ctx,
                                                        const pb::SymbolizeRequest* req, pb::SymbolizeResponse* resp) {
-  return Serve(ctx, control_, stats_, "Symbolize", true, [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
-    auto unread = control_.limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->addresses_size()));
-    if (!unread.ok()) return ToGrpc(unread.status());
-    holds.push_back(std::move(*unread));
-    return DoSymbolize(peer, *ctx, *req, resp);
-  });
+  return Serve(
+      ctx, control_, stats_, "Symbolize", true, [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+        auto unread =
+            control_.limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->addresses_size()));
+        if (!unread.ok()) return ToGrpc(unread.status());
+        holds.push_back(std::move(*unread));
+        return DoSymbolize(peer, *ctx, *req, resp);
+      });
 }
 
 grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServiceImpl::SymbolizeStream(
@@ -371,7 +362,7 @@ grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(
 }
 
 grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc::CallbackServerContext* ctx,
-                                                                          const pb::ListSymbolsRequest* req) {
+                                                                           const pb::ListSymbolsRequest* req) {
   query::SymbolsOptions o;
   o.module = req->module();
   o.all_types = req->all_types();

@@ -11,8 +11,8 @@
 
 #include "server/api/limits.h"
 #include "server/api/peers.h"
-#include "server/metrics/metrics.h"
 #include "server/jit/ingest.h"
+#include "server/metrics/metrics.h"
 #include "server/query/service.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 

@@ -1,7 +1,7 @@
 // symdexd: the symdex daemon. See `symdexd --help` and deploy/README.md.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <CLI/CLI.hpp>
 
 #include <sys/stat.h>
 
@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
       "keeps the live host's index current as modules load and unload, and exports Prometheus metrics."};
   app.name("symdexd");
   app.set_version_flag("--version", SYMDEX_VERSION);
-  app.set_config("--config", "", "Config file: 'key = value' lines, keys are the long option names; "
+  app.set_config("--config", "",
+                 "Config file: 'key = value' lines, keys are the long option names; "
                  "repeat a key (or use [a, b]) for listen/jit-watch/debug-dir. Command-line options win.");
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
   app.add_option("--listen", o.listen,
@@ -40,8 +41,9 @@ int main(int argc, char** argv) {
                        : std::string("an octal mode like 0660");
           },
           "OCTAL"));
-  app.add_option("--db", o.db, "SQLite index (default /var/lib/symdex/index.db as root, else "
-                               "$XDG_STATE_HOME/symdex/index.db); created if missing");
+  app.add_option("--db", o.db,
+                 "SQLite index (default /var/lib/symdex/index.db as root, else "
+                 "$XDG_STATE_HOME/symdex/index.db); created if missing");
   app.add_option("--tls-cert", o.tls_cert, "PEM server certificate chain for TCP listeners");
   app.add_option("--tls-key", o.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", o.tls_client_ca, "PEM CA bundle: require and verify client certificates");
@@ -60,7 +62,8 @@ int main(int argc, char** argv) {
                  "Seconds without DWARF lookups after which parsed debug info is released (default 30); "
                  "cached answers stay");
   app.add_option("--sysroot", o.sysroot, "Read the live host's /proc and /sys under this directory (tests)");
-  app.add_option("--debug-dir", o.debug_dirs, "Extra directory of debug files (repeatable; /usr/lib/debug is searched)");
+  app.add_option("--debug-dir", o.debug_dirs,
+                 "Extra directory of debug files (repeatable; /usr/lib/debug is searched)");
   app.add_flag("--debuginfod,!--no-debuginfod", o.debuginfod,
                "Ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files (default: yes)");
   // Who may see live addresses, and how much one peer may ask (README: "Access and limits").
@@ -72,7 +75,8 @@ int main(int argc, char** argv) {
                  "TLS client certificates with this CN or SAN see absolute addresses (repeatable)");
   app.add_flag("--trust-tcp-peers", o.access.trust_tcp_peers,
                "Every TCP peer sees absolute addresses (a trusted network, or --insecure-tcp tests)");
-  app.add_option("--max-calls-per-peer", o.limits.calls_per_peer, "Calls in progress per peer (uid, certificate name or IP) (256)");
+  app.add_option("--max-calls-per-peer", o.limits.calls_per_peer,
+                 "Calls in progress per peer (uid, certificate name or IP) (256)");
   app.add_option("--max-streams-per-peer", o.limits.streams_per_peer, "Open streams per peer (32)");
   app.add_option("--max-heavy-per-peer", o.limits.heavy_per_peer,
                  "Heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running per peer (32)");
@@ -87,8 +91,7 @@ int main(int argc, char** argv) {
                  "Whole-target symbol listings (ListSymbols) in progress per peer (2)");
   app.add_option("--max-listings", o.limits.listings, "... over all peers (8; each holds a kernel's symbol list)");
   app.add_option("--heavy-threads", o.limits.heavy_threads, "Threads running heavy calls (2)");
-  app.add_option("--max-connections-per-peer", o.max_connections_per_peer,
-                 "Unix-socket connections per uid (64)");
+  app.add_option("--max-connections-per-peer", o.max_connections_per_peer, "Unix-socket connections per uid (64)");
   app.add_option("--max-connections", o.max_connections, "Unix-socket connections, all peers (1024)");
   app.footer(
       "Signals: SIGTERM/SIGINT drain calls in flight and exit 0; SIGHUP re-indexes the live host.\n"
@@ -116,7 +119,8 @@ int main(int argc, char** argv) {
       std::string key = line.substr(b, line.find_last_not_of(" \t", eq - 1) + 1 - b);
       auto [it, fresh] = last_line.try_emplace(key, n);
       if (!fresh && it->second != n - 1) {
-        fmt::print(stderr, "symdexd: {}:{}: '{}' repeats line {}'s key with other lines between: write repeated "
+        fmt::print(stderr,
+                   "symdexd: {}:{}: '{}' repeats line {}'s key with other lines between: write repeated "
                    "keys on consecutive lines, or as a list `{} = [a, b]`\n",
                    cfg->as<std::string>(), n, key, it->second, key);
         return 2;

@@ -60,8 +60,7 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, size_t max_
     if (chunk < (size_t{1} << 24)) chunk *= 2;
   }
   if (out.size() > max_bytes) {
-    return absl::ResourceExhaustedError(
-        StrCat(path, " is larger than the limit of ", max_bytes, " bytes"));
+    return absl::ResourceExhaustedError(StrCat(path, " is larger than the limit of ", max_bytes, " bytes"));
   }
   return out;
 }
@@ -150,8 +149,8 @@ absl::StatusOr<std::string> EnsurePrivate(const std::string& path) {
   const bool dir = S_ISDIR(st.st_mode);
   // A directory others may only traverse lists nothing; a file's o+x alone reads nothing.
   if ((st.st_mode & (S_IROTH | S_IWOTH)) == 0) return std::string();
-  const char* what = (st.st_mode & S_IROTH) ? (dir ? "listable by every user" : "readable by every user")
-                                            : "writable by every user";
+  const char* what =
+      (st.st_mode & S_IROTH) ? (dir ? "listable by every user" : "readable by every user") : "writable by every user";
   const mode_t fixed = st.st_mode & 07770;
   if (st.st_uid == ::geteuid() || ::geteuid() == 0) {
     if (::chmod(path.c_str(), fixed) != 0) {

@@ -18,8 +18,7 @@ inline constexpr size_t kDefaultMaxFileBytes = size_t{1} << 30;  // 1 GiB
 
 // Reads the whole file. Fails with NotFound / PermissionDenied / ResourceExhausted (over
 // max_bytes) / Internal, each message naming the path.
-absl::StatusOr<std::string> ReadFileBounded(const std::string& path,
-                                            size_t max_bytes = kDefaultMaxFileBytes);
+absl::StatusOr<std::string> ReadFileBounded(const std::string& path, size_t max_bytes = kDefaultMaxFileBytes);
 
 // Joins a sysroot and an absolute path ("/proc/kallsyms"); an empty or "/" sysroot is the host.
 std::string SysrootPath(const std::string& sysroot, const std::string& abs_path);

@@ -37,19 +37,27 @@ namespace {
 
 constexpr size_t RecordSize(Section s) {
   switch (s) {
-    case kStrings: return 1;
-    case kAranges: return sizeof(Arange);
-    case kUnits: return sizeof(Unit);
-    case kLines: return sizeof(Line);
-    case kSpans: return sizeof(Span);
-    case kIntervals: return sizeof(Interval);
-    case kNodes: return sizeof(Node);
-    case kSectionCount: break;
+    case kStrings:
+      return 1;
+    case kAranges:
+      return sizeof(Arange);
+    case kUnits:
+      return sizeof(Unit);
+    case kLines:
+      return sizeof(Line);
+    case kSpans:
+      return sizeof(Span);
+    case kIntervals:
+      return sizeof(Interval);
+    case kNodes:
+      return sizeof(Node);
+    case kSectionCount:
+      break;
   }
   return 1;
 }
 
-constexpr const char* kSectionNames[kSectionCount] = {"strings", "aranges", "units", "lines",
+constexpr const char* kSectionNames[kSectionCount] = {"strings", "aranges",   "units", "lines",
                                                       "spans",   "intervals", "nodes"};
 
 // [begin, begin + count) inside a section of `total` records?
@@ -58,7 +66,9 @@ bool InRange(uint64_t begin, uint64_t count, uint64_t total) { return begin <= t
 }  // namespace
 
 absl::StatusOr<AddrMap> AddrMap::FromBytes(std::string_view bytes) {
-  auto bad = [](const std::string& why) { return absl::InvalidArgumentError(StrCat("not a valid address map: ", why)); };
+  auto bad = [](const std::string& why) {
+    return absl::InvalidArgumentError(StrCat("not a valid address map: ", why));
+  };
   if (bytes.size() < sizeof(Header)) return bad(StrCat(bytes.size(), " bytes, shorter than its header"));
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(Header) != 0) return bad("misaligned buffer");
   const auto* h = reinterpret_cast<const Header*>(bytes.data());
@@ -122,8 +132,8 @@ std::vector<Frame> AddrMap::FramesAt(uint64_t addr) const {
   if (unit.lines_count > 0 && InRange(unit.lines_begin, unit.lines_count, count(kLines))) {
     // dwarf_getsrc_die: the last row at or below addr, unless it ends a sequence.
     const Line* lines = Records<Line>(kLines) + unit.lines_begin;
-    const Line* above = std::upper_bound(lines, lines + unit.lines_count, addr,
-                                         [](uint64_t v, const Line& l) { return v < l.addr; });
+    const Line* above =
+        std::upper_bound(lines, lines + unit.lines_count, addr, [](uint64_t v, const Line& l) { return v < l.addr; });
     if (above != lines && !above[-1].end_sequence) {
       leaf.file = String(above[-1].file);
       leaf.line = above[-1].line;
@@ -531,8 +541,9 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   h.file_size = out.size();
   std::memcpy(out.data(), &h, sizeof h);
   if (stats) {
-    *stats = AddrMapStats{units.size(), lines.size(), spans.size(), intervals.size(), nodes.size(),
-                          h.sections[kStrings].count, out.size()};
+    *stats = AddrMapStats{units.size(),     lines.size(), spans.size(),
+                          intervals.size(), nodes.size(), h.sections[kStrings].count,
+                          out.size()};
   }
   return out;
 }

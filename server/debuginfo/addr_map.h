@@ -80,10 +80,10 @@ struct Interval {
   uint32_t reserved;
 };
 struct Node {
-  uint32_t name;                  // string offset
-  uint32_t call_file;             // where this inline was called from (string offset)
+  uint32_t name;       // string offset
+  uint32_t call_file;  // where this inline was called from (string offset)
   int32_t call_line, call_column;
-  uint32_t parent;                // the enclosing frame; kNone at the function itself
+  uint32_t parent;  // the enclosing frame; kNone at the function itself
   uint32_t is_subprogram;
 };
 
@@ -119,8 +119,7 @@ class MappedAddrMap {
  public:
   // NotFound when there is no file; InvalidArgument (saying what is wrong) when it is not a
   // valid map or belongs to another build-ID.
-  static absl::StatusOr<std::unique_ptr<MappedAddrMap>> Open(const std::string& path,
-                                                             const std::string& build_id_hex);
+  static absl::StatusOr<std::unique_ptr<MappedAddrMap>> Open(const std::string& path, const std::string& build_id_hex);
   ~MappedAddrMap();
   MappedAddrMap(const MappedAddrMap&) = delete;
   MappedAddrMap& operator=(const MappedAddrMap&) = delete;

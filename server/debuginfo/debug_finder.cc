@@ -208,7 +208,8 @@ LookupResult DebugFinder::Find(const DebugFileRequest& req) {
       return r;
     }
     if (req.module.empty()) {
-      for (const auto& p : {StrCat(root, "/boot/vmlinux-", req.release), StrCat(root, "/lib/modules/", req.release, "/vmlinux")}) {
+      for (const auto& p :
+           {StrCat(root, "/boot/vmlinux-", req.release), StrCat(root, "/lib/modules/", req.release, "/vmlinux")}) {
         if (!req.release.empty() && TryCandidate(p, req, "local", r)) return r;
       }
     } else {

@@ -37,8 +37,8 @@ struct DebugFileRequest {
 
 struct FoundDebugFile {
   std::string path;
-  std::string origin;  // "local" | "debuginfod"
-  bool verified = false;  // build-ID compared equal
+  std::string origin;               // "local" | "debuginfod"
+  bool verified = false;            // build-ID compared equal
   std::optional<BuildId> build_id;  // of the file
 };
 
@@ -53,8 +53,8 @@ struct LookupResult {
 struct DebugFinderOptions {
   std::vector<std::string> debug_dirs;
   std::string sysroot;
-  std::string vmlinux;          // explicit vmlinux debug file
-  bool use_debuginfod = true;   // when DEBUGINFOD_URLS is set
+  std::string vmlinux;               // explicit vmlinux debug file
+  bool use_debuginfod = true;        // when DEBUGINFOD_URLS is set
   bool debuginfod_progress = false;  // progress on stderr (a TTY)
 };
 
@@ -80,7 +80,8 @@ class DebugFinder {
 
  private:
   std::vector<std::string> Roots() const;
-  const std::map<std::string, std::vector<std::string>>& ModuleFiles(const std::string& root, const std::string& release);
+  const std::map<std::string, std::vector<std::string>>& ModuleFiles(const std::string& root,
+                                                                     const std::string& release);
   bool TryCandidate(const std::string& path, const DebugFileRequest& req, const std::string& origin, LookupResult& r);
   void TryDebuginfod(const DebugFileRequest& req, LookupResult& r);
 

@@ -34,19 +34,55 @@ struct AttrScan {
 // Byte length of an attribute value of `form` at p; -1 if unknown or out of bounds.
 int64_t FormLength(unsigned form, const unsigned char* p, const AttrScan& s) {
   switch (form) {
-    case DW_FORM_flag_present: case DW_FORM_implicit_const: return 0;
-    case DW_FORM_data1: case DW_FORM_ref1: case DW_FORM_flag: case DW_FORM_strx1: case DW_FORM_addrx1: return 1;
-    case DW_FORM_data2: case DW_FORM_ref2: case DW_FORM_strx2: case DW_FORM_addrx2: return 2;
-    case DW_FORM_strx3: case DW_FORM_addrx3: return 3;
-    case DW_FORM_data4: case DW_FORM_ref4: case DW_FORM_strx4: case DW_FORM_addrx4: case DW_FORM_ref_sup4: return 4;
-    case DW_FORM_data8: case DW_FORM_ref8: case DW_FORM_ref_sig8: case DW_FORM_ref_sup8: return 8;
-    case DW_FORM_data16: return 16;
-    case DW_FORM_addr: return s.address_size;
-    case DW_FORM_ref_addr: case DW_FORM_strp: case DW_FORM_sec_offset: case DW_FORM_line_strp:
-    case DW_FORM_strp_sup: case DW_FORM_GNU_ref_alt: case DW_FORM_GNU_strp_alt:
+    case DW_FORM_flag_present:
+    case DW_FORM_implicit_const:
+      return 0;
+    case DW_FORM_data1:
+    case DW_FORM_ref1:
+    case DW_FORM_flag:
+    case DW_FORM_strx1:
+    case DW_FORM_addrx1:
+      return 1;
+    case DW_FORM_data2:
+    case DW_FORM_ref2:
+    case DW_FORM_strx2:
+    case DW_FORM_addrx2:
+      return 2;
+    case DW_FORM_strx3:
+    case DW_FORM_addrx3:
+      return 3;
+    case DW_FORM_data4:
+    case DW_FORM_ref4:
+    case DW_FORM_strx4:
+    case DW_FORM_addrx4:
+    case DW_FORM_ref_sup4:
+      return 4;
+    case DW_FORM_data8:
+    case DW_FORM_ref8:
+    case DW_FORM_ref_sig8:
+    case DW_FORM_ref_sup8:
+      return 8;
+    case DW_FORM_data16:
+      return 16;
+    case DW_FORM_addr:
+      return s.address_size;
+    case DW_FORM_ref_addr:
+    case DW_FORM_strp:
+    case DW_FORM_sec_offset:
+    case DW_FORM_line_strp:
+    case DW_FORM_strp_sup:
+    case DW_FORM_GNU_ref_alt:
+    case DW_FORM_GNU_strp_alt:
       return s.offset_size;
-    case DW_FORM_udata: case DW_FORM_sdata: case DW_FORM_ref_udata: case DW_FORM_strx: case DW_FORM_addrx:
-    case DW_FORM_loclistx: case DW_FORM_rnglistx: case DW_FORM_GNU_addr_index: case DW_FORM_GNU_str_index: {
+    case DW_FORM_udata:
+    case DW_FORM_sdata:
+    case DW_FORM_ref_udata:
+    case DW_FORM_strx:
+    case DW_FORM_addrx:
+    case DW_FORM_loclistx:
+    case DW_FORM_rnglistx:
+    case DW_FORM_GNU_addr_index:
+    case DW_FORM_GNU_str_index: {
       size_t n = LebLength(p, s.end_limit);
       return n ? static_cast<int64_t>(n) : -1;
     }
@@ -54,12 +90,16 @@ int64_t FormLength(unsigned form, const unsigned char* p, const AttrScan& s) {
       const void* z = std::memchr(p, 0, static_cast<size_t>(s.end_limit - p));
       return z ? static_cast<const unsigned char*>(z) - p + 1 : -1;
     }
-    case DW_FORM_block1: return p < s.end_limit ? 1 + int64_t{p[0]} : -1;
-    case DW_FORM_block2: return s.end_limit - p >= 2 ? 2 + int64_t{p[0] | (p[1] << 8)} : -1;
+    case DW_FORM_block1:
+      return p < s.end_limit ? 1 + int64_t{p[0]} : -1;
+    case DW_FORM_block2:
+      return s.end_limit - p >= 2 ? 2 + int64_t{p[0] | (p[1] << 8)} : -1;
     case DW_FORM_block4:
-      return s.end_limit - p >= 4 ? 4 + int64_t{uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24}
-                                  : -1;
-    case DW_FORM_block: case DW_FORM_exprloc: {
+      return s.end_limit - p >= 4
+                 ? 4 + int64_t{uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24}
+                 : -1;
+    case DW_FORM_block:
+    case DW_FORM_exprloc: {
       size_t n = LebLength(p, s.end_limit);
       if (n == 0) return -1;
       uint64_t len = ReadUleb(p, n);

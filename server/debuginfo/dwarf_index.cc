@@ -505,8 +505,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
   // Lines at every text symbol address, split across the same handles.
   std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first.elf.get());
   std::sort(syms.begin(), syms.end());
-  syms.erase(std::unique(syms.begin(), syms.end(),
-                         [](const auto& a, const auto& b) { return a.first == b.first; }),
+  syms.erase(std::unique(syms.begin(), syms.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
              syms.end());
   std::vector<RawSymbolLine> raw(syms.size());
   next = 0;
@@ -538,8 +537,7 @@ const char* DwflError() {
   return m ? m : "no libdwfl error recorded";
 }
 
-int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
-                        char**) {
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
   return -1;  // the module file itself carries the DWARF; never look elsewhere (or at debuginfod)
 }
 

@@ -23,7 +23,7 @@ struct FileStamp {
 };
 
 inline std::optional<FileStamp> StampOf(const std::string& path) {
-  struct stat sb{};
+  struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0) return std::nullopt;
   FileStamp s;
   s.size = static_cast<int64_t>(sb.st_size);

@@ -32,7 +32,9 @@ absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
     return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
   }
   o.dwarf.reset(dwarf_begin_elf(o.elf.get(), DWARF_C_READ, nullptr));
-  if (!o.dwarf) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1) ? dwarf_errmsg(-1) : "none", ")"));
+  if (!o.dwarf)
+    return absl::InvalidArgumentError(
+        StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1) ? dwarf_errmsg(-1) : "none", ")"));
   return absl::OkStatus();
 }
 

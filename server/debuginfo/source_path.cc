@@ -7,8 +7,8 @@ namespace symdex::debuginfo {
 namespace {
 
 constexpr std::array<std::string_view, 22> kTopDirs = {
-    "arch", "block", "certs", "crypto", "drivers", "fs",      "include", "init",  "io_uring", "ipc",  "kernel",
-    "lib",  "mm",    "net",   "rust",   "samples", "scripts", "security", "sound", "tools",   "usr",  "virt"};
+    "arch", "block", "certs", "crypto", "drivers", "fs",      "include",  "init",  "io_uring", "ipc", "kernel",
+    "lib",  "mm",    "net",   "rust",   "samples", "scripts", "security", "sound", "tools",    "usr", "virt"};
 
 bool StartsWithTopDir(std::string_view rest) {
   for (std::string_view d : kTopDirs) {
@@ -30,8 +30,10 @@ std::string NormalizeLexically(std::string_view path) {
     if (part.empty() || part == ".") {
       // skip
     } else if (part == "..") {
-      if (!parts.empty() && parts.back() != "..") parts.pop_back();
-      else if (!absolute) parts.push_back(part);
+      if (!parts.empty() && parts.back() != "..")
+        parts.pop_back();
+      else if (!absolute)
+        parts.push_back(part);
     } else {
       parts.push_back(part);
     }

@@ -7,9 +7,8 @@ namespace symdex::debuginfo {
 FunctionLocator::FunctionLocator(std::vector<FunctionSpan> spans) {
   for (auto& s : spans) by_section_[s.section].push_back(std::move(s));
   for (auto& [_, v] : by_section_) {
-    std::sort(v.begin(), v.end(), [](const FunctionSpan& a, const FunctionSpan& b) {
-      return a.lo != b.lo ? a.lo < b.lo : a.hi > b.hi;
-    });
+    std::sort(v.begin(), v.end(),
+              [](const FunctionSpan& a, const FunctionSpan& b) { return a.lo != b.lo ? a.lo < b.lo : a.hi > b.hi; });
   }
 }
 

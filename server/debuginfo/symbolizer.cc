@@ -3,15 +3,15 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
-#include <gelf.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <map>
 #include <unordered_map>
 
@@ -33,9 +33,9 @@ struct CuFunctions {
 struct Symbolizer::File {
   UniqueFd fd;  // closed by its destructor, after ~File has ended the handles made from it
   Elf* elf = nullptr;
-  Dwarf* dwarf = nullptr;  // owned unless dwfl is set (then libdwfl owns it)
-  Dwfl* dwfl = nullptr;    // relocatable files: libdwfl's relocated view
-  Dwarf_Addr bias = 0;     // dwfl address = DWARF address + bias
+  Dwarf* dwarf = nullptr;                        // owned unless dwfl is set (then libdwfl owns it)
+  Dwfl* dwfl = nullptr;                          // relocatable files: libdwfl's relocated view
+  Dwarf_Addr bias = 0;                           // dwfl address = DWARF address + bias
   std::map<std::string, uint64_t> section_base;  // relocatable: section -> dwfl address
   std::unordered_map<Dwarf_Off, CuFunctions> cus;
   ~File() {
@@ -142,8 +142,8 @@ std::vector<uint64_t> StatementAddresses(Dwarf* dw, const std::string& file_suff
 
 }  // namespace
 
-absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path,
-                                                                 const std::string& file_suffix, int line) {
+absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path, const std::string& file_suffix,
+                                                                int line) {
   ASSIGN_OR_RETURN(File * f, Open(path));
   return StatementAddresses(f->dwarf, file_suffix, line, false);
 }
@@ -166,8 +166,7 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> Symbolizer::LineAd
 
 namespace {
 
-int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word,
-                        char**) {
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
   return -1;  // the module file itself carries the DWARF
 }
 
@@ -217,8 +216,8 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::str
   return FramesAt(f, it->second + offset - f->bias);
 }
 
-absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeLinked(const std::string& path,
-                                                               const std::string& build_id_hex, uint64_t addr) {
+absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeLinked(const std::string& path, const std::string& build_id_hex,
+                                                               uint64_t addr) {
   if (!addr_map_dir_.empty() && !build_id_hex.empty()) {
     // A missing or damaged map costs speed, not answers: libdw gives the same frames. Looked for
     // again after a while, so a map `symdex index` writes later (or repairs) is picked up.

@@ -51,8 +51,8 @@ class Symbolizer {
   // The same in a relocatable debug file (a module): (section, offset) pairs, to be placed at
   // the section bases /sys/module/M/sections gives.
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> LineAddressesInSections(const std::string& path,
-                                                                                     const std::string& file_suffix,
-                                                                                     int line);
+                                                                                        const std::string& file_suffix,
+                                                                                        int line);
 
  private:
   struct File;

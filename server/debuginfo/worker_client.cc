@@ -45,7 +45,9 @@ ReadResult ReadFull(int fd, char* buf, size_t n, Clock::time_point deadline) {
   while (n > 0) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return ReadResult::kTimeout;
-    struct pollfd p{fd, POLLIN, 0};
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
     int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return ReadResult::kError;
@@ -156,8 +158,9 @@ std::string DwarfWorker::Stop(bool kill) {
 }
 
 absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs) {
-  struct stat sb{};
-  if (::stat(path.c_str(), &sb) != 0) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) != 0)
+    return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   if (path.empty() || path.size() > kMaxPathLength) return absl::InvalidArgumentError(StrCat(path, ": path too long"));
   jobs = std::max(1u, jobs);
   const uint64_t size = static_cast<uint64_t>(sb.st_size);
@@ -173,7 +176,9 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
   for (int attempt = 0; attempt < 2 && !sent; ++attempt) {
     if (pid_ >= 0) {
       // An idle worker has nothing to say: readable means it died (EOF) or is out of step.
-      struct pollfd pf{fd_.get(), POLLIN, 0};
+      struct pollfd pf {
+        fd_.get(), POLLIN, 0
+      };
       if (::poll(&pf, 1, 0) != 0) Stop(true);
     }
     if (pid_ < 0) RETURN_IF_ERROR(Start());
@@ -186,18 +191,19 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
   auto failed = [&](ReadResult r, const char* what) -> absl::Status {
     if (r == ReadResult::kTimeout) {
       Stop(true);
-      return absl::DeadlineExceededError(StrCat(path, ": timed out after ", absl::StrFormat("%.0f", timeout),
-                                                " s (parser killed)"));
+      return absl::DeadlineExceededError(
+          StrCat(path, ": timed out after ", absl::StrFormat("%.0f", timeout), " s (parser killed)"));
     }
     // EOF: the worker died; how it ended says why.
     std::string how = Stop(r != ReadResult::kEof);
     if (how == "parser killed by SIGXCPU") how = StrCat("exceeded the CPU limit of ", req.cpu_seconds, " s");
     if (how == "parser killed by SIGKILL") how += " (out of memory?)";
-    return absl::DataLossError(StrCat(path, ": ", how, " while ", what, " (memory limit ",
-                                      FormatGiB(req.memory_limit), ")"));
+    return absl::DataLossError(
+        StrCat(path, ": ", how, " while ", what, " (memory limit ", FormatGiB(req.memory_limit), ")"));
   };
   char hbuf[kResponseHeaderSize];
-  if (ReadResult r = ReadFull(fd_.get(), hbuf, sizeof hbuf, deadline); r != ReadResult::kOk) return failed(r, "parsing");
+  if (ReadResult r = ReadFull(fd_.get(), hbuf, sizeof hbuf, deadline); r != ReadResult::kOk)
+    return failed(r, "parsing");
   auto header = DecodeResponseHeader(std::string_view(hbuf, sizeof hbuf));
   if (!header.ok()) {
     Stop(true);

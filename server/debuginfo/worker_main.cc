@@ -70,16 +70,16 @@ void ApplyLimits(const WorkerRequest& req) {
   // ASan reserves terabytes of shadow address space: under it (the test suite's sanitizer
   // build) RLIMIT_AS would fail every allocation, so only the CPU and wall-clock limits apply.
   if (!kAddressSanitizer) {
-    struct rlimit as{};
+    struct rlimit as {};
     as.rlim_cur = req.memory_limit ? req.memory_limit : RLIM_INFINITY;
     as.rlim_max = RLIM_INFINITY;
     setrlimit(RLIMIT_AS, &as);
   }
-  struct rlimit cpu{};
+  struct rlimit cpu {};
   cpu.rlim_max = RLIM_INFINITY;
   cpu.rlim_cur = RLIM_INFINITY;
   if (req.cpu_seconds) {
-    struct rusage ru{};
+    struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     cpu.rlim_cur = static_cast<rlim_t>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + 1) + req.cpu_seconds;
   }
@@ -89,7 +89,8 @@ void ApplyLimits(const WorkerRequest& req) {
 void TestHooks(const WorkerRequest& req) {
   const std::string& path = req.path;
   const char* map_crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_MAP_ON");
-  if (req.kind == WorkerRequest::Kind::kAddrMap && map_crash && *map_crash && path.find(map_crash) != std::string::npos) {
+  if (req.kind == WorkerRequest::Kind::kAddrMap && map_crash && *map_crash &&
+      path.find(map_crash) != std::string::npos) {
     std::abort();
   }
   const char* crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_ON");

@@ -14,7 +14,8 @@ class Writer {
  public:
   template <typename T>
   void Int(T v) {
-    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+    for (size_t i = 0; i < sizeof(T); ++i)
+      out_.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
   }
   void Str(std::string_view s) {
     Int(static_cast<uint32_t>(s.size()));
@@ -67,9 +68,11 @@ absl::StatusOr<ResponseHeader> DecodeResponseHeader(std::string_view header) {
   uint32_t magic = rd.Int<uint32_t>();
   uint32_t status = rd.Int<uint32_t>();
   h.payload_size = rd.Int<uint64_t>();
-  if (!rd.ok() || magic != kResponseMagic || status > 1) return absl::DataLossError("garbage instead of a response header");
+  if (!rd.ok() || magic != kResponseMagic || status > 1)
+    return absl::DataLossError("garbage instead of a response header");
   if (h.payload_size > kMaxResponsePayload) {
-    return absl::DataLossError(StrCat("response of ", h.payload_size, " bytes exceeds the limit of ", kMaxResponsePayload));
+    return absl::DataLossError(
+        StrCat("response of ", h.payload_size, " bytes exceeds the limit of ", kMaxResponsePayload));
   }
   h.ok = status == 0;
   return h;
@@ -182,7 +185,8 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
     uint8_t flags = rd.Int<uint8_t>();
     f.external = flags & 1;
     f.inline_copy = flags & 2;
-    if (rd.ok() && (f.cu >= nunits || !file_ok(f.decl_file) || !file_ok(f.entry_file) || !section_ok(f.entry_section))) {
+    if (rd.ok() &&
+        (f.cu >= nunits || !file_ok(f.decl_file) || !file_ok(f.entry_file) || !section_ok(f.entry_section))) {
       return absl::DataLossError(StrCat("worker response: function id out of range at byte ", rd.pos()));
     }
     idx.functions.push_back(std::move(f));

@@ -22,7 +22,7 @@ namespace symdex::debuginfo {
 
 inline constexpr uint32_t kRequestMagic = 0x51574453;         // "SDWQ"
 inline constexpr uint32_t kAddrMapRequestMagic = 0x4d574453;  // "SDWM"
-inline constexpr uint32_t kResponseMagic = 0x52574453;  // "SDWR"
+inline constexpr uint32_t kResponseMagic = 0x52574453;        // "SDWR"
 inline constexpr size_t kRequestHeaderSize = 24;
 inline constexpr size_t kResponseHeaderSize = 16;
 inline constexpr uint32_t kMaxPathLength = 4096;

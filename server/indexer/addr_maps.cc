@@ -47,8 +47,8 @@ absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::Kerne
       ++sum.addr_maps_built;
     } else {
       // Answers stay right without it (libdw is read instead), only slower: a warning.
-      t.warnings.push_back(StrCat("no address map for ", df->path, " (symdex addr reads DWARF instead): ",
-                                  written.message()));
+      t.warnings.push_back(
+          StrCat("no address map for ", df->path, " (symdex addr reads DWARF instead): ", written.message()));
     }
   }
   return absl::OkStatus();

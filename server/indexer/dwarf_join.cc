@@ -57,8 +57,7 @@ absl::StatusOr<std::shared_ptr<const JoinTable>> LoadJoinTable(store::Db& db, in
   return table;
 }
 
-absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts,
-                                IndexSummary& sum) {
+absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum) {
   std::vector<std::vector<size_t>> symbols_by_part(parts.size());
   std::unordered_map<int, size_t> part_of_module;
   for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
@@ -88,7 +87,8 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     }
     const JoinTable& join = *p.join;
     int64_t slide = 0;
-    if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
+    if (p.module < 0 && t.text_addr && p.debug_text_addr)
+      slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
     std::vector<std::pair<std::string, uint64_t>> sections;
     if (p.module >= 0) sections = t.modules[static_cast<size_t>(p.module)].sections;
     for (size_t s : symbols_by_part[i]) {

@@ -59,17 +59,22 @@ void CountJoined(const target::KernelTarget& t, const std::function<bool(const t
   }
 }
 
-unsigned Jobs(const IndexRequest& req) { return req.jobs ? req.jobs : std::max(1u, std::thread::hardware_concurrency()); }
+unsigned Jobs(const IndexRequest& req) {
+  return req.jobs ? req.jobs : std::max(1u, std::thread::hardware_concurrency());
+}
 
 // Steps 2-7 over the whole target, loaded by step 1 (LoadTarget).
 absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, target::KernelTarget& t,
                                          IndexSummary sum) {
   RETURN_IF_ERROR(CheckInputLooksComplete(db, t, req.force));  // before the DWARF work, not after
-  if (req.debuginfo) RETURN_IF_ERROR(AttachDebugInfo(db, req, t, Jobs(req), [](int) { return true; }, sum));
+  if (req.debuginfo)
+    RETURN_IF_ERROR(AttachDebugInfo(
+        db, req, t, Jobs(req), [](int) { return true; }, sum));
 
   // Step 7, WriteTarget: the whole target in one transaction.
   const auto t2 = Clock::now();
-  CountJoined(t, [](const target::SymbolEntry&) { return true; }, sum);
+  CountJoined(
+      t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);
   Summarize(t, sum);
@@ -91,7 +96,8 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
   return IndexLoaded(db, req, t, sum);
 }
 
-absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& req, const std::set<std::string>& changed) {
+absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& req,
+                                           const std::set<std::string>& changed) {
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
   IndexSummary sum;
@@ -120,9 +126,12 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   }
   // Step 7, WriteTarget: just these modules, in one transaction.
   const auto t2 = Clock::now();
-  CountJoined(t, [&](const target::SymbolEntry& s) {
-    return s.module >= 0 && names.count(t.modules[static_cast<size_t>(s.module)].name);
-  }, sum);
+  CountJoined(
+      t,
+      [&](const target::SymbolEntry& s) {
+        return s.module >= 0 && names.count(t.modules[static_cast<size_t>(s.module)].name);
+      },
+      sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);
   Summarize(t, sum);

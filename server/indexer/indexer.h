@@ -17,7 +17,7 @@
 namespace symdex::indexer {
 
 struct IndexRequest {
-  std::optional<target::LiveHostOptions> live;         // exactly one of live / offline
+  std::optional<target::LiveHostOptions> live;  // exactly one of live / offline
   std::optional<target::OfflineKernelOptions> offline;
   bool debuginfo = true;
   debuginfo::DebugFinderOptions finder;
@@ -49,6 +49,7 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
 // info and join — leaving vmlinux and every other module's rows untouched (store::ReplaceModules,
 // one transaction, generation + 1). Falls back to IndexTarget when the target is not indexed yet
 // or vmlinux is not the one indexed. The summary's text-symbol counts are the replaced modules'.
-absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& req, const std::set<std::string>& changed);
+absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& req,
+                                           const std::set<std::string>& changed);
 
 }  // namespace symdex::indexer

@@ -25,9 +25,9 @@ absl::Status CheckSystemMapMarkers(const target::KernelTarget& t) {
   }
   if (etext && end) return absl::OkStatus();
   const char* missing = !etext && !end ? "_etext and _end" : !etext ? "_etext" : "_end";
-  return absl::FailedPreconditionError(
-      StrCat(SymbolFile(t), " has no ", missing, ", which every System.map has: the file looks truncated; "
-             "refusing to index it (--force indexes it anyway)"));
+  return absl::FailedPreconditionError(StrCat(SymbolFile(t), " has no ", missing,
+                                              ", which every System.map has: the file looks truncated; "
+                                              "refusing to index it (--force indexes it anyway)"));
 }
 
 absl::StatusOr<int64_t> StoredVmlinuxSymbols(store::Db& db, int64_t target_id) {

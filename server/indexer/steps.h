@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -72,9 +72,8 @@ absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req);
 // selected part (vmlinux first), each either resolved from the store by build-ID ("cached"),
 // or with the file found locally / through debuginfod in `path_to_index`, or with the reason
 // there is none. A build-ID shared by several parts is parsed only for the first.
-absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req,
-                                                 const target::KernelTarget& t, unsigned jobs,
-                                                 const PartFilter& want);
+absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const target::KernelTarget& t,
+                                             unsigned jobs, const PartFilter& want);
 
 // Step 4: parses every file FindDebugFiles left in path_to_index (each in a worker process:
 // untrusted input), stores each under its build-ID, and keeps its JoinTable in memory. Gives
@@ -86,8 +85,7 @@ absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::Ke
 // Step 5: joins every code symbol of the parts to its DWARF function and line-table row by
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
 // Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.
-absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts,
-                                IndexSummary& sum);
+absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum);
 
 // Step 6: the address map of vmlinux's debug file, built once per build-ID next to the index.
 // A failure is a warning on the target (answers stay right, only slower), not an error.

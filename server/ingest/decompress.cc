@@ -12,8 +12,7 @@ namespace symdex::ingest {
 namespace {
 
 absl::Status TooLarge(size_t max_out) {
-  return absl::ResourceExhaustedError(
-      StrCat("decompressed data exceeds the limit of ", max_out, " bytes"));
+  return absl::ResourceExhaustedError(StrCat("decompressed data exceeds the limit of ", max_out, " bytes"));
 }
 
 absl::StatusOr<std::string> Xz(std::string_view in, size_t max_out) {
@@ -97,7 +96,10 @@ absl::StatusOr<std::string> Gzip(std::string_view in, size_t max_out) {
 }  // namespace
 
 Compression DetectCompression(std::string_view d) {
-  if (d.starts_with(std::string_view("\xFD" "7zXZ\0", 6))) return Compression::kXz;
+  if (d.starts_with(std::string_view("\xFD"
+                                     "7zXZ\0",
+                                     6)))
+    return Compression::kXz;
   if (d.starts_with("\x28\xB5\x2F\xFD")) return Compression::kZstd;
   if (d.starts_with("\x1F\x8B")) return Compression::kGzip;
   return Compression::kNone;

@@ -23,9 +23,7 @@ void InitLibelf() {
   std::call_once(once, [] { elf_version(EV_CURRENT); });
 }
 
-absl::Status ElfError(std::string_view what) {
-  return absl::InvalidArgumentError(StrCat(what, ": ", elf_errmsg(-1)));
-}
+absl::Status ElfError(std::string_view what) { return absl::InvalidArgumentError(StrCat(what, ": ", elf_errmsg(-1))); }
 
 char SectionLetter(const GElf_Shdr& sh) {
   if (sh.sh_flags & SHF_EXECINSTR) return 'T';
@@ -95,8 +93,8 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
     size_t idx = elf_ndxscn(scn);
     const char* nm = elf_strptr(elf.get(), shstrndx, sh.sh_name);
     if (sh.sh_type != SHT_NOBITS && (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
-      return absl::InvalidArgumentError(StrCat("section ", nm ? nm : "?", " extends beyond the end of the file (",
-                                               size, " bytes): truncated or corrupt"));
+      return absl::InvalidArgumentError(StrCat("section ", nm ? nm : "?", " extends beyond the end of the file (", size,
+                                               " bytes): truncated or corrupt"));
     }
     if (idx < nsections) {
       section_names[idx] = nm ? nm : "";

@@ -92,13 +92,11 @@ const char* RecordName(uint32_t id) {
 }
 
 // What parsing one record produced.
-using Parsed =
-    std::variant<std::monostate, CodeLoad, CodeMove, CodeClose, UnknownRecord, DebugInfo, UnwindingInfo>;
+using Parsed = std::variant<std::monostate, CodeLoad, CodeMove, CodeClose, UnknownRecord, DebugInfo, UnwindingInfo>;
 
 class RecordParser {
  public:
-  RecordParser(std::string_view source, std::endian order, const RecordPrefix& prefix,
-               std::string_view record)
+  RecordParser(std::string_view source, std::endian order, const RecordPrefix& prefix, std::string_view record)
       : source_(source), order_(order), prefix_(prefix), record_(record) {}
 
   absl::StatusOr<Parsed> Parse() {
@@ -119,9 +117,8 @@ class RecordParser {
 
  private:
   absl::Status Error(std::string_view why) const {
-    return absl::InvalidArgumentError(StrCat(source_, ": offset ", prefix_.file_offset, ": ",
-                                             RecordName(prefix_.id), " record (", record_.size(),
-                                             " bytes): ", why));
+    return absl::InvalidArgumentError(StrCat(source_, ": offset ", prefix_.file_offset, ": ", RecordName(prefix_.id),
+                                             " record (", record_.size(), " bytes): ", why));
   }
 
   absl::Status CheckMinSize(size_t fixed) const {
@@ -153,8 +150,7 @@ class RecordParser {
     if (!name) return Error("function name has no terminating NUL");
     // perf takes the code as the last code_size bytes; they must not overlap the name.
     if (r.code_size > c.remaining()) {
-      return Error(
-          StrCat("code_size ", r.code_size, " exceeds the ", c.remaining(), " bytes after the name"));
+      return Error(StrCat("code_size ", r.code_size, " exceeds the ", c.remaining(), " bytes after the name"));
     }
     r.name = std::string(*name);
     r.code = std::string(record_.substr(record_.size() - static_cast<size_t>(r.code_size)));
@@ -220,13 +216,11 @@ class RecordParser {
     r.eh_frame_hdr_size = c.U64();
     r.mapped_size = c.U64();
     if (r.eh_frame_hdr_size > r.unwinding_size) {
-      return Error(
-          StrCat("eh_frame_hdr_size ", r.eh_frame_hdr_size, " exceeds unwinding_size ", r.unwinding_size));
+      return Error(StrCat("eh_frame_hdr_size ", r.eh_frame_hdr_size, " exceeds unwinding_size ", r.unwinding_size));
     }
     std::optional<std::string_view> data = c.Bytes(r.unwinding_size);
     if (!data) {
-      return Error(
-          StrCat("unwinding_size ", r.unwinding_size, " exceeds the ", c.remaining(), " bytes left"));
+      return Error(StrCat("unwinding_size ", r.unwinding_size, " exceeds the ", c.remaining(), " bytes left"));
     }
     r.data = std::string(*data);
     return Parsed(std::move(r));
@@ -246,8 +240,7 @@ const RecordPrefix& PrefixOf(const Record& record) {
 
 JitdumpReader::JitdumpReader(std::string source) : source_(std::move(source)) {}
 
-absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view data,
-                                                              std::vector<Record>* out) {
+absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view data, std::vector<Record>* out) {
   FeedResult result;
   size_t pos = 0;  // into data; data[0] is at file offset offset_
   auto finish = [&]() {
@@ -266,8 +259,8 @@ absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view d
     } else {
       Cursor m(data, std::endian::little);
       return absl::InvalidArgumentError(
-          fmt::format("{}: not a jitdump file: magic is 0x{:08x}, expected 0x{:08x} in either byte order",
-                      source_, m.U32(), kJitdumpMagic));
+          fmt::format("{}: not a jitdump file: magic is 0x{:08x}, expected 0x{:08x} in either byte order", source_,
+                      m.U32(), kJitdumpMagic));
     }
     Cursor c(data, h.byte_order);
     (void)c.U32();  // magic
@@ -297,9 +290,9 @@ absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view d
     prefix.total_size = c.U32();
     prefix.timestamp = c.U64();
     if (prefix.total_size < kJitRecordPrefixSize) {
-      return absl::InvalidArgumentError(
-          StrCat(source_, ": offset ", offset_, ": ", RecordName(prefix.id), " record total_size ",
-                 prefix.total_size, " is smaller than the ", kJitRecordPrefixSize, "-byte record prefix"));
+      return absl::InvalidArgumentError(StrCat(source_, ": offset ", offset_, ": ", RecordName(prefix.id),
+                                               " record total_size ", prefix.total_size, " is smaller than the ",
+                                               kJitRecordPrefixSize, "-byte record prefix"));
     }
     if (prefix.total_size > data.size() - pos) break;  // incomplete: the writer is not done
     std::string_view record = data.substr(pos, prefix.total_size);

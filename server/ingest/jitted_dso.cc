@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -89,7 +89,8 @@ absl::StatusOr<JittedDso> ParseJittedDso(std::string& image, const std::string& 
                                              image.size() < 64 ? StrCat(" (only ", image.size(), " bytes)") : ""));
   }
   if (!elf->build_id || elf->build_id->empty()) {
-    return absl::InvalidArgumentError(StrCat(path, ": no NT_GNU_BUILD_ID note (or a malformed one) in its SHT_NOTE "
+    return absl::InvalidArgumentError(StrCat(path,
+                                             ": no NT_GNU_BUILD_ID note (or a malformed one) in its SHT_NOTE "
                                              "sections"));
   }
   out.build_id = *elf->build_id;

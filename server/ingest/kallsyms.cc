@@ -21,12 +21,9 @@ std::string_view NextField(std::string_view& rest) {
   return field;
 }
 
-
-
 }  // namespace
 
-absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text,
-                                                         std::string_view source) {
+absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text, std::string_view source) {
   std::vector<KernelSymbol> out;
   out.reserve(text.size() / 40);
   size_t line_no = 0;
@@ -38,8 +35,7 @@ absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text,
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
 
     auto fail = [&](std::string_view why) {
-      return absl::InvalidArgumentError(
-          StrCat(source, ":", line_no, ": ", why, ": '", Excerpt(line), "'"));
+      return absl::InvalidArgumentError(StrCat(source, ":", line_no, ": ", why, ": '", Excerpt(line), "'"));
     };
 
     std::string_view rest = line;
@@ -86,8 +82,6 @@ bool AllAddressesZero(const std::vector<KernelSymbol>& symbols) {
   return true;
 }
 
-bool IsPseudoModule(std::string_view module) {
-  return module == "bpf" || module.starts_with("__builtin__");
-}
+bool IsPseudoModule(std::string_view module) { return module == "bpf" || module.starts_with("__builtin__"); }
 
 }  // namespace symdex::ingest

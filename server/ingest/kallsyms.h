@@ -32,8 +32,7 @@ struct KernelSymbol {
 };
 
 // `source` names the input in error messages ("/proc/kallsyms", "System.map-6.1.0-28").
-absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text,
-                                                         std::string_view source);
+absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text, std::string_view source);
 
 // True when the table is non-empty and every address is zero: what an unprivileged reader sees
 // under kernel.kptr_restrict.

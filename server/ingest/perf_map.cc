@@ -1,5 +1,5 @@
-#include "server/common/hex.h"
 #include "server/ingest/perf_map.h"
+#include "server/common/hex.h"
 
 #include <cctype>
 #include <iterator>

@@ -7,8 +7,7 @@
 
 namespace symdex::ingest {
 
-absl::StatusOr<std::vector<ProcModule>> ParseProcModules(std::string_view text,
-                                                         std::string_view source) {
+absl::StatusOr<std::vector<ProcModule>> ParseProcModules(std::string_view text, std::string_view source) {
   std::vector<ProcModule> out;
   size_t line_no = 0;
   for (std::string_view line : Split(text, '\n', false)) {

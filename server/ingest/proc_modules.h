@@ -24,7 +24,6 @@ struct ProcModule {
   std::vector<std::string> deps;
 };
 
-absl::StatusOr<std::vector<ProcModule>> ParseProcModules(std::string_view text,
-                                                         std::string_view source);
+absl::StatusOr<std::vector<ProcModule>> ParseProcModules(std::string_view text, std::string_view source);
 
 }  // namespace symdex::ingest

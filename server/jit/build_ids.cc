@@ -89,12 +89,12 @@ std::string GenElfSymtab(uint64_t code_size, const GenElfTarget& t) {
   std::string sym1;
   if (t.elf64) {
     // Elf64_Sym: st_name u32, st_info u8, st_other u8, st_shndx u16, st_value u64, st_size u64.
-    sym1 = Encode(1, 4, be) + static_cast<char>(info) + static_cast<char>(kStvDefault) +
-           Encode(kFirstSection, 2, be) + Encode(t.text_offset, 8, be) + Encode(code_size, 8, be);
+    sym1 = Encode(1, 4, be) + static_cast<char>(info) + static_cast<char>(kStvDefault) + Encode(kFirstSection, 2, be) +
+           Encode(t.text_offset, 8, be) + Encode(code_size, 8, be);
   } else {
     // Elf32_Sym: st_name u32, st_value u32, st_size u32, st_info u8, st_other u8, st_shndx u16.
-    sym1 = Encode(1, 4, be) + Encode(t.text_offset, 4, be) + Encode(code_size, 4, be) +
-           static_cast<char>(info) + static_cast<char>(kStvDefault) + Encode(kFirstSection, 2, be);
+    sym1 = Encode(1, 4, be) + Encode(t.text_offset, 4, be) + Encode(code_size, 4, be) + static_cast<char>(info) +
+           static_cast<char>(kStvDefault) + Encode(kFirstSection, 2, be);
   }
   return std::string(sym1.size(), '\0') + sym1;  // symbol 0 is the all-zero undefined symbol
 }
@@ -118,8 +118,7 @@ GenElfTarget GenElfTargetFor(const JitdumpHeader& header) {
   return t;
 }
 
-absl::StatusOr<BuildId> PerfMd5AddrBuildId(uint64_t code_addr, std::string_view code,
-                                           const GenElfTarget& target) {
+absl::StatusOr<BuildId> PerfMd5AddrBuildId(uint64_t code_addr, std::string_view code, const GenElfTarget& target) {
   ASSIGN_OR_RETURN(Digest d, Digest::Start(EVP_md5(), "MD5"));
   d.Update(Encode(code_addr, target.elf64 ? 8 : 4, target.big_endian));
   d.Update(code);

@@ -104,8 +104,7 @@ std::string GenElfSymtab(uint64_t code_size, const GenElfTarget& target = {});
 std::string GenElfStrtab(std::string_view name);
 
 // load_addr is hashed as the target's `unsigned long`: 8 bytes (4 on ELF32) in its byte order.
-absl::StatusOr<BuildId> PerfMd5AddrBuildId(uint64_t code_addr, std::string_view code,
-                                           const GenElfTarget& target = {});
+absl::StatusOr<BuildId> PerfMd5AddrBuildId(uint64_t code_addr, std::string_view code, const GenElfTarget& target = {});
 absl::StatusOr<BuildId> PerfSha1CodeBuildId(std::string_view code);
 absl::StatusOr<BuildId> PerfSha1SymtabBuildId(std::string_view name, std::string_view code,
                                               const GenElfTarget& target = {});
@@ -130,7 +129,6 @@ GenElfTarget GenElfTargetFor(const ingest::JitdumpHeader& header);
 
 // The ID `scheme` gives `load` from a dump with `header` (perf eras use GenElfTargetFor(header)).
 absl::StatusOr<BuildId> JitBuildId(JitBuildIdScheme scheme, const ingest::JitdumpHeader& header,
-                                   const ingest::CodeLoad& load,
-                                   std::string_view instance = {});
+                                   const ingest::CodeLoad& load, std::string_view instance = {});
 
 }  // namespace symdex::jit

@@ -38,7 +38,6 @@ constexpr size_t kChunk = 16 << 20;
 // .text offset perf's genelf used before late 2022 (v8 src/diagnostics/perf-jit.cc).
 constexpr uint64_t kV8LineBias = 0x40;
 
-
 // Reads up to `n` bytes at `offset` (fewer at EOF).
 absl::StatusOr<std::string> ReadAt(int fd, uint64_t offset, size_t n, const std::string& path) {
   std::string buf(n, '\0');
@@ -110,9 +109,9 @@ class DumpIngest {
     }
     r_.start_offset = start;
     if (r_.file_size < start) {
-      return absl::FailedPreconditionError(
-          StrCat(r_.path, ": the file (", r_.file_size, " bytes) is shorter than what was ingested from it before (",
-                 start, " bytes) although its header is the same; nothing changed"));
+      return absl::FailedPreconditionError(StrCat(r_.path, ": the file (", r_.file_size,
+                                                  " bytes) is shorter than what was ingested from it before (", start,
+                                                  " bytes) although its header is the same; nothing changed"));
     }
     JitdumpReader reader(r_.path);
     reader.ResumeAt(header_, start, closed);
@@ -164,14 +163,15 @@ class DumpIngest {
       r_.status = r_.status == "truncated" ? "truncated" : (closed ? "closed" : "unchanged");
     }
     r_.end_offset = safe_end;
-    RETURN_IF_ERROR(store::UpsertJitSource(db_, store::JitSourceUpdate{.instance_id = instance_id_,
-                                                                      .path = r_.path,
-                                                                      .resume_offset = safe_end,
-                                                                      .file_size = r_.file_size,
-                                                                      .new_records = static_cast<int64_t>(r_.loads + r_.moves),
-                                                                      .status = r_.status,
-                                                                      .message = r_.message,
-                                                                      .ingested_at = Now()}));
+    RETURN_IF_ERROR(
+        store::UpsertJitSource(db_, store::JitSourceUpdate{.instance_id = instance_id_,
+                                                           .path = r_.path,
+                                                           .resume_offset = safe_end,
+                                                           .file_size = r_.file_size,
+                                                           .new_records = static_cast<int64_t>(r_.loads + r_.moves),
+                                                           .status = r_.status,
+                                                           .message = r_.message,
+                                                           .ingested_at = Now()}));
     RETURN_IF_ERROR(store::RaiseJitMaxCodeSize(db_, instance_id_, max_size_));
     return tx.Commit();
   }
@@ -217,7 +217,8 @@ class DumpIngest {
       ++r_.debug_infos;
       for (const DebugEntry& e : load.debug_info->entries) RETURN_IF_ERROR(w_->InsertLine(*load_id, e));
     }
-    for (const auto& [scheme, hex] : ids) RETURN_IF_ERROR(w_->InsertBuildId(*load_id, JitBuildIdSchemeName(scheme), hex));
+    for (const auto& [scheme, hex] : ids)
+      RETURN_IF_ERROR(w_->InsertBuildId(*load_id, JitBuildIdSchemeName(scheme), hex));
     return absl::OkStatus();
   }
 
@@ -305,13 +306,14 @@ absl::Status IngestPerfMap(Db& db, const std::string& contents, IngestReport& r)
   r.map_entries = parsed.entries.size();
   r.malformed_lines = parsed.malformed_lines;
   r.end_offset = consumed + parsed.consumed_bytes;
-  RETURN_IF_ERROR(store::UpdatePerfMap(db, store::PerfMapUpdate{.map_id = map_id,
-                                                                .consumed = r.end_offset,
-                                                                .next_line = static_cast<int64_t>(parsed.next_line_number),
-                                                                .new_entries = static_cast<int64_t>(parsed.entries.size()),
-                                                                .new_malformed = static_cast<int64_t>(parsed.malformed_lines),
-                                                                .max_size = max_size,
-                                                                .ingested_at = Now()}));
+  RETURN_IF_ERROR(
+      store::UpdatePerfMap(db, store::PerfMapUpdate{.map_id = map_id,
+                                                    .consumed = r.end_offset,
+                                                    .next_line = static_cast<int64_t>(parsed.next_line_number),
+                                                    .new_entries = static_cast<int64_t>(parsed.entries.size()),
+                                                    .new_malformed = static_cast<int64_t>(parsed.malformed_lines),
+                                                    .max_size = max_size,
+                                                    .ingested_at = Now()}));
   if (parsed.incomplete_tail) {
     r.status = "truncated";
     r.message = StrCat("last line has no newline yet (offset ", r.end_offset, "): left for the next run");
@@ -378,7 +380,8 @@ IngestReport IngestJitFile(Db& db, const std::string& path) {
   }
   r.kind = "perf-map";
   if (named_dump) return fail(absl::InvalidArgumentError(StrCat(path, " at offset 0: not a jitdump (bad magic)")));
-  if (r.file_size > (uint64_t{1} << 32)) return fail(absl::InvalidArgumentError(StrCat(path, ": too large for a perf map")));
+  if (r.file_size > (uint64_t{1} << 32))
+    return fail(absl::InvalidArgumentError(StrCat(path, ": too large for a perf map")));
   auto contents = ReadAt(fd.get(), 0, r.file_size, path);
   if (!contents.ok()) return fail(contents.status());
   absl::Status s = IngestPerfMap(db, *contents, r);

@@ -36,9 +36,9 @@ struct IngestReport {
   uint64_t file_size = 0;
   uint64_t bytes_read = 0;
   size_t loads = 0, moves = 0, debug_infos = 0, unknown_records = 0;
-  size_t rejected_debug_infos = 0;  // DEBUG_INFO records whose entries contradict the record (dropped)
-  size_t duplicates = 0;     // records already in the index (copy of a dump, overlapping reads)
-  size_t orphan_moves = 0;   // CODE_MOVE for a code_index with no CODE_LOAD before it
+  size_t rejected_debug_infos = 0;              // DEBUG_INFO records whose entries contradict the record (dropped)
+  size_t duplicates = 0;                        // records already in the index (copy of a dump, overlapping reads)
+  size_t orphan_moves = 0;                      // CODE_MOVE for a code_index with no CODE_LOAD before it
   size_t map_entries = 0, malformed_lines = 0;  // perf-map only
   // closed (CLOSE seen) | complete | truncated (incomplete tail) | unchanged | error
   std::string status;

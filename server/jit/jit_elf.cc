@@ -53,12 +53,12 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
       file_index[l.file] = files->size();
     }
   }
-  std::string hdr;  // from minimum_instruction_length to the end of the file table
-  hdr.push_back(1);                                   // minimum_instruction_length
-  hdr.push_back(1);                                   // default_is_stmt
-  hdr.push_back(static_cast<char>(-5));               // line_base
-  hdr.push_back(14);                                  // line_range
-  hdr.push_back(13);                                  // opcode_base
+  std::string hdr;                       // from minimum_instruction_length to the end of the file table
+  hdr.push_back(1);                      // minimum_instruction_length
+  hdr.push_back(1);                      // default_is_stmt
+  hdr.push_back(static_cast<char>(-5));  // line_base
+  hdr.push_back(14);                     // line_range
+  hdr.push_back(13);                     // opcode_base
   const char kLengths[12] = {0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
   hdr.append(kLengths, sizeof kLengths);
   hdr.push_back(0);  // no include directories
@@ -113,8 +113,8 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
 
   std::string out;
   Put(out, 2 + 4 + hdr.size() + prog.size(), 4);  // unit_length
-  Put(out, 2, 2);                                  // version
-  Put(out, hdr.size(), 4);                         // header_length
+  Put(out, 2, 2);                                 // version
+  Put(out, hdr.size(), 4);                        // header_length
   out += hdr;
   out += prog;
   return out;
@@ -127,7 +127,8 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
   if (in.build_id.raw().empty() || in.build_id.raw().size() > 64) {
     return absl::InvalidArgumentError(StrCat("build-ID of ", in.build_id.raw().size(), " bytes"));
   }
-  if (in.name.find('\0') != std::string_view::npos) return absl::InvalidArgumentError("function name contains a NUL byte");
+  if (in.name.find('\0') != std::string_view::npos)
+    return absl::InvalidArgumentError("function name contains a NUL byte");
   const uint64_t size = in.code.size();
 
   // Lines inside the code, sorted by offset (stable: the producer's order for equal offsets),
@@ -136,7 +137,8 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
   for (const JitElfLine& l : in.lines) {
     if (l.offset < size && l.line > 0) lines.push_back(l);
   }
-  std::stable_sort(lines.begin(), lines.end(), [](const JitElfLine& a, const JitElfLine& b) { return a.offset < b.offset; });
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const JitElfLine& a, const JitElfLine& b) { return a.offset < b.offset; });
   std::vector<JitElfLine> rows;
   for (const JitElfLine& l : lines) {
     if (!rows.empty() && rows.back().offset == l.offset) {
@@ -214,7 +216,7 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     std::string line_section = DebugLine(rows, size, &files);
     std::string abbrev;
     Uleb(abbrev, 1);
-    Uleb(abbrev, 0x11);  // DW_TAG_compile_unit
+    Uleb(abbrev, 0x11);   // DW_TAG_compile_unit
     abbrev.push_back(1);  // DW_CHILDREN_yes
     for (auto [at, form] : {std::pair{0x03, 0x08}, {0x1b, 0x08}, {0x10, 0x06}, {0x11, 0x01}, {0x12, 0x01}}) {
       // DW_AT_name string, DW_AT_comp_dir string, DW_AT_stmt_list data4, DW_AT_low_pc addr,
@@ -224,7 +226,7 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     }
     abbrev.append(2, '\0');
     Uleb(abbrev, 2);
-    Uleb(abbrev, 0x2e);  // DW_TAG_subprogram
+    Uleb(abbrev, 0x2e);   // DW_TAG_subprogram
     abbrev.push_back(0);  // DW_CHILDREN_no
     for (auto [at, form] : {std::pair{0x03, 0x08}, {0x11, 0x01}, {0x12, 0x01}}) {
       Uleb(abbrev, at);
@@ -251,9 +253,9 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     dies.push_back(0);  // end of the CU's children
     std::string info;
     Put(info, 2 + 4 + 1 + dies.size(), 4);  // unit_length
-    Put(info, 2, 2);                         // version
-    Put(info, 0, 4);                         // debug_abbrev_offset
-    info.push_back(8);                       // address_size
+    Put(info, 2, 2);                        // version
+    Put(info, 0, 4);                        // debug_abbrev_offset
+    info.push_back(8);                      // address_size
     info += dies;
     section(n_line, SHT_PROGBITS, 0, 0, 1, line_section);
     section(n_info, SHT_PROGBITS, 0, 0, 1, info);
@@ -261,11 +263,11 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     // elfutils (0.188) finds a CU for an address only through .debug_aranges.
     std::string aranges;
     Put(aranges, 2 + 4 + 1 + 1 + 4 + 16 + 16, 4);  // unit_length
-    Put(aranges, 2, 2);                             // version
-    Put(aranges, 0, 4);                             // debug_info_offset
-    aranges.push_back(8);                           // address_size
-    aranges.push_back(0);                           // segment_size
-    aranges.append(4, '\0');                        // pad the header to 2 * address_size
+    Put(aranges, 2, 2);                            // version
+    Put(aranges, 0, 4);                            // debug_info_offset
+    aranges.push_back(8);                          // address_size
+    aranges.push_back(0);                          // segment_size
+    aranges.append(4, '\0');                       // pad the header to 2 * address_size
     Put(aranges, kJitElfTextOffset, 8);
     Put(aranges, size, 8);
     aranges.append(16, '\0');  // terminator

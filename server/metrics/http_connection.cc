@@ -110,10 +110,10 @@ HttpConnection::Head HttpConnection::ReadHead(Clock::time_point deadline, size_t
 }
 
 void HttpConnection::WriteError(int code, std::string_view reason, std::string_view body) {
-  std::string response =
-      fmt::format("HTTP/1.1 {} {}\r\nConnection: close\r\nContent-Length: {}\r\n"
-                  "Content-Type: text/plain; charset=utf-8\r\n\r\n{}",
-                  code, reason, body.size(), body);
+  std::string response = fmt::format(
+      "HTTP/1.1 {} {}\r\nConnection: close\r\nContent-Length: {}\r\n"
+      "Content-Type: text/plain; charset=utf-8\r\n\r\n{}",
+      code, reason, body.size(), body);
   size_t off = 0;
   while (off < response.size()) {
     ssize_t w = write(response.data() + off, response.size() - off);

@@ -73,10 +73,10 @@ class HttpConnection final : public httplib::Stream {
 
   int fd_;
   const int wake_fd_;
-  std::string head_;       // the header block, CRLF line ends, once ReadHead() returned kComplete
-  size_t pos_ = 0;         // how much of head_ read() has served
-  size_t received_ = 0;    // bytes read from the socket by ReadHead()
-  size_t head_end_ = 0;    // of which the header block
+  std::string head_;     // the header block, CRLF line ends, once ReadHead() returned kComplete
+  size_t pos_ = 0;       // how much of head_ read() has served
+  size_t received_ = 0;  // bytes read from the socket by ReadHead()
+  size_t head_end_ = 0;  // of which the header block
   std::chrono::milliseconds write_timeout_{10000};
   Clock::time_point write_deadline_{};  // set by the first write()
 };

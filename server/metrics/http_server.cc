@@ -55,8 +55,7 @@ absl::Status ErrnoStatus(int err, const std::string& what) {
 absl::StatusOr<sockaddr_in> ParseHostPort(const std::string& host_port) {
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(fmt::format(
-        "metrics listen address '{}': {} (expected HOST:PORT, HOST an IPv4 address or 'localhost')", host_port,
-        why));
+        "metrics listen address '{}': {} (expected HOST:PORT, HOST an IPv4 address or 'localhost')", host_port, why));
   };
   size_t colon = host_port.rfind(':');
   if (colon == std::string::npos) return bad("no port");
@@ -222,12 +221,18 @@ class MetricsServer final : public httplib::Server {
 
 const char* ErrorBody(int status) {
   switch (status) {
-    case 400: return "bad request\n";
-    case 404: return "not found\n";
-    case 405: return "method not allowed\n";
-    case 413: return "request too large\n";
-    case 414: return "request URI too long\n";
-    case 416: return "range not satisfiable\n";
+    case 400:
+      return "bad request\n";
+    case 404:
+      return "not found\n";
+    case 405:
+      return "method not allowed\n";
+    case 413:
+      return "request too large\n";
+    case 414:
+      return "request URI too long\n";
+    case 416:
+      return "range not satisfiable\n";
   }
   return nullptr;
 }
@@ -271,9 +276,7 @@ void AddRoutes(httplib::Server& server, Registry& registry) {
 
 struct HttpServer::Impl {
   Impl(const HttpServerOptions& options, int wake)
-      : wake_fd(wake),
-        pool(options.threads, options.max_connections),
-        server(options, wake_fd.get(), stopping) {}
+      : wake_fd(wake), pool(options.threads, options.max_connections), server(options, wake_fd.get(), stopping) {}
 
   Fd wake_fd;  // eventfd: Stop() makes it readable, which ends every connection's waits
   std::atomic<bool> stopping{false};
@@ -290,8 +293,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Registry& registry
   auto addr = ParseHostPort(host_port);
   if (!addr.ok()) return addr.status();
   if (options.max_header_bytes == 0 || options.max_connections == 0 || options.threads == 0) {
-    return absl::InvalidArgumentError(
-        "metrics server: max_header_bytes, max_connections and threads must be positive");
+    return absl::InvalidArgumentError("metrics server: max_header_bytes, max_connections and threads must be positive");
   }
   const std::string what = fmt::format("metrics listen {}", host_port);
 
@@ -331,7 +333,8 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(Registry& registry
   });
   // httplib::Server::stop() does nothing until the loop has started: wait for it, so that a
   // Stop() right after Start() cannot miss it.
-  while (!raw->server.is_running() && !raw->listen_returned) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  while (!raw->server.is_running() && !raw->listen_returned)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -350,8 +353,8 @@ void HttpServer::Stop() {
   uint64_t one = 1;
   // Cannot fail short of a full counter (2^64 - 2 writes), and the eventfd stays readable.
   [[maybe_unused]] ssize_t w = ::write(impl_->wake_fd.get(), &one, sizeof(one));
-  impl_->pool.Stop();      // the accept loop no longer waits for a free slot
-  impl_->server.stop();    // closes the listening socket: the loop ends, drains and joins the pool
+  impl_->pool.Stop();    // the accept loop no longer waits for a free slot
+  impl_->server.stop();  // closes the listening socket: the loop ends, drains and joins the pool
   impl_->thread.join();
   impl_->pool.Shutdown();  // in case the loop had ended on its own (an accept error)
 }

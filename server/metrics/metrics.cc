@@ -21,8 +21,8 @@ bool IsValidMetricName(const std::string& name) {
   if (name.empty()) return false;
   for (size_t i = 0; i < name.size(); ++i) {
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-              (i > 0 && c >= '0' && c <= '9');
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
@@ -39,9 +39,9 @@ bool IsValidLabelName(const std::string& name) {
 }
 
 std::vector<double> NormalizeBounds(std::vector<double> bounds) {
-  bounds.erase(std::remove_if(bounds.begin(), bounds.end(),
-                              [](double b) { return std::isnan(b) || (std::isinf(b) && b > 0); }),
-               bounds.end());
+  bounds.erase(
+      std::remove_if(bounds.begin(), bounds.end(), [](double b) { return std::isnan(b) || (std::isinf(b) && b > 0); }),
+      bounds.end());
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   return bounds;
@@ -79,10 +79,17 @@ std::string EscapeLabelValue(const std::string& value) {
   out.reserve(value.size());
   for (char c : value) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -93,9 +100,14 @@ std::string EscapeHelp(const std::string& help) {
   out.reserve(help.size());
   for (char c : help) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -113,16 +125,14 @@ void Counter::Inc(double v) {
 }
 
 Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(NormalizeBounds(std::move(bounds))),
-      counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+    : bounds_(NormalizeBounds(std::move(bounds))), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
   for (size_t i = 0; i <= bounds_.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
 }
 
 void Histogram::Observe(double v) {
   // First bound >= v; NaN compares false with everything and must land in +Inf, not bucket 0.
   size_t i = std::isnan(v) ? bounds_.size()
-                           : static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) -
-                                                 bounds_.begin());
+                           : static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin());
   counts_[i].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(v, std::memory_order_relaxed);
 }
@@ -142,23 +152,26 @@ Histogram::Snapshot Histogram::Collect() const {
 }
 
 std::vector<double> DefaultLatencyBuckets() {
-  return {5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
-          1e-2, 2.5e-2, 5e-2, 0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+  return {5e-6, 1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3,
+          1e-2, 2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
 }
 
 Registry::~Registry() = default;
 
 const char* Registry::TypeName(Type type) {
   switch (type) {
-    case Type::kCounter: return "counter";
-    case Type::kGauge: return "gauge";
-    case Type::kHistogram: return "histogram";
+    case Type::kCounter:
+      return "counter";
+    case Type::kGauge:
+      return "gauge";
+    case Type::kHistogram:
+      return "histogram";
   }
   return "untyped";
 }
 
-Registry::Series& Registry::GetSeries(const std::string& name, const std::string& help, const Labels& labels,
-                                      Type type, std::vector<double> buckets) {
+Registry::Series& Registry::GetSeries(const std::string& name, const std::string& help, const Labels& labels, Type type,
+                                      std::vector<double> buckets) {
   if (!IsValidMetricName(name)) Fatal(fmt::format("invalid metric name '{}'", name));
   Labels key = labels;
   std::sort(key.begin(), key.end());
@@ -191,9 +204,15 @@ Registry::Series& Registry::GetSeries(const std::string& name, const std::string
   Series& series = sit->second;
   if (created) {
     switch (type) {
-      case Type::kCounter: series.counter = std::make_unique<Counter>(); break;
-      case Type::kGauge: series.gauge = std::make_unique<Gauge>(); break;
-      case Type::kHistogram: series.histogram = std::make_unique<Histogram>(family.buckets); break;
+      case Type::kCounter:
+        series.counter = std::make_unique<Counter>();
+        break;
+      case Type::kGauge:
+        series.gauge = std::make_unique<Gauge>();
+        break;
+      case Type::kHistogram:
+        series.histogram = std::make_unique<Histogram>(family.buckets);
+        break;
     }
   }
   return series;

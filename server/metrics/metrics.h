@@ -71,7 +71,7 @@ class Histogram {
   void Observe(double v);
 
   struct Snapshot {
-    std::vector<double> bounds;       // finite upper bounds, ascending
+    std::vector<double> bounds;        // finite upper bounds, ascending
     std::vector<uint64_t> cumulative;  // bounds.size() + 1 entries; the last is +Inf == count
     double sum = 0;
     uint64_t count = 0;
@@ -127,7 +127,7 @@ class Registry {
   struct Family {
     Type type;
     std::string help;
-    std::vector<double> buckets;  // histograms only, normalized
+    std::vector<double> buckets;      // histograms only, normalized
     std::map<Labels, Series> series;  // keys sorted by label name
   };
 
@@ -139,8 +139,7 @@ class Registry {
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex collectors_mu_;
-  std::vector<std::shared_ptr<const std::function<void(Registry&)>>> collectors_
-      ABSL_GUARDED_BY(collectors_mu_);
+  std::vector<std::shared_ptr<const std::function<void(Registry&)>>> collectors_ ABSL_GUARDED_BY(collectors_mu_);
 };
 
 // Exposed for tests and for callers that build exposition text themselves.

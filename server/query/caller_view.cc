@@ -16,8 +16,9 @@ absl::Status Denied(const store::TargetInfo& t, std::string_view what) {
 
 absl::Status JitDenied(std::string_view what) {
   return absl::PermissionDeniedError(
-      StrCat(what, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): JIT "
-                   "records hold other users' process addresses and paths"));
+      StrCat(what,
+             " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): JIT "
+             "records hold other users' process addresses and paths"));
 }
 
 // A request's arguments are quoted back in at most this many characters.

@@ -84,7 +84,8 @@ absl::StatusOr<std::optional<JitInstanceInfo>> SelectInstance(Db& db, uint32_t p
     if (best) return best;
   }
   std::string list;
-  for (const auto& i : all) list += StrCat("\n  --instance ", i.dump_timestamp, "  (", i.path, ", ", i.loads, " loads)");
+  for (const auto& i : all)
+    list += StrCat("\n  --instance ", i.dump_timestamp, "  (", i.path, ", ", i.loads, " loads)");
   return absl::InvalidArgumentError(StrCat("pid ", pid, " was used by ", all.size(),
                                            " processes that wrote jitdumps; choose one with --time or:", list));
 }
@@ -158,8 +159,8 @@ absl::StatusOr<JitAddrAnswer> JitAddr(Db& db, const JitAddrRequest& req) {
 
 absl::StatusOr<std::vector<JitCollision>> JitCollisions(Db& db, std::optional<std::string> scheme) {
   ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(db));
-  ASSIGN_OR_RETURN(auto rows, store::JitSharedBuildIdRows(db, scheme ? std::optional<std::string_view>(*scheme)
-                                                                     : std::nullopt));
+  ASSIGN_OR_RETURN(auto rows,
+                   store::JitSharedBuildIdRows(db, scheme ? std::optional<std::string_view>(*scheme) : std::nullopt));
   std::vector<JitCollision> out;
   InstanceCache instances(db);
   for (const auto& row : rows) {
@@ -240,7 +241,7 @@ absl::StatusOr<std::vector<JitInstanceInfo>> JitExportInstances(Db& db, std::opt
 }
 
 absl::StatusOr<std::vector<JitExportLoad>> JitExportLoads(Db& db, const JitInstanceInfo& instance,
-                                                         const std::string& scheme) {
+                                                          const std::string& scheme) {
   ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(db));
   ASSIGN_OR_RETURN(auto rows, store::JitLoadsOfInstance(db, instance.id));
   std::vector<JitExportLoad> out;

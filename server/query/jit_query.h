@@ -74,7 +74,7 @@ struct JitExportLoad {
 };
 // Every load of `instance` in file order, with the ID of `scheme` (a canonical name).
 absl::StatusOr<std::vector<JitExportLoad>> JitExportLoads(store::Db& db, const JitInstanceInfo& instance,
-                                                         const std::string& scheme);
+                                                          const std::string& scheme);
 
 // ---------------------------------------------------------------------------------------------
 // jitted DSOs on disk

@@ -65,9 +65,9 @@ struct JitFunction {
   uint64_t addr = 0;
   uint64_t placed_time = 0;
   std::optional<uint64_t> until;
-  std::string placed_by = "load";                 // load | move
+  std::string placed_by = "load";                // load | move
   std::map<std::string, std::string> build_ids;  // scheme name -> hex
-  std::optional<JitSourceLine> line;              // nearest DEBUG_INFO entry <= the address asked
+  std::optional<JitSourceLine> line;             // nearest DEBUG_INFO entry <= the address asked
   int64_t line_entries = 0;
 
   // The file `perf inject -j` writes for this load.
@@ -90,7 +90,7 @@ struct JitAddrRequest {
 };
 struct JitAddrResult {
   uint64_t address = 0;
-  std::optional<JitFunction> function;  // from the jitdump
+  std::optional<JitFunction> function;    // from the jitdump
   std::optional<PerfMapSymbol> perf_map;  // only when the jitdump has nothing there
   bool found() const { return function || perf_map; }
 };

@@ -5,9 +5,9 @@
 
 #include <map>
 
-#include "server/common/symbol_type.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 #include "server/debuginfo/addr_map.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/spec.h"
@@ -59,10 +59,14 @@ bool IsText(const Instance& in) { return IsTextSymbolType(in.type); }
 
 std::string_view AddrMapStatusName(AddrMapStatus s) {
   switch (s) {
-    case AddrMapStatus::kNone: return "";
-    case AddrMapStatus::kPresent: return "present";
-    case AddrMapStatus::kMissing: return "missing";
-    case AddrMapStatus::kInvalid: return "invalid";
+    case AddrMapStatus::kNone:
+      return "";
+    case AddrMapStatus::kPresent:
+      return "present";
+    case AddrMapStatus::kMissing:
+      return "missing";
+    case AddrMapStatus::kInvalid:
+      return "invalid";
   }
   return "";
 }

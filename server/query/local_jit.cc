@@ -1,7 +1,7 @@
 // LocalQuery's JIT and build-ID answers: query/jit_query.h on a pooled connection (each lookup
 // runs in its own read snapshot there).
-#include "server/query/jit_query.h"
 #include "server/common/strings.h"
+#include "server/query/jit_query.h"
 #include "server/query/local_query_impl.h"
 
 namespace symdex::query {

@@ -200,7 +200,7 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
 }
 
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
-                                                                             const store::TargetInfo& t) {
+                                                                                const store::TargetInfo& t) {
   ASSIGN_OR_RETURN(auto all, AllInstances(db, t, false));
   std::unordered_map<std::string, std::vector<size_t>> by_name;
   for (size_t i = 0; i < all.size(); ++i) {
@@ -324,14 +324,14 @@ absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions
   } else if (in.addr) {
     target = fmt::format("0x{:x}", *in.addr + m.offset);
   } else {
-    return absl::FailedPreconditionError(StrCat(
-        in.module, ":", in.name, " occurs ", in.same_name_in_module,
-        " times inside its module and the module is not loaded in this target: no kprobe form names exactly "
-        "this copy. Index the live host (with the module loaded) and use its address."));
+    return absl::FailedPreconditionError(
+        StrCat(in.module, ":", in.name, " occurs ", in.same_name_in_module,
+               " times inside its module and the module is not loaded in this target: no kprobe form names exactly "
+               "this copy. Index the live host (with the module loaded) and use its address."));
   }
   if (o.ret && m.offset) return absl::InvalidArgumentError("a return probe (-r) needs offset 0");
-  std::string line = StrCat(o.ret ? "r" : "p", ":", o.group, "/", o.event.empty() ? DefaultEventName(in) : o.event,
-                            " ", target);
+  std::string line =
+      StrCat(o.ret ? "r" : "p", ":", o.group, "/", o.event.empty() ? DefaultEventName(in) : o.event, " ", target);
   for (const auto& a : o.fetchargs) line += " " + a;
   return line;
 }

@@ -68,7 +68,7 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
 
 // Canonical specs for every text instance of the target, keyed like AllInstances' order.
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
-                                                                             const store::TargetInfo& t);
+                                                                                const store::TargetInfo& t);
 
 // Address -> symbol+offset and the inline chain (leaf first) from the debug file.
 struct AddressInfo {

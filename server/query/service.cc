@@ -11,9 +11,9 @@
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/query/local_query_impl.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
-#include "server/query/local_query_impl.h"
 
 namespace symdex::query {
 
@@ -225,8 +225,10 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const stor
     std::lock_guard<std::mutex> l(cache->mu);
     for (size_t i = 0; i < matches.size() && !missing; ++i) {
       auto it = cache->canonical.find(key_of(matches[i].instance));
-      if (it == cache->canonical.end()) missing = true;
-      else canon[i] = it->second;
+      if (it == cache->canonical.end())
+        missing = true;
+      else
+        canon[i] = it->second;
     }
   }
   if (missing) {
@@ -255,9 +257,13 @@ absl::StatusOr<ResolveResult> LocalQuery::Resolve(const std::string& target, con
 // What symbolizing addresses of one target needs, set up once per call rather than per address.
 struct LocalQuery::Symbolizing {
   Symbolizing(LocalQuery& q, Session& session, const store::TargetInfo& t, Cache& cache)
-      : q(q), t(t), cache(cache), table(TableOf(cache)), src(q, session, t, q.opts_.cache ? &cache : nullptr, table.get()) {
-    debug_file_of = [this, &session](const std::string& module)
-        -> absl::StatusOr<std::shared_ptr<const store::DebugFileInfo>> {
+      : q(q),
+        t(t),
+        cache(cache),
+        table(TableOf(cache)),
+        src(q, session, t, q.opts_.cache ? &cache : nullptr, table.get()) {
+    debug_file_of =
+        [this, &session](const std::string& module) -> absl::StatusOr<std::shared_ptr<const store::DebugFileInfo>> {
       {
         std::lock_guard<std::mutex> l(this->cache.mu);
         if (auto it = this->cache.debug_files.find(module); it != this->cache.debug_files.end()) return it->second;
@@ -269,8 +275,8 @@ struct LocalQuery::Symbolizing {
       std::lock_guard<std::mutex> l(this->cache.mu);
       return this->cache.debug_files.emplace(module, shared).first->second;
     };
-    sections_of = [this, &session](const std::string& module)
-        -> absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> {
+    sections_of =
+        [this, &session](const std::string& module) -> absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> {
       ASSIGN_OR_RETURN(store::Db * db, session.Db());
       return store::ModuleSections(*db, this->t.id, module);
     };

@@ -107,7 +107,7 @@ struct DebugFileState {
 };
 // vmlinux's address map (debuginfo/addr_map.h) next to the index.
 enum class AddrMapStatus { kNone, kPresent, kMissing, kInvalid };  // kNone: no vmlinux debug file to map
-std::string_view AddrMapStatusName(AddrMapStatus s);                 // "", present, missing, invalid
+std::string_view AddrMapStatusName(AddrMapStatus s);               // "", present, missing, invalid
 absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name);
 struct AddrMapState {
   AddrMapStatus status = AddrMapStatus::kNone;
@@ -125,7 +125,7 @@ struct IndexState {
   // PRAGMA quick_check ran to the end (a damaged index is an error instead); false: it ran
   // over its time limit, or was not asked for.
   bool integrity_checked = false;
-  double integrity_seconds = 0;  // the time limit it had
+  double integrity_seconds = 0;                  // the time limit it had
   std::vector<std::string> addr_map_temp_files;  // "PATH (why, N s old)"
   std::vector<TargetState> targets;
 };
@@ -185,8 +185,8 @@ class QueryApi {
 class LocalQuery : public QueryApi {
  public:
   struct Options {
-    bool cache = true;                    // false: every answer from the database (the CLI)
-    size_t max_cached_names = 200000;     // entries; the cache is cleared when full
+    bool cache = true;                     // false: every answer from the database (the CLI)
+    size_t max_cached_names = 200000;      // entries; the cache is cleared when full
     size_t max_cached_addresses = 262144;  // 0: answers are not kept
     // How long the list of targets (and so each target's generation) may be reused without
     // asking the database. Calls answered entirely from the caches then touch no SQLite at all;

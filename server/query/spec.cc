@@ -1,5 +1,5 @@
-#include "server/common/hex.h"
 #include "server/query/spec.h"
+#include "server/common/hex.h"
 
 #include <cctype>
 #include <charconv>
@@ -101,8 +101,10 @@ absl::StatusOr<Spec> ParseSpec(std::string_view text) {
       size_t us = path.rfind('_');
       bool kas = !s.line && path.find('/') == std::string_view::npos && path.find('.') == std::string_view::npos &&
                  us != std::string_view::npos && us + 1 < path.size() && ParseNumber(path.substr(us + 1));
-      if (kas) s.kas_alias = std::string(path);
-      else s.path = std::string(path);
+      if (kas)
+        s.kas_alias = std::string(path);
+      else
+        s.path = std::string(path);
     }
   }
   size_t colon = head.find(':');
@@ -125,7 +127,8 @@ std::string FormatSpec(const Spec& s) {
   if (!s.module.empty()) out += s.module + ":";
   out += s.name;
   if (s.at_addr) {
-    out += s.at_section.empty() ? fmt::format("@0x{:x}", *s.at_addr) : fmt::format("@{}+0x{:x}", s.at_section, *s.at_addr);
+    out +=
+        s.at_section.empty() ? fmt::format("@0x{:x}", *s.at_addr) : fmt::format("@{}+0x{:x}", s.at_section, *s.at_addr);
   } else if (!s.kas_alias.empty()) {
     out += "@" + s.kas_alias;
   } else if (!s.path.empty()) {

@@ -34,7 +34,7 @@ struct Spec {
   std::optional<uint64_t> address;  // ADDRESS form
   std::string module;               // MOD: ("" = any; "vmlinux" = the core kernel)
   std::string name;
-  std::string path;                 // WHERE path ("" = none)
+  std::string path;  // WHERE path ("" = none)
   std::optional<int64_t> line;
   std::string kas_alias;            // WHERE in kas_alias form
   std::optional<uint64_t> at_addr;  // WHERE = 0xHEX

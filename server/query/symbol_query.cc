@@ -5,7 +5,6 @@
 #include <unordered_map>
 
 #include "server/common/strings.h"
-#include "server/common/strings.h"
 #include "server/ingest/kallsyms.h"
 
 namespace symdex::query {
@@ -85,8 +84,8 @@ absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::Targ
 
 Instance InstanceOf(const store::TargetInfo& t, const store::SymbolRecord& r) { return MakeInstance(t, r); }
 
-absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t,
-                                            const std::string& name, bool with_clones) {
+absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t, const std::string& name,
+                                            bool with_clones) {
   ASSIGN_OR_RETURN(auto rows, store::SymbolsByName(db, t.id, name, with_clones));
   // The rows hold every symbol (any type) carrying each name they contain, so the counts the
   // kernel's kprobe lookup makes (by name, and by name inside a module) come from them.
@@ -122,8 +121,8 @@ bool IsAliasNoise(std::string_view n) {
   }
   size_t u = n.find_first_not_of('_');
   if (u != std::string_view::npos && n.substr(u).starts_with("TRACE_SYSTEM")) return true;
-  for (std::string_view p : {"__compound_literal", "__already_done", "__msg", "__func__", "CSWTCH", "_rs",
-                             "___tp_str", "__flags", "___done", "__print_once", "___once_key", "symbols"}) {
+  for (std::string_view p : {"__compound_literal", "__already_done", "__msg", "__func__", "CSWTCH", "_rs", "___tp_str",
+                             "__flags", "___done", "__print_once", "___once_key", "symbols"}) {
     if (PrefixDotNumber(n, p)) return true;
   }
   // __[wm]*key.N
@@ -144,8 +143,7 @@ bool IsAliasNoise(std::string_view n) {
   return false;
 }
 
-absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInfo& t,
-                                           const DupsOptions& opts) {
+absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInfo& t, const DupsOptions& opts) {
   ASSIGN_OR_RETURN(auto rows, store::AllSymbols(db, t.id, opts.all_types));
   // Group the candidate symbols by name.
   std::unordered_map<std::string, std::vector<size_t>> by_name;

@@ -50,8 +50,8 @@ Instance InstanceOf(const store::TargetInfo& t, const store::SymbolRecord& r);
 
 // Every instance named `name` (and with `with_clones`, its compiler clones
 // name.isra.0/.constprop.0/.part.0/.cold/...).
-absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t,
-                                            const std::string& name, bool with_clones);
+absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t, const std::string& name,
+                                            bool with_clones);
 
 // Every symbol of the target as an Instance (text only unless all_types), without the per-name
 // counts and probe hints (cheap enough for a whole kernel).
@@ -76,7 +76,6 @@ struct DupGroup {
 // text symbols only (unless all_types), alias noise and pseudo-modules ([bpf],
 // [__builtin__ftrace]) skipped, and module .init/.exit symbols skipped (kas_alias gave them no
 // alias: they are freed after load) unless with_init. Sorted by name.
-absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInfo& t,
-                                           const DupsOptions& opts);
+absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInfo& t, const DupsOptions& opts);
 
 }  // namespace symdex::query

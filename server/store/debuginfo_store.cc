@@ -22,8 +22,8 @@ absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::st
   d.functions = st.Int(7);
   d.variables = st.Int(8);
   if (st.OptInt(9)) {
-    d.stamp = debuginfo::FileStamp{.size = st.Int(9), .mtime_ns = st.Int(10), .ctime_ns = st.Int(11),
-                                   .ino = st.Int(12), .dev = st.Int(13)};
+    d.stamp = debuginfo::FileStamp{
+        .size = st.Int(9), .mtime_ns = st.Int(10), .ctime_ns = st.Int(11), .ino = st.Int(12), .dev = st.Int(13)};
   }
   return std::optional<DebugFileInfo>(d);
 }
@@ -37,8 +37,7 @@ bool StoredIndexIsCurrent(const DebugFileInfo& d) {
 absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
                                                 const std::string& build_id_hex, const std::string& path,
                                                 const std::optional<debuginfo::FileStamp>& stamp,
-                                                std::optional<uint64_t> text_addr, double index_seconds,
-                                                int64_t now) {
+                                                std::optional<uint64_t> text_addr, double index_seconds, int64_t now) {
   ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
   ASSIGN_OR_RETURN(auto existing, FindDebugFile(db, build_id_hex));
   if (existing && existing->path == path && existing->stamp && existing->stamp == stamp) {
@@ -58,23 +57,28 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
     forget.Bind(1, id).Bind(2, StrCat("the debug file ", existing->path,
                                       " changed after this target was indexed: run 'symdex index' for it again"));
     RETURN_IF_ERROR(forget.Run());
-    for (const char* table : {"dwarf_functions", "dwarf_variables", "dwarf_sections", "dwarf_files", "dwarf_units",
-                              "dwarf_symbol_lines"}) {
+    for (const char* table :
+         {"dwarf_functions", "dwarf_variables", "dwarf_sections", "dwarf_files", "dwarf_units", "dwarf_symbol_lines"}) {
       ASSIGN_OR_RETURN(Stmt del, db.Prepare(StrCat("DELETE FROM ", table, " WHERE debug_file_id = ?1")));
       del.Bind(1, id);
       RETURN_IF_ERROR(del.Run());
     }
   }
-  ASSIGN_OR_RETURN(Stmt ins, db.Prepare(
-      existing ? "UPDATE debug_files SET build_id = ?1, relocatable = ?2, path = ?3, text_addr = ?4, indexed_at = ?5, "
-                 "index_seconds = ?6, units = ?7, functions = ?8, variables = ?9, file_size = ?10, "
-                 "file_mtime_ns = ?11, file_ctime_ns = ?12, file_ino = ?13, file_dev = ?14 WHERE id = ?15"
-               : "INSERT INTO debug_files (build_id, relocatable, path, text_addr, indexed_at, index_seconds, units, "
-                 "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, file_dev) "
-                 "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
+  ASSIGN_OR_RETURN(
+      Stmt ins,
+      db.Prepare(
+          existing
+              ? "UPDATE debug_files SET build_id = ?1, relocatable = ?2, path = ?3, text_addr = ?4, indexed_at = ?5, "
+                "index_seconds = ?6, units = ?7, functions = ?8, variables = ?9, file_size = ?10, "
+                "file_mtime_ns = ?11, file_ctime_ns = ?12, file_ino = ?13, file_dev = ?14 WHERE id = ?15"
+              : "INSERT INTO debug_files (build_id, relocatable, path, text_addr, indexed_at, index_seconds, units, "
+                "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, file_dev) "
+                "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
   ins.Bind(1, build_id_hex).Bind(2, int64_t{idx.relocatable}).Bind(3, path);
-  if (text_addr) ins.Bind(4, ToDb(*text_addr));
-  else ins.BindNull(4);
+  if (text_addr)
+    ins.Bind(4, ToDb(*text_addr));
+  else
+    ins.BindNull(4);
   ins.Bind(5, now);
   ins.Bind(6, index_seconds);
   ins.Bind(7, static_cast<int64_t>(idx.units.size())).Bind(8, static_cast<int64_t>(idx.functions.size()));
@@ -94,7 +98,8 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
     sec.Bind(1, id).Bind(2, static_cast<int64_t>(i)).Bind(3, idx.sections[i]);
     RETURN_IF_ERROR(sec.Run());
   }
-  ASSIGN_OR_RETURN(Stmt file, db.Prepare("INSERT INTO dwarf_files (debug_file_id, idx, path, raw_path) VALUES (?1,?2,?3,?4)"));
+  ASSIGN_OR_RETURN(Stmt file,
+                   db.Prepare("INSERT INTO dwarf_files (debug_file_id, idx, path, raw_path) VALUES (?1,?2,?3,?4)"));
   for (size_t i = 0; i < idx.files.size(); ++i) {
     file.Bind(1, id).Bind(2, static_cast<int64_t>(i)).Bind(3, idx.files[i]).Bind(4, idx.raw_files[i]);
     RETURN_IF_ERROR(file.Run());
@@ -111,7 +116,8 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
   ASSIGN_OR_RETURN(Stmt fn, db.Prepare("INSERT INTO dwarf_functions (debug_file_id, name, section, entry, unit, "
                                        "decl_file, decl_line, entry_file, entry_line, flags) "
                                        "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"));
-  ASSIGN_OR_RETURN(Stmt rng, db.Prepare("INSERT INTO dwarf_ranges (function_id, section, lo, hi) VALUES (?1,?2,?3,?4)"));
+  ASSIGN_OR_RETURN(Stmt rng,
+                   db.Prepare("INSERT INTO dwarf_ranges (function_id, section, lo, hi) VALUES (?1,?2,?3,?4)"));
   std::vector<int64_t> function_ids;
   function_ids.reserve(idx.functions.size());
   for (const auto& f : idx.functions) {
@@ -134,12 +140,15 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
     var.Bind(6, opt_file(v.decl_file)).Bind(7, int64_t{v.decl_line}).Bind(8, int64_t{v.external ? 1 : 0});
     RETURN_IF_ERROR(var.Run());
   }
-  ASSIGN_OR_RETURN(Stmt sl, db.Prepare("INSERT INTO dwarf_symbol_lines (debug_file_id, section, addr, unit, file, line) "
-                                       "VALUES (?1,?2,?3,?4,?5,?6)"));
+  ASSIGN_OR_RETURN(Stmt sl,
+                   db.Prepare("INSERT INTO dwarf_symbol_lines (debug_file_id, section, addr, unit, file, line) "
+                              "VALUES (?1,?2,?3,?4,?5,?6)"));
   for (const auto& l : idx.symbol_lines) {
     sl.Bind(1, id).Bind(2, l.section == debuginfo::kNoSection ? int64_t{-1} : int64_t{l.section}).Bind(3, ToDb(l.addr));
-    if (l.cu == UINT32_MAX) sl.BindNull(4);
-    else sl.Bind(4, int64_t{l.cu});
+    if (l.cu == UINT32_MAX)
+      sl.BindNull(4);
+    else
+      sl.Bind(4, int64_t{l.cu});
     sl.Bind(5, opt_file(l.file)).Bind(6, int64_t{l.line});
     RETURN_IF_ERROR(sl.Run());
   }
@@ -157,21 +166,22 @@ absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_
 }
 
 absl::StatusOr<std::vector<std::string>> ModulesMentioningSource(Db& db, int64_t target_id,
-                                                                  const std::string& file_suffix) {
+                                                                 const std::string& file_suffix) {
   // A path suffix on whole components: the path itself, or ".../" + suffix.
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
-      "SELECT t.module FROM target_debuginfo t WHERE t.target_id = ?1 AND t.module <> '' "
-      "AND t.debug_file_id IS NOT NULL AND ("
-      "EXISTS (SELECT 1 FROM dwarf_files f WHERE f.debug_file_id = t.debug_file_id "
-      "        AND (f.path = ?2 OR substr(f.path, -length(?2) - 1) = '/' || ?2)) OR "
-      "EXISTS (SELECT 1 FROM dwarf_units u WHERE u.debug_file_id = t.debug_file_id "
-      "        AND (u.name = ?2 OR substr(u.name, -length(?2) - 1) = '/' || ?2))) ORDER BY t.module"));
+  ASSIGN_OR_RETURN(
+      Stmt st,
+      db.Prepare("SELECT t.module FROM target_debuginfo t WHERE t.target_id = ?1 AND t.module <> '' "
+                 "AND t.debug_file_id IS NOT NULL AND ("
+                 "EXISTS (SELECT 1 FROM dwarf_files f WHERE f.debug_file_id = t.debug_file_id "
+                 "        AND (f.path = ?2 OR substr(f.path, -length(?2) - 1) = '/' || ?2)) OR "
+                 "EXISTS (SELECT 1 FROM dwarf_units u WHERE u.debug_file_id = t.debug_file_id "
+                 "        AND (u.name = ?2 OR substr(u.name, -length(?2) - 1) = '/' || ?2))) ORDER BY t.module"));
   st.Bind(1, target_id).Bind(2, file_suffix);
   return st.TextColumn();
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,
-                                                                          const std::string& module) {
+                                                                             const std::string& module) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT s.name, s.addr FROM module_sections s JOIN modules m "
                                        "ON m.id = s.module_id WHERE m.target_id = ?1 AND m.name = ?2"));
   st.Bind(1, target_id).Bind(2, module);
@@ -185,10 +195,10 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db&
 }
 
 absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_file_id) {
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
-      "SELECT COALESCE(s.name, ''), l.addr, l.unit, l.file, l.line FROM dwarf_symbol_lines l "
-      "LEFT JOIN dwarf_sections s ON s.debug_file_id = l.debug_file_id AND s.idx = l.section "
-      "WHERE l.debug_file_id = ?1"));
+  ASSIGN_OR_RETURN(Stmt st,
+                   db.Prepare("SELECT COALESCE(s.name, ''), l.addr, l.unit, l.file, l.line FROM dwarf_symbol_lines l "
+                              "LEFT JOIN dwarf_sections s ON s.debug_file_id = l.debug_file_id AND s.idx = l.section "
+                              "WHERE l.debug_file_id = ?1"));
   st.Bind(1, debug_file_id);
   std::vector<SymbolLine> out;
   for (;;) {
@@ -203,12 +213,12 @@ absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_fi
 // between identical ranges by it, and the indexer's in-memory join (indexer/dwarf_join.cc)
 // reproduces it.
 absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, int64_t debug_file_id) {
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
-      "SELECT f.id, COALESCE(rs.name, ''), r.lo, r.hi, f.entry, COALESCE(es.name, '') "
-      "FROM dwarf_functions f JOIN dwarf_ranges r ON r.function_id = f.id "
-      "LEFT JOIN dwarf_sections rs ON rs.debug_file_id = f.debug_file_id AND rs.idx = r.section "
-      "LEFT JOIN dwarf_sections es ON es.debug_file_id = f.debug_file_id AND es.idx = f.section "
-      "WHERE f.debug_file_id = ?1 ORDER BY f.name, f.id, r.rowid"));
+  ASSIGN_OR_RETURN(
+      Stmt st, db.Prepare("SELECT f.id, COALESCE(rs.name, ''), r.lo, r.hi, f.entry, COALESCE(es.name, '') "
+                          "FROM dwarf_functions f JOIN dwarf_ranges r ON r.function_id = f.id "
+                          "LEFT JOIN dwarf_sections rs ON rs.debug_file_id = f.debug_file_id AND rs.idx = r.section "
+                          "LEFT JOIN dwarf_sections es ON es.debug_file_id = f.debug_file_id AND es.idx = f.section "
+                          "WHERE f.debug_file_id = ?1 ORDER BY f.name, f.id, r.rowid"));
   st.Bind(1, debug_file_id);
   std::vector<debuginfo::FunctionSpan> out;
   for (;;) {

@@ -57,11 +57,11 @@ absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_
 // CU or a source file of a function or symbol line: where `lines` looks for module code.
 // (A header whose code was only ever inlined into a module is not recorded there.)
 absl::StatusOr<std::vector<std::string>> ModulesMentioningSource(Db& db, int64_t target_id,
-                                                                  const std::string& file_suffix);
+                                                                 const std::string& file_suffix);
 
 // A loaded module's section bases (/sys/module/M/sections/*) in a live target: (name, address).
 absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db& db, int64_t target_id,
-                                                                          const std::string& module);
+                                                                             const std::string& module);
 
 // The line-table row at a text symbol address of a debug file.
 struct SymbolLine {

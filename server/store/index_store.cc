@@ -6,8 +6,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "server/common/symbol_type.h"
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 
 namespace symdex::store {
 namespace {
@@ -90,9 +90,8 @@ namespace {
 // pick("") — vmlinux's symbols.
 absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& t,
                          const std::function<bool(const std::string&)>& pick) {
-  ASSIGN_OR_RETURN(Stmt ins_mod,
-                   db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
-                              "VALUES (?1,?2,?3,?4,?5,?6)"));
+  ASSIGN_OR_RETURN(Stmt ins_mod, db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
+                                            "VALUES (?1,?2,?3,?4,?5,?6)"));
   ASSIGN_OR_RETURN(Stmt ins_sec, db.Prepare("INSERT INTO module_sections (module_id, name, addr) VALUES (?1,?2,?3)"));
   std::vector<int64_t> module_ids;
   module_ids.reserve(t.modules.size());
@@ -119,8 +118,10 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
   for (const auto& s : t.symbols) {
     if (s.module >= 0 ? module_ids.at(static_cast<size_t>(s.module)) == 0 : !vmlinux) continue;
     ins_sym.Bind(1, target_id);
-    if (s.module >= 0) ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
-    else ins_sym.BindNull(2);
+    if (s.module >= 0)
+      ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
+    else
+      ins_sym.BindNull(2);
     ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
     ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
     ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
@@ -139,7 +140,10 @@ absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarg
   for (const auto& d : t.debuginfo) {
     if (!pick(d.module)) continue;
     ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
-    ins_dbg.Bind(5, target::Name(d.status)).Bind(6, NonEmpty(d.path)).Bind(7, NonEmpty(d.origin)).Bind(8, NonEmpty(d.detail));
+    ins_dbg.Bind(5, target::Name(d.status))
+        .Bind(6, NonEmpty(d.path))
+        .Bind(7, NonEmpty(d.origin))
+        .Bind(8, NonEmpty(d.detail));
     RETURN_IF_ERROR(ins_dbg.Run());
   }
   return absl::OkStatus();
@@ -157,13 +161,12 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     if (found) {
       int64_t old_id = old.Int(0);
       generation = old.Int(1) + 1;
-      for (const char* sql : {"DELETE FROM symbols WHERE target_id = ?1",
-                              "DELETE FROM module_sections WHERE module_id IN "
-                              "(SELECT id FROM modules WHERE target_id = ?1)",
-                              "DELETE FROM modules WHERE target_id = ?1",
-                              "DELETE FROM target_debuginfo WHERE target_id = ?1",
-                              "DELETE FROM target_files WHERE target_id = ?1",
-                              "DELETE FROM targets WHERE id = ?1"}) {
+      for (const char* sql :
+           {"DELETE FROM symbols WHERE target_id = ?1",
+            "DELETE FROM module_sections WHERE module_id IN "
+            "(SELECT id FROM modules WHERE target_id = ?1)",
+            "DELETE FROM modules WHERE target_id = ?1", "DELETE FROM target_debuginfo WHERE target_id = ?1",
+            "DELETE FROM target_files WHERE target_id = ?1", "DELETE FROM targets WHERE id = ?1"}) {
         ASSIGN_OR_RETURN(Stmt del, db.Prepare(sql));
         del.Bind(1, old_id);
         RETURN_IF_ERROR(del.Run());
@@ -180,11 +183,14 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 
   RETURN_IF_ERROR(InsertOwned(db, target_id, t, [](const std::string&) { return true; }));
-  ASSIGN_OR_RETURN(Stmt ins_file,
-                   db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
-                              "VALUES (?1,?2,?3,?4,?5)"));
+  ASSIGN_OR_RETURN(Stmt ins_file, db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
+                                             "VALUES (?1,?2,?3,?4,?5)"));
   for (const auto& f : t.files) {
-    ins_file.Bind(1, target_id).Bind(2, f.role).Bind(3, f.path).Bind(4, target::Name(f.status)).Bind(5, NonEmpty(f.detail));
+    ins_file.Bind(1, target_id)
+        .Bind(2, f.role)
+        .Bind(3, f.path)
+        .Bind(4, target::Name(f.status))
+        .Bind(5, NonEmpty(f.detail));
     RETURN_IF_ERROR(ins_file.Run());
   }
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, [](const std::string&) { return true; }));
@@ -225,7 +231,8 @@ absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, co
   auto pick = [&](const std::string& name) { return names.count(name) > 0; };
   RETURN_IF_ERROR(InsertOwned(db, target_id, t, pick));
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, pick));
-  ASSIGN_OR_RETURN(Stmt upd, db.Prepare("UPDATE targets SET generation = ?2, indexed_at = ?3, warnings = ?4 WHERE id = ?1"));
+  ASSIGN_OR_RETURN(Stmt upd,
+                   db.Prepare("UPDATE targets SET generation = ?2, indexed_at = ?3, warnings = ?4 WHERE id = ?1"));
   upd.Bind(1, target_id).Bind(2, generation).Bind(3, now).Bind(4, StrJoin(t.warnings, "\n"));
   RETURN_IF_ERROR(upd.Run());
   RETURN_IF_ERROR(tx.Commit());
@@ -259,11 +266,12 @@ absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& 
 
 absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t id) {
   TargetCounts c;
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(StrCat(
-      "SELECT (SELECT COUNT(*) FROM modules WHERE target_id = ?1),"
-      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NULL),"
-      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NOT NULL),"
-      " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND type IN ", SqlTypeList(kTextSymbolTypes), ")")));
+  ASSIGN_OR_RETURN(Stmt st,
+                   db.Prepare(StrCat("SELECT (SELECT COUNT(*) FROM modules WHERE target_id = ?1),"
+                                     " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NULL),"
+                                     " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NOT NULL),"
+                                     " (SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND type IN ",
+                                     SqlTypeList(kTextSymbolTypes), ")")));
   st.Bind(1, id);
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (row) {
@@ -314,8 +322,7 @@ absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t id, const
       ModuleRecord{st.Text(0), st.Text(1), st.Text(2), OptU64(st.OptInt(3)), OptU64(st.OptInt(4))});
 }
 
-absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, const std::string& name,
-                                                        bool with_clones) {
+absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, const std::string& name, bool with_clones) {
   // One index range: NAME and its clones NAME.* all sort in [NAME, NAME + "/") ('/' follows
   // '.' in ASCII); names such as "NAME-x" in that range are filtered out below. (An OR of the
   // two conditions would make SQLite scan the whole table.)
@@ -337,9 +344,10 @@ absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, cons
 }
 
 absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name, const std::string& module) {
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(
-      "SELECT COUNT(*), COALESCE(SUM(CASE WHEN COALESCE(m.name,'') = ?3 THEN 1 ELSE 0 END), 0) "
-      "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id WHERE s.target_id = ?1 AND s.name = ?2"));
+  ASSIGN_OR_RETURN(
+      Stmt st,
+      db.Prepare("SELECT COUNT(*), COALESCE(SUM(CASE WHEN COALESCE(m.name,'') = ?3 THEN 1 ELSE 0 END), 0) "
+                 "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id WHERE s.target_id = ?1 AND s.name = ?2"));
   st.Bind(1, id).Bind(2, name).Bind(3, module);
   ASSIGN_OR_RETURN(bool row, st.Step());
   NameCounts c;
@@ -358,10 +366,11 @@ Candidate CandidateOf(const SymbolRecord& r) { return {r.name, r.module, r.addr,
 
 absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
   // Kernel addresses all sit in the upper half: as signed integers they order correctly.
-  std::string sql = std::string(kSymbolSelect) +
-                    "WHERE s.target_id = ?1 AND s.section IS NULL AND s.type IN " + SqlTypeList(kCodeSymbolTypes) +
+  std::string sql = std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND s.section IS NULL AND s.type IN " +
+                    SqlTypeList(kCodeSymbolTypes) +
                     " AND s.addr = (SELECT MAX(addr) FROM symbols WHERE target_id = ?1 AND section IS NULL "
-                    "AND type IN " + SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?2 AND (addr < 0) = (?2 < 0))";
+                    "AND type IN " +
+                    SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?2 AND (addr < 0) = (?2 < 0))";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, ToDb(addr));
   std::optional<SymbolRecord> best;
@@ -449,8 +458,8 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
     return Containment{std::move(*r), ""};
   };
   // The greatest address <= key, in the same half of the address space (as SymbolContaining).
-  auto hi = std::upper_bound(entries_.begin(), entries_.end(), key,
-                             [](int64_t v, const Entry& e) { return v < e.addr; });
+  auto hi =
+      std::upper_bound(entries_.begin(), entries_.end(), key, [](int64_t v, const Entry& e) { return v < e.addr; });
   if (hi == entries_.begin()) return answer(nullptr, nullptr);
   const int64_t at = std::prev(hi)->addr;
   if ((at < 0) != (key < 0)) return answer(nullptr, nullptr);
@@ -478,7 +487,8 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
 }
 
 absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool all_types) {
-  std::string sql = std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND (?2 OR s.type IN " + SqlTypeList(kTextSymbolTypes) + ")";
+  std::string sql =
+      std::string(kSymbolSelect) + "WHERE s.target_id = ?1 AND (?2 OR s.type IN " + SqlTypeList(kTextSymbolTypes) + ")";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, int64_t{all_types});
   std::vector<SymbolRecord> out;

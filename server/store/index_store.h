@@ -48,7 +48,7 @@ struct DwarfInfo {
   std::string cu;             // compilation unit, source-tree relative
   std::string decl_file;      // the function's declaration
   int64_t decl_line = 0;
-  std::string entry_file;     // line-table row at the symbol's address (what addr2line says)
+  std::string entry_file;  // line-table row at the symbol's address (what addr2line says)
   int64_t entry_line = 0;
   bool inline_copy = false;
 };
@@ -93,21 +93,19 @@ struct DebugInfoStatus {
 };
 absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t target_id);
 
-absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t target_id,
-                                                       const std::string& name);
+absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t target_id, const std::string& name);
 
 // Symbols named exactly `name`; with `with_clones`, also compiler clones "name.<suffix>"
 // (.isra.0, .constprop.0, .part.0, .cold, ...).
-absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t target_id,
-                                                        const std::string& name, bool with_clones);
+absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t target_id, const std::string& name,
+                                                        bool with_clones);
 
 // How many symbols of any type carry `name`, over the whole target and inside `module`.
 struct NameCounts {
   int64_t total = 0;
   int64_t in_module = 0;
 };
-absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name,
-                                     const std::string& module);
+absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name, const std::string& module);
 
 // An address lookup's answer: the symbol holding the address, or why none does.
 struct Containment {

@@ -90,8 +90,10 @@ absl::StatusOr<JitLoadWriter> JitLoadWriter::Prepare(Db& db) {
                                            "has_unwinding) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"));
   ASSIGN_OR_RETURN(w.ins_place_, db.Prepare("INSERT OR IGNORE INTO jit_placements (load_id, instance_id, addr, size, "
                                             "time, until, file_offset, kind) VALUES (?,?,?,?,?,NULL,?,?)"));
-  ASSIGN_OR_RETURN(w.ins_line_, db.Prepare("INSERT INTO jit_lines (load_id, addr, line, discrim, file) VALUES (?,?,?,?,?)"));
-  ASSIGN_OR_RETURN(w.ins_id_, db.Prepare("INSERT OR IGNORE INTO jit_build_ids (load_id, scheme, build_id) VALUES (?,?,?)"));
+  ASSIGN_OR_RETURN(w.ins_line_,
+                   db.Prepare("INSERT INTO jit_lines (load_id, addr, line, discrim, file) VALUES (?,?,?,?,?)"));
+  ASSIGN_OR_RETURN(w.ins_id_,
+                   db.Prepare("INSERT OR IGNORE INTO jit_build_ids (load_id, scheme, build_id) VALUES (?,?,?)"));
   ASSIGN_OR_RETURN(w.sel_index_, db.Prepare("SELECT id FROM jit_loads WHERE instance_id=? AND code_index=? AND "
                                             "file_offset < ? ORDER BY file_offset DESC LIMIT 1"));
   ASSIGN_OR_RETURN(w.close_prev_, db.Prepare("UPDATE jit_placements SET until=? WHERE load_id=? AND until IS NULL "
@@ -201,7 +203,11 @@ absl::Status InsertPerfMapEntries(Db& db, int64_t map_id, const std::vector<inge
                                         "VALUES (?,?,?,?,?)"));
   for (const ingest::PerfMapEntry& e : entries) {
     ins.Reset();
-    ins.Bind(1, map_id).Bind(2, ToDb(e.start)).Bind(3, ToDb(e.size)).Bind(4, e.name).Bind(5, static_cast<int64_t>(e.line));
+    ins.Bind(1, map_id)
+        .Bind(2, ToDb(e.start))
+        .Bind(3, ToDb(e.size))
+        .Bind(4, e.name)
+        .Bind(5, static_cast<int64_t>(e.line));
     RETURN_IF_ERROR(ins.Run());
   }
   return absl::OkStatus();
@@ -224,12 +230,13 @@ absl::Status UpdatePerfMap(Db& db, const PerfMapUpdate& u) {
 // reads
 
 absl::StatusOr<JitInstanceRow> JitInstanceById(Db& db, int64_t id) {
-  ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT i.pid, i.dump_timestamp, i.elf_mach, i.big_endian, "
-                                      "(SELECT path FROM jit_sources s WHERE s.instance_id=i.id ORDER BY s.id LIMIT 1), "
-                                      "(SELECT status FROM jit_sources s WHERE s.instance_id=i.id ORDER BY s.ingested_at "
-                                      "DESC, s.id DESC LIMIT 1), "
-                                      "(SELECT count(*) FROM jit_loads l WHERE l.instance_id=i.id) "
-                                      "FROM jit_instances i WHERE i.id=?"));
+  ASSIGN_OR_RETURN(Stmt q,
+                   db.Prepare("SELECT i.pid, i.dump_timestamp, i.elf_mach, i.big_endian, "
+                              "(SELECT path FROM jit_sources s WHERE s.instance_id=i.id ORDER BY s.id LIMIT 1), "
+                              "(SELECT status FROM jit_sources s WHERE s.instance_id=i.id ORDER BY s.ingested_at "
+                              "DESC, s.id DESC LIMIT 1), "
+                              "(SELECT count(*) FROM jit_loads l WHERE l.instance_id=i.id) "
+                              "FROM jit_instances i WHERE i.id=?"));
   q.Bind(1, id);
   ASSIGN_OR_RETURN(bool row, q.Step());
   if (!row) return absl::NotFoundError(StrCat("no jit instance ", id));
@@ -271,14 +278,14 @@ absl::StatusOr<std::optional<JitPlacementRow>> JitPlacementAt(Db& db, int64_t in
                                                               std::optional<uint64_t> time) {
   // The range scan is bounded below by the largest code size in the instance, so it uses the
   // (instance_id, addr) index.
-  ASSIGN_OR_RETURN(Stmt q, db.Prepare(StrCat(
-                               "SELECT p.addr, p.time, p.until, p.kind, ", kLoadColumns,
-                               " FROM jit_placements p JOIN jit_loads l ON l.id = p.load_id "
-                               "JOIN jit_instances i ON i.id = p.instance_id "
-                               "WHERE p.instance_id=?1 AND p.addr <= ?2 AND p.addr >= ?2 - i.max_code_size "
-                               "AND ?2 < p.addr + p.size AND (?3 IS NULL OR p.time <= ?3) "
-                               "ORDER BY (p.until IS NOT NULL AND (?3 IS NULL OR p.until <= ?3)), p.time DESC, "
-                               "p.file_offset DESC LIMIT 1")));
+  ASSIGN_OR_RETURN(Stmt q,
+                   db.Prepare(StrCat("SELECT p.addr, p.time, p.until, p.kind, ", kLoadColumns,
+                                     " FROM jit_placements p JOIN jit_loads l ON l.id = p.load_id "
+                                     "JOIN jit_instances i ON i.id = p.instance_id "
+                                     "WHERE p.instance_id=?1 AND p.addr <= ?2 AND p.addr >= ?2 - i.max_code_size "
+                                     "AND ?2 < p.addr + p.size AND (?3 IS NULL OR p.time <= ?3) "
+                                     "ORDER BY (p.until IS NOT NULL AND (?3 IS NULL OR p.until <= ?3)), p.time DESC, "
+                                     "p.file_offset DESC LIMIT 1")));
   q.Bind(1, instance_id).Bind(2, ToDb(addr));
   if (time) {
     q.Bind(3, ToDb(*time));
@@ -309,8 +316,9 @@ absl::StatusOr<std::map<std::string, std::string>> JitBuildIdsOf(Db& db, int64_t
 }
 
 absl::StatusOr<std::vector<JitLineRow>> JitLinesOf(Db& db, int64_t load_id) {
-  ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT j.addr - l.line_bias, j.line, j.discrim, j.file FROM jit_lines j "
-                                      "JOIN jit_loads l ON l.id = j.load_id WHERE j.load_id=? ORDER BY j.addr, j.rowid"));
+  ASSIGN_OR_RETURN(Stmt q,
+                   db.Prepare("SELECT j.addr - l.line_bias, j.line, j.discrim, j.file FROM jit_lines j "
+                              "JOIN jit_loads l ON l.id = j.load_id WHERE j.load_id=? ORDER BY j.addr, j.rowid"));
   q.Bind(1, load_id);
   std::vector<JitLineRow> out;
   while (true) {
@@ -368,12 +376,13 @@ absl::StatusOr<int64_t> CountJitLoadsWithBuildId(Db& db, const std::string& hex)
 }
 
 absl::StatusOr<std::vector<JitBuildIdRow>> JitSharedBuildIdRows(Db& db, std::optional<std::string_view> scheme) {
-  ASSIGN_OR_RETURN(Stmt q, db.Prepare(StrCat("SELECT b.scheme, b.build_id, ", kLoadColumns,
-                                             " FROM jit_build_ids b JOIN jit_loads l ON l.id = b.load_id "
-                                             "WHERE (?1 IS NULL OR b.scheme = ?1) AND (b.scheme, b.build_id) IN "
-                                             "(SELECT scheme, build_id FROM jit_build_ids WHERE (?1 IS NULL OR scheme=?1) "
-                                             "GROUP BY scheme, build_id HAVING count(*) > 1) "
-                                             "ORDER BY b.scheme, b.build_id, l.instance_id, l.file_offset")));
+  ASSIGN_OR_RETURN(Stmt q,
+                   db.Prepare(StrCat("SELECT b.scheme, b.build_id, ", kLoadColumns,
+                                     " FROM jit_build_ids b JOIN jit_loads l ON l.id = b.load_id "
+                                     "WHERE (?1 IS NULL OR b.scheme = ?1) AND (b.scheme, b.build_id) IN "
+                                     "(SELECT scheme, build_id FROM jit_build_ids WHERE (?1 IS NULL OR scheme=?1) "
+                                     "GROUP BY scheme, build_id HAVING count(*) > 1) "
+                                     "ORDER BY b.scheme, b.build_id, l.instance_id, l.file_offset")));
   if (scheme) {
     q.Bind(1, *scheme);
   } else {
@@ -389,7 +398,8 @@ absl::StatusOr<std::vector<JitBuildIdRow>> JitSharedBuildIdRows(Db& db, std::opt
 }
 
 absl::StatusOr<std::map<std::string, std::pair<int64_t, int64_t>>> JitBuildIdCounts(Db& db) {
-  ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT scheme, count(*), count(DISTINCT build_id) FROM jit_build_ids GROUP BY scheme"));
+  ASSIGN_OR_RETURN(Stmt q,
+                   db.Prepare("SELECT scheme, count(*), count(DISTINCT build_id) FROM jit_build_ids GROUP BY scheme"));
   std::map<std::string, std::pair<int64_t, int64_t>> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, q.Step());

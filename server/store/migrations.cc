@@ -53,9 +53,7 @@ absl::Status EnsureIndexPrivate(const std::string& path) {
   return absl::OkStatus();
 }
 
-bool IsPlainPath(const std::string& path) {
-  return !path.empty() && path != ":memory:" && !path.starts_with("file:");
-}
+bool IsPlainPath(const std::string& path) { return !path.empty() && path != ":memory:" && !path.starts_with("file:"); }
 
 }  // namespace
 
@@ -63,9 +61,9 @@ absl::Status Migrate(Db& db, const std::vector<Migration>& migrations) {
   ASSIGN_OR_RETURN(int64_t current, db.UserVersion());
   int64_t latest = migrations.empty() ? 0 : migrations.back().version;
   if (current > latest) {
-    return absl::FailedPreconditionError(
-        StrCat(db.path(), " has schema version ", current, ", newer than this symdex (",
-                     latest, "): upgrade symdex or use another --db"));
+    return absl::FailedPreconditionError(StrCat(db.path(), " has schema version ", current,
+                                                ", newer than this symdex (", latest,
+                                                "): upgrade symdex or use another --db"));
   }
   for (const Migration& m : migrations) {
     if (m.version <= current) continue;
@@ -90,9 +88,9 @@ absl::StatusOr<Db> OpenIndex(const std::string& path, Db::Mode mode) {
     ASSIGN_OR_RETURN(Db db, Db::Open(path, mode));
     ASSIGN_OR_RETURN(int64_t v, db.UserVersion());
     if (v != Migrations().back().version) {
-      return absl::FailedPreconditionError(StrCat(
-          path, " has schema version ", v, ", this symdex expects ", Migrations().back().version,
-          ": open it once with write access (any 'symdex index') to migrate it"));
+      return absl::FailedPreconditionError(
+          StrCat(path, " has schema version ", v, ", this symdex expects ", Migrations().back().version,
+                 ": open it once with write access (any 'symdex index') to migrate it"));
     }
     return db;
   }

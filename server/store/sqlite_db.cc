@@ -49,8 +49,10 @@ void StmtCache::Put(sqlite3_stmt* s) {
 
 void Stmt::Release() {
   if (stmt_ == nullptr) return;
-  if (cache_) cache_->Put(stmt_);
-  else sqlite3_finalize(stmt_);
+  if (cache_)
+    cache_->Put(stmt_);
+  else
+    sqlite3_finalize(stmt_);
   stmt_ = nullptr;
 }
 
@@ -111,8 +113,7 @@ void Stmt::Reset() {
 std::string Stmt::Text(int col) const {
   const unsigned char* p = sqlite3_column_text(stmt_, col);
   if (p == nullptr) return {};
-  return std::string(reinterpret_cast<const char*>(p),
-                     static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
+  return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col)));
 }
 
 Db& Db::operator=(Db&& o) noexcept {
@@ -135,8 +136,7 @@ Db::~Db() {
 absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
   Db db;
   db.path_ = path;
-  int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY
-                                      : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   flags |= SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &db.db_, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -183,8 +183,10 @@ absl::StatusOr<bool> Db::QuickCheck(double max_seconds) {
       failed = st.status();
     } else {
       auto rows = st->TextColumn();
-      if (rows.ok()) problems = std::move(*rows);
-      else failed = rows.status();
+      if (rows.ok())
+        problems = std::move(*rows);
+      else
+        failed = rows.status();
     }
   }
   sqlite3_progress_handler(db_, 0, nullptr, nullptr);
@@ -220,8 +222,8 @@ absl::StatusOr<Stmt> Db::Prepare(std::string_view sql) {
     if (sqlite3_stmt* cached = cache_->Take(sql)) return Stmt(db_, cached, cache_.get());
   }
   sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                         &s, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &s, nullptr) !=
+      SQLITE_OK) {
     return SqliteError(db_, StrCat("cannot prepare '", sql.substr(0, 60), "'"));
   }
   return Stmt(db_, s, cache_.get());

@@ -5,12 +5,12 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 #include <string_view>
-#include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "server/common/status.h"
 
@@ -63,9 +63,7 @@ class Stmt {
   double Double(int col) const { return sqlite3_column_double(stmt_, col); }
   std::string Text(int col) const;
   bool IsNull(int col) const { return sqlite3_column_type(stmt_, col) == SQLITE_NULL; }
-  std::optional<int64_t> OptInt(int col) const {
-    return IsNull(col) ? std::nullopt : std::optional<int64_t>(Int(col));
-  }
+  std::optional<int64_t> OptInt(int col) const { return IsNull(col) ? std::nullopt : std::optional<int64_t>(Int(col)); }
 
  private:
   friend class Db;

@@ -29,8 +29,8 @@ bool IsRegionStartLabel(std::string_view n) {
 }
 
 bool IsRegionEndLabel(std::string_view n) {
-  for (std::string_view exact : {"_etext", "_einittext", "_edata", "_end", "__bss_stop", "__init_end",
-                                 "__indirect_thunk_end"}) {
+  for (std::string_view exact :
+       {"_etext", "_einittext", "_edata", "_end", "__bss_stop", "__init_end", "__indirect_thunk_end"}) {
     if (n == exact) return true;
   }
   // __end_entry_SYSENTER_compat, __end_rodata, ...; __stop___SECTION as __start___ above.

@@ -48,7 +48,7 @@ struct OwnerExtents {
     std::string name;
     uint64_t start = 0, end = 0;  // [.text base, base + /proc/modules size)
   };
-  std::vector<Module> modules;  // only those whose base and size are known
+  std::vector<Module> modules;    // only those whose base and size are known
   bool modules_unplaced = false;  // the target has modules without addresses (offline)
 
   // The end of `module`'s ("" = vmlinux) address range, when known.

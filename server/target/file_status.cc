@@ -10,8 +10,8 @@ namespace {
 
 // One table per enum, in enum order: Name indexes it, Parse searches it.
 constexpr std::array<std::string_view, 4> kInputNames = {"used", "missing", "error", "skipped"};
-constexpr std::array<std::string_view, 6> kDebugNames = {"used",        "cached",      "not-found",
-                                                          "build-id-mismatch", "parse-error", "no-build-id"};
+constexpr std::array<std::string_view, 6> kDebugNames = {"used",        "cached",     "not-found", "build-id-mismatch",
+                                                         "parse-error", "no-build-id"};
 
 template <typename E, size_t N>
 std::string_view NameIn(const std::array<std::string_view, N>& names, E e) {

@@ -52,7 +52,7 @@ struct DebugInfoRecord {
 
 // One input file and what happened to it.
 struct SourceFile {
-  std::string role;    // kallsyms, modules, notes, module-notes, module-sections, system-map, module
+  std::string role;  // kallsyms, modules, notes, module-notes, module-sections, system-map, module
   std::string path;
   InputFileStatus status = InputFileStatus::kUsed;
   std::string detail;

@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <map>
 
+#include "server/common/file_util.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
-#include "server/common/file_util.h"
 #include "server/ingest/elf_notes.h"
 #include "server/ingest/kallsyms.h"
 #include "server/ingest/proc_modules.h"
@@ -23,11 +23,10 @@ std::string ZeroAddressHelp(const std::string& sysroot) {
   if (auto r = ReadFileBounded(SysrootPath(sysroot, "/proc/sys/kernel/kptr_restrict"), 64); r.ok()) {
     restrict = std::string(StripWhitespace(*r));
   }
-  return StrCat(
-      "every address in ", SysrootPath(sysroot, "/proc/kallsyms"),
-      " reads as 0: the kernel hides addresses from this process (kernel.kptr_restrict=", restrict,
-      "). Run symdex as root or with CAP_SYSLOG, and if kptr_restrict is 2 lower it with "
-      "'sysctl kernel.kptr_restrict=1'. Refusing to index zeros.");
+  return StrCat("every address in ", SysrootPath(sysroot, "/proc/kallsyms"),
+                " reads as 0: the kernel hides addresses from this process (kernel.kptr_restrict=", restrict,
+                "). Run symdex as root or with CAP_SYSLOG, and if kptr_restrict is 2 lower it with "
+                "'sysctl kernel.kptr_restrict=1'. Refusing to index zeros.");
 }
 
 // A sysfs file holding one address ("0xffffffffc0a01000\n").
@@ -45,11 +44,9 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   auto text = ReadFileBounded(kallsyms_path, kMaxKallsymsBytes);
   if (!text.ok()) {
     return absl::Status(text.status().code(),
-                        StrCat(text.status().message(),
-                                     " (index an offline kernel with --system-map instead)"));
+                        StrCat(text.status().message(), " (index an offline kernel with --system-map instead)"));
   }
-  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> ksyms,
-                   ingest::ParseKallsyms(*text, kallsyms_path));
+  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> ksyms, ingest::ParseKallsyms(*text, kallsyms_path));
   if (ksyms.empty()) {
     return absl::InvalidArgumentError(StrCat(kallsyms_path, " has no symbols"));
   }
@@ -132,15 +129,14 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
         if (auto a = ParseHexLine(*v); a && *a != 0) m.sections.emplace_back(e.path().filename().string(), *a);
       }
     }
-    std::sort(m.sections.begin(), m.sections.end(),
-              [](const auto& a, const auto& b) { return a.second < b.second; });
+    std::sort(m.sections.begin(), m.sections.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
     if (auto n = ReadFileBounded(base + "/notes/.note.gnu.build-id", 4096); n.ok()) {
       if (auto id = ingest::FindGnuBuildId(*n); id.ok() && id->has_value()) m.build_id = **id;
     }
   }
   if (unreadable > 0) {
-    t.warnings.push_back(StrCat(unreadable, " module(s) without a readable ",
-                                      SysrootPath(root, "/sys/module/M/sections/.text")));
+    t.warnings.push_back(
+        StrCat(unreadable, " module(s) without a readable ", SysrootPath(root, "/sys/module/M/sections/.text")));
   }
   DeriveSizesAndDedupe(t);
   return t;

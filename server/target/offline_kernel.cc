@@ -6,8 +6,8 @@
 #include <map>
 #include <thread>
 
-#include "server/common/strings.h"
 #include "server/common/file_util.h"
+#include "server/common/strings.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_symbols.h"
 #include "server/ingest/kallsyms.h"
@@ -78,16 +78,15 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   t.source = opts.system_map;
 
   ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(opts.system_map, kMaxSystemMapBytes));
-  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> vsyms,
-                   ingest::ParseKallsyms(map_text, opts.system_map));
+  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> vsyms, ingest::ParseKallsyms(map_text, opts.system_map));
   if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
   t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, ""});
   t.symbols.reserve(vsyms.size());
   for (auto& k : vsyms) {
     if (!k.module.empty()) {
-      return absl::InvalidArgumentError(StrCat(
-          opts.system_map, ": has module-tagged symbols; this is a kallsyms dump, index it with "
-                           "--sysroot (a tree holding proc/kallsyms)"));
+      return absl::InvalidArgumentError(StrCat(opts.system_map,
+                                               ": has module-tagged symbols; this is a kallsyms dump, index it with "
+                                               "--sysroot (a tree holding proc/kallsyms)"));
     }
     if (k.name == "_text") t.text_addr = k.addr;
     t.symbols.push_back(SymbolEntry{.name = std::move(k.name), .type = k.type, .addr = k.addr});
@@ -99,8 +98,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
     std::error_code ec;
     fs::recursive_directory_iterator it(opts.modules_dir, fs::directory_options::skip_permission_denied, ec);
     if (ec) {
-      return absl::NotFoundError(StrCat("cannot read modules directory ", opts.modules_dir,
-                                              ": ", ec.message()));
+      return absl::NotFoundError(StrCat("cannot read modules directory ", opts.modules_dir, ": ", ec.message()));
     }
     for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
       if (ec) break;
@@ -145,8 +143,8 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
       ingest::ElfSymbolTable& tab = *r.table;
       std::string name = !tab.modinfo_name.empty() ? tab.modinfo_name : ModuleNameFromPath(r.path);
       if (auto [pos, fresh] = seen.emplace(name, r.path); !fresh) {
-        t.files.push_back({"module", r.path, InputFileStatus::kSkipped,
-                           StrCat("module ", name, " already read from ", pos->second)});
+        t.files.push_back(
+            {"module", r.path, InputFileStatus::kSkipped, StrCat("module ", name, " already read from ", pos->second)});
         continue;
       }
       int mi = static_cast<int>(t.modules.size());
@@ -163,8 +161,8 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
       }
     }
     if (failed > 0) {
-      t.warnings.push_back(StrCat(failed, " of ", paths.size(),
-                                        " module files could not be read; see 'symdex status'"));
+      t.warnings.push_back(
+          StrCat(failed, " of ", paths.size(), " module files could not be read; see 'symdex status'"));
     }
   }
   DeriveSizesAndDedupe(t);

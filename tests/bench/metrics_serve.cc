@@ -21,13 +21,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   symdex::metrics::Registry registry;
-  const char* rpcs[] = {"Lookup", "Resolve", "Symbolize", "SymbolizeStream", "Kprobe", "Status",
-                        "ListModules", "JitRegister", "JitUnregister", "Reindex"};
+  const char* rpcs[] = {"Lookup", "Resolve",     "Symbolize",   "SymbolizeStream", "Kprobe",
+                        "Status", "ListModules", "JitRegister", "JitUnregister",   "Reindex"};
   int i = 0;
   for (const char* rpc : rpcs) {
     for (const char* code : {"OK", "NOT_FOUND"}) {
-      registry.GetCounter("symdex_rpcs_total", "RPCs finished, by method and status code",
-                          {{"rpc", rpc}, {"code", code}})
+      registry
+          .GetCounter("symdex_rpcs_total", "RPCs finished, by method and status code", {{"rpc", rpc}, {"code", code}})
           .Inc(++i * 17);
     }
     auto& h = registry.GetHistogram("symdex_rpc_seconds", "RPC latency", {{"rpc", rpc}});

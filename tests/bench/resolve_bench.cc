@@ -62,11 +62,15 @@ void BM_ResolveCanonicalSpec(benchmark::State& state) {
     benchmark::DoNotOptimize(m);
   }
 }
-BENCHMARK(BM_ResolveCanonicalSpec)->ComputeStatistics("p50", [](const std::vector<double>& v) {
-  std::vector<double> s = v;
-  std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
-  return s[s.size() / 2];
-})->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_ResolveCanonicalSpec)
+    ->ComputeStatistics("p50",
+                        [](const std::vector<double>& v) {
+                          std::vector<double> s = v;
+                          std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+                          return s[s.size() / 2];
+                        })
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_ResolveAmbiguousName(benchmark::State& state) {
   Fixture* f = Load();

@@ -69,7 +69,8 @@ class DaemonTest : public ::testing::Test {
   // A daemon on a fresh socket serving db_.
   std::unique_ptr<DaemonProcess> StartDaemon(const std::vector<std::string>& extra = {}) {
     sock_ = dir_ / "s.sock";
-    std::vector<std::string> args = {"--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll", "0"};
+    std::vector<std::string> args = {"--listen",        "unix:" + sock_,  "--db", db_,
+                                     "--no-index-live", "--modules-poll", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto d = std::make_unique<DaemonProcess>(args, dir_ / "daemon.log", "unix:" + sock_);
     EXPECT_TRUE(d->ready()) << d->Log();
@@ -123,17 +124,15 @@ std::string DaemonTest::root_, DaemonTest::dbg_, DaemonTest::db_;
 // The commands whose output must not depend on who answered: built from what the index holds
 // (every duplicated name, each instance's canonical spec and address, each entry line).
 std::vector<std::string> ComparisonCommands(const json& dups, const std::string& addr_file) {
-  std::vector<std::string> cmds = {"dups", "--json dups", "dups --module fake_mod", "which no_such_function_x",
-                                   "resolve no_such_function_x", "resolve 'bad spec with spaces'",
-                                   "-t no_such_target which foo", "lines no/such/file.c:1", "addr zz 0x0",
-                                   "addr - < '" + addr_file + "'", "--json addr - < '" + addr_file + "'",
-                                   // Whole-target listings and the index's state.
-                                   "status", "status -v", "--json status", "symbols", "--json symbols",
-                                   "symbols --all-types", "symbols --canonical", "--json symbols --canonical",
-                                   "symbols -m fake_mod", "--json symbols -m vmlinux --all-types",
-                                   "symbols -m no_such_module", "-t no_such_target symbols", "kallsyms",
-                                   "kallsyms --aliases", "kallsyms --aliases --separator %",
-                                   "-t no_such_target kallsyms"};
+  std::vector<std::string> cmds = {
+      "dups", "--json dups", "dups --module fake_mod", "which no_such_function_x", "resolve no_such_function_x",
+      "resolve 'bad spec with spaces'", "-t no_such_target which foo", "lines no/such/file.c:1", "addr zz 0x0",
+      "addr - < '" + addr_file + "'", "--json addr - < '" + addr_file + "'",
+      // Whole-target listings and the index's state.
+      "status", "status -v", "--json status", "symbols", "--json symbols", "symbols --all-types", "symbols --canonical",
+      "--json symbols --canonical", "symbols -m fake_mod", "--json symbols -m vmlinux --all-types",
+      "symbols -m no_such_module", "-t no_such_target symbols", "kallsyms", "kallsyms --aliases",
+      "kallsyms --aliases --separator %", "-t no_such_target kallsyms"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
@@ -151,7 +150,8 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
         cmds.push_back("resolve " + a);
       }
       if (!in["dwarf"].is_null()) {
-        std::string where = in["dwarf"]["file"].get<std::string>() + ":" + std::to_string(in["dwarf"]["line"].get<int>());
+        std::string where =
+            in["dwarf"]["file"].get<std::string>() + ":" + std::to_string(in["dwarf"]["line"].get<int>());
         cmds.push_back("resolve '" + name + "@" + where + "'");
         cmds.push_back("kprobe -n -e grp/ev '" + name + "@" + where + "' 'x=%di:u64'");
         cmds.push_back("-t host --json kprobe -n -r '" + name + "@" + where + "'");
@@ -352,8 +352,8 @@ TEST_F(DaemonTest, HostileRequestsGetClearErrorsAndTheDaemonKeepsServing) {
     expect_refused(reader->Finish(), "module");
   }
   // Bytes that are no protobuf, and a string field that is not UTF-8.
-  for (const std::string& payload : {std::string("\xff\xff\xff\xff\xff\x01garbage", 13),
-                                     std::string("\x12\x03\xc3\x28\xff", 5)}) {
+  for (const std::string& payload :
+       {std::string("\xff\xff\xff\xff\xff\x01garbage", 13), std::string("\x12\x03\xc3\x28\xff", 5)}) {
     grpc::ClientContext ctx;
     grpc::ByteBuffer out;
     grpc::Slice slice(payload);
@@ -464,8 +464,8 @@ TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
   int port = testing::FreeTcpPort();
   std::string addr = "127.0.0.1:" + std::to_string(port);
   sock_ = dir_ / "s.sock";
-  DaemonProcess d({"--listen", addr, "--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll",
-                   "0", "--tls-cert", certs + "/server.pem", "--tls-key", certs + "/server.key", "--tls-client-ca",
+  DaemonProcess d({"--listen", addr, "--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll", "0",
+                   "--tls-cert", certs + "/server.pem", "--tls-key", certs + "/server.key", "--tls-client-ca",
                    certs + "/ca.pem", "--privileged-cert-name", "client"},
                   dir_ / "d.log", addr);
   ASSERT_TRUE(d.ready()) << d.Log();
@@ -502,8 +502,8 @@ TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
                     certs + "/server.pem", "--tls-key", certs + "/server.key", "--tls-client-ca", certs + "/ca.pem"},
                    dir_ / "d2.log", addr2);
   ASSERT_TRUE(d2.ready()) << d2.Log();
-  const std::string tls2 = "--tls-ca '" + certs + "/ca.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" +
-                           certs + "/client.key' --connect " + addr2;
+  const std::string tls2 = "--tls-ca '" + certs + "/ca.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" + certs +
+                           "/client.key' --connect " + addr2;
   CommandResult hidden = Cli(tls2 + " --json which " + name);
   ASSERT_EQ(hidden.exit_code, 0) << hidden.err;
   json hj = json::parse(hidden.out);
@@ -691,8 +691,8 @@ TEST_F(DaemonTest, ReindexUnderQueryLoadFailsNoQueryAndSwapsAtomically) {
   int64_t generation = 0;
   for (bool with_module : {false, true, false}) {
     testing::MakeLiveSysroot(*fx_, root, kRelease, with_module);
-    CommandResult r = Cli("--db '" + db + "' --json index -q --sysroot '" + root + "' --debug-dir '" + dbg_ +
-                          "' --no-debuginfod");
+    CommandResult r =
+        Cli("--db '" + db + "' --json index -q --sysroot '" + root + "' --debug-dir '" + dbg_ + "' --no-debuginfod");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     generation = json::parse(r.out)["generation"];
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -749,7 +749,8 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   // Only the module was replaced, and the result is what a whole re-index gives.
   auto same_as_full_index = [&](const std::string& label) {
     const std::string full = dir_ / ("full-" + label + ".db");
-    CommandResult r = Cli("--db '" + full + "' index -q --sysroot '" + root + "' --debug-dir '" + dbg_ + "' --no-debuginfod");
+    CommandResult r =
+        Cli("--db '" + full + "' index -q --sysroot '" + root + "' --debug-dir '" + dbg_ + "' --no-debuginfod");
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (const std::string verb : {"symbols --all-types", "symbols --canonical", "dups --with-init", "status"}) {
       auto rows = [&](const std::string& path) {
@@ -792,8 +793,9 @@ TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
 // A kallsyms that stopped short (fewer than 90% of the indexed vmlinux symbols): the daemon has
 // no --force.
 TEST_F(DaemonTest, ShrunkenKallsymsKeepsThePreviousIndex) {
-  LiveReindexIsRefused([&](const std::string& k) { Must("head -n 3 '" + k + "' > '" + k + ".3' && mv '" + k + ".3' '" + k + "'"); },
-                       {"has 3 vmlinux symbols, the current index of target host has", "refusing to replace it"});
+  LiveReindexIsRefused(
+      [&](const std::string& k) { Must("head -n 3 '" + k + "' > '" + k + ".3' && mv '" + k + ".3' '" + k + "'"); },
+      {"has 3 vmlinux symbols, the current index of target host has", "refusing to replace it"});
 }
 
 TEST_F(DaemonTest, SigtermDrainsCallsInFlightThenExitsZero) {
@@ -886,7 +888,7 @@ TEST_F(DaemonTest, ReleasingDebugInfoKeepsAnswersAndReopensOnDemand) {
   for (size_t i = 0; i < first.size(); ++i) {
     EXPECT_EQ(again->results[i]->frames.size(), before->results[i]->frames.size());
   }
-  EXPECT_FALSE((*q)->TrimIfIdle(0));  // answered from the cache: no debug file opened
+  EXPECT_FALSE((*q)->TrimIfIdle(0));       // answered from the cache: no debug file opened
   auto fresh = (*q)->Symbolize("", rest);  // needs DWARF again: reopened
   ASSERT_TRUE(fresh.ok());
   EXPECT_FALSE(fresh->results[0]->frames.empty());

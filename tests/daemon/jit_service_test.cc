@@ -12,8 +12,8 @@
 // test is skipped when `node` is not installed.
 // Over ~500 lines: one daemon fixture with its dump builders shared by every JIT scenario.
 #include <fcntl.h>
-#include <gtest/gtest.h>
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -103,12 +103,12 @@ std::map<std::string, std::string> ExpectedBuildIds(uint32_t pid, uint64_t dump_
   ids["sha1-code"] = Digest("sha1sum", code);
   // genelf.c's symtab[2] (Elf64_Sym, little endian) and strtab, appended to the code.
   std::string symtab(24, '\0');
-  symtab += Le(1, 4);                  // st_name
-  symtab += '\x02';                    // st_info: STB_LOCAL, STT_FUNC
-  symtab += '\0';                      // st_other
-  symtab += Le(1, 2);                  // st_shndx
-  symtab += Le(0x80, 8);               // st_value = GEN_ELF_TEXT_OFFSET
-  symtab += Le(code.size(), 8);        // st_size
+  symtab += Le(1, 4);            // st_name
+  symtab += '\x02';              // st_info: STB_LOCAL, STT_FUNC
+  symtab += '\0';                // st_other
+  symtab += Le(1, 2);            // st_shndx
+  symtab += Le(0x80, 8);         // st_value = GEN_ELF_TEXT_OFFSET
+  symtab += Le(code.size(), 8);  // st_size
   std::string strtab = std::string(1, '\0') + name + std::string(1, '\0');
   ids["sha1-symtab"] = Digest("sha1sum", code + symtab + strtab);
   std::string in = "symdex-jit-build-id/v1";
@@ -133,9 +133,10 @@ class Symdexd {
  public:
   Symdexd(const std::string& dir, const std::vector<std::string>& watch)
       : socket_(dir + "/s.sock"), db_(dir + "/index.db"), log_(dir + "/symdexd.log") {
-    std::vector<std::string> args = {"--listen",       "unix:" + socket_, "--db",        db_,     "--no-index-live",
-                                     "--modules-poll", "0",               "--metrics-listen", "127.0.0.1:0",
-                                     "--log-level",    "debug",           "--jit-poll",  "0.2"};
+    std::vector<std::string> args = {
+        "--listen", "unix:" + socket_,  "--db",        db_,           "--no-index-live", "--modules-poll",
+        "0",        "--metrics-listen", "127.0.0.1:0", "--log-level", "debug",           "--jit-poll",
+        "0.2"};
     for (const auto& w : watch) {
       args.push_back("--jit-watch");
       args.push_back(w);
@@ -168,7 +169,8 @@ class Symdexd {
     channel_.reset();
     if (!process_) return;
     if (!process_->running()) {
-      if (process_->exit_status()) ADD_FAILURE() << "symdexd died: status " << *process_->exit_status() << "\n" << log();
+      if (process_->exit_status())
+        ADD_FAILURE() << "symdexd died: status " << *process_->exit_status() << "\n" << log();
       process_.reset();
       return;
     }
@@ -496,8 +498,8 @@ TEST_F(JitServiceTest, IngestRpcReportsTruncatedAndCorruptDumpsAndKeepsServing) 
 
   WriteFile(given + "/jit-6004.dump", "hello, this is not a jitdump at all");
 
-  const std::vector<std::string> paths = {given + "/jit-6001.dump", given + "/jit-6002.dump",
-                                          given + "/jit-6003.dump", given + "/jit-6004.dump"};
+  const std::vector<std::string> paths = {given + "/jit-6001.dump", given + "/jit-6002.dump", given + "/jit-6003.dump",
+                                          given + "/jit-6004.dump"};
   pb::JitIngestResponse in;
   grpc::Status s = Ingest(paths, &in);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -898,7 +900,8 @@ TEST_F(JitServiceTest, RealNodeDumpThroughTheWatchDir) {
   auto got = WaitForLoad(pid, last.code_addr, 30, &why,
                          [&](const pb::JitLoad& l) { return l.code_index() == last.code_index; });
   ASSERT_TRUE(got) << "the last CODE_LOAD (index " << last.code_index << ") was not answered within 30 s: " << why
-                   << "\n" << daemon_->log();
+                   << "\n"
+                   << daemon_->log();
   EXPECT_EQ(got->name(), last.name);
   EXPECT_EQ(got->code_size(), last.code_size);
   EXPECT_EQ(got->dso(), "jitted-" + std::to_string(pid) + "-" + std::to_string(last.code_index) + ".so");
@@ -950,11 +953,19 @@ TEST_F(JitServiceTest, RealNodeDumpThroughTheWatchDir) {
   }
   const std::string p = " --pid " + std::to_string(pid);
   const std::string some_id = got->build_ids().at("sha1-code");
-  const std::vector<std::string> verbs = {
-      "jit addr" + p + addr_args, "--json jit addr" + p + addr_args, "jit addr" + p + " 0x10",
-      "jit addr" + p + " --time 1" + addr_args, "jit addr --pid 424242 0x10", "jit collisions",
-      "jit collisions --scheme sha1-code", "--json jit collisions --scheme md5-addr", "jit collisions --show 3",
-      "buildid " + some_id, "--json buildid " + some_id, "buildid 0011223344556677", "buildid xyz"};
+  const std::vector<std::string> verbs = {"jit addr" + p + addr_args,
+                                          "--json jit addr" + p + addr_args,
+                                          "jit addr" + p + " 0x10",
+                                          "jit addr" + p + " --time 1" + addr_args,
+                                          "jit addr --pid 424242 0x10",
+                                          "jit collisions",
+                                          "jit collisions --scheme sha1-code",
+                                          "--json jit collisions --scheme md5-addr",
+                                          "jit collisions --show 3",
+                                          "buildid " + some_id,
+                                          "--json buildid " + some_id,
+                                          "buildid 0011223344556677",
+                                          "buildid xyz"};
   size_t found = 0;
   for (const auto& v : verbs) found += ExpectSameThroughDaemon(v).exit_code == 0;
   EXPECT_GE(found, 7u) << "most of the verbs found what they asked for";

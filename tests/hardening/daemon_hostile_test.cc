@@ -78,8 +78,8 @@ class HardeningTest : public ::testing::Test {
                       args);
   }
   std::unique_ptr<DaemonProcess> StartDaemon(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"--listen", "unix:" + sock_, "--db", db_, "--no-index-live",
-                                     "--modules-poll", "0", "--sysroot", root_};
+    std::vector<std::string> args = {"--listen", "unix:" + sock_, "--db", db_, "--no-index-live", "--modules-poll",
+                                     "0",        "--sysroot",     root_};
     args.insert(args.end(), extra.begin(), extra.end());
     auto d = std::make_unique<DaemonProcess>(args, fx_->dir / "daemon.log", "unix:" + sock_);
     EXPECT_TRUE(d->ready()) << d->Log();
@@ -145,7 +145,8 @@ TEST_F(HardeningTest, UnprivilegedPeersGetKaslrFreeAnswersOnly) {
   CommandResult kal_root = Cli(conn + "kallsyms --aliases");
   EXPECT_EQ(kal.exit_code, 0) << kal.err;
   EXPECT_TRUE(KernelAddresses(kal.out).empty()) << kal.out.substr(0, 2000);
-  EXPECT_EQ(std::count(kal.out.begin(), kal.out.end(), '\n'), std::count(kal_root.out.begin(), kal_root.out.end(), '\n'));
+  EXPECT_EQ(std::count(kal.out.begin(), kal.out.end(), '\n'),
+            std::count(kal_root.out.begin(), kal_root.out.end(), '\n'));
   EXPECT_TRUE(kal.out.find("0000000000000000 t " + name) != std::string::npos ||
               kal.out.find("0000000000000000 T " + name) != std::string::npos)
       << kal.out.substr(0, 2000);
@@ -167,8 +168,8 @@ TEST_F(HardeningTest, UnprivilegedPeersGetKaslrFreeAnswersOnly) {
   EXPECT_NE(k_nobody.out.find("_text+"), std::string::npos) << k_nobody.out;
   // No address oracle: absolute addresses are refused as input, with the reason.
   const std::string some_addr = *KernelAddresses(as_root.out).begin();
-  for (const std::string& verb :
-       std::vector<std::string>{"addr " + some_addr, "resolve " + some_addr, "resolve '" + name + "@" + some_addr + "'"}) {
+  for (const std::string& verb : std::vector<std::string>{"addr " + some_addr, "resolve " + some_addr,
+                                                          "resolve '" + name + "@" + some_addr + "'"}) {
     CommandResult c = Cli(conn + verb, kNobody);
     EXPECT_EQ(c.exit_code, 3) << verb << ": " << c.out;
     EXPECT_NE(c.err.find("KASLR"), std::string::npos) << verb << ": " << c.err;
@@ -215,8 +216,8 @@ struct LoadResult {
   }
 };
 
-LoadResult HonestLoad(const std::string& sock, const std::string& name, const std::vector<uint64_t>& addrs,
-                      int clients, double seconds) {
+LoadResult HonestLoad(const std::string& sock, const std::string& name, const std::vector<uint64_t>& addrs, int clients,
+                      double seconds) {
   LoadResult total;
   std::mutex mu;
   std::vector<std::thread> threads;

@@ -139,8 +139,7 @@ TEST_F(FileModesTest, StrangerCannotReadTheIndexOrMapsAGroupMemberCanQuery) {
   CommandResult which = RunCommand(AsStranger(Cmd("which load_binary")));
   EXPECT_EQ(which.exit_code, 3) << which.out << which.err;
   EXPECT_EQ(which.out.find("load_binary"), std::string::npos) << which.out;
-  EXPECT_NE(which.err.find("cannot read the index at " + Db() + ": Permission denied"), std::string::npos)
-      << which.err;
+  EXPECT_NE(which.err.find("cannot read the index at " + Db() + ": Permission denied"), std::string::npos) << which.err;
 
   // A member of the files' group (read-only: it may write none of them) gets answers.
   const gid_t gid = GroupOf(Db());
@@ -221,7 +220,7 @@ TEST_F(FileModesTest, KilledAddressMapWriterLeavesNoTemporaryFileBehind) {
   const std::string stem = MapFile() + ".tmp.";
   const std::string dead = stem + std::to_string(child);
   const std::string live = stem + std::to_string(::getpid());  // a writer at work: this process
-  const std::string old_live = stem + "1";                      // alive (init) but hours old
+  const std::string old_live = stem + "1";                     // alive (init) but hours old
   for (const std::string& f : {dead, live, old_live}) WriteFile(f, "half an address map");
   Must("touch -d '2 hours ago' '" + old_live + "'");
 

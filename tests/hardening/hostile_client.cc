@@ -44,10 +44,11 @@ std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::string& target, 
 }
 
 std::string CodeName(grpc::StatusCode c) {
-  static const char* kNames[] = {"OK",        "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",
-                                 "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-                                 "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-                                 "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* kNames[] = {
+      "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+      "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+      "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+      "DATA_LOSS", "UNAUTHENTICATED"};
   int i = static_cast<int>(c);
   return i >= 0 && i <= 16 ? kNames[i] : "?";
 }
@@ -164,13 +165,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--connect" && i + 1 < argc) target = argv[++i];
-    else if (a == "--hold" && i + 1 < argc) hold = std::stod(argv[++i]);
-    else if (a == "--base" && i + 1 < argc) g_base = std::stoull(argv[++i], nullptr, 16);
-    else args.push_back(a);
+    if (a == "--connect" && i + 1 < argc)
+      target = argv[++i];
+    else if (a == "--hold" && i + 1 < argc)
+      hold = std::stod(argv[++i]);
+    else if (a == "--base" && i + 1 < argc)
+      g_base = std::stoull(argv[++i], nullptr, 16);
+    else
+      args.push_back(a);
   }
   if (target.empty() || args.empty()) {
-    std::fprintf(stderr, "usage: hostile_client --connect ADDR [--hold S] abandon-dups N | unread-streams N ADDRS | garbage N\n");
+    std::fprintf(
+        stderr,
+        "usage: hostile_client --connect ADDR [--hold S] abandon-dups N | unread-streams N ADDRS | garbage N\n");
     return 2;
   }
   if (args[0] == "abandon-dups" && args.size() == 2) return AbandonDups(target, std::stoi(args[1]), hold);

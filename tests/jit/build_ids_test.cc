@@ -120,8 +120,7 @@ TEST(JitBuildIdTest, Md5AddrMatchesMd5sum) {
   EXPECT_EQ(id->ToHex(), ToolDigest("md5sum", Le64(addr) + kTrampoline) + "00000000");
   EXPECT_EQ(id->ToHex(), ToolDigest("openssl dgst -md5 -r", Le64(addr) + kTrampoline) + "00000000");
   // 32-bit target: `unsigned long` is 4 bytes.
-  auto id32 =
-      PerfMd5AddrBuildId(0x8048000, kTrampoline, {.elf64 = false, .big_endian = false, .text_offset = 0x60});
+  auto id32 = PerfMd5AddrBuildId(0x8048000, kTrampoline, {.elf64 = false, .big_endian = false, .text_offset = 0x60});
   ASSERT_TRUE(id32.ok());
   EXPECT_EQ(id32->ToHex(), ToolDigest("md5sum", Le32(0x8048000) + kTrampoline) + "00000000");
 }
@@ -150,16 +149,15 @@ TEST(JitBuildIdTest, LargeCodeIsHashedIncrementallyToTheSameValue) {
   std::string code;
   for (int i = 0; i < (1 << 20) + 13; ++i) code.push_back(static_cast<char>(i * 131 + (i >> 7)));
   EXPECT_EQ(PerfSha1CodeBuildId(code)->ToHex(), ToolDigest("sha1sum", code));
-  EXPECT_EQ(
-      PerfSha1SymtabBuildId("big", code)->ToHex(),
-      ToolDigest("sha1sum", code + GenElfSymtabFromElfH64(code.size(), 0x80) + std::string("\0big\0", 5)));
+  EXPECT_EQ(PerfSha1SymtabBuildId("big", code)->ToHex(),
+            ToolDigest("sha1sum", code + GenElfSymtabFromElfH64(code.size(), 0x80) + std::string("\0big\0", 5)));
 }
 
 // The symdex encoding, rebuilt here from the description in build_ids.h.
 std::string SymdexInput(const SymdexJitIdentity& id) {
-  return std::string("symdex-jit-build-id/v1") + Le32(id.pid) + Le64(id.dump_timestamp) +
-         Le64(id.instance.size()) + std::string(id.instance) + Le64(id.code_index) + Le64(id.code_addr) +
-         Le64(id.name.size()) + std::string(id.name) + Le64(id.code.size()) + std::string(id.code);
+  return std::string("symdex-jit-build-id/v1") + Le32(id.pid) + Le64(id.dump_timestamp) + Le64(id.instance.size()) +
+         std::string(id.instance) + Le64(id.code_index) + Le64(id.code_addr) + Le64(id.name.size()) +
+         std::string(id.name) + Le64(id.code.size()) + std::string(id.code);
 }
 
 TEST(JitBuildIdTest, SymdexSchemeIsTruncatedSha256OfTheDocumentedEncoding) {
@@ -184,13 +182,8 @@ TEST(JitBuildIdTest, SymdexSchemeIsTruncatedSha256OfTheDocumentedEncoding) {
 }
 
 TEST(JitBuildIdTest, SymdexSchemeSeparatesEveryField) {
-  const SymdexJitIdentity base{.pid = 100,
-                               .dump_timestamp = 5,
-                               .instance = "",
-                               .code_index = 1,
-                               .code_addr = 0x1000,
-                               .name = "ab",
-                               .code = "c"};
+  const SymdexJitIdentity base{
+      .pid = 100, .dump_timestamp = 5, .instance = "", .code_index = 1, .code_addr = 0x1000, .name = "ab", .code = "c"};
   std::vector<SymdexJitIdentity> variants(9, base);
   variants[1].pid = 101;           // another process
   variants[2].dump_timestamp = 6;  // same pid, another run

@@ -10,11 +10,11 @@
 #include <set>
 #include <sstream>
 
-#include "tests/jit/node_script.h"
-#include "server/jit/build_ids.h"
 #include "server/ingest/jitdump.h"
+#include "server/jit/build_ids.h"
 #include "server/store/migrations.h"
 #include "tests/jit/jitdump_writer.h"
+#include "tests/jit/node_script.h"
 #include "tests/jit/symdex_db_test.h"
 #include "tests/unit/test_util.h"
 
@@ -208,8 +208,9 @@ TEST_F(JitCliTest, NodeDumpSchemesCollisionsAndExport) {
   ASSERT_TRUE(dump.ok()) << dump.status();
   auto db = store::OpenIndex(dir_ / "index.db", store::Db::Mode::kReadOnly);
   ASSERT_TRUE(db.ok()) << db.status();
-  auto q = db->Prepare("SELECT b.scheme, b.build_id FROM jit_build_ids b JOIN jit_loads l ON l.id=b.load_id "
-                       "WHERE l.file_offset=?");
+  auto q = db->Prepare(
+      "SELECT b.scheme, b.build_id FROM jit_build_ids b JOIN jit_loads l ON l.id=b.load_id "
+      "WHERE l.file_offset=?");
   ASSERT_TRUE(q.ok());
   size_t checked = 0;
   for (const Record& r : dump->records) {

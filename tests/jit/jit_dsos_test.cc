@@ -5,8 +5,8 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -112,8 +112,8 @@ TEST_F(JitDsosTest, RecognizesLoadAndSchemeAndReportsSharedIds) {
   // Text: path, pid/idx, ID, load + era, the shared-ID summary.
   CommandResult t = Symdex("jit dsos '" + (dir_ / "sha1/run") + "'");
   EXPECT_EQ(t.exit_code, 0) << t.err;
-  EXPECT_NE(t.out.find("jitted-4242-2.so\n  pid 4242 idx 2  build-id " + by["jitted-4242-2.so"]["build_id"].get<std::string>() +
-                       "  symbol JS:bar"),
+  EXPECT_NE(t.out.find("jitted-4242-2.so\n  pid 4242 idx 2  build-id " +
+                       by["jitted-4242-2.so"]["build_id"].get<std::string>() + "  symbol JS:bar"),
             std::string::npos)
       << t.out;
   EXPECT_NE(t.out.find("load JS:bar (jitdump "), std::string::npos) << t.out;
@@ -211,8 +211,9 @@ TEST_F(JitDsosTest, PerfInjectDsosMatchThisPerfsEra) {
   // No build-ID cache: perf would copy node (100 MB) into ~/.debug; an unusable --buildid-dir
   // makes it skip the cache and still write the jitted-*.so next to the dump.
   const std::string env = "cd '" + w + "' && perf --buildid-dir /dev/null/no-cache ";
-  CommandResult rec = RunCommand(env + "record -N -k 1 -e cpu-clock -q -o perf.data node --perf-prof "
-                                       "--interpreted-frames-native-stack w.js");
+  CommandResult rec = RunCommand(env +
+                                 "record -N -k 1 -e cpu-clock -q -o perf.data node --perf-prof "
+                                 "--interpreted-frames-native-stack w.js");
   if (rec.exit_code != 0) GTEST_SKIP() << "perf record cannot record here: " << rec.err;
   CommandResult inj = RunCommand(env + "inject -j -i perf.data -o perf.jit.data");
   ASSERT_EQ(inj.exit_code, 0) << inj.err;

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "server/jit/build_ids.h"
 #include "server/ingest/jitdump.h"
+#include "server/jit/build_ids.h"
 
 using namespace symdex::jit;
 using namespace symdex::ingest;
@@ -31,8 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           __builtin_trap();
         }
         if (hashed++ < 2) {
-          for (auto s :
-               {JitBuildIdScheme::kMd5Addr, JitBuildIdScheme::kSha1Symtab, JitBuildIdScheme::kSymdex}) {
+          for (auto s : {JitBuildIdScheme::kMd5Addr, JitBuildIdScheme::kSha1Symtab, JitBuildIdScheme::kSymdex}) {
             auto id = JitBuildId(s, dump->header, *load);
             if (!id.ok() || id->raw().size() != 20) __builtin_trap();
           }

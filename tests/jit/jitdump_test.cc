@@ -238,8 +238,7 @@ void CheckEveryCut(std::endian order, const JitdumpWriter::HeaderFields& header)
     auto dump = ParseJitdump(bytes, "cut.dump");
     if (cut < header_size) {
       ASSERT_FALSE(dump.ok());
-      EXPECT_NE(std::string(dump.status().message()).find("too short for the jitdump header"),
-                std::string::npos)
+      EXPECT_NE(std::string(dump.status().message()).find("too short for the jitdump header"), std::string::npos)
           << dump.status();
       JitdumpReader reader("cut.dump");
       std::vector<Record> records;
@@ -269,9 +268,7 @@ void CheckEveryCut(std::endian order, const JitdumpWriter::HeaderFields& header)
 
 TEST(JitdumpTest, TruncatedAtEveryOffsetLittleEndian) { CheckEveryCut(std::endian::little, {}); }
 TEST(JitdumpTest, TruncatedAtEveryOffsetBigEndian) { CheckEveryCut(std::endian::big, {}); }
-TEST(JitdumpTest, TruncatedAtEveryOffsetLongerHeader) {
-  CheckEveryCut(std::endian::little, {.extra_bytes = 16});
-}
+TEST(JitdumpTest, TruncatedAtEveryOffsetLongerHeader) { CheckEveryCut(std::endian::little, {.extra_bytes = 16}); }
 
 // A file read while it grows: each round reads from reader.offset() to the current end, the way
 // a tailer would. Whatever the step, the records equal a one-shot parse of the final file.
@@ -279,8 +276,7 @@ TEST(JitdumpTest, GrowingFileParsedIncrementally) {
   JitdumpWriter w;
   w.Header();
   for (int i = 0; i < 20; ++i) {
-    if (i % 3 == 0)
-      w.DebugInfo(10 * i, 0x1000 + i, {{0x1080u + i, 1u + i, 0, "/g.js"}, {0x1090, 2, 0, "\xff"}});
+    if (i % 3 == 0) w.DebugInfo(10 * i, 0x1000 + i, {{0x1080u + i, 1u + i, 0, "/g.js"}, {0x1090, 2, 0, "\xff"}});
     if (i % 4 == 0) w.UnwindingInfo(10 * i + 1, std::string(i, 'e'), "hdr!", 0);
     w.CodeLoad(10 * i + 2, 9, 9, 0x1000 + 0x100 * i, i, StrCat("fn", i), std::string(i + 1, '\x90'));
     if (i % 5 == 0) w.CodeMove(10 * i + 3, 9, 9, 0x1000, 0x9000, 1, i);
@@ -389,8 +385,7 @@ TEST_P(JitdumpHostileTest, ErrorNamesSourceOffsetAndField) {
     auto dump = ParseJitdump(w.bytes(), "bad.dump");
     ASSERT_FALSE(dump.ok());
     EXPECT_EQ(dump.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_EQ(std::string(dump.status().message()),
-              StrCat("bad.dump: offset ", bad_offset, ": ", GetParam().message));
+    EXPECT_EQ(std::string(dump.status().message()), StrCat("bad.dump: offset ", bad_offset, ": ", GetParam().message));
 
     // The reader hands back the good record before the bad one and stops at the bad one.
     JitdumpReader reader("bad.dump");
@@ -408,11 +403,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         HostileCase{"RecordSizeZero", [](JitdumpWriter& w) { w.Record(3, 5, std::string(16, '\0'), 0); },
                     "CLOSE record total_size 0 is smaller than the 16-byte record prefix"},
-        HostileCase{"RecordSmallerThanPrefix",
-                    [](JitdumpWriter& w) { w.Record(0, 5, std::string(8, '\0'), 8); },
+        HostileCase{"RecordSmallerThanPrefix", [](JitdumpWriter& w) { w.Record(0, 5, std::string(8, '\0'), 8); },
                     "CODE_LOAD record total_size 8 is smaller than the 16-byte record prefix"},
-        HostileCase{"CodeLoadShorterThanFixedPart",
-                    [](JitdumpWriter& w) { w.Record(0, 5, std::string(20, '\0')); },
+        HostileCase{"CodeLoadShorterThanFixedPart", [](JitdumpWriter& w) { w.Record(0, 5, std::string(20, '\0')); },
                     "CODE_LOAD record (36 bytes): shorter than its 56-byte fixed part"},
         HostileCase{"CodeLoadNameWithoutNul",
                     [](JitdumpWriter& w) { w.Record(0, 5, std::string(40, '\0').append("abc")); },
@@ -440,23 +433,19 @@ INSTANTIATE_TEST_SUITE_P(
                     },
                     "DEBUG_INFO record (56 bytes): nr_entry 1085102592571150097 cannot fit in the 24 bytes "
                     "left (an entry takes at least 17)"},
-        HostileCase{
-            "DebugInfoOneEntryTooMany",
-            [](JitdumpWriter& w) {
-              // 3 claimed; 2 present whose names use up the record (plus padding that
-              // could hold a 17-byte entry only without a NUL).
-              w.DebugInfo(5, 0x1000, {{0x1000, 1, 0, "/aaaaaaaaaaaaaaaa.js"}, {0x1004, 2, 0, "\xff"}}, 3);
-            },
-            "DEBUG_INFO record (88 bytes): entry 2 of 3 runs past the end of the record"},
-        HostileCase{"UnwindingSizeBeyondRecord",
-                    [](JitdumpWriter& w) { w.UnwindingInfo(5, "abcd", "hh", 0, 1000); },
+        HostileCase{"DebugInfoOneEntryTooMany",
+                    [](JitdumpWriter& w) {
+                      // 3 claimed; 2 present whose names use up the record (plus padding that
+                      // could hold a 17-byte entry only without a NUL).
+                      w.DebugInfo(5, 0x1000, {{0x1000, 1, 0, "/aaaaaaaaaaaaaaaa.js"}, {0x1004, 2, 0, "\xff"}}, 3);
+                    },
+                    "DEBUG_INFO record (88 bytes): entry 2 of 3 runs past the end of the record"},
+        HostileCase{"UnwindingSizeBeyondRecord", [](JitdumpWriter& w) { w.UnwindingInfo(5, "abcd", "hh", 0, 1000); },
                     "UNWINDING_INFO record (48 bytes): unwinding_size 1000 exceeds the 8 bytes left"},
-        HostileCase{"UnwindingSizeHuge",
-                    [](JitdumpWriter& w) { w.UnwindingInfo(5, "abcd", "hh", 0, UINT64_MAX); },
+        HostileCase{"UnwindingSizeHuge", [](JitdumpWriter& w) { w.UnwindingInfo(5, "abcd", "hh", 0, UINT64_MAX); },
                     "UNWINDING_INFO record (48 bytes): unwinding_size 18446744073709551615 exceeds the 8 "
                     "bytes left"},
-        HostileCase{"EhFrameHdrLargerThanUnwindingData",
-                    [](JitdumpWriter& w) { w.UnwindingInfo(5, "", "hhhh", 0, 2); },
+        HostileCase{"EhFrameHdrLargerThanUnwindingData", [](JitdumpWriter& w) { w.UnwindingInfo(5, "", "hhhh", 0, 2); },
                     "UNWINDING_INFO record (48 bytes): eh_frame_hdr_size 4 exceeds unwinding_size 2"}),
     [](const ::testing::TestParamInfo<HostileCase>& info) { return std::string(info.param.label); });
 

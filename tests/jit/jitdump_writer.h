@@ -44,9 +44,8 @@ class JitdumpWriter {
 
   // CODE_LOAD; `padding` bytes go between the name's NUL and the code (legal: perf takes the
   // last code_size bytes). code_size_override != 0 writes a hostile code_size.
-  JitdumpWriter& CodeLoad(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t addr, uint64_t index,
-                          std::string_view name, std::string_view code, size_t padding = 0,
-                          uint64_t code_size_override = 0) {
+  JitdumpWriter& CodeLoad(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t addr, uint64_t index, std::string_view name,
+                          std::string_view code, size_t padding = 0, uint64_t code_size_override = 0) {
     std::string body;
     Put32(body, pid);
     Put32(body, tid);
@@ -61,8 +60,8 @@ class JitdumpWriter {
     return Record(0, ts, body);
   }
 
-  JitdumpWriter& CodeMove(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t old_addr, uint64_t new_addr,
-                          uint64_t size, uint64_t index) {
+  JitdumpWriter& CodeMove(uint64_t ts, uint32_t pid, uint32_t tid, uint64_t old_addr, uint64_t new_addr, uint64_t size,
+                          uint64_t index) {
     std::string body;
     Put32(body, pid);
     Put32(body, tid);

@@ -10,10 +10,10 @@
 #include <set>
 #include <sstream>
 
-#include "tests/jit/node_script.h"
 #include "server/common/strings.h"
-#include "server/jit/build_ids.h"
 #include "server/ingest/jitdump.h"
+#include "server/jit/build_ids.h"
+#include "tests/jit/node_script.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::jit {
@@ -49,8 +49,8 @@ const NodeRun& RunNodeOnce() {
       return r;
     }
     WriteFile(r->dir / "script.js", kScript);
-    auto node = RunCommand("cd '" + r->dir.path() +
-                           "' && node --perf-prof --interpreted-frames-native-stack script.js");
+    auto node =
+        RunCommand("cd '" + r->dir.path() + "' && node --perf-prof --interpreted-frames-native-stack script.js");
     if (node.exit_code != 0 || node.out != "2448875000\n") {
       r->error = "node failed: " + node.out + node.err;
       return r;

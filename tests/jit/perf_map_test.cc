@@ -26,8 +26,7 @@ TEST(PerfMapTest, ParsesV8StyleLines) {
   EXPECT_EQ(parsed->next_line_number, 7u);
   ASSERT_EQ(parsed->entries.size(), 4u);
   EXPECT_EQ(parsed->entries[0], (PerfMapEntry{0x3ef414c0, 0x398, "Builtin:ArgumentsAdaptorTrampoline", 1}));
-  EXPECT_EQ(parsed->entries[1],
-            (PerfMapEntry{0x7f5e2c0a1000, 0x40, "LazyCompile:~foo /app/my dir/a.js:3:10", 2}));
+  EXPECT_EQ(parsed->entries[1], (PerfMapEntry{0x7f5e2c0a1000, 0x40, "LazyCompile:~foo /app/my dir/a.js:3:10", 2}));
   EXPECT_EQ(parsed->entries[2], (PerfMapEntry{0x7f5e2c0a2000, 0x1a, "JS:*bar   with  spaces ", 3}));
   EXPECT_EQ(parsed->entries[3], (PerfMapEntry{0x7f5e2c0a3000, 0x8, "indented", 6}));
 }
@@ -51,15 +50,13 @@ TEST(PerfMapTest, MalformedLinesAreSkippedCountedAndDescribed) {
   EXPECT_EQ(parsed->entries[1].line, 9u);
   EXPECT_EQ(parsed->malformed_lines, 7u);
   ASSERT_EQ(parsed->issues.size(), 7u);
-  EXPECT_EQ(parsed->issues[0],
-            "/tmp/perf-9.map:2: start address is not 1-16 hex digits: 'zzzz 10 bad_start'");
+  EXPECT_EQ(parsed->issues[0], "/tmp/perf-9.map:2: start address is not 1-16 hex digits: 'zzzz 10 bad_start'");
   EXPECT_EQ(parsed->issues[1], "/tmp/perf-9.map:3: missing size: '2000'");
   EXPECT_EQ(parsed->issues[2], "/tmp/perf-9.map:4: size is not 1-16 hex digits: '2000 1g bad_size'");
   EXPECT_EQ(parsed->issues[3], "/tmp/perf-9.map:5: missing symbol name: '3000 10'");
   EXPECT_EQ(parsed->issues[4], "/tmp/perf-9.map:6: start address is not 1-16 hex digits: '0x 10 empty_hex'");
-  EXPECT_EQ(
-      parsed->issues[5],
-      "/tmp/perf-9.map:7: start address is not 1-16 hex digits: '12345678901234567 10 seventeen_digits'");
+  EXPECT_EQ(parsed->issues[5],
+            "/tmp/perf-9.map:7: start address is not 1-16 hex digits: '12345678901234567 10 seventeen_digits'");
   EXPECT_EQ(parsed->issues[6],
             "/tmp/perf-9.map:8: range wraps past the end of the address space: 'ffffffffffffff00 101 wraps'");
 }
@@ -78,8 +75,7 @@ TEST(PerfMapTest, StrictModeFailsOnTheFirstMalformedLine) {
   auto parsed = ParsePerfMap("1000 10 a\nnope\n2000 10 b\n", "/tmp/perf-2.map", options);
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(std::string(parsed.status().message()),
-            "/tmp/perf-2.map:2: start address is not 1-16 hex digits: 'nope'");
+  EXPECT_EQ(std::string(parsed.status().message()), "/tmp/perf-2.map:2: start address is not 1-16 hex digits: 'nope'");
 }
 
 TEST(PerfMapTest, IssuesAreCappedButAllCounted) {

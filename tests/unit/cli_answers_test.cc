@@ -67,18 +67,22 @@ TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
   // Found: the output format is unchanged.
   CommandResult in = Symdex("addr 0xffffffffa0e00110");
   EXPECT_EQ(in.exit_code, 0) << in.err;
-  EXPECT_EQ(in.out, "0xffffffffa0e00110: name_show+0x10/0x100 [vmlinux]\n    [no debug info for this vmlinux/module]\n");
+  EXPECT_EQ(in.out,
+            "0xffffffffa0e00110: name_show+0x10/0x100 [vmlinux]\n    [no debug info for this vmlinux/module]\n");
   // A function, not the label sharing its address; the last module symbol runs to uio's end.
-  EXPECT_NE(Symdex("addr 0xffffffffa0e00210").out.find("0xffffffffa0e00210: common_interrupt_return+0x10/0x80 [vmlinux]"),
-            std::string::npos);
+  EXPECT_NE(
+      Symdex("addr 0xffffffffa0e00210").out.find("0xffffffffa0e00210: common_interrupt_return+0x10/0x80 [vmlinux]"),
+      std::string::npos);
   EXPECT_EQ(Symdex("addr 0xffffffffc0a05fff").exit_code, 0);
 
   const std::pair<const char*, const char*> misses[] = {
       {"0xffffffffc0000000", "0xffffffffc0000000: ?? (not in vmlinux or any module)\n"},  // between them
-      {"0xffffffffa0e00280", "0xffffffffa0e00280: ?? (in vmlinux but in no function: after _etext, which marks the "
-                             "end of a code region)\n"},
-      {"0xffffffffa1800000", "0xffffffffa1800000: ?? (in vmlinux but in no function: after _etext, which marks the "
-                             "end of a code region)\n"},
+      {"0xffffffffa0e00280",
+       "0xffffffffa0e00280: ?? (in vmlinux but in no function: after _etext, which marks the "
+       "end of a code region)\n"},
+      {"0xffffffffa1800000",
+       "0xffffffffa1800000: ?? (in vmlinux but in no function: after _etext, which marks the "
+       "end of a code region)\n"},
       {"0xffffffffa3000000", "0xffffffffa3000000: ?? (not in vmlinux or any module)\n"},  // past _end
       {"0xffffffffc0a06000", "0xffffffffc0a06000: ?? (not in vmlinux or any module)\n"},  // past uio's end
       {"0xffffffff80000000", "0xffffffff80000000: ?? (not in vmlinux or any module)\n"},  // below _text
@@ -94,8 +98,9 @@ TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
   }
 
   // A batch (>= 1,024 addresses: one read of the symbol table) answers exactly as one by one.
-  std::string some = "0xffffffffa0e00110\n0xffffffffc0000000\n0xffffffffa0e00280\n0xffffffffc0a05fff\n"
-                     "0xffffffffc0a06000\n0xffffffffa0e00210\n";
+  std::string some =
+      "0xffffffffa0e00110\n0xffffffffc0000000\n0xffffffffa0e00280\n0xffffffffc0a05fff\n"
+      "0xffffffffc0a06000\n0xffffffffa0e00210\n";
   WriteFile(dir_ / "some", some);
   CommandResult one_by_one = Symdex("addr - < '" + (dir_ / "some") + "'");
   ASSERT_EQ(one_by_one.exit_code, 1);
@@ -146,12 +151,12 @@ TEST_F(CliAnswersTest, ShrunkenKallsymsIsRefusedToo) {
   const std::string root = MakeSysroot(kKallsyms);
   ASSERT_EQ(Symdex("index --sysroot '" + root + "'").exit_code, 0);
   // Half of vmlinux's symbols (the modules' are not counted: they come and go).
-  WriteFile(root + "/proc/kallsyms", "ffffffffa0e00000 T _text\nffffffffa0e00100 t name_show\n"
-                                     "ffffffffc0a003e0 t name_show\t[uio]\n");
+  WriteFile(root + "/proc/kallsyms",
+            "ffffffffa0e00000 T _text\nffffffffa0e00100 t name_show\n"
+            "ffffffffc0a003e0 t name_show\t[uio]\n");
   CommandResult r = Symdex("index --sysroot '" + root + "'");
   EXPECT_EQ(r.exit_code, 3);
-  EXPECT_NE(r.err.find("has 2 vmlinux symbols, the current index of target host has 8 (75% fewer)"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("has 2 vmlinux symbols, the current index of target host has 8 (75% fewer)"), std::string::npos)
       << r.err;
   EXPECT_EQ(Symdex("addr 0xffffffffa0e00210").exit_code, 0);  // still the old index
   EXPECT_EQ(Symdex("index --force --sysroot '" + root + "'").exit_code, 0);
@@ -185,8 +190,8 @@ TEST_F(CliAnswersTest, TruncatedModuleIsNotCalledStripped) {
   const std::string mods = dir_ / "mods";
   WriteFile(mods + "/.keep", "");
   CompileObject("int f(int x) { return x + 1; }\nint g(int x) { return f(x) * 2; }\n", mods + "/whole.ko");
-  ASSERT_EQ(RunCommand("head -c 700 '" + mods + "/whole.ko' > '" + mods + "/cut.ko' && cp '" + mods +
-                       "/whole.ko' '" + mods + "/stripped.ko' && strip '" + mods + "/stripped.ko'")
+  ASSERT_EQ(RunCommand("head -c 700 '" + mods + "/whole.ko' > '" + mods + "/cut.ko' && cp '" + mods + "/whole.ko' '" +
+                       mods + "/stripped.ko' && strip '" + mods + "/stripped.ko'")
                 .exit_code,
             0);
   ASSERT_EQ(Symdex("index --system-map '" + SystemMap("System.map-m", 3) + "' --modules-dir '" + mods + "'").exit_code,

@@ -28,7 +28,8 @@ class CliDebugFileTest : public ::testing::Test {
     dbg_ = fx_.dir / "debug";
     mod_debug_ = dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko";
     Must("nm -n --defined-only '" + fx_.vmlinux + "' > '" + map_ + "'");
-    Must("mkdir -p '" + mods_ + "/kernel/drivers' '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers'");
+    Must("mkdir -p '" + mods_ + "/kernel/drivers' '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease +
+         "/kernel/drivers'");
     Must("cp '" + fx_.module_stripped + "' '" + mods_ + "/kernel/drivers/fake_mod.ko'");
     Must("cp '" + fx_.vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kRelease + "'");
   }
@@ -53,7 +54,8 @@ class CliDebugFileTest : public ::testing::Test {
     return json();
   }
   bool ModuleHasDwarf() {
-    CommandResult r = RunCommand(std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") + "' which name_show --exact --json");
+    CommandResult r =
+        RunCommand(std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") + "' which name_show --exact --json");
     json w = json::parse(r.out);
     for (const auto& in : w["instances"]) {
       if (in["module"] == "fake_mod") return !in["dwarf"].is_null();
@@ -182,8 +184,8 @@ TEST_F(CliDebugFileTest, AddressMapBuiltInTheWorkerACrashCostsOnlyTheMap) {
   const std::string db = fx_.dir / "i.db";
   auto index = [&](const std::string& env) {
     return RunCommand("env -u DEBUGINFOD_URLS " + env + " " + std::string(SYMDEX_BIN) + " --db '" + db +
-                      "' index --json --system-map '" + map_ + "' --modules-dir '" + mods_ + "' --debug-dir '" +
-                      dbg_ + "'");
+                      "' index --json --system-map '" + map_ + "' --modules-dir '" + mods_ + "' --debug-dir '" + dbg_ +
+                      "'");
   };
   CommandResult r = index("SYMDEX_WORKER_TEST_CRASH_MAP_ON=vmlinux-");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -12,8 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "tests/unit/kernel_fixture.h"
@@ -33,7 +33,8 @@ class CliDwarfTest : public ::testing::Test {
  protected:
   CommandResult Symdex(const std::string& args, const std::string& env = "") {
     // Hermetic unless a test names a debuginfod server itself.
-    return RunCommand("env -u DEBUGINFOD_URLS " + env + " " + SYMDEX_BIN + " --db '" + (fx_.dir / "index.db") + "' " + args);
+    return RunCommand("env -u DEBUGINFOD_URLS " + env + " " + SYMDEX_BIN + " --db '" + (fx_.dir / "index.db") + "' " +
+                      args);
   }
   json Json(const std::string& args, const std::string& env = "") {
     CommandResult r = Symdex(args + " --json", env);
@@ -65,7 +66,8 @@ TEST_F(CliDwarfTest, OfflineWithDebugDirGivesEachCopyItsSourceAndCachesByBuildId
   std::string map = SystemMap();
   std::string mods = fx_.dir / ("lib/modules/" + std::string(kRelease));
   std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kRelease + "/kernel/drivers'");
+  Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kRelease +
+       "/kernel/drivers'");
   Must("cp '" + fx_.module_stripped + "' '" + mods + "/kernel/drivers/fake_mod.ko'");
   Must("cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
   Must("cp '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko'");
@@ -129,8 +131,11 @@ TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {
   Must("mkdir -p '" + mods + "' '" + dbg + "/lib/modules/" + kRelease + "'");
   Must("cp '" + fx_.module_stripped + "' '" + mods + "/fake_mod.ko'");
   // A module debug file whose build-ID differs (rebuilt with another id), and a corrupt vmlinux.
-  Must("objcopy --remove-section .note.gnu.build-id '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease + "/fake_mod.ko'");
-  WriteFile(dbg + "/lib/modules/" + kRelease + "/vmlinux", "\x7f" "ELF garbage");
+  Must("objcopy --remove-section .note.gnu.build-id '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease +
+       "/fake_mod.ko'");
+  WriteFile(dbg + "/lib/modules/" + kRelease + "/vmlinux",
+            "\x7f"
+            "ELF garbage");
   CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json st = Json("status");
@@ -282,9 +287,9 @@ TEST_F(CliDwarfTest, AddrFromStdinAnswersBeforeEndOfInput) {
   // The writer sends one address, then waits until the answer has arrived before closing.
   const std::string fifo = fx_.dir / "answers";
   Must("mkfifo '" + fifo + "'");
-  CommandResult ok = RunCommand("timeout 20 sh -c '( echo " + addr + "; read -r line < " + fifo +
-                                "; echo \"got: $line\" >&2 ) | " + SYMDEX_BIN + " --db " + (fx_.dir / "index.db") +
-                                " addr - > " + fifo + "'");
+  CommandResult ok =
+      RunCommand("timeout 20 sh -c '( echo " + addr + "; read -r line < " + fifo + "; echo \"got: $line\" >&2 ) | " +
+                 SYMDEX_BIN + " --db " + (fx_.dir / "index.db") + " addr - > " + fifo + "'");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   char want[64];
   std::snprintf(want, sizeof want, "got: 0x%llx: name_show+0x0", std::stoull(addr, nullptr, 16));
@@ -304,8 +309,8 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   if (pid == 0) {
     ::setpgid(0, 0);
     std::string p = std::to_string(port);
-    ::execlp("debuginfod", "debuginfod", "-F", served.c_str(), "-p", p.c_str(), "-d", ":memory:", "-t0", "-g0",
-             "-c1", static_cast<char*>(nullptr));
+    ::execlp("debuginfod", "debuginfod", "-F", served.c_str(), "-p", p.c_str(), "-d", ":memory:", "-t0", "-g0", "-c1",
+             static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ASSERT_GT(pid, 0);
@@ -349,8 +354,8 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // `addr` inside the loaded module: the inline chain from the module's relocatable DWARF, at
   // the section offset /sys/module/.../sections gives, as eu-addr2line -j SECTION tells it.
   size_t checked = 0;
-  for (const auto& [section, base] : {std::pair<std::string, uint64_t>{".text", 0xffffffffc0000000ull},
-                                      {".text.unlikely", 0xffffffffc0010000ull}}) {
+  for (const auto& [section, base] :
+       {std::pair<std::string, uint64_t>{".text", 0xffffffffc0000000ull}, {".text.unlikely", 0xffffffffc0010000ull}}) {
     json syms = Json("symbols -m fake_mod");
     for (const auto& in : syms["symbols"]) {
       uint64_t a = std::stoull(in["address"].get<std::string>(), nullptr, 16);
@@ -382,7 +387,9 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
       for (size_t i = 0; i < want.size(); ++i) {
         const json& f = got["frames"][i];
         std::string fn = f["function"];  // our outermost frame keeps the clone suffix (name_show.cold)
-        if (want[i].first != "??") EXPECT_TRUE(fn == want[i].first || fn.starts_with(want[i].first + ".")) << fn;
+        if (want[i].first != "??") {
+          EXPECT_TRUE(fn == want[i].first || fn.starts_with(want[i].first + ".")) << fn;
+        }
         std::string where = want[i].second;  // /abs/.../drivers/a/a.c:12:5 -> compare file suffix and line
         std::string file = f["file"];
         EXPECT_NE(where.find(file + ":" + std::to_string(f["line"].get<int>())), std::string::npos)
@@ -408,8 +415,10 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
     ++in_module;
     const bool cold = a >= 0xffffffffc0010000ull;
     char off[32];
-    std::snprintf(off, sizeof off, "0x%llx", static_cast<unsigned long long>(a - (cold ? 0xffffffffc0010000ull : 0xffffffffc0000000ull)));
-    CommandResult eu = RunCommand("eu-addr2line -e '" + fx_.module + "' -j " + (cold ? ".text.unlikely" : ".text") + " " + off);
+    std::snprintf(off, sizeof off, "0x%llx",
+                  static_cast<unsigned long long>(a - (cold ? 0xffffffffc0010000ull : 0xffffffffc0000000ull)));
+    CommandResult eu =
+        RunCommand("eu-addr2line -e '" + fx_.module + "' -j " + (cold ? ".text.unlikely" : ".text") + " " + off);
     ASSERT_EQ(eu.exit_code, 0) << eu.err;
     EXPECT_NE(eu.out.find("a.c:" + std::to_string(body)), std::string::npos) << x.dump() << " vs " << eu.out;
     EXPECT_EQ(x["probe"], x["address"]) << "a module address is its own kprobe target";

@@ -37,7 +37,8 @@ ffffffffc0a10060 t name_show	[mei]
 class CliTest : public ::testing::Test {
  protected:
   CommandResult Symdex(const std::string& args) {
-    return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " + args);
+    return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (dir_ / "index.db") + "' " +
+                      args);
   }
   json Json(const std::string& args, int want_exit = 0) {
     CommandResult r = Symdex(args + " --json");
@@ -161,10 +162,13 @@ TEST_F(CliTest, OfflineKernelWithCompressedAndCorruptModules) {
   ASSERT_EQ(RunCommand("xz '" + mods + "/kernel/drivers/b/mod_b.ko'").exit_code, 0);
   ASSERT_EQ(RunCommand("zstd -q --rm '" + mods + "/kernel/drivers/b/mod_c.ko'").exit_code, 0);
   ASSERT_EQ(RunCommand("gzip '" + mods + "/kernel/drivers/b/mod_d.ko'").exit_code, 0);
-  WriteFile(mods + "/kernel/drivers/b/broken.ko", "\x7f" "ELF this is not really an ELF file");
+  WriteFile(mods + "/kernel/drivers/b/broken.ko",
+            "\x7f"
+            "ELF this is not really an ELF file");
   std::string map = dir_ / "boot/System.map-6.1.0-99-test";
-  WriteFile(map, "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81111e30 T other\n"
-                 "ffffffff81200000 T _etext\nffffffff82000000 B _end\n");
+  WriteFile(map,
+            "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81111e30 T other\n"
+            "ffffffff81200000 T _etext\nffffffff82000000 B _end\n");
 
   CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "'");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -36,13 +36,16 @@ TEST(ParseHex, RefusesEmptyLonePrefixAndJunk) {
   EXPECT_EQ(ParseHex("-1"), std::nullopt);
   EXPECT_EQ(ParseHex("+1"), std::nullopt);
   EXPECT_EQ(ParseHex("0x0x1"), std::nullopt);
-  EXPECT_EQ(ParseHex(std::string_view("12\0" "4", 4)), std::nullopt);
+  EXPECT_EQ(ParseHex(std::string_view("12\0"
+                                      "4",
+                                      4)),
+            std::nullopt);
 }
 
 TEST(ParseHex, RefusesOverflowRatherThanWrapping) {
   EXPECT_EQ(ParseHex("10000000000000000"), std::nullopt);  // 2^64
   EXPECT_EQ(ParseHex("0x1ffffffffffffffff"), std::nullopt);
-  EXPECT_EQ(ParseHex("00000000000000001"), std::nullopt);   // 17 digits: over the 16 a u64 prints
+  EXPECT_EQ(ParseHex("00000000000000001"), std::nullopt);  // 17 digits: over the 16 a u64 prints
 }
 
 TEST(ParseHex, PrefixPolicy) {
@@ -136,7 +139,7 @@ TEST(ByteReader, FailsInsteadOfReadingPastTheEnd) {
   EXPECT_EQ(rd.Int<uint32_t>(), 0u);  // 1 byte left
   EXPECT_FALSE(rd.ok());
   EXPECT_EQ(rd.error(), "truncated at byte 2");
-  EXPECT_EQ(rd.pos(), 2u);  // a failed read does not move
+  EXPECT_EQ(rd.pos(), 2u);           // a failed read does not move
   EXPECT_EQ(rd.Int<uint8_t>(), 0u);  // the failure sticks even for a read that would fit
   EXPECT_EQ(rd.error(), "truncated at byte 2");
 }
@@ -162,14 +165,21 @@ TEST(ByteReader, BytesAndStructsAreBounded) {
 }
 
 TEST(ByteReader, LengthPrefixedStringsAndCounts) {
-  std::string bytes("\x03\x00\x00\x00" "abc" "\xff\xff\xff\x7f", 11);
+  std::string bytes(
+      "\x03\x00\x00\x00"
+      "abc"
+      "\xff\xff\xff\x7f",
+      11);
   ByteReader rd(bytes);
   EXPECT_EQ(rd.Str(16), "abc");
   EXPECT_EQ(rd.Count(1), 0u);  // claims 2^31 elements with 0 bytes left
   EXPECT_FALSE(rd.ok());
   EXPECT_EQ(rd.error(), "count out of bounds at byte 11");
 
-  ByteReader too_long(std::string_view("\x03\x00\x00\x00" "abc", 7));
+  ByteReader too_long(
+      std::string_view("\x03\x00\x00\x00"
+                       "abc",
+                       7));
   EXPECT_EQ(too_long.Str(2), "");  // over the caller's maximum
   EXPECT_FALSE(too_long.ok());
 }

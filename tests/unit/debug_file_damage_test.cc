@@ -1,10 +1,10 @@
 // Debug files are untrusted input: damaged DWARF is an error naming the file, section and
 // offset (never an empty "success"); the worker process that parses them survives crashes,
 // hangs and garbage; its wire format rejects malformed responses.
+#include <fcntl.h>
 #include <gelf.h>
 #include <gtest/gtest.h>
 #include <libelf.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -141,7 +141,7 @@ TEST(WorkerProtocolTest, RoundTripAndRejectsGarbage) {
   EXPECT_EQ(back->build_id, idx->build_id);
 
   EXPECT_FALSE(DecodeDwarfIndex(bytes.substr(0, bytes.size() - 1)).ok());  // truncated
-  EXPECT_FALSE(DecodeDwarfIndex(bytes + "x").ok());                       // trailing
+  EXPECT_FALSE(DecodeDwarfIndex(bytes + "x").ok());                        // trailing
   // A huge count cannot make the parent allocate: it is checked against the bytes left.
   std::string huge = bytes;
   size_t sections_count = 1 + 4 + (idx->build_id ? idx->build_id->raw().size() : 0) + 1;
@@ -252,7 +252,8 @@ TEST_F(WorkerTest, KilledFromOutsideWhileIdleIsRestarted) {
 TEST_F(WorkerTest, GarbageFromTheWorkerIsRefused) {
   // A "worker" that answers with noise: /bin/sh printing bytes.
   std::string fake = dir_ / "fake-worker";
-  WriteFile(fake, "#!/bin/sh\nhead -c 24 >/dev/null; printf 'SDWR\\0\\0\\0\\0\\377\\377\\377\\377\\377\\377\\377\\377'\n");
+  WriteFile(fake,
+            "#!/bin/sh\nhead -c 24 >/dev/null; printf 'SDWR\\0\\0\\0\\0\\377\\377\\377\\377\\377\\377\\377\\377'\n");
   ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
   DwarfWorker w(fake, {});
   auto r = w.Index(fx_.module, 1);

@@ -78,7 +78,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, DecompressTest,
                                            Case{Compression::kGzip, GzipCompress}));
 
 TEST(DecompressTest, PlainElfIsNotCompressed) {
-  EXPECT_EQ(DetectCompression("\x7f" "ELF\x02\x01\x01"), Compression::kNone);
+  EXPECT_EQ(DetectCompression("\x7f"
+                              "ELF\x02\x01\x01"),
+            Compression::kNone);
   EXPECT_EQ(DetectCompression(""), Compression::kNone);
 }
 

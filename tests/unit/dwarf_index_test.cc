@@ -100,7 +100,12 @@ TEST_P(DwarfIndexTest, SymbolLinesAgreeWithLlvmSymbolizer) {
   auto nm = NmText(fx.vmlinux);
   ASSERT_GE(nm.size(), 8u);
   std::string input;
-  for (const auto& [_, a] : nm) input += "0x" + [&] { std::ostringstream o; o << std::hex << a; return o.str(); }() + "\n";
+  for (const auto& [_, a] : nm)
+    input += "0x" + [&] {
+      std::ostringstream o;
+      o << std::hex << a;
+      return o.str();
+    }() + "\n";
   auto r = RunCommand("printf '" + input + "' | llvm-symbolizer-14 --obj='" + fx.vmlinux + "' --no-inlines");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream out(r.out);
@@ -132,7 +137,8 @@ TEST_P(DwarfIndexTest, RelocatableModuleUsesSectionOffsets) {
   for (const auto* f : ns) {
     ASSERT_NE(f->entry_section, kNoSection);
     EXPECT_EQ(idx->sections[f->entry_section], ".text");
-    bool found = std::any_of(nm.begin(), nm.end(), [&](const auto& s) { return s.first == "name_show" && s.second == f->entry; });
+    bool found = std::any_of(nm.begin(), nm.end(),
+                             [&](const auto& s) { return s.first == "name_show" && s.second == f->entry; });
     EXPECT_TRUE(found) << std::hex << f->entry;
   }
   // The .cold part lives in .text.unlikely.

@@ -21,13 +21,12 @@ TEST(FileStatus, InputNamesAreTheStoredOnesAndRoundTrip) {
 }
 
 TEST(FileStatus, DebugNamesAreTheStoredOnesAndRoundTrip) {
-  const std::pair<DebugFileStatus, const char*> all[] = {
-      {DebugFileStatus::kUsed, "used"},
-      {DebugFileStatus::kCached, "cached"},
-      {DebugFileStatus::kNotFound, "not-found"},
-      {DebugFileStatus::kBuildIdMismatch, "build-id-mismatch"},
-      {DebugFileStatus::kParseError, "parse-error"},
-      {DebugFileStatus::kNoBuildId, "no-build-id"}};
+  const std::pair<DebugFileStatus, const char*> all[] = {{DebugFileStatus::kUsed, "used"},
+                                                         {DebugFileStatus::kCached, "cached"},
+                                                         {DebugFileStatus::kNotFound, "not-found"},
+                                                         {DebugFileStatus::kBuildIdMismatch, "build-id-mismatch"},
+                                                         {DebugFileStatus::kParseError, "parse-error"},
+                                                         {DebugFileStatus::kNoBuildId, "no-build-id"}};
   for (const auto& [s, name] : all) {
     EXPECT_EQ(Name(s), name);
     auto back = ParseDebugFileStatus(name);

@@ -69,8 +69,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadLine{"ffffffff81000000\n", "missing symbol type", 1},
                       BadLine{"zzzz T foo\n", "address is not", 1},
                       BadLine{"11112222333344445 T foo\n", "address is not", 1},
-                      BadLine{"ffff TT foo\n", "single letter", 1},
-                      BadLine{"ffff 1 foo\n", "single letter", 1},
+                      BadLine{"ffff TT foo\n", "single letter", 1}, BadLine{"ffff 1 foo\n", "single letter", 1},
                       BadLine{"a T b\nffff t foo uio\n", "[module] tag", 2},
                       BadLine{"ffff t foo [uio] extra\n", "unexpected text", 1},
                       BadLine{"ffff t fo\x01o\n", "control character", 1}));

@@ -74,7 +74,8 @@ KernelFixture::KernelFixture(int dwarf_version) {
     if (rel.ends_with(".c")) {
       std::string obj = dir / (rel.substr(rel.rfind('/') + 1) + ".o");
       // Compile from the source root with relative paths, as kbuild does.
-      Must("cd '" + src + "' && gcc -g -gdwarf-" + std::to_string(dwarf_version) + " -O2 -c " + rel + " -o '" + obj + "'");
+      Must("cd '" + src + "' && gcc -g -gdwarf-" + std::to_string(dwarf_version) + " -O2 -c " + rel + " -o '" + obj +
+           "'");
       objs += " '" + obj + "'";
     }
   }
@@ -86,8 +87,8 @@ KernelFixture::KernelFixture(int dwarf_version) {
   Must("gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id -Wl,-u,_etext" + objs + " -o '" + vmlinux + "'");
   Must("ld -r --build-id" + objs + " -o '" + module + "'");
   // .modinfo name, as kernel modules carry it.
-  Must("printf 'name=fake_mod\\0' > '" + (dir / "modinfo") + "' && objcopy --add-section .modinfo='" + (dir / "modinfo") +
-       "' '" + module + "'");
+  Must("printf 'name=fake_mod\\0' > '" + (dir / "modinfo") + "' && objcopy --add-section .modinfo='" +
+       (dir / "modinfo") + "' '" + module + "'");
   Must("mkdir -p '" + (dir / "stripped") + "' && objcopy --strip-debug '" + module + "' '" + module_stripped + "'");
 }
 
@@ -153,10 +154,10 @@ void MakeLiveSysroot(const KernelFixture& fx, const std::string& root, const std
 
 CommandResult IndexLiveSysroot(const KernelFixture& fx, const std::string& symdex_bin, const std::string& root,
                                const std::string& dbg, const std::string& db, const std::string& release) {
-  CommandResult layout = RunCommand("mkdir -p '" + dbg + "/boot' '" + dbg + "/lib/modules/" + release +
-                                    "/kernel/drivers' && cp '" + fx.vmlinux + "' '" + dbg + "/boot/vmlinux-" + release +
-                                    "' && cp '" + fx.module + "' '" + dbg + "/lib/modules/" + release +
-                                    "/kernel/drivers/fake_mod.ko'");
+  CommandResult layout =
+      RunCommand("mkdir -p '" + dbg + "/boot' '" + dbg + "/lib/modules/" + release + "/kernel/drivers' && cp '" +
+                 fx.vmlinux + "' '" + dbg + "/boot/vmlinux-" + release + "' && cp '" + fx.module + "' '" + dbg +
+                 "/lib/modules/" + release + "/kernel/drivers/fake_mod.ko'");
   if (layout.exit_code != 0) return layout;
   return RunCommand("env -u DEBUGINFOD_URLS -u SYMDEX_DB " + symdex_bin + " --db '" + db + "' index -q --sysroot '" +
                     root + "' --debug-dir '" + dbg + "' --no-debuginfod");

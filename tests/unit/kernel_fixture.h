@@ -15,9 +15,9 @@ struct KernelFixture {
   explicit KernelFixture(int dwarf_version);
 
   TempDir dir;
-  std::string src;      // sources
-  std::string vmlinux;  // ET_EXEC with DWARF
-  std::string module;   // ET_REL with DWARF ("fake_mod")
+  std::string src;              // sources
+  std::string vmlinux;          // ET_EXEC with DWARF
+  std::string module;           // ET_REL with DWARF ("fake_mod")
   std::string module_stripped;  // same, --strip-debug (what a kernel image package ships)
   // Line of each marker comment "/*@NAME*/" in the sources: file -> name -> line.
   std::map<std::string, std::map<std::string, int>> lines;

@@ -170,8 +170,7 @@ TEST(MetricsHttpBoundsTest, GzipWhenTheClientAsks) {
   }
   auto server = StartOrDie(registry);
   ASSERT_NE(server, nullptr);
-  HttpResponse resp =
-      Exchange(server->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n");
+  HttpResponse resp = Exchange(server->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n");
   EXPECT_EQ(resp.status, 200) << resp.head;
   EXPECT_NE(resp.head.find("\r\nContent-Encoding: gzip\r\n"), std::string::npos) << resp.head;
   EXPECT_NE(resp.head.find(fmt::format("\r\nContent-Length: {}\r\n", resp.body.size())), std::string::npos)

@@ -278,8 +278,8 @@ TEST_F(MetricsHttpTest, HealthzNotFoundMethodNotAllowedBadRequest) {
   resp = Exchange(server->port(), "HEAD /healthz HTTP/1.1\r\n\r\n");
   EXPECT_EQ(resp.status, 405);
 
-  for (const char* bad : {"GET /metrics\r\n\r\n", "GET  /metrics HTTP/1.1\r\n\r\n", "GET /metrics FTP/1.0\r\n\r\n",
-                          "\r\n\r\n"}) {
+  for (const char* bad :
+       {"GET /metrics\r\n\r\n", "GET  /metrics HTTP/1.1\r\n\r\n", "GET /metrics FTP/1.0\r\n\r\n", "\r\n\r\n"}) {
     resp = Exchange(server->port(), bad);
     EXPECT_EQ(resp.status, 400) << bad;
   }

@@ -59,9 +59,10 @@ TEST(SpecTest, ParsesEveryForm) {
 }
 
 TEST(SpecTest, FormatRoundTrips) {
-  for (const char* text : {"name_show", "uio:name_show", "name_show@card.c", "name_show@drivers/pnp/card.c:186",
-                           "name_show@drivers_pnp_card_c_186", "vmlinux:jhash#lib/x.c", "load_elf_binary#compat_binfmt_elf.c",
-                           "f@0xffffffff81000000", "m:f@.text.unlikely+0x19", "tcp_v4_rcv+0x10", "0xffffffff816807f0"}) {
+  for (const char* text :
+       {"name_show", "uio:name_show", "name_show@card.c", "name_show@drivers/pnp/card.c:186",
+        "name_show@drivers_pnp_card_c_186", "vmlinux:jhash#lib/x.c", "load_elf_binary#compat_binfmt_elf.c",
+        "f@0xffffffff81000000", "m:f@.text.unlikely+0x19", "tcp_v4_rcv+0x10", "0xffffffff816807f0"}) {
     auto s = ParseSpec(text);
     ASSERT_TRUE(s.ok()) << text;
     EXPECT_EQ(FormatSpec(*s), text);
@@ -69,9 +70,9 @@ TEST(SpecTest, FormatRoundTrips) {
 }
 
 TEST(SpecTest, RejectsMalformedWithAReason) {
-  for (const char* text : {"", "name@", "name@x.c:12z", "name+zz", ":name", "na me", "name#", "0xZZ", "m:@x.c",
-                           "name_show@@", "name_show@@x.c", "name_show@x.c@y.c", "name_show#a.c#b.c",
-                           "name_show@x.c#a.c@1"}) {
+  for (const char* text :
+       {"", "name@", "name@x.c:12z", "name+zz", ":name", "na me", "name#", "0xZZ", "m:@x.c", "name_show@@",
+        "name_show@@x.c", "name_show@x.c@y.c", "name_show#a.c#b.c", "name_show@x.c#a.c@1"}) {
     auto s = ParseSpec(text);
     EXPECT_FALSE(s.ok()) << text;
     if (!s.ok()) {

@@ -26,8 +26,8 @@ TEST(SymbolExtentTest, RegionLabelsAreOnlyTheReservedForms) {
     EXPECT_TRUE(IsRegionStartLabel(start)) << start;
   }
   // Ordinary functions whose names merely look like bounds.
-  for (const char* fn : {"__stop_tty", "entry_SYSRETQ_end", "__delayacct_blkio_end", "__key_link_end", "_ext4_get_block",
-                         "common_interrupt_return", "_text_poke"}) {
+  for (const char* fn : {"__stop_tty", "entry_SYSRETQ_end", "__delayacct_blkio_end", "__key_link_end",
+                         "_ext4_get_block", "common_interrupt_return", "_text_poke"}) {
     EXPECT_FALSE(IsRegionEndLabel(fn)) << fn;
     EXPECT_FALSE(IsRegionStartLabel(fn)) << fn;
   }
@@ -67,9 +67,9 @@ target::KernelTarget LaidOutTarget() {
   add("_end", 'B', kV + 0x1200000);
   add("uio_open", 't', kUio + 0x40, 0);
   add("uio_read", 't', kUio + 0x100, 0);
-  add("uio_data", 'd', kUio + 0x100000, 0);  // placed apart from uio's text: uio's end bounds uio_read
+  add("uio_data", 'd', kUio + 0x100000, 0);       // placed apart from uio's text: uio's end bounds uio_read
   add("last_fn", 't', 0xffffffffc0b00000ull, 1);  // nosize has no /proc/modules size
-  add("mei_fn", 't', 0xffffffffc0c00100ull, 2);  // the last symbol of mei: extends to mei's end
+  add("mei_fn", 't', 0xffffffffc0c00100ull, 2);   // the last symbol of mei: extends to mei's end
   target::DeriveSizesAndDedupe(t);
   return t;
 }
@@ -92,25 +92,25 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
   ASSERT_TRUE(table.ok()) << table.status();
 
   const Want cases[] = {
-      {kV, "startup_64", nullptr},                // a function beats _text/_stext at its address
+      {kV, "startup_64", nullptr},  // a function beats _text/_stext at its address
       {kV + 0x50, "startup_64", nullptr},
-      {kV + 0x250, "asm_irq", nullptr},           // ... and a region start label
+      {kV + 0x250, "asm_irq", nullptr},                  // ... and a region start label
       {kV + 0x300, "common_interrupt_return", nullptr},  // ... and a region end label
       {kV + 0x4ff, "bar", nullptr},
-      {kV + 0x500, nullptr, "after _etext"},      // _etext holds nothing
+      {kV + 0x500, nullptr, "after _etext"},  // _etext holds nothing
       {kV + 0x900000, nullptr, "in vmlinux but in no function"},
       {kV + 0x1000000, "early_idt_handler_array", nullptr},
       {kV + 0x1000150, "init_fn", nullptr},
       {kV + 0x1000200, nullptr, "after _einittext"},
-      {kV + 0x1300000, nullptr, "not in vmlinux or any module"},  // past _end
-      {kV - 0x1000, nullptr, "not in vmlinux or any module"},     // below _text
+      {kV + 0x1300000, nullptr, "not in vmlinux or any module"},         // past _end
+      {kV - 0x1000, nullptr, "not in vmlinux or any module"},            // below _text
       {0xffffffffc0000000ull, nullptr, "not in vmlinux or any module"},  // between vmlinux and modules
       {kUio + 0x5fff, "uio_read", nullptr},
       {kUio + 0x6000, nullptr, "not in vmlinux or any module"},  // past uio's end, short of uio_data
-      {0xffffffffc0c00fffull, "mei_fn", nullptr},                 // the last symbol: up to mei's end
+      {0xffffffffc0c00fffull, "mei_fn", nullptr},                // the last symbol: up to mei's end
       {0xffffffffc0c01000ull, nullptr, "not in vmlinux or any module"},
-      {0xffffffffc0b00010ull, nullptr, "whose end is unknown"},   // never a guess
-      {0x1000, nullptr, "not in vmlinux or any module"},          // user space
+      {0xffffffffc0b00010ull, nullptr, "whose end is unknown"},  // never a guess
+      {0x1000, nullptr, "not in vmlinux or any module"},         // user space
   };
   for (const Want& w : cases) {
     SCOPED_TRACE(fmt::format("0x{:x}", w.addr));

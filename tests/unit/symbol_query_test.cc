@@ -84,17 +84,37 @@ TEST_F(SymbolQueryTest, DupsCountsTextOverVmlinuxAndModulesSkippingNoise) {
   EXPECT_NE(std::find(all_names.begin(), all_names.end(), "some_data"), all_names.end());
   EXPECT_EQ(std::find(all_names.begin(), all_names.end(), "__func__.12"), all_names.end());
   auto mei = Dups(db_, target_, {.module = "mei"});
-  ASSERT_EQ(mei->size(), 1u);  // name_show
+  ASSERT_EQ(mei->size(), 1u);                                                       // name_show
   EXPECT_EQ(Dups(db_, target_, {.module = "mei", .with_init = true})->size(), 2u);  // + init_module
   auto vml = Dups(db_, target_, {.module = "vmlinux"});
   EXPECT_EQ(vml->size(), 2u);
 }
 
 TEST(AliasNoiseTest, MatchesKasAliasFilters) {
-  for (const char* n : {"__pfx_name_show", "__cfi_foo", "__UNIQUE_ID_nop123", "TRACE_SYSTEM_foo", "__TRACE_SYSTEM_x",
-                        "__func__.3", "CSWTCH.112", "__key.7", "__wkey.1", "__mkey.2", "__wmkey.3", "_rs.9",
-                        "___once_key.4", ".LC12", ".L123.4", "_note_9", "symbols.3", "__compound_literal.0",
-                        "__already_done.11", "__msg.5", "___tp_str.1", "__flags.2", "___done.0", "__print_once.8"}) {
+  for (const char* n : {"__pfx_name_show",
+                        "__cfi_foo",
+                        "__UNIQUE_ID_nop123",
+                        "TRACE_SYSTEM_foo",
+                        "__TRACE_SYSTEM_x",
+                        "__func__.3",
+                        "CSWTCH.112",
+                        "__key.7",
+                        "__wkey.1",
+                        "__mkey.2",
+                        "__wmkey.3",
+                        "_rs.9",
+                        "___once_key.4",
+                        ".LC12",
+                        ".L123.4",
+                        "_note_9",
+                        "symbols.3",
+                        "__compound_literal.0",
+                        "__already_done.11",
+                        "__msg.5",
+                        "___tp_str.1",
+                        "__flags.2",
+                        "___done.0",
+                        "__print_once.8"}) {
     EXPECT_TRUE(IsAliasNoise(n)) << n;
   }
   for (const char* n : {"name_show", "jhash.constprop.0", "__func__", "CSWTCH", "__key", "__func__.x", "_note_",

@@ -85,13 +85,12 @@ struct Options {
 
 [[noreturn]] void Usage(const char* msg) {
   if (msg != nullptr) std::fprintf(stderr, "daemon_load: %s\n", msg);
-  std::fprintf(
-      stderr,
-      "usage: daemon_load --connect unix:PATH|HOST:PORT\n"
-      "                   --rpc which|resolve|symbolize|symbolize-all|list-targets|health\n"
-      "                   --inputs FILE [--clients 16] [--seconds 30] [--warmup S] [--batch N]\n"
-      "                   [--rate QPS] [--target NAME] [--passes N] [--stream] [--exact]\n"
-      "                   [--check-canonical] [--deadline-ms 10000] [--max-metadata-kb N] [--json]\n");
+  std::fprintf(stderr,
+               "usage: daemon_load --connect unix:PATH|HOST:PORT\n"
+               "                   --rpc which|resolve|symbolize|symbolize-all|list-targets|health\n"
+               "                   --inputs FILE [--clients 16] [--seconds 30] [--warmup S] [--batch N]\n"
+               "                   [--rate QPS] [--target NAME] [--passes N] [--stream] [--exact]\n"
+               "                   [--check-canonical] [--deadline-ms 10000] [--max-metadata-kb N] [--json]\n");
   std::exit(2);
 }
 
@@ -161,8 +160,7 @@ std::vector<std::string> ReadLines(const std::string& path) {
   std::vector<std::string> out;
   std::string line;
   while (std::getline(in, line)) {
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
-      line.pop_back();
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     size_t b = line.find_first_not_of(" \t");
     if (b == std::string::npos || line[b] == '#') continue;
     out.push_back(line.substr(b));
@@ -296,8 +294,8 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
   auto worker = [&](int id) {
     auto stub = SymbolService::NewStub(channels[id]);
     // grpc.health.v1.Health/Check, called as the generated stubs call theirs (no health stubs here).
-    const grpc::internal::RpcMethod health_check("/grpc.health.v1.Health/Check",
-                                                 grpc::internal::RpcMethod::NORMAL_RPC, channels[id]);
+    const grpc::internal::RpcMethod health_check("/grpc.health.v1.Health/Check", grpc::internal::RpcMethod::NORMAL_RPC,
+                                                 channels[id]);
     ThreadResult& r = results[id];
     r.lat_ns.reserve(1 << 20);
     size_t pos = n * static_cast<size_t>(id) / static_cast<size_t>(o.clients);
@@ -312,8 +310,8 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
     bool measuring = false;
     // --rate: this client's calls are due every `interval`, staggered across clients; latency counts
     // from when a call was due, so a server that falls behind is charged for the queueing it causes.
-    const Clock::duration interval = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(o.rate > 0 ? o.clients / o.rate : 0));
+    const Clock::duration interval =
+        std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.rate > 0 ? o.clients / o.rate : 0));
     Clock::time_point due = t0 + interval * id / o.clients;
     for (;;) {
       Clock::time_point begin;
@@ -338,8 +336,8 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
       if (o.rpc == "health") {
         grpc::Slice empty;  // empty bytes = HealthCheckRequest{service: ""}
         grpc::ByteBuffer req(&empty, 1), resp;
-        st = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-            channels[id].get(), health_check, &ctx, req, &resp);
+        st = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(channels[id].get(), health_check,
+                                                                                   &ctx, req, &resp);
       } else if (o.rpc == "list-targets") {
         symdex::v1::ListTargetsResponse resp;
         st = stub->ListTargets(&ctx, symdex::v1::ListTargetsRequest(), &resp);
@@ -399,8 +397,7 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
   const double cpu0 = CpuSeconds();
   t0 = Clock::now();
   measure_from = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup));
-  stop_at =
-      measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
+  stop_at = measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   start_line.arrive_and_wait();  // publishes t0/measure_from/stop_at to the workers
   for (auto& t : threads) t.join();
   const double client_cpu = CpuSeconds() - cpu0;
@@ -454,11 +451,10 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
         "{\"rpc\":\"%s\",\"clients\":%d,\"rate\":%.0f,\"seconds\":%.3f,\"warmup\":%.3f,\"inputs\":%zu,"
         "\"batch\":%d,",
         o.rpc.c_str(), o.clients, o.rate, elapsed, o.warmup, n, o.rpc == "symbolize" ? o.batch : 1);
-    std::printf("\"calls\":%" PRIu64 ",\"qps\":%.1f,\"ok_qps\":%.1f,\"items_per_s\":%.1f,", calls, qps,
-                ok_qps, items_ps);
-    std::printf(
-        "\"latency_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f},",
-        mean, p50, p90, p99, p999, mx);
+    std::printf("\"calls\":%" PRIu64 ",\"qps\":%.1f,\"ok_qps\":%.1f,\"items_per_s\":%.1f,", calls, qps, ok_qps,
+                items_ps);
+    std::printf("\"latency_us\":{\"mean\":%.1f,\"p50\":%.1f,\"p90\":%.1f,\"p99\":%.1f,\"p999\":%.1f,\"max\":%.1f},",
+                mean, p50, p90, p99, p999, mx);
     std::printf("\"codes\":{");
     bool first = true;
     for (int c = 0; c < 17; ++c) {
@@ -467,11 +463,9 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
       first = false;
     }
     std::printf("},\"answers\":%" PRIu64 ",\"failures\":%" PRIu64 ",\"items\":%" PRIu64 ",\"empty\":%" PRIu64
-                ",\"no_frames\":%" PRIu64 ",\"canonical_mismatch\":%" PRIu64
-                ",\"wrong_result_count\":%" PRIu64 ",",
+                ",\"no_frames\":%" PRIu64 ",\"canonical_mismatch\":%" PRIu64 ",\"wrong_result_count\":%" PRIu64 ",",
                 answers, failures, all.items, all.empty, all.no_frames, all.mismatched, all.wrong_count);
-    std::printf("\"warmup_calls\":%" PRIu64 ",\"unsent\":%" PRIu64
-                ",\"client_cpu_s\":%.2f,\"client_wall_s\":%.2f,",
+    std::printf("\"warmup_calls\":%" PRIu64 ",\"unsent\":%" PRIu64 ",\"client_cpu_s\":%.2f,\"client_wall_s\":%.2f,",
                 all.warmup_calls, all.unsent, client_cpu, wall_all);
     std::printf("\"first_errors\":{");
     first = true;
@@ -489,16 +483,15 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
   }
   {
     FILE* h = o.json ? stderr : stdout;  // with --json the table goes to stderr
-    std::fprintf(h, "%s: %d clients, %s, %.2f s measured%s, %zu inputs%s\n", o.rpc.c_str(), o.clients,
-                 o.rate > 0
-                     ? ("open loop at " + std::to_string(static_cast<long>(o.rate)) + " calls/s").c_str()
-                     : "closed loop",
-                 elapsed, o.warmup > 0 ? " (after warm-up)" : "", n,
-                 o.rpc == "symbolize" ? (", batch " + std::to_string(o.batch)).c_str() : "");
+    std::fprintf(
+        h, "%s: %d clients, %s, %.2f s measured%s, %zu inputs%s\n", o.rpc.c_str(), o.clients,
+        o.rate > 0 ? ("open loop at " + std::to_string(static_cast<long>(o.rate)) + " calls/s").c_str() : "closed loop",
+        elapsed, o.warmup > 0 ? " (after warm-up)" : "", n,
+        o.rpc == "symbolize" ? (", batch " + std::to_string(o.batch)).c_str() : "");
     std::fprintf(h, "  calls %" PRIu64 "  -> %.0f calls/s (%.0f OK/s)", calls, qps, ok_qps);
     if (o.rpc == "symbolize") std::fprintf(h, ", %.0f addresses/s", items_ps);
-    std::fprintf(h, "\n  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", mean,
-                 p50, p90, p99, p999, mx);
+    std::fprintf(h, "\n  latency us: mean %.1f  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", mean, p50, p90,
+                 p99, p999, mx);
     std::fprintf(h, "  status:");
     for (int c = 0; c < 17; ++c)
       if (all.codes[c]) std::fprintf(h, " %s=%" PRIu64, CodeName(c), all.codes[c]);
@@ -519,8 +512,8 @@ int RunTimed(const Options& o, const std::vector<std::string>& lines) {
                    m.substr(0, 300).c_str());
     if (o.rate > 0)
       std::fprintf(h, "  calls due but not sent before the end (behind schedule): %" PRIu64 "\n", all.unsent);
-    std::fprintf(h, "  load generator CPU: %.2f s over %.2f s wall (%.2f cores busy on the client side)\n",
-                 client_cpu, wall_all, wall_all > 0 ? client_cpu / wall_all : 0);
+    std::fprintf(h, "  load generator CPU: %.2f s over %.2f s wall (%.2f cores busy on the client side)\n", client_cpu,
+                 wall_all, wall_all > 0 ? client_cpu / wall_all : 0);
   }
   return failures == 0 && all.wrong_count == 0 ? 0 : 1;
 }
@@ -532,8 +525,7 @@ int RunSymbolizeAll(const Options& o, const std::vector<std::string>& lines) {
   auto stub = SymbolService::NewStub(ch);
   int rc = 0;
   if (o.json)
-    std::printf("{\"rpc\":\"symbolize-all\",\"addresses\":%zu,\"batch\":%d,\"passes\":[", addrs.size(),
-                o.batch);
+    std::printf("{\"rpc\":\"symbolize-all\",\"addresses\":%zu,\"batch\":%d,\"passes\":[", addrs.size(), o.batch);
   for (int pass = 1; pass <= o.passes; ++pass) {
     uint64_t with_symbol = 0, with_frames = 0, frames = 0, failed_calls = 0, results = 0;
     std::vector<uint64_t> lat;
@@ -587,8 +579,7 @@ int RunSymbolizeAll(const Options& o, const std::vector<std::string>& lines) {
       lat.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - b).count());
       if (!st.ok()) {
         ++failed_calls;
-        if (first_error.empty())
-          first_error = std::string(CodeName(st.error_code())) + ": " + st.error_message();
+        if (first_error.empty()) first_error = std::string(CodeName(st.error_code())) + ": " + st.error_message();
         continue;
       }
       results += resp.results_size();
@@ -602,25 +593,23 @@ int RunSymbolizeAll(const Options& o, const std::vector<std::string>& lines) {
     std::sort(lat.begin(), lat.end());
     if (failed_calls || results != addrs.size()) rc = 1;
     if (o.json) {
-      std::printf(
-          "%s{\"pass\":%d,\"wall_s\":%.4f,\"addresses_per_s\":%.0f,\"calls\":%zu,\"failed_calls\":%" PRIu64
-          ",\"results\":%" PRIu64 ",\"with_symbol\":%" PRIu64 ",\"with_frames\":%" PRIu64
-          ",\"frames\":%" PRIu64
-          ",\"batch_p50_us\":%.1f,\"batch_p99_us\":%.1f,\"batch_max_us\":%.1f,\"first_error\":\"%s\"}",
-          pass > 1 ? "," : "", pass, wall, addrs.size() / wall, lat.size(), failed_calls, results,
-          with_symbol, with_frames, frames, Pct(lat, 50), Pct(lat, 99), lat.empty() ? 0 : lat.back() / 1000.0,
-          JsonEscape(first_error).c_str());
+      std::printf("%s{\"pass\":%d,\"wall_s\":%.4f,\"addresses_per_s\":%.0f,\"calls\":%zu,\"failed_calls\":%" PRIu64
+                  ",\"results\":%" PRIu64 ",\"with_symbol\":%" PRIu64 ",\"with_frames\":%" PRIu64 ",\"frames\":%" PRIu64
+                  ",\"batch_p50_us\":%.1f,\"batch_p99_us\":%.1f,\"batch_max_us\":%.1f,\"first_error\":\"%s\"}",
+                  pass > 1 ? "," : "", pass, wall, addrs.size() / wall, lat.size(), failed_calls, results, with_symbol,
+                  with_frames, frames, Pct(lat, 50), Pct(lat, 99), lat.empty() ? 0 : lat.back() / 1000.0,
+                  JsonEscape(first_error).c_str());
     }
     {
       FILE* h = o.json ? stderr : stdout;
       std::fprintf(h,
                    "symbolize-all pass %d: %zu addresses in %zu calls of <= %d: %.3f s (%.0f addresses/s); "
                    "batch latency p50 %.1f us p99 %.1f us max %.1f us\n",
-                   pass, addrs.size(), lat.size(), o.batch, wall, addrs.size() / wall, Pct(lat, 50),
-                   Pct(lat, 99), lat.empty() ? 0 : lat.back() / 1000.0);
+                   pass, addrs.size(), lat.size(), o.batch, wall, addrs.size() / wall, Pct(lat, 50), Pct(lat, 99),
+                   lat.empty() ? 0 : lat.back() / 1000.0);
       std::fprintf(h,
-                   "  results %" PRIu64 ", with a symbol %" PRIu64 ", with source frames %" PRIu64
-                   " (%" PRIu64 " frames), failed calls %" PRIu64 "%s%s\n",
+                   "  results %" PRIu64 ", with a symbol %" PRIu64 ", with source frames %" PRIu64 " (%" PRIu64
+                   " frames), failed calls %" PRIu64 "%s%s\n",
                    results, with_symbol, with_frames, frames, failed_calls,
                    first_error.empty() ? "" : ", first: ", first_error.c_str());
     }
