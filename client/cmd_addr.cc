@@ -81,7 +81,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   bool hinted = false;
   auto hint = [&] {
     hinted = true;
-    auto index = (*api)->Index(/*check_integrity=*/false);
+    auto index = (*api)->Index({.details = false});
     if (!index.ok()) return;
     for (const auto& ts : index->targets) {
       const query::AddrMapState& am = ts.addr_map;

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "client/cli_common.h"
-#include "server/query/jit_query.h"
 
 namespace symdex::cli {
 

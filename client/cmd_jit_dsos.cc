@@ -11,7 +11,6 @@
 #include "server/common/strings.h"
 #include "server/ingest/jitted_dso.h"
 #include "server/jit/jitted_dso_files.h"
-#include "server/query/jit_query.h"
 
 namespace symdex::cli {
 
@@ -40,29 +39,28 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
     }
     return kNotFound;
   }
-  // The index is optional: without one, the IDs and the on-disk collisions are still reported.
-  std::optional<store::Db> db;
+  // The index (or the daemon) is optional: without one, the IDs and the on-disk collisions are
+  // still reported.
   std::string no_index;
+  std::vector<query::DsoMatch> matches;
   if (!dsos.empty()) {
-    auto opened = OpenForRead(g, "jit dsos");
-    if (opened.ok()) {
-      db.emplace(std::move(*opened));
+    auto api = OpenQuery(g);
+    if (api.ok()) {
+      std::vector<query::JittedDsoKey> keys;
+      for (const auto& d : dsos) {
+        keys.push_back({.pid = d.name ? std::optional<uint32_t>(d.name->pid) : std::nullopt,
+                        .code_index = d.name ? d.name->code_index : 0,
+                        .build_id = d.build_id.ToHex(),
+                        .symbol = d.symbol});
+      }
+      auto m = (*api)->MatchJittedDsos(keys);
+      if (!m.ok()) return Fail(g, m.status());
+      matches = std::move(*m);
     } else {
-      no_index = std::string(opened.status().message());
+      no_index = std::string(api.status().message());
     }
   }
-  std::vector<query::DsoMatch> matches;
-  if (db) {
-    query::JittedDsoMatcher matcher(*db);
-    for (const auto& d : dsos) {
-      auto m = matcher.Match(query::JittedDsoKey{.pid = d.name ? std::optional<uint32_t>(d.name->pid) : std::nullopt,
-                                                 .code_index = d.name ? d.name->code_index : 0,
-                                                 .build_id = d.build_id.ToHex(),
-                                                 .symbol = d.symbol});
-      if (!m.ok()) return Fail(g, m.status());
-      matches.push_back(std::move(*m));
-    }
-  } else {
+  if (matches.empty()) {
     for (size_t i = 0; i < dsos.size(); ++i) {
       matches.push_back(query::DsoMatch{.status = "no-index", .message = no_index});
     }

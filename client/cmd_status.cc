@@ -32,7 +32,7 @@ std::vector<std::string> Warnings(const std::string& joined) {
 int RunStatus(const GlobalOptions& g, bool verbose) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto index = (*api)->Index(/*check_integrity=*/true);
+  auto index = (*api)->Index({.check_integrity = true});
   if (!index.ok()) return Fail(g, index.status());
   const std::string integrity = index->integrity_checked
                                     ? "ok"

@@ -418,4 +418,38 @@ query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a) {
   return out;
 }
 
+void ToProto(const query::JittedDsoKey& k, pb::JittedDsoKey* out) {
+  if (k.pid) out->set_pid(*k.pid);
+  out->set_code_index(k.code_index);
+  out->set_build_id(k.build_id);
+  out->set_symbol(k.symbol);
+}
+
+query::JittedDsoKey FromProto(const pb::JittedDsoKey& k) {
+  return {k.has_pid() ? std::optional<uint32_t>(k.pid()) : std::nullopt, k.code_index(), k.build_id(), k.symbol()};
+}
+
+void ToProto(const query::DsoMatch& m, pb::DsoMatch* out) {
+  out->set_status(m.status);
+  for (const auto& c : m.candidates) {
+    pb::DsoLoadCandidate* o = out->add_candidates();
+    ToProto(c.load, o->mutable_load());
+    for (const auto& s : c.schemes) o->add_schemes(s);
+    o->set_symbol_matches(c.symbol_matches);
+  }
+  out->set_loads_with_id(m.loads_with_id);
+  out->set_message(m.message);
+}
+
+query::DsoMatch FromProto(const pb::DsoMatch& m) {
+  query::DsoMatch out;
+  out.status = m.status();
+  for (const auto& c : m.candidates()) {
+    out.candidates.push_back({FromProto(c.load()), {c.schemes().begin(), c.schemes().end()}, c.symbol_matches()});
+  }
+  out.loads_with_id = m.loads_with_id();
+  out.message = m.message();
+  return out;
+}
+
 }  // namespace symdex::api

@@ -37,6 +37,11 @@ query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a);
 void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out);
 query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
 
+void ToProto(const query::JittedDsoKey& k, pb::JittedDsoKey* out);
+query::JittedDsoKey FromProto(const pb::JittedDsoKey& k);
+void ToProto(const query::DsoMatch& m, pb::DsoMatch* out);
+query::DsoMatch FromProto(const pb::DsoMatch& m);
+
 // absl codes map 1:1 onto gRPC codes (same numbering); the message is kept.
 grpc::Status ToGrpc(const absl::Status& s);
 absl::Status FromGrpc(const grpc::Status& s);

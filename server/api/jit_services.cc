@@ -18,6 +18,19 @@ grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx,
   });
 }
 
+grpc::ServerUnaryReactor* JitServiceImpl::MatchDsos(grpc::CallbackServerContext* ctx, const pb::MatchDsosRequest* req,
+                                                    pb::MatchDsosResponse* resp) {
+  return Serve(ctx, control_, stats_, "JitMatchDsos", true, [=, this](const Peer& peer, auto&) {
+    std::vector<query::JittedDsoKey> keys;
+    keys.reserve(req->dsos_size());
+    for (const auto& k : req->dsos()) keys.push_back(FromProto(k));
+    auto answer = query::CallerView(q_, AccessOf(peer)).MatchJittedDsos(keys);
+    if (!answer.ok()) return ToGrpc(answer.status());
+    for (const auto& m : *answer) ToProto(m, resp->add_matches());
+    return grpc::Status::OK;
+  });
+}
+
 grpc::ServerUnaryReactor* JitServiceImpl::Collisions(grpc::CallbackServerContext* ctx,
                                                      const pb::JitCollisionsRequest* req,
                                                      pb::JitCollisionsResponse* resp) {

@@ -232,12 +232,13 @@ absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& tar
   return out;
 }
 
-absl::StatusOr<query::IndexState> RemoteQuery::Index(bool check_integrity) {
+absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& opts) {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx);
   pb::StatusRequest req;
   req.set_index(true);
-  req.set_check_integrity(check_integrity);
+  req.set_check_integrity(opts.check_integrity);
+  req.set_addr_maps_only(!opts.details);
   pb::StatusResponse resp;
   grpc::Status s = impl_->stub->Status(&ctx, req, &resp);
   if (!s.ok()) return impl_->Error(s);
@@ -290,6 +291,24 @@ absl::StatusOr<query::BuildIdAnswer> RemoteQuery::BuildId(const std::string& hex
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return query::BuildIdAnswer{.build_id = hex};
   if (!s.ok()) return impl_->Error(s);
   return FromProto(resp);
+}
+
+absl::StatusOr<std::vector<query::DsoMatch>> RemoteQuery::MatchJittedDsos(
+    const std::vector<query::JittedDsoKey>& dsos) {
+  std::vector<query::DsoMatch> out;
+  for (size_t i = 0; i < dsos.size(); i += query::kMaxAddressesPerRequest) {
+    grpc::ClientContext ctx;
+    impl_->Prepare(ctx);
+    pb::MatchDsosRequest req;
+    for (size_t k = i; k < std::min(dsos.size(), i + query::kMaxAddressesPerRequest); ++k) {
+      ToProto(dsos[k], req.add_dsos());
+    }
+    pb::MatchDsosResponse resp;
+    grpc::Status s = impl_->jit->MatchDsos(&ctx, req, &resp);
+    if (!s.ok()) return impl_->Error(s);
+    for (const auto& m : resp.matches()) out.push_back(FromProto(m));
+  }
+  return out;
 }
 
 }  // namespace symdex::api

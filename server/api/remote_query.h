@@ -39,10 +39,11 @@ class RemoteQuery : public query::QueryApi {
   absl::StatusOr<query::ProbeResult> Probe(const std::string& target, const std::string& spec,
                                            const query::KprobeOptions& opts) override;
   absl::StatusOr<query::SymbolsResult> Symbols(const std::string& target, const query::SymbolsOptions& opts) override;
-  absl::StatusOr<query::IndexState> Index(bool check_integrity) override;
+  absl::StatusOr<query::IndexState> Index(const query::IndexOptions& opts) override;
   absl::StatusOr<query::JitAddrAnswer> JitAddr(const query::JitAddrRequest& req) override;
   absl::StatusOr<query::JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
   absl::StatusOr<query::BuildIdAnswer> BuildId(const std::string& hex) override;
+  absl::StatusOr<std::vector<query::DsoMatch>> MatchJittedDsos(const std::vector<query::JittedDsoKey>& dsos) override;
 
  private:
   struct Impl;

@@ -434,7 +434,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext*
     if (!t.ok()) return ToGrpc(t.status());
     for (const auto& s : *t) ToProto(s, resp->add_targets());
     if (req->index()) {
-      auto index = view.Index(req->check_integrity());
+      auto index = view.Index({.check_integrity = req->check_integrity(), .details = !req->addr_maps_only()});
       if (!index.ok()) return ToGrpc(index.status());
       ToProto(*index, resp->mutable_index());
     }

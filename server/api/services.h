@@ -105,6 +105,8 @@ class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
 
   grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,
                                  ::symdex::v1::JitAddrResponse* resp) override;
+  grpc::ServerUnaryReactor* MatchDsos(grpc::CallbackServerContext* ctx, const ::symdex::v1::MatchDsosRequest* req,
+                                      ::symdex::v1::MatchDsosResponse* resp) override;
   grpc::ServerUnaryReactor* Collisions(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitCollisionsRequest* req,
                                        ::symdex::v1::JitCollisionsResponse* resp) override;
   grpc::ServerUnaryReactor* Ingest(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitIngestRequest* req,

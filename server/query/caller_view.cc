@@ -162,8 +162,8 @@ absl::StatusOr<SymbolsResult> CallerView::Symbols(const std::string& target, con
   return r;
 }
 
-absl::StatusOr<IndexState> CallerView::Index(bool check_integrity) {
-  ASSIGN_OR_RETURN(auto r, q_.Index(check_integrity));
+absl::StatusOr<IndexState> CallerView::Index(const IndexOptions& opts) {
+  ASSIGN_OR_RETURN(auto r, q_.Index(opts));
   for (auto& t : r.targets) {
     if (HidesAddresses(access_, t.summary.info)) t.summary.info.text_addr.reset();
   }
@@ -182,6 +182,18 @@ absl::StatusOr<JitAddrAnswer> CallerView::JitAddr(const JitAddrRequest& req) {
 absl::StatusOr<JitCollisionsAnswer> CallerView::JitCollisions(const std::optional<std::string>& scheme) {
   if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.Collisions");
   return q_.JitCollisions(scheme);
+}
+
+absl::StatusOr<std::vector<DsoMatch>> CallerView::MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) {
+  if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.MatchDsos");
+  if (dsos.size() > kMaxAddressesPerRequest) {
+    return absl::InvalidArgumentError(StrCat(dsos.size(), " DSOs; the limit is ", kMaxAddressesPerRequest));
+  }
+  for (const auto& d : dsos) {
+    RETURN_IF_ERROR(CheckFieldSize("build_id", d.build_id, 128));
+    RETURN_IF_ERROR(CheckFieldSize("symbol", d.symbol, kMaxSymbolNameLength));
+  }
+  return q_.MatchJittedDsos(dsos);
 }
 
 absl::StatusOr<BuildIdAnswer> CallerView::BuildId(const std::string& hex) {

@@ -46,10 +46,11 @@ class CallerView : public QueryApi {
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
-  absl::StatusOr<IndexState> Index(bool check_integrity) override;
+  absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
   absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
   absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
   absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) override;
+  absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) override;
 
   AddressAccess access() const { return access_; }
 

@@ -124,4 +124,29 @@ struct JitCollisionsAnswer {
   std::map<std::string, JitSchemeCount> counts;
 };
 
+// What a DSO file says about itself (server/ingest/jitted_dso.h reads it).
+struct JittedDsoKey {
+  std::optional<uint32_t> pid;  // from a jitted-<pid>-<code_index>.so name; nullopt: other name
+  uint64_t code_index = 0;
+  std::string build_id;  // hex
+  std::string symbol;
+};
+struct DsoLoadCandidate {
+  JitFunction load;                  // name, pid, code_index, code range, instance, build_ids
+  std::vector<std::string> schemes;  // schemes whose ID for this load equals the DSO's
+  bool symbol_matches = false;       // the DSO's symbol is the load's name
+};
+struct DsoMatch {
+  // matched      some load with the DSO's pid and code_index has its ID under `schemes`
+  // unknown      such loads exist, but none of their scheme IDs is the DSO's ID
+  // no-load      no load with that pid and code_index is ingested
+  // unnamed      the file name is not jitted-<pid>-<idx>.so, so there is no load to compare with
+  // no-index     (set by callers without an index)
+  std::string status;
+  std::vector<DsoLoadCandidate> candidates;  // loads with the DSO's pid + code_index (one per dump)
+  // Loads (any pid/index) that have the DSO's ID under some scheme: tells a renamed or moved DSO
+  // apart from a foreign one. Counted for every status but "matched".
+  int64_t loads_with_id = 0;
+  std::string message;  // human-readable why, for every status but "matched"
+};
 }  // namespace symdex::query

@@ -119,14 +119,14 @@ absl::StatusOr<SymbolsResult> LocalQuery::Symbols(const std::string& target, con
   });
 }
 
-absl::StatusOr<IndexState> LocalQuery::Index(bool check_integrity) {
+absl::StatusOr<IndexState> LocalQuery::Index(const IndexOptions& opts) {
   ASSIGN_OR_RETURN(auto lease, Acquire());
   store::Db& db = lease->db;
   IndexState out;
   out.database = path_;
   // A damaged page anywhere fails here, with the file and the cure, instead of surfacing later
   // as a bare "database disk image is malformed" from whichever query reads it.
-  if (check_integrity) {
+  if (opts.check_integrity) {
     out.integrity_seconds = kQuickCheckSeconds;
     ASSIGN_OR_RETURN(out.integrity_checked, db.QuickCheck(kQuickCheckSeconds));
   }
@@ -136,6 +136,12 @@ absl::StatusOr<IndexState> LocalQuery::Index(bool check_integrity) {
   ASSIGN_OR_RETURN(auto targets, store::ListTargets(db));
   for (auto& t : targets) {
     TargetState ts;
+    ASSIGN_OR_RETURN(ts.addr_map, VmlinuxAddrMap(db, path_, t));
+    if (!opts.details) {
+      ts.summary.info = std::move(t);
+      out.targets.push_back(std::move(ts));
+      continue;
+    }
     ASSIGN_OR_RETURN(ts.summary.counts, store::CountTarget(db, t.id));
     ASSIGN_OR_RETURN(auto files, store::TargetFiles(db, t.id));
     for (auto& f : files) {
@@ -150,7 +156,6 @@ absl::StatusOr<IndexState> LocalQuery::Index(bool check_integrity) {
       ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::string(target::Name(d.status)),
                               std::move(d.path), std::move(d.origin), std::move(d.detail), usable});
     }
-    ASSIGN_OR_RETURN(ts.addr_map, VmlinuxAddrMap(db, path_, t));
     ts.summary.info = std::move(t);
     out.targets.push_back(std::move(ts));
   }

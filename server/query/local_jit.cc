@@ -20,6 +20,18 @@ absl::StatusOr<JitCollisionsAnswer> LocalQuery::JitCollisions(const std::optiona
   return out;
 }
 
+absl::StatusOr<std::vector<DsoMatch>> LocalQuery::MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) {
+  ASSIGN_OR_RETURN(auto lease, Acquire());
+  JittedDsoMatcher matcher(lease->db);
+  std::vector<DsoMatch> out;
+  out.reserve(dsos.size());
+  for (const auto& d : dsos) {
+    ASSIGN_OR_RETURN(auto m, matcher.Match(d));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 absl::StatusOr<BuildIdAnswer> LocalQuery::BuildId(const std::string& hex) {
   return BuildIdHits(hex, /*include_jitted=*/true, kQuoteInFull);
 }

@@ -119,6 +119,12 @@ struct TargetState {
   std::vector<DebugFileState> debuginfo;
   AddrMapState addr_map;
 };
+struct IndexOptions {
+  bool check_integrity = false;  // run PRAGMA quick_check first
+  // false: each target's name and address map only (no counts, input files or debug files):
+  // what `symdex addr` asks mid-stream, cheaply.
+  bool details = true;
+};
 struct IndexState {
   std::string database;
   int64_t schema_version = -1;
@@ -165,8 +171,8 @@ class QueryApi {
                                             const KprobeOptions& opts) = 0;
   // Every symbol of a target (for scripts that compare symdex with other tools, and kallsyms).
   virtual absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) = 0;
-  // The index and every target's state; `check_integrity` runs PRAGMA quick_check first.
-  virtual absl::StatusOr<IndexState> Index(bool check_integrity) = 0;
+  // The index and every target's state.
+  virtual absl::StatusOr<IndexState> Index(const IndexOptions& opts) = 0;
   // JIT-ed code (jit_query.h says how each is answered). Served to other users, these are for
   // privileged callers only: the records hold other users' process addresses and paths.
   virtual absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) = 0;
@@ -175,6 +181,8 @@ class QueryApi {
   // What has build-ID `hex`: kernels, modules, debug files and (privileged) jitted loads.
   // InvalidArgument when `hex` is not a build-ID; an empty answer is not an error.
   virtual absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) = 0;
+  // Which ingested load each jitted DSO (as read from disk by the caller) is, in order.
+  virtual absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) = 0;
 };
 
 // The implementation over an index file. Thread-safe: a pool of read-only SQLite connections,
@@ -206,10 +214,11 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
-  absl::StatusOr<IndexState> Index(bool check_integrity) override;
+  absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
   absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
   absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
   absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) override;
+  absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) override;
   // BuildId, with jitted loads only when `include_jitted`, quoting a bad argument in at most
   // `quote_max` characters (a daemon does not echo a hostile request back in full).
   absl::StatusOr<BuildIdAnswer> BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max);

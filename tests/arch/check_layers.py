@@ -39,17 +39,16 @@ CLIENT_API = [re.compile(p) for p in (r"server/query/service\.h$", r"server/api/
 # What stays in the CLI process, by file, each with its reason (README "Architecture"):
 # writes, and the two JIT verbs that work on files here.
 WRITE_OPEN = {"server/indexer/open_index.h", "server/store/sqlite_db.h", "server/store/migrations.h"}
-JIT_LOCAL = "jit export writes ELF files here from the code bytes in the index; jit dsos reads DSO files here"
+JIT_LOCAL = "jit export writes ELF files here from the code bytes in the index"
 CLIENT_LOCAL = {
     "client/cmd_index.cc": ({"server/indexer/indexer.h"},
                             "symdex index writes the index itself: no daemon needed"),
     "client/cli_common.h": (WRITE_OPEN, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
     "client/cli_common.cc": (WRITE_OPEN, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
-    "client/cmd_jit.h": ({"server/query/jit_query.h"}, JIT_LOCAL),
     "client/cmd_jit.cc": ({"server/jit/ingest.h", "server/jit/jit_elf.h", "server/query/jit_query.h"},
                           "jit ingest writes the index; " + JIT_LOCAL),
-    "client/cmd_jit_dsos.cc": ({"server/ingest/jitted_dso.h", "server/jit/jitted_dso_files.h",
-                                "server/query/jit_query.h"}, JIT_LOCAL),
+    "client/cmd_jit_dsos.cc": ({"server/ingest/jitted_dso.h", "server/jit/jitted_dso_files.h"},
+                               "jit dsos reads the DSO files here (and asks the query API which loads they are)"),
 }
 
 # The gRPC handlers: no store, no SQL, no file I/O.

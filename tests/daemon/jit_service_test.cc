@@ -969,6 +969,21 @@ TEST_F(JitServiceTest, RealNodeDumpThroughTheWatchDir) {
   size_t found = 0;
   for (const auto& v : verbs) found += ExpectSameThroughDaemon(v).exit_code == 0;
   EXPECT_GE(found, 7u) << "most of the verbs found what they asked for";
+
+  // jit dsos: DSOs on disk (exported here from the index) matched by the daemon as embedded.
+  const std::string out = dir_ / "dsos";
+  CommandResult exp = RunCommand(std::string(SYMDEX_BIN) + " --db '" + daemon_->db() + "' jit export" + p +
+                                 " --scheme sha1-code --out '" + out + "'");
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  CommandResult dsos = ExpectSameThroughDaemon("--json jit dsos '" + out + "'");
+  EXPECT_EQ(dsos.exit_code, 0) << dsos.err;
+  EXPECT_NE(dsos.out.find("\"matched\""), std::string::npos) << dsos.out.substr(0, 2000);
+  ExpectSameThroughDaemon("jit dsos '" + out + "'");
+  // jit export says why it does not go through the daemon.
+  CommandResult remote_export = RunCommand(std::string(SYMDEX_BIN) + " --connect 'unix:" + daemon_->socket() +
+                                           "' jit export" + p + " --out '" + out + "'");
+  EXPECT_EQ(remote_export.exit_code, 3);
+  EXPECT_NE(remote_export.err.find("without --connect"), std::string::npos) << remote_export.err;
 }
 
 }  // namespace
