@@ -26,16 +26,9 @@
 
 #include "server/common/file_util.h"
 #include "server/common/status.h"
+#include "server/debuginfo/frame.h"
 
 namespace symdex::debuginfo {
-
-struct Frame {
-  std::string function;  // DWARF name of the (inlined) function
-  std::string file;      // source-tree relative
-  int line = 0;
-  int column = 0;
-  bool operator==(const Frame&) const = default;
-};
 
 namespace addrmap {
 

@@ -71,10 +71,12 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
                                                                                 const store::TargetInfo& t);
 
 // Address -> symbol+offset and the inline chain (leaf first) from the debug file.
+using Frame = debuginfo::Frame;
+
 struct AddressInfo {
   std::optional<Instance> symbol;  // the text symbol holding the address (store/symbol_extent.h)
   uint64_t offset = 0;
-  std::vector<debuginfo::Frame> frames;
+  std::vector<Frame> frames;  // leaf first
   std::string note;  // why there is no symbol ("not in vmlinux or any module"), or why frames are missing or partial
 };
 absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
