@@ -55,6 +55,21 @@ TEST(LimiterTest, AddressesCountByTheNumberAsked) {
   EXPECT_TRUE(lim.Take(P("uid:1"), Limiter::Kind::kAddresses, 30000).ok());
 }
 
+TEST(LimiterTest, SymbolListingsHaveTheirOwnLimit) {
+  CallLimits l;  // defaults: 2 per peer, 8 overall
+  Limiter lim(l);
+  auto a1 = lim.Take(P("uid:1"), Limiter::Kind::kListing);
+  auto a2 = lim.Take(P("uid:1"), Limiter::Kind::kListing);
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  auto a3 = lim.Take(P("uid:1"), Limiter::Kind::kListing);
+  ASSERT_FALSE(a3.ok());
+  EXPECT_NE(a3.status().message().find("limit of 2 symbol listings in progress"), std::string::npos)
+      << a3.status().message();
+  // Streams and heavy calls are counted apart: the peer may still do other work.
+  EXPECT_TRUE(lim.Take(P("uid:1"), Limiter::Kind::kStream).ok());
+  EXPECT_EQ(lim.InUse(Limiter::Kind::kListing), 2u);
+}
+
 TEST(FairPoolTest, APeerWithABacklogDelaysOnlyItself) {
   FairPool pool(1);
   std::mutex mu;
