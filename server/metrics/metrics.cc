@@ -74,44 +74,32 @@ void AppendLabels(std::string& out, const Labels& labels, const std::string& ext
 
 }  // namespace
 
-std::string EscapeLabelValue(const std::string& value) {
+namespace {
+
+// Prometheus text format: backslash and newline escaped everywhere, the double quote too inside
+// a label value (HELP text keeps it).
+std::string Escape(const std::string& text, bool quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
+  out.reserve(text.size());
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '"' && quote) {
+      out += "\\\"";
+    } else {
+      out += c;
     }
   }
   return out;
 }
 
-std::string EscapeHelp(const std::string& help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    switch (c) {
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string EscapeLabelValue(const std::string& value) { return Escape(value, true); }
+
+std::string EscapeHelp(const std::string& help) { return Escape(help, false); }
 
 std::string FormatValue(double v) {
   if (std::isnan(v)) return "NaN";
