@@ -30,7 +30,9 @@ cat "$VML" "$map_file" "$work/i.db" >/dev/null
 timed() {  # timed OUTFILE CMD... -> seconds on stdout
   local out=$1 s e
   shift
-  s=$(now); "$@" <"$work/addrs" >"$out"; e=$(now)
+  # symdex addr exits 1 when some address is in no function (the end markers of code regions,
+  # e.g. __sched_text_end, are listed as text symbols): an answer, not a failure.
+  s=$(now); "$@" <"$work/addrs" >"$out" || [ $? = 1 ]; e=$(now)
   echo "$e - $s" | bc
 }
 for i in $(seq "$RUNS"); do
@@ -42,7 +44,7 @@ for i in $(seq "$RUNS"); do
   mv "$maps.off" "$maps"
 done
 cmp -s "$work/map.out" "$work/dw.out" || { echo "addr.sh: address-map and libdw answers differ" >&2; diff "$work/map.out" "$work/dw.out" | head >&2; exit 1; }
-rss_map=$( { /usr/bin/time -f '%M' "$SYMDEX" --db "$work/i.db" addr - <"$work/addrs" >/dev/null; } 2>&1 | tail -1)
+rss_map=$( { /usr/bin/time -f '%M' "$SYMDEX" --db "$work/i.db" addr - <"$work/addrs" >/dev/null || true; } 2>&1 | tail -1)
 rss_llvm=$( { /usr/bin/time -f '%M' llvm-symbolizer-14 --obj="$VML" <"$work/addrs" >/dev/null; } 2>&1 | tail -1)
 
 ll=$(median <"$work/t_llvm"); mp=$(median <"$work/t_map"); dw=$(median <"$work/t_dw")
