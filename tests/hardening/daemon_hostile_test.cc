@@ -364,9 +364,16 @@ TEST_F(HardeningTest, AHostileClientDoesNotHurtHonestOnes) {
   EXPECT_GE(max_streams, 0) << "no metrics from the daemon";
   EXPECT_LE(max_streams, 32);
   EXPECT_LE(max_unread, 131072 + 16 * 64);  // the hostile peer's budget + the honest calls in flight
-  // Bounded memory (documented in README "Access and limits").
+  // Bounded memory (documented in README "Access and limits"). Under ASan the daemon also holds
+  // freed memory in the allocator's quarantine (256 MB by default) and its shadow: the 512 MB
+  // bound is the release build's, the sanitized one gets the quarantine on top.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr int64_t kPeakLimitKb = (512 + 512) * 1024;
+#else
+  constexpr int64_t kPeakLimitKb = 512 * 1024;
+#endif
   EXPECT_GT(hwm_kb, 0);
-  EXPECT_LT(hwm_kb, 512 * 1024) << "daemon peak RSS " << hwm_kb / 1024 << " MB";
+  EXPECT_LT(hwm_kb, kPeakLimitKb) << "daemon peak RSS " << hwm_kb / 1024 << " MB";
   // Still serving, and the limits were given back: a new stream is accepted.
   CommandResult after = Cli(conn + "--json dups", kNobody);
   EXPECT_EQ(after.exit_code, 0) << after.err;
