@@ -83,4 +83,11 @@ std::string FormatTime(int64_t unix) {
   return buf;
 }
 
+nlohmann::json VerdictJson(const query::ProbeVerdict& v) {
+  return {{"kind", std::string(query::ProbeabilityName(v.kind))},
+          {"kprobe", v.kprobe},
+          {"ftrace", v.ftrace},
+          {"reason", v.reason}};
+}
+
 }  // namespace symdex::cli

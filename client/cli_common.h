@@ -18,6 +18,7 @@ enum Exit : int {
   kNotFound = 1,   // the query matched nothing
   kAmbiguous = 2,  // several candidates where one was needed, or a usage error
   kEnvError = 3,   // environment or input problem: no index, unreadable or malformed input
+  kRefused = 4,    // kprobe / ftrace-index: the kernel would refuse it (the verdict says why; --force)
 };
 
 struct GlobalOptions {
@@ -50,6 +51,8 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
 
 void PrintJson(const nlohmann::json& j);
+// An instance's probe verdict as JSON: {kind, kprobe, ftrace, reason}.
+nlohmann::json VerdictJson(const query::ProbeVerdict& v);
 
 std::string Hex(uint64_t v);           // "ffffffff81000000"
 std::string FormatTime(int64_t unix);  // "2026-11-29 23:59:01 UTC"

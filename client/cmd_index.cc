@@ -31,6 +31,7 @@ struct IndexOptions {
   unsigned jobs = 0;
   bool quiet = false;
   bool force = false;
+  std::string kernel_config;
 };
 
 // The input paths exist, of the right kind. Checked here rather than by CLI11 (whose failures
@@ -45,7 +46,8 @@ absl::Status CheckInputPaths(const IndexOptions& o) {
   std::vector<Want> wants = {{"--sysroot", &o.sysroot, true},
                              {"--system-map", &o.system_map, false},
                              {"--modules-dir", &o.modules_dir, true},
-                             {"--vmlinux", &o.vmlinux, false}};
+                             {"--vmlinux", &o.vmlinux, false},
+                             {"--kernel-config", &o.kernel_config, false}};
   for (const auto& d : o.debug_dirs) wants.push_back({"--debug-dir", &d, true});
   for (const Want& w : wants) {
     if (w.path->empty()) continue;
@@ -85,6 +87,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   req.jobs = o.jobs;
   req.addr_maps = !o.no_addr_map;
   req.force = o.force;
+  req.kernel_config = o.kernel_config;
   req.finder = debuginfo::DebugFinderOptions{.debug_dirs = o.debug_dirs,
                                              .sysroot = o.sysroot,
                                              .vmlinux = o.vmlinux,
@@ -114,6 +117,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                  {"cached", s.debug_cached},
                  {"missing", s.debug_missing},
                  {"failed", s.debug_failed}}},
+               {"probe_tables_read", s.probe_tables_read},
                {"warnings", s.warnings},
                {"db", DbPath(g)},
                {"seconds", secs},
@@ -139,6 +143,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
         }
         if (s.debug_missing + s.debug_failed > 0) fmt::print("  see 'symdex status -v' for what was tried\n");
       }
+      fmt::print("  probe verdicts: fentry/blacklist/init tables of {} files\n", s.probe_tables_read);
     }
   }
   return kFound;
@@ -160,6 +165,9 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   c->add_option("--debug-dir", o->debug_dirs,
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
                 "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}");
+  c->add_option("--kernel-config", o->kernel_config,
+                "The kernel's .config (default: /proc/config.gz, /boot/config-R; beside the System.map offline): "
+                "whether kprobe events may probe functions without an fentry site (CONFIG_KPROBE_EVENTS_ON_NOTRACE)");
   c->add_flag("--no-debuginfo", o->no_debuginfo, "Symbols only: skip DWARF (kallsyms-level answers)");
   c->add_flag("--no-debuginfod", o->no_debuginfod, "Never ask debuginfod servers (DEBUGINFOD_URLS)");
   c->add_flag("--no-addr-map", o->no_addr_map,

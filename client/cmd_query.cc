@@ -44,6 +44,7 @@ nlohmann::json ToJson(const query::Instance& in) {
     j["dwarf"] = nullptr;
   }
   if (!in.dwarf_note.empty()) j["dwarf_note"] = in.dwarf_note;
+  j["verdict"] = VerdictJson(in.verdict);
   return j;
 }
 
@@ -63,17 +64,27 @@ std::string SourceText(const query::Instance& in) {
   return out;
 }
 
-void PrintInstanceRow(const query::Instance& in, bool show_name) {
+// The VERDICT column: the kind, with "(kprobe only)" where ftrace does not list a function
+// kprobe events accept.
+std::string VerdictText(const query::ProbeVerdict& v) {
+  std::string s(query::ProbeabilityName(v.kind));
+  if (v.kind == query::Probeability::kTraceable && !v.ftrace) s += "(kprobe)";
+  if (v.kind == query::Probeability::kNoFentry && v.kprobe) s += "(kprobe)";
+  return s;
+}
+
+void PrintInstanceRow(const query::Instance& in, bool show_name, bool reasons) {
   std::string module = in.module.empty() ? "vmlinux" : in.module;
   std::string probe = in.probe.empty() ? "-" : in.probe;
   if (in.init_or_exit) probe += " (init/exit)";
   if (show_name) {
-    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {}\n", in.name, module, Location(in), in.type, SizeText(in),
-               probe, SourceText(in));
+    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", in.name, module, Location(in), in.type,
+               SizeText(in), probe, VerdictText(in.verdict), SourceText(in));
   } else {
-    fmt::print("  {:<16} {:<22} {} {:>7}  {:<22} {}\n", module, Location(in), in.type, SizeText(in), probe,
-               SourceText(in));
+    fmt::print("  {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", module, Location(in), in.type, SizeText(in), probe,
+               VerdictText(in.verdict), SourceText(in));
   }
+  if (reasons && !in.verdict.reason.empty()) fmt::print("      {}\n", in.verdict.reason);
 }
 
 struct WhichOptions {
@@ -97,9 +108,9 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
     fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", o.name, t->name);
   } else {
     fmt::print("{}: {} instance{} in target '{}'\n", o.name, found->size(), found->size() == 1 ? "" : "s", t->name);
-    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE",
-               "KPROBE TARGET", "SOURCE (entry line, declaration, compilation unit)");
-    for (const auto& in : *found) PrintInstanceRow(in, true);
+    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE",
+               "KPROBE TARGET", "VERDICT", "SOURCE (entry line, declaration, compilation unit)");
+    for (const auto& in : *found) PrintInstanceRow(in, true, true);
   }
   return found->empty() ? kNotFound : kFound;
 }
@@ -155,7 +166,7 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
         where += fmt::format("{}{}{}", where.empty() ? "" : ", ", m, n > 1 ? fmt::format(" x{}", n) : "");
       }
       fmt::print("{} ({}: {})\n", gr.name, gr.instances.size(), where);
-      for (const auto& in : gr.instances) PrintInstanceRow(in, false);
+      for (const auto& in : gr.instances) PrintInstanceRow(in, false, false);
     }
     fmt::print("{} duplicated {} names, {} symbols carry them ({} names repeat inside vmlinux) in target '{}'\n",
                groups->size(), o.q.all_types ? "symbol" : "text", symbols, vmlinux_only, t->name);
@@ -223,6 +234,8 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   dups->add_option("-t,--target", d->target, "Target to query (default: 'host', or the only one)");
   dups->add_option("-m,--module", d->q.module, "Only names with an instance in this module ('vmlinux' allowed)");
   dups->add_flag("--all-types", d->q.all_types, "Count every symbol type, not only text (t/T)");
+  dups->add_flag("--traceable", d->q.traceable,
+                 "Only the instances kprobe events accept (verdict traceable), and the names that have one");
   dups->add_flag("--with-init", d->q.with_init,
                  "Also count module .init/.exit text (init_module, cleanup_module...): plain nm counting");
   dups->footer(

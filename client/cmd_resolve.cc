@@ -11,6 +11,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "client/cli_common.h"
 #include "server/common/file_util.h"
@@ -73,7 +74,8 @@ nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const st
                       {"type", std::string(1, in.type)},
                       {"offset", offset},
                       {"canonical", canonical},
-                      {"probe", in.probe}};
+                      {"probe", in.probe},
+                      {"verdict", VerdictJson(in.verdict)}};
   j["address"] = in.addr ? nlohmann::json(fmt::format("0x{:x}", *in.addr + offset)) : nlohmann::json(nullptr);
   j["text_offset"] = in.text_offset ? nlohmann::json(*in.text_offset + offset) : nlohmann::json(nullptr);
   if (!in.section.empty()) {
@@ -214,9 +216,61 @@ absl::StatusOr<query::ResolveResult> ResolveUnique(query::QueryApi& api, const s
   return absl::NotFoundError("unresolved");
 }
 
+// Where a function the kernel refuses to probe can be probed instead, as ready commands: the
+// places its code was inlined into other functions (statement starts of its entry line, from
+// `lines`: vmlinux only) and the entries of those callers when kprobe events accept them.
+std::vector<std::string> ProbeableAlternatives(query::QueryApi& api, const std::string& target,
+                                               const query::Instance& in) {
+  std::vector<std::string> out;
+  if (!in.dwarf || in.dwarf->entry_file.empty() || in.dwarf->entry_line <= 0) return out;
+  const std::string where = fmt::format("{}:{}", in.dwarf->entry_file, in.dwarf->entry_line);
+  if (in.verdict.kind == query::Probeability::kNoFentry && in.verdict.unit_without_fentry()) {
+    // Every function of that file is refused alike: nothing inside it to point to.
+    return out;
+  }
+  std::map<std::string, std::string> callers;  // canonical spec -> caller name
+  std::set<uint64_t> seen;
+  size_t sites = 0;
+  // Inlined copies carry the body's lines, not always the entry row's: try both.
+  std::vector<std::pair<std::string, int>> probes = {{in.dwarf->entry_file, static_cast<int>(in.dwarf->entry_line)}};
+  if (!in.dwarf->decl_file.empty() && in.dwarf->decl_line > 0) {
+    for (int d = 1; d <= 2; ++d) probes.push_back({in.dwarf->decl_file, static_cast<int>(in.dwarf->decl_line) + d});
+  }
+  for (const auto& [file, line] : in.module.empty() ? probes : decltype(probes){}) {
+    auto lines = api.Lines(target, file, line);
+    if (!lines.ok()) continue;
+    for (const auto& info : lines->results) {
+      if (!info || !info->symbol || !info->symbol->text_offset) continue;
+      const query::Instance& caller = *info->symbol;
+      if (caller.addr == in.addr || caller.name == in.name) continue;  // an out-of-line copy
+      bool inlined = false;
+      for (const auto& f : info->frames) inlined |= f.function == in.dwarf->function;
+      if (!inlined || !caller.verdict.kprobe) continue;
+      const uint64_t at = *caller.text_offset + info->offset;
+      if (!seen.insert(at).second) continue;
+      if (sites < 8) {
+        out.push_back(
+            fmt::format("symdex kprobe -n _text+{}    # inlined into {}+{:#x}", at, caller.name, info->offset));
+        ++sites;
+      }
+      if (callers.size() < 5) {
+        auto r = api.Resolve(target, fmt::format("_text+{}", *caller.text_offset));
+        if (r.ok() && r->matches.size() == 1) callers.emplace(r->matches[0].canonical, caller.name);
+      }
+    }
+  }
+  for (const auto& [spec, name] : callers) {
+    out.push_back(fmt::format("symdex kprobe -n {}    # entry of {}, which inlines it", spec, name));
+  }
+  if (out.empty())
+    out.push_back(fmt::format("symdex lines {}    # its statements, and where they were inlined", where));
+  return out;
+}
+
 struct KprobeCliOptions {
   std::string target;
   bool dry_run = false;
+  bool force = false;
   std::string event;  // GRP/EVENT or EVENT
   bool ret = false;
   std::string tracefs;
@@ -250,6 +304,29 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   const query::Match* m = &probe->resolved.matches[0].match;
   const query::TargetInfo* t = &probe->resolved.target;
   const std::string* line = &probe->kprobe;
+  const query::ProbeVerdict& verdict = m->instance.verdict;
+  if (verdict.known() && !verdict.kprobe) {
+    const std::string canonical = probe->resolved.matches[0].canonical;
+    if (!o.force) {
+      std::vector<std::string> alt = ProbeableAlternatives(**api, o.target, m->instance);
+      if (g.json) {
+        PrintJson({{"target", t->name},
+                   {"status", "refused"},
+                   {"definition", *line},
+                   {"instance", InstanceJson(m->instance, m->offset, canonical)},
+                   {"alternatives", alt}});
+      } else {
+        fmt::print(stderr, "symdex: the kernel would refuse a kprobe on {}: {}\n", canonical, verdict.reason);
+        if (!alt.empty()) {
+          fmt::print(stderr, "probe-able instead:\n");
+          for (const auto& a : alt) fmt::print(stderr, "  {}\n", a);
+        }
+        fmt::print(stderr, "(--force prints the definition anyway)\n");
+      }
+      return kRefused;
+    }
+    if (!g.json) fmt::print(stderr, "symdex: warning: the kernel would refuse it: {}\n", verdict.reason);
+  }
   if (t->kind != "live" && !o.dry_run) {
     return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name,
                                                      "' is an offline kernel: use -n to print the "
@@ -292,6 +369,7 @@ struct FtraceOptions {
   std::string target;
   std::string tracefs;
   std::string spec;
+  bool force = false;
 };
 
 // available_filter_functions lists "name" or "name [module]" per line; its 1-based line number
@@ -306,6 +384,21 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
   if (!resolved.ok()) return code;
   const query::Match* m = &resolved->matches[0].match;
   const query::Instance& in = m->instance;
+  if (in.verdict.known() && !in.verdict.ftrace && !o.force) {
+    const std::string reason =
+        in.verdict.reason.empty() ? std::string(query::ProbeabilityName(in.verdict.kind)) : in.verdict.reason;
+    if (g.json) {
+      PrintJson({{"status", "refused"},
+                 {"function", in.name},
+                 {"module", in.module},
+                 {"canonical", resolved->matches[0].canonical},
+                 {"verdict", VerdictJson(in.verdict)}});
+    } else {
+      fmt::print(stderr, "symdex: ftrace does not list {}: {} (--force looks anyway)\n", resolved->matches[0].canonical,
+                 reason);
+    }
+    return kRefused;
+  }
   std::string dir = TracefsDir(o.tracefs);
   auto text = ReadFileBounded(dir + "/available_filter_functions", size_t{256} << 20);
   if (!text.ok()) return Fail(g, text.status());
@@ -344,9 +437,13 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
   if (index == 0) {
     auto all = (*api)->Which(o.target, in.name, true);
     if (!all.ok()) return Fail(g, all.status());
+    // ftrace lists only the copies with an fentry call at their entry, and not freed init
+    // code: counting any other copy would select a different line.
     std::vector<uint64_t> same_owner;
     for (const auto& c : all->instances) {
-      if (c.module == in.module && c.addr && IsTextSymbolType(c.type)) same_owner.push_back(*c.addr);
+      if (c.module != in.module || !c.addr || !IsTextSymbolType(c.type) || c.name != in.name) continue;
+      if (c.verdict.known() && !c.verdict.ftrace && c.addr != in.addr) continue;
+      same_owner.push_back(*c.addr);
     }
     std::sort(same_owner.begin(), same_owner.end());
     size_t rank = std::find(same_owner.begin(), same_owner.end(), in.addr.value_or(0)) - same_owner.begin();
@@ -357,7 +454,7 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
                                 " copies in kallsyms, no available_filter_functions_addrs)")));
     }
     index = lines[rank];
-    method = "address order among same-named functions";
+    method = "address order among the same-named functions ftrace lists";
   }
   if (g.json) {
     PrintJson({{"index", index}, {"function", in.name}, {"module", in.module}, {"method", method}});
@@ -419,6 +516,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_flag("-n,--dry-run", k->dry_run, "Print the kprobe_events line instead of writing it");
   kp->add_option("-e,--event", k->event, "GRP/EVENT (default symdex/<name>[_<file>_<line>])");
   kp->add_flag("-r,--return", k->ret, "Return probe (r:) instead of entry probe (p:)");
+  kp->add_flag("-f,--force", k->force, "Print (or write) the definition even when the kernel would refuse it");
   kp->add_option("-t,--target", k->target, "Target (default: 'host', or the only one)");
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("SPEC FETCHARGS", k->args, "A spec, then kprobe fetch args (e.g. 'arg1=%di:u64')")->required();
@@ -426,6 +524,10 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
       "-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended\n"
       "to kprobe_events and, if the kernel refuses it, its error_log reason is printed.\n"
+      "A function the kernel refuses (no fentry call, init text, kprobe blacklist: see the VERDICT of\n"
+      "'symdex which') is refused here first, exit 4, with probe-able places instead; --force prints it.\n"
+      "Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused\n"
+      "the write, 4 refused on its verdict.\n"
       "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
       "         p:t/pnp _text+6817776");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
@@ -435,7 +537,11 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   ft->add_option("SPEC", f->spec, "A spec ('symdex help specs')")->required();
   ft->add_option("-t,--target", f->target, "Target (default: 'host'); must be this live host");
   ft->add_option("--tracefs", f->tracefs, "tracefs directory (default /sys/kernel/tracing)");
-  ft->footer("Write the number to set_ftrace_filter: echo $(symdex ftrace-index SPEC) > set_ftrace_filter");
+  ft->add_flag("-f,--force", f->force, "Look it up even when its verdict says ftrace does not list it");
+  ft->footer(
+      "Write the number to set_ftrace_filter: echo $(symdex ftrace-index SPEC) > set_ftrace_filter\n"
+      "Exit: 0 printed, 1 not listed / no match, 2 ambiguous, 3 no index or tracefs, 4 its verdict says\n"
+      "ftrace does not list it (no fentry call at its entry, init text): --force looks anyway.");
   ft->callback([&g, &exit_code, f] { exit_code = RunFtraceIndex(g, *f); });
 
   auto ks = std::make_shared<KallsymsOptions>();

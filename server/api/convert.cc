@@ -31,6 +31,11 @@ void ToProto(const query::Instance& in, pb::Instance* out) {
     d->set_inline_copy(in.dwarf->inline_copy);
   }
   out->set_dwarf_note(in.dwarf_note);
+  out->set_verdict(std::string(query::ProbeabilityName(in.verdict.kind)));
+  out->set_kprobe_ok(in.verdict.kprobe);
+  out->set_ftrace_ok(in.verdict.ftrace);
+  out->set_verdict_reason(in.verdict.reason);
+  out->set_probe_bits(in.verdict.bits);
 }
 
 query::Instance FromProto(const pb::Instance& in) {
@@ -62,6 +67,11 @@ query::Instance FromProto(const pb::Instance& in) {
     out.dwarf = std::move(w);
   }
   out.dwarf_note = in.dwarf_note();
+  out.verdict.kind = query::ParseProbeability(in.verdict()).value_or(query::Probeability::kUnknown);
+  out.verdict.kprobe = in.kprobe_ok();
+  out.verdict.ftrace = in.ftrace_ok();
+  out.verdict.reason = in.verdict_reason();
+  out.verdict.bits = in.probe_bits();
   return out;
 }
 
@@ -76,6 +86,8 @@ void ToProto(const query::TargetSummary& t, pb::Target* out) {
   if (i.text_addr) out->set_text_address(*i.text_addr);
   out->set_indexed_at(i.indexed_at);
   out->set_generation(i.generation);
+  if (i.kprobe_events_on_notrace) out->set_kprobe_events_on_notrace(*i.kprobe_events_on_notrace);
+  out->set_kernel_config(i.kernel_config);
   out->set_modules(t.counts.modules);
   out->set_vmlinux_symbols(t.counts.vmlinux_symbols);
   out->set_module_symbols(t.counts.module_symbols);
@@ -94,6 +106,8 @@ query::TargetSummary FromProto(const pb::Target& t) {
   if (t.has_text_address()) i.text_addr = t.text_address();
   i.indexed_at = t.indexed_at();
   i.generation = t.generation();
+  if (t.has_kprobe_events_on_notrace()) i.kprobe_events_on_notrace = t.kprobe_events_on_notrace();
+  i.kernel_config = t.kernel_config();
   out.counts.modules = t.modules();
   out.counts.vmlinux_symbols = t.vmlinux_symbols();
   out.counts.module_symbols = t.module_symbols();

@@ -159,6 +159,7 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
   req.set_module(opts.module);
   req.set_all_types(opts.all_types);
   req.set_with_init(opts.with_init);
+  req.set_traceable(opts.traceable);
   auto reader = impl_->stub->ListDuplicates(&ctx, req);
   query::DupsResult out;
   std::vector<query::DupGroup> groups;

@@ -342,6 +342,7 @@ grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(
   o.module = req->module();
   o.all_types = req->all_types();
   o.with_init = req->with_init();
+  o.traceable = req->traceable();
   std::string target = req->target();
   using Writer = ListWriter<pb::DuplicateGroup>;
   return new Writer(this, ctx, "ListDuplicates", {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy},

@@ -13,6 +13,7 @@
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"
 #include "server/store/index_store.h"
+#include "server/target/kernel_config.h"
 
 namespace symdex::indexer {
 namespace {
@@ -35,6 +36,13 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   sum.addr_map_seconds = Since(t3);
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));
   return absl::OkStatus();
+}
+
+// Step 1's companion: the kernel config, for what probe verdicts assume.
+absl::Status ReadKernelConfig(const IndexRequest& req, target::KernelTarget& t) {
+  const std::string sysroot = req.live ? req.live->sysroot : "";
+  const std::string map = req.offline ? req.offline->system_map : "";
+  return target::AttachKernelConfig(t, req.kernel_config, target::KernelConfigCandidates(t, sysroot, map));
 }
 
 void Summarize(const target::KernelTarget& t, IndexSummary& sum) {
@@ -70,6 +78,8 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
   if (req.debuginfo)
     RETURN_IF_ERROR(AttachDebugInfo(
         db, req, t, Jobs(req), [](int) { return true; }, sum));
+  RETURN_IF_ERROR(JudgeProbes(
+      db, t, [](int) { return true; }, sum));
 
   // Step 7, WriteTarget: the whole target in one transaction.
   const auto t2 = Clock::now();
@@ -91,6 +101,7 @@ absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req) {
 absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req) {
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
+  RETURN_IF_ERROR(ReadKernelConfig(req, t));
   IndexSummary sum;
   sum.load_seconds = Since(t0);
   return IndexLoaded(db, req, t, sum);
@@ -100,6 +111,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
                                            const std::set<std::string>& changed) {
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
+  RETURN_IF_ERROR(ReadKernelConfig(req, t));
   IndexSummary sum;
   sum.load_seconds = Since(t0);
   // Only a module change with vmlinux as indexed is a delta; anything else is a whole re-index.
@@ -119,11 +131,9 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
     if (ingest::IsPseudoModule(m.name)) names.insert(m.name);
   }
   names.erase("");
-  if (req.debuginfo) {
-    RETURN_IF_ERROR(AttachDebugInfo(
-        db, req, t, Jobs(req), [&](int m) { return m >= 0 && names.count(t.modules[static_cast<size_t>(m)].name); },
-        sum));
-  }
+  auto changed_module = [&](int m) { return m >= 0 && names.count(t.modules[static_cast<size_t>(m)].name); };
+  if (req.debuginfo) RETURN_IF_ERROR(AttachDebugInfo(db, req, t, Jobs(req), changed_module, sum));
+  RETURN_IF_ERROR(JudgeProbes(db, t, changed_module, sum));
   // Step 7, WriteTarget: just these modules, in one transaction.
   const auto t2 = Clock::now();
   CountJoined(

@@ -28,6 +28,9 @@ struct IndexRequest {
   target::ProgressFn progress;
   // Replace the target even when its input looks truncated (indexer/input_checks.h).
   bool force = false;
+  // The kernel's .config (for CONFIG_KPROBE_EVENTS_ON_NOTRACE); "" = look in the usual places
+  // (target/kernel_config.h).
+  std::string kernel_config;
 };
 
 struct IndexSummary {
@@ -37,6 +40,7 @@ struct IndexSummary {
   size_t text_symbols = 0, text_with_dwarf = 0;
   size_t debug_indexed = 0, debug_cached = 0, debug_missing = 0, debug_failed = 0;
   size_t addr_maps_built = 0, addr_maps_present = 0;
+  size_t probe_tables_read = 0;  // files whose fentry/blacklist/init tables gave probe verdicts
   double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
   std::vector<std::string> warnings;
   std::vector<std::string> delta_modules;  // UpdateModules: the modules replaced (empty: whole target)

@@ -1,7 +1,7 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
 //   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles -> 4 IndexDwarf
-//     -> 5 JoinSymbolsToDwarf -> 6 WriteAddrMaps -> 7 WriteTarget
+//     -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes -> 6 WriteAddrMaps -> 7 WriteTarget
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
 // made; nothing is written to SQLite and read back. Debug files are the one exception to
@@ -91,6 +91,11 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
 // A failure is a warning on the target (answers stay right, only slower), not an error.
 absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
                            const std::vector<Part>& parts, IndexSummary& sum);
+
+// Step 5b: the probe bits (target/probe_bits.h) of the code symbols of vmlinux and of the
+// modules `want` selects, from the kernel's own tables in each part's debug file (else the
+// module file itself; vmlinux's areas from its symbols). Files without tables are a warning.
+absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum);
 
 // (Step 7, WriteTarget, is store::ReplaceTarget / store::ReplaceModules: one transaction.)
 

@@ -432,7 +432,7 @@ absl::StatusOr<DupsResult> LocalQuery::Dups(const std::string& target, const Dup
     {
       std::lock_guard<std::mutex> l(cache->mu);
       auto& p = cache->dups[StrCat(opts.module, std::string_view("\0", 1), opts.all_types ? "a" : "-",
-                                   opts.with_init ? "i" : "-")];
+                                   opts.with_init ? "i" : "-", opts.traceable ? "t" : "-")];
       if (!p) p = std::make_shared<Cache::DupsSlot>();
       slot = p;
     }

@@ -41,6 +41,7 @@ Instance MakeInstance(const store::TargetInfo& t, const store::SymbolRecord& r) 
     in.section_offset = r.addr;
     in.init_or_exit = IsInitOrExitSection(r.section);
   }
+  in.verdict = ProbeVerdictOf(t, r);
   return in;
 }
 
@@ -172,8 +173,10 @@ absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInf
       in.same_name_total = static_cast<int64_t>(idx.size());
       in.same_name_in_module = per_module[rows[i].module];
       FillProbe(in);
+      if (opts.traceable && !in.verdict.kprobe) continue;
       g.instances.push_back(std::move(in));
     }
+    if (g.instances.empty()) continue;
     std::sort(g.instances.begin(), g.instances.end(), [](const Instance& a, const Instance& b) {
       return std::tie(a.module, a.section, a.section_offset, a.addr) <
              std::tie(b.module, b.section, b.section_offset, b.addr);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/query/probe_verdict.h"
 #include "server/store/index_store.h"
 
 namespace symdex::query {
@@ -34,6 +35,8 @@ struct Instance {
   // From DWARF (debug info indexed for this vmlinux/module), else dwarf_note says why not.
   std::optional<store::DwarfInfo> dwarf;
   std::string dwarf_note;
+  // What the kernel will do with a probe on it (probe_verdict.h).
+  ProbeVerdict verdict;
 };
 
 // Picks the target a query runs against: `requested` when given; otherwise "host" if indexed,
@@ -65,6 +68,9 @@ struct DupsOptions {
   std::string module;      // only names with an instance in this module ("vmlinux" allowed)
   bool all_types = false;  // default: text symbols (t/T) only, as kas_alias
   bool with_init = false;  // also count module .init/.exit symbols (plain `nm` counting)
+  // List only the instances kprobe events accept (ProbeVerdict::kprobe), and only names with
+  // one; the counts stay over every copy (the kernel's name lookup sees them all).
+  bool traceable = false;
 };
 
 struct DupGroup {

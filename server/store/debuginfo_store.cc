@@ -4,11 +4,15 @@
 
 namespace symdex::store {
 
-absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex) {
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT id, build_id, relocatable, path, text_addr, index_seconds, units, "
-                                       "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, "
-                                       "file_dev FROM debug_files WHERE build_id = ?1"));
-  st.Bind(1, build_id_hex);
+namespace {
+
+absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFileWhere(Db& db, const char* where, const std::string& key) {
+  ASSIGN_OR_RETURN(Stmt st,
+                   db.Prepare(StrCat("SELECT id, build_id, relocatable, path, text_addr, index_seconds, units, "
+                                     "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, "
+                                     "file_dev FROM debug_files WHERE ",
+                                     where)));
+  st.Bind(1, key);
   ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<DebugFileInfo>();
   DebugFileInfo d;
@@ -26,6 +30,16 @@ absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::st
         .size = st.Int(9), .mtime_ns = st.Int(10), .ctime_ns = st.Int(11), .ino = st.Int(12), .dev = st.Int(13)};
   }
   return std::optional<DebugFileInfo>(d);
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex) {
+  return FindDebugFileWhere(db, "build_id = ?1", build_id_hex);
+}
+
+absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFileById(Db& db, int64_t id) {
+  return FindDebugFileWhere(db, "id = CAST(?1 AS INTEGER)", std::to_string(id));
 }
 
 bool StoredIndexIsCurrent(const DebugFileInfo& d) {

@@ -27,6 +27,7 @@ struct DebugFileInfo {
 };
 
 absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex);
+absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFileById(Db& db, int64_t id);
 
 // Stores `idx` under `build_id_hex` in one transaction and returns its id. If the build-ID is
 // already stored from the same file with the same stamp (another run got there first) nothing

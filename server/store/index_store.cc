@@ -27,7 +27,7 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 
 constexpr const char* kTargetCols =
     "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
-    "indexed_at, generation";
+    "indexed_at, generation, kprobe_events_on_notrace, kernel_config";
 
 TargetInfo ReadTarget(const Stmt& st) {
   TargetInfo t;
@@ -41,6 +41,8 @@ TargetInfo ReadTarget(const Stmt& st) {
   t.text_addr = OptU64(st.OptInt(7));
   t.indexed_at = st.Int(8);
   t.generation = st.Int(9);
+  if (!st.IsNull(10)) t.kprobe_events_on_notrace = st.Int(10) != 0;
+  t.kernel_config = st.Text(11);
   return t;
 }
 
@@ -48,7 +50,7 @@ constexpr const char* kSymbolSelect =
     "SELECT s.name, s.type, COALESCE(m.name,''), s.addr, COALESCE(s.section,''), s.size, s.size_exact, "
     "s.src_line, COALESCE(s.dwarf_note,''), COALESCE(f.name,''), COALESCE(su.name, fu.name, ''), "
     "COALESCE(df.path,''), COALESCE(f.decl_line,0), COALESCE(sf.path,''), COALESCE(s.src_line,0), "
-    "COALESCE(f.flags,0), s.dwarf_function_id "
+    "COALESCE(f.flags,0), s.dwarf_function_id, s.probe "
     "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id "
     "LEFT JOIN dwarf_functions f ON f.id = s.dwarf_function_id "
     "LEFT JOIN dwarf_units fu ON fu.debug_file_id = f.debug_file_id AND fu.idx = f.unit "
@@ -79,6 +81,7 @@ SymbolRecord ReadSymbol(const Stmt& st) {
     r.dwarf = std::move(d);
   }
   r.dwarf_note = st.Text(8);
+  r.probe = static_cast<uint32_t>(st.Int(17));
   return r;
 }
 
@@ -110,10 +113,11 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
     }
   }
 
-  ASSIGN_OR_RETURN(Stmt ins_sym,
-                   db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
-                              "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
-                              "src_file, src_line) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
+  ASSIGN_OR_RETURN(
+      Stmt ins_sym,
+      db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
+                 "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
+                 "src_file, src_line, probe) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"));
   const bool vmlinux = pick("");
   for (const auto& s : t.symbols) {
     if (s.module >= 0 ? module_ids.at(static_cast<size_t>(s.module)) == 0 : !vmlinux) continue;
@@ -125,7 +129,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
     ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
     ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
     ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
-    ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line);
+    ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line).Bind(15, int64_t{s.probe});
     RETURN_IF_ERROR(ins_sym.Run());
   }
 
@@ -175,10 +179,16 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   }
   ASSIGN_OR_RETURN(Stmt ins_target,
                    db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
-                              "indexed_at, generation, warnings) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"));
+                              "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config) "
+                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"));
   ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
   ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
   ins_target.Bind(9, StrJoin(t.warnings, "\n"));
+  if (t.kprobe_events_on_notrace)
+    ins_target.Bind(10, int64_t{*t.kprobe_events_on_notrace});
+  else
+    ins_target.BindNull(10);
+  ins_target.Bind(11, t.kernel_config);
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 

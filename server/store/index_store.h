@@ -21,6 +21,8 @@ struct TargetInfo {
   std::optional<uint64_t> text_addr;
   int64_t indexed_at = 0;
   int64_t generation = 0;
+  std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one
+  std::string kernel_config;                     // where that was read
 };
 
 struct TargetCounts {
@@ -64,6 +66,7 @@ struct SymbolRecord {
   bool size_exact = false;
   std::optional<DwarfInfo> dwarf;
   std::string dwarf_note;  // why there is no DWARF function, or where in it the symbol is
+  uint32_t probe = 0;      // target::ProbeBits
 };
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.

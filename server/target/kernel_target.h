@@ -37,6 +37,7 @@ struct SymbolEntry {
   std::optional<int64_t> dwarf_function_id;
   std::optional<int64_t> src_unit, src_file, src_line;  // line-table row at the symbol address
   std::string dwarf_note;
+  uint32_t probe = 0;  // target::ProbeBits (probe_bits.h), set by the indexer's probe step
 };
 
 // Which debug file a part of the target (vmlinux or a module) uses, or why none.
@@ -70,6 +71,10 @@ struct KernelTarget {
   std::vector<SourceFile> files;
   std::vector<DebugInfoRecord> debuginfo;
   std::vector<std::string> warnings;
+  // The kernel's CONFIG_KPROBE_EVENTS_ON_NOTRACE (unknown without a kernel config), and the
+  // config file it was read from.
+  std::optional<bool> kprobe_events_on_notrace;
+  std::string kernel_config;
 };
 
 // Reports progress of long steps: ("modules", 300, 1121).

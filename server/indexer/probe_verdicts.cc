@@ -1,0 +1,302 @@
+// Step 5b of an index run (steps.h, JudgeProbes): the probe bits (target/probe_bits.h) of every
+// code symbol, from the kernel's own tables (ingest/probe_tables.h) applied the way the kernel
+// applies them:
+//  - an fentry site belongs to the symbol kallsyms would name for it: the greatest symbol
+//    address not above it, of the same owner (vmlinux, or the module: for an offline module,
+//    the same section), every alias at that address alike (kallsyms_lookup_size_offset);
+//  - ftrace lists a function when a site is at its entry (the kernel's
+//    FTRACE_MCOUNT_MAX_OFFSET: 0, 4 with IBT's endbr64) — a site further in is code a dropped
+//    weak function left behind, which 6.1 lists as __ftrace_invalid_address___N;
+//  - kprobe events' notrace check (trace_kprobe.c within_notrace_func) passes when any site lies
+//    in the symbol's extent, or, for NAME.suffix, in the extent of the first symbol named NAME
+//    (the kernel's kprobe_lookup_name: vmlinux first, then modules in order);
+//  - a blacklist entry blacklists the symbol holding it; an area, every symbol starting in it
+//    and the one holding its start (kprobe_add_area_blacklist); a clone whose base name is
+//    blacklisted is refused too (within_kprobe_blacklist);
+//  - init text: symbols starting in [_sinittext, _einittext), or in a module's .init* section.
+// Areas come from the image when it was read, else from the same symbols in kallsyms/System.map
+// (_sinittext, __noinstr_text_start, ...), so init and blacklist verdicts need no debug file.
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+#include "server/common/strings.h"
+#include "server/common/symbol_type.h"
+#include "server/debuginfo/probe_files.h"
+#include "server/indexer/steps.h"
+#include "server/ingest/kallsyms.h"
+#include "server/store/index_store.h"
+#include "server/target/probe_bits.h"
+
+namespace symdex::indexer {
+namespace {
+
+using target::SymbolEntry;
+
+// Where ftrace still calls a site the function's own (x86: 0, or 4 after endbr64 with IBT).
+constexpr uint64_t kFtraceMaxEntryOffset = 4;
+
+// The symbols of one address space (vmlinux; a live module; one section of an offline
+// module), sorted by address, ties in input order (kallsyms lists aliases in that order).
+struct Space {
+  std::vector<size_t> syms;
+  std::vector<uint64_t> addrs;  // parallel
+
+  // [first, last) of the symbols at the greatest address <= a; first == last: none.
+  std::pair<size_t, size_t> Holding(uint64_t a) const {
+    size_t hi = static_cast<size_t>(std::upper_bound(addrs.begin(), addrs.end(), a) - addrs.begin());
+    if (hi == 0) return {0, 0};
+    size_t lo = hi - 1;
+    while (lo > 0 && addrs[lo - 1] == addrs[hi - 1]) --lo;
+    return {lo, hi};
+  }
+};
+
+struct Owner {
+  int module = -1;
+  std::map<std::string, Space, std::less<>> spaces;  // by section ("" = absolute addresses)
+  bool fentry_known = false;
+};
+
+class Judge {
+ public:
+  Judge(target::KernelTarget& t) : t_(t) {}
+
+  void Build(const std::vector<int>& owners) {
+    for (int m : owners) owners_.emplace(m, Owner{.module = m});
+    for (size_t i = 0; i < t_.symbols.size(); ++i) {
+      const SymbolEntry& s = t_.symbols[i];
+      auto it = owners_.find(s.module);
+      if (it == owners_.end()) continue;
+      it->second.spaces[s.section].syms.push_back(i);
+    }
+    for (auto& [m, o] : owners_) {
+      for (auto& [sec, sp] : o.spaces) {
+        std::stable_sort(sp.syms.begin(), sp.syms.end(),
+                         [&](size_t a, size_t b) { return t_.symbols[a].addr < t_.symbols[b].addr; });
+        sp.addrs.reserve(sp.syms.size());
+        for (size_t i : sp.syms) sp.addrs.push_back(t_.symbols[i].addr);
+      }
+    }
+  }
+
+  Owner& owner(int m) { return owners_.at(m); }
+
+  // The space and address a table place maps to in `o`: vmlinux adds the KASLR slide; a live
+  // module turns (section, offset) into an absolute address through its section bases.
+  std::optional<std::pair<Space*, uint64_t>> Locate(Owner& o, const std::string& section, uint64_t addr,
+                                                    uint64_t slide) {
+    if (o.module < 0) return Where(o, "", addr + slide);
+    if (o.spaces.count(section) && !section.empty()) return Where(o, section, addr);
+    const auto& m = t_.modules[static_cast<size_t>(o.module)];
+    for (const auto& [name, base] : m.sections) {
+      if (name == section) return Where(o, "", base + addr);
+    }
+    return std::nullopt;
+  }
+
+  void Mark(Space& sp, std::pair<size_t, size_t> r, uint32_t bits) {
+    for (size_t k = r.first; k < r.second; ++k) {
+      SymbolEntry& s = t_.symbols[sp.syms[k]];
+      if (IsCodeSymbolType(s.type)) s.probe |= bits;
+    }
+  }
+
+  void Fentry(Space& sp, uint64_t site) {
+    auto r = sp.Holding(site);
+    if (r.first == r.second) return;
+    uint32_t bits = target::kProbeFentryInside;
+    if (site - sp.addrs[r.first] <= kFtraceMaxEntryOffset) bits |= target::kProbeFentryEntry;
+    Mark(sp, r, bits);
+  }
+
+  void Area(Space& sp, uint64_t lo, uint64_t hi, uint32_t bits, bool with_holder) {
+    if (with_holder) Mark(sp, sp.Holding(lo), bits);
+    size_t a = static_cast<size_t>(std::lower_bound(sp.addrs.begin(), sp.addrs.end(), lo) - sp.addrs.begin());
+    size_t b = static_cast<size_t>(std::lower_bound(sp.addrs.begin(), sp.addrs.end(), hi) - sp.addrs.begin());
+    Mark(sp, {a, b}, bits);
+  }
+
+  void Apply(Owner& o, const ingest::ProbeTables& tab, uint64_t slide) {
+    o.fentry_known = tab.fentry_known;
+    for (const auto& p : tab.fentry) {
+      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->first, w->second);
+    }
+    for (const auto& p : tab.blacklist) {
+      if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->first, w->first->Holding(w->second), kBl);
+    }
+    for (const auto& a : tab.blacklist_areas) {
+      if (auto w = Locate(o, a.section, a.lo, slide)) {
+        Area(*w->first, w->second, w->second + (a.hi - a.lo), kBl, true);
+        if (a.what == ".noinstr.text") {
+          Area(*w->first, w->second, w->second + (a.hi - a.lo), target::kProbeNoinstr, false);
+        }
+      }
+    }
+    for (const auto& a : tab.init_areas) {
+      if (auto w = Locate(o, a.section, a.lo, slide)) {
+        Area(*w->first, w->second, w->second + (a.hi - a.lo), target::kProbeInit, false);
+      }
+    }
+  }
+
+  // vmlinux areas from its own symbols, when no image was read.
+  void AreasFromSymbols(Owner& o) {
+    auto it = o.spaces.find("");
+    if (it == o.spaces.end()) return;
+    std::unordered_map<std::string_view, uint64_t> v;
+    for (size_t i : it->second.syms) v.emplace(t_.symbols[i].name, t_.symbols[i].addr);
+    auto area = [&](std::string_view s, std::string_view e, uint32_t bits, bool holder) {
+      auto a = v.find(s), b = v.find(e);
+      if (a != v.end() && b != v.end() && b->second > a->second) Area(it->second, a->second, b->second, bits, holder);
+    };
+    area("_sinittext", "_einittext", target::kProbeInit, false);
+    area("__kprobes_text_start", "__kprobes_text_end", kBl, true);
+    area("__noinstr_text_start", "__noinstr_text_end", kBl | target::kProbeNoinstr, true);
+    area("__entry_text_start", "__entry_text_end", kBl, true);
+  }
+
+  // Offline modules: symbols of .init* sections are init text whatever the tables say.
+  void ModuleInitSections(Owner& o) {
+    for (auto& [sec, sp] : o.spaces) {
+      if (sec.starts_with(".init")) Mark(sp, {0, sp.syms.size()}, target::kProbeInit);
+    }
+  }
+
+  void Finish() {
+    // kProbeJudged where the fentry sites are known.
+    for (auto& [m, o] : owners_) {
+      if (!o.fentry_known) continue;
+      for (auto& [sec, sp] : o.spaces) Mark(sp, {0, sp.syms.size()}, target::kProbeJudged);
+    }
+    // The first code symbol of each name, as kprobe_lookup_name finds it: vmlinux, then modules.
+    std::unordered_map<std::string_view, size_t> first;
+    std::vector<size_t> order(t_.symbols.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return (t_.symbols[a].module < 0 ? -1 : t_.symbols[a].module) <
+             (t_.symbols[b].module < 0 ? -1 : t_.symbols[b].module);
+    });
+    for (size_t i : order) {
+      if (IsCodeSymbolType(t_.symbols[i].type)) first.emplace(t_.symbols[i].name, i);
+    }
+    for (SymbolEntry& s : t_.symbols) {
+      if (!IsCodeSymbolType(s.type) || !(s.probe & target::kProbeJudged)) continue;
+      const size_t dot = s.name.find('.');
+      if (dot == std::string::npos || dot == 0) continue;
+      auto it = first.find(std::string_view(s.name).substr(0, dot));
+      if (it == first.end()) continue;
+      const uint32_t base = t_.symbols[it->second].probe;
+      if (!(s.probe & target::kProbeFentryInside) && (base & target::kProbeFentryInside)) {
+        s.probe |= target::kProbeBaseTraceable;
+      }
+      if (base & kBl) s.probe |= kBl;
+    }
+    // Compilation units without a single fentry site.
+    std::map<std::pair<int64_t, int64_t>, bool> unit_has;
+    for (const SymbolEntry& s : t_.symbols) {
+      if (!(s.probe & target::kProbeJudged) || !s.debug_file_id || !s.src_unit) continue;
+      unit_has[{*s.debug_file_id, *s.src_unit}] |= (s.probe & target::kProbeFentryInside) != 0;
+    }
+    for (SymbolEntry& s : t_.symbols) {
+      if (!(s.probe & target::kProbeJudged) || (s.probe & target::kProbeFentryInside) || !s.debug_file_id ||
+          !s.src_unit)
+        continue;
+      if (auto it = unit_has.find({*s.debug_file_id, *s.src_unit}); it != unit_has.end() && !it->second) {
+        s.probe |= target::kProbeUnitWithoutFentry;
+      }
+    }
+  }
+
+ private:
+  static constexpr uint32_t kBl = target::kProbeBlacklisted;
+
+  std::optional<std::pair<Space*, uint64_t>> Where(Owner& o, const std::string& section, uint64_t addr) {
+    auto it = o.spaces.find(section);
+    if (it == o.spaces.end()) return std::nullopt;
+    return std::make_pair(&it->second, addr);
+  }
+  target::KernelTarget& t_;
+  std::map<int, Owner> owners_;
+};
+
+// The vmlinux debug file this run (or an earlier one) found: its path and link-time _text.
+absl::StatusOr<std::optional<store::DebugFileInfo>> VmlinuxDebugFile(store::Db& db, const target::KernelTarget& t) {
+  for (const auto& d : t.debuginfo) {
+    if (d.module.empty() && d.debug_file_id) return store::FindDebugFileById(db, *d.debug_file_id);
+  }
+  ASSIGN_OR_RETURN(auto old, store::FindTarget(db, t.name));
+  if (!old) return std::optional<store::DebugFileInfo>();
+  return store::DebugFileOf(db, old->id, "");
+}
+
+}  // namespace
+
+absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum) {
+  std::vector<int> owners = {-1};  // vmlinux always: clones in modules may need its names
+  for (size_t i = 0; i < t.modules.size(); ++i) {
+    if (want(static_cast<int>(i)) && !ingest::IsPseudoModule(t.modules[i].name)) owners.push_back(static_cast<int>(i));
+  }
+  Judge judge(t);
+  judge.Build(owners);
+  size_t read = 0, failed = 0;
+  std::vector<std::string> failures;
+
+  // vmlinux: its debug file (a vmlinux from the -dbg package has every table), slid by KASLR.
+  ASSIGN_OR_RETURN(auto vml, VmlinuxDebugFile(db, t));
+  bool vmlinux_read = false;
+  if (vml && !vml->path.empty()) {
+    auto tab = debuginfo::ReadProbeTablesFile(vml->path);
+    if (tab.ok() && !tab->relocatable) {
+      uint64_t slide = 0;
+      if (t.text_addr && vml->text_addr) slide = *t.text_addr - *vml->text_addr;
+      judge.Apply(judge.owner(-1), *tab, slide);
+      vmlinux_read = true;
+      ++read;
+    } else {
+      ++failed;
+      failures.push_back(tab.ok() ? StrCat(vml->path, ": not a linked image") : std::string(tab.status().message()));
+    }
+  }
+  if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1));
+
+  // Modules: the debug file the join used, else the module file itself (an offline kernel's
+  // .ko keeps __mcount_loc and its relocations when stripped of debug info).
+  std::unordered_map<std::string, const target::DebugInfoRecord*> records;
+  for (const auto& d : t.debuginfo) {
+    if (!d.module.empty() && d.debug_file_id && !d.path.empty()) records[d.module] = &d;
+  }
+  for (size_t k = 1; k < owners.size(); ++k) {
+    const int m = owners[k];
+    const target::ModuleInfo& mod = t.modules[static_cast<size_t>(m)];
+    std::vector<std::string> paths;
+    if (auto it = records.find(mod.name); it != records.end()) paths.push_back(it->second->path);
+    if (!mod.path.empty()) paths.push_back(mod.path);
+    Owner& o = judge.owner(m);
+    judge.ModuleInitSections(o);
+    for (const std::string& p : paths) {
+      auto tab = debuginfo::ReadProbeTablesFile(p);
+      if (tab.ok() && tab->relocatable) {
+        judge.Apply(o, *tab, 0);
+        ++read;
+        break;
+      }
+      if (p == paths.back()) {
+        ++failed;
+        if (failures.size() < 3) {
+          failures.push_back(tab.ok() ? StrCat(p, ": not a module") : std::string(tab.status().message()));
+        }
+      }
+    }
+  }
+  judge.Finish();
+  sum.probe_tables_read = read;
+  if (failed > 0) {
+    t.warnings.push_back(StrCat("probe verdicts: ", failed, " file(s) without readable probe tables (",
+                                StrJoin(failures, "; "), failed > failures.size() ? "; ..." : "", ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace symdex::indexer

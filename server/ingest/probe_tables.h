@@ -1,0 +1,57 @@
+// Reads, from a kernel image (vmlinux, ET_EXEC) or a module (.ko, ET_REL), the tables the kernel
+// itself consults when it accepts or refuses a probe. Pure: bytes in, records out (libelf, every
+// Elf* owned; every read bounded by the section it comes from).
+//
+//  - fentry sites: every `call __fentry__` the compiler emitted (-pg -mfentry -mrecord-mcount).
+//    vmlinux: the u64 addresses between the symbols __start_mcount_loc and __stop_mcount_loc
+//    (in .init.data); a module: its __mcount_loc section, whose entries are relocations against
+//    the text sections. ftrace lists a function in available_filter_functions only when it has
+//    one at its entry; kprobe *events* refuse a function without one anywhere in it (unless the
+//    kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE).
+//  - the kprobe blacklist: NOKPROBE_SYMBOL entries (vmlinux: __start/__stop_kprobe_blacklist;
+//    a module: its _kprobe_blacklist section) and whole areas: .kprobes.text, .noinstr.text and,
+//    on x86, .entry.text (kernel/kprobes.c populate_kprobe_blacklist and the arch hook).
+//  - init text, freed after boot (vmlinux: _sinittext.._einittext) or after a module's load
+//    (its .init* executable sections).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "server/common/status.h"
+
+namespace symdex::ingest {
+
+// A place in the image: `section` "" for a linked image (addr is a link-time virtual address),
+// else the section of a relocatable module that `addr` is an offset into.
+struct ProbePlace {
+  std::string section;
+  uint64_t addr = 0;
+};
+
+struct ProbeArea {
+  std::string section;
+  uint64_t lo = 0, hi = 0;  // [lo, hi)
+  std::string what;         // the kind of text: ".noinstr.text", ".entry.text", ".init.text", ...
+};
+
+struct ProbeTables {
+  bool relocatable = false;
+  // The image says where its fentry sites are (a vmlinux built with dynamic ftrace has the
+  // __start/__stop_mcount_loc symbols; a module always can: no __mcount_loc section = none).
+  // false: `fentry` is empty because nothing is known, not because there are none.
+  bool fentry_known = false;
+  std::vector<ProbePlace> fentry;
+  std::vector<ProbePlace> blacklist;  // function addresses named by NOKPROBE_SYMBOL
+  std::vector<ProbeArea> blacklist_areas;
+  std::vector<ProbeArea> init_areas;
+  // What was skipped and why (relocations of a type this reader does not apply, ...).
+  std::vector<std::string> notes;
+};
+
+// `image` must stay alive and unmodified during the call; libelf reads it in place.
+absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image);
+
+}  // namespace symdex::ingest

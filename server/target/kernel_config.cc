@@ -1,0 +1,79 @@
+#include "server/target/kernel_config.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "server/ingest/decompress.h"
+#include "server/ingest/kernel_config.h"
+
+namespace symdex::target {
+namespace {
+
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;  // 6.1's is ~250 KB
+
+absl::StatusOr<std::string> ReadConfig(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string raw, ReadFileBounded(path, kMaxConfigBytes));
+  const ingest::Compression c = ingest::DetectCompression(raw);
+  if (c != ingest::Compression::kNone) {
+    ASSIGN_OR_RETURN(raw, ingest::Decompress(raw, c, kMaxConfigBytes));
+  }
+  if (!ingest::LooksLikeKernelConfig(raw)) {
+    return absl::InvalidArgumentError(StrCat(path, " is not a kernel config (no CONFIG_ lines)"));
+  }
+  return raw;
+}
+
+}  // namespace
+
+std::vector<std::string> KernelConfigCandidates(const KernelTarget& t, const std::string& sysroot,
+                                                const std::string& system_map) {
+  std::vector<std::string> out;
+  if (t.kind == "live") {
+    out.push_back(SysrootPath(sysroot, "/proc/config.gz"));
+    if (!t.release.empty()) {
+      out.push_back(SysrootPath(sysroot, "/boot/config-" + t.release));
+      out.push_back(SysrootPath(sysroot, "/lib/modules/" + t.release + "/config"));
+    }
+  } else if (!system_map.empty()) {
+    const std::string dir = std::filesystem::path(system_map).parent_path().string();
+    const std::string base = dir.empty() ? "" : dir + "/";
+    if (!t.release.empty()) out.push_back(base + "config-" + t.release);
+    out.push_back(base + "config");
+  }
+  return out;
+}
+
+absl::Status AttachKernelConfig(KernelTarget& t, const std::string& explicit_path,
+                                const std::vector<std::string>& candidates) {
+  const std::string_view kOption = "CONFIG_KPROBE_EVENTS_ON_NOTRACE";
+  auto use = [&](const std::string& path, const std::string& text) {
+    t.kprobe_events_on_notrace = ingest::KernelConfigBool(text, kOption).value_or(false);
+    t.kernel_config = path;
+    t.files.push_back({"kernel-config", path, InputFileStatus::kUsed, ""});
+  };
+  if (!explicit_path.empty()) {
+    auto text = ReadConfig(explicit_path);
+    if (!text.ok()) return absl::InvalidArgumentError(StrCat("--kernel-config: ", text.status().message()));
+    use(explicit_path, *text);
+    return absl::OkStatus();
+  }
+  for (const std::string& path : candidates) {
+    if (::access(path.c_str(), F_OK) != 0) continue;
+    auto text = ReadConfig(path);
+    if (!text.ok()) {
+      t.files.push_back({"kernel-config", path, InputFileStatus::kError, std::string(text.status().message())});
+      continue;
+    }
+    use(path, *text);
+    return absl::OkStatus();
+  }
+  t.warnings.push_back(
+      "no kernel config found (--kernel-config FILE): probe verdicts assume CONFIG_KPROBE_EVENTS_ON_NOTRACE=n, "
+      "as distributions build");
+  return absl::OkStatus();
+}
+
+}  // namespace symdex::target
