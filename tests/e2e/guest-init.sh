@@ -59,6 +59,11 @@ for m in $(cut -d' ' -f1 /proc/modules); do
   [ -r "/sys/module/$m/notes/.note.gnu.build-id" ] &&
     cat "/sys/module/$m/notes/.note.gnu.build-id" >"$C/sys/module/$m/notes/.note.gnu.build-id"
 done
+# What the kernel itself says about probing, to judge symdex's verdicts against (not read by
+# 'symdex index': outside the paths a sysroot has).
+mkdir -p $C/verdicts
+cat /sys/kernel/tracing/available_filter_functions >$C/verdicts/available_filter_functions
+cat /sys/kernel/debug/kprobes/blacklist >$C/verdicts/kprobes_blacklist
 tar -C $C -czf /tmp/cap.tgz . || die "tar failed"
 send_file capture /tmp/cap.tgz
 say "READY"

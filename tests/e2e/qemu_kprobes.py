@@ -36,6 +36,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -45,6 +46,8 @@ import sys
 import tarfile
 import tempfile
 import time
+
+import verdicts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SKIP = 77
@@ -472,8 +475,9 @@ def main():
         db = os.path.join(work, "index.db")
         env = dict(os.environ)
         env.pop("DEBUGINFOD_URLS", None)
+        config = os.path.join(a.image_root, "boot", f"config-{a.krel}")
         r = run([a.symdex, "--db", db, "index", "--sysroot", sysroot, "--debug-dir", debug,
-                 "--no-debuginfod", "--json"], env=env)
+                 "--no-debuginfod", "--kernel-config", config, "--json"], env=env)
         if r.returncode != 0:
             raise Fail(f"symdex index --sysroot failed ({r.returncode}):\n{r.stdout}{r.stderr}")
         log("symdex index --sysroot: " + summarize_index(r.stdout))
@@ -556,6 +560,9 @@ def main():
             failures.append(f"need >= {MIN_NAMES} names with vmlinux and module instances; "
                             f"got {len(names)} names, {len(vm)} vmlinux, {len(md)} module")
 
+        vsample = prepare_verdict_sample(a.symdex, db, env, dups, sysroot, syms,
+                                         {p["expect"] for p in probes})
+
         # 4. in the guest: the plain name first (must fail), then every probe
         plain = f"p:t/plain {PLAIN}"
         guest.send(f"PROBE {plain}")
@@ -568,6 +575,13 @@ def main():
             if t != "RESULT":
                 raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
             p["guest"] = res.split(" ", 1)[1]
+        # the verdict sample: symdex's line where it printed one, the raw address where it refused
+        for v in vsample:
+            guest.send(f"PROBE {v['line']}")
+            t, res = guest.msg()
+            if t != "RESULT":
+                raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
+            v["guest"] = res.split(" ", 1)[1]
         guest.send("LIST")
         events = guest.file("kprobe_events").decode(errors="replace")
         klist = guest.file("kprobes_list").decode(errors="replace")
@@ -652,6 +666,7 @@ def main():
           f"kprobes/list has {sum(len(v) for v in listed.values())} entries")
     print(f"probe lines from: {'the dups probe field (SYMDEX_E2E_USE_PROBE_FIELD=1)' if use_probe_field else 'symdex kprobe -n -e GRP/EVENT SPEC'}")
     print(canon_note)
+    failures += report_verdicts(a.symdex, db, env, sysroot, kallsyms, vsample, work)
     elapsed = time.monotonic() - T0
     print(f"total {elapsed:.1f}s")
     if not os.environ.get("SYMDEX_E2E_KEEP") and not a.work and not failures:
@@ -666,6 +681,119 @@ def main():
 
 
 PLAIN = "name_show"
+VGROUP = "e2ev"  # the verdict sample's probes: registered, never enabled
+
+
+def prepare_verdict_sample(symdex, db, env, dups, sysroot, syms, taken):
+    """Duplicated-name instances at random (SYMDEX_E2E_SEED, else a fresh seed, printed): for
+    each, its canonical spec, then 'symdex kprobe -n' on it: exit 0 -> the line goes to the
+    guest; exit 4 (refused on its verdict) -> the guest gets the raw address instead, which the
+    kernel must refuse too."""
+    seed = int(os.environ.get("SYMDEX_E2E_SEED") or random.SystemRandom().randrange(1 << 31))
+    rng = random.Random(seed)
+    loaded = set(os.listdir(os.path.join(sysroot, "sys/module")))
+    r = run([symdex, "--db", db, "--json", "symbols", "--all-types"], env=env)
+    if r.returncode != 0:
+        raise Fail(f"symdex symbols failed ({r.returncode}): {r.stderr[:200]}")
+    picked = verdicts.sample(dups, json.loads(r.stdout), loaded, taken, rng)
+    log(f"verdict sample: {len(picked)} instances (seed {seed}; SYMDEX_E2E_SEED={seed} repeats it), "
+        f"{sum(1 for _, r in picked if r)} of them refused by symdex")
+    out = []
+    if not picked:
+        return out
+    addrs = [i["address"] for i, _ in picked]
+    r = run([symdex, "--db", db, "--json", "resolve"] + addrs, env=env)
+    try:
+        res = json.loads(r.stdout)["results"]
+    except (ValueError, KeyError):
+        raise Fail(f"symdex resolve of the sample failed ({r.returncode}): {r.stderr[:300]}")
+    for n, ((inst, _refused), rr) in enumerate(zip(picked, res), 1):
+        ev = f"v{n:02d}_" + re.sub(r"[^A-Za-z0-9_]", "_", inst["name"])[:40]
+        addr = int(inst["address"], 16)
+        v = {"name": inst["name"], "module": inst["module"], "expect": addr, "event": ev,
+             "verdict": inst["verdict"], "canonical": (rr.get("instance") or {}).get("canonical", ""),
+             "err": None}
+        out.append(v)
+        if addr not in syms.get((inst["name"], inst["module"]), []):
+            v["err"] = f"{inst['address']} is not {inst['name']} [{inst['module']}] in the guest's kallsyms"
+        k = run([symdex, "--db", db, "kprobe", "-n", "-e", f"{VGROUP}/{ev}", v["canonical"] or inst["address"]],
+                env=env)
+        v["symdex_exit"] = k.returncode
+        if k.returncode == 0:
+            v["line"] = k.stdout.strip()
+        elif k.returncode == 4:
+            v["line"] = f"p:{VGROUP}/{ev} {addr:#x}"
+            v["reason"] = k.stderr.strip().splitlines()[0] if k.stderr.strip() else ""
+        else:
+            v["line"] = f"p:{VGROUP}/{ev} {addr:#x}"
+            v["err"] = f"symdex kprobe exit {k.returncode}: {(k.stdout + k.stderr).strip()[:200]}"
+    return out
+
+
+def report_verdicts(symdex, db, env, sysroot, kallsyms, vsample, work):
+    """The verdict sample's table, then ftrace and blacklist agreement over the whole guest."""
+    failures = []
+    print(f"\nverdict sample ({len(vsample)} instances): symdex kprobe -n on each canonical spec; "
+          "printed lines must be accepted at the instance, refused instances must be refused by the "
+          "kernel when probed by their raw address")
+    print(f"{'#':>3} {'MODULE':<14} {'CANONICAL':<48} {'VERDICT':<12} {'SYMDEX':<8} RESULT / KERNEL")
+    agree = 0
+    for n, v in enumerate(vsample, 1):
+        g = v.get("guest", "")
+        ok = g.startswith("OK")
+        status = "PASS"
+        if v["err"]:
+            status, why = "FAIL", v["err"]
+        elif v["symdex_exit"] == 0:
+            added = [e for e in g[3:].split("|") if e.strip()] if ok else []
+            at = [int(e.split()[0], 16) for e in added if e.split()]
+            if not ok:
+                status, why = "FAIL", f"symdex printed it, the kernel refused: {g}"
+            elif at != [v["expect"]]:
+                status, why = "FAIL", f"landed at {added}, not {v['expect']:#x}"
+            else:
+                why = f"accepted: {added[0].split()[2]}"
+        else:
+            if ok:
+                status, why = "FAIL", f"symdex refused ({v.get('reason')}) but the kernel accepted the raw address"
+            else:
+                why = f"both refuse. symdex: {v.get('reason', '').replace('symdex: ', '')[:120]} | kernel: {g[5:][:160]}"
+        agree += status == "PASS"
+        if status != "PASS":
+            failures.append(f"verdict sample {v['event']} {v['canonical']}: {why}")
+        print(f"{n:>3} {v['module']:<14} {v['canonical'][:48]:<48} {v['verdict'].get('kind', '?'):<12} "
+              f"{'line' if v['symdex_exit'] == 0 else 'refused' if v['symdex_exit'] == 4 else v['symdex_exit']!s:<8} "
+              f"{status} {why}")
+    print(f"{agree}/{len(vsample)} sampled instances: symdex and the kernel agree "
+          f"({sum(1 for v in vsample if v['symdex_exit'] == 4)} refused by both)")
+    if len(vsample) < 50:
+        failures.append(f"verdict sample has {len(vsample)} instances, fewer than 50")
+
+    r = run([symdex, "--db", db, "--json", "symbols", "--all-types"], env=env)
+    if r.returncode != 0:
+        return failures + [f"symdex symbols failed ({r.returncode}): {r.stderr[:200]}"]
+    symbols = json.loads(r.stdout)
+    with open(os.path.join(sysroot, "verdicts/available_filter_functions")) as f:
+        aff = f.read()
+    stats, bad = verdicts.agreement(symbols, kallsyms, aff)
+    print(f"\nftrace agreement (available_filter_functions of the guest vs symdex's ftrace verdict, "
+          f"non-init code symbols): {json.dumps(stats)}")
+    with open(os.path.join(work, "ftrace_disagreements.txt"), "w") as f:
+        for key, listed, predicted, why in bad:
+            f.write(f"{key[0]} [{key[1]}]: listed {listed}, symdex {predicted}: {' / '.join(why)}\n")
+    for key, listed, predicted, why in bad[:30]:
+        print(f"  {key[0]} [{key[1]}]: ftrace lists {listed}, symdex says {predicted}: {' / '.join(why)[:200]}")
+    if stats["agreement"] < 0.999:
+        failures.append(f"ftrace agreement {stats['agreement']:.5f} < 0.999 ({stats['disagreements']} disagreements)")
+    with open(os.path.join(sysroot, "verdicts/kprobes_blacklist")) as f:
+        bl = f.read()
+    bstats, bmiss = verdicts.blacklist(symbols, bl)
+    print(f"kprobe blacklist (guest's kprobes/blacklist vs symdex 'blacklisted'): {json.dumps(bstats)}")
+    for m in bmiss:
+        print(f"  {m}")
+    if bstats["missed"]:
+        failures.append(f"{bstats['missed']} functions on the kernel's kprobe blacklist that symdex does not call blacklisted")
+    return failures
 
 
 def add_line_probes(symdex, db, env, probes, syms, want=3):
