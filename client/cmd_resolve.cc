@@ -439,19 +439,24 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
     if (!all.ok()) return Fail(g, all.status());
     // ftrace lists only the copies with an fentry call at their entry, and not freed init
     // code: counting any other copy would select a different line.
-    std::vector<uint64_t> same_owner;
+    // Positions: absolute addresses, or (offline modules) offsets within one section.
+    using Pos = std::pair<std::string, uint64_t>;
+    auto pos = [](const query::Instance& c) { return c.addr ? Pos{"", *c.addr} : Pos{c.section, c.section_offset}; };
+    std::vector<Pos> same_owner;
     for (const auto& c : all->instances) {
-      if (c.module != in.module || !c.addr || !IsTextSymbolType(c.type) || c.name != in.name) continue;
-      if (c.verdict.known() && !c.verdict.ftrace && c.addr != in.addr) continue;
-      same_owner.push_back(*c.addr);
+      if (c.module != in.module || !IsTextSymbolType(c.type) || c.name != in.name) continue;
+      if (c.verdict.known() && !c.verdict.ftrace && pos(c) != pos(in)) continue;
+      same_owner.push_back(pos(c));
     }
     std::sort(same_owner.begin(), same_owner.end());
-    size_t rank = std::find(same_owner.begin(), same_owner.end(), in.addr.value_or(0)) - same_owner.begin();
-    if (!in.addr || rank >= same_owner.size() || same_owner.size() != lines.size()) {
+    const bool one_space =
+        std::all_of(same_owner.begin(), same_owner.end(), [&](const Pos& p) { return p.first == pos(in).first; });
+    size_t rank = std::find(same_owner.begin(), same_owner.end(), pos(in)) - same_owner.begin();
+    if (!one_space || rank >= same_owner.size() || same_owner.size() != lines.size()) {
       return Fail(g, absl::FailedPreconditionError(
                          StrCat("cannot tell which of the ", lines.size(), " '", in.name,
                                 "' lines of available_filter_functions is this one", " (", same_owner.size(),
-                                " copies in kallsyms, no available_filter_functions_addrs)")));
+                                " copies ftrace would list, no available_filter_functions_addrs)")));
     }
     index = lines[rank];
     method = "address order among the same-named functions ftrace lists";

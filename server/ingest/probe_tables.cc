@@ -4,12 +4,12 @@
 #include <gelf.h>
 #include <libelf.h>
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <map>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "server/common/byte_reader.h"
@@ -147,8 +147,8 @@ class Reader {
           continue;
         }
         GElf_Sym sym;
-        if (gelf_getsym(syms, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) == nullptr ||
-            sym.st_shndx == SHN_UNDEF || sym.st_shndx >= sections_.size()) {
+        if (gelf_getsym(syms, static_cast<int>(GELF_R_SYM(r.r_info)), &sym) == nullptr || sym.st_shndx == SHN_UNDEF ||
+            sym.st_shndx >= sections_.size()) {
           ++skipped;
           continue;
         }
