@@ -76,6 +76,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                                                .modules_dir = o.modules_dir,
                                                .name = o.name,
                                                .release = o.release,
+                                               .vmlinux = o.vmlinux,
                                                .jobs = o.jobs,
                                                .progress = req.progress};
   } else {
@@ -155,7 +156,10 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
                 "Offline kernel: directory searched recursively for .ko/.ko.xz/.ko.zst/.ko.gz")
       ->needs(sm);
   c->add_option("--name", o->name, "Target name (default: 'host' live; the release offline)");
-  c->add_option("--release", o->release, "Offline kernel release when it cannot be guessed from the paths")->needs(sm);
+  c->add_option(
+       "--release", o->release,
+       "Offline kernel release (default: --vmlinux's linux_banner, else the modules' vermagic, else the paths)")
+      ->needs(sm);
   c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)");
   c->add_option("--debug-dir", o->debug_dirs,
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
