@@ -67,7 +67,7 @@ for who, t, name in rows:
         print(name)
 PY
 "$SYMDEX" kallsyms --aliases >"$work/kallsyms" 2>"$work/kallsyms.err"
-grep '@' "$work/kallsyms" | awk '{print $3}' | sed 's/@.*//' | sort >"$work/got"
+{ grep '@' "$work/kallsyms" || true; } | awk '{print $3}' | sed 's/@.*//' | sort >"$work/got"
 sort -o "$work/expected" "$work/expected"
 check_eq "alias lines (kas_alias's rule, from nm: $(wc -l <"$work/expected"))" "$(wc -l <"$work/expected")" \
   "$(wc -l <"$work/got")"
