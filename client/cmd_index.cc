@@ -163,7 +163,8 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)");
   c->add_option("--debug-dir", o->debug_dirs,
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
-                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}");
+                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}, then modules by build-ID in any "
+                "DIR/lib/modules/*/ and a vmlinux whose linux_banner names R");
   c->add_flag("--no-debuginfo", o->no_debuginfo, "Symbols only: skip DWARF (kallsyms-level answers)");
   c->add_flag("--no-debuginfod", o->no_debuginfod, "Never ask debuginfod servers (DEBUGINFOD_URLS)");
   c->add_flag("--no-addr-map", o->no_addr_map,
