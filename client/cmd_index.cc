@@ -78,6 +78,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                                                .modules_dir = o.modules_dir,
                                                .name = o.name,
                                                .release = o.release,
+                                               .vmlinux = o.vmlinux,
                                                .jobs = o.jobs,
                                                .progress = req.progress};
   } else {
@@ -160,11 +161,15 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
                 "Offline kernel: directory searched recursively for .ko/.ko.xz/.ko.zst/.ko.gz")
       ->needs(sm);
   c->add_option("--name", o->name, "Target name (default: 'host' live; the release offline)");
-  c->add_option("--release", o->release, "Offline kernel release when it cannot be guessed from the paths")->needs(sm);
+  c->add_option(
+       "--release", o->release,
+       "Offline kernel release (default: --vmlinux's linux_banner, else the modules' vermagic, else the paths)")
+      ->needs(sm);
   c->add_option("--vmlinux", o->vmlinux, "vmlinux with DWARF to use (checked against the target's build-ID)");
   c->add_option("--debug-dir", o->debug_dirs,
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
-                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}");
+                "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}, then modules by build-ID in any "
+                "DIR/lib/modules/*/ and a vmlinux whose linux_banner names R");
   c->add_option("--kernel-config", o->kernel_config,
                 "The kernel's .config (default: /proc/config.gz, /boot/config-R; beside the System.map offline): "
                 "whether kprobe events may probe functions without an fentry site (CONFIG_KPROBE_EVENTS_ON_NOTRACE)");

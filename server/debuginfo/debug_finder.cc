@@ -10,12 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/common/unique_fd.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_notes.h"
+#include "server/target/vmlinux_release.h"
 
 namespace symdex::debuginfo {
 namespace fs = std::filesystem;
@@ -117,16 +119,29 @@ std::vector<std::string> DebugFinder::Roots() const {
   return roots;
 }
 
-const std::map<std::string, std::vector<std::string>>& DebugFinder::ModuleFiles(const std::string& root,
-                                                                                const std::string& release) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::string key = root + "\n" + release;
-  auto it = module_files_.find(key);
-  if (it != module_files_.end()) return it->second;
-  std::map<std::string, std::vector<std::string>>& files = module_files_[key];
+std::vector<std::string> DebugFinder::ReleaseDirs(const std::string& root, const std::string& release, bool all) {
+  std::vector<std::string> out;
   std::error_code ec;
-  std::string dir = root + "/lib/modules/" + release;
-  if (release.empty() || !fs::is_directory(dir, ec)) return files;
+  const std::string base = root + "/lib/modules";
+  if (!release.empty() && fs::is_directory(base + "/" + release, ec)) out.push_back(base + "/" + release);
+  if (!all) return out;
+  std::vector<std::string> others;
+  for (fs::directory_iterator i(base, fs::directory_options::skip_permission_denied, ec), end; !ec && i != end;
+       i.increment(ec)) {
+    std::error_code ec2;
+    if (i->path().filename() != release && i->is_directory(ec2)) others.push_back(i->path().string());
+  }
+  std::sort(others.begin(), others.end());
+  out.insert(out.end(), others.begin(), others.end());
+  return out;
+}
+
+const std::map<std::string, std::vector<std::string>>& DebugFinder::ModuleFiles(const std::string& dir) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = module_files_.find(dir);
+  if (it != module_files_.end()) return it->second;
+  std::map<std::string, std::vector<std::string>>& files = module_files_[dir];
+  std::error_code ec;
   for (fs::recursive_directory_iterator i(dir, fs::directory_options::skip_permission_denied, ec), end; i != end;
        i.increment(ec)) {
     if (ec) break;
@@ -138,8 +153,33 @@ const std::map<std::string, std::vector<std::string>>& DebugFinder::ModuleFiles(
   return files;
 }
 
+const std::map<std::string, std::vector<std::string>>& DebugFinder::BuildIdIndex(const std::string& root) {
+  // Built once per root from the name maps; the build-ID reads happen under the lock, so other
+  // lookups wait for it rather than read every file again.
+  std::vector<std::string> dirs = ReleaseDirs(root, "", true);
+  std::vector<std::string> paths;
+  for (const auto& d : dirs) {
+    for (const auto& [_, v] : ModuleFiles(d)) {
+      for (const auto& p : v) {
+        // Uncompressed files only: reading a build-ID there is a mapped page or two, while a
+        // compressed one would be decompressed whole for a file that is rarely the one.
+        if (p.ends_with(".ko") || p.ends_with(".ko.debug")) paths.push_back(p);
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = build_id_index_.find(root);
+  if (it != build_id_index_.end()) return it->second;
+  auto& index = build_id_index_[root];
+  for (const auto& p : paths) {
+    auto id = ReadFileBuildId(p);
+    if (id.ok() && id->has_value()) index[(*id)->ToHex()].push_back(p);
+  }
+  return index;
+}
+
 bool DebugFinder::TryCandidate(const std::string& path, const DebugFileRequest& req, const std::string& origin,
-                               LookupResult& r) {
+                               LookupResult& r, bool elsewhere) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return false;
   auto id = ReadFileBuildId(path);
@@ -150,12 +190,14 @@ bool DebugFinder::TryCandidate(const std::string& path, const DebugFileRequest& 
   if (req.build_id) {
     if (!id->has_value()) {
       r.attempts.push_back(StrCat(path, ": has no build-ID"));
-      r.status = target::DebugFileStatus::kBuildIdMismatch;
+      if (!elsewhere) r.status = target::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
     if (!(**id == *req.build_id)) {
       r.attempts.push_back(StrCat(path, ": build-ID ", (*id)->ToHex(), " != ", req.build_id->ToHex()));
-      r.status = target::DebugFileStatus::kBuildIdMismatch;
+      // A file where release R puts it, but of another build, is a mismatch worth reporting;
+      // another kernel's file met while searching elsewhere is not.
+      if (!elsewhere) r.status = target::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
   }
@@ -163,6 +205,74 @@ bool DebugFinder::TryCandidate(const std::string& path, const DebugFileRequest& 
   r.status = target::DebugFileStatus::kUsed;
   r.attempts.push_back(StrCat(path, ": used", req.build_id ? "" : " (unverified: the target has no build-ID)"));
   return true;
+}
+
+bool DebugFinder::FindModule(const std::string& root, const DebugFileRequest& req, LookupResult& r) {
+  // By name: lib/modules/<release>/ first, then (only when the build-ID can vouch for the file)
+  // every other release directory, whatever the layout calls it.
+  const std::vector<std::string> dirs = ReleaseDirs(root, req.release, req.build_id.has_value());
+  std::set<std::string> tried;
+  for (const auto& dir : dirs) {
+    const auto& files = ModuleFiles(dir);
+    auto it = files.find(ModuleKey(req.module));
+    if (it == files.end()) continue;
+    const bool elsewhere = fs::path(dir).filename() != req.release;
+    for (const auto& p : it->second) {
+      tried.insert(p);
+      if (TryCandidate(p, req, "local", r, elsewhere)) return true;
+    }
+  }
+  // By build-ID alone: a debug file named unlike its module (or not at all like it).
+  if (!req.build_id || dirs.empty()) return false;
+  const auto& index = BuildIdIndex(root);
+  auto it = index.find(req.build_id->ToHex());
+  if (it == index.end()) return false;
+  for (const auto& p : it->second) {
+    if (!tried.count(p) && TryCandidate(p, req, "local", r, true)) return true;
+  }
+  return false;
+}
+
+bool DebugFinder::FindVmlinuxElsewhere(const std::string& root, const DebugFileRequest& req, LookupResult& r) {
+  // An offline System.map names no build-ID: a vmlinux under another name is taken only when
+  // its own linux_banner names the wanted release; with a build-ID, that decides.
+  if (req.release.empty() && !req.build_id) return false;
+  std::vector<std::string> candidates;
+  for (const auto& dir : ReleaseDirs(root, req.release, true)) {
+    if (fs::path(dir).filename() != req.release) candidates.push_back(dir + "/vmlinux");
+  }
+  std::error_code ec;
+  for (fs::directory_iterator i(root + "/boot", fs::directory_options::skip_permission_denied, ec), end;
+       !ec && i != end; i.increment(ec)) {
+    const std::string name = i->path().filename().string();
+    if (name.starts_with("vmlinux-") && name != "vmlinux-" + req.release) candidates.push_back(i->path().string());
+  }
+  std::sort(candidates.begin(), candidates.end());
+  for (const auto& p : candidates) {
+    std::error_code ec2;
+    if (!fs::is_regular_file(p, ec2)) continue;
+    if (req.build_id) {
+      if (TryCandidate(p, req, "local", r, true)) return true;
+      continue;
+    }
+    auto rel = target::VmlinuxRelease(p);
+    if (!rel.ok()) {
+      r.attempts.push_back(StrCat(p, ": ", rel.status().message()));
+      continue;
+    }
+    if (*rel != req.release) {
+      r.attempts.push_back(
+          StrCat(p, ": its linux_banner names release ", rel->empty() ? "none" : *rel, ", not ", req.release));
+      continue;
+    }
+    auto id = ReadFileBuildId(p);
+    r.found = FoundDebugFile{p, "local", false, id.ok() ? *id : std::nullopt};
+    r.status = target::DebugFileStatus::kUsed;
+    r.attempts.push_back(
+        StrCat(p, ": used (its linux_banner names release ", req.release, "; unverified: the target has no build-ID)"));
+    return true;
+  }
+  return false;
 }
 
 void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
@@ -212,18 +322,18 @@ LookupResult DebugFinder::Find(const DebugFileRequest& req) {
            {StrCat(root, "/boot/vmlinux-", req.release), StrCat(root, "/lib/modules/", req.release, "/vmlinux")}) {
         if (!req.release.empty() && TryCandidate(p, req, "local", r)) return r;
       }
-    } else {
-      const auto& files = ModuleFiles(root, req.release);
-      auto it = files.find(ModuleKey(req.module));
-      if (it != files.end()) {
-        for (const auto& p : it->second) {
-          if (TryCandidate(p, req, "local", r)) return r;
-        }
-      }
+    } else if (FindModule(root, req, r)) {
+      return r;
     }
   }
   if (req.module.empty() && !req.release.empty()) {
     if (TryCandidate(SysrootPath(opts_.sysroot, "/boot/vmlinux-" + req.release), req, "local", r)) return r;
+  }
+  // Only when no file is where release R puts it: a vmlinux under another name.
+  if (req.module.empty()) {
+    for (const auto& root : roots) {
+      if (FindVmlinuxElsewhere(root, req, r)) return r;
+    }
   }
   if (!done()) TryDebuginfod(req, r);
   if (!done() && r.attempts.empty()) {

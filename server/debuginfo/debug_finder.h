@@ -4,6 +4,11 @@
 //   ROOT/.build-id/ab/cdef....debug                  (any file, by build-ID)
 //   ROOT/boot/vmlinux-R, ROOT/lib/modules/R/vmlinux   (vmlinux)
 //   ROOT/lib/modules/R/**/M.ko[.xz|.zst|.gz]          (module M; '-' and '_' equivalent)
+//   ROOT/lib/modules/*/**/M.ko...                     (module with a build-ID: any release dir,
+//                                                      so a renamed or symlinked layout works)
+//   ROOT/lib/modules/*/**/*.ko[.debug]                (module with a build-ID: by build-ID alone)
+//   ROOT/lib/modules/*/vmlinux, ROOT/boot/vmlinux-*   (vmlinux: by build-ID, or without one when
+//                                                      its linux_banner names release R)
 // then <sysroot>/boot/vmlinux-R and an explicit --vmlinux FILE, then debuginfod
 // (libdebuginfod; DEBUGINFOD_URLS, DEBUGINFOD_CACHE_PATH, DEBUGINFOD_TIMEOUT, ...).
 // A candidate is used only when its GNU build-ID equals the wanted one; when the target does
@@ -80,14 +85,24 @@ class DebugFinder {
 
  private:
   std::vector<std::string> Roots() const;
-  const std::map<std::string, std::vector<std::string>>& ModuleFiles(const std::string& root,
-                                                                     const std::string& release);
-  bool TryCandidate(const std::string& path, const DebugFileRequest& req, const std::string& origin, LookupResult& r);
+  // ROOT/lib/modules/<release> if it exists, then (with `all`) every other directory there.
+  static std::vector<std::string> ReleaseDirs(const std::string& root, const std::string& release, bool all);
+  // Module files below `dir`, by module name ('-' as '_').
+  const std::map<std::string, std::vector<std::string>>& ModuleFiles(const std::string& dir);
+  // Uncompressed module files below ROOT/lib/modules/*/, by build-ID (hex).
+  const std::map<std::string, std::vector<std::string>>& BuildIdIndex(const std::string& root);
+  bool FindModule(const std::string& root, const DebugFileRequest& req, LookupResult& r);
+  bool FindVmlinuxElsewhere(const std::string& root, const DebugFileRequest& req, LookupResult& r);
+  // `elsewhere`: a file met while searching beyond where release R puts things; another build's
+  // file there is no build-ID mismatch of the target's.
+  bool TryCandidate(const std::string& path, const DebugFileRequest& req, const std::string& origin, LookupResult& r,
+                    bool elsewhere = false);
   void TryDebuginfod(const DebugFileRequest& req, LookupResult& r);
 
   DebugFinderOptions opts_;
   std::mutex mu_;
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> module_files_;  // by root+release
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> module_files_;    // by directory
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> build_id_index_;  // by root
 };
 
 }  // namespace symdex::debuginfo

@@ -9,6 +9,7 @@
 
 #include "server/common/strings.h"
 #include "server/ingest/elf_notes.h"
+#include "server/ingest/kernel_release.h"
 
 namespace symdex::ingest {
 namespace {
@@ -34,18 +35,6 @@ char SectionLetter(const GElf_Shdr& sh) {
 }
 
 char ToLower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-// .modinfo is a sequence of NUL-terminated "key=value" strings.
-std::string ModinfoName(std::string_view modinfo) {
-  while (!modinfo.empty()) {
-    size_t end = modinfo.find('\0');
-    std::string_view entry = modinfo.substr(0, end);
-    if (entry.starts_with("name=")) return std::string(entry.substr(5));
-    if (end == std::string_view::npos) break;
-    modinfo.remove_prefix(end + 1);
-  }
-  return {};
-}
 
 std::string_view SectionData(Elf_Scn* scn, const GElf_Shdr& sh) {
   if (sh.sh_type == SHT_NOBITS) return {};
@@ -107,7 +96,9 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
       auto id = FindGnuBuildId(SectionData(scn, sh));
       if (id.ok() && id->has_value()) out.build_id = **id;
     } else if (nm && std::string_view(nm) == ".modinfo") {
-      out.modinfo_name = ModinfoName(SectionData(scn, sh));
+      const std::string_view modinfo = SectionData(scn, sh);
+      out.modinfo_name = ModinfoValue(modinfo, "name");
+      out.modinfo_vermagic = ModinfoValue(modinfo, "vermagic");
     }
   }
   if (symtab == nullptr) return absl::InvalidArgumentError("no symbol table (.symtab): stripped?");

@@ -30,6 +30,7 @@ struct ElfSymbolTable {
   bool relocatable = false;         // ET_REL (kernel modules)
   std::optional<BuildId> build_id;  // from the first SHT_NOTE holding NT_GNU_BUILD_ID
   std::string modinfo_name;         // "name=" from .modinfo, empty when absent
+  std::string modinfo_vermagic;     // "vermagic=" from .modinfo (its first word is the release)
   std::vector<ElfSymbol> symbols;
 };
 

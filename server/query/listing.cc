@@ -3,12 +3,11 @@
 // asked rarely and their answers are large.
 #include <fmt/core.h>
 
-#include <map>
-
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/debuginfo/addr_map.h"
+#include "server/query/kas_alias.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/spec.h"
 #include "server/store/debuginfo_store.h"
@@ -96,19 +95,14 @@ absl::StatusOr<SymbolsResult> LocalQuery::Symbols(const std::string& target, con
         out.canonical.push_back(std::move(spec));
       }
     } else {
-      ASSIGN_OR_RETURN(auto all, AllInstances(*db, t, o.all_types));
-      // kas_alias counts a name's text copies over the whole kernel, whatever is listed.
-      std::map<std::string, int> text_count;
-      if (o.aliases) {
-        for (const auto& in : all) {
-          if (IsText(in) && !IsAliasNoise(in.name)) ++text_count[in.name];
-        }
-      }
-      for (auto& in : all) {
-        if (!wanted(in)) continue;
+      // kas_alias counts a name over every symbol type of the whole kernel, whatever is listed.
+      ASSIGN_OR_RETURN(auto all, AllInstances(*db, t, o.all_types || o.aliases));
+      const std::vector<bool> candidate = o.aliases ? KasAliasCandidates(all) : std::vector<bool>{};
+      for (size_t i = 0; i < all.size(); ++i) {
+        Instance& in = all[i];
+        if (!wanted(in) || (!o.all_types && !IsText(in))) continue;
         if (o.aliases) {
-          const bool aliased = IsText(in) && text_count[in.name] > 1 && in.dwarf && !in.dwarf->entry_file.empty() &&
-                               in.dwarf->entry_line > 0;
+          const bool aliased = candidate[i] && in.dwarf && !in.dwarf->entry_file.empty() && in.dwarf->entry_line > 0;
           out.alias.push_back(aliased ? KasAlias(in.dwarf->entry_file, in.dwarf->entry_line) : "");
         }
         out.instances.push_back(std::move(in));

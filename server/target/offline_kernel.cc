@@ -11,6 +11,8 @@
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_symbols.h"
 #include "server/ingest/kallsyms.h"
+#include "server/ingest/kernel_release.h"
+#include "server/target/vmlinux_release.h"
 
 namespace symdex::target {
 namespace fs = std::filesystem;
@@ -48,8 +50,8 @@ absl::StatusOr<ingest::ElfSymbolTable> ReadModule(const std::string& path) {
   return table;
 }
 
-std::string GuessRelease(const OfflineKernelOptions& o) {
-  if (!o.release.empty()) return o.release;
+// The last resort: a release read off the file names.
+std::string GuessReleaseFromPaths(const OfflineKernelOptions& o) {
   std::string base = fs::path(o.system_map).filename().string();
   if (base.starts_with("System.map-")) return base.substr(11);
   if (!o.modules_dir.empty()) {
@@ -58,6 +60,44 @@ std::string GuessRelease(const OfflineKernelOptions& o) {
     if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) return d;
   }
   return {};
+}
+
+// The release, from the most trustworthy source there is (see OfflineKernelOptions::release),
+// with a warning for every source that disagrees with the one used.
+std::string DecideRelease(const OfflineKernelOptions& o, const std::vector<std::string>& vermagics,
+                          std::vector<std::string>& warnings) {
+  const ingest::ReleaseVote vote = ingest::MajorityRelease(vermagics);
+  if (vote.counts.size() > 1) {
+    std::string all;
+    for (const auto& [r, n] : vote.counts) all += StrCat(all.empty() ? "" : ", ", n, " say ", r);
+    warnings.push_back(StrCat("the modules under ", o.modules_dir, " disagree on the kernel release (vermagic: ", all,
+                              "); taking the majority, ", vote.release,
+                              ": modules of another kernel get no debug info of theirs"));
+  }
+  std::string banner;
+  if (!o.vmlinux.empty()) {
+    auto r = VmlinuxRelease(o.vmlinux);
+    if (r.ok()) {
+      banner = *r;
+    } else {
+      warnings.push_back(StrCat("cannot read the release from ", o.vmlinux, ": ", r.status().message()));
+    }
+  }
+  auto disagree = [&](std::string_view used, std::string_view why) {
+    if (!vote.release.empty() && vote.release != used) {
+      warnings.push_back(StrCat("release ", used, " (", why, ") differs from the modules' vermagic ", vote.release));
+    }
+  };
+  if (!o.release.empty()) {
+    disagree(o.release, "--release");
+    return o.release;
+  }
+  if (!banner.empty()) {
+    disagree(banner, StrCat("linux_banner of ", o.vmlinux));
+    return banner;
+  }
+  if (!vote.release.empty()) return vote.release;
+  return GuessReleaseFromPaths(o);
 }
 
 }  // namespace
@@ -73,8 +113,6 @@ std::string ModuleNameFromPath(std::string_view path) {
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts) {
   KernelTarget t;
   t.kind = "offline";
-  t.release = GuessRelease(opts);
-  t.name = !opts.name.empty() ? opts.name : (!t.release.empty() ? t.release : "offline");
   t.source = opts.system_map;
 
   ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(opts.system_map, kMaxSystemMapBytes));
@@ -93,6 +131,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   }
   if (!t.text_addr) t.warnings.push_back("System.map has no _text: _text offsets unavailable");
 
+  std::vector<std::string> vermagics;  // each module's release, as its vermagic says
   if (!opts.modules_dir.empty()) {
     std::vector<std::string> paths;
     std::error_code ec;
@@ -150,6 +189,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
       int mi = static_cast<int>(t.modules.size());
       t.modules.push_back(ModuleInfo{.name = name, .build_id = tab.build_id, .path = r.path});
       t.files.push_back({"module", r.path, InputFileStatus::kUsed, ""});
+      vermagics.push_back(ingest::ReleaseFromVermagic(tab.modinfo_vermagic));
       for (auto& s : tab.symbols) {
         t.symbols.push_back(SymbolEntry{.name = std::move(s.name),
                                         .type = s.type,
@@ -165,6 +205,8 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
           StrCat(failed, " of ", paths.size(), " module files could not be read; see 'symdex status'"));
     }
   }
+  t.release = DecideRelease(opts, vermagics, t.warnings);
+  t.name = !opts.name.empty() ? opts.name : (!t.release.empty() ? t.release : "offline");
   DeriveSizesAndDedupe(t);
   return t;
 }

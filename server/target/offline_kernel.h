@@ -17,8 +17,12 @@ struct OfflineKernelOptions {
   std::string system_map;   // required
   std::string modules_dir;  // optional
   std::string name;         // default: the release
-  std::string release;      // default: from "System.map-<release>" or lib/modules/<release>
-  unsigned jobs = 0;        // 0 = hardware concurrency
+  // Default: what the files say of themselves: vmlinux's linux_banner (when `vmlinux` is
+  // given), else the release most modules' .modinfo vermagic= names; only then a guess from
+  // the paths ("System.map-<release>", lib/modules/<release>). Given, it overrides them all.
+  std::string release;
+  std::string vmlinux;  // optional vmlinux ELF (the --vmlinux debug file): its linux_banner
+  unsigned jobs = 0;    // 0 = hardware concurrency
   ProgressFn progress;
 };
 
