@@ -64,6 +64,7 @@ struct SymbolRecord {
   bool size_exact = false;
   std::optional<DwarfInfo> dwarf;
   std::string dwarf_note;  // why there is no DWARF function, or where in it the symbol is
+  std::optional<uint8_t> elf_facts;  // common/elf_facts.h bits; absent: no ELF symbol table said
 };
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.
@@ -137,6 +138,7 @@ class TextSymbolTable {
     uint32_t module;
     char type;
     uint8_t flags;
+    uint8_t elf_facts;  // common/elf_facts.h bits, when flags say they are known
   };
   std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
   std::string names_;

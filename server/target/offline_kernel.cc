@@ -6,6 +6,7 @@
 #include <map>
 #include <thread>
 
+#include "server/common/elf_facts.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/ingest/decompress.h"
@@ -157,7 +158,8 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
                                         .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
                                         .size_exact = s.size != 0,
                                         .module = mi,
-                                        .section = std::move(s.section)});
+                                        .section = std::move(s.section),
+                                        .elf_facts = ElfFacts(s.function, s.size)});
       }
     }
     if (failed > 0) {
