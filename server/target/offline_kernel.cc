@@ -9,6 +9,7 @@
 #include "server/common/elf_facts.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_symbols.h"
 #include "server/ingest/kallsyms.h"
@@ -159,7 +160,8 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
                                         .size_exact = s.size != 0,
                                         .module = mi,
                                         .section = std::move(s.section),
-                                        .elf_facts = ElfFacts(s.function, s.size)});
+                                        .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
+                                                                             : std::nullopt});
       }
     }
     if (failed > 0) {

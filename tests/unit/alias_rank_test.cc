@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "server/common/elf_facts.h"
@@ -185,6 +186,59 @@ TEST(AliasRankTest, TheIndexerCarriesTheDebugFilesFactsToBothLookups) {
   parts[0].record.build_id = std::string(40, '0');
   indexer::AttachElfFacts(t, parts, 1);
   EXPECT_EQ(facts_of("early_idt_handler_array"), std::nullopt);
+}
+
+// A loaded module: its kallsyms addresses are matched to the debug .ko's (section, offset)
+// through /sys/module/M/sections; an offline module's symbols carry the facts of their own .ko.
+TEST(AliasRankTest, ALoadedModulesSymbolsGetTheirDebugFilesFacts) {
+  TempDir d;
+  symdex::testing::CompileObject(R"(
+__asm__(".text\n.globl mod_label\nmod_label:\n"
+        ".globl mod_asm\nmod_asm:\n nop\n ret\n.size mod_asm, .-mod_asm\n");
+__attribute__((noinline, used)) static int mod_impl(int x) { return x * 3; }
+int mod_export(int x) __attribute__((alias("mod_impl")));
+__asm__(".section .note.gnu.build-id,\"a\",@note\n.long 4\n.long 20\n.long 3\n.asciz \"GNU\"\n"
+        ".byte 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20\n.previous\n");
+)",
+                                 d / "mod.ko");
+  auto elf = debuginfo::ReadSymtabFile(d / "mod.ko");
+  ASSERT_TRUE(elf.ok()) << elf.status();
+  ASSERT_TRUE(elf->relocatable);
+  constexpr uint64_t kBase = 0xffffffffc0100000ull;
+  target::KernelTarget t;
+  t.name = "host";
+  t.kind = "live";
+  t.modules.push_back({.name = "mod", .build_id = elf->build_id, .text_addr = kBase, .size = 0x1000,
+                       .sections = {{".text", kBase}}});
+  std::map<std::string, uint64_t> addr_of;
+  for (const auto& s : elf->symbols) {
+    if (s.section != ".text") continue;
+    addr_of[s.name] = kBase + s.value;
+    t.symbols.push_back({.name = s.name, .type = s.type, .addr = kBase + s.value, .module = 0});
+  }
+  ASSERT_EQ(addr_of.size(), 4u);
+  indexer::Part mod{.module = 0};
+  mod.record.module = "mod";
+  mod.record.build_id = elf->build_id->ToHex();
+  mod.record.debug_file_id = 1;
+  mod.record.path = d / "mod.ko";
+  std::vector<indexer::Part> parts;
+  parts.push_back(std::move(mod));
+  indexer::AttachElfFacts(t, parts, 1);
+  std::map<std::string, std::optional<uint8_t>> facts;
+  for (const auto& s : t.symbols) facts[s.name] = s.elf_facts;
+  EXPECT_EQ(facts["mod_label"], kLabel);
+  EXPECT_EQ(facts["mod_asm"], kSizedLabel);
+  EXPECT_EQ(facts["mod_impl"], kFunc);
+  EXPECT_EQ(facts["mod_export"], kFunc);
+
+  std::vector<AliasFacts> at_asm, at_impl;
+  for (const auto& s : t.symbols) {
+    auto& group = s.addr == addr_of["mod_asm"] ? at_asm : at_impl;
+    group.push_back({s.name, s.type, s.elf_facts});
+  }
+  EXPECT_EQ(Best(at_asm), "mod_asm");
+  EXPECT_EQ(Best(at_impl), "mod_export");
 }
 
 }  // namespace
