@@ -1,5 +1,6 @@
 // The index run as a pipeline of named steps (steps.h): 1 LoadTarget -> 2 CheckInputLooksComplete
-// -> 3 FindDebugFiles -> 4 IndexDwarf -> 5 JoinSymbolsToDwarf -> 6 WriteAddrMaps -> 7 WriteTarget.
+// -> 3 FindDebugFiles -> 4 IndexDwarf -> 5 JoinSymbolsToDwarf -> 5b AttachElfFacts, JudgeProbes -> 6 WriteAddrMaps
+// -> 7 WriteTarget.
 #include "server/indexer/indexer.h"
 
 #include <algorithm>
@@ -29,6 +30,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
   RETURN_IF_ERROR(IndexDwarf(db, req, t, jobs, plan, sum));
   RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
+  AttachElfFacts(t, plan.parts, jobs);
   sum.dwarf_seconds = Since(t1);
 
   const auto t3 = Clock::now();

@@ -1,7 +1,7 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
 //   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles -> 4 IndexDwarf
-//     -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes -> 6 WriteAddrMaps -> 7 WriteTarget
+//     -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes, AttachElfFacts -> 6 WriteAddrMaps -> 7 WriteTarget
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
 // made; nothing is written to SQLite and read back. Debug files are the one exception to
@@ -86,6 +86,11 @@ absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::Ke
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
 // Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.
 absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum);
+
+// Step 5b: the ELF symbol table facts (common/elf_facts.h) of every code symbol of the parts
+// that have a debug file, read from that file (elf_facts.cc says why here). A part whose file
+// cannot be read keeps none, and says so in its record's detail.
+void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs);
 
 // Step 6: the address map of vmlinux's debug file, built once per build-ID next to the index.
 // A failure is a warning on the target (answers stay right, only slower), not an error.

@@ -45,9 +45,11 @@ std::string_view SectionData(Elf_Scn* scn, const GElf_Shdr& sh) {
 
 }  // namespace
 
-absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
+absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) { return ReadElfSymbols(image.data(), image.size()); }
+
+absl::StatusOr<ElfSymbolTable> ReadElfSymbols(char* image, size_t image_size) {
   InitLibelf();
-  ElfPtr elf(elf_memory(image.data(), image.size()));
+  ElfPtr elf(elf_memory(image, image_size));
   if (!elf) return ElfError("not an ELF file");
   if (elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError("not an ELF file");
   GElf_Ehdr eh;
@@ -64,7 +66,7 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
   // then shows no sections at all, which would read as "stripped". Say what it is.
   // The raw header's count: libelf reports 0 sections when their headers are out of the file.
   // (e_shnum 0 with e_shoff set is extended numbering: at least header 0 must be there.)
-  const uint64_t size = image.size();
+  const uint64_t size = image_size;
   const uint64_t headers = eh.e_shnum != 0 ? eh.e_shnum : (eh.e_shoff != 0 ? 1 : 0);
   if (eh.e_shoff > size || headers > (size - eh.e_shoff) / std::max<uint64_t>(eh.e_shentsize, 1)) {
     return absl::InvalidArgumentError(StrCat("section headers beyond the end of the file (", headers,
@@ -120,6 +122,7 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) {
     s.name = name;
     s.value = sym.st_value;
     s.size = sym.st_size;
+    s.function = type == STT_FUNC || type == STT_GNU_IFUNC;
     char letter;
     if (sym.st_shndx == SHN_ABS) {
       letter = 'A';

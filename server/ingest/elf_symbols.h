@@ -24,6 +24,7 @@ struct ElfSymbol {
   uint64_t size = 0;
   char type = '?';
   std::string section;  // ".text", ".init.text", ... ("*ABS*" for absolute)
+  bool function = false;  // STT_FUNC or STT_GNU_IFUNC (the letter does not say: assembly labels are 't' too)
 };
 
 struct ElfSymbolTable {
@@ -36,5 +37,8 @@ struct ElfSymbolTable {
 
 // `image` must stay alive and unmodified during the call; libelf reads it in place.
 absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image);
+// The same over `size` bytes at `data` (a private mapping of a large debug file: libelf then
+// touches only the headers, the symbol and string tables and the notes).
+absl::StatusOr<ElfSymbolTable> ReadElfSymbols(char* data, size_t size);
 
 }  // namespace symdex::ingest

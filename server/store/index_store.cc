@@ -50,7 +50,7 @@ constexpr const char* kSymbolSelect =
     "SELECT s.name, s.type, COALESCE(m.name,''), s.addr, COALESCE(s.section,''), s.size, s.size_exact, "
     "s.src_line, COALESCE(s.dwarf_note,''), COALESCE(f.name,''), COALESCE(su.name, fu.name, ''), "
     "COALESCE(df.path,''), COALESCE(f.decl_line,0), COALESCE(sf.path,''), COALESCE(s.src_line,0), "
-    "COALESCE(f.flags,0), s.dwarf_function_id, s.probe "
+    "COALESCE(f.flags,0), s.dwarf_function_id, s.probe, s.elf_facts "
     "FROM symbols s LEFT JOIN modules m ON m.id = s.module_id "
     "LEFT JOIN dwarf_functions f ON f.id = s.dwarf_function_id "
     "LEFT JOIN dwarf_units fu ON fu.debug_file_id = f.debug_file_id AND fu.idx = f.unit "
@@ -68,6 +68,7 @@ SymbolRecord ReadSymbol(const Stmt& st) {
   r.section = st.Text(4);
   r.size = OptU64(st.OptInt(5));
   r.size_exact = st.Int(6) != 0;
+  if (!st.IsNull(18)) r.elf_facts = static_cast<uint8_t>(st.Int(18));
   if (!st.IsNull(7) || !st.IsNull(16)) {  // a source line, or at least a function
     DwarfInfo d;
     d.has_function = !st.IsNull(16);
@@ -113,11 +114,11 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
     }
   }
 
-  ASSIGN_OR_RETURN(
-      Stmt ins_sym,
-      db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
-                 "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
-                 "src_file, src_line, probe) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"));
+  ASSIGN_OR_RETURN(Stmt ins_sym,
+                   db.Prepare("INSERT INTO symbols (target_id, module_id, name, type, addr, size, "
+                              "size_exact, section, dwarf_function_id, dwarf_note, debug_file_id, src_unit, "
+                              "src_file, src_line, probe, elf_facts) "
+                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"));
   const bool vmlinux = pick("");
   for (const auto& s : t.symbols) {
     if (s.module >= 0 ? module_ids.at(static_cast<size_t>(s.module)) == 0 : !vmlinux) continue;
@@ -130,6 +131,10 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
     ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
     ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
     ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line).Bind(15, int64_t{s.probe});
+    if (s.elf_facts)
+      ins_sym.Bind(16, int64_t{*s.elf_facts});
+    else
+      ins_sym.BindNull(16);
     RETURN_IF_ERROR(ins_sym.Run());
   }
 
@@ -369,7 +374,7 @@ absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name
 }
 
 namespace {
-constexpr uint8_t kSizeKnown = 1, kSizeExact = 2, kHasFunction = 4, kHasDwarf = 8;
+constexpr uint8_t kSizeKnown = 1, kSizeExact = 2, kHasFunction = 4, kHasDwarf = 8, kElfKnown = 16;
 
 Candidate CandidateOf(const SymbolRecord& r) { return {r.name, r.module, r.addr, r.size}; }
 }  // namespace
@@ -384,12 +389,14 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) 
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, ToDb(addr));
   std::optional<SymbolRecord> best;
-  auto rank = [](const SymbolRecord& r) { return AliasRank(r.name, r.dwarf && r.dwarf->has_function); };
+  auto alias = [](const SymbolRecord& r) {
+    return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
+  };
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     SymbolRecord r = ReadSymbol(st);
-    if (!best || rank(r) > rank(*best)) best = std::move(r);
+    if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
   }
   // Where vmlinux and the modules lie: read only when the symbol's own size does not decide.
   std::optional<OwnerExtents> extents;
@@ -423,7 +430,7 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
   // Served by the covering index symbols_text_by_addr (schema/005).
   // (The index's WHERE names the same letters; SQLite uses it only when the query's list matches.)
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
-                                              "dwarf_function_id IS NOT NULL, src_line IS NOT NULL FROM symbols "
+                                              "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts FROM symbols "
                                               "WHERE target_id = ?1 AND section IS NULL AND type IN ",
                                               SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
   st.Bind(1, target_id);
@@ -450,6 +457,10 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
     }
     if (st.Int(6) != 0) e.flags |= kHasFunction | kHasDwarf;
     if (st.Int(7) != 0) e.flags |= kHasDwarf;
+    if (!st.IsNull(8)) {
+      e.flags |= kElfKnown;
+      e.elf_facts = static_cast<uint8_t>(st.Int(8));
+    }
     t->entries_.push_back(e);
   }
   ASSIGN_OR_RETURN(t->extents_, LoadOwnerExtents(db, target_id));
@@ -475,10 +486,13 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
   if ((at < 0) != (key < 0)) return answer(nullptr, nullptr);
   auto lo = std::lower_bound(entries_.begin(), hi, at, [](const Entry& e, int64_t v) { return e.addr < v; });
   auto name_of = [&](const Entry& e) { return std::string_view(names_.data() + e.name); };
-  auto rank = [&](const Entry& e) { return AliasRank(name_of(e), (e.flags & kHasFunction) != 0); };
+  auto alias = [&](const Entry& e) {
+    return AliasFacts{name_of(e), e.type, (e.flags & kElfKnown) ? std::optional<uint8_t>(e.elf_facts) : std::nullopt,
+                      (e.flags & kHasFunction) != 0};
+  };
   const Entry* best = &*lo;
   for (auto it = lo + 1; it != hi; ++it) {
-    if (rank(*it) > rank(*best)) best = &*it;
+    if (PreferAlias(alias(*it), alias(*best))) best = &*it;
   }
   SymbolRecord r;
   r.name = std::string(name_of(*best));
@@ -487,6 +501,7 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
   r.addr = FromDb(best->addr);
   if (best->flags & kSizeKnown) r.size = best->size;
   r.size_exact = (best->flags & kSizeExact) != 0;
+  if (best->flags & kElfKnown) r.elf_facts = best->elf_facts;
   if (best->flags & kHasDwarf) {
     DwarfInfo d;
     d.has_function = (best->flags & kHasFunction) != 0;

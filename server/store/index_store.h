@@ -67,6 +67,7 @@ struct SymbolRecord {
   std::optional<DwarfInfo> dwarf;
   std::string dwarf_note;  // why there is no DWARF function, or where in it the symbol is
   uint32_t probe = 0;      // target::ProbeBits
+  std::optional<uint8_t> elf_facts;  // common/elf_facts.h bits; absent: no ELF symbol table said
 };
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.
@@ -140,6 +141,7 @@ class TextSymbolTable {
     uint32_t module;
     char type;
     uint8_t flags;
+    uint8_t elf_facts;  // common/elf_facts.h bits, when flags say they are known
   };
   std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
   std::string names_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/common/elf_facts.h"
 #include "server/common/strings.h"
 #include "server/ingest/kallsyms.h"
 #include "server/store/sqlite_db.h"
@@ -37,9 +38,25 @@ bool IsRegionEndLabel(std::string_view n) {
   return n.starts_with("__end_") || n.starts_with("__stop___") || IsTextRegionLabel(n, "_text_end");
 }
 
-std::tuple<bool, bool, bool, int64_t> AliasRank(std::string_view name, bool has_dwarf_function) {
-  const bool label = IsRegionStartLabel(name) || IsRegionEndLabel(name);
-  return {!Noise(name), !label, has_dwarf_function, -static_cast<int64_t>(name.size())};
+std::tuple<bool, int, int, int, bool, bool, int64_t> AliasRank(const AliasFacts& a) {
+  const bool label = IsRegionStartLabel(a.name) || IsRegionEndLabel(a.name);
+  int sized = 0, function = 0, binding = 0;
+  if (a.elf_facts) {
+    sized = (*a.elf_facts & kElfSized) != 0;
+    function = (*a.elf_facts & kElfFunction) != 0;
+    // Only with the ELF facts: without sizes, binding would prefer the global label
+    // swapgs_restore_regs_and_return_to_usermode (size 0) to the local common_interrupt_return
+    // (203 bytes) at the same address.
+    const bool weak = a.type == 'W' || a.type == 'w' || a.type == 'V' || a.type == 'v';
+    binding = weak ? 1 : (a.type >= 'A' && a.type <= 'Z') ? 2 : 0;
+  }
+  return {!Noise(a.name), sized, function, binding, !label, a.has_dwarf_function, -static_cast<int64_t>(a.name.size())};
+}
+
+bool PreferAlias(const AliasFacts& a, const AliasFacts& b) {
+  const auto ra = AliasRank(a), rb = AliasRank(b);
+  if (ra != rb) return ra > rb;
+  return a.name < b.name;
 }
 
 std::optional<uint64_t> OwnerExtents::EndOf(std::string_view module) const {

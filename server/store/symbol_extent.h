@@ -6,8 +6,7 @@
 //
 // The rule:
 //  - the candidate is the text symbol at the greatest address <= addr; among aliases there,
-//    a real function is preferred to a region label (_stext, __irqentry_text_end, ...), as
-//    llvm-symbolizer prefers STT_FUNC to STT_NOTYPE;
+//    the best by AliasRank: a sized function over a label, as llvm-symbolizer ranks them;
 //  - a label that ends a region (_etext, _einittext, __*_text_end, __end_*, ...) holds nothing;
 //  - a symbol extends up to its size: the ELF size, or the distance to the next symbol of any
 //    type of the same owner (target::DeriveSizesAndDedupe), and for a module symbol no further
@@ -36,10 +35,27 @@ class Db;
 bool IsRegionStartLabel(std::string_view name);
 bool IsRegionEndLabel(std::string_view name);
 
+// What ranks one of several symbols that share an address.
+struct AliasFacts {
+  std::string_view name;
+  char type = '?';                   // kallsyms/nm letter: its case (and W/V) is the binding
+  std::optional<uint8_t> elf_facts;  // common/elf_facts.h bits; absent: no ELF symbol table said
+  bool has_dwarf_function = false;
+};
+
 // How good a name is for an address several symbols share: greater is better. A real name
-// beats __pfx_/__cfi_ padding, a function beats a region label, one joined to a DWARF function
-// beats one that is not, and then the shorter name wins.
-std::tuple<bool, bool, bool, int64_t> AliasRank(std::string_view name, bool has_dwarf_function);
+// beats __pfx_/__cfi_ padding. Then what the ELF symbol table says, as llvm-symbolizer ranks:
+// a symbol with a size beats one without (the label _sinittext at early_idt_handler_array),
+// a function (STT_FUNC) beats an assembly label (STT_NOTYPE), and a global name beats a weak
+// one beats a local one (__x64_sys_ni_syscall over the static __do_sys_ni_syscall it was
+// made from; __memmove over the weak memmove). Without ELF facts (kallsyms, System.map
+// without a debug file), only the name rule is left: a function beats a region label
+// (_stext, __irqentry_text_end, ...). Then one joined to a DWARF function beats one that is
+// not, and the shorter name wins.
+std::tuple<bool, int, int, int, bool, bool, int64_t> AliasRank(const AliasFacts& a);
+// a is a better name than b: AliasRank, then (for a deterministic answer whatever order the
+// rows come in) the name that sorts first.
+bool PreferAlias(const AliasFacts& a, const AliasFacts& b);
 
 // Where vmlinux and each loaded module lie in the address space: the owners of addresses.
 struct OwnerExtents {

@@ -32,6 +32,9 @@ struct SymbolEntry {
   bool size_exact = false;
   int module = -1;      // index into KernelTarget::modules; -1 = vmlinux
   std::string section;  // offline module symbols only
+  // common/elf_facts.h bits from an ELF symbol table (the module's own .ko, or the debug file
+  // of vmlinux/a module): absent when none covered this symbol.
+  std::optional<uint8_t> elf_facts;
   // The DWARF join (debuginfo/symbol_join.h): the function instance, or why there is none.
   std::optional<int64_t> debug_file_id;
   std::optional<int64_t> dwarf_function_id;

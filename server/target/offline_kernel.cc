@@ -6,8 +6,10 @@
 #include <map>
 #include <thread>
 
+#include "server/common/elf_facts.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/common/symbol_type.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_symbols.h"
 #include "server/ingest/kallsyms.h"
@@ -197,7 +199,9 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
                                         .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
                                         .size_exact = s.size != 0,
                                         .module = mi,
-                                        .section = std::move(s.section)});
+                                        .section = std::move(s.section),
+                                        .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
+                                                                             : std::nullopt});
       }
     }
     if (failed > 0) {

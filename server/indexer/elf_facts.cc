@@ -1,0 +1,92 @@
+// Step 5b of an index run (steps.h): what the ELF symbol table of each part's debug file says
+// of its code symbols (function or label, sized or not), for ranking the aliases at an address
+// (store::AliasRank). kallsyms and System.map name the symbols but lose these facts.
+//
+// Read here, in the indexer, from the debug file found for the part, rather than in the DWARF
+// worker and stored per build-ID: the symbol table is a few MB of a mapped file (no DWARF), so
+// reading it on every run is cheap, also for debug files whose DWARF index was stored by an
+// earlier run (or an older symdex) and is reused without parsing; and the parse is the same
+// bounds-checked ingest::ReadElfSymbols that reads offline .ko files here already. The cost:
+// a debug file deleted since its DWARF was indexed gives no facts (the name rule then ranks).
+#include <atomic>
+#include <thread>
+#include <unordered_map>
+
+#include "server/common/elf_facts.h"
+#include "server/common/strings.h"
+#include "server/common/symbol_type.h"
+#include "server/debuginfo/symtab_file.h"
+#include "server/indexer/steps.h"
+
+namespace symdex::indexer {
+namespace {
+
+std::string Key(std::string_view section, uint64_t addr, std::string_view name) {
+  return StrCat(section, "\n", addr, "\n", name);
+}
+
+// Sets elf_facts on the part's symbols found (by section, address and name) in its debug
+// file's symbol table. Symbols of a part are touched by this call only.
+void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& symbols) {
+  // A stored index whose file has changed since (p.stale, not re-parsed): that file is not
+  // this build-ID's any more.
+  if (symbols.empty() || !p.record.debug_file_id || p.record.path.empty() ||
+      (p.stale && p.path_to_index.empty())) {
+    return;
+  }
+  auto table = debuginfo::ReadSymtabFile(p.record.path);
+  if (!table.ok()) {
+    p.record.detail = StrCat(p.record.detail, p.record.detail.empty() ? "" : "; ", "symbol table unreadable (",
+                             table.status().message(), "): aliases at one address ranked by name");
+    return;
+  }
+  if (table->build_id && !p.record.build_id.empty() && table->build_id->ToHex() != p.record.build_id) return;
+  std::unordered_map<std::string, uint8_t> facts;
+  facts.reserve(table->symbols.size());
+  for (const ingest::ElfSymbol& s : table->symbols) {
+    if (!IsCodeSymbolType(s.type)) continue;
+    facts.emplace(Key(table->relocatable ? s.section : std::string(), s.value, s.name), ElfFacts(s.function, s.size));
+  }
+  uint64_t slide = 0;
+  if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = *t.text_addr - *p.debug_text_addr;
+  const std::vector<std::pair<std::string, uint64_t>>* sections =
+      p.module >= 0 ? &t.modules[static_cast<size_t>(p.module)].sections : nullptr;
+  for (size_t i : symbols) {
+    target::SymbolEntry& sym = t.symbols[i];
+    std::string section = sym.section;
+    uint64_t addr = sym.addr;
+    if (p.module < 0) {
+      addr -= slide;
+    } else if (section.empty()) {
+      auto so = debuginfo::SectionOffset(*sections, sym.addr);
+      if (!so) continue;
+      section = std::move(so->first);
+      addr = so->second;
+    }
+    if (auto it = facts.find(Key(section, addr, sym.name)); it != facts.end()) sym.elf_facts = it->second;
+  }
+}
+
+}  // namespace
+
+void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs) {
+  std::unordered_map<int, size_t> part_of_module;
+  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
+  std::vector<std::vector<size_t>> symbols_by_part(parts.size());
+  for (size_t s = 0; s < t.symbols.size(); ++s) {
+    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
+    auto it = part_of_module.find(t.symbols[s].module);
+    if (it != part_of_module.end()) symbols_by_part[it->second].push_back(s);
+  }
+  // Parts own disjoint symbols: each thread writes only those of the parts it takes.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < parts.size();) AttachPart(t, parts[i], symbols_by_part[i]);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned j = 1; j < std::max(1u, jobs); ++j) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace symdex::indexer
