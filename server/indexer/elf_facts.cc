@@ -30,8 +30,7 @@ std::string Key(std::string_view section, uint64_t addr, std::string_view name) 
 void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& symbols) {
   // A stored index whose file has changed since (p.stale, not re-parsed): that file is not
   // this build-ID's any more.
-  if (symbols.empty() || !p.record.debug_file_id || p.record.path.empty() ||
-      (p.stale && p.path_to_index.empty())) {
+  if (symbols.empty() || !p.record.debug_file_id || p.record.path.empty() || (p.stale && p.path_to_index.empty())) {
     return;
   }
   auto table = debuginfo::ReadSymtabFile(p.record.path);

@@ -23,7 +23,7 @@ struct ElfSymbol {
   uint64_t value = 0;  // ET_REL: offset in `section`; otherwise a virtual address
   uint64_t size = 0;
   char type = '?';
-  std::string section;  // ".text", ".init.text", ... ("*ABS*" for absolute)
+  std::string section;    // ".text", ".init.text", ... ("*ABS*" for absolute)
   bool function = false;  // STT_FUNC or STT_GNU_IFUNC (the letter does not say: assembly labels are 't' too)
 };
 

@@ -429,10 +429,11 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
   }
   // Served by the covering index symbols_text_by_addr (schema/005).
   // (The index's WHERE names the same letters; SQLite uses it only when the query's list matches.)
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
-                                              "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts FROM symbols "
-                                              "WHERE target_id = ?1 AND section IS NULL AND type IN ",
-                                              SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
+  ASSIGN_OR_RETURN(Stmt st,
+                   db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
+                                     "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts FROM symbols "
+                                     "WHERE target_id = ?1 AND section IS NULL AND type IN ",
+                                     SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
   st.Bind(1, target_id);
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());

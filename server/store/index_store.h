@@ -65,8 +65,8 @@ struct SymbolRecord {
   std::optional<uint64_t> size;
   bool size_exact = false;
   std::optional<DwarfInfo> dwarf;
-  std::string dwarf_note;  // why there is no DWARF function, or where in it the symbol is
-  uint32_t probe = 0;      // target::ProbeBits
+  std::string dwarf_note;            // why there is no DWARF function, or where in it the symbol is
+  uint32_t probe = 0;                // target::ProbeBits
   std::optional<uint8_t> elf_facts;  // common/elf_facts.h bits; absent: no ELF symbol table said
 };
 

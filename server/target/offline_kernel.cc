@@ -200,8 +200,9 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
                                         .size_exact = s.size != 0,
                                         .module = mi,
                                         .section = std::move(s.section),
-                                        .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
-                                                                             : std::nullopt});
+                                        .elf_facts = IsCodeSymbolType(s.type)
+                                                         ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
+                                                         : std::nullopt});
       }
     }
     if (failed > 0) {

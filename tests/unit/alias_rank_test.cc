@@ -66,7 +66,8 @@ TEST(AliasRankTest, TheElfSymbolTableDecidesWhereTheIndexHasIt) {
   // A function beats a sized label; __pfx_ padding never names an address it shares.
   EXPECT_EQ(Best({{"__pfx_foo", 'T', kFunc}, {"foo_label", 'T', kSizedLabel}, {"foo", 'T', kFunc}}), "foo");
   // Equal facts: the shorter name, then the one that sorts first, whatever the row order.
-  EXPECT_EQ(Best({{"thermal_genl_event_tz_enable", 'T', kFunc}, {"thermal_genl_event_tz_delete", 'T', kFunc},
+  EXPECT_EQ(Best({{"thermal_genl_event_tz_enable", 'T', kFunc},
+                  {"thermal_genl_event_tz_delete", 'T', kFunc},
                   {"thermal_genl_event_tz_disable", 'T', kFunc}}),
             "thermal_genl_event_tz_delete");
 }
@@ -109,8 +110,8 @@ void _start(void) {}
 TEST(AliasRankTest, TheIndexerCarriesTheDebugFilesFactsToBothLookups) {
   TempDir d;
   WriteFile(d / "image.c", kImageSource);
-  auto cc = RunCommand(fmt::format("cc -O2 -nostdlib -static -Wl,--build-id -o '{}' '{}'", d / "vmlinux",
-                                   d / "image.c"));
+  auto cc =
+      RunCommand(fmt::format("cc -O2 -nostdlib -static -Wl,--build-id -o '{}' '{}'", d / "vmlinux", d / "image.c"));
   ASSERT_EQ(cc.exit_code, 0) << cc.err;
   auto elf = debuginfo::ReadSymtabFile(d / "vmlinux");
   ASSERT_TRUE(elf.ok()) << elf.status();
@@ -208,8 +209,8 @@ __asm__(".section .note.gnu.build-id,\"a\",@note\n.long 4\n.long 20\n.long 3\n.a
   target::KernelTarget t;
   t.name = "host";
   t.kind = "live";
-  t.modules.push_back({.name = "mod", .build_id = elf->build_id, .text_addr = kBase, .size = 0x1000,
-                       .sections = {{".text", kBase}}});
+  t.modules.push_back(
+      {.name = "mod", .build_id = elf->build_id, .text_addr = kBase, .size = 0x1000, .sections = {{".text", kBase}}});
   std::map<std::string, uint64_t> addr_of;
   for (const auto& s : elf->symbols) {
     if (s.section != ".text") continue;

@@ -55,8 +55,7 @@ ProbeFixture::ProbeFixture() {
   modules_dir = dir / ("lib/modules/" + release);
   module = modules_dir + "/kernel/probe_mod.ko";
   Must("mkdir -p '" + modules_dir + "/kernel' && cd '" + src + "' && ld -r --build-id traced.o untraced.o -o '" +
-       module + "' && printf 'name=probe_mod\\0' > modinfo && objcopy --add-section .modinfo=modinfo '" + module +
-       "'");
+       module + "' && printf 'name=probe_mod\\0' > modinfo && objcopy --add-section .modinfo=modinfo '" + module + "'");
   system_map = dir / ("boot/System.map-" + release);
   Must("mkdir -p '" + (dir / "boot") + "' && nm -n '" + vmlinux + "' | grep -v ' [Uw] ' > '" + system_map + "'");
   debug_dir = dir / "debug";
