@@ -119,6 +119,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                  {"missing", s.debug_missing},
                  {"failed", s.debug_failed}}},
                {"probe_tables_read", s.probe_tables_read},
+               {"probe_seconds", s.probe_seconds},
                {"warnings", s.warnings},
                {"db", DbPath(g)},
                {"seconds", secs},
@@ -144,7 +145,8 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
         }
         if (s.debug_missing + s.debug_failed > 0) fmt::print("  see 'symdex status -v' for what was tried\n");
       }
-      fmt::print("  probe verdicts: fentry/blacklist/init tables of {} files\n", s.probe_tables_read);
+      fmt::print("  probe verdicts: fentry/blacklist/init tables of {} files ({:.2f}s)\n", s.probe_tables_read,
+                 s.probe_seconds);
     }
   }
   return kFound;

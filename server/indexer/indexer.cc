@@ -80,8 +80,10 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
   if (req.debuginfo)
     RETURN_IF_ERROR(AttachDebugInfo(
         db, req, t, Jobs(req), [](int) { return true; }, sum));
+  const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(
       db, t, [](int) { return true; }, sum));
+  sum.probe_seconds = Since(tp);
 
   // Step 7, WriteTarget: the whole target in one transaction.
   const auto t2 = Clock::now();
@@ -135,7 +137,9 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   names.erase("");
   auto changed_module = [&](int m) { return m >= 0 && names.count(t.modules[static_cast<size_t>(m)].name); };
   if (req.debuginfo) RETURN_IF_ERROR(AttachDebugInfo(db, req, t, Jobs(req), changed_module, sum));
+  const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(db, t, changed_module, sum));
+  sum.probe_seconds = Since(tp);
   // Step 7, WriteTarget: just these modules, in one transaction.
   const auto t2 = Clock::now();
   CountJoined(

@@ -41,6 +41,7 @@ struct IndexSummary {
   size_t debug_indexed = 0, debug_cached = 0, debug_missing = 0, debug_failed = 0;
   size_t addr_maps_built = 0, addr_maps_present = 0;
   size_t probe_tables_read = 0;  // files whose fentry/blacklist/init tables gave probe verdicts
+  double probe_seconds = 0;      // the probe step (JudgeProbes)
   double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
   std::vector<std::string> warnings;
   std::vector<std::string> delta_modules;  // UpdateModules: the modules replaced (empty: whole target)

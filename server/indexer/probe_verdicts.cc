@@ -118,8 +118,9 @@ class Judge {
     Mark(sp, {a, b}, bits);
   }
 
-  void Apply(Owner& o, const ingest::ProbeTables& tab, uint64_t slide) {
-    o.fentry_known = tab.fentry_known;
+  void Apply(Owner& o, const ingest::ProbeTables& tab, uint64_t slide, bool kernel_records_fentry) {
+    // A module without __mcount_loc of a kernel that records fentry sites has none.
+    o.fentry_known = tab.fentry_known || (tab.relocatable && kernel_records_fentry);
     for (const auto& p : tab.fentry) {
       if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->first, w->second);
     }
@@ -246,12 +247,14 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
   // vmlinux: its debug file (a vmlinux from the -dbg package has every table), slid by KASLR.
   ASSIGN_OR_RETURN(auto vml, VmlinuxDebugFile(db, t));
   bool vmlinux_read = false;
+  bool kernel_records_fentry = false;
   if (vml && !vml->path.empty()) {
     auto tab = debuginfo::ReadProbeTablesFile(vml->path);
     if (tab.ok() && !tab->relocatable) {
       uint64_t slide = 0;
       if (t.text_addr && vml->text_addr) slide = *t.text_addr - *vml->text_addr;
-      judge.Apply(judge.owner(-1), *tab, slide);
+      judge.Apply(judge.owner(-1), *tab, slide, false);
+      kernel_records_fentry = tab->fentry_known;
       vmlinux_read = true;
       ++read;
     } else {
@@ -278,7 +281,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
     for (const std::string& p : paths) {
       auto tab = debuginfo::ReadProbeTablesFile(p);
       if (tab.ok() && tab->relocatable) {
-        judge.Apply(o, *tab, 0);
+        judge.Apply(o, *tab, 0, kernel_records_fentry);
         ++read;
         break;
       }

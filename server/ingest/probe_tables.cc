@@ -159,6 +159,13 @@ class Reader {
     return out;
   }
 
+  bool HasSection(std::string_view name) const {
+    for (const Section& s : sections_) {
+      if (s.name == name) return true;
+    }
+    return false;
+  }
+
   // A module: whole sections as areas (those named exactly, or with the prefix when `prefix`).
   std::vector<ProbeArea> SectionAreas(std::string_view name, bool prefix, bool exec_only) const {
     std::vector<ProbeArea> out;
@@ -231,7 +238,9 @@ absl::Status ReadLinked(Reader& rd, ProbeTables& out) {
 }
 
 absl::Status ReadRelocatable(Reader& rd, ProbeTables& out) {
-  out.fentry_known = true;
+  // No __mcount_loc section: either no function of the module has an fentry call, or the
+  // kernel records none at all (no dynamic ftrace). The caller tells them apart (vmlinux's).
+  out.fentry_known = rd.HasSection("__mcount_loc");
   ASSIGN_OR_RETURN(out.fentry, rd.RelocatedPlaces("__mcount_loc", out.notes));
   ASSIGN_OR_RETURN(out.blacklist, rd.RelocatedPlaces("_kprobe_blacklist", out.notes));
   for (std::string_view s : {".kprobes.text", ".noinstr.text"}) {

@@ -39,9 +39,10 @@ struct ProbeArea {
 
 struct ProbeTables {
   bool relocatable = false;
-  // The image says where its fentry sites are (a vmlinux built with dynamic ftrace has the
-  // __start/__stop_mcount_loc symbols; a module always can: no __mcount_loc section = none).
-  // false: `fentry` is empty because nothing is known, not because there are none.
+  // The image says where its fentry sites are: a vmlinux built with dynamic ftrace has the
+  // __start/__stop_mcount_loc symbols, a module its __mcount_loc section. false: `fentry` is
+  // empty because nothing is known here — for a module of a kernel whose vmlinux records
+  // fentry sites, that means it has none.
   bool fentry_known = false;
   std::vector<ProbePlace> fentry;
   std::vector<ProbePlace> blacklist;  // function addresses named by NOKPROBE_SYMBOL

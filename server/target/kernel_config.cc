@@ -50,7 +50,10 @@ absl::Status AttachKernelConfig(KernelTarget& t, const std::string& explicit_pat
                                 const std::vector<std::string>& candidates) {
   const std::string_view kOption = "CONFIG_KPROBE_EVENTS_ON_NOTRACE";
   auto use = [&](const std::string& path, const std::string& text) {
-    t.kprobe_events_on_notrace = ingest::KernelConfigBool(text, kOption).value_or(false);
+    // kprobe events check for an fentry site only on kernels whose kprobes use ftrace
+    // (CONFIG_KPROBES_ON_FTRACE: trace_kprobe.c within_notrace_func), and not with this option.
+    t.kprobe_events_on_notrace = ingest::KernelConfigBool(text, kOption).value_or(false) ||
+                                 !ingest::KernelConfigBool(text, "CONFIG_KPROBES_ON_FTRACE").value_or(false);
     t.kernel_config = path;
     t.files.push_back({"kernel-config", path, InputFileStatus::kUsed, ""});
   };

@@ -125,9 +125,10 @@ std::string DaemonTest::root_, DaemonTest::dbg_, DaemonTest::db_;
 // (every duplicated name, each instance's canonical spec and address, each entry line).
 std::vector<std::string> ComparisonCommands(const json& dups, const std::string& addr_file) {
   std::vector<std::string> cmds = {
-      "dups", "--json dups", "dups --module fake_mod", "which no_such_function_x", "resolve no_such_function_x",
-      "resolve 'bad spec with spaces'", "-t no_such_target which foo", "lines no/such/file.c:1", "addr zz 0x0",
-      "addr - < '" + addr_file + "'", "--json addr - < '" + addr_file + "'",
+      "dups", "--json dups", "dups --module fake_mod", "dups --traceable", "--json dups --traceable",
+      "which no_such_function_x", "resolve no_such_function_x", "resolve 'bad spec with spaces'",
+      "-t no_such_target which foo", "lines no/such/file.c:1", "addr zz 0x0", "addr - < '" + addr_file + "'",
+      "--json addr - < '" + addr_file + "'",
       // Whole-target listings and the index's state.
       "status", "status -v", "--json status", "symbols", "--json symbols", "symbols --all-types", "symbols --canonical",
       "--json symbols --canonical", "symbols -m fake_mod", "--json symbols -m vmlinux --all-types",

@@ -26,6 +26,7 @@ export SYMDEX_DB=$work/index.db
 # --- 1. the renamed layout: nothing in a path names the release ------------------------------
 ln -s "$DBG/usr/lib/debug/boot/System.map-$KREL" "$work/map"
 ln -s "$IMG/lib/modules/$KREL" "$work/mods"
+ln -s "$IMG/boot/config-$KREL" "$work/config"  # found beside the map: probe verdicts know the config
 mkdir -p "$work/dbg/lib/modules"
 ln -s "$DBG/usr/lib/debug/lib/modules/$KREL" "$work/dbg/lib/modules/other-name"
 nko=$(find -L "$work/mods" -name '*.ko*' | wc -l)
@@ -44,6 +45,22 @@ check_eq "module debug files outside dbg/lib/modules/other-name/" "0" \
 check_eq "module debug files whose build-ID is not the module's" "0" \
   "$(jq_num 'sum(1 for x in d["targets"][0]["debuginfo"] if x["module"]!="vmlinux" and not x["detail"].endswith(": used"))' <"$work/status.json")"
 check_eq "warnings" "0" "$(jq_num 'len(d.get("warnings", []))' <"$work/index.json")"
+
+# --- probe verdicts on the whole kernel (issue 16): the issue's three refusals, and the copies
+# of t_start / s_next ftrace lists (what the booted 6.1 kernel lists: 1 of 6, 2 of 4) ----------
+verdicts() {  # NAME -> "kind,kind,..." of its instances (exact name), and how many ftrace lists
+  "$SYMDEX" --json which --exact "$1" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["instances"]
+print(",".join(sorted(set(i["verdict"]["kind"] for i in d))), sum(i["verdict"]["ftrace"] for i in d))'
+}
+check_eq "profile_open (kernel/trace/, no fentry)" "no-fentry 0" "$(verdicts profile_open)"
+check_eq "cpu_cpu_mask (header inline)" "no-fentry 0" "$(verdicts cpu_cpu_mask)"
+check_eq "parse_no_stealacc (__init)" "init 0" "$(verdicts parse_no_stealacc)"
+check_eq "t_start: copies ftrace lists" "no-fentry,traceable 1" "$(verdicts t_start)"
+check_eq "s_next: copies ftrace lists" "no-fentry,traceable 2" "$(verdicts s_next)"
+check_eq "kprobe on profile_open@trace_kprobe.c refused (exit 4)" "4" \
+  "$("$SYMDEX" kprobe -n profile_open@trace_kprobe.c >/dev/null 2>&1; echo $?)"
 
 # --- 2. kallsyms --aliases against kas_alias's rule, recomputed from nm ----------------------
 # kas_alias counts every symbol nm prints (vmlinux: System.map; modules: nm of each .ko),
