@@ -70,28 +70,37 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
       for (const auto& f : ts.files) {
         jf.push_back({{"role", f.role}, {"path", f.path}, {"status", f.status}, {"detail", f.detail}});
       }
-      jt.push_back({{"name", t.name},
-                    {"kind", t.kind},
-                    {"release", t.release},
-                    {"build_id", t.build_id},
-                    {"text_addr", t.text_addr ? nlohmann::json("0x" + Hex(*t.text_addr)) : nlohmann::json(nullptr)},
-                    {"source", t.source},
-                    {"indexed_at", t.indexed_at},
-                    {"generation", t.generation},
-                    {"modules", counts.modules},
-                    {"vmlinux_symbols", counts.vmlinux_symbols},
-                    {"module_symbols", counts.module_symbols},
-                    {"text_symbols", counts.text_symbols},
-                    {"warnings", Warnings(t.warnings)},
-                    {"files", jf},
-                    {"debuginfo", DebugJson(ts.debuginfo)},
-                    {"addr_map", jmap}});
+      jt.push_back(
+          {{"name", t.name},
+           {"kind", t.kind},
+           {"release", t.release},
+           {"build_id", t.build_id},
+           {"text_addr", t.text_addr ? nlohmann::json("0x" + Hex(*t.text_addr)) : nlohmann::json(nullptr)},
+           {"source", t.source},
+           {"indexed_at", t.indexed_at},
+           {"generation", t.generation},
+           {"modules", counts.modules},
+           {"vmlinux_symbols", counts.vmlinux_symbols},
+           {"module_symbols", counts.module_symbols},
+           {"text_symbols", counts.text_symbols},
+           {"warnings", Warnings(t.warnings)},
+           {"kernel_config", t.kernel_config},
+           {"kprobe_events_on_notrace",
+            t.kprobe_events_on_notrace ? nlohmann::json(*t.kprobe_events_on_notrace) : nlohmann::json(nullptr)},
+           {"files", jf},
+           {"debuginfo", DebugJson(ts.debuginfo)},
+           {"addr_map", jmap}});
       continue;
     }
     fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
     fmt::print("  vmlinux build-id  {}\n", t.build_id.empty() ? "(unknown)" : t.build_id);
     fmt::print("  _text             {}\n", t.text_addr ? Hex(*t.text_addr) : "(unknown)");
     fmt::print("  indexed           {} (generation {}) from {}\n", FormatTime(t.indexed_at), t.generation, t.source);
+    fmt::print("  kernel config     {}\n",
+               t.kernel_config.empty()
+                   ? std::string("(none found: probe verdicts assume CONFIG_KPROBE_EVENTS_ON_NOTRACE=n)")
+                   : fmt::format("{} (kprobe events on functions without fentry: {})", t.kernel_config,
+                                 t.kprobe_events_on_notrace.value_or(false) ? "allowed" : "refused"));
     fmt::print("  symbols           {} vmlinux + {} in {} modules ({} text)\n", counts.vmlinux_symbols,
                counts.module_symbols, counts.modules, counts.text_symbols);
     std::string summary;
