@@ -175,10 +175,8 @@ class Judge {
     std::unordered_map<std::string_view, size_t> first;
     std::vector<size_t> order(t_.symbols.size());
     std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return (t_.symbols[a].module < 0 ? -1 : t_.symbols[a].module) <
-             (t_.symbols[b].module < 0 ? -1 : t_.symbols[b].module);
-    });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return t_.symbols[a].module < t_.symbols[b].module; });
     for (size_t i : order) {
       if (IsCodeSymbolType(t_.symbols[i].type)) first.emplace(t_.symbols[i].name, i);
     }

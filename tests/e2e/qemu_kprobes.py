@@ -568,20 +568,13 @@ def main():
         guest.send(f"PROBE {plain}")
         t, res = guest.msg()
         plain_res = res.split(" ", 1)[1] if t == "RESULT" else f"{t} {res}"
-        sent = [p for p in probes if p["line"]]
-        for p in sent:
+        # then the verdict sample: symdex's line where it printed one, the raw address where it refused
+        for p in [p for p in probes if p["line"]] + vsample:
             guest.send(f"PROBE {p['line']}")
             t, res = guest.msg()
             if t != "RESULT":
                 raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
             p["guest"] = res.split(" ", 1)[1]
-        # the verdict sample: symdex's line where it printed one, the raw address where it refused
-        for v in vsample:
-            guest.send(f"PROBE {v['line']}")
-            t, res = guest.msg()
-            if t != "RESULT":
-                raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
-            v["guest"] = res.split(" ", 1)[1]
         guest.send("LIST")
         events = guest.file("kprobe_events").decode(errors="replace")
         klist = guest.file("kprobes_list").decode(errors="replace")
