@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 
 #include "client/cli_common.h"
 #include "server/common/file_util.h"
@@ -32,6 +33,7 @@ struct IndexOptions {
   bool quiet = false;
   bool force = false;
   std::string kernel_config;
+  std::optional<std::string> build_id;  // given (even empty: that is a bad build-ID, not "none")
 };
 
 // The input paths exist, of the right kind. Checked here rather than by CLI11 (whose failures
@@ -73,7 +75,9 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
       if (done == total) fmt::print(stderr, "\n");
     };
   }
-  if (!o.system_map.empty()) {
+  if (o.build_id) {
+    req.build_id = indexer::BuildIdTargetOptions{.build_id = *o.build_id, .name = o.name};
+  } else if (!o.system_map.empty()) {
     req.offline = target::OfflineKernelOptions{.system_map = o.system_map,
                                                .modules_dir = o.modules_dir,
                                                .name = o.name,
@@ -157,7 +161,8 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
 void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto o = std::make_shared<IndexOptions>();
   CLI::App* c = app.add_subcommand("index", "Index the live host (default) or an offline kernel");
-  c->add_option("--sysroot", o->sysroot, "Read proc/ and sys/ below DIR instead of / (fixture trees, containers)");
+  auto* sysroot =
+      c->add_option("--sysroot", o->sysroot, "Read proc/ and sys/ below DIR instead of / (fixture trees, containers)");
   auto* sm = c->add_option("--system-map", o->system_map, "Offline kernel: its System.map");
   c->add_option("--modules-dir", o->modules_dir,
                 "Offline kernel: directory searched recursively for .ko/.ko.xz/.ko.zst/.ko.gz")
@@ -172,6 +177,12 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
                 "Extra debug root searched before /usr/lib/debug (repeatable): DIR/.build-id/xx/..., "
                 "DIR/boot/vmlinux-R, DIR/lib/modules/R/{vmlinux,**/M.ko}, then modules by build-ID in any "
                 "DIR/lib/modules/*/ and a vmlinux whose linux_banner names R");
+  c->add_option("--build-id", o->build_id,
+                "A kernel known only by its vmlinux build-ID (hex): its debug vmlinux is found by build-ID "
+                "(--debug-dir, /usr/lib/debug/.build-id, debuginfod), its symbols are that file's .symtab, its "
+                "release its linux_banner; the target is named after the build-ID unless --name (no modules yet)")
+      ->excludes(sm)
+      ->excludes(sysroot);
   c->add_option("--kernel-config", o->kernel_config,
                 "The kernel's .config (default: /proc/config.gz, /boot/config-R; beside the System.map offline): "
                 "whether kprobe events may probe functions without an fentry site (CONFIG_KPROBE_EVENTS_ON_NOTRACE)");

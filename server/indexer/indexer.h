@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/debuginfo/debug_finder.h"
+#include "server/indexer/build_id_target.h"
 #include "server/store/sqlite_db.h"
 #include "server/target/live_host.h"
 #include "server/target/offline_kernel.h"
@@ -17,8 +18,9 @@
 namespace symdex::indexer {
 
 struct IndexRequest {
-  std::optional<target::LiveHostOptions> live;  // exactly one of live / offline
+  std::optional<target::LiveHostOptions> live;  // exactly one of live / offline / build_id
   std::optional<target::OfflineKernelOptions> offline;
+  std::optional<BuildIdTargetOptions> build_id;  // a kernel known by its vmlinux build-ID
   bool debuginfo = true;
   debuginfo::DebugFinderOptions finder;
   unsigned jobs = 0;  // 0 = all cores

@@ -95,4 +95,16 @@ for n in watchdog verbose event_function set_root kern_path sysrq_handler pt_reg
     "$DBG/usr/lib/debug/boot/System.map-$KREL" || { echo "note: $n is not text + data in $KREL"; continue; }
   check_eq "$n (text + data): alias line" "1" "$(grep -c " $n@[A-Za-z0-9_]*_[0-9]*\$" "$work/kallsyms" || true)"
 done
+# --- the same kernel known only by its vmlinux build-ID (issue 13, first part): found by
+# build-ID under the renamed debug dir, symbols from its .symtab: the same vmlinux text symbols,
+# each with the same source line, as the System.map target ------------------------------------
+bid=$(readelf -n "$DBG/usr/lib/debug/boot/vmlinux-$KREL" | awk '/Build ID/ {print $3}')
+(cd "$work" && "$SYMDEX" index -q --build-id "$bid" --debug-dir ./dbg --no-debuginfod --no-addr-map)
+"$SYMDEX" symbols -t "$KREL" -m vmlinux | sort >"$work/by-map.tsv"
+"$SYMDEX" symbols -t "$bid" -m vmlinux | sort >"$work/by-id.tsv"
+check_eq "build-ID target: vmlinux text symbols as from System.map" "$(wc -l <"$work/by-map.tsv") 0" \
+  "$(wc -l <"$work/by-id.tsv") $(diff "$work/by-map.tsv" "$work/by-id.tsv" | grep -c '^[<>]' || true)"
+check_eq "build-ID target: release from its linux_banner" "$KREL" \
+  "$("$SYMDEX" --json status | python3 -c "import json,sys; print([t['release'] for t in json.load(sys.stdin)['targets'] if t['name'] == '$bid'][0])")"
+
 exit $fail

@@ -304,32 +304,9 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // debuginfod serving the two debug files from a plain directory.
   std::string served = fx_.dir / "served";
   Must("mkdir -p '" + served + "' && cp '" + fx_.vmlinux + "' '" + fx_.module + "' '" + served + "/'");
-  int port = testing::FreeTcpPort();
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    std::string p = std::to_string(port);
-    ::execlp("debuginfod", "debuginfod", "-F", served.c_str(), "-p", p.c_str(), "-d", ":memory:", "-t0", "-g0", "-c1",
-             static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ASSERT_GT(pid, 0);
-  struct Killer {
-    pid_t pid;
-    ~Killer() {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  } killer{pid};
-  const std::string url = "http://127.0.0.1:" + std::to_string(port);
-  bool ready = false;
-  for (int i = 0; i < 100 && !ready; ++i) {
-    CommandResult m = RunCommand("curl -s " + url + "/metrics");
-    ready = m.out.find("ready 1") != std::string::npos &&
-            m.out.find("thread_work_total{role=\"traverse\"} 1") != std::string::npos;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(ready) << "debuginfod did not become ready";
+  testing::DebuginfodServer server(served);
+  ASSERT_TRUE(server.ready()) << "debuginfod did not become ready";
+  const std::string url = server.url();
 
   std::string env = "DEBUGINFOD_URLS=" + url + " DEBUGINFOD_CACHE_PATH='" + (fx_.dir / "dcache") + "'";
   json idx = Json("index --sysroot '" + root + "'", env);

@@ -6,6 +6,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <thread>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +86,32 @@ std::string Slurp(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+DebuginfodServer::DebuginfodServer(const std::string& served_dir) {
+  const int port = FreeTcpPort();
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    const std::string p = std::to_string(port);
+    ::execlp("debuginfod", "debuginfod", "-F", served_dir.c_str(), "-p", p.c_str(), "-d", ":memory:", "-t0", "-g0",
+             "-c1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  url_ = "http://127.0.0.1:" + std::to_string(port);
+  for (int i = 0; i < 100 && !ready_ && pid_ > 0; ++i) {
+    CommandResult m = RunCommand("curl -s " + url_ + "/metrics");
+    ready_ = m.out.find("ready 1") != std::string::npos &&
+             m.out.find("thread_work_total{role=\"traverse\"} 1") != std::string::npos;
+    if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+DebuginfodServer::~DebuginfodServer() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
 }
 
 }  // namespace symdex::testing

@@ -42,4 +42,22 @@ void CompileObject(const std::string& c_source, const std::string& out_path, con
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it back, close).
 int FreeTcpPort();
 
+// A real debuginfod serving the ELF files of `served_dir` (-F: loose files) on a free loopback
+// port, in memory, no rescans; ready() once its first traversal is done (up to 10 s). Stopped
+// (SIGTERM, reaped) with the object.
+class DebuginfodServer {
+ public:
+  explicit DebuginfodServer(const std::string& served_dir);
+  ~DebuginfodServer();
+  DebuginfodServer(const DebuginfodServer&) = delete;
+  DebuginfodServer& operator=(const DebuginfodServer&) = delete;
+  bool ready() const { return ready_; }
+  const std::string& url() const { return url_; }
+
+ private:
+  int pid_ = -1;
+  bool ready_ = false;
+  std::string url_;
+};
+
 }  // namespace symdex::testing
