@@ -90,4 +90,12 @@ nlohmann::json VerdictJson(const query::ProbeVerdict& v) {
           {"reason", v.reason}};
 }
 
+void AddTargetOptions(CLI::App* verb, std::string& target, const std::string& help) {
+  CLI::Option* t = verb->add_option("-t,--target", target, help);
+  verb->add_option_function<std::string>(
+          "--build-id", [&target](const std::string& hex) { target = std::string(query::kBuildIdTargetPrefix) + hex; },
+          "The target whose vmlinux build-ID is HEX (see 'symdex index --build-id')")
+      ->excludes(t);
+}
+
 }  // namespace symdex::cli

@@ -51,6 +51,9 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
 
 void PrintJson(const nlohmann::json& j);
+// A verb's target options: -t/--target NAME, or --build-id HEX (the target whose vmlinux
+// build-ID is HEX), both into `target`.
+void AddTargetOptions(CLI::App* verb, std::string& target, const std::string& help);
 // An instance's probe verdict as JSON: {kind, kprobe, ftrace, reason}.
 nlohmann::json VerdictJson(const query::ProbeVerdict& v);
 

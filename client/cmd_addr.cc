@@ -229,7 +229,7 @@ void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* addr = app.add_subcommand("addr", "Address -> symbol+offset, file:line:column and the inline chain");
   addr->add_option("ADDR", ad->addrs, "Hex addresses (0x optional); '-' reads them from stdin, like addr2line")
       ->required();
-  addr->add_option("-t,--target", ad->target, "Target (default: 'host', or the only one); KASLR is handled");
+  AddTargetOptions(addr, ad->target, "Target (default: 'host', or the only one); KASLR is handled");
   addr->footer(
       "Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up\n"
       "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
@@ -240,7 +240,7 @@ void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* lines =
       app.add_subcommand("lines", "Every address and function for a source line (vmlinux and loaded modules)");
   lines->add_option("PATH:LINE", ln->where, "Source path (suffix on whole components) and line")->required();
-  lines->add_option("-t,--target", ln->target, "Target (default: 'host', or the only one)");
+  AddTargetOptions(lines, ln->target, "Target (default: 'host', or the only one)");
   lines->footer(
       "Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
       "the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the\n"

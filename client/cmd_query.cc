@@ -219,7 +219,7 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto w = std::make_shared<WhichOptions>();
   CLI::App* which = app.add_subcommand("which", "Every instance of a symbol name, with its kprobe target");
   which->add_option("NAME", w->name, "Symbol name as kallsyms shows it (e.g. name_show)")->required();
-  which->add_option("-t,--target", w->target, "Target to query (default: 'host', or the only one)");
+  AddTargetOptions(which, w->target, "Target to query (default: 'host', or the only one)");
   which->add_flag("--exact", w->exact, "Only NAME itself, not its compiler clones (NAME.isra.0, NAME.cold, ...)");
   which->footer(
       "Columns: module (vmlinux or the module), address (offline modules: section+offset),\n"
@@ -231,7 +231,7 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
 
   auto d = std::make_shared<DupsCliOptions>();
   CLI::App* dups = app.add_subcommand("dups", "Duplicated symbol names, counted over vmlinux + modules");
-  dups->add_option("-t,--target", d->target, "Target to query (default: 'host', or the only one)");
+  AddTargetOptions(dups, d->target, "Target to query (default: 'host', or the only one)");
   dups->add_option("-m,--module", d->q.module, "Only names with an instance in this module ('vmlinux' allowed)");
   dups->add_flag("--all-types", d->q.all_types, "Count every symbol type, not only text (t/T)");
   dups->add_flag("--traceable", d->q.traceable,
@@ -248,7 +248,7 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
 
   auto so = std::make_shared<SymbolsOptions>();
   CLI::App* syms = app.add_subcommand("symbols", "Every symbol of a target with its source line (TSV or --json)");
-  syms->add_option("-t,--target", so->target, "Target to query (default: 'host', or the only one)");
+  AddTargetOptions(syms, so->target, "Target to query (default: 'host', or the only one)");
   syms->add_option("-m,--module", so->module, "Only this module ('vmlinux' allowed)");
   syms->add_flag("--all-types", so->all_types, "All symbol types, not only text");
   syms->add_flag("--canonical", so->canonical,

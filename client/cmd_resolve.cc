@@ -509,7 +509,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto r = std::make_shared<ResolveOptions>();
   CLI::App* res = app.add_subcommand("resolve", "Resolve function specs to exactly one instance each");
   res->add_option("SPEC", r->specs, "Specs ('symdex help specs'); '-' reads one per line from stdin")->required();
-  res->add_option("-t,--target", r->target, "Target (default: 'host', or the only one)");
+  AddTargetOptions(res, r->target, "Target (default: 'host', or the only one)");
   res->footer(
       "Prints: spec, address, _text+N or MOD:NAME, source line (and CU), canonical spec.\n"
       "Exit: 0 every spec resolved to one instance, 1 some matched nothing, 2 some were ambiguous\n"
@@ -522,7 +522,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_option("-e,--event", k->event, "GRP/EVENT (default symdex/<name>[_<file>_<line>])");
   kp->add_flag("-r,--return", k->ret, "Return probe (r:) instead of entry probe (p:)");
   kp->add_flag("-f,--force", k->force, "Print (or write) the definition even when the kernel would refuse it");
-  kp->add_option("-t,--target", k->target, "Target (default: 'host', or the only one)");
+  AddTargetOptions(kp, k->target, "Target (default: 'host', or the only one)");
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("SPEC FETCHARGS", k->args, "A spec, then kprobe fetch args (e.g. 'arg1=%di:u64')")->required();
   kp->footer(
@@ -540,7 +540,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto f = std::make_shared<FtraceOptions>();
   CLI::App* ft = app.add_subcommand("ftrace-index", "The available_filter_functions index selecting one instance");
   ft->add_option("SPEC", f->spec, "A spec ('symdex help specs')")->required();
-  ft->add_option("-t,--target", f->target, "Target (default: 'host'); must be this live host");
+  AddTargetOptions(ft, f->target, "Target (default: 'host'); must be this live host");
   ft->add_option("--tracefs", f->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   ft->add_flag("-f,--force", f->force, "Look it up even when its verdict says ftrace does not list it");
   ft->footer(
@@ -555,7 +555,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kal->add_option("--separator", ks->separator, "Alias separator (default '@')")->check([](const std::string& s) {
     return s.size() == 1 ? std::string() : std::string("the separator is one character");
   });
-  kal->add_option("-t,--target", ks->target, "Target (default: 'host', or the only one)");
+  AddTargetOptions(kal, ks->target, "Target (default: 'host', or the only one)");
   kal->callback([&g, &exit_code, ks] { exit_code = RunKallsyms(g, *ks); });
 
   AddAddrCommands(app, g, exit_code);  // after kallsyms in --help, as before

@@ -16,16 +16,16 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   debuginfo::DebugFinder finder(finder_opts);
   debuginfo::LookupResult found = finder.Find({.module = "", .release = "", .build_id = id});
   if (!found.found) {
-    return absl::NotFoundError(StrCat("no vmlinux with build-ID ", id->ToHex(), " (",
-                                      target::Name(found.status), "); tried: ", StrJoin(found.attempts, "; ")));
+    return absl::NotFoundError(StrCat("no vmlinux with build-ID ", id->ToHex(), " (", target::Name(found.status),
+                                      "); tried: ", StrJoin(found.attempts, "; ")));
   }
   const std::string& path = found.found->path;
   ASSIGN_OR_RETURN(ingest::ElfSymbolTable tab, debuginfo::ReadSymtabFile(path));
   if (tab.relocatable) return absl::InvalidArgumentError(StrCat(path, ": a relocatable object, not a vmlinux"));
   if (!tab.build_id || *tab.build_id != *id) {
     return absl::InvalidArgumentError(StrCat(path, ": its build-ID is ",
-                                             tab.build_id ? tab.build_id->ToHex() : std::string("(none)"),
-                                             ", not ", id->ToHex()));
+                                             tab.build_id ? tab.build_id->ToHex() : std::string("(none)"), ", not ",
+                                             id->ToHex()));
   }
   target::KernelTarget t;
   t.kind = "offline";

@@ -19,6 +19,6 @@ struct BuildIdTargetOptions {
 };
 
 absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
-                                                        const debuginfo::DebugFinderOptions& finder);
+                                                       const debuginfo::DebugFinderOptions& finder);
 
 }  // namespace symdex::indexer

@@ -66,6 +66,16 @@ absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string&
 
 absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::TargetInfo>& all,
                                                    const std::string& requested) {
+  if (requested.starts_with(kBuildIdTargetPrefix)) {
+    const std::string_view hex = std::string_view(requested).substr(kBuildIdTargetPrefix.size());
+    const std::optional<BuildId> id = BuildId::FromHex(hex);
+    if (!id) return absl::InvalidArgumentError(StrCat("--build-id: '", Excerpt(hex, 80), "' is not a build-ID"));
+    for (const auto& t : all) {
+      if (t.build_id == id->ToHex()) return t;
+    }
+    return absl::InvalidArgumentError(StrCat("no target has vmlinux build-ID ", id->ToHex(),
+                                             " (index it: symdex index --build-id ", id->ToHex(), ")"));
+  }
   if (!requested.empty()) {
     for (const auto& t : all) {
       if (t.name == requested) return t;

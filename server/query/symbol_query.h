@@ -39,6 +39,10 @@ struct Instance {
   ProbeVerdict verdict;
 };
 
+// A requested target "build-id:HEX" names the target whose vmlinux build-ID is HEX (the CLI's
+// --build-id), whatever its name.
+inline constexpr std::string_view kBuildIdTargetPrefix = "build-id:";
+
 // Picks the target a query runs against: `requested` when given; otherwise "host" if indexed,
 // else the only target. FailedPrecondition when there is none; InvalidArgument for an unknown name, or
 // listing the choices when several exist and none was named.

@@ -4,6 +4,7 @@
 // with the reason, and a file whose build-ID is not the one asked for is never used.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -70,10 +71,22 @@ TEST_F(CliBuildIdTest, AKernelKnownByItsBuildIdFromALocalDebugRoot) {
   EXPECT_EQ(cus, (std::set<std::string>{"kernel/traced.c", "kernel/trace/untraced.c"}));
   EXPECT_EQ(kinds, (std::set<std::string>{"traceable", "no-fentry"}));
   // --name, and the target is found by it
-  ASSERT_EQ(Symdex("index -q --build-id " + build_id_ + " --name k1 --debug-dir '" + root + "' --no-debuginfod")
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      Symdex("index -q --build-id " + build_id_ + " --name k1 --debug-dir '" + root + "' --no-debuginfod").exit_code,
+      0);
   EXPECT_EQ(Symdex("which -t k1 quiet_fn").exit_code, 0);
+  // With two targets, a query names one by its build-ID (upper case too), through every verb.
+  EXPECT_EQ(Symdex("which dup_fn").exit_code, 2);
+  CommandResult by_id = Symdex("--json which --build-id " + build_id_ + " dup_fn");
+  EXPECT_EQ(by_id.exit_code, 0) << by_id.err;
+  std::string upper = build_id_;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(Symdex("resolve --build-id " + upper + " 'dup_fn#traced.c'").exit_code, 0);
+  CommandResult unknown = Symdex("which --build-id 00112233445566778899aabbccddeeff00112233 dup_fn");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("no target has vmlinux build-ID"), std::string::npos) << unknown.err;
+  EXPECT_EQ(Symdex("which --build-id zz dup_fn").exit_code, 2);
+  EXPECT_EQ(Symdex("which -t k1 --build-id " + build_id_ + " dup_fn").exit_code, 2);  // one or the other
 }
 
 TEST_F(CliBuildIdTest, AKernelKnownByItsBuildIdFromARealDebuginfod) {
