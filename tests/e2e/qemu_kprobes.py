@@ -560,7 +560,7 @@ def main():
             failures.append(f"need >= {MIN_NAMES} names with vmlinux and module instances; "
                             f"got {len(names)} names, {len(vm)} vmlinux, {len(md)} module")
 
-        vsample = prepare_verdict_sample(a.symdex, db, env, dups, sysroot, syms,
+        vsample, vsymbols = prepare_verdict_sample(a.symdex, db, env, dups, sysroot, syms,
                                          {p["expect"] for p in probes})
 
         # 4. in the guest: the plain name first (must fail), then every probe
@@ -659,7 +659,7 @@ def main():
           f"kprobes/list has {sum(len(v) for v in listed.values())} entries")
     print(f"probe lines from: {'the dups probe field (SYMDEX_E2E_USE_PROBE_FIELD=1)' if use_probe_field else 'symdex kprobe -n -e GRP/EVENT SPEC'}")
     print(canon_note)
-    failures += report_verdicts(a.symdex, db, env, sysroot, kallsyms, vsample, work)
+    failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work)
     elapsed = time.monotonic() - T0
     print(f"total {elapsed:.1f}s")
     if not os.environ.get("SYMDEX_E2E_KEEP") and not a.work and not failures:
@@ -688,12 +688,13 @@ def prepare_verdict_sample(symdex, db, env, dups, sysroot, syms, taken):
     r = run([symdex, "--db", db, "--json", "symbols", "--all-types"], env=env)
     if r.returncode != 0:
         raise Fail(f"symdex symbols failed ({r.returncode}): {r.stderr[:200]}")
-    picked = verdicts.sample(dups, json.loads(r.stdout), loaded, taken, rng)
+    symbols = json.loads(r.stdout)  # also judged against the whole guest afterwards
+    picked = verdicts.sample(dups, symbols, loaded, taken, rng)
     log(f"verdict sample: {len(picked)} instances (seed {seed}; SYMDEX_E2E_SEED={seed} repeats it), "
         f"{sum(1 for _, r in picked if r)} of them refused by symdex")
     out = []
     if not picked:
-        return out
+        return out, symbols
     addrs = [i["address"] for i, _ in picked]
     r = run([symdex, "--db", db, "--json", "resolve"] + addrs, env=env)
     try:
@@ -720,10 +721,10 @@ def prepare_verdict_sample(symdex, db, env, dups, sysroot, syms, taken):
         else:
             v["line"] = f"p:{VGROUP}/{ev} {addr:#x}"
             v["err"] = f"symdex kprobe exit {k.returncode}: {(k.stdout + k.stderr).strip()[:200]}"
-    return out
+    return out, symbols
 
 
-def report_verdicts(symdex, db, env, sysroot, kallsyms, vsample, work):
+def report_verdicts(symbols, sysroot, kallsyms, vsample, work):
     """The verdict sample's table, then ftrace and blacklist agreement over the whole guest."""
     failures = []
     print(f"\nverdict sample ({len(vsample)} instances): symdex kprobe -n on each canonical spec; "
@@ -762,10 +763,6 @@ def report_verdicts(symdex, db, env, sysroot, kallsyms, vsample, work):
     if len(vsample) < 50:
         failures.append(f"verdict sample has {len(vsample)} instances, fewer than 50")
 
-    r = run([symdex, "--db", db, "--json", "symbols", "--all-types"], env=env)
-    if r.returncode != 0:
-        return failures + [f"symdex symbols failed ({r.returncode}): {r.stderr[:200]}"]
-    symbols = json.loads(r.stdout)
     with open(os.path.join(sysroot, "verdicts/available_filter_functions")) as f:
         aff = f.read()
     stats, bad = verdicts.agreement(symbols, kallsyms, aff)
