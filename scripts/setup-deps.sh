@@ -14,8 +14,8 @@ PKGS=(
   libcpp-httplib-dev apache2-utils
   # tests
   libgtest-dev libgmock-dev libbenchmark-dev binutils elfutils xz-utils zstd gzip python3 debuginfod curl
-  # benchmarks
-  bc time python3-drgn
+  # benchmarks (libarchive-tools: bsdtar, which `debuginfod -U` runs to read .deb archives)
+  bc time python3-drgn libarchive-tools
   # daemon: the README's Python client (stubs from protoc + grpc_python_plugin), TLS test certificates
   python3-grpcio python3-protobuf openssl
   # end-to-end: the Debian kernel booted under qemu (TCG)
