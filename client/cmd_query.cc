@@ -225,7 +225,9 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Columns: module (vmlinux or the module), address (offline modules: section+offset),\n"
       "nm type, size (~ = distance to the next symbol), and the kprobe_events target the\n"
       "kernel accepts for exactly that instance: NAME if unique, MOD:NAME if unique in MOD,\n"
-      "_text+N for vmlinux (KASLR-proof), else the absolute address.\n"
+      "_text+N for vmlinux (KASLR-proof), else the absolute address; then its probe VERDICT\n"
+      "(traceable, traceable(kprobe): kprobe events yes, ftrace no; no-fentry, init, blacklisted,\n"
+      "not-code, unknown) from the kernel's own tables, with the reason on the next line.\n"
       "Exit: 0 found, 1 no such symbol, 2 usage, 3 no index.");
   which->callback([&g, &exit_code, w] { exit_code = RunWhich(g, *w); });
 
@@ -242,7 +244,8 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Counts as kas_alias did: text symbols over vmlinux + all modules, skipping generated\n"
       "names (__func__.N, CSWTCH.N, __key.N, __pfx_*, __cfi_*, __UNIQUE_ID_*, ...) and the\n"
       "[bpf]/[__builtin__*] pseudo-modules, and module .init/.exit text, which is freed after\n"
-      "load (--with-init counts it, as plain nm over the .ko files would).\n"
+      "load (--with-init counts it, as plain nm over the .ko files would). --traceable: only\n"
+      "the instances kprobe events accept (their VERDICT), counts still over every copy.\n"
       "Exit: 0 duplicates listed, 1 none, 2 usage, 3 no index.");
   dups->callback([&g, &exit_code, d] { exit_code = RunDups(g, *d); });
 
