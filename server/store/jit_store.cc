@@ -62,7 +62,11 @@ absl::Status UpsertJitSource(Db& db, const JitSourceUpdate& u) {
   ASSIGN_OR_RETURN(Stmt s, db.Prepare("INSERT INTO jit_sources (instance_id, path, resume_offset, file_size, records, "
                                       "status, message, ingested_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) "
                                       "ON CONFLICT (instance_id, path) DO UPDATE SET resume_offset=?3, file_size=?4, "
-                                      "records=records+?5, status=?6, message=?7, ingested_at=?8"));
+                                      "records=records+?5, ingested_at=?8, "
+                                      // A rescan that found nothing new keeps what the file was found to be
+                                      // (complete, truncated, closed): the run's "unchanged" is its own report.
+                                      "status=CASE WHEN ?6='unchanged' THEN status ELSE ?6 END, "
+                                      "message=CASE WHEN ?6='unchanged' THEN message ELSE ?7 END"));
   s.Bind(1, u.instance_id)
       .Bind(2, u.path)
       .Bind(3, ToDb(u.resume_offset))

@@ -105,6 +105,10 @@ TEST_F(JitCliTest, ReingestIsIdempotentAndTruncatedDumpsGrow) {
   json again = Json("jit ingest '" + path + "'");
   EXPECT_EQ(again["files"][0]["loads"], 0);
   EXPECT_EQ(again["files"][0]["status"], "unchanged");
+  // "unchanged" is that run's report; the source keeps what it was found to be (a watcher that
+  // rescans an idle dump must not change answers between two identical queries).
+  json after = Json("jit addr --pid 4242 0x2004");
+  EXPECT_EQ(after["addresses"][0]["function"]["instance"]["status"], "complete") << after.dump();
   // A copy at another path is the same process instance: nothing new.
   WriteFile(dir_ / "copy/jit-4242.dump", full);
   json copy = Json("jit ingest '" + (dir_ / "copy/jit-4242.dump") + "'");
