@@ -134,6 +134,8 @@ void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out)
     s->set_module(in.module);
     s->set_type(std::string(1, in.type));
     if (in.addr) s->set_address(*in.addr);
+    s->set_section(in.section);  // an offline module's symbol: no address, a section offset
+    s->set_section_offset(in.section_offset);
     if (in.size) s->set_size(*in.size);
     s->set_size_exact(in.size_exact);
     if (in.text_offset) s->set_text_offset(*in.text_offset);
@@ -463,6 +465,117 @@ query::DsoMatch FromProto(const pb::DsoMatch& m) {
   }
   out.loads_with_id = m.loads_with_id();
   out.message = m.message();
+  return out;
+}
+
+void ToProto(const std::string& target, const query::FramesContext& ctx, const std::vector<query::FrameIn>& frames,
+             pb::SymbolizeFramesRequest* out) {
+  out->set_target(target);
+  out->set_kernel_build_id(ctx.kernel_build_id);
+  if (ctx.text) out->set_text(*ctx.text);
+  if (ctx.kaslr_offset) out->set_kaslr_offset(*ctx.kaslr_offset);
+  for (const query::FrameModule& m : ctx.modules) {
+    pb::FrameModule* p = out->add_modules();
+    p->set_name(m.name);
+    p->set_build_id(m.build_id);
+    for (const auto& [name, base] : m.sections) {
+      pb::ModuleSection* sec = p->add_sections();
+      sec->set_name(name);
+      sec->set_base(base);
+    }
+    if (m.size) p->set_size(*m.size);
+  }
+  for (const query::FrameIn& f : frames) {
+    pb::FrameInput* p = out->add_frames();
+    if (f.address) {
+      p->set_address(*f.address);
+    } else if (f.offset) {
+      p->mutable_module_offset()->set_module(f.module);
+      p->mutable_module_offset()->set_section(f.section);
+      p->mutable_module_offset()->set_offset(*f.offset);
+    } else {
+      p->set_text(f.text);
+    }
+  }
+}
+
+void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query::FramesContext* ctx,
+               std::vector<query::FrameIn>* frames) {
+  *target = req.target();
+  ctx->kernel_build_id = req.kernel_build_id();
+  if (req.kernel_base_case() == pb::SymbolizeFramesRequest::kText) ctx->text = req.text();
+  if (req.kernel_base_case() == pb::SymbolizeFramesRequest::kKaslrOffset) ctx->kaslr_offset = req.kaslr_offset();
+  ctx->modules.reserve(req.modules_size());
+  for (const pb::FrameModule& p : req.modules()) {
+    query::FrameModule m;
+    m.name = p.name();
+    m.build_id = p.build_id();
+    for (const pb::ModuleSection& sec : p.sections()) m.sections.emplace_back(sec.name(), sec.base());
+    if (p.has_size()) m.size = p.size();
+    ctx->modules.push_back(std::move(m));
+  }
+  frames->reserve(req.frames_size());
+  for (const pb::FrameInput& p : req.frames()) {
+    query::FrameIn f;
+    switch (p.frame_case()) {
+      case pb::FrameInput::kAddress:
+        f.address = p.address();
+        break;
+      case pb::FrameInput::kModuleOffset:
+        f.module = p.module_offset().module();
+        f.section = p.module_offset().section();
+        f.offset = p.module_offset().offset();
+        break;
+      case pb::FrameInput::kText:
+        f.text = p.text();
+        break;
+      case pb::FrameInput::FRAME_NOT_SET:
+        break;  // answered as "a frame is exactly one of ..."
+    }
+    frames->push_back(std::move(f));
+  }
+}
+
+void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out) {
+  ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
+  out->mutable_frames()->Reserve(static_cast<int>(r.frames.size()));
+  for (const query::FrameAnswer& a : r.frames) {
+    pb::FrameResult* p = out->add_frames();
+    p->set_basis(std::string(query::FrameBasisName(a.basis)));
+    p->set_exact(a.exact);
+    ToProto(a.target_address.value_or(0), a.info, p->mutable_result());
+    p->set_canonical(a.canonical);
+    if (a.target_address) p->set_target_address(*a.target_address);
+    p->set_module(a.module);
+    p->set_section(a.section);
+    p->set_section_offset(a.section_offset);
+    for (const std::string& c : a.candidates) p->add_candidates(c);
+    p->set_error(a.error);
+    p->set_note(a.note);
+  }
+}
+
+query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) {
+  query::FramesResult out;
+  out.target = FromProto(r.target_info()).info;
+  out.frames.reserve(r.frames_size());
+  for (const pb::FrameResult& p : r.frames()) {
+    query::FrameAnswer a;
+    if (p.basis() == "address") a.basis = query::FrameBasis::kAddress;
+    if (p.basis() == "module-offset") a.basis = query::FrameBasis::kModuleOffset;
+    if (p.basis() == "symbol+offset") a.basis = query::FrameBasis::kSymbolOffset;
+    a.exact = p.exact();
+    a.info = FromProto(p.result());
+    a.canonical = p.canonical();
+    if (p.has_target_address()) a.target_address = p.target_address();
+    a.module = p.module();
+    a.section = p.section();
+    a.section_offset = p.section_offset();
+    a.candidates.assign(p.candidates().begin(), p.candidates().end());
+    a.error = p.error();
+    a.note = p.note();
+    out.frames.push_back(std::move(a));
+  }
   return out;
 }
 

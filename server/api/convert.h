@@ -37,6 +37,13 @@ query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a);
 void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out);
 query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
 
+void ToProto(const std::string& target, const query::FramesContext& ctx, const std::vector<query::FrameIn>& frames,
+             pb::SymbolizeFramesRequest* out);
+void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query::FramesContext* ctx,
+               std::vector<query::FrameIn>* frames);
+void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out);
+query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r);
+
 void ToProto(const query::JittedDsoKey& k, pb::JittedDsoKey* out);
 query::JittedDsoKey FromProto(const pb::JittedDsoKey& k);
 void ToProto(const query::DsoMatch& m, pb::DsoMatch* out);

@@ -17,9 +17,15 @@ struct RemoteQuery::Impl {
   std::unique_ptr<pb::SymbolService::Stub> stub;
   std::unique_ptr<pb::JitService::Stub> jit;
 
-  void Prepare(grpc::ClientContext& ctx) const {
+  // `route`: the kernel build-ID a fleet proxy routes on (gRPC metadata symdex-build-id, hashed
+  // consistently by nginx/HAProxy in front of the replicas: deploy/), from a "build-id:HEX" target.
+  void Prepare(grpc::ClientContext& ctx, std::string_view target = "", std::string_view build_id = "") const {
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::milliseconds(static_cast<int64_t>(opts.deadline_seconds * 1000)));
+    if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
+      build_id = target.substr(query::kBuildIdTargetPrefix.size());
+    }
+    if (!build_id.empty()) ctx.AddMetadata(std::string(kBuildIdHeader), Lower(build_id));
   }
   absl::Status Error(const grpc::Status& s) const {
     if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
@@ -77,7 +83,7 @@ absl::StatusOr<std::vector<query::TargetSummary>> RemoteQuery::Targets() {
 
 absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target, const std::string& name, bool exact) {
   grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
+  impl_->Prepare(ctx, target);
   pb::WhichRequest req;
   req.set_target(target);
   req.set_name(name);
@@ -93,7 +99,7 @@ absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target,
 
 absl::StatusOr<query::ResolveResult> RemoteQuery::Resolve(const std::string& target, const std::string& spec) {
   grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
+  impl_->Prepare(ctx, target);
   pb::ResolveRequest req;
   req.set_target(target);
   req.set_spec(spec);
@@ -113,7 +119,7 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
   size_t i = 0;
   do {
     grpc::ClientContext ctx;
-    impl_->Prepare(ctx);
+    impl_->Prepare(ctx, target);
     pb::SymbolizeRequest req;
     req.set_target(target);
     size_t end = std::min(addrs.size(), i + query::kMaxAddressesPerRequest);
@@ -131,10 +137,26 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
   return out;
 }
 
+absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& target, const query::FramesContext& fc,
+                                                        const std::vector<query::FrameIn>& frames) {
+  if (frames.size() > query::kMaxAddressesPerRequest) {
+    return absl::InvalidArgumentError(
+        StrCat(frames.size(), " frames in one request; the limit is ", query::kMaxAddressesPerRequest));
+  }
+  grpc::ClientContext ctx;
+  impl_->Prepare(ctx, target, fc.kernel_build_id);
+  pb::SymbolizeFramesRequest req;
+  ToProto(target, fc, frames, &req);
+  pb::SymbolizeFramesResponse resp;
+  grpc::Status s = impl_->stub->SymbolizeFrames(&ctx, req, &resp);
+  if (!s.ok()) return impl_->Error(s);
+  return FromProto(resp);
+}
+
 absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& target, const std::string& file,
                                                           int line) {
   grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
+  impl_->Prepare(ctx, target);
   pb::LinesRequest req;
   req.set_target(target);
   req.set_file(file);
@@ -153,7 +175,7 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& tar
 
 absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, const query::DupsOptions& opts) {
   grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
+  impl_->Prepare(ctx, target);
   pb::ListDuplicatesRequest req;
   req.set_target(target);
   req.set_module(opts.module);
@@ -181,7 +203,7 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
 absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target, const std::string& spec,
                                                       const query::KprobeOptions& opts) {
   grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
+  impl_->Prepare(ctx, target);
   pb::ProbeDefinitionRequest req;
   req.set_target(target);
   req.set_spec(spec);
@@ -207,7 +229,7 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
 absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& target,
                                                           const query::SymbolsOptions& opts) {
   grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
+  impl_->Prepare(ctx, target);
   pb::ListSymbolsRequest req;
   req.set_target(target);
   req.set_module(opts.module);

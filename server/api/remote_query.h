@@ -9,6 +9,10 @@
 
 namespace symdex::api {
 
+// gRPC metadata naming the kernel a request is for (lower-case hex vmlinux build-ID): what a
+// proxy in front of fleet replicas hashes on (deploy/proxy/), so each kernel has one replica.
+inline constexpr std::string_view kBuildIdHeader = "symdex-build-id";
+
 struct ConnectOptions {
   // "unix:/run/symdex/symdex.sock", "unix:relative.sock", or "HOST:PORT" (TCP).
   std::string address;
@@ -39,6 +43,8 @@ class RemoteQuery : public query::QueryApi {
   absl::StatusOr<query::ProbeResult> Probe(const std::string& target, const std::string& spec,
                                            const query::KprobeOptions& opts) override;
   absl::StatusOr<query::SymbolsResult> Symbols(const std::string& target, const query::SymbolsOptions& opts) override;
+  absl::StatusOr<query::FramesResult> Frames(const std::string& target, const query::FramesContext& ctx,
+                                             const std::vector<query::FrameIn>& frames) override;
   absl::StatusOr<query::IndexState> Index(const query::IndexOptions& opts) override;
   absl::StatusOr<query::JitAddrAnswer> JitAddr(const query::JitAddrRequest& req) override;
   absl::StatusOr<query::JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;

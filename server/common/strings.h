@@ -51,6 +51,12 @@ inline std::string Excerpt(std::string_view line, size_t max = 80) {
   return out;
 }
 
+inline std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
+  return out;
+}
+
 inline std::string_view StripWhitespace(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
     s.remove_prefix(1);

@@ -2,9 +2,49 @@
 
 #include "server/common/strings.h"
 #include "server/debuginfo/symtab_file.h"
+#include "server/target/offline_kernel.h"
 #include "server/target/vmlinux_release.h"
 
 namespace symdex::indexer {
+namespace {
+
+// The module's debug file by its build-ID, checked: an ET_REL whose build-ID is the one asked
+// for and whose .modinfo name (when it has one) is the module's.
+absl::Status AddModule(target::KernelTarget& t, debuginfo::DebugFinder& finder, const ModuleByBuildId& m) {
+  if (m.name.empty() || m.name.size() > 64 || m.name.find_first_of("/ \t\n") != std::string::npos) {
+    return absl::InvalidArgumentError(StrCat("module name '", Excerpt(m.name, 64), "' is not a module name"));
+  }
+  for (const target::ModuleInfo& have : t.modules) {
+    if (have.name == m.name) return absl::InvalidArgumentError(StrCat("module ", m.name, " is listed twice"));
+  }
+  const std::optional<BuildId> id = BuildId::FromHex(m.build_id);
+  if (!id || id->raw().size() > 64) {
+    return absl::InvalidArgumentError(
+        StrCat("module ", m.name, ": '", Excerpt(m.build_id, 80), "' is not a build-ID (hex digits, even count)"));
+  }
+  debuginfo::LookupResult found = finder.Find({.module = m.name, .release = t.release, .build_id = id});
+  if (!found.found) {
+    return absl::NotFoundError(StrCat("module ", m.name, ": no debug file with build-ID ", id->ToHex(), " (",
+                                      target::Name(found.status), "); tried: ", StrJoin(found.attempts, "; ")));
+  }
+  const std::string& path = found.found->path;
+  ASSIGN_OR_RETURN(ingest::ElfSymbolTable tab, debuginfo::ReadSymtabFile(path));
+  if (!tab.relocatable) return absl::InvalidArgumentError(StrCat(path, ": not a kernel module (ET_REL)"));
+  if (!tab.build_id || *tab.build_id != *id) {
+    return absl::InvalidArgumentError(StrCat(path, ": its build-ID is ",
+                                             tab.build_id ? tab.build_id->ToHex() : std::string("(none)"), ", not ",
+                                             id->ToHex()));
+  }
+  if (!tab.modinfo_name.empty() && tab.modinfo_name != m.name) {
+    return absl::InvalidArgumentError(
+        StrCat("build-ID ", id->ToHex(), " is module ", tab.modinfo_name, ", not ", m.name));
+  }
+  t.files.push_back({"module", path, target::InputFileStatus::kUsed, ""});
+  target::AppendOfflineModule(t, m.name, path, tab);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
                                                        const debuginfo::DebugFinderOptions& finder_opts) {
@@ -45,6 +85,17 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   }
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
   if (!t.text_addr) t.warnings.push_back(StrCat(path, " has no _text: _text offsets unavailable"));
+  size_t failed = 0;
+  for (const ModuleByBuildId& m : opts.modules) {
+    if (absl::Status s = AddModule(t, finder, m); !s.ok()) {
+      ++failed;
+      t.files.push_back({"module", m.name, target::InputFileStatus::kError, std::string(s.message())});
+    }
+  }
+  if (failed > 0) {
+    t.warnings.push_back(StrCat(failed, " of ", opts.modules.size(), " modules have no usable debug file by their "
+                                "build-ID; see 'symdex status'"));
+  }
   target::DeriveSizesAndDedupe(t);
   return t;
 }

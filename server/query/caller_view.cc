@@ -162,6 +162,16 @@ absl::StatusOr<SymbolsResult> CallerView::Symbols(const std::string& target, con
   return r;
 }
 
+// Frames carry the host's addresses: against a hidden (live) target they are an address oracle.
+absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const FramesContext& ctx,
+                                                const std::vector<FrameIn>& frames) {
+  if (access_ == AddressAccess::kKaslrFree) {
+    ASSIGN_OR_RETURN(auto t, q_.Target(FramesTarget(target, ctx)));
+    if (HidesAddresses(access_, t)) return Denied(t, "symbolizing frames against the live host");
+  }
+  return q_.Frames(target, ctx, frames);
+}
+
 absl::StatusOr<IndexState> CallerView::Index(const IndexOptions& opts) {
   ASSIGN_OR_RETURN(auto r, q_.Index(opts));
   for (auto& t : r.targets) {

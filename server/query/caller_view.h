@@ -46,6 +46,8 @@ class CallerView : public QueryApi {
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
+  absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
+                                      const std::vector<FrameIn>& frames) override;
   absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
   absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
   absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;

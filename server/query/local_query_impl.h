@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "server/query/service.h"
+#include "server/store/debuginfo_store.h"
 #include "server/store/sqlite_db.h"
 
 namespace symdex::query {
@@ -135,6 +136,52 @@ class LocalQuery::CachedSource : public InstanceSource {
   const store::TargetInfo& t_;
   Cache* cache_;
   const store::TextSymbolTable* table_;
+};
+
+// What symbolizing addresses of one target needs, set up once per call rather than per address.
+struct LocalQuery::Symbolizing {
+  Symbolizing(LocalQuery& q, Session& session, const store::TargetInfo& t, Cache& cache)
+      : q(q),
+        t(t),
+        cache(cache),
+        table(TableOf(cache)),
+        src(q, session, t, q.opts_.cache ? &cache : nullptr, table.get()) {
+    debug_file_of =
+        [this, &session](const std::string& module) -> absl::StatusOr<std::shared_ptr<const store::DebugFileInfo>> {
+      {
+        std::lock_guard<std::mutex> l(this->cache.mu);
+        if (auto it = this->cache.debug_files.find(module); it != this->cache.debug_files.end()) return it->second;
+      }
+      ASSIGN_OR_RETURN(store::Db * db, session.Db());
+      ASSIGN_OR_RETURN(auto df, store::DebugFileOf(*db, this->t.id, module));
+      std::shared_ptr<const store::DebugFileInfo> shared;
+      if (df) shared = std::make_shared<const store::DebugFileInfo>(std::move(*df));
+      std::lock_guard<std::mutex> l(this->cache.mu);
+      return this->cache.debug_files.emplace(module, shared).first->second;
+    };
+    sections_of =
+        [this, &session](const std::string& module) -> absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> {
+      ASSIGN_OR_RETURN(store::Db * db, session.Db());
+      return store::ModuleSections(*db, this->t.id, module);
+    };
+  }
+  static std::shared_ptr<const store::TextSymbolTable> TableOf(Cache& c) {
+    std::lock_guard<std::mutex> l(c.mu);
+    return c.text_symbols;
+  }
+  absl::StatusOr<AddressInfo> At(uint64_t addr) {
+    std::lock_guard<std::mutex> l(q.sym_mu_);
+    q.last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    return SymbolizeAddress(src, debug_file_of, sections_of, t, q.symbolizer_, addr);
+  }
+
+  LocalQuery& q;
+  const store::TargetInfo& t;
+  Cache& cache;
+  std::shared_ptr<const store::TextSymbolTable> table;  // null: one SQL lookup per address
+  CachedSource src;
+  DebugFileLookup debug_file_of;
+  SectionLookup sections_of;
 };
 
 template <typename F>

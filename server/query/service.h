@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/debuginfo/symbolizer.h"
+#include "server/query/frames.h"
 #include "server/query/jit_types.h"
 #include "server/query/resolver.h"
 #include "server/query/symbol_query.h"
@@ -171,6 +172,9 @@ class QueryApi {
                                             const KprobeOptions& opts) = 0;
   // Every symbol of a target (for scripts that compare symdex with other tools, and kallsyms).
   virtual absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) = 0;
+  // Frames from another host running this target's kernel (frames.h: the forms, which are exact).
+  virtual absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
+                                              const std::vector<FrameIn>& frames) = 0;
   // The index and every target's state.
   virtual absl::StatusOr<IndexState> Index(const IndexOptions& opts) = 0;
   // JIT-ed code (jit_query.h says how each is answered). Served to other users, these are for
@@ -214,6 +218,8 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
+  absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
+                                      const std::vector<FrameIn>& frames) override;
   absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
   absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
   absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
@@ -258,6 +264,7 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
                                                 const std::vector<uint64_t>& addrs);
   struct Symbolizing;
+  struct FramesCall;
 
   std::string path_;
   Options opts_;

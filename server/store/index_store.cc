@@ -413,6 +413,41 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) 
   return Containment{std::move(best), ""};
 }
 
+absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std::string& module,
+                                            const std::string& section, uint64_t offset) {
+  ASSIGN_OR_RETURN(Stmt mod, db.Prepare("SELECT id FROM modules WHERE target_id = ?1 AND name = ?2"));
+  mod.Bind(1, target_id).Bind(2, module);
+  ASSIGN_OR_RETURN(bool has_module, mod.Step());
+  if (!has_module) return Containment{std::nullopt, StrCat("module ", module, " is not indexed in this target")};
+  const int64_t module_id = mod.Int(0);
+  // Offsets are small non-negative integers: their signed order is their order.
+  std::string sql = std::string(kSymbolSelect) + "WHERE s.module_id = ?1 AND s.section = ?2 AND s.type IN " +
+                    SqlTypeList(kCodeSymbolTypes) +
+                    " AND s.addr = (SELECT MAX(addr) FROM symbols WHERE module_id = ?1 AND section = ?2 AND type IN " +
+                    SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?3)";
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
+  st.Bind(1, module_id).Bind(2, section).Bind(3, ToDb(offset));
+  std::optional<SymbolRecord> best;
+  auto alias = [](const SymbolRecord& r) {
+    return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
+  };
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    SymbolRecord r = ReadSymbol(st);
+    if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
+  }
+  if (!best) return Containment{std::nullopt, StrCat("no code symbol of ", module, " at or below ", section, "+0x",
+                                                     fmt::format("{:x}", offset))};
+  if (best->size && *best->size > 0 && offset - best->addr >= *best->size) {
+    return Containment{std::nullopt,
+                       StrCat(section, "+0x", fmt::format("{:x}", offset), " is past the end of ", module, ":",
+                              best->name, " (", section, "+0x", fmt::format("{:x}", best->addr), ", size ",
+                              *best->size, ")")};
+  }
+  return Containment{std::move(best), ""};
+}
+
 absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id) {
   auto t = std::make_shared<TextSymbolTable>();
   std::unordered_map<int64_t, uint32_t> module_of;

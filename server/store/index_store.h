@@ -122,6 +122,13 @@ struct Containment {
 // DWARF and a plain name is preferred.
 absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t target_id, uint64_t addr);
 
+// The code symbol of an offline module (its symbols are offsets into their sections) holding
+// `offset` in `section`: the one at the greatest offset <= it (aliases ranked as above), if the
+// offset is inside its size. A symbol without a size (an assembly label) holds everything up to
+// the next symbol. `why` says what is missing: the module, the section, or a symbol there.
+absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std::string& module,
+                                            const std::string& section, uint64_t offset);
+
 // A target's text symbols with absolute addresses, in address order, in brief (no DWARF
 // columns), and where its owners lie: what SymbolContaining answers, for a batch of addresses
 // at once.

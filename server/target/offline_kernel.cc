@@ -112,6 +112,24 @@ std::string ModuleNameFromPath(std::string_view path) {
   return base;
 }
 
+int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab) {
+  int mi = static_cast<int>(t.modules.size());
+  t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
+  for (auto& s : tab.symbols) {
+    t.symbols.push_back(SymbolEntry{.name = std::move(s.name),
+                                    .type = s.type,
+                                    .addr = s.value,
+                                    .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
+                                    .size_exact = s.size != 0,
+                                    .module = mi,
+                                    .section = std::move(s.section),
+                                    .elf_facts = IsCodeSymbolType(s.type)
+                                                     ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
+                                                     : std::nullopt});
+  }
+  return mi;
+}
+
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts) {
   KernelTarget t;
   t.kind = "offline";
@@ -188,22 +206,9 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
             {"module", r.path, InputFileStatus::kSkipped, StrCat("module ", name, " already read from ", pos->second)});
         continue;
       }
-      int mi = static_cast<int>(t.modules.size());
-      t.modules.push_back(ModuleInfo{.name = name, .build_id = tab.build_id, .path = r.path});
       t.files.push_back({"module", r.path, InputFileStatus::kUsed, ""});
       vermagics.push_back(ingest::ReleaseFromVermagic(tab.modinfo_vermagic));
-      for (auto& s : tab.symbols) {
-        t.symbols.push_back(SymbolEntry{.name = std::move(s.name),
-                                        .type = s.type,
-                                        .addr = s.value,
-                                        .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
-                                        .size_exact = s.size != 0,
-                                        .module = mi,
-                                        .section = std::move(s.section),
-                                        .elf_facts = IsCodeSymbolType(s.type)
-                                                         ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
-                                                         : std::nullopt});
-      }
+      AppendOfflineModule(t, name, r.path, tab);
     }
     if (failed > 0) {
       t.warnings.push_back(

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "server/common/status.h"
+#include "server/ingest/elf_symbols.h"
 #include "server/target/kernel_target.h"
 
 namespace symdex::target {
@@ -27,6 +28,10 @@ struct OfflineKernelOptions {
 };
 
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts);
+
+// Appends a module read from `path` (its symbol table `tab`, an ET_REL): a ModuleInfo with the
+// file's build-ID and its symbols as offsets into their sections. Returns its index in t.modules.
+int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab);
 
 // "drivers/net/foo-bar.ko.xz" -> "foo_bar": what the kernel calls a module whose .modinfo
 // carries no name.

@@ -1,0 +1,446 @@
+// LocalQuery::Frames: frames from another host (frames.h says which forms are exact).
+#include "server/query/frames.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "server/common/build_id.h"
+#include "server/common/strings.h"
+#include "server/common/symbol_type.h"
+#include "server/ingest/frame_text.h"
+#include "server/query/local_query_impl.h"
+#include "server/query/service.h"
+
+namespace symdex::query {
+namespace {
+
+constexpr size_t kMaxSectionNameLength = 256;
+// How much bigger than the ELF st_size the size a kernel prints (the gap to the next kallsyms
+// symbol: alignment padding, __pfx_ prefixes) may be and still be the same function.
+constexpr uint64_t kMaxPrintedSizeSlack = 64;
+
+std::string Hex(uint64_t v) { return fmt::format("0x{:x}", v); }
+
+// Where a frame is to be answered from.
+struct Plan {
+  enum Kind { kDone, kTargetAddress, kModuleOffset } kind = kDone;
+  uint64_t addr = 0;  // kTargetAddress: in the target's own terms
+  std::optional<uint64_t> host_addr;  // the host's address, when the frame gave one
+  std::string module, section;
+  uint64_t offset = 0;
+  std::string expect_symbol;  // the name the frame line printed (checked against the answer)
+};
+
+}  // namespace
+
+std::string_view FrameBasisName(FrameBasis b) {
+  switch (b) {
+    case FrameBasis::kNone:
+      return "";
+    case FrameBasis::kAddress:
+      return "address";
+    case FrameBasis::kModuleOffset:
+      return "module-offset";
+    case FrameBasis::kSymbolOffset:
+      return "symbol+offset";
+  }
+  return "";
+}
+
+std::string FramesTarget(const std::string& target, const FramesContext& ctx) {
+  if (!target.empty() || ctx.kernel_build_id.empty()) return target;
+  return StrCat(kBuildIdTargetPrefix, Lower(ctx.kernel_build_id));
+}
+
+absl::Status CheckFramesRequest(const FramesContext& ctx, size_t frames) {
+  if (frames > kMaxAddressesPerRequest) {
+    return absl::InvalidArgumentError(
+        StrCat(frames, " frames in one request; the limit is ", kMaxAddressesPerRequest));
+  }
+  if (!ctx.kernel_build_id.empty()) {
+    RETURN_IF_ERROR(CheckFieldSize("kernel_build_id", ctx.kernel_build_id, 128));
+    if (!BuildId::FromHex(ctx.kernel_build_id)) {
+      return absl::InvalidArgumentError("kernel_build_id is not a build-ID (hex digits, even count)");
+    }
+  }
+  if (ctx.text && ctx.kaslr_offset) {
+    return absl::InvalidArgumentError("give the host's _text or its KASLR offset, not both");
+  }
+  if (ctx.modules.size() > kMaxFrameModules) {
+    return absl::InvalidArgumentError(
+        StrCat(ctx.modules.size(), " modules in one request; the limit is ", kMaxFrameModules));
+  }
+  std::map<std::string_view, int> seen;
+  for (const FrameModule& m : ctx.modules) {
+    RETURN_IF_ERROR(CheckFieldSize("module name", m.name, kMaxModuleNameLength));
+    if (m.name.empty()) return absl::InvalidArgumentError("a module without a name");
+    if (++seen[m.name] > 1) return absl::InvalidArgumentError(StrCat("module ", m.name, " is given twice"));
+    if (!m.build_id.empty() && (m.build_id.size() > 128 || !BuildId::FromHex(m.build_id))) {
+      return absl::InvalidArgumentError(StrCat("module ", m.name, ": build_id is not a build-ID"));
+    }
+    if (m.sections.size() > kMaxSectionsPerModule) {
+      return absl::InvalidArgumentError(StrCat("module ", m.name, ": ", m.sections.size(),
+                                               " sections; the limit is ", kMaxSectionsPerModule));
+    }
+    for (const auto& [sec, base] : m.sections) {
+      RETURN_IF_ERROR(CheckFieldSize("section name", sec, kMaxSectionNameLength));
+      if (sec.empty()) return absl::InvalidArgumentError(StrCat("module ", m.name, ": a section without a name"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One call's state: the target, the host's layout, and per-call caches.
+struct LocalQuery::FramesCall {
+  FramesCall(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache& cache, const FramesContext& ctx)
+      : q(q), s(s), t(t), ctx(ctx), sz(q, s, t, cache) {
+    for (const FrameModule& m : ctx.modules) host_modules.emplace(m.name, &m);
+  }
+
+  // The host module whose section holds `addr` (the highest base at or below it), if any.
+  std::optional<Plan> ModuleOf(uint64_t addr) const {
+    const FrameModule* best_m = nullptr;
+    const std::pair<std::string, uint64_t>* best = nullptr;
+    for (const FrameModule& m : ctx.modules) {
+      for (const auto& sec : m.sections) {
+        if (sec.second <= addr && (best == nullptr || sec.second > best->second)) {
+          best = &sec;
+          best_m = &m;
+        }
+      }
+    }
+    if (best == nullptr) return std::nullopt;
+    if (best_m->size) {
+      uint64_t lo = UINT64_MAX;
+      for (const auto& sec : best_m->sections) lo = std::min(lo, sec.second);
+      if (addr - lo >= *best_m->size) return std::nullopt;
+    }
+    Plan p;
+    p.kind = Plan::kModuleOffset;
+    p.module = best_m->name;
+    p.section = best->first;
+    p.offset = addr - best->second;
+    p.host_addr = addr;
+    return p;
+  }
+
+  absl::StatusOr<std::optional<store::ModuleRecord>> TargetModule(const std::string& name) {
+    if (auto it = target_modules.find(name); it != target_modules.end()) return it->second;
+    ASSIGN_OR_RETURN(store::Db * db, s.Db());
+    ASSIGN_OR_RETURN(auto m, store::FindModule(*db, t.id, name));
+    return target_modules.emplace(name, std::move(m)).first->second;
+  }
+
+  // Why module `name` must not answer: its build-ID on the host (from the request or the frame
+  // line) is not the target's. "" = it may.
+  absl::StatusOr<std::string> BuildIdMismatch(const std::string& name, const std::string& line_id) {
+    ASSIGN_OR_RETURN(auto tm, TargetModule(name));
+    if (!tm) return std::string();
+    std::string host_id = line_id;
+    if (auto it = host_modules.find(name); it != host_modules.end() && !it->second->build_id.empty()) {
+      host_id = Lower(it->second->build_id);
+    }
+    if (host_id.empty() || tm->build_id.empty() || host_id == tm->build_id) return std::string();
+    return StrCat("module ", name, " on the host has build-ID ", host_id, "; the target's is ", tm->build_id,
+                  ": not answered (a different build)");
+  }
+
+  // (module, section, offset) -> answer, for a module of the target.
+  absl::Status AnswerModuleOffset(const Plan& p, FrameAnswer& a) {
+    a.module = p.module;
+    a.section = p.section;
+    a.section_offset = p.offset;
+    ASSIGN_OR_RETURN(std::string mismatch, BuildIdMismatch(p.module, ""));
+    if (!mismatch.empty()) {
+      a.exact = false;
+      a.note = std::move(mismatch);
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(auto tm, TargetModule(p.module));
+    if (!tm) {
+      a.exact = false;
+      a.note = StrCat("module ", p.module, " is not indexed in target ", t.name,
+                      " (a fleet request adds it by its build-ID)");
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(store::Db * db, s.Db());
+    if (tm->text_addr) {
+      // A loaded module of a live target: its own section bases place the offset.
+      ASSIGN_OR_RETURN(auto sections, store::ModuleSections(*db, t.id, p.module));
+      for (const auto& [sec, base] : sections) {
+        if (sec == p.section) {
+          a.target_address = base + p.offset;
+          ASSIGN_OR_RETURN(a.info, sz.At(base + p.offset));
+          return absl::OkStatus();
+        }
+      }
+      a.exact = false;
+      a.note = StrCat("module ", p.module, " has no section ", p.section, " in target ", t.name);
+      return absl::OkStatus();
+    }
+    ASSIGN_OR_RETURN(store::Containment c, store::SymbolInSection(*db, t.id, p.module, p.section, p.offset));
+    if (!c.symbol) {
+      a.note = std::move(c.why);
+      a.exact = false;
+      return absl::OkStatus();
+    }
+    a.info.symbol = InstanceOf(t, *c.symbol);
+    a.info.offset = p.offset - c.symbol->addr;
+    const Instance& in = *a.info.symbol;
+    ASSIGN_OR_RETURN(auto df, sz.debug_file_of(p.module));
+    if (!df) {
+      a.info.note = "no debug info for this module";
+    } else {
+      absl::StatusOr<std::vector<debuginfo::Frame>> frames;
+      {
+        std::lock_guard<std::mutex> l(q.sym_mu_);
+        q.last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+        frames = q.symbolizer_.SymbolizeInSection(df->path, p.section, p.offset);
+      }
+      if (frames.ok()) {
+        a.info.frames = std::move(*frames);
+        if (!a.info.frames.empty() && in.name.starts_with(a.info.frames.back().function + ".")) {
+          a.info.frames.back().function = in.name;
+        }
+        if (a.info.frames.empty()) a.info.frames.push_back({in.name, "", 0, 0});
+        if (a.info.frames.back().function.empty()) a.info.frames.back().function = in.name;
+        return absl::OkStatus();
+      }
+      a.info.note = std::string(frames.status().message());
+    }
+    if (in.dwarf && in.dwarf->entry_line > 0 && a.info.offset == 0) {
+      a.info.frames.push_back({in.dwarf->has_function ? in.dwarf->function : in.name, in.dwarf->entry_file,
+                               static_cast<int>(in.dwarf->entry_line), 0});
+    }
+    return absl::OkStatus();
+  }
+
+  // NAME+OFF[/SIZE] [MODULE] -> a plan, or the candidates when it names several instances.
+  absl::StatusOr<Plan> PlanSymbol(const ingest::FrameText& f, FrameAnswer& a) {
+    Plan p;
+    ASSIGN_OR_RETURN(std::string mismatch, f.module.empty() ? std::string() : BuildIdMismatch(f.module, f.module_build_id));
+    if (!mismatch.empty()) {
+      a.note = std::move(mismatch);
+      return p;
+    }
+    ASSIGN_OR_RETURN(auto list, sz.src.Which(f.symbol, false));
+    std::vector<const Instance*> named;
+    for (const Instance& in : *list) {
+      if (in.module == f.module && IsCodeSymbolType(in.type)) named.push_back(&in);
+    }
+    const std::string where = f.module.empty() ? "vmlinux" : f.module;
+    if (named.empty()) {
+      a.note = StrCat("no code symbol ", f.symbol, " in ", where, " of target ", t.name);
+      return p;
+    }
+    std::vector<const Instance*> fit = named;
+    if (named.size() > 1 && f.size) {
+      fit.clear();
+      for (const Instance* in : named) {
+        if (!in->size) continue;
+        bool ok = in->size_exact ? (*f.size >= *in->size && *f.size - *in->size < kMaxPrintedSizeSlack)
+                                 : *in->size == *f.size;
+        if (ok) fit.push_back(in);
+      }
+    }
+    if (fit.size() != 1) {
+      for (const Instance* in : (fit.empty() ? named : fit)) {
+        ASSIGN_OR_RETURN(std::string c, Canonical(*in));
+        a.candidates.push_back(std::move(c));
+      }
+      a.note = StrCat(named.size(), " instances of ", f.symbol, " in ", where,
+                      f.size ? StrCat(", ", fit.size(), " of size compatible with ", Hex(*f.size)) : std::string(),
+                      ": ambiguous without the address (give the frame's address and the host's _text)");
+      return p;
+    }
+    const Instance& in = *fit.front();
+    a.exact = named.size() == 1;
+    if (!a.exact) a.note = StrCat("chosen by its size among ", named.size(), " instances of ", f.symbol, " in ", where);
+    if (in.size && f.offset >= *in.size && in.size_exact) {
+      a.exact = false;
+      a.note += StrCat(a.note.empty() ? "" : "; ", "offset ", Hex(f.offset), " is past the symbol's size ",
+                       Hex(*in.size));
+    }
+    if (in.addr) {
+      p.kind = Plan::kTargetAddress;
+      p.addr = *in.addr + f.offset;
+    } else {
+      p.kind = Plan::kModuleOffset;
+      p.module = in.module;
+      p.section = in.section;
+      p.offset = in.section_offset + f.offset;
+    }
+    return p;
+  }
+
+  absl::StatusOr<std::string> Canonical(const Instance& brief) {
+    std::string key = StrCat(brief.module, std::string_view("\0", 1), brief.section, std::string_view("\0", 1),
+                             brief.addr.value_or(brief.section_offset), "/", brief.name);
+    if (auto it = canonical.find(key); it != canonical.end()) return it->second;
+    ASSIGN_OR_RETURN(auto list, sz.src.Which(brief.name, false));
+    std::vector<Instance> group;
+    const Instance* self = nullptr;
+    for (const Instance& in : *list) {
+      if (IsCodeSymbolType(in.type)) group.push_back(in);
+    }
+    for (const Instance& in : group) {
+      if (in.module == brief.module && in.section == brief.section && in.addr == brief.addr &&
+          in.section_offset == brief.section_offset) {
+        self = &in;
+      }
+    }
+    std::string c = CanonicalSpec(self ? *self : brief, group);
+    return canonical.emplace(std::move(key), std::move(c)).first->second;
+  }
+
+  LocalQuery& q;
+  Session& s;
+  const store::TargetInfo& t;
+  const FramesContext& ctx;
+  Symbolizing sz;
+  std::map<std::string, const FrameModule*> host_modules;
+  std::map<std::string, std::optional<store::ModuleRecord>> target_modules;
+  std::unordered_map<std::string, std::string> canonical;
+};
+
+absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const FramesContext& ctx,
+                                                const std::vector<FrameIn>& frames) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFramesRequest(ctx, frames.size()));
+  for (const FrameIn& f : frames) {
+    RETURN_IF_ERROR(CheckFieldSize("frame text", f.text, ingest::kMaxFrameLineLength));
+    RETURN_IF_ERROR(CheckFieldSize("frame module", f.module, kMaxModuleNameLength));
+    RETURN_IF_ERROR(CheckFieldSize("frame section", f.section, kMaxSectionNameLength));
+  }
+  return WithSession([&](Session& s) -> absl::StatusOr<FramesResult> {
+    ASSIGN_OR_RETURN(auto t, PickTarget(s, FramesTarget(target, ctx)));
+    if (!ctx.kernel_build_id.empty() && Lower(ctx.kernel_build_id) != t.build_id) {
+      return absl::FailedPreconditionError(StrCat("the host's kernel has build-ID ", Lower(ctx.kernel_build_id),
+                                                  "; target ", t.name, " is build-ID ",
+                                                  t.build_id.empty() ? std::string("(unknown)") : t.build_id));
+    }
+    // host address - slide = the target's address (vmlinux).
+    std::optional<int64_t> slide;
+    if (ctx.text) {
+      if (!t.text_addr) {
+        return absl::FailedPreconditionError(StrCat("target ", t.name, " has no _text: give a KASLR offset"));
+      }
+      slide = static_cast<int64_t>(*ctx.text - *t.text_addr);
+    } else if (ctx.kaslr_offset) {
+      if (t.kind != "offline") {
+        return absl::FailedPreconditionError(StrCat(
+            "target ", t.name, " is a live host: its addresses are already slid; give the host's _text instead"));
+      }
+      slide = *ctx.kaslr_offset;
+    }
+    const bool own_addresses = t.kind == "live" && !slide;
+    const std::string unslid_note =
+        own_addresses ? "" : "no _text or KASLR offset given: taken as the target's link-time address (exact only "
+                             "if the host booted without KASLR)";
+    auto cache = CacheFor(t);
+    Cache scratch;
+    FramesCall call(*this, s, t, cache ? *cache : scratch, ctx);
+    FramesResult out{t, std::vector<FrameAnswer>(frames.size())};
+    std::vector<Plan> plans(frames.size());
+
+    auto plan_address = [&](uint64_t host, FrameAnswer& a) {
+      Plan p;
+      p.kind = Plan::kTargetAddress;
+      p.host_addr = host;
+      p.addr = host - static_cast<uint64_t>(slide.value_or(0));
+      a.basis = FrameBasis::kAddress;
+      a.exact = slide || own_addresses;
+      if (!a.exact) a.note = unslid_note;
+      return p;
+    };
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const FrameIn& f = frames[i];
+      FrameAnswer& a = out.frames[i];
+      const int forms = (f.address ? 1 : 0) + (f.offset ? 1 : 0) + (f.text.empty() ? 0 : 1);
+      if (forms != 1) {
+        a.error = "a frame is exactly one of: an address, a module offset (module + offset), a frame line";
+        continue;
+      }
+      if (f.address) {
+        plans[i] = plan_address(*f.address, a);
+      } else if (f.offset) {
+        if (f.module.empty()) {
+          a.error = "a module offset needs its module";
+          continue;
+        }
+        plans[i].kind = Plan::kModuleOffset;
+        plans[i].module = f.module;
+        plans[i].section = f.section.empty() ? ".text" : f.section;
+        plans[i].offset = *f.offset;
+        a.basis = FrameBasis::kModuleOffset;
+        a.exact = true;
+      } else {
+        absl::StatusOr<ingest::FrameText> ft = ingest::ParseFrameText(f.text);
+        if (!ft.ok()) {
+          a.error = std::string(ft.status().message());
+          continue;
+        }
+        // The address is exact when this host's layout is known; otherwise symbol+offset is.
+        const bool placeable = ft->address && (slide || own_addresses || call.ModuleOf(*ft->address));
+        if (placeable || (ft->address && ft->symbol.empty())) {
+          plans[i] = plan_address(*ft->address, a);
+          plans[i].expect_symbol = ft->symbol;
+        } else {
+          a.basis = FrameBasis::kSymbolOffset;
+          ASSIGN_OR_RETURN(plans[i], call.PlanSymbol(*ft, a));
+        }
+      }
+    }
+    // vmlinux (and a live target's own) addresses in one batch.
+    std::vector<uint64_t> batch;
+    std::vector<size_t> batch_of;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (plans[i].kind == Plan::kTargetAddress) {
+        batch.push_back(plans[i].addr);
+        batch_of.push_back(i);
+      }
+    }
+    if (!batch.empty()) {
+      ASSIGN_OR_RETURN(SymbolizeResult r, SymbolizeWith(s, t.name, batch));
+      for (size_t k = 0; k < batch.size(); ++k) {
+        const size_t i = batch_of[k];
+        FrameAnswer& a = out.frames[i];
+        if (!r.results[k]->symbol && plans[i].host_addr) {
+          // Not in vmlinux: a module's, when the host said where its modules are.
+          if (std::optional<Plan> m = call.ModuleOf(*plans[i].host_addr)) {
+            m->expect_symbol = plans[i].expect_symbol;
+            plans[i] = std::move(*m);
+            a.exact = true;
+            a.note.clear();
+            continue;
+          }
+        }
+        a.info = *r.results[k];
+        a.target_address = plans[i].addr;
+        if (!a.info.symbol) a.exact = false;
+        plans[i].kind = Plan::kDone;
+      }
+    }
+    for (size_t i = 0; i < plans.size(); ++i) {
+      if (plans[i].kind == Plan::kModuleOffset) RETURN_IF_ERROR(call.AnswerModuleOffset(plans[i], out.frames[i]));
+    }
+    for (size_t i = 0; i < plans.size(); ++i) {
+      FrameAnswer& a = out.frames[i];
+      if (!a.info.symbol) {
+        a.exact = false;
+        if (a.note.empty()) a.note = a.info.note;
+        continue;
+      }
+      ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info.symbol));
+      if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info.symbol->name) {
+        a.exact = false;
+        a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the line says ", plans[i].expect_symbol,
+                        "; the address is in ", a.info.symbol->name, " (wrong _text or module base?)");
+      }
+    }
+    return out;
+  });
+}
+
+}  // namespace symdex::query
