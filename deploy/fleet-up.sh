@@ -15,6 +15,10 @@
 #   --replica-arg ARG     one more argument for every replica (repeatable)
 #   --no-debuginfod       start no debuginfod; replicas get no DEBUGINFOD_URLS
 #   --timeout SECONDS     how long to wait for each part to become healthy (default 30)
+#   --wait-scan SECONDS   also wait (at most this long) until debuginfod has traversed its
+#                         -F/-U paths once and scanned everything found, so that the first
+#                         request does not race its scan (the Debian -dbg .deb: ~30 s).
+#                         Only with -F/-U/-R paths: without them there is no scan to wait for
 # Everything after `--` goes to debuginfod, e.g. `-- -U /srv/debs -F /srv/debug` (its
 # `-d DB` and `-p PORT` are set here).
 #
@@ -89,6 +93,7 @@ symdexd=${SYMDEXD:-}
 replica_args=()
 with_debuginfod=1
 timeout=30
+wait_scan=0
 while [ $# -gt 0 ]; do
   case $1 in
     --replicas) replicas=${2:?--replicas needs a number}; shift 2 ;;
@@ -97,6 +102,7 @@ while [ $# -gt 0 ]; do
     --replica-arg) replica_args+=("${2?--replica-arg needs an argument}"); shift 2 ;;
     --no-debuginfod) with_debuginfod=0; shift ;;
     --timeout) timeout=${2:?--timeout needs seconds}; shift 2 ;;
+    --wait-scan) wait_scan=${2:?--wait-scan needs seconds}; shift 2 ;;
     --) shift; break ;;
     -h | --help) usage ;;
     *) echo "fleet-up: unknown option '$1'" >&2; usage ;;
@@ -105,6 +111,7 @@ done
 debuginfod_args=("$@")
 [[ $replicas =~ ^[1-9][0-9]?$ ]] || die "--replicas must be 1-99, not '$replicas'"
 [[ $timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout must be whole seconds, not '$timeout'"
+[[ $wait_scan =~ ^[0-9]+$ ]] || die "--wait-scan must be whole seconds, not '$wait_scan'"
 case $proxy in nginx | haproxy) ;; *) die "--proxy must be nginx or haproxy, not '$proxy'" ;; esac
 if [ -z "$symdexd" ]; then
   if [ -x "$src/build/bin/symdexd" ]; then symdexd=$src/build/bin/symdexd; else symdexd=$(command -v symdexd || true); fi
@@ -211,6 +218,19 @@ if [ "$with_debuginfod" = 1 ]; then
   debuginfod_url=http://127.0.0.1:$debuginfod_port
   wait_for debuginfod "$dpid" "$dlog" curl -sf -o /dev/null "$debuginfod_url/metrics"
   export DEBUGINFOD_URLS=$debuginfod_url
+  if [ "$wait_scan" -gt 0 ]; then
+    scanned() {  # one traversal done, nothing traversing, queued or being scanned
+      curl -sf "$debuginfod_url/metrics" | awk '
+        /^thread_work_total\{role="traverse"\}/ { done = $NF >= 1 }
+        /^thread_busy\{role="(traverse|scan)"\}/ || /^thread_work_pending\{role="scan"\}/ { busy += $NF }
+        END { exit !(done && busy == 0) }'
+    }
+    saved=$timeout
+    timeout=$wait_scan
+    wait_for "debuginfod's first scan" "$dpid" "$dlog" scanned
+    timeout=$saved
+    log "debuginfod: scan done, $(curl -sf "$debuginfod_url/metrics" | awk '/^scanned_files_total/ {n += $NF} END {print n + 0}') files"
+  fi
   env_lines+=("DEBUGINFOD_URLS=$debuginfod_url" "SYMDEX_FLEET_DEBUGINFOD_METRICS=$debuginfod_url/metrics"
     "SYMDEX_FLEET_DEBUGINFOD_PID=$dpid")
 fi
