@@ -18,6 +18,9 @@ PKGS=(
   bc time python3-drgn libarchive-tools
   # daemon: the README's Python client (stubs from protoc + grpc_python_plugin), TLS test certificates
   python3-grpcio python3-protobuf openssl
+  # fleet (deploy/, tests/fleet): the consistent-hash proxies, run as the user by fleet-up.sh;
+  # python3-yaml for the kustomize check (kubectl itself is not a Debian package)
+  nginx-light haproxy python3-yaml
   # end-to-end: the Debian kernel booted under qemu (TCG)
   qemu-system-x86 busybox-static cpio
   # JIT tests and benchmark (perf record / perf inject -j)
@@ -43,4 +46,18 @@ fi
 echo "setup-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
+# nginx and haproxy start their system services from postinst. On a host booted with systemd
+# that is Debian's normal behaviour and left alone; in a container (PID 1 not systemd) without
+# a policy-rc.d, invoke-rc.d would start root daemons (nginx on :80) that nothing here uses and
+# nothing stops: deny service starts for this install only. (nginx's postinst also just skips
+# the start when :80 is taken, so neither case fails the install.)
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ] && [ "$(cat /proc/1/comm 2>/dev/null)" != systemd ]; then
+  printf '#!/bin/sh\n# scripts/setup-deps.sh: no service starts during its apt-get install\nexit 101\n' |
+    $SUDO tee "$policy" >/dev/null && $SUDO chmod 0755 "$policy" && own_policy=1
+fi
+# shellcheck disable=SC2317  # run by the EXIT trap
+drop_policy() { if [ "$own_policy" = 1 ]; then $SUDO rm -f "$policy"; fi; }
+trap drop_policy EXIT
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
