@@ -27,6 +27,7 @@
 #include "server/api/services.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/fleet/kernel_cache.h"
 #include "server/indexer/indexer.h"
 #include "server/jit/ingest.h"
 #include "server/metrics/http_server.h"
@@ -101,6 +102,7 @@ struct Daemon {
   metrics::Registry registry;
   RpcStats stats{&registry};
   std::unique_ptr<query::LocalQuery> query;
+  std::unique_ptr<fleet::KernelCache> kernels;  // --fleet-cache
   std::mutex writer_mu;
   std::optional<store::Db> writer;
   Stopper stopper;
@@ -271,6 +273,21 @@ struct Daemon {
     r->set_started_at(started_at);
     r->set_live_tracking(live_tracking);
     r->set_live_updates(live_updates.load());
+    if (kernels) {
+      r->set_fleet_cache(opts.fleet_cache);
+      r->set_fleet_waiting(kernels->waiting());
+      for (const fleet::KernelEntryState& k : kernels->State()) {
+        auto* p = r->add_fleet_kernels();
+        p->set_build_id(k.build_id);
+        p->set_state(k.state);
+        p->set_bytes(k.bytes);
+        p->set_modules(k.modules);
+        p->set_modules_failed(k.modules_failed);
+        p->set_index_seconds(k.index_seconds);
+        p->set_idle_seconds(k.idle_seconds);
+        p->set_error(k.error);
+      }
+    }
   }
 
   void CollectMetrics(metrics::Registry& reg) {
@@ -356,6 +373,35 @@ int RunDaemon(const DaemonOptions& opts) {
     return 3;
   }
   d.query = std::move(*q);
+  // debuginfod's client reads its limits from the environment, per fetch: set before any thread
+  // fetches anything.
+  if (opts.fetch_timeout > 0) ::setenv("DEBUGINFOD_TIMEOUT", StrCat(static_cast<long>(opts.fetch_timeout)).c_str(), 1);
+  if (opts.fetch_max_seconds > 0) {
+    ::setenv("DEBUGINFOD_MAXTIME", StrCat(static_cast<long>(opts.fetch_max_seconds)).c_str(), 1);
+  }
+  if (opts.fetch_max_bytes > 0) ::setenv("DEBUGINFOD_MAXSIZE", StrCat(opts.fetch_max_bytes).c_str(), 1);
+  if (!opts.fleet_cache.empty()) {
+    fleet::KernelCacheOptions ko;
+    ko.dir = opts.fleet_cache;
+    ko.max_bytes = opts.fleet_cache_max_bytes;
+    ko.negative_seconds = opts.negative_cache_seconds;
+    ko.max_concurrent_index = opts.fleet_index_jobs;
+    ko.finder = debuginfo::DebugFinderOptions{.debug_dirs = opts.debug_dirs,
+                                              .sysroot = "",
+                                              .vmlinux = "",
+                                              .use_debuginfod = opts.debuginfod,
+                                              .debuginfod_progress = false};
+    auto kc = fleet::KernelCache::Create(std::move(ko), &d.registry);
+    if (!kc.ok()) {
+      Log(LogLevel::kError, "{}", kc.status().message());
+      return 3;
+    }
+    d.kernels = std::move(*kc);
+    Log(LogLevel::kInfo, "fleet cache {} ({} kernel(s) on disk, limit {} bytes); debuginfod: {}", opts.fleet_cache,
+        d.kernels->State().size(), opts.fleet_cache_max_bytes,
+        std::getenv("DEBUGINFOD_URLS") ? std::getenv("DEBUGINFOD_URLS") : "(DEBUGINFOD_URLS unset)");
+  }
+  QueryRouter router(*d.query, d.kernels.get());
 
   std::vector<std::string> listen = opts.listen;
   if (listen.empty()) listen.push_back("unix:/run/symdex/symdex.sock");
@@ -437,7 +483,7 @@ int RunDaemon(const DaemonOptions& opts) {
     builder.AddListeningPort(l, creds, port.get());
     bound[l] = std::move(port);
   }
-  SymbolServiceImpl symbols(*d.query, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  SymbolServiceImpl symbols(router, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
   jit::Ingester ingester(*d.writer, d.writer_mu);
   JitServiceImpl jits(*d.query, ingester, d.stats, control);
   builder.RegisterService(&symbols);

@@ -34,6 +34,17 @@ struct DaemonOptions {
   std::string sysroot;
   std::vector<std::string> debug_dirs;
   bool debuginfod = true;
+  // Kernels by build-ID on demand (fleet/kernel_cache.h): "" = off (a "build-id:HEX" target must
+  // then be in the own index).
+  std::string fleet_cache;
+  uint64_t fleet_cache_max_bytes = uint64_t{20} << 30;
+  double negative_cache_seconds = 300;
+  int fleet_index_jobs = 1;  // fleet index runs at once
+  // debuginfod client limits (libdebuginfod's DEBUGINFOD_TIMEOUT / _MAXTIME / _MAXSIZE), set for
+  // every fetch this daemon makes; 0 = libdebuginfod's default (90 s without progress; none).
+  double fetch_timeout = 0;
+  double fetch_max_seconds = 0;
+  uint64_t fetch_max_bytes = 0;
   // Who sees absolute addresses of live targets (peers.h) and how much each peer may ask at
   // once (limits.h). access.sysroot is set from `sysroot`.
   AccessPolicyOptions access;

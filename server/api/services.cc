@@ -46,7 +46,7 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
   using Fill = std::function<bool(size_t, Msg*)>;
   using Compute = std::function<absl::StatusOr<Fill>(query::CallerView&)>;
   ListWriter(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx, const char* method,
-             std::initializer_list<Limiter::Kind> kinds, Compute compute)
+             std::initializer_list<Limiter::Kind> kinds, const std::string& target, Compute compute)
       : call_(svc->stats().Begin(method)) {
     const CallControl& cc = svc->control();
     Peer peer = cc.registry->Of(*ctx, *cc.policy);
@@ -58,12 +58,17 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
       }
       holds_.push_back(std::move(*h));
     }
-    cc.pool->Submit(peer.key, [this, svc, ctx, peer, compute = std::move(compute)] {
+    cc.pool->Submit(peer.key, [this, svc, ctx, peer, target, compute = std::move(compute)] {
       if (ctx->IsCancelled()) {
         Finish(Cancelled(*ctx));
         return;
       }
-      query::CallerView view(svc->query(), AccessOf(peer));
+      auto q = svc->router().For(target, {}, ctx->deadline());
+      if (!q.ok()) {
+        Finish(ToGrpc(q.status()));
+        return;
+      }
+      query::CallerView view(**q, AccessOf(peer));
       auto fill = compute(view);
       holds_.pop_back();  // the heavy part is over; the stream stays counted
       if (!fill.ok()) {
@@ -224,9 +229,9 @@ void RpcStats::Call::Done(const grpc::Status& s) {
   it->second.latency->Observe(secs);
 }
 
-SymbolServiceImpl::SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats, CallControl control,
+SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                                      std::function<void(pb::StatusResponse*)> status)
-    : q_(q), stats_(stats), control_(control), status_(std::move(status)) {
+    : q_(router.own()), router_(router), stats_(stats), control_(control), status_(std::move(status)) {
   static ArenaAllocator<pb::SymbolizeRequest, pb::SymbolizeResponse> symbolize_alloc;
   static ArenaAllocator<pb::LinesRequest, pb::LinesResponse> lines_alloc;
   static ArenaAllocator<pb::WhichRequest, pb::WhichResponse> which_alloc;
@@ -249,9 +254,11 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* ctx, const pb::WhichRequest* req,
                                                    pb::WhichResponse* resp) {
-  return Serve(ctx, control_, stats_, "Which", false, [=, this](const Peer& peer, auto&) {
+  return Serve(ctx, control_, stats_, "Which", Fleet(req->target()), [=, this](const Peer& peer, auto&) {
     if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name is empty");
-    auto r = query::CallerView(q_, AccessOf(peer)).Which(req->target(), req->name(), req->exact());
+    auto q = router_.For(req->target(), {}, ctx->deadline());
+    if (!q.ok()) return ToGrpc(q.status());
+    auto r = query::CallerView(**q, AccessOf(peer)).Which(req->target(), req->name(), req->exact());
     if (!r.ok()) return ToGrpc(r.status());
     resp->set_target(r->target.name);
     TargetInfoTo(r->target, resp->mutable_target_info());
@@ -262,8 +269,10 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Resolve(grpc::CallbackServerContext* ctx, const pb::ResolveRequest* req,
                                                      pb::ResolveResponse* resp) {
-  return Serve(ctx, control_, stats_, "Resolve", false, [=, this](const Peer& peer, auto&) {
-    auto r = query::CallerView(q_, AccessOf(peer)).Resolve(req->target(), req->spec());
+  return Serve(ctx, control_, stats_, "Resolve", Fleet(req->target()), [=, this](const Peer& peer, auto&) {
+    auto q = router_.For(req->target(), {}, ctx->deadline());
+    if (!q.ok()) return ToGrpc(q.status());
+    auto r = query::CallerView(**q, AccessOf(peer)).Resolve(req->target(), req->spec());
     if (!r.ok()) return ToGrpc(r.status());
     if (r->matches.size() != 1) return ResolveError(req->spec(), *r);
     resp->set_target(r->target.name);
@@ -281,7 +290,9 @@ grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::Callba
         StrCat(req.addresses_size(), " addresses in one request; the limit is ", query::kMaxAddressesPerRequest));
   }
   constexpr int kSlice = 4096;
-  query::CallerView view(q_, AccessOf(peer));
+  auto q = router_.For(req.target(), {}, ctx.deadline());
+  if (!q.ok()) return ToGrpc(q.status());
+  query::CallerView view(**q, AccessOf(peer));
   for (int attempt = 0;; ++attempt) {
     resp->Clear();
     std::optional<int64_t> generation;
@@ -327,7 +338,9 @@ grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServ
 grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* ctx, const pb::LinesRequest* req,
                                                    pb::LinesResponse* resp) {
   return Serve(ctx, control_, stats_, "Lines", true, [=, this](const Peer& peer, auto&) {
-    auto r = query::CallerView(q_, AccessOf(peer)).Lines(req->target(), req->file(), req->line());
+    auto q = router_.For(req->target(), {}, ctx->deadline());
+    if (!q.ok()) return ToGrpc(q.status());
+    auto r = query::CallerView(**q, AccessOf(peer)).Lines(req->target(), req->file(), req->line());
     if (!r.ok()) return ToGrpc(r.status());
     resp->set_target(r->target.name);
     TargetInfoTo(r->target, resp->mutable_target_info());
@@ -346,7 +359,7 @@ grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(
   std::string target = req->target();
   using Writer = ListWriter<pb::DuplicateGroup>;
   return new Writer(this, ctx, "ListDuplicates", {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy},
-                    [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
+                    target, [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
                       ASSIGN_OR_RETURN(auto r, view.Dups(target, o));
                       auto result = std::make_shared<const query::DupsResult>(std::move(r));
                       return [result](size_t i, pb::DuplicateGroup* m) {
@@ -373,7 +386,7 @@ grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc:
   using Writer = ListWriter<pb::SymbolsChunk>;
   return new Writer(this, ctx, "ListSymbols",
                     {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kListing, Limiter::Kind::kHeavy},
-                    [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
+                    target, [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
                       ASSIGN_OR_RETURN(auto r, view.Symbols(target, o));
                       auto result = std::make_shared<const query::SymbolsResult>(std::move(r));
                       return [result](size_t i, pb::SymbolsChunk* m) {
@@ -395,13 +408,15 @@ grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc:
 grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServerContext* ctx,
                                                              const pb::ProbeDefinitionRequest* req,
                                                              pb::ProbeDefinitionResponse* resp) {
-  return Serve(ctx, control_, stats_, "ProbeDefinition", false, [=, this](const Peer& peer, auto&) {
+  return Serve(ctx, control_, stats_, "ProbeDefinition", Fleet(req->target()), [=, this](const Peer& peer, auto&) {
     query::KprobeOptions o;
     if (!req->group().empty()) o.group = req->group();
     o.event = req->event();
     o.ret = req->return_probe();
     o.fetchargs.assign(req->fetchargs().begin(), req->fetchargs().end());
-    auto r = query::CallerView(q_, AccessOf(peer)).Probe(req->target(), req->spec(), o);
+    auto q = router_.For(req->target(), {}, ctx->deadline());
+    if (!q.ok()) return ToGrpc(q.status());
+    auto r = query::CallerView(**q, AccessOf(peer)).Probe(req->target(), req->spec(), o);
     if (!r.ok()) return ToGrpc(r.status());
     if (r->resolved.matches.size() != 1) return ResolveError(req->spec(), r->resolved);
     resp->set_target(r->resolved.target.name);

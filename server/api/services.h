@@ -11,6 +11,7 @@
 
 #include "server/api/limits.h"
 #include "server/api/peers.h"
+#include "server/api/router.h"
 #include "server/jit/ingest.h"
 #include "server/metrics/metrics.h"
 #include "server/query/service.h"
@@ -51,7 +52,8 @@ struct CallControl {
 class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackService {
  public:
   // `status` fills the daemon-level fields of StatusResponse (version, uptime, live tracking).
-  SymbolServiceImpl(query::LocalQuery& q, RpcStats& stats, CallControl control,
+  // `router` picks the index of each call (router.h: the own one, or a fleet kernel's).
+  SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                     std::function<void(::symdex::v1::StatusResponse*)> status);
 
   grpc::ServerUnaryReactor* ListTargets(grpc::CallbackServerContext* ctx, const ::symdex::v1::ListTargetsRequest* req,
@@ -76,6 +78,11 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
                                           ::symdex::v1::LookupBuildIdResponse* resp) override;
   grpc::ServerWriteReactor<::symdex::v1::SymbolsChunk>* ListSymbols(
       grpc::CallbackServerContext* ctx, const ::symdex::v1::ListSymbolsRequest* req) override;
+  grpc::ServerUnaryReactor* SymbolizeFrames(grpc::CallbackServerContext* ctx,
+                                            const ::symdex::v1::SymbolizeFramesRequest* req,
+                                            ::symdex::v1::SymbolizeFramesResponse* resp) override;
+  grpc::ServerBidiReactor<::symdex::v1::SymbolizeFramesRequest, ::symdex::v1::SymbolizeFramesResponse>*
+  SymbolizeFramesStream(grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
                                    ::symdex::v1::StatusResponse* resp) override;
 
@@ -83,12 +90,21 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   // stops within one slice, all from one index generation.
   grpc::Status DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
                            const ::symdex::v1::SymbolizeRequest& req, ::symdex::v1::SymbolizeResponse* resp);
+  // SymbolizeFrames' work, shared with its stream.
+  grpc::Status DoFrames(const Peer& peer, const grpc::CallbackServerContext& ctx,
+                        const ::symdex::v1::SymbolizeFramesRequest& req, ::symdex::v1::SymbolizeFramesResponse* resp);
   const CallControl& control() const { return control_; }
   RpcStats& stats() { return stats_; }
   query::LocalQuery& query() { return q_; }
+  QueryRouter& router() { return router_; }
 
  private:
+  // A call for a fleet kernel may wait for its index run: it runs on the pool, not inline.
+  bool Fleet(const std::string& target) const {
+    return router_.kernels() != nullptr && target.starts_with(query::kBuildIdTargetPrefix);
+  }
   query::LocalQuery& q_;
+  QueryRouter& router_;
   RpcStats& stats_;
   CallControl control_;
   std::function<void(::symdex::v1::StatusResponse*)> status_;

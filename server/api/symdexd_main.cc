@@ -67,6 +67,22 @@ int main(int argc, char** argv) {
   app.add_flag("--debuginfod,!--no-debuginfod", o.debuginfod,
                "Ask debuginfod servers (DEBUGINFOD_URLS) for missing debug files (default: yes)");
   // Who may see live addresses, and how much one peer may ask (README: "Access and limits").
+  app.add_option("--fleet-cache", o.fleet_cache,
+                 "Directory of kernels indexed on demand by build-ID (one DIR/<build-id>.db each): a request "
+                 "for target build-id:HEX (or SymbolizeFrames with kernel_build_id) fetches the debug vmlinux "
+                 "(and the modules it names) through debuginfod or --debug-dir and indexes it once");
+  app.add_option("--fleet-cache-max-bytes", o.fleet_cache_max_bytes,
+                 "Size bound of --fleet-cache; least recently used kernels are evicted (default 20 GiB)");
+  app.add_option("--negative-cache-seconds", o.negative_cache_seconds,
+                 "How long a failed fetch/index of a kernel or module is remembered and answered at once (300)");
+  app.add_option("--fleet-index-jobs", o.fleet_index_jobs,
+                 "Fleet kernels indexed at once (1; each run holds a kernel's symbols and DWARF join, ~1.5 GB)");
+  app.add_option("--fetch-timeout", o.fetch_timeout,
+                 "debuginfod: give up a fetch after this many seconds without progress (DEBUGINFOD_TIMEOUT; 90)");
+  app.add_option("--fetch-max-seconds", o.fetch_max_seconds,
+                 "debuginfod: give up a fetch that takes longer than this in all (DEBUGINFOD_MAXTIME; no limit)");
+  app.add_option("--fetch-max-bytes", o.fetch_max_bytes,
+                 "debuginfod: refuse a file bigger than this (DEBUGINFOD_MAXSIZE; no limit)");
   app.add_option("--privileged-group", o.access.privileged_groups,
                  "Members of this group (Unix-socket peers) see absolute addresses of live targets (repeatable). "
                  "Root, the daemon's own user and, mirroring kptr_restrict, CAP_SYSLOG holders always do; others "

@@ -93,7 +93,8 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
     }
   }
   if (failed > 0) {
-    t.warnings.push_back(StrCat(failed, " of ", opts.modules.size(), " modules have no usable debug file by their "
+    t.warnings.push_back(StrCat(failed, " of ", opts.modules.size(),
+                                " modules have no usable debug file by their "
                                 "build-ID; see 'symdex status'"));
   }
   target::DeriveSizesAndDedupe(t);

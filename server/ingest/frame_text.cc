@@ -22,8 +22,7 @@ std::optional<uint64_t> ParseHex(std::string_view s) {
 }
 
 bool IsSymbolChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '$';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
 }
 
 bool IsModuleName(std::string_view s) {

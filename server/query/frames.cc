@@ -25,7 +25,7 @@ std::string Hex(uint64_t v) { return fmt::format("0x{:x}", v); }
 // Where a frame is to be answered from.
 struct Plan {
   enum Kind { kDone, kTargetAddress, kModuleOffset } kind = kDone;
-  uint64_t addr = 0;  // kTargetAddress: in the target's own terms
+  uint64_t addr = 0;                  // kTargetAddress: in the target's own terms
   std::optional<uint64_t> host_addr;  // the host's address, when the frame gave one
   std::string module, section;
   uint64_t offset = 0;
@@ -55,8 +55,7 @@ std::string FramesTarget(const std::string& target, const FramesContext& ctx) {
 
 absl::Status CheckFramesRequest(const FramesContext& ctx, size_t frames) {
   if (frames > kMaxAddressesPerRequest) {
-    return absl::InvalidArgumentError(
-        StrCat(frames, " frames in one request; the limit is ", kMaxAddressesPerRequest));
+    return absl::InvalidArgumentError(StrCat(frames, " frames in one request; the limit is ", kMaxAddressesPerRequest));
   }
   if (!ctx.kernel_build_id.empty()) {
     RETURN_IF_ERROR(CheckFieldSize("kernel_build_id", ctx.kernel_build_id, 128));
@@ -80,8 +79,8 @@ absl::Status CheckFramesRequest(const FramesContext& ctx, size_t frames) {
       return absl::InvalidArgumentError(StrCat("module ", m.name, ": build_id is not a build-ID"));
     }
     if (m.sections.size() > kMaxSectionsPerModule) {
-      return absl::InvalidArgumentError(StrCat("module ", m.name, ": ", m.sections.size(),
-                                               " sections; the limit is ", kMaxSectionsPerModule));
+      return absl::InvalidArgumentError(
+          StrCat("module ", m.name, ": ", m.sections.size(), " sections; the limit is ", kMaxSectionsPerModule));
     }
     for (const auto& [sec, base] : m.sections) {
       RETURN_IF_ERROR(CheckFieldSize("section name", sec, kMaxSectionNameLength));
@@ -219,7 +218,8 @@ struct LocalQuery::FramesCall {
   // NAME+OFF[/SIZE] [MODULE] -> a plan, or the candidates when it names several instances.
   absl::StatusOr<Plan> PlanSymbol(const ingest::FrameText& f, FrameAnswer& a) {
     Plan p;
-    ASSIGN_OR_RETURN(std::string mismatch, f.module.empty() ? std::string() : BuildIdMismatch(f.module, f.module_build_id));
+    ASSIGN_OR_RETURN(std::string mismatch,
+                     f.module.empty() ? std::string() : BuildIdMismatch(f.module, f.module_build_id));
     if (!mismatch.empty()) {
       a.note = std::move(mismatch);
       return p;
@@ -259,8 +259,8 @@ struct LocalQuery::FramesCall {
     if (!a.exact) a.note = StrCat("chosen by its size among ", named.size(), " instances of ", f.symbol, " in ", where);
     if (in.size && f.offset >= *in.size && in.size_exact) {
       a.exact = false;
-      a.note += StrCat(a.note.empty() ? "" : "; ", "offset ", Hex(f.offset), " is past the symbol's size ",
-                       Hex(*in.size));
+      a.note +=
+          StrCat(a.note.empty() ? "" : "; ", "offset ", Hex(f.offset), " is past the symbol's size ", Hex(*in.size));
     }
     if (in.addr) {
       p.kind = Plan::kTargetAddress;
@@ -336,8 +336,9 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
     }
     const bool own_addresses = t.kind == "live" && !slide;
     const std::string unslid_note =
-        own_addresses ? "" : "no _text or KASLR offset given: taken as the target's link-time address (exact only "
-                             "if the host booted without KASLR)";
+        own_addresses ? ""
+                      : "no _text or KASLR offset given: taken as the target's link-time address (exact only "
+                        "if the host booted without KASLR)";
     auto cache = CacheFor(t);
     Cache scratch;
     FramesCall call(*this, s, t, cache ? *cache : scratch, ctx);

@@ -30,8 +30,8 @@
 
 namespace symdex::query {
 
-inline constexpr size_t kMaxFrameModules = 8192;        // a host's loaded modules (~100-300 usually)
-inline constexpr size_t kMaxSectionsPerModule = 256;    // /sys/module/M/sections (~40 usually)
+inline constexpr size_t kMaxFrameModules = 8192;      // a host's loaded modules (~100-300 usually)
+inline constexpr size_t kMaxSectionsPerModule = 256;  // /sys/module/M/sections (~40 usually)
 
 // A module as the host loaded it.
 struct FrameModule {
@@ -43,8 +43,8 @@ struct FrameModule {
 };
 
 struct FramesContext {
-  std::string kernel_build_id;        // hex; when given, must be the target's vmlinux build-ID
-  std::optional<uint64_t> text;       // the host's _text (runtime)
+  std::string kernel_build_id;          // hex; when given, must be the target's vmlinux build-ID
+  std::optional<uint64_t> text;         // the host's _text (runtime)
   std::optional<int64_t> kaslr_offset;  // runtime _text - link-time _text
   std::vector<FrameModule> modules;
 };

@@ -437,13 +437,13 @@ absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std
     SymbolRecord r = ReadSymbol(st);
     if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
   }
-  if (!best) return Containment{std::nullopt, StrCat("no code symbol of ", module, " at or below ", section, "+0x",
-                                                     fmt::format("{:x}", offset))};
+  if (!best)
+    return Containment{std::nullopt, StrCat("no code symbol of ", module, " at or below ", section, "+0x",
+                                            fmt::format("{:x}", offset))};
   if (best->size && *best->size > 0 && offset - best->addr >= *best->size) {
-    return Containment{std::nullopt,
-                       StrCat(section, "+0x", fmt::format("{:x}", offset), " is past the end of ", module, ":",
-                              best->name, " (", section, "+0x", fmt::format("{:x}", best->addr), ", size ",
-                              *best->size, ")")};
+    return Containment{std::nullopt, StrCat(section, "+0x", fmt::format("{:x}", offset), " is past the end of ", module,
+                                            ":", best->name, " (", section, "+0x", fmt::format("{:x}", best->addr),
+                                            ", size ", *best->size, ")")};
   }
   return Containment{std::move(best), ""};
 }

@@ -116,16 +116,15 @@ int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& pa
   int mi = static_cast<int>(t.modules.size());
   t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
   for (auto& s : tab.symbols) {
-    t.symbols.push_back(SymbolEntry{.name = std::move(s.name),
-                                    .type = s.type,
-                                    .addr = s.value,
-                                    .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
-                                    .size_exact = s.size != 0,
-                                    .module = mi,
-                                    .section = std::move(s.section),
-                                    .elf_facts = IsCodeSymbolType(s.type)
-                                                     ? std::optional<uint8_t>(ElfFacts(s.function, s.size))
-                                                     : std::nullopt});
+    t.symbols.push_back(SymbolEntry{
+        .name = std::move(s.name),
+        .type = s.type,
+        .addr = s.value,
+        .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
+        .size_exact = s.size != 0,
+        .module = mi,
+        .section = std::move(s.section),
+        .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size)) : std::nullopt});
   }
   return mi;
 }

@@ -3,7 +3,7 @@
 what a gRPC handler may do.
 
   ingest (pure parsers) -> target, debuginfo -> store -> indexer (writes) / query (reads)
-  -> api (gRPC) and client (CLI)
+  -> fleet (on-demand kernels by build-ID) -> api (gRPC) and client (CLI)
 
 Fails (exit 1, one line per offence: file:line, the include or call, the rule) when
 - a directory includes one above it (a parser including the store, the store including query ...);
@@ -31,7 +31,10 @@ LAYERS = {
     "jit": {"common", "ingest", "store", "debuginfo"},
     "query": {"common", "ingest", "target", "debuginfo", "store", "jit"},
     "metrics": {"common"},
-    "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest"},
+    # Kernels by build-ID indexed on demand (the daemon's --fleet-cache): runs the indexer, hands
+    # out the query over each kernel's index.
+    "fleet": {"common", "ingest", "target", "debuginfo", "store", "indexer", "query", "metrics"},
+    "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest", "fleet"},
 }
 
 # What client/ may include from server/.
@@ -52,7 +55,8 @@ CLIENT_LOCAL = {
 }
 
 # The gRPC handlers: no store, no SQL, no file I/O.
-HANDLERS = ["server/api/services.h", "server/api/services.cc", "server/api/jit_services.cc", "server/api/serve.h"]
+HANDLERS = ["server/api/services.h", "server/api/services.cc", "server/api/frame_services.cc", "server/api/jit_services.cc",
+            "server/api/serve.h"]
 # (metrics: the handlers count their calls; jit/ingest.h: JitService.Ingest, a write the daemon owns.)
 HANDLER_INCLUDES = [re.compile(p) for p in (r"server/api/", r"server/query/", r"server/common/", r"symdex/v1/",
                                             r"server/metrics/", r"server/jit/ingest\.h$")]

@@ -1,0 +1,27 @@
+#include "server/api/router.h"
+
+#include "server/fleet/kernel_cache.h"
+#include "server/query/symbol_query.h"
+
+namespace symdex::api {
+
+absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::For(const std::string& target,
+                                                                    const std::vector<query::FrameModule>& modules,
+                                                                    std::chrono::system_clock::time_point deadline) {
+  std::shared_ptr<query::LocalQuery> own(&own_, [](query::LocalQuery*) {});
+  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return own;
+  // Indexed here already (symdex index --build-id into the daemon's own index): answered from it.
+  if (own_.Target(target).ok()) return own;
+  std::vector<indexer::ModuleByBuildId> mods;
+  for (const query::FrameModule& m : modules) {
+    if (!m.build_id.empty()) mods.push_back({m.name, m.build_id});
+  }
+  // The call's deadline as a steady-clock point; no deadline (gRPC's infinite future) = 10 min.
+  const auto now_sys = std::chrono::system_clock::now();
+  const auto left = std::min<std::chrono::system_clock::duration>(deadline - now_sys, std::chrono::minutes(10));
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+  return kernels_->Get(target.substr(query::kBuildIdTargetPrefix.size()), mods, until);
+}
+
+}  // namespace symdex::api

@@ -1,0 +1,40 @@
+// Which index answers a call: the daemon's own (--db), or — for a "build-id:HEX" target that the
+// own index does not hold, when the daemon runs with --fleet-cache — that kernel's index in the
+// fleet cache, fetched and indexed on first use (fleet/kernel_cache.h). The handlers ask here
+// and then call the query layer exactly as for the own index.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/common/status.h"
+#include "server/query/frames.h"
+#include "server/query/service.h"
+
+namespace symdex::fleet {
+class KernelCache;
+}
+
+namespace symdex::api {
+
+class QueryRouter {
+ public:
+  // `kernels` may be null (no --fleet-cache): every call goes to `own`.
+  QueryRouter(query::LocalQuery& own, fleet::KernelCache* kernels) : own_(own), kernels_(kernels) {}
+
+  // The query for `target`; `modules` (frames requests) are indexed into a fleet kernel first.
+  // `deadline`: how long the call may wait for an index run.
+  absl::StatusOr<std::shared_ptr<query::LocalQuery>> For(const std::string& target,
+                                                         const std::vector<query::FrameModule>& modules,
+                                                         std::chrono::system_clock::time_point deadline);
+  query::LocalQuery& own() { return own_; }
+  fleet::KernelCache* kernels() { return kernels_; }
+
+ private:
+  query::LocalQuery& own_;
+  fleet::KernelCache* kernels_;
+};
+
+}  // namespace symdex::api

@@ -1,0 +1,94 @@
+// Kernels known only by build-ID, indexed on demand (issue 13): a fleet replica's cache.
+//
+// Each kernel's index is its own file, DIR/<build-id>.db (+ -addrmaps/, -wal), written by the
+// same indexer `symdex index --build-id` runs: the debug vmlinux fetched by build-ID (a local
+// debug root or debuginfod), its .symtab as the symbol table, and each module a request names
+// (name + build-ID) fetched by the module's own build-ID when first needed. Persisted across
+// restarts; bounded by size, least recently used evicted first.
+//
+// Concurrency: requests for one build-ID share one index run (the first starts it, the others
+// wait for it, each up to its own deadline — a deadline passing leaves the run going, so the
+// next request finds it done). Failures are remembered for `negative_seconds` (as debuginfod's
+// client remembers misses): a request inside that window gets the same error at once, so a
+// fleet asking for a kernel nobody has does not become a fetch storm. Module failures likewise,
+// per module build-ID. At most `max_concurrent_index` runs at once (each holds a kernel's symbol
+// table and DWARF join in memory).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/common/status.h"
+#include "server/debuginfo/debug_finder.h"
+#include "server/indexer/build_id_target.h"
+#include "server/metrics/metrics.h"
+#include "server/query/service.h"
+
+namespace symdex::fleet {
+
+struct KernelCacheOptions {
+  std::string dir;                                // required; created 0750
+  uint64_t max_bytes = uint64_t{20} << 30;        // all indexes and address maps together
+  double negative_seconds = 300;                  // how long a failure is remembered
+  int max_concurrent_index = 1;                   // index runs at once
+  debuginfo::DebugFinderOptions finder;           // debug roots, debuginfod
+  unsigned jobs = 0;                              // threads per index run (0: all cores)
+  query::LocalQuery::Options query{.target_cache_seconds = 0.1};
+};
+
+// One kernel as `symdex status` and metrics show it.
+struct KernelEntryState {
+  std::string build_id;
+  std::string state;  // indexed | indexing | failed | on-disk (not opened since start)
+  uint64_t bytes = 0;
+  size_t modules = 0, modules_failed = 0;
+  double index_seconds = 0;  // the last run
+  double idle_seconds = 0;   // since last use
+  std::string error;         // state failed: why (and for how much longer it is remembered)
+};
+
+class KernelCache {
+ public:
+  // Scans `dir` for indexes left by an earlier run (kept, opened on first use).
+  static absl::StatusOr<std::unique_ptr<KernelCache>> Create(KernelCacheOptions opts, metrics::Registry* registry);
+  ~KernelCache();
+
+  // The query over kernel `build_id`'s index, with every module of `modules` indexed or
+  // remembered as failed. InvalidArgument for a malformed build-ID; NotFound/Unavailable/
+  // DeadlineExceeded (the fetch) and InvalidArgument (a file whose build-ID does not match) from
+  // the index run, or remembered from an earlier one; DeadlineExceeded when `deadline` passes
+  // while waiting for a run.
+  absl::StatusOr<std::shared_ptr<query::LocalQuery>> Get(const std::string& build_id,
+                                                         const std::vector<indexer::ModuleByBuildId>& modules,
+                                                         std::chrono::steady_clock::time_point deadline);
+
+  std::vector<KernelEntryState> State();
+  int64_t waiting() const;  // requests waiting for an index run
+
+ private:
+  struct Entry;
+  using Clock = std::chrono::steady_clock;
+  KernelCache(KernelCacheOptions opts, metrics::Registry* registry);
+  std::shared_ptr<Entry> EntryFor(const std::string& hex);
+  absl::Status RunIndex(const std::string& hex, Entry& e, const std::vector<indexer::ModuleByBuildId>& modules);
+  absl::Status OpenExisting(const std::string& hex, Entry& e);
+  void EvictOverLimit(const std::string& keep);
+  std::string DbPath(const std::string& hex) const;
+
+  KernelCacheOptions opts_;
+  metrics::Registry* registry_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Entry>> entries_;
+  std::mutex slots_mu_;
+  std::condition_variable slots_cv_;
+  int running_ = 0;
+  std::atomic<int64_t> waiting_{0};
+};
+
+}  // namespace symdex::fleet
