@@ -67,6 +67,8 @@ void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `addr` and `lines` (client/cmd_addr.cc).
 void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
+// `frames` (client/cmd_frames.cc).
+void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 

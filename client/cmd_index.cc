@@ -33,7 +33,8 @@ struct IndexOptions {
   bool quiet = false;
   bool force = false;
   std::string kernel_config;
-  std::optional<std::string> build_id;  // given (even empty: that is a bad build-ID, not "none")
+  std::optional<std::string> build_id;        // given (even empty: that is a bad build-ID, not "none")
+  std::vector<std::string> module_build_ids;  // NAME=BUILDID, with --build-id
 };
 
 // The input paths exist, of the right kind. Checked here rather than by CLI11 (whose failures
@@ -77,6 +78,13 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   }
   if (o.build_id) {
     req.build_id = indexer::BuildIdTargetOptions{.build_id = *o.build_id, .name = o.name};
+    for (const std::string& m : o.module_build_ids) {
+      const size_t eq = m.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return Fail(g, absl::InvalidArgumentError(StrCat("--module-build-id ", m, ": expected NAME=BUILDID")), true);
+      }
+      req.build_id->modules.push_back({m.substr(0, eq), m.substr(eq + 1)});
+    }
   } else if (!o.system_map.empty()) {
     req.offline = target::OfflineKernelOptions{.system_map = o.system_map,
                                                .modules_dir = o.modules_dir,
@@ -180,9 +188,12 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   c->add_option("--build-id", o->build_id,
                 "A kernel known only by its vmlinux build-ID (hex): its debug vmlinux is found by build-ID "
                 "(--debug-dir, /usr/lib/debug/.build-id, debuginfod), its symbols are that file's .symtab, its "
-                "release its linux_banner; the target is named after the build-ID unless --name (no modules yet)")
+                "release its linux_banner; the target is named after the build-ID unless --name")
       ->excludes(sm)
       ->excludes(sysroot);
+  c->add_option("--module-build-id", o->module_build_ids,
+                "With --build-id: a module to include, NAME=BUILDID (repeatable; /sys/module/NAME/notes on the "
+                "machine): its debug .ko found by build-ID like vmlinux's; one not found is recorded, not fatal");
   c->add_option("--kernel-config", o->kernel_config,
                 "The kernel's .config (default: /proc/config.gz, /boot/config-R; beside the System.map offline): "
                 "whether kprobe events may probe functions without an fentry site (CONFIG_KPROBE_EVENTS_ON_NOTRACE)");

@@ -559,6 +559,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kal->callback([&g, &exit_code, ks] { exit_code = RunKallsyms(g, *ks); });
 
   AddAddrCommands(app, g, exit_code);  // after kallsyms in --help, as before
+  AddFramesCommand(app, g, exit_code);
 
   auto topic = std::make_shared<std::string>();
   CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");

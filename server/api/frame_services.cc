@@ -13,8 +13,7 @@ namespace {
 // One request read at a time; its answer built on the pool and written; the next read only once
 // the client has taken it. The frames of an answer not yet read count against the peer's
 // address budget, as SymbolizeStream's addresses do.
-class FramesStreamReactor
-    : public grpc::ServerBidiReactor<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse> {
+class FramesStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse> {
  public:
   FramesStreamReactor(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx)
       : svc_(svc), ctx_(ctx), call_(svc->stats().Begin("SymbolizeFramesStream")) {
@@ -93,8 +92,9 @@ class FramesStreamReactor
 grpc::Status SymbolServiceImpl::DoFrames(const Peer& peer, const grpc::CallbackServerContext& ctx,
                                          const pb::SymbolizeFramesRequest& req, pb::SymbolizeFramesResponse* resp) {
   if (static_cast<size_t>(req.frames_size()) > query::kMaxAddressesPerRequest) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, StrCat(req.frames_size(), " frames in one request; the limit is ",
-                                                                   query::kMaxAddressesPerRequest));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        StrCat(req.frames_size(), " frames in one request; the limit is ", query::kMaxAddressesPerRequest));
   }
   std::string target;
   query::FramesContext fc;
@@ -113,14 +113,13 @@ grpc::Status SymbolServiceImpl::DoFrames(const Peer& peer, const grpc::CallbackS
 grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizeFrames(grpc::CallbackServerContext* ctx,
                                                              const pb::SymbolizeFramesRequest* req,
                                                              pb::SymbolizeFramesResponse* resp) {
-  return Serve(ctx, control(), stats(), "SymbolizeFrames", true,
-               [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
-                 auto unread =
-                     control().limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->frames_size()));
-                 if (!unread.ok()) return ToGrpc(unread.status());
-                 holds.push_back(std::move(*unread));
-                 return DoFrames(peer, *ctx, *req, resp);
-               });
+  return Serve(
+      ctx, control(), stats(), "SymbolizeFrames", true, [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+        auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->frames_size()));
+        if (!unread.ok()) return ToGrpc(unread.status());
+        holds.push_back(std::move(*unread));
+        return DoFrames(peer, *ctx, *req, resp);
+      });
 }
 
 grpc::ServerBidiReactor<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse>*

@@ -23,7 +23,7 @@ struct KernelCache::Entry {
   Clock::time_point busy_since;
   bool on_disk = false;  // an index file exists (maybe not opened yet)
   std::shared_ptr<query::LocalQuery> q;
-  std::map<std::string, std::string> modules;             // indexed: name -> build-ID
+  std::map<std::string, std::string> modules;              // indexed: name -> build-ID
   std::map<std::string, Clock::time_point> module_failed;  // "name build-ID" -> remembered until
   std::optional<Clock::time_point> failed_until;
   absl::Status failure;
@@ -54,8 +54,7 @@ std::string Seconds(double s) { return fmt::format("{:.0f} s", s); }
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Create(KernelCacheOptions opts,
-                                                                 metrics::Registry* registry) {
+absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Create(KernelCacheOptions opts, metrics::Registry* registry) {
   if (opts.dir.empty()) return absl::InvalidArgumentError("--fleet-cache: a directory is required");
   std::error_code ec;
   fs::create_directories(opts.dir, ec);
@@ -100,7 +99,8 @@ absl::StatusOr<std::unique_ptr<KernelCache>> KernelCache::Create(KernelCacheOpti
           sum.name_misses += st.name_misses;
         }
       }
-      r.GetGauge("symdex_fleet_cache_bytes", "Bytes of kernel indexes in --fleet-cache").Set(static_cast<double>(bytes));
+      r.GetGauge("symdex_fleet_cache_bytes", "Bytes of kernel indexes in --fleet-cache")
+          .Set(static_cast<double>(bytes));
       r.GetGauge("symdex_fleet_kernels", "Kernels indexed in --fleet-cache").Set(static_cast<double>(kernels));
       r.GetGauge("symdex_fleet_waiting", "Requests waiting for a kernel's index run")
           .Set(static_cast<double>(self->waiting()));
@@ -158,8 +158,9 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
   Entry& e = *entry;
   auto count = [&](const char* result) {
     if (registry_) {
-      registry_->GetCounter("symdex_fleet_requests_total", "Fleet requests by what the kernel cache did",
-                            {{"result", result}})
+      registry_
+          ->GetCounter("symdex_fleet_requests_total", "Fleet requests by what the kernel cache did",
+                       {{"result", result}})
           .Inc();
     }
   };
@@ -279,11 +280,13 @@ absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
   }();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (registry_) {
-    registry_->GetCounter("symdex_fleet_index_runs_total", "Index runs of fleet kernels by outcome",
-                          {{"result", sum.ok() ? "ok" : "error"}})
+    registry_
+        ->GetCounter("symdex_fleet_index_runs_total", "Index runs of fleet kernels by outcome",
+                     {{"result", sum.ok() ? "ok" : "error"}})
         .Inc();
-    registry_->GetHistogram("symdex_fleet_index_seconds", "Index run time per kernel (fetch + index)", {},
-                            {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600})
+    registry_
+        ->GetHistogram("symdex_fleet_index_seconds", "Index run time per kernel (fetch + index)", {},
+                       {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600})
         .Observe(seconds);
   }
   if (!sum.ok()) {
@@ -296,14 +299,15 @@ absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
     return absl::Status(sum.status().code(), StrCat("kernel ", hex, ": ", sum.status().message()));
   }
   if (registry_) {
-    registry_->GetHistogram("symdex_fleet_load_seconds",
-                            "Fetching and reading a fleet kernel's symbol table (its debug vmlinux)", {},
-                            {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120})
+    registry_
+        ->GetHistogram("symdex_fleet_load_seconds",
+                       "Fetching and reading a fleet kernel's symbol table (its debug vmlinux)", {},
+                       {0.1, 0.5, 1, 2, 5, 10, 30, 60, 120})
         .Observe(sum->load_seconds);
     auto files = [&](const char* result) -> metrics::Counter& {
-      return registry_->GetCounter("symdex_fleet_debug_files_total",
-                                   "Debug files of fleet index runs: cached (already indexed), indexed, missing, failed",
-                                   {{"result", result}});
+      return registry_->GetCounter(
+          "symdex_fleet_debug_files_total",
+          "Debug files of fleet index runs: cached (already indexed), indexed, missing, failed", {{"result", result}});
     };
     files("cached").Inc(static_cast<double>(sum->debug_cached));
     files("indexed").Inc(static_cast<double>(sum->debug_indexed));
@@ -327,8 +331,8 @@ absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
     }
   }
   if (registry_) {
-    registry_->GetCounter("symdex_fleet_fetch_bytes_total", "Bytes of debug files fetched from debuginfod").Inc(
-        static_cast<double>(fetched));
+    registry_->GetCounter("symdex_fleet_fetch_bytes_total", "Bytes of debug files fetched from debuginfod")
+        .Inc(static_cast<double>(fetched));
   }
   return absl::OkStatus();
 }

@@ -33,12 +33,12 @@
 namespace symdex::fleet {
 
 struct KernelCacheOptions {
-  std::string dir;                                // required; created 0750
-  uint64_t max_bytes = uint64_t{20} << 30;        // all indexes and address maps together
-  double negative_seconds = 300;                  // how long a failure is remembered
-  int max_concurrent_index = 1;                   // index runs at once
-  debuginfo::DebugFinderOptions finder;           // debug roots, debuginfod
-  unsigned jobs = 0;                              // threads per index run (0: all cores)
+  std::string dir;                          // required; created 0750
+  uint64_t max_bytes = uint64_t{20} << 30;  // all indexes and address maps together
+  double negative_seconds = 300;            // how long a failure is remembered
+  int max_concurrent_index = 1;             // index runs at once
+  debuginfo::DebugFinderOptions finder;     // debug roots, debuginfod
+  unsigned jobs = 0;                        // threads per index run (0: all cores)
   query::LocalQuery::Options query{.target_cache_seconds = 0.1};
 };
 

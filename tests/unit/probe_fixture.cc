@@ -21,8 +21,10 @@ void __fentry__(void) {}
 )";
 
 // Region labels around the linker's concatenation of .init.text / .noinstr.text (first and
-// last object), as the kernel's linker script puts them.
+// last object), as the kernel's linker script puts them; _text at the start of .text (start.o is
+// linked first), what KASLR offsets are relative to.
 constexpr char kStart[] =
+    ".section .text,\"ax\",@progbits\n.globl _text\n_text:\n"
     ".section .init.text,\"ax\",@progbits\n.globl _sinittext\n_sinittext:\n"
     ".section .noinstr.text,\"ax\",@progbits\n.globl __noinstr_text_start\n__noinstr_text_start:\n"
     ".section .note.GNU-stack,\"\",@progbits\n";

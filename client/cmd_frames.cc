@@ -1,0 +1,218 @@
+// `symdex frames`: stack frames from another machine (a kernel log, perf script, a profiler's
+// addresses), symbolized against that machine's kernel — typically known here only by its
+// build-ID (query/frames.h says which forms are exact).
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <iostream>
+#include <iterator>
+
+#include "client/cli_common.h"
+#include "server/common/hex.h"
+#include "server/common/strings.h"
+
+namespace symdex::cli {
+namespace {
+
+struct FramesOptions {
+  std::string target;
+  std::string kernel_build_id;
+  std::string text, kaslr_offset;
+  std::vector<std::string> modules;  // NAME[=BUILDID][@TEXTBASE]
+  std::vector<std::string> frames;
+};
+
+constexpr size_t kBatch = 16384;
+
+absl::StatusOr<query::FrameModule> ParseModule(const std::string& arg) {
+  query::FrameModule m;
+  std::string_view v = arg;
+  const size_t at = v.find('@');
+  if (at != std::string_view::npos) {
+    const std::optional<uint64_t> base = ParseHex(v.substr(at + 1));
+    if (!base) return absl::InvalidArgumentError(StrCat("--module ", arg, ": the base after @ is not a hex address"));
+    m.sections.emplace_back(".text", *base);
+    v = v.substr(0, at);
+  }
+  const size_t eq = v.find('=');
+  m.name = std::string(v.substr(0, eq));
+  if (eq != std::string_view::npos) m.build_id = std::string(v.substr(eq + 1));
+  if (m.name.empty()) return absl::InvalidArgumentError(StrCat("--module ", arg, ": expected NAME[=BUILDID][@BASE]"));
+  return m;
+}
+
+std::string SymbolText(const query::FrameAnswer& a) {
+  const query::Instance& s = *a.info.symbol;
+  std::string out = fmt::format("{}+{:#x}", s.name, a.info.offset);
+  if (s.size) out += fmt::format("/{:#x}", *s.size);
+  out += fmt::format(" [{}]", s.module.empty() ? "vmlinux" : s.module);
+  return out;
+}
+
+void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::string& out) {
+  auto to = std::back_inserter(out);
+  if (!a.error.empty()) {
+    fmt::format_to(to, "{}\n    ?? ({})\n", input, a.error);
+    return;
+  }
+  if (!a.info.symbol) {
+    fmt::format_to(to, "{}\n    ?? ({}{})\n", input, a.note.empty() ? "not found" : a.note,
+                   a.candidates.empty() ? "" : fmt::format(": {}", StrJoin(a.candidates, ", ")));
+    return;
+  }
+  fmt::format_to(to, "{}\n    {} ({}{})\n", input, SymbolText(a), query::FrameBasisName(a.basis),
+                 a.exact ? ", exact" : ", not exact");
+  for (size_t i = 0; i < a.info.frames.size(); ++i) {
+    const auto& f = a.info.frames[i];
+    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
+                   f.line);
+    if (f.column) fmt::format_to(to, ":{}", f.column);
+    out.push_back('\n');
+  }
+  if (!a.canonical.empty()) fmt::format_to(to, "    spec: {}\n", a.canonical);
+  if (!a.note.empty()) fmt::format_to(to, "    [{}]\n", a.note);
+}
+
+nlohmann::json FrameJson(const std::string& input, const query::FrameAnswer& a) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const auto& f : a.info.frames) {
+    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+  }
+  nlohmann::json j = {{"input", input},
+                      {"basis", std::string(query::FrameBasisName(a.basis))},
+                      {"exact", a.exact},
+                      {"frames", frames}};
+  if (a.info.symbol) {
+    j["symbol"] = a.info.symbol->name;
+    j["module"] = a.info.symbol->module.empty() ? "vmlinux" : a.info.symbol->module;
+    j["offset"] = a.info.offset;
+    j["size"] = a.info.symbol->size ? nlohmann::json(*a.info.symbol->size) : nlohmann::json(nullptr);
+    j["spec"] = a.canonical;
+  }
+  if (a.target_address) j["target_address"] = fmt::format("0x{:x}", *a.target_address);
+  if (!a.section.empty()) {
+    j["section"] = a.section;
+    j["section_offset"] = a.section_offset;
+  }
+  if (!a.candidates.empty()) j["candidates"] = a.candidates;
+  if (!a.note.empty()) j["note"] = a.note;
+  if (!a.error.empty()) j["error"] = a.error;
+  return j;
+}
+
+int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
+  query::FramesContext ctx;
+  ctx.kernel_build_id = o.kernel_build_id;
+  if (!o.text.empty()) {
+    ctx.text = ParseHex(o.text);
+    if (!ctx.text) return Fail(g, absl::InvalidArgumentError(StrCat("--kernel-text ", o.text, ": not a hex address")));
+  }
+  if (!o.kaslr_offset.empty()) {
+    std::optional<uint64_t> off = ParseHex(o.kaslr_offset);
+    if (!off) {
+      return Fail(g, absl::InvalidArgumentError(StrCat("--kaslr-offset ", o.kaslr_offset, ": not a hex number")));
+    }
+    ctx.kaslr_offset = static_cast<int64_t>(*off);
+  }
+  for (const std::string& m : o.modules) {
+    auto fm = ParseModule(m);
+    if (!fm.ok()) return Fail(g, fm.status());
+    ctx.modules.push_back(std::move(*fm));
+  }
+  std::string target = o.target;
+  if (target.empty() && !ctx.kernel_build_id.empty()) target = query::FramesTarget("", ctx);
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+
+  int worst = kFound;
+  std::vector<std::string> inputs;
+  std::vector<query::FrameIn> batch;
+  nlohmann::json arr = nlohmann::json::array();
+  std::string target_name, out;
+  auto answer = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    ASSIGN_OR_RETURN(auto res, (*api)->Frames(target, ctx, batch));
+    target_name = res.target.name;
+    out.clear();
+    for (size_t i = 0; i < res.frames.size(); ++i) {
+      const query::FrameAnswer& a = res.frames[i];
+      if (!a.error.empty() || !a.candidates.empty()) {
+        worst = std::max(worst, int{kAmbiguous});
+      } else if (!a.info.symbol) {
+        worst = std::max(worst, int{kNotFound});
+      }
+      if (g.json) {
+        arr.push_back(FrameJson(inputs[i], a));
+      } else {
+        PrintFrame(inputs[i], a, out);
+      }
+    }
+    if (!g.json) {
+      std::fwrite(out.data(), 1, out.size(), stdout);
+      std::fflush(stdout);
+    }
+    batch.clear();
+    inputs.clear();
+    return absl::OkStatus();
+  };
+  auto add = [&](std::string_view line) -> absl::Status {
+    std::string_view v = StripWhitespace(line);
+    if (v.empty()) return absl::OkStatus();
+    query::FrameIn f;
+    // A bare hex number is an address; anything else a frame as a log or perf printed it.
+    if (std::optional<uint64_t> a = ParseHex(v)) {
+      f.address = a;
+    } else {
+      f.text = std::string(v.substr(0, std::min<size_t>(v.size(), 4096)));
+    }
+    inputs.emplace_back(v.substr(0, std::min<size_t>(v.size(), 200)));
+    batch.push_back(std::move(f));
+    return batch.size() >= kBatch ? answer() : absl::OkStatus();
+  };
+  for (const std::string& arg : o.frames) {
+    absl::Status st;
+    if (arg != "-") {
+      st = add(arg);
+    } else {
+      std::string line;
+      while (st.ok() && std::getline(std::cin, line)) st = add(line);
+    }
+    if (st.ok()) st = answer();
+    if (!st.ok()) return Fail(g, st);
+  }
+  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
+  return worst;
+}
+
+}  // namespace
+
+void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
+  auto fo = std::make_shared<FramesOptions>();
+  CLI::App* fr = app.add_subcommand(
+      "frames", "Stack frames from another machine (kernel log, perf script, addresses) -> symbol, file:line, spec");
+  fr->add_option("FRAME", fo->frames,
+                 "A frame as the kernel or perf printed it ('name_show+0x1c/0x40 [pnp]', '[<ffffffff8123abcd>] ...', "
+                 "'ffffffff8123abcd sym+0x1c ([kernel.kallsyms])') or a hex address; '-' reads lines from stdin")
+      ->required();
+  AddTargetOptions(fr, fo->target,
+                   "Target (default: the one whose build-ID --kernel-build-id names, else 'host' or the only one)");
+  fr->add_option("--kernel-build-id", fo->kernel_build_id,
+                 "The machine's vmlinux build-ID (/sys/kernel/notes): the target to answer from, and checked");
+  auto* text = fr->add_option("--kernel-text", fo->text,
+                              "The machine's _text (grep ' _text$' /proc/kallsyms as root): addresses are then exact");
+  fr->add_option("--kaslr-offset", fo->kaslr_offset, "The machine's KASLR offset (hex), instead of --kernel-text")
+      ->excludes(text);
+  fr->add_option("--module", fo->modules,
+                 "A module as loaded there: NAME[=BUILDID][@TEXTBASE] (/sys/module/NAME/notes, .../sections/.text); "
+                 "repeatable. With a daemon's --fleet-cache, a module's debug file is fetched by its build-ID");
+  fr->footer(
+      "Which inputs are exact: an address with --kernel-text/--kaslr-offset (vmlinux) or inside a\n"
+      "--module's .text; name+off/size [mod] when that name (of that size) is unique in its module.\n"
+      "Otherwise the answer says 'not exact' and why, or lists the candidate specs.\n"
+      "Exit: 0 every frame answered, 1 some not found, 2 some ambiguous or unreadable, 3 no index/target.");
+  fr->callback([&g, &exit_code, fo] { exit_code = RunFrames(g, *fo); });
+}
+
+}  // namespace symdex::cli

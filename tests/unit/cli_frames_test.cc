@@ -1,0 +1,195 @@
+// Frames from another machine (issue 13): `symdex frames` against a kernel known by its build-ID,
+// with modules by build-ID (the compiled mini kernel of probe_fixture: a vmlinux and a module,
+// both with DWARF). Each answer is checked against what the ELF files themselves say (nm for
+// addresses, eu-addr2line for lines), and every input form against the exactness rules of
+// query/frames.h.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/unit/probe_fixture.h"
+
+namespace symdex {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::ProbeFixture;
+using testing::RunCommand;
+using testing::TempDir;
+
+std::string HexOf(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+class CliFramesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    fx_ = new ProbeFixture();
+    dir_ = new TempDir();
+    vmlinux_id_ = BuildIdOf(fx_->vmlinux);
+    module_id_ = BuildIdOf(fx_->module);
+    root_ = *dir_ / "dbg";
+    for (const auto& [id, file] : {std::pair{vmlinux_id_, fx_->vmlinux}, std::pair{module_id_, fx_->module}}) {
+      RunCommand("mkdir -p '" + root_ + "/.build-id/" + id.substr(0, 2) + "' && cp '" + file + "' '" + root_ +
+                 "/.build-id/" + id.substr(0, 2) + "/" + id.substr(2) + ".debug'");
+    }
+    CommandResult r = Symdex("index -q --build-id " + vmlinux_id_ + " --module-build-id probe_mod=" + module_id_ +
+                             " --module-build-id absent_mod=00112233445566778899aabbccddeeff00112233 --debug-dir '" +
+                             root_ + "' --no-debuginfod");
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    delete fx_;
+  }
+  static std::string BuildIdOf(const std::string& file) {
+    CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
+    return r.out.substr(0, r.out.find('\n'));
+  }
+  // st_value of `sym` in `file` (for a module: the offset into its section).
+  static uint64_t Nm(const std::string& file, const std::string& sym) {
+    CommandResult r = RunCommand("nm '" + file + "' | awk '$3 == \"" + sym + "\" {print $1}'");
+    EXPECT_FALSE(r.out.empty()) << sym << " not in " << file;
+    return std::stoull(r.out, nullptr, 16);
+  }
+  static CommandResult Symdex(const std::string& args) {
+    return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (*dir_ / "index.db") + "' " +
+                      args);
+  }
+  static json Frames(const std::string& args, int want_exit) {
+    CommandResult r = Symdex("--json frames --build-id " + vmlinux_id_ + " " + args);
+    EXPECT_EQ(r.exit_code, want_exit) << args << "\n" << r.out << r.err;
+    try {
+      return json::parse(r.out);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << args << ": " << e.what() << "\n" << r.out << r.err;
+      return json::object();
+    }
+  }
+
+  static ProbeFixture* fx_;
+  static TempDir* dir_;
+  static std::string vmlinux_id_, module_id_, root_;
+};
+ProbeFixture* CliFramesTest::fx_ = nullptr;
+TempDir* CliFramesTest::dir_ = nullptr;
+std::string CliFramesTest::vmlinux_id_, CliFramesTest::module_id_, CliFramesTest::root_;
+
+TEST_F(CliFramesTest, AddressesWithTheHostsTextAreExactAndAgreeWithAddr) {
+  const uint64_t text = Nm(fx_->vmlinux, "_text");
+  const uint64_t quiet = Nm(fx_->vmlinux, "quiet_fn");
+  const uint64_t slide = 0x2a00000;
+  json j = Frames("--kernel-text " + HexOf(text + slide) + " " + HexOf(quiet + slide + 1), 0);
+  ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+  const json& f = j["results"][0];
+  EXPECT_EQ(f["symbol"], "quiet_fn");
+  EXPECT_EQ(f["offset"], 1);
+  EXPECT_EQ(f["module"], "vmlinux");
+  EXPECT_EQ(f["basis"], "address");
+  EXPECT_TRUE(f["exact"].get<bool>()) << f.dump();
+  EXPECT_EQ(f["target_address"], HexOf(quiet + 1));
+  EXPECT_EQ(f["spec"], "vmlinux:quiet_fn");  // the module has a quiet_fn too
+  // The same frames `symdex addr` gives for the link-time address on this target.
+  CommandResult a = Symdex("--json addr --build-id " + vmlinux_id_ + " " + HexOf(quiet + 1));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  json ja = json::parse(a.out);
+  EXPECT_EQ(f["frames"], ja["results"][0]["frames"]);
+  EXPECT_EQ(f["frames"][0]["file"], "kernel/traced.c");
+  // The KASLR offset says the same.
+  json k = Frames("--kaslr-offset " + HexOf(slide) + " " + HexOf(quiet + slide + 1), 0);
+  EXPECT_EQ(k["results"][0]["frames"], f["frames"]);
+  // Without _text: taken as link-time, and said to be a guess; the slid address is in nothing.
+  json guess = Frames(HexOf(quiet + 1), 0);
+  EXPECT_FALSE(guess["results"][0]["exact"].get<bool>());
+  EXPECT_NE(guess["results"][0]["note"].get<std::string>().find("KASLR"), std::string::npos);
+  Frames(HexOf(quiet + slide + 1), 1);
+}
+
+TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
+  json u = Frames("'quiet_fn+0x1/0x10'", 0);
+  EXPECT_EQ(u["results"][0]["symbol"], "quiet_fn");
+  EXPECT_EQ(u["results"][0]["basis"], "symbol+offset");
+  EXPECT_TRUE(u["results"][0]["exact"].get<bool>());
+  // Two static dup_fn in vmlinux: no answer, the two specs to choose from.
+  json d = Frames("'? dup_fn+0x1/0x10'", 2);
+  EXPECT_FALSE(d["results"][0].contains("symbol"));
+  EXPECT_EQ(d["results"][0]["candidates"].size(), 2u) << d.dump();
+  // With the address (old kernels print both) and _text, the address decides, exactly.
+  const uint64_t text = Nm(fx_->vmlinux, "_text");
+  const uint64_t quiet = Nm(fx_->vmlinux, "quiet_fn");
+  json both = Frames("--kernel-text " + HexOf(text) + " '[<" + HexOf(quiet + 2).substr(2) + ">] quiet_fn+0x2/0x10'", 0);
+  EXPECT_EQ(both["results"][0]["basis"], "address");
+  EXPECT_TRUE(both["results"][0]["exact"].get<bool>());
+  // ... and a line whose name disagrees with its address is flagged (wrong _text?).
+  json lie = Frames("--kernel-text " + HexOf(text) + " '[<" + HexOf(quiet + 2).substr(2) + ">] blocked_fn+0x2/0x10'", 0);
+  EXPECT_FALSE(lie["results"][0]["exact"].get<bool>());
+  EXPECT_NE(lie["results"][0]["note"].get<std::string>().find("the line says blocked_fn"), std::string::npos);
+  // Unknown name: not found (1); not a frame: unreadable (2).
+  Frames("'no_such_fn+0x1/0x2'", 1);
+  json bad = Frames("'Call Trace:'", 2);
+  EXPECT_NE(bad["results"][0]["error"].get<std::string>().find("not a frame"), std::string::npos);
+}
+
+TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {
+  const uint64_t base = 0xffffffffc0a00000ull;
+  const uint64_t off = Nm(fx_->module, "quiet_fn") + 3;
+  const std::string mod = "--module probe_mod=" + module_id_ + "@" + HexOf(base);
+  // eu-addr2line over the module's own DWARF, at that .text offset.
+  CommandResult eu = RunCommand("eu-addr2line -e '" + fx_->module + "' -j .text " + HexOf(off));
+  ASSERT_EQ(eu.exit_code, 0) << eu.err;
+  // FILE:LINE[:COLUMN]
+  const std::string after_file = eu.out.substr(eu.out.find(':') + 1);
+  const std::string want_line = after_file.substr(0, after_file.find_first_of(":\n"));
+  const uint64_t text = Nm(fx_->vmlinux, "_text");
+  json a = Frames("--kernel-text " + HexOf(text) + " " + mod + " " + HexOf(base + off), 0);
+  const json& f = a["results"][0];
+  EXPECT_EQ(f["symbol"], "quiet_fn");
+  EXPECT_EQ(f["module"], "probe_mod");
+  EXPECT_EQ(f["section"], ".text");
+  EXPECT_EQ(f["section_offset"], off);
+  EXPECT_EQ(f["offset"], 3);
+  EXPECT_TRUE(f["exact"].get<bool>()) << f.dump();
+  ASSERT_FALSE(f["frames"].empty()) << f.dump();
+  EXPECT_EQ(f["frames"].back()["file"], "kernel/traced.c");
+  EXPECT_EQ(std::to_string(f["frames"][0]["line"].get<int>()), want_line) << eu.out;
+  EXPECT_EQ(f["spec"], "probe_mod:quiet_fn");
+  // The same frame as the kernel prints it, by name: the same place.
+  json n = Frames("'quiet_fn+0x3/0x10 [probe_mod]'", 0);
+  EXPECT_EQ(n["results"][0]["section_offset"], off);
+  EXPECT_EQ(n["results"][0]["frames"], f["frames"]);
+  // A module whose build-ID on the host is not the indexed one is never answered from.
+  json other = Frames("'quiet_fn+0x3/0x10 [probe_mod 00112233445566778899aabbccddeeff00112233]'", 1);
+  EXPECT_NE(other["results"][0]["note"].get<std::string>().find("build-ID"), std::string::npos) << other.dump();
+  json wrong = Frames("--kernel-text " + HexOf(text) + " --module probe_mod=00112233445566778899aabbccddeeff00112233@" +
+                          HexOf(base) + " " + HexOf(base + off),
+                      1);
+  EXPECT_NE(wrong["results"][0]["note"].get<std::string>().find("different build"), std::string::npos);
+  // A module with no debug file by its build-ID was recorded, not indexed.
+  json absent =
+      Frames("--kernel-text " + HexOf(text) + " --module absent_mod@" + HexOf(base + 0x100000) + " " +
+                 HexOf(base + 0x100010),
+             1);
+  EXPECT_NE(absent["results"][0]["note"].get<std::string>().find("not indexed"), std::string::npos) << absent.dump();
+  CommandResult st = Symdex("--json status");
+  EXPECT_NE(st.out.find("absent_mod"), std::string::npos) << st.out;
+}
+
+TEST_F(CliFramesTest, HostileRequestsAreRefused) {
+  CommandResult r = Symdex("frames --build-id " + vmlinux_id_ + " --kernel-build-id zz 0x1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("not a build-ID"), std::string::npos) << r.err;
+  CommandResult other = Symdex("frames --build-id " + vmlinux_id_ +
+                               " --kernel-build-id 00112233445566778899aabbccddeeff00112233 0x1");
+  EXPECT_EQ(other.exit_code, 3) << other.err;
+  EXPECT_NE(other.err.find("the host's kernel has build-ID"), std::string::npos) << other.err;
+  CommandResult both = Symdex("frames --build-id " + vmlinux_id_ + " --kernel-text 0x1 --kaslr-offset 0x2 0x1");
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  CommandResult line = Symdex("frames --build-id " + vmlinux_id_ + " '" + std::string(5000, 'a') + "+0x1/0x2'");
+  EXPECT_EQ(line.exit_code, 2) << line.err;
+}
+
+}  // namespace
+}  // namespace symdex
