@@ -80,10 +80,8 @@ nlohmann::json FrameJson(const std::string& input, const query::FrameAnswer& a) 
   for (const auto& f : a.info.frames) {
     frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
   }
-  nlohmann::json j = {{"input", input},
-                      {"basis", std::string(query::FrameBasisName(a.basis))},
-                      {"exact", a.exact},
-                      {"frames", frames}};
+  nlohmann::json j = {
+      {"input", input}, {"basis", std::string(query::FrameBasisName(a.basis))}, {"exact", a.exact}, {"frames", frames}};
   if (a.info.symbol) {
     j["symbol"] = a.info.symbol->name;
     j["module"] = a.info.symbol->module.empty() ? "vmlinux" : a.info.symbol->module;
@@ -206,7 +204,8 @@ void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
       ->excludes(text);
   fr->add_option("--module", fo->modules,
                  "A module as loaded there: NAME[=BUILDID][@TEXTBASE] (/sys/module/NAME/notes, .../sections/.text); "
-                 "repeatable. With a daemon's --fleet-cache, a module's debug file is fetched by its build-ID");
+                 "repeatable. With a daemon's --fleet-cache, a module's debug file is fetched by its build-ID")
+      ->allow_extra_args(false);  // one value per --module: the frames that follow are not modules
   fr->footer(
       "Which inputs are exact: an address with --kernel-text/--kaslr-offset (vmlinux) or inside a\n"
       "--module's .text; name+off/size [mod] when that name (of that size) is unique in its module.\n"

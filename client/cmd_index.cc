@@ -193,7 +193,8 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
       ->excludes(sysroot);
   c->add_option("--module-build-id", o->module_build_ids,
                 "With --build-id: a module to include, NAME=BUILDID (repeatable; /sys/module/NAME/notes on the "
-                "machine): its debug .ko found by build-ID like vmlinux's; one not found is recorded, not fatal");
+                "machine): its debug .ko found by build-ID like vmlinux's; one not found is recorded, not fatal")
+      ->allow_extra_args(false);
   c->add_option("--kernel-config", o->kernel_config,
                 "The kernel's .config (default: /proc/config.gz, /boot/config-R; beside the System.map offline): "
                 "whether kprobe events may probe functions without an fentry site (CONFIG_KPROBE_EVENTS_ON_NOTRACE)");

@@ -375,6 +375,7 @@ int RunDaemon(const DaemonOptions& opts) {
   d.query = std::move(*q);
   // debuginfod's client reads its limits from the environment, per fetch: set before any thread
   // fetches anything.
+  if (!opts.debuginfod_urls.empty()) ::setenv("DEBUGINFOD_URLS", opts.debuginfod_urls.c_str(), 1);
   if (opts.fetch_timeout > 0) ::setenv("DEBUGINFOD_TIMEOUT", StrCat(static_cast<long>(opts.fetch_timeout)).c_str(), 1);
   if (opts.fetch_max_seconds > 0) {
     ::setenv("DEBUGINFOD_MAXTIME", StrCat(static_cast<long>(opts.fetch_max_seconds)).c_str(), 1);

@@ -42,6 +42,7 @@ struct DaemonOptions {
   int fleet_index_jobs = 1;  // fleet index runs at once
   // debuginfod client limits (libdebuginfod's DEBUGINFOD_TIMEOUT / _MAXTIME / _MAXSIZE), set for
   // every fetch this daemon makes; 0 = libdebuginfod's default (90 s without progress; none).
+  std::string debuginfod_urls;  // set: DEBUGINFOD_URLS for this daemon (else the environment's)
   double fetch_timeout = 0;
   double fetch_max_seconds = 0;
   uint64_t fetch_max_bytes = 0;

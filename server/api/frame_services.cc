@@ -17,6 +17,7 @@ class FramesStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeFramesRe
  public:
   FramesStreamReactor(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx)
       : svc_(svc), ctx_(ctx), call_(svc->stats().Begin("SymbolizeFramesStream")) {
+    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     const CallControl& cc = svc->control();
     peer_ = cc.registry->Of(*ctx, *cc.policy);
     for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {

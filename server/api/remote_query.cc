@@ -27,8 +27,10 @@ struct RemoteQuery::Impl {
     }
     if (!build_id.empty()) ctx.AddMetadata(std::string(kBuildIdHeader), Lower(build_id));
   }
-  absl::Status Error(const grpc::Status& s) const {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+  absl::Status Error(const grpc::Status& s, const grpc::ClientContext& ctx) const {
+    // UNAVAILABLE from symdexd itself (a fleet kernel's debuginfod unreachable) is its answer;
+    // without the daemon's mark it is gRPC's: the daemon could not be reached.
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && !ctx.GetServerTrailingMetadata().count(kAnsweredHeader)) {
       return absl::UnavailableError(StrCat("symdexd at ", opts.address, " is unavailable: ", s.error_message()));
     }
     return FromGrpc(s);
@@ -75,7 +77,7 @@ absl::StatusOr<std::vector<query::TargetSummary>> RemoteQuery::Targets() {
   impl_->Prepare(ctx);
   pb::ListTargetsResponse resp;
   grpc::Status s = impl_->stub->ListTargets(&ctx, pb::ListTargetsRequest(), &resp);
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   std::vector<query::TargetSummary> out;
   for (const auto& t : resp.targets()) out.push_back(FromProto(t));
   return out;
@@ -90,7 +92,7 @@ absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target,
   req.set_exact(exact);
   pb::WhichResponse resp;
   grpc::Status s = impl_->stub->Which(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   query::WhichResult out{FromProto(resp.target_info()).info, {}};
   out.instances.reserve(resp.instances_size());
   for (const auto& in : resp.instances()) out.instances.push_back(FromProto(in));
@@ -106,7 +108,7 @@ absl::StatusOr<query::ResolveResult> RemoteQuery::Resolve(const std::string& tar
   pb::ResolveResponse resp;
   grpc::Status s = impl_->stub->Resolve(&ctx, req, &resp);
   if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s, ctx);
     return ResolveFromError(s);
   }
   return query::ResolveResult{FromProto(resp.target_info()).info, {FromProto(resp.match())}};
@@ -126,7 +128,7 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
     for (size_t k = i; k < end; ++k) req.add_addresses(addrs[k]);
     pb::SymbolizeResponse resp;
     grpc::Status s = impl_->stub->Symbolize(&ctx, req, &resp);
-    if (!s.ok()) return impl_->Error(s);
+    if (!s.ok()) return impl_->Error(s, ctx);
     out.target = FromProto(resp.target_info()).info;
     for (const auto& r : resp.results()) {
       out.addresses.push_back(r.address());
@@ -149,7 +151,7 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   ToProto(target, fc, frames, &req);
   pb::SymbolizeFramesResponse resp;
   grpc::Status s = impl_->stub->SymbolizeFrames(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   return FromProto(resp);
 }
 
@@ -163,7 +165,7 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& tar
   req.set_line(line);
   pb::LinesResponse resp;
   grpc::Status s = impl_->stub->Lines(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   query::SymbolizeResult out;
   out.target = FromProto(resp.target_info()).info;
   for (const auto& r : resp.addresses()) {
@@ -195,7 +197,7 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
     groups.push_back(std::move(d));
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   out.groups = std::make_shared<const std::vector<query::DupGroup>>(std::move(groups));
   return out;
 }
@@ -215,7 +217,7 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   grpc::Status s = impl_->stub->ProbeDefinition(&ctx, req, &resp);
   query::ProbeResult out;
   if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s, ctx);
     ASSIGN_OR_RETURN(out.resolved, ResolveFromError(s));
     return out;
   }
@@ -246,7 +248,7 @@ absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& tar
     out.alias.insert(out.alias.end(), c.alias().begin(), c.alias().end());
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   const size_t n = out.instances.size();
   if ((opts.canonical && out.canonical.size() != n) || (opts.aliases && out.alias.size() != n)) {
     return absl::DataLossError(StrCat("symdexd at ", impl_->opts.address, " sent ", n, " symbols with ",
@@ -264,7 +266,7 @@ absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& 
   req.set_addr_maps_only(!opts.details);
   pb::StatusResponse resp;
   grpc::Status s = impl_->stub->Status(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   return FromProto(resp.index());
 }
 
@@ -283,7 +285,7 @@ absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRe
     for (size_t k = i; k < end; ++k) req.add_addresses(q.addresses[k]);
     pb::JitAddrResponse resp;
     grpc::Status s = impl_->jit->Addr(&ctx, req, &resp);
-    if (!s.ok()) return impl_->Error(s);
+    if (!s.ok()) return impl_->Error(s, ctx);
     query::JitAddrAnswer part = FromProto(resp);
     out.instance = part.instance;
     for (auto& r : part.results) out.results.push_back(std::move(r));
@@ -299,7 +301,7 @@ absl::StatusOr<query::JitCollisionsAnswer> RemoteQuery::JitCollisions(const std:
   if (scheme) req.set_scheme(*scheme);
   pb::JitCollisionsResponse resp;
   grpc::Status s = impl_->jit->Collisions(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   return FromProto(resp);
 }
 
@@ -312,7 +314,7 @@ absl::StatusOr<query::BuildIdAnswer> RemoteQuery::BuildId(const std::string& hex
   grpc::Status s = impl_->stub->LookupBuildId(&ctx, req, &resp);
   // Nothing has that build-ID: an empty answer, as the query API gives it.
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return query::BuildIdAnswer{.build_id = hex};
-  if (!s.ok()) return impl_->Error(s);
+  if (!s.ok()) return impl_->Error(s, ctx);
   return FromProto(resp);
 }
 
@@ -328,7 +330,7 @@ absl::StatusOr<std::vector<query::DsoMatch>> RemoteQuery::MatchJittedDsos(
     }
     pb::MatchDsosResponse resp;
     grpc::Status s = impl_->jit->MatchDsos(&ctx, req, &resp);
-    if (!s.ok()) return impl_->Error(s);
+    if (!s.ok()) return impl_->Error(s, ctx);
     for (const auto& m : resp.matches()) out.push_back(FromProto(m));
   }
   return out;

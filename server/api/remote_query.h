@@ -12,6 +12,9 @@ namespace symdex::api {
 // gRPC metadata naming the kernel a request is for (lower-case hex vmlinux build-ID): what a
 // proxy in front of fleet replicas hashes on (deploy/proxy/), so each kernel has one replica.
 inline constexpr std::string_view kBuildIdHeader = "symdex-build-id";
+// Trailing metadata symdexd sets on every call it handles: a status carrying it is the daemon's
+// answer (UNAVAILABLE: debuginfod unreachable), one without it is gRPC's (the daemon unreachable).
+inline constexpr const char* kAnsweredHeader = "symdex-answered";
 
 struct ConnectOptions {
   // "unix:/run/symdex/symdex.sock", "unix:relative.sock", or "HOST:PORT" (TCP).

@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "server/api/convert.h"
+#include "server/api/remote_query.h"
 #include "server/api/services.h"
 #include "server/common/strings.h"
 #include "server/query/caller_view.h"
@@ -47,6 +48,7 @@ template <typename Fn>
 grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallControl& cc, RpcStats& stats,
                                 const char* method, bool heavy, Fn&& fn) {
   auto* r = new UnaryCall(stats, method);
+  ctx->AddTrailingMetadata(kAnsweredHeader, "1");
   Peer peer = cc.registry->Of(*ctx, *cc.policy);
   auto call = cc.limiter->Take(peer, Limiter::Kind::kCall);
   if (!call.ok()) {

@@ -48,6 +48,7 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
   ListWriter(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx, const char* method,
              std::initializer_list<Limiter::Kind> kinds, const std::string& target, Compute compute)
       : call_(svc->stats().Begin(method)) {
+    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     const CallControl& cc = svc->control();
     Peer peer = cc.registry->Of(*ctx, *cc.policy);
     for (auto kind : kinds) {
@@ -119,6 +120,7 @@ class SymbolizeStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeReque
  public:
   SymbolizeStreamReactor(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx)
       : svc_(svc), ctx_(ctx), call_(svc->stats().Begin("SymbolizeStream")) {
+    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     const CallControl& cc = svc->control();
     peer_ = cc.registry->Of(*ctx, *cc.policy);
     for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {

@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
                  "How long a failed fetch/index of a kernel or module is remembered and answered at once (300)");
   app.add_option("--fleet-index-jobs", o.fleet_index_jobs,
                  "Fleet kernels indexed at once (1; each run holds a kernel's symbols and DWARF join, ~1.5 GB)");
+  app.add_option("--debuginfod-urls", o.debuginfod_urls,
+                 "debuginfod servers to fetch debug files from (space-separated; DEBUGINFOD_URLS otherwise)");
   app.add_option("--fetch-timeout", o.fetch_timeout,
                  "debuginfod: give up a fetch after this many seconds without progress (DEBUGINFOD_TIMEOUT; 90)");
   app.add_option("--fetch-max-seconds", o.fetch_max_seconds,

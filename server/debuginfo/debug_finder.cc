@@ -1,5 +1,7 @@
 #include "server/debuginfo/debug_finder.h"
 
+#include <cerrno>
+
 #include <elfutils/debuginfod.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -296,12 +298,33 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
   if (opts_.debuginfod_progress) std::fprintf(stderr, "\r\033[K");
   if (fd < 0) {
     r.attempts.push_back(StrCat("debuginfod ", urls, ": ", std::strerror(-fd)));
+    r.debuginfod_errno = -fd;
     return;
   }
   UniqueFd(fd).Reset();  // only the path of debuginfod's cached copy is wanted
   std::string p = path ? path : "";
   std::free(path);
   TryCandidate(p, req, "debuginfod", r);
+}
+
+absl::Status LookupFailure(const LookupResult& r, const std::string& what) {
+  const std::string msg = StrCat(what, " (", target::Name(r.status), "); tried: ", StrJoin(r.attempts, "; "));
+  if (r.status != target::DebugFileStatus::kNotFound) return absl::InvalidArgumentError(msg);
+  switch (r.debuginfod_errno) {
+    case ECONNREFUSED:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ECONNRESET:
+    case ECONNABORTED:
+      return absl::UnavailableError(msg);
+    case ETIME:
+    case ETIMEDOUT:
+      return absl::DeadlineExceededError(msg);
+    case EFBIG:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::NotFoundError(msg);
+  }
 }
 
 LookupResult DebugFinder::Find(const DebugFileRequest& req) {

@@ -53,7 +53,15 @@ struct LookupResult {
   std::optional<FoundDebugFile> found;
   target::DebugFileStatus status = target::DebugFileStatus::kNotFound;  // used, not-found or build-id-mismatch
   std::vector<std::string> attempts;
+  // debuginfod's failure (a positive errno: ENOENT not there, ECONNREFUSED/EHOSTUNREACH server
+  // unreachable, ETIME too slow, EFBIG over DEBUGINFOD_MAXSIZE); 0 = it was not asked or answered.
+  int debuginfod_errno = 0;
 };
+
+// The status a failed lookup deserves: NotFound when nobody has the file, Unavailable when
+// debuginfod could not be reached, DeadlineExceeded when it was too slow, ResourceExhausted when
+// the file is over the size limit. `what` leads the message.
+absl::Status LookupFailure(const LookupResult& r, const std::string& what);
 
 struct DebugFinderOptions {
   std::vector<std::string> debug_dirs;

@@ -24,8 +24,7 @@ absl::Status AddModule(target::KernelTarget& t, debuginfo::DebugFinder& finder, 
   }
   debuginfo::LookupResult found = finder.Find({.module = m.name, .release = t.release, .build_id = id});
   if (!found.found) {
-    return absl::NotFoundError(StrCat("module ", m.name, ": no debug file with build-ID ", id->ToHex(), " (",
-                                      target::Name(found.status), "); tried: ", StrJoin(found.attempts, "; ")));
+    return debuginfo::LookupFailure(found, StrCat("module ", m.name, ": no debug file with build-ID ", id->ToHex()));
   }
   const std::string& path = found.found->path;
   ASSIGN_OR_RETURN(ingest::ElfSymbolTable tab, debuginfo::ReadSymtabFile(path));
@@ -55,10 +54,7 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   }
   debuginfo::DebugFinder finder(finder_opts);
   debuginfo::LookupResult found = finder.Find({.module = "", .release = "", .build_id = id});
-  if (!found.found) {
-    return absl::NotFoundError(StrCat("no vmlinux with build-ID ", id->ToHex(), " (", target::Name(found.status),
-                                      "); tried: ", StrJoin(found.attempts, "; ")));
-  }
+  if (!found.found) return debuginfo::LookupFailure(found, StrCat("no vmlinux with build-ID ", id->ToHex()));
   const std::string& path = found.found->path;
   ASSIGN_OR_RETURN(ingest::ElfSymbolTable tab, debuginfo::ReadSymtabFile(path));
   if (tab.relocatable) return absl::InvalidArgumentError(StrCat(path, ": a relocatable object, not a vmlinux"));

@@ -124,7 +124,8 @@ TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
   EXPECT_EQ(both["results"][0]["basis"], "address");
   EXPECT_TRUE(both["results"][0]["exact"].get<bool>());
   // ... and a line whose name disagrees with its address is flagged (wrong _text?).
-  json lie = Frames("--kernel-text " + HexOf(text) + " '[<" + HexOf(quiet + 2).substr(2) + ">] blocked_fn+0x2/0x10'", 0);
+  json lie =
+      Frames("--kernel-text " + HexOf(text) + " '[<" + HexOf(quiet + 2).substr(2) + ">] blocked_fn+0x2/0x10'", 0);
   EXPECT_FALSE(lie["results"][0]["exact"].get<bool>());
   EXPECT_NE(lie["results"][0]["note"].get<std::string>().find("the line says blocked_fn"), std::string::npos);
   // Unknown name: not found (1); not a frame: unreadable (2).
@@ -168,10 +169,9 @@ TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {
                       1);
   EXPECT_NE(wrong["results"][0]["note"].get<std::string>().find("different build"), std::string::npos);
   // A module with no debug file by its build-ID was recorded, not indexed.
-  json absent =
-      Frames("--kernel-text " + HexOf(text) + " --module absent_mod@" + HexOf(base + 0x100000) + " " +
-                 HexOf(base + 0x100010),
-             1);
+  json absent = Frames(
+      "--kernel-text " + HexOf(text) + " --module absent_mod@" + HexOf(base + 0x100000) + " " + HexOf(base + 0x100010),
+      1);
   EXPECT_NE(absent["results"][0]["note"].get<std::string>().find("not indexed"), std::string::npos) << absent.dump();
   CommandResult st = Symdex("--json status");
   EXPECT_NE(st.out.find("absent_mod"), std::string::npos) << st.out;
@@ -181,8 +181,8 @@ TEST_F(CliFramesTest, HostileRequestsAreRefused) {
   CommandResult r = Symdex("frames --build-id " + vmlinux_id_ + " --kernel-build-id zz 0x1");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("not a build-ID"), std::string::npos) << r.err;
-  CommandResult other = Symdex("frames --build-id " + vmlinux_id_ +
-                               " --kernel-build-id 00112233445566778899aabbccddeeff00112233 0x1");
+  CommandResult other =
+      Symdex("frames --build-id " + vmlinux_id_ + " --kernel-build-id 00112233445566778899aabbccddeeff00112233 0x1");
   EXPECT_EQ(other.exit_code, 3) << other.err;
   EXPECT_NE(other.err.find("the host's kernel has build-ID"), std::string::npos) << other.err;
   CommandResult both = Symdex("frames --build-id " + vmlinux_id_ + " --kernel-text 0x1 --kaslr-offset 0x2 0x1");

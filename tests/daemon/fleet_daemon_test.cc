@@ -1,0 +1,202 @@
+// A fleet replica (symdexd --fleet-cache) with nothing indexed, in front of a real debuginfod
+// serving the compiled mini kernel and its module: frames and queries for that kernel by build-ID
+// are answered exactly as from the same kernel indexed locally with `symdex index --build-id`;
+// concurrent first requests share one index run; unknown and hostile build-IDs are refused with
+// the reason and remembered; a stopped debuginfod is UNAVAILABLE, not a hang.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+
+#include "tests/daemon/daemon_harness.h"
+#include "tests/unit/probe_fixture.h"
+
+namespace symdex {
+namespace {
+
+using nlohmann::json;
+using testing::CommandResult;
+using testing::DaemonProcess;
+using testing::DebuginfodServer;
+using testing::ProbeFixture;
+using testing::RunCommand;
+using testing::TempDir;
+
+std::string BuildIdOf(const std::string& file) {
+  CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+uint64_t Nm(const std::string& file, const std::string& sym) {
+  CommandResult r = RunCommand("nm '" + file + "' | awk '$3 == \"" + sym + "\" {print $1}'");
+  return r.out.empty() ? 0 : std::stoull(r.out, nullptr, 16);
+}
+
+std::string HexOf(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// The value of a Prometheus series (0 when absent).
+double Metric(const std::string& text, const std::string& series) {
+  size_t p = text.find("\n" + series + " ");
+  if (p == std::string::npos) return 0;
+  return std::atof(text.c_str() + p + series.size() + 2);
+}
+
+class FleetDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    vmlinux_id_ = BuildIdOf(fx_.vmlinux);
+    module_id_ = BuildIdOf(fx_.module);
+    ASSERT_EQ(vmlinux_id_.size(), 40u);
+    served_ = dir_ / "served";
+    RunCommand("mkdir -p '" + served_ + "' && cp '" + fx_.vmlinux + "' '" + fx_.module + "' '" + served_ + "/'");
+  }
+  CommandResult Cli(const std::string& args, const std::string& env = "") {
+    return RunCommand("env -u SYMDEX_DB " + env + " " + std::string(SYMDEX_BIN) + " " + args);
+  }
+  std::unique_ptr<DaemonProcess> StartReplica(const std::string& debuginfod_url) {
+    metrics_port_ = testing::FreeTcpPort();
+    ::setenv("DEBUGINFOD_CACHE_PATH", (dir_ / "replica-dcache").c_str(), 1);
+    auto d = std::make_unique<DaemonProcess>(
+        std::vector<std::string>{"--listen", "unix:" + sock(), "--db", dir_ / "own.db", "--no-index-live",
+                                 "--modules-poll", "0", "--fleet-cache", dir_ / "fleet", "--debuginfod-urls",
+                                 debuginfod_url, "--negative-cache-seconds",
+                                 "60", "--fetch-timeout", "5", "--metrics-listen",
+                                 "127.0.0.1:" + std::to_string(metrics_port_)},
+        dir_ / "daemon.log", "unix:" + sock());
+    ::unsetenv("DEBUGINFOD_CACHE_PATH");
+    return d;
+  }
+  std::string sock() const { return dir_ / "s.sock"; }
+  std::string Metrics() { return RunCommand("curl -s http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics").out; }
+
+  ProbeFixture fx_;
+  TempDir dir_;
+  std::string vmlinux_id_, module_id_, served_;
+  int metrics_port_ = 0;
+};
+
+TEST_F(FleetDaemonTest, AKernelByBuildIdFromDebuginfodAnswersAsALocalIndex) {
+  DebuginfodServer server(served_);
+  ASSERT_TRUE(server.ready()) << "debuginfod did not become ready";
+  // The reference: the same kernel and module indexed locally, from the same debuginfod.
+  const std::string ref = dir_ / "ref.db";
+  const std::string env = "DEBUGINFOD_URLS=" + server.url() + " DEBUGINFOD_CACHE_PATH='" + (dir_ / "cli-dcache") + "'";
+  CommandResult idx =
+      Cli("--db '" + ref + "' index -q --build-id " + vmlinux_id_ + " --module-build-id probe_mod=" + module_id_, env);
+  ASSERT_EQ(idx.exit_code, 0) << idx.err;
+
+  auto d = StartReplica(server.url());
+  ASSERT_TRUE(d->ready()) << d->Log();
+  const uint64_t text = Nm(fx_.vmlinux, "_text"), slide = 0x1c00000, base = 0xffffffffc0a00000ull;
+  std::string frames = "--kernel-text " + HexOf(text + slide) + " --module probe_mod=" + module_id_ + "@" +
+                       HexOf(base) + " 'quiet_fn+0x1/0x10' '? dup_fn+0x2/0x20' 'quiet_fn+0x3/0x10 [probe_mod]'";
+  for (const char* sym : {"quiet_fn", "blocked_fn", "traced_entry", "boot_fn", "raw_fn"}) {
+    frames += " " + HexOf(Nm(fx_.vmlinux, sym) + slide + 1);
+  }
+  frames += " " + HexOf(base + Nm(fx_.module, "blocked_fn") + 2);
+  // Eight first requests at once: one index run between them.
+  std::vector<std::thread> clients;
+  std::vector<CommandResult> got(8);
+  for (size_t i = 0; i < got.size(); ++i) {
+    clients.emplace_back([&, i] {
+      got[i] = Cli("--connect 'unix:" + sock() + "' --json frames --kernel-build-id " + vmlinux_id_ + " " + frames);
+    });
+  }
+  for (auto& t : clients) t.join();
+  CommandResult local = Cli("--local --db '" + ref + "' --json frames --kernel-build-id " + vmlinux_id_ + " " + frames);
+  ASSERT_EQ(local.exit_code, 2) << local.out << local.err;  // the dup_fn line is ambiguous
+  for (const CommandResult& r : got) {
+    EXPECT_EQ(r.exit_code, local.exit_code) << r.err << d->Log();
+    EXPECT_EQ(r.out, local.out);
+    EXPECT_EQ(r.err, local.err);
+  }
+  json j = json::parse(local.out);
+  size_t exact = 0, module_frames = 0;
+  for (const auto& f : j["results"]) {
+    exact += f["exact"].get<bool>();
+    module_frames += f.value("module", "") == "probe_mod";
+  }
+  EXPECT_EQ(exact, 8u) << j.dump(1);  // all but the ambiguous line
+  EXPECT_EQ(module_frames, 2u);
+  const std::string m = Metrics();
+  EXPECT_EQ(Metric(m, "symdex_fleet_index_runs_total{result=\"ok\"}"), 1) << m;
+  EXPECT_GE(Metric(m, "symdex_fleet_fetch_bytes_total"), 1000) << m;
+  // The other verbs by build-ID, the same bytes as from the local index.
+  for (const std::string& verb : std::vector<std::string>{"--json which dup_fn", "resolve probe_mod:quiet_fn", "kprobe -n vmlinux:traced_entry",
+                                  "--json addr " + HexOf(Nm(fx_.vmlinux, "quiet_fn") + 1)}) {
+    const std::string args = verb.substr(0, verb.find(' ', verb.starts_with("--json") ? 7 : 0));
+    const std::string rest = verb.substr(args.size());
+    CommandResult a = Cli("--connect 'unix:" + sock() + "' " + args + " --build-id " + vmlinux_id_ + rest);
+    CommandResult b = Cli("--local --db '" + ref + "' " + args + " --build-id " + vmlinux_id_ + rest);
+    EXPECT_EQ(a.exit_code, b.exit_code) << verb << "\n" << a.err << b.err;
+    EXPECT_EQ(a.out, b.out) << verb;
+    EXPECT_EQ(a.exit_code, 0) << verb << a.err;
+  }
+  // Still one index run: the kernel and its module are cached.
+  EXPECT_EQ(Metric(Metrics(), "symdex_fleet_index_runs_total{result=\"ok\"}"), 1);
+
+  // Restarted, the replica keeps its cache: no new run, the same answers.
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+  d = StartReplica(server.url());
+  ASSERT_TRUE(d->ready()) << d->Log();
+  CommandResult again = Cli("--connect 'unix:" + sock() + "' --json frames --kernel-build-id " + vmlinux_id_ + " " + frames);
+  EXPECT_EQ(again.out, local.out);
+  EXPECT_EQ(Metric(Metrics(), "symdex_fleet_index_runs_total{result=\"ok\"}"), 0);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+TEST_F(FleetDaemonTest, UnknownHostileAndUnreachableAreRefusedAndRemembered) {
+  auto server = std::make_unique<DebuginfodServer>(served_);
+  ASSERT_TRUE(server->ready());
+  const std::string url = server->url();
+  auto d = StartReplica(url);
+  ASSERT_TRUE(d->ready()) << d->Log();
+  const std::string c = "--connect 'unix:" + sock() + "' ";
+  // Hostile build-IDs: refused before anything is fetched.
+  for (const char* bad : {"xyz", "abc", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef00"}) {
+    CommandResult r = Cli(c + "frames --kernel-build-id '" + std::string(bad) + "' 0x1");
+    EXPECT_EQ(r.exit_code, 2) << bad << r.err;
+    EXPECT_TRUE(r.err.find("not a build-ID") != std::string::npos || r.err.find("the limit is") != std::string::npos)
+        << r.err;
+    CommandResult w = Cli(c + "which --build-id '" + std::string(bad) + "' quiet_fn");
+    EXPECT_EQ(w.exit_code, 2) << bad << w.err;
+  }
+  // Unknown: NotFound with what was tried; the second ask is answered from the negative cache.
+  const std::string unknown = "00112233445566778899aabbccddeeff00112233";
+  CommandResult u1 = Cli(c + "frames --kernel-build-id " + unknown + " 0x1");
+  EXPECT_EQ(u1.exit_code, 3) << u1.err;
+  EXPECT_NE(u1.err.find("no vmlinux with build-ID " + unknown), std::string::npos) << u1.err;
+  CommandResult u2 = Cli(c + "which --build-id " + unknown + " quiet_fn");
+  EXPECT_EQ(u2.exit_code, 3) << u2.err;
+  EXPECT_NE(u2.err.find("remembered"), std::string::npos) << u2.err;
+  std::string m = Metrics();
+  EXPECT_EQ(Metric(m, "symdex_fleet_index_runs_total{result=\"error\"}"), 1) << m;
+  EXPECT_EQ(Metric(m, "symdex_fleet_requests_total{result=\"negative\"}"), 1) << m;
+  // debuginfod stopped: UNAVAILABLE, promptly, and remembered too (no retry storm).
+  server.reset();
+  const auto start = std::chrono::steady_clock::now();
+  CommandResult down = Cli(c + "--json frames --kernel-build-id " + vmlinux_id_ + " 0x1");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(down.exit_code, 3) << down.out;
+  json jd = json::parse(down.out);
+  EXPECT_EQ(jd["error"]["code"], "UNAVAILABLE") << down.out;
+  EXPECT_NE(jd["error"]["message"].get<std::string>().find("Connection refused"), std::string::npos) << down.out;
+  for (int i = 0; i < 5; ++i) Cli(c + "frames --kernel-build-id " + vmlinux_id_ + " 0x1");
+  m = Metrics();
+  EXPECT_EQ(Metric(m, "symdex_fleet_index_runs_total{result=\"error\"}"), 2) << m;
+  EXPECT_EQ(Metric(m, "symdex_fleet_requests_total{result=\"negative\"}"), 6) << m;
+  // Nothing was left in the cache by the failures, and the daemon still serves.
+  CommandResult st = Cli(c + "--json status");
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_EQ(RunCommand("ls '" + (dir_ / "fleet") + "' | grep -c '\\.db$'").out, "0\n");
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+}  // namespace
+}  // namespace symdex
