@@ -127,12 +127,36 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     if (!map_line.empty()) fmt::print("  address map       {}\n", map_line);
     for (const auto& w : Warnings(t.warnings)) fmt::print("  warning           {}\n", w);
   }
+  // A fleet replica's kernels by build-ID (through a daemon with --fleet-cache only).
+  nlohmann::json jk = nlohmann::json::array();
+  if (!index->fleet_cache.empty() && !g.json) {
+    fmt::print("\nfleet cache {}: {} kernel(s)\n", index->fleet_cache, index->fleet_kernels.size());
+  }
+  for (const query::FleetKernelState& k : index->fleet_kernels) {
+    if (g.json) {
+      jk.push_back({{"build_id", k.build_id},
+                    {"state", k.state},
+                    {"bytes", k.bytes},
+                    {"modules", k.modules},
+                    {"modules_failed", k.modules_failed},
+                    {"index_seconds", k.index_seconds},
+                    {"idle_seconds", k.idle_seconds},
+                    {"error", k.error}});
+      continue;
+    }
+    fmt::print("  {} {:<9} {:>6.1f} MB  {} modules{}  indexed in {:.1f} s, idle {:.0f} s{}\n", k.build_id, k.state,
+               static_cast<double>(k.bytes) / 1e6, k.modules,
+               k.modules_failed ? fmt::format(" ({} failed)", k.modules_failed) : "", k.index_seconds, k.idle_seconds,
+               k.error.empty() ? "" : "\n    " + k.error);
+  }
   if (g.json) {
-    PrintJson({{"db", index->database},
-               {"schema_version", index->schema_version},
-               {"integrity", index->integrity_checked ? "ok" : "unchecked"},
-               {"addr_map_temp_files", index->addr_map_temp_files},
-               {"targets", jt}});
+    nlohmann::json j = {{"db", index->database},
+                        {"schema_version", index->schema_version},
+                        {"integrity", index->integrity_checked ? "ok" : "unchecked"},
+                        {"addr_map_temp_files", index->addr_map_temp_files},
+                        {"targets", jt}};
+    if (!index->fleet_cache.empty()) j["fleet"] = {{"cache", index->fleet_cache}, {"kernels", jk}};
+    PrintJson(j);
   }
   return kFound;
 }

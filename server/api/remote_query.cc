@@ -267,7 +267,19 @@ absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& 
   pb::StatusResponse resp;
   grpc::Status s = impl_->stub->Status(&ctx, req, &resp);
   if (!s.ok()) return impl_->Error(s, ctx);
-  return FromProto(resp.index());
+  ASSIGN_OR_RETURN(query::IndexState out, FromProto(resp.index()));
+  out.fleet_cache = resp.fleet_cache();
+  for (const pb::FleetKernel& k : resp.fleet_kernels()) {
+    out.fleet_kernels.push_back({.build_id = k.build_id(),
+                                 .state = k.state(),
+                                 .bytes = k.bytes(),
+                                 .modules = static_cast<size_t>(k.modules()),
+                                 .modules_failed = static_cast<size_t>(k.modules_failed()),
+                                 .index_seconds = k.index_seconds(),
+                                 .idle_seconds = k.idle_seconds(),
+                                 .error = k.error()});
+  }
+  return out;
 }
 
 absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRequest& q) {

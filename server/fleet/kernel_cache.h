@@ -43,15 +43,7 @@ struct KernelCacheOptions {
 };
 
 // One kernel as `symdex status` and metrics show it.
-struct KernelEntryState {
-  std::string build_id;
-  std::string state;  // indexed | indexing | failed | on-disk (not opened since start)
-  uint64_t bytes = 0;
-  size_t modules = 0, modules_failed = 0;
-  double index_seconds = 0;  // the last run
-  double idle_seconds = 0;   // since last use
-  std::string error;         // state failed: why (and for how much longer it is remembered)
-};
+using KernelEntryState = query::FleetKernelState;
 
 class KernelCache {
  public:

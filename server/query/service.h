@@ -126,6 +126,16 @@ struct IndexOptions {
   // what `symdex addr` asks mid-stream, cheaply.
   bool details = true;
 };
+// A kernel a fleet replica indexed on demand (symdexd --fleet-cache; fleet/kernel_cache.h).
+struct FleetKernelState {
+  std::string build_id;
+  std::string state;  // indexed | indexing | failed | on-disk (kept from an earlier run)
+  uint64_t bytes = 0;
+  size_t modules = 0, modules_failed = 0;
+  double index_seconds = 0;  // the last run
+  double idle_seconds = 0;   // since last use
+  std::string error;         // state failed: why (and for how much longer it is remembered)
+};
 struct IndexState {
   std::string database;
   int64_t schema_version = -1;
@@ -135,6 +145,9 @@ struct IndexState {
   double integrity_seconds = 0;                  // the time limit it had
   std::vector<std::string> addr_map_temp_files;  // "PATH (why, N s old)"
   std::vector<TargetState> targets;
+  // Through a daemon with --fleet-cache: its kernels by build-ID (empty otherwise).
+  std::string fleet_cache;
+  std::vector<FleetKernelState> fleet_kernels;
 };
 
 absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex);

@@ -65,15 +65,16 @@ class FleetDaemonTest : public ::testing::Test {
     auto d = std::make_unique<DaemonProcess>(
         std::vector<std::string>{"--listen", "unix:" + sock(), "--db", dir_ / "own.db", "--no-index-live",
                                  "--modules-poll", "0", "--fleet-cache", dir_ / "fleet", "--debuginfod-urls",
-                                 debuginfod_url, "--negative-cache-seconds",
-                                 "60", "--fetch-timeout", "5", "--metrics-listen",
-                                 "127.0.0.1:" + std::to_string(metrics_port_)},
+                                 debuginfod_url, "--negative-cache-seconds", "60", "--fetch-timeout", "5",
+                                 "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port_)},
         dir_ / "daemon.log", "unix:" + sock());
     ::unsetenv("DEBUGINFOD_CACHE_PATH");
     return d;
   }
   std::string sock() const { return dir_ / "s.sock"; }
-  std::string Metrics() { return RunCommand("curl -s http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics").out; }
+  std::string Metrics() {
+    return RunCommand("curl -s http://127.0.0.1:" + std::to_string(metrics_port_) + "/metrics").out;
+  }
 
   ProbeFixture fx_;
   TempDir dir_;
@@ -128,8 +129,9 @@ TEST_F(FleetDaemonTest, AKernelByBuildIdFromDebuginfodAnswersAsALocalIndex) {
   EXPECT_EQ(Metric(m, "symdex_fleet_index_runs_total{result=\"ok\"}"), 1) << m;
   EXPECT_GE(Metric(m, "symdex_fleet_fetch_bytes_total"), 1000) << m;
   // The other verbs by build-ID, the same bytes as from the local index.
-  for (const std::string& verb : std::vector<std::string>{"--json which dup_fn", "resolve probe_mod:quiet_fn", "kprobe -n vmlinux:traced_entry",
-                                  "--json addr " + HexOf(Nm(fx_.vmlinux, "quiet_fn") + 1)}) {
+  for (const std::string& verb :
+       std::vector<std::string>{"--json which dup_fn", "resolve probe_mod:quiet_fn", "kprobe -n vmlinux:traced_entry",
+                                "--json addr " + HexOf(Nm(fx_.vmlinux, "quiet_fn") + 1)}) {
     const std::string args = verb.substr(0, verb.find(' ', verb.starts_with("--json") ? 7 : 0));
     const std::string rest = verb.substr(args.size());
     CommandResult a = Cli("--connect 'unix:" + sock() + "' " + args + " --build-id " + vmlinux_id_ + rest);
@@ -140,12 +142,20 @@ TEST_F(FleetDaemonTest, AKernelByBuildIdFromDebuginfodAnswersAsALocalIndex) {
   }
   // Still one index run: the kernel and its module are cached.
   EXPECT_EQ(Metric(Metrics(), "symdex_fleet_index_runs_total{result=\"ok\"}"), 1);
+  CommandResult st = Cli("--connect 'unix:" + sock() + "' --json status");
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  json js = json::parse(st.out);
+  ASSERT_EQ(js["fleet"]["kernels"].size(), 1u) << st.out;
+  EXPECT_EQ(js["fleet"]["kernels"][0]["build_id"], vmlinux_id_);
+  EXPECT_EQ(js["fleet"]["kernels"][0]["state"], "indexed");
+  EXPECT_EQ(js["fleet"]["kernels"][0]["modules"], 1);
 
   // Restarted, the replica keeps its cache: no new run, the same answers.
   EXPECT_EQ(d->Stop(), 0) << d->Log();
   d = StartReplica(server.url());
   ASSERT_TRUE(d->ready()) << d->Log();
-  CommandResult again = Cli("--connect 'unix:" + sock() + "' --json frames --kernel-build-id " + vmlinux_id_ + " " + frames);
+  CommandResult again =
+      Cli("--connect 'unix:" + sock() + "' --json frames --kernel-build-id " + vmlinux_id_ + " " + frames);
   EXPECT_EQ(again.out, local.out);
   EXPECT_EQ(Metric(Metrics(), "symdex_fleet_index_runs_total{result=\"ok\"}"), 0);
   EXPECT_EQ(d->Stop(), 0) << d->Log();
@@ -159,7 +169,9 @@ TEST_F(FleetDaemonTest, UnknownHostileAndUnreachableAreRefusedAndRemembered) {
   ASSERT_TRUE(d->ready()) << d->Log();
   const std::string c = "--connect 'unix:" + sock() + "' ";
   // Hostile build-IDs: refused before anything is fetched.
-  for (const char* bad : {"xyz", "abc", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef00"}) {
+  for (const char* bad : {"xyz", "abc",
+                          "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab"
+                          "cdef0123456789abcdef0123456789abcdef00"}) {
     CommandResult r = Cli(c + "frames --kernel-build-id '" + std::string(bad) + "' 0x1");
     EXPECT_EQ(r.exit_code, 2) << bad << r.err;
     EXPECT_TRUE(r.err.find("not a build-ID") != std::string::npos || r.err.find("the limit is") != std::string::npos)
@@ -193,7 +205,13 @@ TEST_F(FleetDaemonTest, UnknownHostileAndUnreachableAreRefusedAndRemembered) {
   EXPECT_EQ(Metric(m, "symdex_fleet_requests_total{result=\"negative\"}"), 6) << m;
   // Nothing was left in the cache by the failures, and the daemon still serves.
   CommandResult st = Cli(c + "--json status");
-  EXPECT_EQ(st.exit_code, 0) << st.err;
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  json js = json::parse(st.out);
+  ASSERT_EQ(js["fleet"]["kernels"].size(), 2u) << st.out;
+  for (const auto& k : js["fleet"]["kernels"]) {
+    EXPECT_EQ(k["state"], "failed") << k;
+    EXPECT_NE(k["error"].get<std::string>().find("remembered for"), std::string::npos) << k;
+  }
   EXPECT_EQ(RunCommand("ls '" + (dir_ / "fleet") + "' | grep -c '\\.db$'").out, "0\n");
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }

@@ -47,6 +47,7 @@ import tarfile
 import tempfile
 import time
 
+import fleet_frames
 import verdicts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -660,6 +661,9 @@ def main():
     print(f"probe lines from: {'the dups probe field (SYMDEX_E2E_USE_PROBE_FIELD=1)' if use_probe_field else 'symdex kprobe -n -e GRP/EVENT SPEC'}")
     print(canon_note)
     failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work)
+    # Issue 13: the same guest's frames from a fleet replica fed only by debuginfod -U over the .debs.
+    failures += fleet_frames.check(a.symdex, db, env, sysroot, os.path.join(os.path.dirname(a.dbg_root), "debs"),
+                                   work, log)
     elapsed = time.monotonic() - T0
     print(f"total {elapsed:.1f}s")
     if not os.environ.get("SYMDEX_E2E_KEEP") and not a.work and not failures:

@@ -77,12 +77,7 @@ def run(a, work, fleet_up):
     from symdex.v1 import symdex_pb2, symdex_pb2_grpc
 
     env = dict(os.environ)
-    # The fleet flags (--fleet-cache ...) by default; a symdexd that predates them would refuse
-    # to start, so they are left out only when its --help does not know them.
-    helptext = subprocess.run([a.symdexd, "--help"], capture_output=True, text=True).stdout
-    if "--fleet-cache" not in helptext:
-        env["SYMDEX_FLEET_NO_CACHE_FLAGS"] = "1"
-        print("note: this symdexd has no --fleet-cache; replicas start without the fleet flags")
+    env.pop("SYMDEX_FLEET_NO_CACHE_FLAGS", None)  # the replicas run as deployed: with the fleet flags
     fleet = os.path.join(work, "fleet")
     t0 = time.monotonic()
     up = subprocess.run([fleet_up, "up", fleet, "--proxy", a.proxy, "--symdexd", a.symdexd,
