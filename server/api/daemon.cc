@@ -387,6 +387,7 @@ int RunDaemon(const DaemonOptions& opts) {
     ko.max_bytes = opts.fleet_cache_max_bytes;
     ko.negative_seconds = opts.negative_cache_seconds;
     ko.max_concurrent_index = opts.fleet_index_jobs;
+    ko.log = [](const std::string& line) { Log(LogLevel::kInfo, "{}", line); };
     ko.finder = debuginfo::DebugFinderOptions{.debug_dirs = opts.debug_dirs,
                                               .sysroot = "",
                                               .vmlinux = "",

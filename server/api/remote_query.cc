@@ -20,11 +20,13 @@ struct RemoteQuery::Impl {
   // `route`: the kernel build-ID a fleet proxy routes on (gRPC metadata symdex-build-id, hashed
   // consistently by nginx/HAProxy in front of the replicas: deploy/), from a "build-id:HEX" target.
   void Prepare(grpc::ClientContext& ctx, std::string_view target = "", std::string_view build_id = "") const {
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(opts.deadline_seconds * 1000)));
     if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
       build_id = target.substr(query::kBuildIdTargetPrefix.size());
     }
+    const double seconds =
+        build_id.empty() ? opts.deadline_seconds : std::max(opts.deadline_seconds, opts.fleet_deadline_seconds);
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
     if (!build_id.empty()) ctx.AddMetadata(std::string(kBuildIdHeader), Lower(build_id));
   }
   absl::Status Error(const grpc::Status& s, const grpc::ClientContext& ctx) const {

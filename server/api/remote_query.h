@@ -25,6 +25,9 @@ struct ConnectOptions {
   std::string tls_cert, tls_key;  // client certificate, for daemons that verify clients
   std::string tls_server_name;    // override the name checked against the server certificate
   double deadline_seconds = 60;
+  // A call for a kernel by build-ID may wait for a fleet replica to fetch and index it first
+  // (a distro kernel: a minute or more): such calls get at least this long.
+  double fleet_deadline_seconds = 900;
 };
 
 class RemoteQuery : public query::QueryApi {

@@ -289,6 +289,14 @@ absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
                        {0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600})
         .Observe(seconds);
   }
+  if (opts_.log) {
+    opts_.log(sum.ok() ? StrCat("fleet: indexed kernel ", hex, " (", sum->release, ") with ", modules.size(),
+                                " module(s) requested in ", fmt::format("{:.1f}", seconds), " s: ", sum->symbols,
+                                " symbols, debug files ", sum->debug_indexed, " indexed + ", sum->debug_cached,
+                                " cached, ", sum->debug_missing, " missing")
+                       : StrCat("fleet: kernel ", hex, " failed after ", fmt::format("{:.1f}", seconds),
+                                " s (remembered for ", Seconds(opts_.negative_seconds), "): ", sum.status().message()));
+  }
   if (!sum.ok()) {
     if (fresh) {
       for (const std::string& f : FilesOf(db_path)) {
@@ -367,6 +375,7 @@ void KernelCache::EvictOverLimit(const std::string& keep) {
       fs::remove_all(f, ec);
     }
     total -= size[hex];
+    if (opts_.log) opts_.log(StrCat("fleet: evicted kernel ", hex, " (", size[hex], " bytes; least recently used)"));
     if (registry_) {
       registry_->GetCounter("symdex_fleet_evictions_total", "Kernel indexes evicted from --fleet-cache (LRU)").Inc();
     }

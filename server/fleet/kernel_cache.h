@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,8 @@ struct KernelCacheOptions {
   debuginfo::DebugFinderOptions finder;     // debug roots, debuginfod
   unsigned jobs = 0;                        // threads per index run (0: all cores)
   query::LocalQuery::Options query{.target_cache_seconds = 0.1};
+  // One line per index run and eviction, for the daemon's log.
+  std::function<void(const std::string&)> log;
 };
 
 // One kernel as `symdex status` and metrics show it.

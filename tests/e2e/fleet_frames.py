@@ -111,9 +111,11 @@ def check(symdex, db, env, sysroot, debs, work, log, seed=13):
         deadline = time.monotonic() + 600
         while True:
             try:
-                req = urllib.request.Request(f"{url}/buildid/{kbid}/debuginfo", method="HEAD")
-                if urllib.request.urlopen(req, timeout=30).status == 200:
-                    break
+                # debuginfod 0.188 answers GET only; the body is not read (closing drops it).
+                req = urllib.request.Request(f"{url}/buildid/{kbid}/debuginfo", headers={"Range": "bytes=0-0"})
+                with urllib.request.urlopen(req, timeout=120) as resp:
+                    if resp.status in (200, 206):
+                        break
             except Exception:
                 pass
             if time.monotonic() > deadline or server.poll() is not None:
@@ -176,10 +178,14 @@ def check(symdex, db, env, sysroot, debs, work, log, seed=13):
         if nmod < 3 * 10:
             failures.append(f"fleet: only {nmod} module frames answered")
     finally:
-        if daemon:
-            daemon.terminate()
-            daemon.wait(timeout=30)
-        server.terminate()
-        server.wait(timeout=30)
+        for p in (daemon, server):
+            if p is None:
+                continue
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         dlog.close()
     return failures
