@@ -5,6 +5,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+
 #include "server/api/convert.h"
 #include "server/api/remote_query.h"
 #include "server/api/services.h"
@@ -89,6 +91,89 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
   }
   return r;
 }
+
+// A bidi stream of batches (SymbolizeStream, SymbolizeFramesStream): one request read at a time,
+// its answer built on the pool by `work` and written, and the next request read only once the
+// client has taken the answer. The `count(request)` addresses or frames of an answer not yet read
+// count against the peer's address budget.
+template <typename Req, typename Resp>
+class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
+ public:
+  using Count = std::function<size_t(const Req&)>;
+  using Work = std::function<grpc::Status(const Peer&, const grpc::CallbackServerContext&, const Req&, Resp*)>;
+  BatchStreamReactor(const CallControl& cc, RpcStats& stats, grpc::CallbackServerContext* ctx, const char* method,
+                     Count count, Work work)
+      : cc_(cc), ctx_(ctx), call_(stats.Begin(method)), count_(std::move(count)), work_(std::move(work)) {
+    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
+    peer_ = cc.registry->Of(*ctx, *cc.policy);
+    for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {
+      auto h = cc.limiter->Take(peer_, kind);
+      if (!h.ok()) {
+        Done(ToGrpc(h.status()));
+        return;
+      }
+      stream_holds_.push_back(std::move(*h));
+    }
+    this->StartRead(&req_);
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // the client half-closed: all answered
+      Done(grpc::Status::OK);
+      return;
+    }
+    auto items = cc_.limiter->Take(peer_, Limiter::Kind::kAddresses, count_(req_));
+    if (!items.ok()) {
+      Done(ToGrpc(items.status()));
+      return;
+    }
+    unread_ = std::move(*items);
+    auto heavy = cc_.limiter->Take(peer_, Limiter::Kind::kHeavy);
+    if (!heavy.ok()) {
+      Done(ToGrpc(heavy.status()));
+      return;
+    }
+    heavy_ = std::move(*heavy);
+    cc_.pool->Submit(peer_.key, [this] {
+      resp_.Clear();
+      grpc::Status s = ctx_->IsCancelled() ? Cancelled(*ctx_) : work_(peer_, *ctx_, req_, &resp_);
+      heavy_.Release();
+      if (!s.ok()) {
+        Done(s);
+        return;
+      }
+      this->StartWrite(&resp_);
+    });
+  }
+  void OnWriteDone(bool ok) override {
+    unread_.Release();
+    if (!ok) {
+      Done(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    this->StartRead(&req_);
+  }
+  void OnDone() override {
+    call_.Done(status_);
+    delete this;
+  }
+
+ private:
+  void Done(const grpc::Status& s) {
+    status_ = s;
+    this->Finish(s);
+  }
+  const CallControl& cc_;
+  grpc::CallbackServerContext* ctx_;
+  RpcStats::Call call_;
+  Count count_;
+  Work work_;
+  Peer peer_;
+  std::vector<Limiter::Hold> stream_holds_;
+  Limiter::Hold heavy_, unread_;
+  grpc::Status status_;
+  Req req_;
+  Resp resp_;
+};
 
 inline query::AddressAccess AccessOf(const Peer& p) {
   return p.privileged ? query::AddressAccess::kAbsolute : query::AddressAccess::kKaslrFree;

@@ -113,84 +113,6 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
   Msg msg_;
 };
 
-// SymbolizeStream: one request read at a time; its answer is built on the pool and written,
-// and the next request is read only once the client has taken the answer. The addresses of an
-// answer not yet read count against the peer's address budget.
-class SymbolizeStreamReactor : public grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse> {
- public:
-  SymbolizeStreamReactor(SymbolServiceImpl* svc, grpc::CallbackServerContext* ctx)
-      : svc_(svc), ctx_(ctx), call_(svc->stats().Begin("SymbolizeStream")) {
-    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
-    const CallControl& cc = svc->control();
-    peer_ = cc.registry->Of(*ctx, *cc.policy);
-    for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {
-      auto h = cc.limiter->Take(peer_, kind);
-      if (!h.ok()) {
-        Done(ToGrpc(h.status()));
-        return;
-      }
-      stream_holds_.push_back(std::move(*h));
-    }
-    StartRead(&req_);
-  }
-  void OnReadDone(bool ok) override {
-    if (!ok) {  // the client half-closed: all answered
-      Done(grpc::Status::OK);
-      return;
-    }
-    const CallControl& cc = svc_->control();
-    auto addrs = cc.limiter->Take(peer_, Limiter::Kind::kAddresses, static_cast<size_t>(req_.addresses_size()));
-    if (!addrs.ok()) {
-      Done(ToGrpc(addrs.status()));
-      return;
-    }
-    unread_ = std::move(*addrs);
-    auto heavy = cc.limiter->Take(peer_, Limiter::Kind::kHeavy);
-    if (!heavy.ok()) {
-      Done(ToGrpc(heavy.status()));
-      return;
-    }
-    heavy_ = std::move(*heavy);
-    cc.pool->Submit(peer_.key, [this] {
-      resp_.Clear();
-      grpc::Status s = ctx_->IsCancelled() ? Cancelled(*ctx_) : svc_->DoSymbolize(peer_, *ctx_, req_, &resp_);
-      heavy_.Release();
-      if (!s.ok()) {
-        Done(s);
-        return;
-      }
-      StartWrite(&resp_);
-    });
-  }
-  void OnWriteDone(bool ok) override {
-    unread_.Release();
-    if (!ok) {
-      Done(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-      return;
-    }
-    StartRead(&req_);
-  }
-  void OnDone() override {
-    call_.Done(status_);
-    delete this;
-  }
-
- private:
-  void Done(const grpc::Status& s) {
-    status_ = s;
-    Finish(s);
-  }
-  SymbolServiceImpl* svc_;
-  grpc::CallbackServerContext* ctx_;
-  RpcStats::Call call_;
-  Peer peer_;
-  std::vector<Limiter::Hold> stream_holds_;
-  Limiter::Hold heavy_, unread_;
-  grpc::Status status_;
-  pb::SymbolizeRequest req_;
-  pb::SymbolizeResponse resp_;
-};
-
 }  // namespace
 
 RpcStats::Call RpcStats::Begin(const char* method) {
@@ -334,7 +256,10 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerConte
 
 grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServiceImpl::SymbolizeStream(
     grpc::CallbackServerContext* ctx) {
-  return new SymbolizeStreamReactor(this, ctx);
+  return new BatchStreamReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>(
+      control_, stats_, ctx, "SymbolizeStream", [](const pb::SymbolizeRequest& r) { return r.addresses_size(); },
+      [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeRequest& r,
+             pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); });
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* ctx, const pb::LinesRequest* req,

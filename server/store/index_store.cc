@@ -377,6 +377,22 @@ namespace {
 constexpr uint8_t kSizeKnown = 1, kSizeExact = 2, kHasFunction = 4, kHasDwarf = 8, kElfKnown = 16;
 
 Candidate CandidateOf(const SymbolRecord& r) { return {r.name, r.module, r.addr, r.size}; }
+// The symbol among `st`'s rows (the aliases at one address) that names the code there
+// (PreferAlias: a sized function over a label).
+absl::StatusOr<std::optional<SymbolRecord>> PreferredAlias(Stmt& st) {
+  std::optional<SymbolRecord> best;
+  auto alias = [](const SymbolRecord& r) {
+    return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
+  };
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    SymbolRecord r = ReadSymbol(st);
+    if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
+  }
+  return best;
+}
+
 }  // namespace
 
 absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
@@ -388,16 +404,7 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) 
                     SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?2 AND (addr < 0) = (?2 < 0))";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, ToDb(addr));
-  std::optional<SymbolRecord> best;
-  auto alias = [](const SymbolRecord& r) {
-    return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
-  };
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    SymbolRecord r = ReadSymbol(st);
-    if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
-  }
+  ASSIGN_OR_RETURN(std::optional<SymbolRecord> best, PreferredAlias(st));
   // Where vmlinux and the modules lie: read only when the symbol's own size does not decide.
   std::optional<OwnerExtents> extents;
   auto load = [&]() -> absl::StatusOr<const OwnerExtents*> {
@@ -427,16 +434,7 @@ absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std
                     SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?3)";
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, module_id).Bind(2, section).Bind(3, ToDb(offset));
-  std::optional<SymbolRecord> best;
-  auto alias = [](const SymbolRecord& r) {
-    return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
-  };
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    SymbolRecord r = ReadSymbol(st);
-    if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
-  }
+  ASSIGN_OR_RETURN(std::optional<SymbolRecord> best, PreferredAlias(st));
   if (!best)
     return Containment{std::nullopt, StrCat("no code symbol of ", module, " at or below ", section, "+0x",
                                             fmt::format("{:x}", offset))};

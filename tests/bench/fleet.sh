@@ -104,7 +104,7 @@ for k in "${kernels[@]:1:2}"; do
   s=$(now); frames "$k" "$work/o.json"; others+=" $(echo "$(now) - $s" | bc)"
 done
 echo "== 2. warm frames/s: 4 clients, 3 kernels mixed, 1,000 frames per request" >&2
-python3 "$here/fleet_traffic.py" --proxy "$SYMDEX_FLEET_PROXY" --src "$src" --addrs "$(IFS=,; echo "${addrs[*]}")" \
+/usr/bin/python3 "$here/fleet_traffic.py" --proxy "$SYMDEX_FLEET_PROXY" --src "$src" --addrs "$(IFS=,; echo "${addrs[*]}")" \
   --requests 120 --frames 1000 --concurrency 4 >"$work/warm_traffic.json"
 # 3. the mixed stream's index-layer hits, consistent hashing: fleet A served the same stream
 # (above) after its cold requests; count from its metrics.
@@ -116,7 +116,7 @@ waits_a=$(sum_metric "$work/A.env" 'symdex_fleet_requests_total{result="waited"}
 echo "== 3. fleet B (round-robin: no header), a fresh fleet, the same mixed stream from cold" >&2
 up B
 set -a; . "$work/B.env"; set +a
-python3 "$here/fleet_traffic.py" --proxy "$SYMDEX_FLEET_PROXY" --src "$src" --addrs "$(IFS=,; echo "${addrs[*]}")" \
+/usr/bin/python3 "$here/fleet_traffic.py" --proxy "$SYMDEX_FLEET_PROXY" --src "$src" --addrs "$(IFS=,; echo "${addrs[*]}")" \
   --requests 120 --frames 1000 --concurrency 4 --no-header >"$work/rr_traffic.json"
 hits_b=$(sum_metric "$work/B.env" 'symdex_fleet_requests_total{result="hit"}')
 miss_b=$(sum_metric "$work/B.env" 'symdex_fleet_requests_total{result="miss"}')
