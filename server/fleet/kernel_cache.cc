@@ -223,20 +223,20 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
     absl::Status s = RunIndex(hex, e, all);
     l.lock();
     e.busy = false;
-    if (!s.ok()) {
+    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts_.negative_seconds * 1000));
+    if (!s.ok() && !e.q) {
       e.failure = s;
-      e.failed_until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts_.negative_seconds * 1000));
+      e.failed_until = until;
     } else {
+      // Done, or a run that only added modules failed (the index it would have replaced still
+      // serves): the modules it did not add are remembered, the kernel is not.
       e.failed_until.reset();
       for (const auto& m : missing) {
-        if (!e.modules.count(m.name)) {
-          e.module_failed[m.name + " " + Lower(m.build_id)] =
-              Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts_.negative_seconds * 1000));
-        }
+        if (!e.modules.count(m.name)) e.module_failed[m.name + " " + Lower(m.build_id)] = until;
       }
     }
     e.cv.notify_all();
-    if (!s.ok()) return s;
+    if (!s.ok() && !e.q) return s;
     l.unlock();
     EvictOverLimit(hex);
     l.lock();

@@ -92,8 +92,9 @@ absl::Status CheckFramesRequest(const FramesContext& ctx, size_t frames) {
 
 // One call's state: the target, the host's layout, and per-call caches.
 struct LocalQuery::FramesCall {
-  FramesCall(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache& cache, const FramesContext& ctx)
-      : q(q), s(s), t(t), ctx(ctx), sz(q, s, t, cache) {
+  FramesCall(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache& cache, Cache* shared,
+             const FramesContext& ctx)
+      : q(q), s(s), t(t), ctx(ctx), sz(q, s, t, cache), shared(shared) {
     for (const FrameModule& m : ctx.modules) host_modules.emplace(m.name, &m);
   }
 
@@ -274,10 +275,16 @@ struct LocalQuery::FramesCall {
     return p;
   }
 
+  // The canonical spec of the instance `brief` names, from the target generation's cache when
+  // the query keeps one (the same entries ResolveIn keeps: group name + instance identity).
   absl::StatusOr<std::string> Canonical(const Instance& brief) {
-    std::string key = StrCat(brief.module, std::string_view("\0", 1), brief.section, std::string_view("\0", 1),
-                             brief.addr.value_or(brief.section_offset), "/", brief.name);
+    const std::string key = StrCat(brief.name, std::string_view("\0", 1), brief.module, std::string_view("\0", 1),
+                                   brief.section, "+", brief.addr.value_or(brief.section_offset), "/", brief.name);
     if (auto it = canonical.find(key); it != canonical.end()) return it->second;
+    if (shared != nullptr) {
+      std::lock_guard<std::mutex> l(shared->mu);
+      if (auto it = shared->canonical.find(key); it != shared->canonical.end()) return it->second;
+    }
     ASSIGN_OR_RETURN(auto list, sz.src.Which(brief.name, false));
     std::vector<Instance> group;
     const Instance* self = nullptr;
@@ -291,7 +298,12 @@ struct LocalQuery::FramesCall {
       }
     }
     std::string c = CanonicalSpec(self ? *self : brief, group);
-    return canonical.emplace(std::move(key), std::move(c)).first->second;
+    if (shared != nullptr) {
+      std::lock_guard<std::mutex> l(shared->mu);
+      if (shared->canonical.size() >= q.opts_.max_cached_names) shared->canonical.clear();
+      shared->canonical.emplace(key, c);
+    }
+    return canonical.emplace(key, std::move(c)).first->second;
   }
 
   LocalQuery& q;
@@ -299,6 +311,7 @@ struct LocalQuery::FramesCall {
   const store::TargetInfo& t;
   const FramesContext& ctx;
   Symbolizing sz;
+  Cache* shared;  // the generation's cache (null: the CLI's uncached mode)
   std::map<std::string, const FrameModule*> host_modules;
   std::map<std::string, std::optional<store::ModuleRecord>> target_modules;
   std::unordered_map<std::string, std::string> canonical;
@@ -341,7 +354,7 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
                         "if the host booted without KASLR)";
     auto cache = CacheFor(t);
     Cache scratch;
-    FramesCall call(*this, s, t, cache ? *cache : scratch, ctx);
+    FramesCall call(*this, s, t, cache ? *cache : scratch, cache.get(), ctx);
     FramesResult out{t, std::vector<FrameAnswer>(frames.size())};
     std::vector<Plan> plans(frames.size());
 
