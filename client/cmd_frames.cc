@@ -6,12 +6,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 
 #include "client/cli_common.h"
+#include "server/common/file_util.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
+#include "server/ingest/elf_notes.h"
 
 namespace symdex::cli {
 namespace {
@@ -21,8 +24,55 @@ struct FramesOptions {
   std::string kernel_build_id;
   std::string text, kaslr_offset;
   std::vector<std::string> modules;  // NAME[=BUILDID][@TEXTBASE]
+  std::string modules_from;          // a copy of the machine's /sys/module
+  std::string kernel_notes;          // a copy of the machine's /sys/kernel/notes
   std::vector<std::string> frames;
 };
+
+constexpr size_t kMaxNotesBytes = 1 << 16;
+constexpr size_t kMaxSectionFileBytes = 64;
+constexpr size_t kMaxSysModuleEntries = 16384;
+
+absl::StatusOr<std::string> BuildIdFromNotes(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string notes, ReadFileBounded(path, kMaxNotesBytes));
+  auto id = ingest::FindGnuBuildId(notes);
+  if (!id.ok()) return absl::InvalidArgumentError(StrCat(path, ": ", id.status().message()));
+  if (!*id) return absl::InvalidArgumentError(StrCat(path, ": no GNU build-ID note"));
+  return (*id)->ToHex();
+}
+
+// Every module in a copy of a machine's /sys/module with its section bases (DIR/M/sections/*)
+// and build-ID (DIR/M/notes/.note.gnu.build-id); built-in "modules" (no sections/) are skipped.
+absl::StatusOr<std::vector<query::FrameModule>> ModulesFrom(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return absl::NotFoundError(StrCat("--modules-from ", dir, ": ", ec.message()));
+  std::vector<query::FrameModule> out;
+  size_t seen = 0;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec || ++seen > kMaxSysModuleEntries) break;
+    const fs::path sections = it->path() / "sections";
+    if (!fs::is_directory(sections, ec)) continue;
+    query::FrameModule m;
+    m.name = it->path().filename().string();
+    for (const auto& sec : fs::directory_iterator(sections, ec)) {
+      if (m.sections.size() >= query::kMaxSectionsPerModule) break;
+      auto text = ReadFileBounded(sec.path().string(), kMaxSectionFileBytes);
+      if (!text.ok()) continue;  // unreadable (0400 root files): the section stays unplaced
+      std::optional<uint64_t> base = ParseHex(StripWhitespace(*text));
+      if (base && *base != 0) m.sections.emplace_back(sec.path().filename().string(), *base);
+    }
+    std::sort(m.sections.begin(), m.sections.end());
+    const std::string note = (it->path() / "notes" / ".note.gnu.build-id").string();
+    if (fs::exists(note, ec)) {
+      ASSIGN_OR_RETURN(m.build_id, BuildIdFromNotes(note));
+    }
+    if (!m.sections.empty()) out.push_back(std::move(m));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
 
 constexpr size_t kBatch = 16384;
 
@@ -103,6 +153,16 @@ nlohmann::json FrameJson(const std::string& input, const query::FrameAnswer& a) 
 int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
   query::FramesContext ctx;
   ctx.kernel_build_id = o.kernel_build_id;
+  if (!o.kernel_notes.empty()) {
+    auto id = BuildIdFromNotes(o.kernel_notes);
+    if (!id.ok()) return Fail(g, id.status(), true);
+    ctx.kernel_build_id = *id;
+  }
+  if (!o.modules_from.empty()) {
+    auto mods = ModulesFrom(o.modules_from);
+    if (!mods.ok()) return Fail(g, mods.status(), true);
+    ctx.modules = std::move(*mods);
+  }
   if (!o.text.empty()) {
     ctx.text = ParseHex(o.text);
     if (!ctx.text) return Fail(g, absl::InvalidArgumentError(StrCat("--kernel-text ", o.text, ": not a hex address")));
@@ -117,6 +177,8 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
   for (const std::string& m : o.modules) {
     auto fm = ParseModule(m);
     if (!fm.ok()) return Fail(g, fm.status());
+    // Named here and found in --modules-from: this one wins.
+    std::erase_if(ctx.modules, [&](const query::FrameModule& have) { return have.name == fm->name; });
     ctx.modules.push_back(std::move(*fm));
   }
   std::string target = o.target;
@@ -196,8 +258,14 @@ void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
       ->required();
   AddTargetOptions(fr, fo->target,
                    "Target (default: the one whose build-ID --kernel-build-id names, else 'host' or the only one)");
-  fr->add_option("--kernel-build-id", fo->kernel_build_id,
-                 "The machine's vmlinux build-ID (/sys/kernel/notes): the target to answer from, and checked");
+  auto* kbid = fr->add_option("--kernel-build-id", fo->kernel_build_id,
+                              "The machine's vmlinux build-ID (/sys/kernel/notes): the target to answer from, and "
+                              "checked");
+  fr->add_option("--kernel-notes", fo->kernel_notes, "A copy of the machine's /sys/kernel/notes: its build-ID")
+      ->excludes(kbid);
+  fr->add_option("--modules-from", fo->modules_from,
+                 "A copy of the machine's /sys/module (as root: M/sections/* and M/notes/.note.gnu.build-id): "
+                 "every loaded module with all its section bases and its build-ID");
   auto* text = fr->add_option("--kernel-text", fo->text,
                               "The machine's _text (grep ' _text$' /proc/kallsyms as root): addresses are then exact");
   fr->add_option("--kaslr-offset", fo->kaslr_offset, "The machine's KASLR offset (hex), instead of --kernel-text")

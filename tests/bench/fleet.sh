@@ -34,6 +34,10 @@ for flavour in amd64 rt-amd64; do
   done
 done
 work=$(mktemp -d)
+# The binaries as they are now: a rebuild during the run does not change what is measured.
+mkdir -p "$work/bin"
+cp "$BIN/symdex" "$BIN/symdexd" "$BIN/symdex-debuginfo-worker" "$work/bin/"
+BIN=$work/bin
 fleets=()
 cleanup() {
   for f in "${fleets[@]}"; do "$src/deploy/fleet-up.sh" down "$f" >/dev/null 2>&1 || true; done
@@ -83,13 +87,14 @@ s=$(now)
 f=$(DEBUGINFOD_CACHE_PATH=$work/c1 debuginfod-find debuginfo "$k1")
 llvm-symbolizer-14 --obj="$f" --functions=linkage <"$work/$k1.addrs" >/dev/null
 peer_warm=$(echo "$(now) - $s" | bc)
-frames() {
-  "$BIN/symdex" --connect "$SYMDEX_FLEET_PROXY" --json frames --kernel-build-id "$1" --kaslr-offset 0 - \
+frames() {  # frames KERNEL OUT [--json]: the text answer (what llvm-symbolizer prints too), or JSON
+  "$BIN/symdex" --connect "$SYMDEX_FLEET_PROXY" ${3:-} frames --kernel-build-id "$1" --kaslr-offset 0 - \
     <"$work/$1.addrs" >"$2" || [ $? = 1 ]
 }
 echo "== 1. symdex, cold: frames through the proxy (fetch + index + answer)" >&2
-s=$(now); frames "$k1" "$work/cold.json"; ours_cold=$(echo "$(now) - $s" | bc)
-s=$(now); frames "$k1" "$work/warm.json"; ours_warm=$(echo "$(now) - $s" | bc)
+s=$(now); frames "$k1" "$work/cold.txt"; ours_cold=$(echo "$(now) - $s" | bc)
+s=$(now); frames "$k1" "$work/warm.txt"; ours_warm=$(echo "$(now) - $s" | bc)
+s=$(now); frames "$k1" "$work/cold.json" --json; ours_warm_json=$(echo "$(now) - $s" | bc)
 same=$(python3 - "$work/llvm.out" "$work/cold.json" <<'PY'
 import json, sys
 blocks = open(sys.argv[1]).read().strip().split("\n\n")
@@ -101,7 +106,7 @@ PY
 echo "== the other two kernels, cold through the proxy" >&2
 others=""
 for k in "${kernels[@]:1:2}"; do
-  s=$(now); frames "$k" "$work/o.json"; others+=" $(echo "$(now) - $s" | bc)"
+  s=$(now); frames "$k" "$work/o.txt"; others+=" $(echo "$(now) - $s" | bc)"
 done
 echo "== 2. warm frames/s: 4 clients, 3 kernels mixed, 1,000 frames per request" >&2
 /usr/bin/python3 "$here/fleet_traffic.py" --proxy "$SYMDEX_FLEET_PROXY" --src "$src" --addrs "$(IFS=,; echo "${addrs[*]}")" \
@@ -124,7 +129,8 @@ runs_b=$(sum_metric "$work/B.env" 'symdex_fleet_index_runs_total{result="ok"}')
 waits_b=$(sum_metric "$work/B.env" 'symdex_fleet_requests_total{result="waited"}')
 
 python3 - "$peer_cold" "$peer_warm" "$ours_cold" "$ours_warm" "$same" "$k1" "$others" "$work/warm_traffic.json" \
-  "$work/rr_traffic.json" "$hits_a" "$miss_a" "$runs_a" "$waits_a" "$hits_b" "$miss_b" "$runs_b" "$waits_b" <<'PY'
+  "$work/rr_traffic.json" "$hits_a" "$miss_a" "$runs_a" "$waits_a" "$hits_b" "$miss_b" "$runs_b" "$waits_b" \
+  "$ours_warm_json" <<'PY'
 import json, sys
 a = sys.argv
 peer_cold, peer_warm, ours_cold, ours_warm = map(float, a[1:5])
@@ -133,7 +139,7 @@ print(f"1. kernel {a[6]}, 10,000 addresses ({a[5]} name the same function as llv
 print(f"   cold: peer debuginfod-find + llvm-symbolizer-14 {peer_cold:7.2f} s | symdex fleet (fetch+index+answer) "
       f"{ours_cold:7.2f} s | peer/symdex {peer_cold / ours_cold:5.2f}x (target >= 1)")
 print(f"   warm: peer {peer_warm:7.2f} s | symdex {ours_warm:7.2f} s | peer/symdex {peer_warm / ours_warm:5.1f}x "
-      f"(target >= 20)")
+      f"(target >= 20); symdex --json {float(a[18]):.2f} s")
 print(f"   the other two kernels, cold through the proxy: {a[7].strip()} s")
 w, r = json.load(open(a[8])), json.load(open(a[9]))
 print(f"2. warm, 3 replicas behind nginx, 4 clients, 3 kernels mixed: {w['frames_per_second']:.0f} frames/s "

@@ -177,6 +177,32 @@ TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {
   EXPECT_NE(st.out.find("absent_mod"), std::string::npos) << st.out;
 }
 
+TEST_F(CliFramesTest, AMachinesCapturedSysfsGivesTheLayout) {
+  // What a fleet agent ships: /sys/kernel/notes and /sys/module/M/{sections,notes} as files.
+  const std::string sys = *dir_ / "captured-sys";
+  const uint64_t base = 0xffffffffc0b00000ull;
+  RunCommand("mkdir -p '" + sys + "/kernel' '" + sys + "/module/probe_mod/sections' '" + sys +
+             "/module/probe_mod/notes' '" + sys + "/module/builtin_only/parameters'");
+  RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + fx_->vmlinux + "' '" + sys + "/kernel/notes'");
+  RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + fx_->module + "' '" + sys +
+             "/module/probe_mod/notes/.note.gnu.build-id'");
+  testing::WriteFile(sys + "/module/probe_mod/sections/.text", HexOf(base) + "\n");
+  const uint64_t off = Nm(fx_->module, "blocked_fn") + 1;
+  CommandResult r = Symdex("--json frames --kernel-notes '" + sys + "/kernel/notes' --modules-from '" + sys +
+                           "/module' --kaslr-offset 0x0 " + HexOf(base + off));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["target"], vmlinux_id_);  // the target chosen by the notes' build-ID
+  EXPECT_EQ(j["results"][0]["symbol"], "blocked_fn");
+  EXPECT_EQ(j["results"][0]["module"], "probe_mod");
+  EXPECT_TRUE(j["results"][0]["exact"].get<bool>());
+  // A notes file without a build-ID is an input error, said so.
+  testing::WriteFile(*dir_ / "empty-notes", "");
+  CommandResult bad = Symdex("frames --kernel-notes '" + (*dir_ / "empty-notes") + "' 0x1");
+  EXPECT_EQ(bad.exit_code, 3) << bad.err;
+  EXPECT_NE(bad.err.find("no GNU build-ID note"), std::string::npos) << bad.err;
+}
+
 TEST_F(CliFramesTest, HostileRequestsAreRefused) {
   CommandResult r = Symdex("frames --build-id " + vmlinux_id_ + " --kernel-build-id zz 0x1");
   EXPECT_EQ(r.exit_code, 2) << r.err;
