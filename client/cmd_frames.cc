@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
-#include <iostream>
 #include <iterator>
 
 #include "client/cli_common.h"
@@ -15,6 +14,7 @@
 #include "server/common/hex.h"
 #include "server/common/strings.h"
 #include "server/ingest/elf_notes.h"
+#include "server/ingest/frame_text.h"
 
 namespace symdex::cli {
 namespace {
@@ -94,8 +94,8 @@ absl::StatusOr<query::FrameModule> ParseModule(const std::string& arg) {
 }
 
 std::string SymbolText(const query::FrameAnswer& a) {
-  const query::Instance& s = *a.info.symbol;
-  std::string out = fmt::format("{}+{:#x}", s.name, a.info.offset);
+  const query::Instance& s = *a.info->symbol;
+  std::string out = fmt::format("{}+{:#x}", s.name, a.info->offset);
   if (s.size) out += fmt::format("/{:#x}", *s.size);
   out += fmt::format(" [{}]", s.module.empty() ? "vmlinux" : s.module);
   return out;
@@ -107,15 +107,15 @@ void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::stri
     fmt::format_to(to, "{}\n    ?? ({})\n", input, a.error);
     return;
   }
-  if (!a.info.symbol) {
+  if (!a.info->symbol) {
     fmt::format_to(to, "{}\n    ?? ({}{})\n", input, a.note.empty() ? "not found" : a.note,
                    a.candidates.empty() ? "" : fmt::format(": {}", StrJoin(a.candidates, ", ")));
     return;
   }
   fmt::format_to(to, "{}\n    {} ({}{})\n", input, SymbolText(a), query::FrameBasisName(a.basis),
                  a.exact ? ", exact" : ", not exact");
-  for (size_t i = 0; i < a.info.frames.size(); ++i) {
-    const auto& f = a.info.frames[i];
+  for (size_t i = 0; i < a.info->frames.size(); ++i) {
+    const auto& f = a.info->frames[i];
     fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
                    f.line);
     if (f.column) fmt::format_to(to, ":{}", f.column);
@@ -127,16 +127,16 @@ void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::stri
 
 nlohmann::json FrameJson(const std::string& input, const query::FrameAnswer& a) {
   nlohmann::json frames = nlohmann::json::array();
-  for (const auto& f : a.info.frames) {
+  for (const auto& f : a.info->frames) {
     frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
   }
   nlohmann::json j = {
       {"input", input}, {"basis", std::string(query::FrameBasisName(a.basis))}, {"exact", a.exact}, {"frames", frames}};
-  if (a.info.symbol) {
-    j["symbol"] = a.info.symbol->name;
-    j["module"] = a.info.symbol->module.empty() ? "vmlinux" : a.info.symbol->module;
-    j["offset"] = a.info.offset;
-    j["size"] = a.info.symbol->size ? nlohmann::json(*a.info.symbol->size) : nlohmann::json(nullptr);
+  if (a.info->symbol) {
+    j["symbol"] = a.info->symbol->name;
+    j["module"] = a.info->symbol->module.empty() ? "vmlinux" : a.info->symbol->module;
+    j["offset"] = a.info->offset;
+    j["size"] = a.info->symbol->size ? nlohmann::json(*a.info->symbol->size) : nlohmann::json(nullptr);
     j["spec"] = a.canonical;
   }
   if (a.target_address) j["target_address"] = fmt::format("0x{:x}", *a.target_address);
@@ -200,7 +200,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
       const query::FrameAnswer& a = res.frames[i];
       if (!a.error.empty() || !a.candidates.empty()) {
         worst = std::max(worst, int{kAmbiguous});
-      } else if (!a.info.symbol) {
+      } else if (!a.info->symbol) {
         worst = std::max(worst, int{kNotFound});
       }
       if (g.json) {
@@ -236,8 +236,28 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     if (arg != "-") {
       st = add(arg);
     } else {
-      std::string line;
-      while (st.ok() && std::getline(std::cin, line)) st = add(line);
+      // Chunks, not std::getline over std::cin (a character at a time through stdio).
+      std::string buf(1 << 16, '\0'), partial;
+      for (;;) {
+        ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        std::string_view chunk(buf.data(), static_cast<size_t>(n));
+        for (size_t nl; st.ok() && (nl = chunk.find('\n')) != std::string_view::npos;) {
+          partial.append(chunk.substr(0, nl));
+          st = add(partial);
+          partial.clear();
+          chunk.remove_prefix(nl + 1);
+        }
+        if (!st.ok()) break;
+        partial.append(chunk);
+        if (partial.size() > ingest::kMaxFrameLineLength) {
+          st = absl::InvalidArgumentError(
+              StrCat("a line of stdin is over ", ingest::kMaxFrameLineLength, " bytes: not a frame"));
+          break;
+        }
+      }
+      if (st.ok()) st = add(partial);
     }
     if (st.ok()) st = answer();
     if (!st.ok()) return Fail(g, st);

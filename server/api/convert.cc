@@ -543,7 +543,7 @@ void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out) {
     pb::FrameResult* p = out->add_frames();
     p->set_basis(std::string(query::FrameBasisName(a.basis)));
     p->set_exact(a.exact);
-    ToProto(a.target_address.value_or(0), a.info, p->mutable_result());
+    ToProto(a.target_address.value_or(0), *a.info, p->mutable_result());
     p->set_canonical(a.canonical);
     if (a.target_address) p->set_target_address(*a.target_address);
     p->set_module(a.module);
@@ -565,7 +565,7 @@ query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) {
     if (p.basis() == "module-offset") a.basis = query::FrameBasis::kModuleOffset;
     if (p.basis() == "symbol+offset") a.basis = query::FrameBasis::kSymbolOffset;
     a.exact = p.exact();
-    a.info = FromProto(p.result());
+    a.info = std::make_shared<const query::AddressInfo>(FromProto(p.result()));
     a.canonical = p.canonical();
     if (p.has_target_address()) a.target_address = p.target_address();
     a.module = p.module();

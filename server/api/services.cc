@@ -160,10 +160,12 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
   static ArenaAllocator<pb::LinesRequest, pb::LinesResponse> lines_alloc;
   static ArenaAllocator<pb::WhichRequest, pb::WhichResponse> which_alloc;
   static ArenaAllocator<pb::ResolveRequest, pb::ResolveResponse> resolve_alloc;
+  static ArenaAllocator<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse> frames_alloc;
   SetMessageAllocatorFor_Symbolize(&symbolize_alloc);
   SetMessageAllocatorFor_Lines(&lines_alloc);
   SetMessageAllocatorFor_Which(&which_alloc);
   SetMessageAllocatorFor_Resolve(&resolve_alloc);
+  SetMessageAllocatorFor_SymbolizeFrames(&frames_alloc);
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerContext* ctx,

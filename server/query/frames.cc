@@ -34,6 +34,11 @@ struct Plan {
 
 }  // namespace
 
+const std::shared_ptr<const AddressInfo>& NoAddressInfo() {
+  static const auto* none = new std::shared_ptr<const AddressInfo>(std::make_shared<const AddressInfo>());
+  return *none;
+}
+
 std::string_view FrameBasisName(FrameBasis b) {
   switch (b) {
     case FrameBasis::kNone:
@@ -171,7 +176,8 @@ struct LocalQuery::FramesCall {
       for (const auto& [sec, base] : sections) {
         if (sec == p.section) {
           a.target_address = base + p.offset;
-          ASSIGN_OR_RETURN(a.info, sz.At(base + p.offset));
+          ASSIGN_OR_RETURN(AddressInfo info, sz.At(base + p.offset));
+          a.info = std::make_shared<const AddressInfo>(std::move(info));
           return absl::OkStatus();
         }
       }
@@ -185,12 +191,14 @@ struct LocalQuery::FramesCall {
       a.exact = false;
       return absl::OkStatus();
     }
-    a.info.symbol = InstanceOf(t, *c.symbol);
-    a.info.offset = p.offset - c.symbol->addr;
-    const Instance& in = *a.info.symbol;
+    auto info = std::make_shared<AddressInfo>();
+    a.info = info;
+    info->symbol = InstanceOf(t, *c.symbol);
+    info->offset = p.offset - c.symbol->addr;
+    const Instance& in = *info->symbol;
     ASSIGN_OR_RETURN(auto df, sz.debug_file_of(p.module));
     if (!df) {
-      a.info.note = "no debug info for this module";
+      info->note = "no debug info for this module";
     } else {
       absl::StatusOr<std::vector<debuginfo::Frame>> frames;
       {
@@ -199,19 +207,19 @@ struct LocalQuery::FramesCall {
         frames = q.symbolizer_.SymbolizeInSection(df->path, p.section, p.offset);
       }
       if (frames.ok()) {
-        a.info.frames = std::move(*frames);
-        if (!a.info.frames.empty() && in.name.starts_with(a.info.frames.back().function + ".")) {
-          a.info.frames.back().function = in.name;
+        info->frames = std::move(*frames);
+        if (!info->frames.empty() && in.name.starts_with(info->frames.back().function + ".")) {
+          info->frames.back().function = in.name;
         }
-        if (a.info.frames.empty()) a.info.frames.push_back({in.name, "", 0, 0});
-        if (a.info.frames.back().function.empty()) a.info.frames.back().function = in.name;
+        if (info->frames.empty()) info->frames.push_back({in.name, "", 0, 0});
+        if (info->frames.back().function.empty()) info->frames.back().function = in.name;
         return absl::OkStatus();
       }
-      a.info.note = std::string(frames.status().message());
+      info->note = std::string(frames.status().message());
     }
-    if (in.dwarf && in.dwarf->entry_line > 0 && a.info.offset == 0) {
-      a.info.frames.push_back({in.dwarf->has_function ? in.dwarf->function : in.name, in.dwarf->entry_file,
-                               static_cast<int>(in.dwarf->entry_line), 0});
+    if (in.dwarf && in.dwarf->entry_line > 0 && info->offset == 0) {
+      info->frames.push_back({in.dwarf->has_function ? in.dwarf->function : in.name, in.dwarf->entry_file,
+                              static_cast<int>(in.dwarf->entry_line), 0});
     }
     return absl::OkStatus();
   }
@@ -280,10 +288,11 @@ struct LocalQuery::FramesCall {
   absl::StatusOr<std::string> Canonical(const Instance& brief) {
     const std::string key = StrCat(brief.name, std::string_view("\0", 1), brief.module, std::string_view("\0", 1),
                                    brief.section, "+", brief.addr.value_or(brief.section_offset), "/", brief.name);
-    if (auto it = canonical.find(key); it != canonical.end()) return it->second;
     if (shared != nullptr) {
       std::lock_guard<std::mutex> l(shared->mu);
       if (auto it = shared->canonical.find(key); it != shared->canonical.end()) return it->second;
+    } else if (auto it = canonical.find(key); it != canonical.end()) {
+      return it->second;
     }
     ASSIGN_OR_RETURN(auto list, sz.src.Which(brief.name, false));
     std::vector<Instance> group;
@@ -302,6 +311,7 @@ struct LocalQuery::FramesCall {
       std::lock_guard<std::mutex> l(shared->mu);
       if (shared->canonical.size() >= q.opts_.max_cached_names) shared->canonical.clear();
       shared->canonical.emplace(key, c);
+      return c;
     }
     return canonical.emplace(key, std::move(c)).first->second;
   }
@@ -430,9 +440,9 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
             continue;
           }
         }
-        a.info = *r.results[k];
+        a.info = r.results[k];
         a.target_address = plans[i].addr;
-        if (!a.info.symbol) a.exact = false;
+        if (!a.info->symbol) a.exact = false;
         plans[i].kind = Plan::kDone;
       }
     }
@@ -441,16 +451,16 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
     }
     for (size_t i = 0; i < plans.size(); ++i) {
       FrameAnswer& a = out.frames[i];
-      if (!a.info.symbol) {
+      if (!a.info->symbol) {
         a.exact = false;
-        if (a.note.empty()) a.note = a.info.note;
+        if (a.note.empty()) a.note = a.info->note;
         continue;
       }
-      ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info.symbol));
-      if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info.symbol->name) {
+      ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info->symbol));
+      if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info->symbol->name) {
         a.exact = false;
         a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the line says ", plans[i].expect_symbol,
-                        "; the address is in ", a.info.symbol->name, " (wrong _text or module base?)");
+                        "; the address is in ", a.info->symbol->name, " (wrong _text or module base?)");
       }
     }
     return out;

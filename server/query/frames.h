@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -58,14 +59,19 @@ struct FrameIn {
   std::string text;  // a printed frame (ingest/frame_text.h)
 };
 
+// The empty answer every FrameAnswer starts with.
+const std::shared_ptr<const AddressInfo>& NoAddressInfo();
+
 enum class FrameBasis { kNone, kAddress, kModuleOffset, kSymbolOffset };
 std::string_view FrameBasisName(FrameBasis b);  // "", address, module-offset, symbol+offset
 
 struct FrameAnswer {
   FrameBasis basis = FrameBasis::kNone;  // what the answer was computed from
   bool exact = false;                    // see the table above
-  AddressInfo info;                      // symbol (+offset), inline chain (leaf first)
-  std::string canonical;                 // the symbol's canonical spec (resolves to exactly it)
+  // Symbol (+offset), inline chain (leaf first). Shared and immutable: a cached answer is handed
+  // out without copying it. Never null.
+  std::shared_ptr<const AddressInfo> info = NoAddressInfo();
+  std::string canonical;  // the symbol's canonical spec (resolves to exactly it)
   // Where the frame is in the target's terms: vmlinux's link-time address, or SECTION+offset
   // of a module. What a kprobe or a later query can use on any host running this kernel.
   std::optional<uint64_t> target_address;

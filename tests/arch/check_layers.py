@@ -50,7 +50,7 @@ CLIENT_LOCAL = {
     "client/cli_common.cc": (WRITE_OPEN, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
     "client/cmd_jit.cc": ({"server/jit/ingest.h", "server/jit/jit_elf.h", "server/query/jit_query.h"},
                           "jit ingest writes the index; " + JIT_LOCAL),
-    "client/cmd_frames.cc": ({"server/ingest/elf_notes.h"},
+    "client/cmd_frames.cc": ({"server/ingest/elf_notes.h", "server/ingest/frame_text.h"},
                              "frames --kernel-notes/--modules-from read a machine's captured sysfs notes here"),
     "client/cmd_jit_dsos.cc": ({"server/ingest/jitted_dso.h", "server/jit/jitted_dso_files.h"},
                                "jit dsos reads the DSO files here (and asks the query API which loads they are)"),

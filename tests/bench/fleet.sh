@@ -94,6 +94,12 @@ frames() {  # frames KERNEL OUT [--json]: the text answer (what llvm-symbolizer 
 echo "== 1. symdex, cold: frames through the proxy (fetch + index + answer)" >&2
 s=$(now); frames "$k1" "$work/cold.txt"; ours_cold=$(echo "$(now) - $s" | bc)
 s=$(now); frames "$k1" "$work/warm.txt"; ours_warm=$(echo "$(now) - $s" | bc)
+# The replica's own time for a warm request (its RPC latency metric, 5 requests): what a
+# frontend holding a gRPC connection pays, without a CLI process's start-up and printing.
+lat0=$(sum_metric "$work/A.env" 'symdex_rpc_duration_seconds_sum{method="SymbolizeFrames"}')
+for _ in 1 2 3 4 5; do frames "$k1" /dev/null; done
+lat1=$(sum_metric "$work/A.env" 'symdex_rpc_duration_seconds_sum{method="SymbolizeFrames"}')
+server_warm=$(echo "($lat1 - $lat0) / 5" | bc -l)
 s=$(now); frames "$k1" "$work/cold.json" --json; ours_warm_json=$(echo "$(now) - $s" | bc)
 same=$(python3 - "$work/llvm.out" "$work/cold.json" <<'PY'
 import json, sys
@@ -130,7 +136,7 @@ waits_b=$(sum_metric "$work/B.env" 'symdex_fleet_requests_total{result="waited"}
 
 python3 - "$peer_cold" "$peer_warm" "$ours_cold" "$ours_warm" "$same" "$k1" "$others" "$work/warm_traffic.json" \
   "$work/rr_traffic.json" "$hits_a" "$miss_a" "$runs_a" "$waits_a" "$hits_b" "$miss_b" "$runs_b" "$waits_b" \
-  "$ours_warm_json" <<'PY'
+  "$ours_warm_json" "$server_warm" <<'PY'
 import json, sys
 a = sys.argv
 peer_cold, peer_warm, ours_cold, ours_warm = map(float, a[1:5])
@@ -140,6 +146,8 @@ print(f"   cold: peer debuginfod-find + llvm-symbolizer-14 {peer_cold:7.2f} s | 
       f"{ours_cold:7.2f} s | peer/symdex {peer_cold / ours_cold:5.2f}x (target >= 1)")
 print(f"   warm: peer {peer_warm:7.2f} s | symdex {ours_warm:7.2f} s | peer/symdex {peer_warm / ours_warm:5.1f}x "
       f"(target >= 20); symdex --json {float(a[18]):.2f} s")
+print(f"         the replica's own time for that warm request: {float(a[19]) * 1000:.0f} ms "
+      f"(peer/replica {peer_warm / float(a[19]):.0f}x; the rest is the CLI process: start-up, decoding, printing)")
 print(f"   the other two kernels, cold through the proxy: {a[7].strip()} s")
 w, r = json.load(open(a[8])), json.load(open(a[9]))
 print(f"2. warm, 3 replicas behind nginx, 4 clients, 3 kernels mixed: {w['frames_per_second']:.0f} frames/s "

@@ -99,11 +99,12 @@ def check(symdex, db, env, sysroot, debs, work, log, seed=13):
     for a, t, n, m in syms:
         if m in mods and t in "tT" and mods[m][1] <= a < mods[m][2]:
             by_mod.setdefault(m, []).append(a)
-    chosen = sorted(by_mod, key=lambda m: -len(by_mod[m]))[:5]
+    # Three modules (the issue asks for at least 3): each is one more extraction from the .deb.
+    chosen = sorted(by_mod, key=lambda m: -len(by_mod[m]))[:3]
     if len(chosen) < 3:
         return [f"fleet: only {len(chosen)} loaded modules with build-ID notes and .text symbols (need 3)"]
     for m in chosen:
-        sample += [a + 1 for a in rnd.sample(by_mod[m], min(60, len(by_mod[m])))]
+        sample += [a + 1 for a in rnd.sample(by_mod[m], min(80, len(by_mod[m])))]
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
