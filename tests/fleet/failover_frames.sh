@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A fleet replica lost: frames for a kernel known only by build-ID, through nginx in front of 3
+# real replicas fed by a real debuginfod (-F over a compiled miniature kernel). The replica that
+# fetched and indexed the kernel is killed (SIGKILL); the same request is re-routed to a survivor,
+# which fetches and indexes it in turn and answers byte-for-byte the same. (The replica is killed
+# between requests, not in the middle of its index run: the miniature kernel indexes in a fraction
+# of a second.)
+#   failover_frames.sh SOURCE_DIR BIN_DIR        exit 0 pass, 1 fail, 77 skip
+set -euo pipefail
+src=$1
+bin=$2
+for t in gcc nm readelf debuginfod nginx curl; do
+  command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] || { echo "SKIP: $t missing"; exit 77; }
+done
+[ -x "$bin/symdexd" ] && [ -x "$bin/symdex" ] || { echo "FAIL: $bin/symdexd or symdex not built"; exit 1; }
+work=$(mktemp -d)
+trap '"$src/deploy/fleet-up.sh" down "$work/fleet" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+mkdir -p "$work/served"
+cat >"$work/k.c" <<'C'
+__attribute__((noinline)) int alpha(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int beta(int x) { return alpha(x) ^ 5; }
+int entry(int x) { return beta(x) + alpha(x); }
+C
+# _text first, _etext and _end last, as a kernel's linker script places them (an index without
+# them is refused as truncated).
+printf '.section .text,"ax",@progbits\n.globl _text\n_text:\n.section .note.GNU-stack,"",@progbits\n' >"$work/start.s"
+printf '.section .text,"ax",@progbits\n.globl _etext\n_etext:\n.section .bss\n.globl _end\n_end:\n.section .note.GNU-stack,"",@progbits\n' >"$work/end.s"
+gcc -g -O1 -c "$work/k.c" -o "$work/k.o" && gcc -c "$work/start.s" -o "$work/start.o" && gcc -c "$work/end.s" -o "$work/end.o"
+gcc -no-pie -nostartfiles -nostdlib -Wl,-e,entry -Wl,--build-id "$work/start.o" "$work/k.o" "$work/end.o" \
+  -o "$work/served/vmlinux"
+bid=$(readelf -n "$work/served/vmlinux" | awk '/Build ID/ {print $3}')
+addr=0x$(nm "$work/served/vmlinux" | awk '$3 == "beta" {print $1}')
+
+"$src/deploy/fleet-up.sh" up "$work/fleet" --proxy nginx --symdexd "$bin/symdexd" --timeout 30 --wait-scan 30 \
+  -- -F "$work/served" >"$work/up.out" 2>"$work/up.log" || { cat "$work/up.log"; echo "FAIL: fleet-up"; exit 1; }
+set -a; . "$work/fleet/fleet.env"; set +a
+ask() { "$bin/symdex" --connect "$SYMDEX_FLEET_PROXY" --json frames --kernel-build-id "$bid" --kaslr-offset 0x0 \
+          "$addr" "beta+0x1/0x10"; }
+runs() {  # runs I: index runs of replica I (empty when it is gone)
+  curl -sf "$(eval echo "\$SYMDEX_FLEET_REPLICA_${1}_METRICS")" |
+    awk '$1 == "symdex_fleet_index_runs_total{result=\"ok\"}" {print $2}'
+}
+first=$(ask) || { echo "FAIL: the first request failed: $first"; exit 1; }
+echo "$first" | grep -q '"symbol": "beta"' || { echo "FAIL: not answered: $first"; exit 1; }
+victim=""
+for i in 1 2 3; do [ "$(runs "$i")" = 1 ] && victim=$i; done
+[ -n "$victim" ] || { echo "FAIL: no replica indexed the kernel"; exit 1; }
+echo "ok    replica $victim fetched and indexed kernel $bid and answered"
+kill -KILL "$(eval echo "\$SYMDEX_FLEET_REPLICA_${victim}_PID")"
+sleep 0.3
+second=$(ask) || { echo "FAIL: after replica $victim was killed the request failed"; exit 1; }
+[ "$second" = "$first" ] || { echo "FAIL: the survivor answered differently"; diff <(echo "$first") <(echo "$second"); exit 1; }
+heir=""
+for i in 1 2 3; do [ "$i" != "$victim" ] && [ "$(runs "$i")" = 1 ] && heir=$i; done
+[ -n "$heir" ] || { echo "FAIL: no survivor indexed the kernel"; exit 1; }
+echo "ok    replica $victim killed: re-routed to replica $heir, which indexed it and answered the same bytes"
+third=$(ask)
+[ "$third" = "$first" ] && [ "$(runs "$heir")" = 1 ] || { echo "FAIL: the kernel did not stay on replica $heir"; exit 1; }
+echo "ok    it stays there (no second index run)"
+echo PASS
