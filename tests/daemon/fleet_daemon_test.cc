@@ -5,8 +5,13 @@
 // the reason and remembered; a stopped debuginfod is UNAVAILABLE, not a hang.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+
+#include <atomic>
 #include <regex>
 #include <thread>
 
@@ -59,13 +64,14 @@ class FleetDaemonTest : public ::testing::Test {
   CommandResult Cli(const std::string& args, const std::string& env = "") {
     return RunCommand("env -u SYMDEX_DB " + env + " " + std::string(SYMDEX_BIN) + " " + args);
   }
-  std::unique_ptr<DaemonProcess> StartReplica(const std::string& debuginfod_url) {
+  std::unique_ptr<DaemonProcess> StartReplica(const std::string& debuginfod_url,
+                                              const std::string& fetch_timeout = "5") {
     metrics_port_ = testing::FreeTcpPort();
     ::setenv("DEBUGINFOD_CACHE_PATH", (dir_ / "replica-dcache").c_str(), 1);
     auto d = std::make_unique<DaemonProcess>(
         std::vector<std::string>{"--listen", "unix:" + sock(), "--db", dir_ / "own.db", "--no-index-live",
                                  "--modules-poll", "0", "--fleet-cache", dir_ / "fleet", "--debuginfod-urls",
-                                 debuginfod_url, "--negative-cache-seconds", "60", "--fetch-timeout", "5",
+                                 debuginfod_url, "--negative-cache-seconds", "60", "--fetch-timeout", fetch_timeout,
                                  "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port_)},
         dir_ / "daemon.log", "unix:" + sock());
     ::unsetenv("DEBUGINFOD_CACHE_PATH");
@@ -213,6 +219,63 @@ TEST_F(FleetDaemonTest, UnknownHostileAndUnreachableAreRefusedAndRemembered) {
     EXPECT_NE(k["error"].get<std::string>().find("remembered for"), std::string::npos) << k;
   }
   EXPECT_EQ(RunCommand("ls '" + (dir_ / "fleet") + "' | grep -c '\\.db$'").out, "0\n");
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// A debuginfod that accepts connections and never answers (a server wedged, a network
+// black-holing the transfer): the fetch must time out, not hang the request.
+class SilentServer {
+ public:
+  SilentServer() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
+    port_ = ntohs(a.sin_port);
+    ::listen(fd_, 16);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        int c = ::accept(fd_, nullptr, nullptr);
+        if (c >= 0) held_.push_back(c);  // read nothing, answer nothing
+      }
+    });
+  }
+  ~SilentServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    thread_.join();
+    for (int c : held_) ::close(c);
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1, port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<int> held_;
+  std::thread thread_;
+};
+
+TEST_F(FleetDaemonTest, ASilentDebuginfodIsDeadlineExceededNotAHang) {
+  SilentServer silent;
+  auto d = StartReplica(silent.url(), "1");
+  ASSERT_TRUE(d->ready()) << d->Log();
+  const std::string c = "--connect 'unix:" + sock() + "' --json ";
+  const auto start = std::chrono::steady_clock::now();
+  CommandResult r = Cli(c + "frames --kernel-build-id " + vmlinux_id_ + " 0x1");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 30) << "the fetch did not time out";
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["error"]["code"], "DEADLINE_EXCEEDED") << r.out;
+  // Remembered: the next ask does not wait for the silent server again.
+  const auto again = std::chrono::steady_clock::now();
+  CommandResult r2 = Cli(c + "frames --kernel-build-id " + vmlinux_id_ + " 0x1");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - again).count(), 3);
+  EXPECT_NE(r2.out.find("remembered"), std::string::npos) << r2.out;
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
