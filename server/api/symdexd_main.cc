@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
   app.add_option("--negative-cache-seconds", o.negative_cache_seconds,
                  "How long a failed fetch/index of a kernel or module is remembered and answered at once (300)");
   app.add_option("--fleet-index-jobs", o.fleet_index_jobs,
-                 "Fleet kernels indexed at once (1; each run holds a kernel's symbols and DWARF join, ~1.5 GB)");
+                 "Fleet kernels indexed at once (1; each run holds a kernel's symbols and DWARF join, ~0.75 GB for "
+                 "Debian's cloud kernel)");
   app.add_option("--debuginfod-urls", o.debuginfod_urls,
                  "debuginfod servers to fetch debug files from (space-separated; DEBUGINFOD_URLS otherwise)");
   app.add_option("--fetch-timeout", o.fetch_timeout,

@@ -1,5 +1,9 @@
 #include "server/indexer/build_id_target.h"
 
+#include <atomic>
+#include <set>
+#include <thread>
+
 #include "server/common/strings.h"
 #include "server/debuginfo/symtab_file.h"
 #include "server/target/offline_kernel.h"
@@ -8,29 +12,33 @@
 namespace symdex::indexer {
 namespace {
 
+struct FoundModule {
+  std::string path;
+  ingest::ElfSymbolTable table;
+};
+
 // The module's debug file by its build-ID, checked: an ET_REL whose build-ID is the one asked
-// for and whose .modinfo name (when it has one) is the module's.
-absl::Status AddModule(target::KernelTarget& t, debuginfo::DebugFinder& finder, const ModuleByBuildId& m) {
+// for and whose .modinfo name (when it has one) is the module's. Thread-safe (the finder is).
+absl::StatusOr<FoundModule> FindModule(debuginfo::DebugFinder& finder, const std::string& release,
+                                       const ModuleByBuildId& m) {
   if (m.name.empty() || m.name.size() > 64 || m.name.find_first_of("/ \t\n") != std::string::npos) {
     return absl::InvalidArgumentError(StrCat("module name '", Excerpt(m.name, 64), "' is not a module name"));
-  }
-  for (const target::ModuleInfo& have : t.modules) {
-    if (have.name == m.name) return absl::InvalidArgumentError(StrCat("module ", m.name, " is listed twice"));
   }
   const std::optional<BuildId> id = BuildId::FromHex(m.build_id);
   if (!id || id->raw().size() > 64) {
     return absl::InvalidArgumentError(
         StrCat("module ", m.name, ": '", Excerpt(m.build_id, 80), "' is not a build-ID (hex digits, even count)"));
   }
-  debuginfo::LookupResult found = finder.Find({.module = m.name, .release = t.release, .build_id = id});
+  debuginfo::LookupResult found = finder.Find({.module = m.name, .release = release, .build_id = id});
   if (!found.found) {
     return debuginfo::LookupFailure(found, StrCat("module ", m.name, ": no debug file with build-ID ", id->ToHex()));
   }
-  const std::string& path = found.found->path;
-  ASSIGN_OR_RETURN(ingest::ElfSymbolTable tab, debuginfo::ReadSymtabFile(path));
-  if (!tab.relocatable) return absl::InvalidArgumentError(StrCat(path, ": not a kernel module (ET_REL)"));
+  FoundModule out{found.found->path, {}};
+  ASSIGN_OR_RETURN(out.table, debuginfo::ReadSymtabFile(out.path));
+  const ingest::ElfSymbolTable& tab = out.table;
+  if (!tab.relocatable) return absl::InvalidArgumentError(StrCat(out.path, ": not a kernel module (ET_REL)"));
   if (!tab.build_id || *tab.build_id != *id) {
-    return absl::InvalidArgumentError(StrCat(path, ": its build-ID is ",
+    return absl::InvalidArgumentError(StrCat(out.path, ": its build-ID is ",
                                              tab.build_id ? tab.build_id->ToHex() : std::string("(none)"), ", not ",
                                              id->ToHex()));
   }
@@ -38,9 +46,33 @@ absl::Status AddModule(target::KernelTarget& t, debuginfo::DebugFinder& finder, 
     return absl::InvalidArgumentError(
         StrCat("build-ID ", id->ToHex(), " is module ", tab.modinfo_name, ", not ", m.name));
   }
-  t.files.push_back({"module", path, target::InputFileStatus::kUsed, ""});
-  target::AppendOfflineModule(t, m.name, path, tab);
-  return absl::OkStatus();
+  return out;
+}
+
+// Every module's debug file, fetched several at a time: each is a round trip to debuginfod (which
+// may extract it from a package archive first), independent of the others.
+std::vector<absl::StatusOr<FoundModule>> FindModules(debuginfo::DebugFinder& finder, const std::string& release,
+                                                     const std::vector<ModuleByBuildId>& mods) {
+  std::vector<absl::StatusOr<FoundModule>> out(mods.size(), absl::UnknownError("not looked up"));
+  std::set<std::string> seen;
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < mods.size(); ++i) {
+    if (!seen.insert(mods[i].name).second) {
+      out[i] = absl::InvalidArgumentError(StrCat("module ", mods[i].name, " is listed twice"));
+    } else {
+      todo.push_back(i);
+    }
+  }
+  constexpr size_t kParallelFetches = 4;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < todo.size();) out[todo[k]] = FindModule(finder, release, mods[todo[k]]);
+  };
+  std::vector<std::thread> threads;
+  for (size_t j = 1; j < std::min(kParallelFetches, todo.size()); ++j) threads.emplace_back(work);
+  work();
+  for (auto& th : threads) th.join();
+  return out;
 }
 
 }  // namespace
@@ -82,11 +114,16 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
   if (!t.text_addr) t.warnings.push_back(StrCat(path, " has no _text: _text offsets unavailable"));
   size_t failed = 0;
-  for (const ModuleByBuildId& m : opts.modules) {
-    if (absl::Status s = AddModule(t, finder, m); !s.ok()) {
+  std::vector<absl::StatusOr<FoundModule>> found_modules = FindModules(finder, t.release, opts.modules);
+  for (size_t i = 0; i < opts.modules.size(); ++i) {
+    if (!found_modules[i].ok()) {
       ++failed;
-      t.files.push_back({"module", m.name, target::InputFileStatus::kError, std::string(s.message())});
+      t.files.push_back({"module", opts.modules[i].name, target::InputFileStatus::kError,
+                         std::string(found_modules[i].status().message())});
+      continue;
     }
+    t.files.push_back({"module", found_modules[i]->path, target::InputFileStatus::kUsed, ""});
+    target::AppendOfflineModule(t, opts.modules[i].name, found_modules[i]->path, found_modules[i]->table);
   }
   if (failed > 0) {
     t.warnings.push_back(StrCat(failed, " of ", opts.modules.size(),

@@ -57,8 +57,6 @@ def check(symdex, db, env, sysroot, debs, work, log, seed=13):
     """Returns a list of failure strings (empty: passed); prints what it did."""
     symdexd = os.path.join(os.path.dirname(symdex), "symdexd")
     if os.environ.get("SYMDEX_E2E_FLEET") == "0":
-        # The ASan run (CMakePresets.json): a distro kernel fetched and indexed under ASan takes
-        # minutes; the daemon tests cover the fleet under ASan with the mini kernel.
         print("fleet: SKIP (SYMDEX_E2E_FLEET=0)")
         return []
     for tool in ("debuginfod", "bsdtar"):
