@@ -1,5 +1,7 @@
 #include "client/cli_common.h"
 
+#include <poll.h>
+
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -69,6 +71,34 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
 }
 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) { return indexer::OpenIndexForWrite(DbPath(g)); }
+
+absl::Status ForEachStdinLine(size_t max_line, std::string_view what,
+                              const std::function<absl::Status(std::string_view)>& line,
+                              const std::function<absl::Status()>& idle) {
+  auto stdin_ready = [] {
+    pollfd p{STDIN_FILENO, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  };
+  std::string buf(1 << 16, '\0'), partial;
+  for (;;) {
+    if (idle && !stdin_ready()) RETURN_IF_ERROR(idle());
+    ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::string_view chunk(buf.data(), static_cast<size_t>(n));
+    for (size_t nl; (nl = chunk.find('\n')) != std::string_view::npos;) {
+      partial.append(chunk.substr(0, nl));
+      RETURN_IF_ERROR(line(partial));
+      partial.clear();
+      chunk.remove_prefix(nl + 1);
+    }
+    partial.append(chunk);
+    if (partial.size() > max_line) {
+      return absl::InvalidArgumentError(StrCat("a line of stdin is over ", max_line, " bytes: not ", what));
+    }
+  }
+  return line(partial);
+}
 
 void PrintJson(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
 

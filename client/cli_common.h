@@ -4,7 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include "server/common/status.h"
 #include "server/query/service.h"
@@ -51,6 +53,14 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
 absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
 
 void PrintJson(const nlohmann::json& j);
+
+// Standard input a line at a time (read in 64 KiB chunks, not through stdio), the last line
+// with or without its newline. `idle` (optional) runs whenever no more input is ready yet, so a
+// program writing to us through a pipe gets its answers before it writes more (as with
+// addr2line). A line over `max_line` bytes is InvalidArgument naming `what` it should have been.
+absl::Status ForEachStdinLine(size_t max_line, std::string_view what,
+                              const std::function<absl::Status(std::string_view)>& line,
+                              const std::function<absl::Status()>& idle = nullptr);
 // A verb's target options: -t/--target NAME, or --build-id HEX (the target whose vmlinux
 // build-ID is HEX), both into `target`.
 void AddTargetOptions(CLI::App* verb, std::string& target, const std::string& help);

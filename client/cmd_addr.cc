@@ -132,38 +132,13 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
     batch.push_back(*a);
     return batch.size() >= kBatch ? answer() : absl::OkStatus();
   };
-  auto stdin_ready = [] {
-    pollfd p{STDIN_FILENO, POLLIN, 0};
-    return ::poll(&p, 1, 0) > 0;
-  };
   for (const auto& arg : o.addrs) {
     absl::Status st;
     if (arg != "-") {
       st = add(arg);
     } else {
-      std::string buf, partial;
-      buf.resize(1 << 16);
-      for (;;) {
-        if (!batch.empty() && !stdin_ready()) st = answer();  // the writer waits for these
-        if (!st.ok()) break;
-        ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        std::string_view chunk(buf.data(), static_cast<size_t>(n));
-        for (size_t nl; st.ok() && (nl = chunk.find('\n')) != std::string_view::npos;) {
-          partial.append(chunk.substr(0, nl));
-          st = add(partial);
-          partial.clear();
-          chunk.remove_prefix(nl + 1);
-        }
-        if (!st.ok()) break;
-        partial.append(chunk);
-        if (partial.size() > 4096) {
-          st = absl::InvalidArgumentError("a line of stdin is over 4096 bytes: not an address");
-          break;
-        }
-      }
-      if (st.ok()) st = add(partial);
+      // Answered whenever stdin has nothing more ready: the writer waits for these.
+      st = ForEachStdinLine(4096, "an address", add, [&]() { return batch.empty() ? absl::OkStatus() : answer(); });
     }
     if (st.ok()) st = answer();
     if (!st.ok()) return Fail(g, st);

@@ -236,28 +236,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     if (arg != "-") {
       st = add(arg);
     } else {
-      // Chunks, not std::getline over std::cin (a character at a time through stdio).
-      std::string buf(1 << 16, '\0'), partial;
-      for (;;) {
-        ssize_t n = ::read(STDIN_FILENO, buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        std::string_view chunk(buf.data(), static_cast<size_t>(n));
-        for (size_t nl; st.ok() && (nl = chunk.find('\n')) != std::string_view::npos;) {
-          partial.append(chunk.substr(0, nl));
-          st = add(partial);
-          partial.clear();
-          chunk.remove_prefix(nl + 1);
-        }
-        if (!st.ok()) break;
-        partial.append(chunk);
-        if (partial.size() > ingest::kMaxFrameLineLength) {
-          st = absl::InvalidArgumentError(
-              StrCat("a line of stdin is over ", ingest::kMaxFrameLineLength, " bytes: not a frame"));
-          break;
-        }
-      }
-      if (st.ok()) st = add(partial);
+      st = ForEachStdinLine(ingest::kMaxFrameLineLength, "a frame", add);
     }
     if (st.ok()) st = answer();
     if (!st.ok()) return Fail(g, st);
