@@ -29,22 +29,6 @@ using testing::ProbeFixture;
 using testing::RunCommand;
 using testing::TempDir;
 
-std::string BuildIdOf(const std::string& file) {
-  CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
-  return r.out.substr(0, r.out.find('\n'));
-}
-
-uint64_t Nm(const std::string& file, const std::string& sym) {
-  CommandResult r = RunCommand("nm '" + file + "' | awk '$3 == \"" + sym + "\" {print $1}'");
-  return r.out.empty() ? 0 : std::stoull(r.out, nullptr, 16);
-}
-
-std::string HexOf(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 // The value of a Prometheus series (0 when absent).
 double Metric(const std::string& text, const std::string& series) {
   size_t p = text.find("\n" + series + " ");
@@ -55,8 +39,8 @@ double Metric(const std::string& text, const std::string& series) {
 class FleetDaemonTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    vmlinux_id_ = BuildIdOf(fx_.vmlinux);
-    module_id_ = BuildIdOf(fx_.module);
+    vmlinux_id_ = testing::ElfBuildIdHex(fx_.vmlinux);
+    module_id_ = testing::ElfBuildIdHex(fx_.module);
     ASSERT_EQ(vmlinux_id_.size(), 40u);
     served_ = dir_ / "served";
     RunCommand("mkdir -p '" + served_ + "' && cp '" + fx_.vmlinux + "' '" + fx_.module + "' '" + served_ + "/'");
@@ -100,13 +84,14 @@ TEST_F(FleetDaemonTest, AKernelByBuildIdFromDebuginfodAnswersAsALocalIndex) {
 
   auto d = StartReplica(server.url());
   ASSERT_TRUE(d->ready()) << d->Log();
-  const uint64_t text = Nm(fx_.vmlinux, "_text"), slide = 0x1c00000, base = 0xffffffffc0a00000ull;
-  std::string frames = "--kernel-text " + HexOf(text + slide) + " --module probe_mod=" + module_id_ + "@" +
-                       HexOf(base) + " 'quiet_fn+0x1/0x10' '? dup_fn+0x2/0x20' 'quiet_fn+0x3/0x10 [probe_mod]'";
+  const uint64_t text = testing::NmValue(fx_.vmlinux, "_text"), slide = 0x1c00000, base = 0xffffffffc0a00000ull;
+  std::string frames = "--kernel-text " + testing::HexAddress(text + slide) + " --module probe_mod=" + module_id_ +
+                       "@" + testing::HexAddress(base) +
+                       " 'quiet_fn+0x1/0x10' '? dup_fn+0x2/0x20' 'quiet_fn+0x3/0x10 [probe_mod]'";
   for (const char* sym : {"quiet_fn", "blocked_fn", "traced_entry", "boot_fn", "raw_fn"}) {
-    frames += " " + HexOf(Nm(fx_.vmlinux, sym) + slide + 1);
+    frames += " " + testing::HexAddress(testing::NmValue(fx_.vmlinux, sym) + slide + 1);
   }
-  frames += " " + HexOf(base + Nm(fx_.module, "blocked_fn") + 2);
+  frames += " " + testing::HexAddress(base + testing::NmValue(fx_.module, "blocked_fn") + 2);
   // Eight first requests at once: one index run between them.
   std::vector<std::thread> clients;
   std::vector<CommandResult> got(8);
@@ -137,7 +122,7 @@ TEST_F(FleetDaemonTest, AKernelByBuildIdFromDebuginfodAnswersAsALocalIndex) {
   // The other verbs by build-ID, the same bytes as from the local index.
   for (const std::string& verb :
        std::vector<std::string>{"--json which dup_fn", "resolve probe_mod:quiet_fn", "kprobe -n vmlinux:traced_entry",
-                                "--json addr " + HexOf(Nm(fx_.vmlinux, "quiet_fn") + 1)}) {
+                                "--json addr " + testing::HexAddress(testing::NmValue(fx_.vmlinux, "quiet_fn") + 1)}) {
     const std::string args = verb.substr(0, verb.find(' ', verb.starts_with("--json") ? 7 : 0));
     const std::string rest = verb.substr(args.size());
     CommandResult a = Cli("--connect 'unix:" + sock() + "' " + args + " --build-id " + vmlinux_id_ + rest);

@@ -20,11 +20,6 @@ using testing::RunCommand;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
-std::string BuildIdOf(const std::string& file) {
-  CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
-  return r.out.substr(0, r.out.find('\n'));
-}
-
 // A copy of `file` whose GNU build-ID note's last byte is changed: another "kernel" to the cache.
 std::string OtherKernel(const std::string& file, const std::string& id, const std::string& out) {
   std::ifstream in(file, std::ios::binary);
@@ -35,7 +30,7 @@ std::string OtherKernel(const std::string& file, const std::string& id, const st
   EXPECT_NE(at, std::string::npos);
   bytes[at + raw.size() - 1] = static_cast<char>(bytes[at + raw.size() - 1] ^ 0x5a);
   std::ofstream(out, std::ios::binary) << bytes;
-  return BuildIdOf(out);
+  return testing::ElfBuildIdHex(out);
 }
 
 void File(const std::string& root, const std::string& id, const std::string& file) {
@@ -52,7 +47,7 @@ double Metric(metrics::Registry& r, const std::string& series) {
 TEST(KernelCacheTest, LeastRecentlyUsedKernelIsEvictedAndFailuresExpire) {
   ProbeFixture fx;
   TempDir dir;
-  const std::string a = BuildIdOf(fx.vmlinux);
+  const std::string a = testing::ElfBuildIdHex(fx.vmlinux);
   const std::string b = OtherKernel(fx.vmlinux, a, dir / "vmlinux-b");
   ASSERT_NE(a, b);
   ASSERT_EQ(b.size(), 40u);

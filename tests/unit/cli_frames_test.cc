@@ -18,19 +18,13 @@ using testing::ProbeFixture;
 using testing::RunCommand;
 using testing::TempDir;
 
-std::string HexOf(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 class CliFramesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     fx_ = new ProbeFixture();
     dir_ = new TempDir();
-    vmlinux_id_ = BuildIdOf(fx_->vmlinux);
-    module_id_ = BuildIdOf(fx_->module);
+    vmlinux_id_ = testing::ElfBuildIdHex(fx_->vmlinux);
+    module_id_ = testing::ElfBuildIdHex(fx_->module);
     root_ = *dir_ / "dbg";
     for (const auto& [id, file] : {std::pair{vmlinux_id_, fx_->vmlinux}, std::pair{module_id_, fx_->module}}) {
       RunCommand("mkdir -p '" + root_ + "/.build-id/" + id.substr(0, 2) + "' && cp '" + file + "' '" + root_ +
@@ -44,16 +38,6 @@ class CliFramesTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete dir_;
     delete fx_;
-  }
-  static std::string BuildIdOf(const std::string& file) {
-    CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
-    return r.out.substr(0, r.out.find('\n'));
-  }
-  // st_value of `sym` in `file` (for a module: the offset into its section).
-  static uint64_t Nm(const std::string& file, const std::string& sym) {
-    CommandResult r = RunCommand("nm '" + file + "' | awk '$3 == \"" + sym + "\" {print $1}'");
-    EXPECT_FALSE(r.out.empty()) << sym << " not in " << file;
-    return std::stoull(r.out, nullptr, 16);
   }
   static CommandResult Symdex(const std::string& args) {
     return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (*dir_ / "index.db") + "' " +
@@ -79,10 +63,11 @@ TempDir* CliFramesTest::dir_ = nullptr;
 std::string CliFramesTest::vmlinux_id_, CliFramesTest::module_id_, CliFramesTest::root_;
 
 TEST_F(CliFramesTest, AddressesWithTheHostsTextAreExactAndAgreeWithAddr) {
-  const uint64_t text = Nm(fx_->vmlinux, "_text");
-  const uint64_t quiet = Nm(fx_->vmlinux, "quiet_fn");
+  const uint64_t text = testing::NmValue(fx_->vmlinux, "_text");
+  const uint64_t quiet = testing::NmValue(fx_->vmlinux, "quiet_fn");
   const uint64_t slide = 0x2a00000;
-  json j = Frames("--kernel-text " + HexOf(text + slide) + " " + HexOf(quiet + slide + 1), 0);
+  json j =
+      Frames("--kernel-text " + testing::HexAddress(text + slide) + " " + testing::HexAddress(quiet + slide + 1), 0);
   ASSERT_EQ(j["results"].size(), 1u) << j.dump();
   const json& f = j["results"][0];
   EXPECT_EQ(f["symbol"], "quiet_fn");
@@ -90,22 +75,22 @@ TEST_F(CliFramesTest, AddressesWithTheHostsTextAreExactAndAgreeWithAddr) {
   EXPECT_EQ(f["module"], "vmlinux");
   EXPECT_EQ(f["basis"], "address");
   EXPECT_TRUE(f["exact"].get<bool>()) << f.dump();
-  EXPECT_EQ(f["target_address"], HexOf(quiet + 1));
+  EXPECT_EQ(f["target_address"], testing::HexAddress(quiet + 1));
   EXPECT_EQ(f["spec"], "vmlinux:quiet_fn");  // the module has a quiet_fn too
   // The same frames `symdex addr` gives for the link-time address on this target.
-  CommandResult a = Symdex("--json addr --build-id " + vmlinux_id_ + " " + HexOf(quiet + 1));
+  CommandResult a = Symdex("--json addr --build-id " + vmlinux_id_ + " " + testing::HexAddress(quiet + 1));
   ASSERT_EQ(a.exit_code, 0) << a.err;
   json ja = json::parse(a.out);
   EXPECT_EQ(f["frames"], ja["results"][0]["frames"]);
   EXPECT_EQ(f["frames"][0]["file"], "kernel/traced.c");
   // The KASLR offset says the same.
-  json k = Frames("--kaslr-offset " + HexOf(slide) + " " + HexOf(quiet + slide + 1), 0);
+  json k = Frames("--kaslr-offset " + testing::HexAddress(slide) + " " + testing::HexAddress(quiet + slide + 1), 0);
   EXPECT_EQ(k["results"][0]["frames"], f["frames"]);
   // Without _text: taken as link-time, and said to be a guess; the slid address is in nothing.
-  json guess = Frames(HexOf(quiet + 1), 0);
+  json guess = Frames(testing::HexAddress(quiet + 1), 0);
   EXPECT_FALSE(guess["results"][0]["exact"].get<bool>());
   EXPECT_NE(guess["results"][0]["note"].get<std::string>().find("KASLR"), std::string::npos);
-  Frames(HexOf(quiet + slide + 1), 1);
+  Frames(testing::HexAddress(quiet + slide + 1), 1);
 }
 
 TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
@@ -118,14 +103,17 @@ TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
   EXPECT_FALSE(d["results"][0].contains("symbol"));
   EXPECT_EQ(d["results"][0]["candidates"].size(), 2u) << d.dump();
   // With the address (old kernels print both) and _text, the address decides, exactly.
-  const uint64_t text = Nm(fx_->vmlinux, "_text");
-  const uint64_t quiet = Nm(fx_->vmlinux, "quiet_fn");
-  json both = Frames("--kernel-text " + HexOf(text) + " '[<" + HexOf(quiet + 2).substr(2) + ">] quiet_fn+0x2/0x10'", 0);
+  const uint64_t text = testing::NmValue(fx_->vmlinux, "_text");
+  const uint64_t quiet = testing::NmValue(fx_->vmlinux, "quiet_fn");
+  json both = Frames("--kernel-text " + testing::HexAddress(text) + " '[<" + testing::HexAddress(quiet + 2).substr(2) +
+                         ">] quiet_fn+0x2/0x10'",
+                     0);
   EXPECT_EQ(both["results"][0]["basis"], "address");
   EXPECT_TRUE(both["results"][0]["exact"].get<bool>());
   // ... and a line whose name disagrees with its address is flagged (wrong _text?).
-  json lie =
-      Frames("--kernel-text " + HexOf(text) + " '[<" + HexOf(quiet + 2).substr(2) + ">] blocked_fn+0x2/0x10'", 0);
+  json lie = Frames("--kernel-text " + testing::HexAddress(text) + " '[<" + testing::HexAddress(quiet + 2).substr(2) +
+                        ">] blocked_fn+0x2/0x10'",
+                    0);
   EXPECT_FALSE(lie["results"][0]["exact"].get<bool>());
   EXPECT_NE(lie["results"][0]["note"].get<std::string>().find("the line says blocked_fn"), std::string::npos);
   // Unknown name: not found (1); not a frame: unreadable (2).
@@ -136,16 +124,16 @@ TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
 
 TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {
   const uint64_t base = 0xffffffffc0a00000ull;
-  const uint64_t off = Nm(fx_->module, "quiet_fn") + 3;
-  const std::string mod = "--module probe_mod=" + module_id_ + "@" + HexOf(base);
+  const uint64_t off = testing::NmValue(fx_->module, "quiet_fn") + 3;
+  const std::string mod = "--module probe_mod=" + module_id_ + "@" + testing::HexAddress(base);
   // eu-addr2line over the module's own DWARF, at that .text offset.
-  CommandResult eu = RunCommand("eu-addr2line -e '" + fx_->module + "' -j .text " + HexOf(off));
+  CommandResult eu = RunCommand("eu-addr2line -e '" + fx_->module + "' -j .text " + testing::HexAddress(off));
   ASSERT_EQ(eu.exit_code, 0) << eu.err;
   // FILE:LINE[:COLUMN]
   const std::string after_file = eu.out.substr(eu.out.find(':') + 1);
   const std::string want_line = after_file.substr(0, after_file.find_first_of(":\n"));
-  const uint64_t text = Nm(fx_->vmlinux, "_text");
-  json a = Frames("--kernel-text " + HexOf(text) + " " + mod + " " + HexOf(base + off), 0);
+  const uint64_t text = testing::NmValue(fx_->vmlinux, "_text");
+  json a = Frames("--kernel-text " + testing::HexAddress(text) + " " + mod + " " + testing::HexAddress(base + off), 0);
   const json& f = a["results"][0];
   EXPECT_EQ(f["symbol"], "quiet_fn");
   EXPECT_EQ(f["module"], "probe_mod");
@@ -164,14 +152,15 @@ TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {
   // A module whose build-ID on the host is not the indexed one is never answered from.
   json other = Frames("'quiet_fn+0x3/0x10 [probe_mod 00112233445566778899aabbccddeeff00112233]'", 1);
   EXPECT_NE(other["results"][0]["note"].get<std::string>().find("build-ID"), std::string::npos) << other.dump();
-  json wrong = Frames("--kernel-text " + HexOf(text) + " --module probe_mod=00112233445566778899aabbccddeeff00112233@" +
-                          HexOf(base) + " " + HexOf(base + off),
+  json wrong = Frames("--kernel-text " + testing::HexAddress(text) +
+                          " --module probe_mod=00112233445566778899aabbccddeeff00112233@" + testing::HexAddress(base) +
+                          " " + testing::HexAddress(base + off),
                       1);
   EXPECT_NE(wrong["results"][0]["note"].get<std::string>().find("different build"), std::string::npos);
   // A module with no debug file by its build-ID was recorded, not indexed.
-  json absent = Frames(
-      "--kernel-text " + HexOf(text) + " --module absent_mod@" + HexOf(base + 0x100000) + " " + HexOf(base + 0x100010),
-      1);
+  json absent = Frames("--kernel-text " + testing::HexAddress(text) + " --module absent_mod@" +
+                           testing::HexAddress(base + 0x100000) + " " + testing::HexAddress(base + 0x100010),
+                       1);
   EXPECT_NE(absent["results"][0]["note"].get<std::string>().find("not indexed"), std::string::npos) << absent.dump();
   CommandResult st = Symdex("--json status");
   EXPECT_NE(st.out.find("absent_mod"), std::string::npos) << st.out;
@@ -186,10 +175,10 @@ TEST_F(CliFramesTest, AMachinesCapturedSysfsGivesTheLayout) {
   RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + fx_->vmlinux + "' '" + sys + "/kernel/notes'");
   RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + fx_->module + "' '" + sys +
              "/module/probe_mod/notes/.note.gnu.build-id'");
-  testing::WriteFile(sys + "/module/probe_mod/sections/.text", HexOf(base) + "\n");
-  const uint64_t off = Nm(fx_->module, "blocked_fn") + 1;
+  testing::WriteFile(sys + "/module/probe_mod/sections/.text", testing::HexAddress(base) + "\n");
+  const uint64_t off = testing::NmValue(fx_->module, "blocked_fn") + 1;
   CommandResult r = Symdex("--json frames --kernel-notes '" + sys + "/kernel/notes' --modules-from '" + sys +
-                           "/module' --kaslr-offset 0x0 " + HexOf(base + off));
+                           "/module' --kaslr-offset 0x0 " + testing::HexAddress(base + off));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   json j = json::parse(r.out);
   EXPECT_EQ(j["target"], vmlinux_id_);  // the target chosen by the notes' build-ID

@@ -114,4 +114,20 @@ DebuginfodServer::~DebuginfodServer() {
   }
 }
 
+std::string ElfBuildIdHex(const std::string& file) {
+  CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
+  return r.out.substr(0, r.out.find('\n'));
+}
+
+uint64_t NmValue(const std::string& file, const std::string& symbol) {
+  CommandResult r = RunCommand("nm '" + file + "' | awk '$3 == \"" + symbol + "\" {print $1}'");
+  return r.out.empty() ? 0 : std::stoull(r.out, nullptr, 16);
+}
+
+std::string HexAddress(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
 }  // namespace symdex::testing

@@ -42,6 +42,13 @@ void CompileObject(const std::string& c_source, const std::string& out_path, con
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it back, close).
 int FreeTcpPort();
 
+// What binutils say of an ELF file, as independent witnesses for answers under test: its GNU
+// build-ID (readelf -n, "" when none), a symbol's st_value (nm; 0 when absent: a test then
+// fails on the answer), and an address as "0x…".
+std::string ElfBuildIdHex(const std::string& file);
+uint64_t NmValue(const std::string& file, const std::string& symbol);
+std::string HexAddress(uint64_t v);
+
 // A real debuginfod serving the ELF files of `served_dir` (-F: loose files) on a free loopback
 // port, in memory, no rescans; ready() once its first traversal is done (up to 10 s). Stopped
 // (SIGTERM, reaped) with the object.
