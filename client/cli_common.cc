@@ -63,6 +63,7 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
     c.tls_cert = g.tls_cert;
     c.tls_key = g.tls_key;
     c.tls_server_name = g.tls_server_name;
+    if (g.timeout > 0) c.deadline_seconds = c.fleet_deadline_seconds = g.timeout;
     ASSIGN_OR_RETURN(auto r, api::RemoteQuery::Connect(c));
     return std::unique_ptr<query::QueryApi>(std::move(r));
   }

@@ -31,6 +31,9 @@ struct GlobalOptions {
   std::string connect;
   bool local = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
+  // --timeout: seconds a daemon call may take (0: the defaults, 60 s, and 900 s for calls by
+  // build-ID, which may wait for a fleet replica's first fetch and index of that kernel).
+  double timeout = 0;
 };
 
 inline constexpr char kDefaultSocket[] = "/run/symdex/symdex.sock";

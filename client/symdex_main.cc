@@ -49,6 +49,10 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", g.tls_cert, "TCP --connect: client certificate (PEM), for daemons that ask");
   app.add_option("--tls-key", g.tls_key, "TCP --connect: key of --tls-cert");
   app.add_option("--tls-server-name", g.tls_server_name, "TCP --connect: name to expect in the daemon's certificate");
+  app.add_option("--timeout", g.timeout,
+                 "Through a daemon: give up after SECONDS (DEADLINE_EXCEEDED, exit 3). Default 60, and 900 for "
+                 "calls by build-ID, which may wait while a fleet replica fetches and indexes that kernel first")
+      ->check(CLI::PositiveNumber);
   app.footer(
       "Examples:\n"
       "  symdex index                         index this host (needs root or CAP_SYSLOG)\n"

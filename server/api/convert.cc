@@ -514,6 +514,7 @@ void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query
     if (p.has_size()) m.size = p.size();
     ctx->modules.push_back(std::move(m));
   }
+  if (frames == nullptr) return;
   frames->reserve(req.frames_size());
   for (const pb::FrameInput& p : req.frames()) {
     query::FrameIn f;

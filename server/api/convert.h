@@ -39,6 +39,7 @@ query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
 
 void ToProto(const std::string& target, const query::FramesContext& ctx, const std::vector<query::FrameIn>& frames,
              pb::SymbolizeFramesRequest* out);
+// `frames` may be null: the target, kernel base and modules only.
 void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query::FramesContext* ctx,
                std::vector<query::FrameIn>* frames);
 void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out);

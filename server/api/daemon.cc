@@ -40,6 +40,9 @@
 
 namespace symdex::api {
 namespace {
+// Threads that calls for a fleet kernel not indexed yet wait on (serve.h): a wait sleeps, so
+// this bounds how many different cold kernels are waited for at once, not CPU.
+constexpr int kFleetWaitThreads = 32;
 
 std::atomic<LogLevel> g_level{LogLevel::kInfo};
 
@@ -417,7 +420,11 @@ int RunDaemon(const DaemonOptions& opts) {
   PeerRegistry peers;
   Limiter limiter(opts.limits);
   FairPool pool(opts.limits.heavy_threads);
-  const CallControl control{&*policy, &peers, &limiter, &pool};
+  // Calls waiting for a fleet kernel's fetch and index run wait on threads of their own (they
+  // sleep; the index runs themselves are bounded by --fleet-index-jobs).
+  std::unique_ptr<FairPool> wait_pool;
+  if (!opts.fleet_cache.empty()) wait_pool = std::make_unique<FairPool>(kFleetWaitThreads);
+  const CallControl control{&*policy, &peers, &limiter, &pool, wait_pool.get()};
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short

@@ -30,16 +30,30 @@ grpc::Status SymbolServiceImpl::DoFrames(const Peer& peer, const grpc::CallbackS
   return grpc::Status::OK;
 }
 
+namespace {
+// What a frames request waits for first (serve.h): its kernel and modules, when not indexed yet.
+std::function<void()> FramesWaitFirst(SymbolServiceImpl& svc, const pb::SymbolizeFramesRequest& req,
+                                      std::chrono::system_clock::time_point deadline) {
+  std::string target;
+  query::FramesContext fc;
+  FromProto(req, &target, &fc, nullptr);
+  if (!query::CheckFramesRequest(fc, static_cast<size_t>(req.frames_size())).ok()) return nullptr;
+  return svc.WaitFirst(query::FramesTarget(target, fc), fc.modules, deadline);
+}
+}  // namespace
+
 grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizeFrames(grpc::CallbackServerContext* ctx,
                                                              const pb::SymbolizeFramesRequest* req,
                                                              pb::SymbolizeFramesResponse* resp) {
   return Serve(
-      ctx, control(), stats(), "SymbolizeFrames", true, [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+      ctx, control(), stats(), "SymbolizeFrames", true,
+      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->frames_size()));
         if (!unread.ok()) return ToGrpc(unread.status());
         holds.push_back(std::move(*unread));
         return DoFrames(peer, *ctx, *req, resp);
-      });
+      },
+      FramesWaitFirst(*this, *req, ctx->deadline()));
 }
 
 grpc::ServerBidiReactor<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse>*
@@ -48,7 +62,8 @@ SymbolServiceImpl::SymbolizeFramesStream(grpc::CallbackServerContext* ctx) {
       control(), stats(), ctx, "SymbolizeFramesStream",
       [](const pb::SymbolizeFramesRequest& r) { return static_cast<size_t>(r.frames_size()); },
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeFramesRequest& r,
-             pb::SymbolizeFramesResponse* out) { return DoFrames(peer, c, r, out); });
+             pb::SymbolizeFramesResponse* out) { return DoFrames(peer, c, r, out); },
+      [this, ctx](const pb::SymbolizeFramesRequest& r) { return FramesWaitFirst(*this, r, ctx->deadline()); });
 }
 
 }  // namespace symdex::api

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <optional>
+#include <thread>
 
 #include "server/api/convert.h"
 #include "server/common/file_util.h"
@@ -19,15 +21,53 @@ struct RemoteQuery::Impl {
 
   // `route`: the kernel build-ID a fleet proxy routes on (gRPC metadata symdex-build-id, hashed
   // consistently by nginx/HAProxy in front of the replicas: deploy/), from a "build-id:HEX" target.
-  void Prepare(grpc::ClientContext& ctx, std::string_view target = "", std::string_view build_id = "") const {
+  void Prepare(grpc::ClientContext& ctx, std::string_view target = "", std::string_view build_id = "",
+               std::optional<std::chrono::system_clock::time_point> deadline = std::nullopt) const {
     if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
       build_id = target.substr(query::kBuildIdTargetPrefix.size());
     }
+    ctx.set_deadline(deadline ? *deadline : Deadline(build_id));
+    if (!build_id.empty()) ctx.AddMetadata(std::string(kBuildIdHeader), Lower(build_id));
+  }
+  std::chrono::system_clock::time_point Deadline(std::string_view build_id) const {
     const double seconds =
         build_id.empty() ? opts.deadline_seconds : std::max(opts.deadline_seconds, opts.fleet_deadline_seconds);
-    ctx.set_deadline(std::chrono::system_clock::now() +
-                     std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
-    if (!build_id.empty()) ctx.AddMetadata(std::string(kBuildIdHeader), Lower(build_id));
+    return std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+
+  struct Attempt {
+    grpc::Status status;
+    bool answered = false;  // the status is symdexd's own (kAnsweredHeader), not the transport's
+  };
+  // One unary call `call(ctx)`, tried again while it fails in transport: UNAVAILABLE without the
+  // daemon's mark, other than "failed to connect" — a proxy answering for a replica that died
+  // under the call (nginx cannot re-send a gRPC request body it has streamed to it: HTTP 502),
+  // or a connection lost. Every symdex call is a read, so a second try is safe; at most 3 more,
+  // 0.2, 0.4, 0.8 s apart, within the call's one deadline.
+  template <typename Call>
+  Attempt Unary(std::string_view target, std::string_view build_id, Call&& call) const {
+    if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
+      build_id = target.substr(query::kBuildIdTargetPrefix.size());
+    }
+    const auto deadline = Deadline(build_id);
+    auto backoff = std::chrono::milliseconds(200);
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext ctx;
+      Prepare(ctx, target, build_id, deadline);
+      Attempt a{call(ctx), false};
+      a.answered = ctx.GetServerTrailingMetadata().count(kAnsweredHeader) > 0;
+      const bool transport = a.status.error_code() == grpc::StatusCode::UNAVAILABLE && !a.answered &&
+                             a.status.error_message().find("failed to connect") == std::string::npos;
+      if (!transport || attempt == 3 || std::chrono::system_clock::now() + backoff >= deadline) return a;
+      std::this_thread::sleep_for(backoff);
+      backoff *= 2;
+    }
+  }
+  absl::Status Error(const Attempt& a) const {
+    if (a.status.error_code() == grpc::StatusCode::UNAVAILABLE && !a.answered) {
+      return absl::UnavailableError(StrCat("symdexd at ", opts.address, " is unavailable: ", a.status.error_message()));
+    }
+    return FromGrpc(a.status);
   }
   absl::Status Error(const grpc::Status& s, const grpc::ClientContext& ctx) const {
     // UNAVAILABLE from symdexd itself (a fleet kernel's debuginfod unreachable) is its answer;
@@ -75,26 +115,26 @@ bool RemoteQuery::WaitReady(double seconds) {
 }
 
 absl::StatusOr<std::vector<query::TargetSummary>> RemoteQuery::Targets() {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
   pb::ListTargetsResponse resp;
-  grpc::Status s = impl_->stub->ListTargets(&ctx, pb::ListTargetsRequest(), &resp);
-  if (!s.ok()) return impl_->Error(s, ctx);
+  const Impl::Attempt a = impl_->Unary(
+      "", "", [&](grpc::ClientContext& c) { return impl_->stub->ListTargets(&c, pb::ListTargetsRequest(), &resp); });
+  const grpc::Status& s = a.status;
+  if (!s.ok()) return impl_->Error(a);
   std::vector<query::TargetSummary> out;
   for (const auto& t : resp.targets()) out.push_back(FromProto(t));
   return out;
 }
 
 absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target, const std::string& name, bool exact) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target);
   pb::WhichRequest req;
   req.set_target(target);
   req.set_name(name);
   req.set_exact(exact);
   pb::WhichResponse resp;
-  grpc::Status s = impl_->stub->Which(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s, ctx);
+  const Impl::Attempt a =
+      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Which(&c, req, &resp); });
+  const grpc::Status& s = a.status;
+  if (!s.ok()) return impl_->Error(a);
   query::WhichResult out{FromProto(resp.target_info()).info, {}};
   out.instances.reserve(resp.instances_size());
   for (const auto& in : resp.instances()) out.instances.push_back(FromProto(in));
@@ -102,15 +142,15 @@ absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target,
 }
 
 absl::StatusOr<query::ResolveResult> RemoteQuery::Resolve(const std::string& target, const std::string& spec) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target);
   pb::ResolveRequest req;
   req.set_target(target);
   req.set_spec(spec);
   pb::ResolveResponse resp;
-  grpc::Status s = impl_->stub->Resolve(&ctx, req, &resp);
+  const Impl::Attempt a =
+      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Resolve(&c, req, &resp); });
+  const grpc::Status& s = a.status;
   if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s, ctx);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(a);
     return ResolveFromError(s);
   }
   return query::ResolveResult{FromProto(resp.target_info()).info, {FromProto(resp.match())}};
@@ -122,15 +162,15 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
   // Batches within the server's per-request limit (at least one call: it also names the target).
   size_t i = 0;
   do {
-    grpc::ClientContext ctx;
-    impl_->Prepare(ctx, target);
     pb::SymbolizeRequest req;
     req.set_target(target);
     size_t end = std::min(addrs.size(), i + query::kMaxAddressesPerRequest);
     for (size_t k = i; k < end; ++k) req.add_addresses(addrs[k]);
     pb::SymbolizeResponse resp;
-    grpc::Status s = impl_->stub->Symbolize(&ctx, req, &resp);
-    if (!s.ok()) return impl_->Error(s, ctx);
+    const Impl::Attempt a =
+        impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Symbolize(&c, req, &resp); });
+    const grpc::Status& s = a.status;
+    if (!s.ok()) return impl_->Error(a);
     out.target = FromProto(resp.target_info()).info;
     for (const auto& r : resp.results()) {
       out.addresses.push_back(r.address());
@@ -147,27 +187,27 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
     return absl::InvalidArgumentError(
         StrCat(frames.size(), " frames in one request; the limit is ", query::kMaxAddressesPerRequest));
   }
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target, fc.kernel_build_id);
   pb::SymbolizeFramesRequest req;
   ToProto(target, fc, frames, &req);
   pb::SymbolizeFramesResponse resp;
-  grpc::Status s = impl_->stub->SymbolizeFrames(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s, ctx);
+  const Impl::Attempt a = impl_->Unary(
+      target, fc.kernel_build_id, [&](grpc::ClientContext& c) { return impl_->stub->SymbolizeFrames(&c, req, &resp); });
+  const grpc::Status& s = a.status;
+  if (!s.ok()) return impl_->Error(a);
   return FromProto(resp);
 }
 
 absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& target, const std::string& file,
                                                           int line) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target);
   pb::LinesRequest req;
   req.set_target(target);
   req.set_file(file);
   req.set_line(line);
   pb::LinesResponse resp;
-  grpc::Status s = impl_->stub->Lines(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s, ctx);
+  const Impl::Attempt a =
+      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Lines(&c, req, &resp); });
+  const grpc::Status& s = a.status;
+  if (!s.ok()) return impl_->Error(a);
   query::SymbolizeResult out;
   out.target = FromProto(resp.target_info()).info;
   for (const auto& r : resp.addresses()) {
@@ -206,8 +246,6 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
 
 absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target, const std::string& spec,
                                                       const query::KprobeOptions& opts) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target);
   pb::ProbeDefinitionRequest req;
   req.set_target(target);
   req.set_spec(spec);
@@ -216,10 +254,12 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   req.set_event(opts.event);
   for (const auto& a : opts.fetchargs) req.add_fetchargs(a);
   pb::ProbeDefinitionResponse resp;
-  grpc::Status s = impl_->stub->ProbeDefinition(&ctx, req, &resp);
+  const Impl::Attempt a =
+      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->ProbeDefinition(&c, req, &resp); });
+  const grpc::Status& s = a.status;
   query::ProbeResult out;
   if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(s, ctx);
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(a);
     ASSIGN_OR_RETURN(out.resolved, ResolveFromError(s));
     return out;
   }
@@ -260,15 +300,15 @@ absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& tar
 }
 
 absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& opts) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
   pb::StatusRequest req;
   req.set_index(true);
   req.set_check_integrity(opts.check_integrity);
   req.set_addr_maps_only(!opts.details);
   pb::StatusResponse resp;
-  grpc::Status s = impl_->stub->Status(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s, ctx);
+  const Impl::Attempt a =
+      impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->stub->Status(&c, req, &resp); });
+  const grpc::Status& s = a.status;
+  if (!s.ok()) return impl_->Error(a);
   ASSIGN_OR_RETURN(query::IndexState out, FromProto(resp.index()));
   out.fleet_cache = resp.fleet_cache();
   for (const pb::FleetKernel& k : resp.fleet_kernels()) {
@@ -289,8 +329,6 @@ absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRe
   // Batches within the server's per-request limit (at least one call: it also checks the pid).
   size_t i = 0;
   do {
-    grpc::ClientContext ctx;
-    impl_->Prepare(ctx);
     pb::JitAddrRequest req;
     req.set_pid(q.pid);
     if (q.time) req.set_time(*q.time);
@@ -298,8 +336,10 @@ absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRe
     size_t end = std::min(q.addresses.size(), i + query::kMaxAddressesPerRequest);
     for (size_t k = i; k < end; ++k) req.add_addresses(q.addresses[k]);
     pb::JitAddrResponse resp;
-    grpc::Status s = impl_->jit->Addr(&ctx, req, &resp);
-    if (!s.ok()) return impl_->Error(s, ctx);
+    const Impl::Attempt a =
+        impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->jit->Addr(&c, req, &resp); });
+    const grpc::Status& s = a.status;
+    if (!s.ok()) return impl_->Error(a);
     query::JitAddrAnswer part = FromProto(resp);
     out.instance = part.instance;
     for (auto& r : part.results) out.results.push_back(std::move(r));
@@ -309,26 +349,26 @@ absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRe
 }
 
 absl::StatusOr<query::JitCollisionsAnswer> RemoteQuery::JitCollisions(const std::optional<std::string>& scheme) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
   pb::JitCollisionsRequest req;
   if (scheme) req.set_scheme(*scheme);
   pb::JitCollisionsResponse resp;
-  grpc::Status s = impl_->jit->Collisions(&ctx, req, &resp);
-  if (!s.ok()) return impl_->Error(s, ctx);
+  const Impl::Attempt a =
+      impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->jit->Collisions(&c, req, &resp); });
+  const grpc::Status& s = a.status;
+  if (!s.ok()) return impl_->Error(a);
   return FromProto(resp);
 }
 
 absl::StatusOr<query::BuildIdAnswer> RemoteQuery::BuildId(const std::string& hex) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx);
   pb::LookupBuildIdRequest req;
   req.set_build_id(hex);
   pb::LookupBuildIdResponse resp;
-  grpc::Status s = impl_->stub->LookupBuildId(&ctx, req, &resp);
+  const Impl::Attempt a =
+      impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->stub->LookupBuildId(&c, req, &resp); });
+  const grpc::Status& s = a.status;
   // Nothing has that build-ID: an empty answer, as the query API gives it.
   if (s.error_code() == grpc::StatusCode::NOT_FOUND) return query::BuildIdAnswer{.build_id = hex};
-  if (!s.ok()) return impl_->Error(s, ctx);
+  if (!s.ok()) return impl_->Error(a);
   return FromProto(resp);
 }
 
@@ -336,15 +376,15 @@ absl::StatusOr<std::vector<query::DsoMatch>> RemoteQuery::MatchJittedDsos(
     const std::vector<query::JittedDsoKey>& dsos) {
   std::vector<query::DsoMatch> out;
   for (size_t i = 0; i < dsos.size(); i += query::kMaxAddressesPerRequest) {
-    grpc::ClientContext ctx;
-    impl_->Prepare(ctx);
     pb::MatchDsosRequest req;
     for (size_t k = i; k < std::min(dsos.size(), i + query::kMaxAddressesPerRequest); ++k) {
       ToProto(dsos[k], req.add_dsos());
     }
     pb::MatchDsosResponse resp;
-    grpc::Status s = impl_->jit->MatchDsos(&ctx, req, &resp);
-    if (!s.ok()) return impl_->Error(s, ctx);
+    const Impl::Attempt a =
+        impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->jit->MatchDsos(&c, req, &resp); });
+    const grpc::Status& s = a.status;
+    if (!s.ok()) return impl_->Error(a);
     for (const auto& m : resp.matches()) out.push_back(FromProto(m));
   }
   return out;

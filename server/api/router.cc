@@ -5,6 +5,27 @@
 
 namespace symdex::api {
 
+namespace {
+thread_local bool t_counted_elsewhere = false;
+
+std::vector<indexer::ModuleByBuildId> WithBuildIds(const std::vector<query::FrameModule>& modules) {
+  std::vector<indexer::ModuleByBuildId> mods;
+  for (const query::FrameModule& m : modules) {
+    if (!m.build_id.empty()) mods.push_back({m.name, m.build_id});
+  }
+  return mods;
+}
+}  // namespace
+
+QueryRouter::CountedElsewhere::CountedElsewhere() { t_counted_elsewhere = true; }
+QueryRouter::CountedElsewhere::~CountedElsewhere() { t_counted_elsewhere = false; }
+
+bool QueryRouter::WouldWait(const std::string& target, const std::vector<query::FrameModule>& modules) {
+  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return false;
+  if (own_.Target(target).ok()) return false;
+  return !kernels_->Ready(target.substr(query::kBuildIdTargetPrefix.size()), WithBuildIds(modules));
+}
+
 absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::For(const std::string& target,
                                                                     const std::vector<query::FrameModule>& modules,
                                                                     std::chrono::system_clock::time_point deadline) {
@@ -12,16 +33,13 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::For(const std::s
   if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return own;
   // Indexed here already (symdex index --build-id into the daemon's own index): answered from it.
   if (own_.Target(target).ok()) return own;
-  std::vector<indexer::ModuleByBuildId> mods;
-  for (const query::FrameModule& m : modules) {
-    if (!m.build_id.empty()) mods.push_back({m.name, m.build_id});
-  }
+  const std::vector<indexer::ModuleByBuildId> mods = WithBuildIds(modules);
   // The call's deadline as a steady-clock point; no deadline (gRPC's infinite future) = 10 min.
   const auto now_sys = std::chrono::system_clock::now();
   const auto left = std::min<std::chrono::system_clock::duration>(deadline - now_sys, std::chrono::minutes(10));
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
-  return kernels_->Get(target.substr(query::kBuildIdTargetPrefix.size()), mods, until);
+  return kernels_->Get(target.substr(query::kBuildIdTargetPrefix.size()), mods, until, !t_counted_elsewhere);
 }
 
 }  // namespace symdex::api

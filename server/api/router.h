@@ -29,6 +29,19 @@ class QueryRouter {
   absl::StatusOr<std::shared_ptr<query::LocalQuery>> For(const std::string& target,
                                                          const std::vector<query::FrameModule>& modules,
                                                          std::chrono::system_clock::time_point deadline);
+  // Would For wait — a fleet kernel (or a module of it) not indexed and open yet, or its index
+  // run going on? Such calls wait off the heavy pool (serve.h), so that a slow fetch holds no
+  // thread that answers other calls. Never blocks.
+  bool WouldWait(const std::string& target, const std::vector<query::FrameModule>& modules);
+  // While one is alive on this thread, For does not count the call in the fleet request metrics:
+  // a call that waited for its kernel first (serve.h) was counted by that wait.
+  class CountedElsewhere {
+   public:
+    CountedElsewhere();
+    ~CountedElsewhere();
+    CountedElsewhere(const CountedElsewhere&) = delete;
+    CountedElsewhere& operator=(const CountedElsewhere&) = delete;
+  };
   query::LocalQuery& own() { return own_; }
   fleet::KernelCache* kernels() { return kernels_; }
 

@@ -9,6 +9,7 @@
 
 #include "server/api/convert.h"
 #include "server/api/remote_query.h"
+#include "server/api/router.h"
 #include "server/api/services.h"
 #include "server/common/strings.h"
 #include "server/query/caller_view.h"
@@ -46,9 +47,11 @@ inline grpc::Status Cancelled(const grpc::CallbackServerContext& ctx) {
 
 // Runs `fn(peer, holds)` for one unary call: the peer's slots first (RESOURCE_EXHAUSTED past a
 // limit), heavy calls on the pool, the status recorded. `fn` never takes the daemon down.
+// `wait_first` (a fleet kernel not indexed yet: SymbolServiceImpl::WaitFirst) runs on the wait
+// pool before `fn` is queued on the heavy pool.
 template <typename Fn>
 grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallControl& cc, RpcStats& stats,
-                                const char* method, bool heavy, Fn&& fn) {
+                                const char* method, bool heavy, Fn&& fn, std::function<void()> wait_first = {}) {
   auto* r = new UnaryCall(stats, method);
   ctx->AddTrailingMetadata(kAnsweredHeader, "1");
   Peer peer = cc.registry->Of(*ctx, *cc.policy);
@@ -84,7 +87,15 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
     work->Release();
     r->Done(s);
   };
-  if (heavy) {
+  if (heavy && wait_first && cc.wait_pool) {
+    cc.wait_pool->Submit(queue, [pool = cc.pool, queue, wait_first = std::move(wait_first), run]() mutable {
+      wait_first();
+      pool->Submit(queue, [run = std::move(run)]() mutable {
+        QueryRouter::CountedElsewhere counted;
+        run();
+      });
+    });
+  } else if (heavy) {
     cc.pool->Submit(queue, std::move(run));
   } else {
     run();
@@ -101,9 +112,16 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
  public:
   using Count = std::function<size_t(const Req&)>;
   using Work = std::function<grpc::Status(const Peer&, const grpc::CallbackServerContext&, const Req&, Resp*)>;
+  // What a batch waits for first, off the pool (as Serve's `wait_first`); may be null.
+  using WaitFirst = std::function<std::function<void()>(const Req&)>;
   BatchStreamReactor(const CallControl& cc, RpcStats& stats, grpc::CallbackServerContext* ctx, const char* method,
-                     Count count, Work work)
-      : cc_(cc), ctx_(ctx), call_(stats.Begin(method)), count_(std::move(count)), work_(std::move(work)) {
+                     Count count, Work work, WaitFirst wait_first = {})
+      : cc_(cc),
+        ctx_(ctx),
+        call_(stats.Begin(method)),
+        count_(std::move(count)),
+        work_(std::move(work)),
+        wait_first_(std::move(wait_first)) {
     ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     peer_ = cc.registry->Of(*ctx, *cc.policy);
     for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {
@@ -133,7 +151,7 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
       return;
     }
     heavy_ = std::move(*heavy);
-    cc_.pool->Submit(peer_.key, [this] {
+    auto run = [this] {
       resp_.Clear();
       grpc::Status s = ctx_->IsCancelled() ? Cancelled(*ctx_) : work_(peer_, *ctx_, req_, &resp_);
       heavy_.Release();
@@ -142,7 +160,19 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
         return;
       }
       this->StartWrite(&resp_);
-    });
+    };
+    std::function<void()> wait = wait_first_ && cc_.wait_pool ? wait_first_(req_) : nullptr;
+    if (wait) {
+      cc_.wait_pool->Submit(peer_.key, [this, wait = std::move(wait), run] {
+        wait();
+        cc_.pool->Submit(peer_.key, [run] {
+          QueryRouter::CountedElsewhere counted;
+          run();
+        });
+      });
+    } else {
+      cc_.pool->Submit(peer_.key, run);
+    }
   }
   void OnWriteDone(bool ok) override {
     unread_.Release();
@@ -167,6 +197,7 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   RpcStats::Call call_;
   Count count_;
   Work work_;
+  WaitFirst wait_first_;
   Peer peer_;
   std::vector<Limiter::Hold> stream_holds_;
   Limiter::Hold heavy_, unread_;

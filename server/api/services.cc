@@ -59,7 +59,7 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
       }
       holds_.push_back(std::move(*h));
     }
-    cc.pool->Submit(peer.key, [this, svc, ctx, peer, target, compute = std::move(compute)] {
+    std::function<void()> run = [this, svc, ctx, peer, target, compute = std::move(compute)] {
       if (ctx->IsCancelled()) {
         Finish(Cancelled(*ctx));
         return;
@@ -78,7 +78,20 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
       }
       fill_ = std::move(*fill);
       Next();
-    });
+    };
+    // A fleet kernel not indexed yet: waited for off the pool (serve.h, Serve).
+    std::function<void()> wait = cc.wait_pool ? svc->WaitFirst(target, {}, ctx->deadline()) : nullptr;
+    if (wait) {
+      cc.wait_pool->Submit(peer.key, [pool = cc.pool, key = peer.key, wait = std::move(wait), run] {
+        wait();
+        pool->Submit(key, [run] {
+          QueryRouter::CountedElsewhere counted;
+          run();
+        });
+      });
+    } else {
+      cc.pool->Submit(peer.key, std::move(run));
+    }
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
@@ -153,6 +166,15 @@ void RpcStats::Call::Done(const grpc::Status& s) {
   it->second.latency->Observe(secs);
 }
 
+std::function<void()> SymbolServiceImpl::WaitFirst(const std::string& target,
+                                                   const std::vector<query::FrameModule>& modules,
+                                                   std::chrono::system_clock::time_point deadline) {
+  if (control_.wait_pool == nullptr || !router_.WouldWait(target, modules)) return nullptr;
+  // The run (or the wait for another call's) happens here; the call itself then finds the kernel
+  // ready, or the failure remembered, or its deadline passed — each answered at once.
+  return [this, target, modules, deadline] { (void)router_.For(target, modules, deadline); };
+}
+
 SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                                      std::function<void(pb::StatusResponse*)> status)
     : q_(router.own()), router_(router), stats_(stats), control_(control), status_(std::move(status)) {
@@ -180,32 +202,38 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerCon
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* ctx, const pb::WhichRequest* req,
                                                    pb::WhichResponse* resp) {
-  return Serve(ctx, control_, stats_, "Which", Fleet(req->target()), [=, this](const Peer& peer, auto&) {
-    if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name is empty");
-    auto q = router_.For(req->target(), {}, ctx->deadline());
-    if (!q.ok()) return ToGrpc(q.status());
-    auto r = query::CallerView(**q, AccessOf(peer)).Which(req->target(), req->name(), req->exact());
-    if (!r.ok()) return ToGrpc(r.status());
-    resp->set_target(r->target.name);
-    TargetInfoTo(r->target, resp->mutable_target_info());
-    for (const auto& in : r->instances) ToProto(in, resp->add_instances());
-    return grpc::Status::OK;
-  });
+  return Serve(
+      ctx, control_, stats_, "Which", Fleet(req->target()),
+      [=, this](const Peer& peer, auto&) {
+        if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name is empty");
+        auto q = router_.For(req->target(), {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        auto r = query::CallerView(**q, AccessOf(peer)).Which(req->target(), req->name(), req->exact());
+        if (!r.ok()) return ToGrpc(r.status());
+        resp->set_target(r->target.name);
+        TargetInfoTo(r->target, resp->mutable_target_info());
+        for (const auto& in : r->instances) ToProto(in, resp->add_instances());
+        return grpc::Status::OK;
+      },
+      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Resolve(grpc::CallbackServerContext* ctx, const pb::ResolveRequest* req,
                                                      pb::ResolveResponse* resp) {
-  return Serve(ctx, control_, stats_, "Resolve", Fleet(req->target()), [=, this](const Peer& peer, auto&) {
-    auto q = router_.For(req->target(), {}, ctx->deadline());
-    if (!q.ok()) return ToGrpc(q.status());
-    auto r = query::CallerView(**q, AccessOf(peer)).Resolve(req->target(), req->spec());
-    if (!r.ok()) return ToGrpc(r.status());
-    if (r->matches.size() != 1) return ResolveError(req->spec(), *r);
-    resp->set_target(r->target.name);
-    TargetInfoTo(r->target, resp->mutable_target_info());
-    ToProto(r->matches[0], resp->mutable_match());
-    return grpc::Status::OK;
-  });
+  return Serve(
+      ctx, control_, stats_, "Resolve", Fleet(req->target()),
+      [=, this](const Peer& peer, auto&) {
+        auto q = router_.For(req->target(), {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        auto r = query::CallerView(**q, AccessOf(peer)).Resolve(req->target(), req->spec());
+        if (!r.ok()) return ToGrpc(r.status());
+        if (r->matches.size() != 1) return ResolveError(req->spec(), *r);
+        resp->set_target(r->target.name);
+        TargetInfoTo(r->target, resp->mutable_target_info());
+        ToProto(r->matches[0], resp->mutable_match());
+        return grpc::Status::OK;
+      },
+      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
@@ -247,13 +275,15 @@ grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::Callba
 grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerContext* ctx,
                                                        const pb::SymbolizeRequest* req, pb::SymbolizeResponse* resp) {
   return Serve(
-      ctx, control_, stats_, "Symbolize", true, [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+      ctx, control_, stats_, "Symbolize", true,
+      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         auto unread =
             control_.limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->addresses_size()));
         if (!unread.ok()) return ToGrpc(unread.status());
         holds.push_back(std::move(*unread));
         return DoSymbolize(peer, *ctx, *req, resp);
-      });
+      },
+      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServiceImpl::SymbolizeStream(
@@ -261,21 +291,25 @@ grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServ
   return new BatchStreamReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>(
       control_, stats_, ctx, "SymbolizeStream", [](const pb::SymbolizeRequest& r) { return r.addresses_size(); },
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeRequest& r,
-             pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); });
+             pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); },
+      [this, ctx](const pb::SymbolizeRequest& r) { return WaitFirst(r.target(), {}, ctx->deadline()); });
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* ctx, const pb::LinesRequest* req,
                                                    pb::LinesResponse* resp) {
-  return Serve(ctx, control_, stats_, "Lines", true, [=, this](const Peer& peer, auto&) {
-    auto q = router_.For(req->target(), {}, ctx->deadline());
-    if (!q.ok()) return ToGrpc(q.status());
-    auto r = query::CallerView(**q, AccessOf(peer)).Lines(req->target(), req->file(), req->line());
-    if (!r.ok()) return ToGrpc(r.status());
-    resp->set_target(r->target.name);
-    TargetInfoTo(r->target, resp->mutable_target_info());
-    for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_addresses());
-    return grpc::Status::OK;
-  });
+  return Serve(
+      ctx, control_, stats_, "Lines", true,
+      [=, this](const Peer& peer, auto&) {
+        auto q = router_.For(req->target(), {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        auto r = query::CallerView(**q, AccessOf(peer)).Lines(req->target(), req->file(), req->line());
+        if (!r.ok()) return ToGrpc(r.status());
+        resp->set_target(r->target.name);
+        TargetInfoTo(r->target, resp->mutable_target_info());
+        for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_addresses());
+        return grpc::Status::OK;
+      },
+      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(grpc::CallbackServerContext* ctx,
@@ -337,24 +371,27 @@ grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc:
 grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServerContext* ctx,
                                                              const pb::ProbeDefinitionRequest* req,
                                                              pb::ProbeDefinitionResponse* resp) {
-  return Serve(ctx, control_, stats_, "ProbeDefinition", Fleet(req->target()), [=, this](const Peer& peer, auto&) {
-    query::KprobeOptions o;
-    if (!req->group().empty()) o.group = req->group();
-    o.event = req->event();
-    o.ret = req->return_probe();
-    o.fetchargs.assign(req->fetchargs().begin(), req->fetchargs().end());
-    auto q = router_.For(req->target(), {}, ctx->deadline());
-    if (!q.ok()) return ToGrpc(q.status());
-    auto r = query::CallerView(**q, AccessOf(peer)).Probe(req->target(), req->spec(), o);
-    if (!r.ok()) return ToGrpc(r.status());
-    if (r->resolved.matches.size() != 1) return ResolveError(req->spec(), r->resolved);
-    resp->set_target(r->resolved.target.name);
-    TargetInfoTo(r->resolved.target, resp->mutable_target_info());
-    ToProto(r->resolved.matches[0], resp->mutable_match());
-    resp->set_kprobe(r->kprobe);
-    resp->set_ftrace_filter(r->ftrace_filter);
-    return grpc::Status::OK;
-  });
+  return Serve(
+      ctx, control_, stats_, "ProbeDefinition", Fleet(req->target()),
+      [=, this](const Peer& peer, auto&) {
+        query::KprobeOptions o;
+        if (!req->group().empty()) o.group = req->group();
+        o.event = req->event();
+        o.ret = req->return_probe();
+        o.fetchargs.assign(req->fetchargs().begin(), req->fetchargs().end());
+        auto q = router_.For(req->target(), {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        auto r = query::CallerView(**q, AccessOf(peer)).Probe(req->target(), req->spec(), o);
+        if (!r.ok()) return ToGrpc(r.status());
+        if (r->resolved.matches.size() != 1) return ResolveError(req->spec(), r->resolved);
+        resp->set_target(r->resolved.target.name);
+        TargetInfoTo(r->resolved.target, resp->mutable_target_info());
+        ToProto(r->resolved.matches[0], resp->mutable_match());
+        resp->set_kprobe(r->kprobe);
+        resp->set_ftrace_filter(r->ftrace_filter);
+        return grpc::Status::OK;
+      },
+      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerContext* ctx,

@@ -47,6 +47,10 @@ struct CallControl {
   PeerRegistry* registry = nullptr;
   Limiter* limiter = nullptr;
   FairPool* pool = nullptr;
+  // Calls for a fleet kernel not indexed yet wait here (the fetch and index run, or another
+  // call's run) and then go to `pool` like any heavy call: a slow debuginfod holds none of the
+  // threads that answer other calls. Null without --fleet-cache.
+  FairPool* wait_pool = nullptr;
 };
 
 class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackService {
@@ -97,6 +101,9 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   RpcStats& stats() { return stats_; }
   query::LocalQuery& query() { return q_; }
   QueryRouter& router() { return router_; }
+  // For Serve (serve.h): empty when the call's index is ready; else what to wait for first, off the pool.
+  std::function<void()> WaitFirst(const std::string& target, const std::vector<query::FrameModule>& modules,
+                                  std::chrono::system_clock::time_point deadline);
 
  private:
   // A call for a fleet kernel may wait for its index run: it runs on the pool, not inline.

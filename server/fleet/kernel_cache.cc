@@ -146,8 +146,31 @@ absl::Status KernelCache::OpenExisting(const std::string& hex, Entry& e) {
   return absl::OkStatus();
 }
 
+bool KernelCache::Ready(const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules) {
+  const std::optional<BuildId> id = BuildId::FromHex(build_id);
+  if (!id || id->raw().size() > 64 || build_id.size() > 128) return true;
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = entries_.find(id->ToHex());
+    if (it == entries_.end()) return false;
+    entry = it->second;
+  }
+  std::lock_guard<std::mutex> l(entry->mu);
+  const Clock::time_point now = Clock::now();
+  if (entry->failed_until && now < *entry->failed_until) return true;
+  if (entry->busy || !entry->q) return false;
+  for (const indexer::ModuleByBuildId& m : modules) {
+    if (entry->modules.count(m.name)) continue;
+    auto failed = entry->module_failed.find(m.name + " " + Lower(m.build_id));
+    if (failed == entry->module_failed.end() || now >= failed->second) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
-    const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules, Clock::time_point deadline) {
+    const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules, Clock::time_point deadline,
+    bool counted) {
   const std::optional<BuildId> id = BuildId::FromHex(build_id);
   if (!id || id->raw().size() > 64 || build_id.size() > 128) {
     return absl::InvalidArgumentError(
@@ -157,7 +180,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
   std::shared_ptr<Entry> entry = EntryFor(hex);
   Entry& e = *entry;
   auto count = [&](const char* result) {
-    if (registry_) {
+    if (registry_ && counted) {
       registry_
           ->GetCounter("symdex_fleet_requests_total", "Fleet requests by what the kernel cache did",
                        {{"result", result}})

@@ -59,9 +59,17 @@ class KernelCache {
   // DeadlineExceeded (the fetch) and InvalidArgument (a file whose build-ID does not match) from
   // the index run, or remembered from an earlier one; DeadlineExceeded when `deadline` passes
   // while waiting for a run.
+  // `counted`: false for the second look of a call whose first (a wait off the heavy pool) was
+  // counted in symdex_fleet_requests_total already.
   absl::StatusOr<std::shared_ptr<query::LocalQuery>> Get(const std::string& build_id,
                                                          const std::vector<indexer::ModuleByBuildId>& modules,
-                                                         std::chrono::steady_clock::time_point deadline);
+                                                         std::chrono::steady_clock::time_point deadline,
+                                                         bool counted = true);
+
+  // Would Get answer at once — the kernel indexed and open with those modules (or remembered as
+  // failed), nothing to fetch, index, open or wait for? Never blocks on a run. A malformed
+  // build-ID is "ready" too: Get refuses it at once.
+  bool Ready(const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules);
 
   std::vector<KernelEntryState> State();
   int64_t waiting() const;  // requests waiting for an index run

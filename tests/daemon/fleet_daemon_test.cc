@@ -264,5 +264,60 @@ TEST_F(FleetDaemonTest, ASilentDebuginfodIsDeadlineExceededNotAHang) {
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
+// A debuginfod that is merely slow (every answer held 3 s: a loaded server, a long path): the
+// fetch is waited for, not given up and not remembered as a failure. A caller whose own deadline
+// is shorter gets DEADLINE_EXCEEDED at that deadline while the run goes on; the daemon answers
+// other calls meanwhile; the next caller gets the answer from the one run.
+TEST_F(FleetDaemonTest, ASlowDebuginfodIsWaitedForAndNotRememberedAsAFailure) {
+  DebuginfodServer server(served_);
+  ASSERT_TRUE(server.ready());
+  testing::SlowProxy slow(std::string(SYMDEX_SOURCE_DIR) + "/tests/fleet/slow_proxy.py", server.url(), 3.0);
+  ASSERT_TRUE(slow.ready());
+  auto d = StartReplica(slow.url(), "30");
+  ASSERT_TRUE(d->ready()) << d->Log();
+  const std::string c = "--connect 'unix:" + sock() + "' --json ";
+  const std::string ask = "frames --kernel-build-id " + vmlinux_id_ + " --kaslr-offset 0x0 " +
+                          testing::HexAddress(testing::NmValue(fx_.vmlinux, "quiet_fn") + 1);
+  const auto start = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  CommandResult hurried = Cli(c + "--timeout 1 " + ask);
+  EXPECT_LT(since(), 2.5) << "the caller's own deadline was not kept";
+  EXPECT_EQ(hurried.exit_code, 3) << hurried.out << hurried.err;
+  EXPECT_NE(hurried.out.find("DEADLINE_EXCEEDED"), std::string::npos) << hurried.out;
+  // Patient callers, more than the daemon's 2 heavy-call threads: they wait for the same run
+  // without holding those threads, so the daemon is not stuck behind the fetch: status (a heavy
+  // call too) answers at once and shows the run.
+  std::vector<CommandResult> patient(3);
+  std::vector<std::thread> waiting;
+  for (auto& p : patient) waiting.emplace_back([&] { p = Cli(c + ask); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double before_status = since();
+  CommandResult st = Cli(c + "status");
+  EXPECT_LT(since() - before_status, 1.5);
+  ASSERT_EQ(st.exit_code, 0) << st.err;
+  json js = json::parse(st.out);
+  ASSERT_EQ(js["fleet"]["kernels"].size(), 1u) << st.out;
+  EXPECT_EQ(js["fleet"]["kernels"][0]["state"], "indexing") << st.out;
+  // They joined the same run and get the answer once the slow transfer is done.
+  for (auto& t : waiting) t.join();
+  EXPECT_GE(since(), 3.0) << "the proxy did not slow the fetch down: the test proves nothing";
+  for (const CommandResult& p : patient) {
+    EXPECT_EQ(p.exit_code, 0) << p.out << p.err << d->Log();
+    EXPECT_NE(p.out.find("\"symbol\": \"quiet_fn\""), std::string::npos) << p.out;
+  }
+  const std::string m = Metrics();
+  EXPECT_EQ(Metric(m, "symdex_fleet_index_runs_total{result=\"ok\"}"), 1) << m;
+  EXPECT_EQ(Metric(m, "symdex_fleet_index_runs_total{result=\"error\"}"), 0) << m;
+  EXPECT_EQ(Metric(m, "symdex_fleet_requests_total{result=\"negative\"}"), 0) << m;
+  EXPECT_EQ(Metric(m, "symdex_fleet_requests_total{result=\"miss\"}"), 1) << m;
+  EXPECT_EQ(Metric(m, "symdex_fleet_requests_total{result=\"waited\"}"), 3) << m;
+  // Once in the cache, the slow server is no longer in the path.
+  const double before_hit = since();
+  CommandResult hit = Cli(c + "--timeout 1 " + ask);
+  EXPECT_EQ(hit.exit_code, 0) << hit.out << hit.err;
+  EXPECT_LT(since() - before_hit, 1.0);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
 }  // namespace
 }  // namespace symdex

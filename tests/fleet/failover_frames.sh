@@ -2,13 +2,13 @@
 # A fleet replica lost: frames for a kernel known only by build-ID, through nginx in front of 3
 # real replicas fed by a real debuginfod (-F over a compiled miniature kernel). The replica that
 # fetched and indexed the kernel is killed (SIGKILL); the same request is re-routed to a survivor,
-# which fetches and indexes it in turn and answers byte-for-byte the same. (The replica is killed
-# between requests, not in the middle of its index run: the miniature kernel indexes in a fraction
-# of a second.)
+# which fetches and indexes it in turn and answers byte-for-byte the same. Here the replica is
+# killed between requests; failover_midrun.sh kills one in the middle of its fetch, under load.
 #   failover_frames.sh SOURCE_DIR BIN_DIR        exit 0 pass, 1 fail, 77 skip
 set -euo pipefail
 src=$1
 bin=$2
+. "$src/tests/fleet/lib.sh"
 for t in gcc nm readelf debuginfod nginx curl; do
   command -v "$t" >/dev/null || [ -x "/usr/sbin/$t" ] || { echo "SKIP: $t missing"; exit 77; }
 done
@@ -16,20 +16,9 @@ done
 work=$(mktemp -d)
 trap '"$src/deploy/fleet-up.sh" down "$work/fleet" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 mkdir -p "$work/served"
-cat >"$work/k.c" <<'C'
-__attribute__((noinline)) int alpha(int x) { return x * 3 + 1; }
-__attribute__((noinline)) int beta(int x) { return alpha(x) ^ 5; }
-int entry(int x) { return beta(x) + alpha(x); }
-C
-# _text first, _etext and _end last, as a kernel's linker script places them (an index without
-# them is refused as truncated).
-printf '.section .text,"ax",@progbits\n.globl _text\n_text:\n.section .note.GNU-stack,"",@progbits\n' >"$work/start.s"
-printf '.section .text,"ax",@progbits\n.globl _etext\n_etext:\n.section .bss\n.globl _end\n_end:\n.section .note.GNU-stack,"",@progbits\n' >"$work/end.s"
-gcc -g -O1 -c "$work/k.c" -o "$work/k.o" && gcc -c "$work/start.s" -o "$work/start.o" && gcc -c "$work/end.s" -o "$work/end.o"
-gcc -no-pie -nostartfiles -nostdlib -Wl,-e,entry -Wl,--build-id "$work/start.o" "$work/k.o" "$work/end.o" \
-  -o "$work/served/vmlinux"
-bid=$(readelf -n "$work/served/vmlinux" | awk '/Build ID/ {print $3}')
-addr=0x$(nm "$work/served/vmlinux" | awk '$3 == "beta" {print $1}')
+mini_kernel "$work/served" vmlinux
+bid=$(build_id "$work/served/vmlinux")
+addr=$(symbol_addr "$work/served/vmlinux" beta)
 
 "$src/deploy/fleet-up.sh" up "$work/fleet" --proxy nginx --symdexd "$bin/symdexd" --timeout 30 --wait-scan 30 \
   -- -F "$work/served" >"$work/up.out" 2>"$work/up.log" || { cat "$work/up.log"; echo "FAIL: fleet-up"; exit 1; }

@@ -114,6 +114,32 @@ DebuginfodServer::~DebuginfodServer() {
   }
 }
 
+SlowProxy::SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds) {
+  const int port = FreeTcpPort();
+  const std::string upstream = upstream_url.substr(upstream_url.find("://") + 3);
+  const std::string ready_file = dir_ / "ready";
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    ::setpgid(0, 0);
+    const std::string p = std::to_string(port), d = std::to_string(delay_seconds);
+    ::execlp("python3", "python3", script.c_str(), p.c_str(), upstream.c_str(), "--delay", d.c_str(), "--ready-file",
+             ready_file.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  url_ = "http://127.0.0.1:" + std::to_string(port);
+  for (int i = 0; i < 100 && !ready_ && pid_ > 0; ++i) {
+    ready_ = !Slurp(ready_file).empty();
+    if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+SlowProxy::~SlowProxy() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
 std::string ElfBuildIdHex(const std::string& file) {
   CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");
   return r.out.substr(0, r.out.find('\n'));

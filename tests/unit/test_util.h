@@ -67,4 +67,23 @@ class DebuginfodServer {
   std::string url_;
 };
 
+// A slow network in front of a server: tests/fleet/slow_proxy.py (`script`) forwarding 127.0.0.1
+// on a free port to `upstream_url`'s host:port, each answer held `delay_seconds` after its request.
+// ready() once it listens; stopped with the object.
+class SlowProxy {
+ public:
+  SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds);
+  ~SlowProxy();
+  SlowProxy(const SlowProxy&) = delete;
+  SlowProxy& operator=(const SlowProxy&) = delete;
+  bool ready() const { return ready_; }
+  const std::string& url() const { return url_; }
+
+ private:
+  int pid_ = -1;
+  bool ready_ = false;
+  std::string url_;
+  TempDir dir_;
+};
+
 }  // namespace symdex::testing
