@@ -88,56 +88,47 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-DebuginfodServer::DebuginfodServer(const std::string& served_dir) {
-  const int port = FreeTcpPort();
+void LoopbackServer::Start(std::vector<std::string> argv, const std::function<bool()>& is_ready) {
+  const std::string port = std::to_string(FreeTcpPort());
+  for (std::string& a : argv) {
+    for (size_t p; (p = a.find("{port}")) != std::string::npos;) a.replace(p, 6, port);
+  }
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ == 0) {
     ::setpgid(0, 0);
-    const std::string p = std::to_string(port);
-    ::execlp("debuginfod", "debuginfod", "-F", served_dir.c_str(), "-p", p.c_str(), "-d", ":memory:", "-t0", "-g0",
-             "-c1", static_cast<char*>(nullptr));
+    ::execvp(args[0], args.data());
     ::_exit(127);
   }
-  url_ = "http://127.0.0.1:" + std::to_string(port);
+  url_ = "http://127.0.0.1:" + port;
   for (int i = 0; i < 100 && !ready_ && pid_ > 0; ++i) {
-    CommandResult m = RunCommand("curl -s " + url_ + "/metrics");
-    ready_ = m.out.find("ready 1") != std::string::npos &&
-             m.out.find("thread_work_total{role=\"traverse\"} 1") != std::string::npos;
+    ready_ = is_ready();
     if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
-DebuginfodServer::~DebuginfodServer() {
+LoopbackServer::~LoopbackServer() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
   }
+}
+
+DebuginfodServer::DebuginfodServer(const std::string& served_dir) {
+  Start({"debuginfod", "-F", served_dir, "-p", "{port}", "-d", ":memory:", "-t0", "-g0", "-c1"}, [this] {
+    CommandResult m = RunCommand("curl -s " + url() + "/metrics");
+    return m.out.find("ready 1") != std::string::npos &&
+           m.out.find("thread_work_total{role=\"traverse\"} 1") != std::string::npos;
+  });
 }
 
 SlowProxy::SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds) {
-  const int port = FreeTcpPort();
-  const std::string upstream = upstream_url.substr(upstream_url.find("://") + 3);
   const std::string ready_file = dir_ / "ready";
-  pid_ = ::fork();
-  if (pid_ == 0) {
-    ::setpgid(0, 0);
-    const std::string p = std::to_string(port), d = std::to_string(delay_seconds);
-    ::execlp("python3", "python3", script.c_str(), p.c_str(), upstream.c_str(), "--delay", d.c_str(), "--ready-file",
-             ready_file.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  url_ = "http://127.0.0.1:" + std::to_string(port);
-  for (int i = 0; i < 100 && !ready_ && pid_ > 0; ++i) {
-    ready_ = !Slurp(ready_file).empty();
-    if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
-
-SlowProxy::~SlowProxy() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);
-    ::waitpid(pid_, nullptr, 0);
-  }
+  Start({"python3", script, "{port}", upstream_url.substr(upstream_url.find("://") + 3), "--delay",
+         std::to_string(delay_seconds), "--ready-file", ready_file},
+        [ready_file] { return !Slurp(ready_file).empty(); });
 }
 
 std::string ElfBuildIdHex(const std::string& file) {

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace symdex::testing {
 
@@ -49,17 +51,22 @@ std::string ElfBuildIdHex(const std::string& file);
 uint64_t NmValue(const std::string& file, const std::string& symbol);
 std::string HexAddress(uint64_t v);
 
-// A real debuginfod serving the ELF files of `served_dir` (-F: loose files) on a free loopback
-// port, in memory, no rescans; ready() once its first traversal is done (up to 10 s). Stopped
+// A server process on a free loopback port for a test: started in its own process group by the
+// subclass (Start), ready() once its `is_ready` check passed (polled up to 10 s), stopped
 // (SIGTERM, reaped) with the object.
-class DebuginfodServer {
+class LoopbackServer {
  public:
-  explicit DebuginfodServer(const std::string& served_dir);
-  ~DebuginfodServer();
-  DebuginfodServer(const DebuginfodServer&) = delete;
-  DebuginfodServer& operator=(const DebuginfodServer&) = delete;
+  ~LoopbackServer();
+  LoopbackServer(const LoopbackServer&) = delete;
+  LoopbackServer& operator=(const LoopbackServer&) = delete;
   bool ready() const { return ready_; }
-  const std::string& url() const { return url_; }
+  const std::string& url() const { return url_; }  // http://127.0.0.1:PORT
+
+ protected:
+  LoopbackServer() = default;
+  // Runs `argv` (PATH lookup) with "{port}" in any argument replaced by the port, then polls
+  // `is_ready` every 100 ms.
+  void Start(std::vector<std::string> argv, const std::function<bool()>& is_ready);
 
  private:
   int pid_ = -1;
@@ -67,22 +74,21 @@ class DebuginfodServer {
   std::string url_;
 };
 
-// A slow network in front of a server: tests/fleet/slow_proxy.py (`script`) forwarding 127.0.0.1
-// on a free port to `upstream_url`'s host:port, each answer held `delay_seconds` after its request.
-// ready() once it listens; stopped with the object.
-class SlowProxy {
+// A real debuginfod serving the ELF files of `served_dir` (-F: loose files), in memory, no
+// rescans; ready once its first traversal is done.
+class DebuginfodServer : public LoopbackServer {
+ public:
+  explicit DebuginfodServer(const std::string& served_dir);
+};
+
+// A slow network in front of a server: tests/fleet/slow_proxy.py (`script`) forwarding to
+// `upstream_url`'s host:port, each answer held `delay_seconds` after its request; ready once it
+// listens.
+class SlowProxy : public LoopbackServer {
  public:
   SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds);
-  ~SlowProxy();
-  SlowProxy(const SlowProxy&) = delete;
-  SlowProxy& operator=(const SlowProxy&) = delete;
-  bool ready() const { return ready_; }
-  const std::string& url() const { return url_; }
 
  private:
-  int pid_ = -1;
-  bool ready_ = false;
-  std::string url_;
   TempDir dir_;
 };
 
