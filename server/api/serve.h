@@ -45,6 +45,24 @@ inline grpc::Status Cancelled(const grpc::CallbackServerContext& ctx) {
   return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled or its deadline passed before it ran");
 }
 
+// Queues a heavy call's `run` on the pool — after `wait` on the wait pool when there is one (a
+// fleet kernel not indexed yet: SymbolServiceImpl::WaitFirst), so that the wait holds none of the
+// pool's threads. The call's own look at the kernel afterwards is not counted again.
+inline void SubmitHeavy(const CallControl& cc, const std::string& queue, std::function<void()> wait,
+                        std::function<void()> run) {
+  if (!wait || cc.wait_pool == nullptr) {
+    cc.pool->Submit(queue, std::move(run));
+    return;
+  }
+  cc.wait_pool->Submit(queue, [pool = cc.pool, queue, wait = std::move(wait), run = std::move(run)] {
+    wait();
+    pool->Submit(queue, [run] {
+      QueryRouter::CountedElsewhere counted;
+      run();
+    });
+  });
+}
+
 // Runs `fn(peer, holds)` for one unary call: the peer's slots first (RESOURCE_EXHAUSTED past a
 // limit), heavy calls on the pool, the status recorded. `fn` never takes the daemon down.
 // `wait_first` (a fleet kernel not indexed yet: SymbolServiceImpl::WaitFirst) runs on the wait
@@ -87,16 +105,8 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
     work->Release();
     r->Done(s);
   };
-  if (heavy && wait_first && cc.wait_pool) {
-    cc.wait_pool->Submit(queue, [pool = cc.pool, queue, wait_first = std::move(wait_first), run]() mutable {
-      wait_first();
-      pool->Submit(queue, [run = std::move(run)]() mutable {
-        QueryRouter::CountedElsewhere counted;
-        run();
-      });
-    });
-  } else if (heavy) {
-    cc.pool->Submit(queue, std::move(run));
+  if (heavy) {
+    SubmitHeavy(cc, queue, std::move(wait_first), std::move(run));
   } else {
     run();
   }
@@ -161,18 +171,7 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
       }
       this->StartWrite(&resp_);
     };
-    std::function<void()> wait = wait_first_ && cc_.wait_pool ? wait_first_(req_) : nullptr;
-    if (wait) {
-      cc_.wait_pool->Submit(peer_.key, [this, wait = std::move(wait), run] {
-        wait();
-        cc_.pool->Submit(peer_.key, [run] {
-          QueryRouter::CountedElsewhere counted;
-          run();
-        });
-      });
-    } else {
-      cc_.pool->Submit(peer_.key, run);
-    }
+    SubmitHeavy(cc_, peer_.key, wait_first_ && cc_.wait_pool ? wait_first_(req_) : nullptr, run);
   }
   void OnWriteDone(bool ok) override {
     unread_.Release();

@@ -79,19 +79,7 @@ class ListWriter : public grpc::ServerWriteReactor<Msg> {
       fill_ = std::move(*fill);
       Next();
     };
-    // A fleet kernel not indexed yet: waited for off the pool (serve.h, Serve).
-    std::function<void()> wait = cc.wait_pool ? svc->WaitFirst(target, {}, ctx->deadline()) : nullptr;
-    if (wait) {
-      cc.wait_pool->Submit(peer.key, [pool = cc.pool, key = peer.key, wait = std::move(wait), run] {
-        wait();
-        pool->Submit(key, [run] {
-          QueryRouter::CountedElsewhere counted;
-          run();
-        });
-      });
-    } else {
-      cc.pool->Submit(peer.key, std::move(run));
-    }
+    SubmitHeavy(cc, peer.key, svc->WaitFirst(target, {}, ctx->deadline()), std::move(run));
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
