@@ -21,11 +21,15 @@ struct RemoteQuery::Impl {
 
   // `route`: the kernel build-ID a fleet proxy routes on (gRPC metadata symdex-build-id, hashed
   // consistently by nginx/HAProxy in front of the replicas: deploy/), from a "build-id:HEX" target.
+  static std::string_view RouteOf(std::string_view target, std::string_view build_id) {
+    if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
+      return target.substr(query::kBuildIdTargetPrefix.size());
+    }
+    return build_id;
+  }
   void Prepare(grpc::ClientContext& ctx, std::string_view target = "", std::string_view build_id = "",
                std::optional<std::chrono::system_clock::time_point> deadline = std::nullopt) const {
-    if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
-      build_id = target.substr(query::kBuildIdTargetPrefix.size());
-    }
+    build_id = RouteOf(target, build_id);
     ctx.set_deadline(deadline ? *deadline : Deadline(build_id));
     if (!build_id.empty()) ctx.AddMetadata(std::string(kBuildIdHeader), Lower(build_id));
   }
@@ -46,9 +50,7 @@ struct RemoteQuery::Impl {
   // 0.2, 0.4, 0.8 s apart, within the call's one deadline.
   template <typename Call>
   Attempt Unary(std::string_view target, std::string_view build_id, Call&& call) const {
-    if (build_id.empty() && target.starts_with(query::kBuildIdTargetPrefix)) {
-      build_id = target.substr(query::kBuildIdTargetPrefix.size());
-    }
+    build_id = RouteOf(target, build_id);
     const auto deadline = Deadline(build_id);
     auto backoff = std::chrono::milliseconds(200);
     for (int attempt = 0;; ++attempt) {
@@ -63,6 +65,8 @@ struct RemoteQuery::Impl {
       backoff *= 2;
     }
   }
+  // UNAVAILABLE from symdexd itself (a fleet kernel's debuginfod unreachable) is its answer;
+  // without the daemon's mark it is gRPC's: the daemon could not be reached.
   absl::Status Error(const Attempt& a) const {
     if (a.status.error_code() == grpc::StatusCode::UNAVAILABLE && !a.answered) {
       return absl::UnavailableError(StrCat("symdexd at ", opts.address, " is unavailable: ", a.status.error_message()));
@@ -70,12 +74,7 @@ struct RemoteQuery::Impl {
     return FromGrpc(a.status);
   }
   absl::Status Error(const grpc::Status& s, const grpc::ClientContext& ctx) const {
-    // UNAVAILABLE from symdexd itself (a fleet kernel's debuginfod unreachable) is its answer;
-    // without the daemon's mark it is gRPC's: the daemon could not be reached.
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE && !ctx.GetServerTrailingMetadata().count(kAnsweredHeader)) {
-      return absl::UnavailableError(StrCat("symdexd at ", opts.address, " is unavailable: ", s.error_message()));
-    }
-    return FromGrpc(s);
+    return Error(Attempt{s, ctx.GetServerTrailingMetadata().count(kAnsweredHeader) > 0});
   }
 };
 
