@@ -160,12 +160,20 @@ bool KernelCache::Ready(const std::string& build_id, const std::vector<indexer::
   const Clock::time_point now = Clock::now();
   if (entry->failed_until && now < *entry->failed_until) return true;
   if (entry->busy || !entry->q) return false;
+  return MissingModules(*entry, modules, now).empty();
+}
+
+std::vector<indexer::ModuleByBuildId> KernelCache::MissingModules(const Entry& e,
+                                                                  const std::vector<indexer::ModuleByBuildId>& modules,
+                                                                  Clock::time_point now) {
+  std::vector<indexer::ModuleByBuildId> missing;
   for (const indexer::ModuleByBuildId& m : modules) {
-    if (entry->modules.count(m.name)) continue;
-    auto failed = entry->module_failed.find(m.name + " " + Lower(m.build_id));
-    if (failed == entry->module_failed.end() || now >= failed->second) return false;
+    if (e.modules.count(m.name)) continue;  // indexed (a different build-ID is the query's to refuse)
+    auto failed = e.module_failed.find(m.name + " " + Lower(m.build_id));
+    if (failed != e.module_failed.end() && now < failed->second) continue;
+    missing.push_back(m);
   }
-  return true;
+  return missing;
 }
 
 absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
@@ -207,14 +215,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
         }
       }
     }
-    std::vector<indexer::ModuleByBuildId> missing;
-    for (const indexer::ModuleByBuildId& m : modules) {
-      auto have = e.modules.find(m.name);
-      if (have != e.modules.end()) continue;  // indexed (a different build-ID is the query's to refuse)
-      auto failed = e.module_failed.find(m.name + " " + Lower(m.build_id));
-      if (failed != e.module_failed.end() && now < failed->second) continue;
-      missing.push_back(m);
-    }
+    const std::vector<indexer::ModuleByBuildId> missing = MissingModules(e, modules, now);
     if (e.q && missing.empty()) {
       e.last_used = now;
       count(waited ? "waited" : "hit");

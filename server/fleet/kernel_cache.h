@@ -76,6 +76,10 @@ class KernelCache {
 
  private:
   struct Entry;
+  // The modules of `modules` that `e` neither holds nor remembers as failed at `now` (e.mu held).
+  static std::vector<indexer::ModuleByBuildId> MissingModules(const Entry& e,
+                                                              const std::vector<indexer::ModuleByBuildId>& modules,
+                                                              std::chrono::steady_clock::time_point now);
   using Clock = std::chrono::steady_clock;
   KernelCache(KernelCacheOptions opts, metrics::Registry* registry);
   std::shared_ptr<Entry> EntryFor(const std::string& hex);
