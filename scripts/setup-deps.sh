@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
   # toolchain
-  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev llvm-14 clang-format-14
+  build-essential cmake ninja-build pkg-config clang-14 libclang-rt-14-dev llvm-14 lld-14 clang-format-14
   # libraries
   libelf-dev libdw-dev libdebuginfod-dev libsqlite3-dev sqlite3
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libabsl-dev

@@ -22,6 +22,7 @@
 #include <new>
 #include <string>
 
+#include "server/common/sanitizer.h"
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
@@ -53,18 +54,6 @@ bool WriteAll(int fd, std::string_view s) {
 bool Respond(bool ok, const std::string& payload) {
   return WriteAll(1, EncodeResponseHeader(ok, payload.size())) && WriteAll(1, payload);
 }
-
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;  // gcc
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;  // clang
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
 
 void ApplyLimits(const WorkerRequest& req) {
   // ASan reserves terabytes of shadow address space: under it (the test suite's sanitizer

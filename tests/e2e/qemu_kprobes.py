@@ -26,7 +26,7 @@ Exit: 0 all checks passed, 1 a check failed, 77 skipped (qemu/corpus/busybox una
 Env:  SYMDEX_E2E_USE_PROBE_FIELD=1  take each instance's kallsyms-level "probe" field from
       'symdex dups' instead of calling 'symdex kprobe' (development fallback; says so loudly).
       SYMDEX_E2E_KEEP=1  keep the work dir.  SYMDEX_E2E_VERBOSE=1  echo the guest console.
-      SYMDEX_E2E_TIMEOUT  seconds for the whole guest session (default 240).
+      SYMDEX_E2E_TIMEOUT  seconds for the whole guest session (default 480).
 """
 
 import argparse
@@ -397,7 +397,7 @@ def main():
     a = ap.parse_args()
     use_probe_field = os.environ.get("SYMDEX_E2E_USE_PROBE_FIELD") == "1"
     verbose = os.environ.get("SYMDEX_E2E_VERBOSE") == "1"
-    timeout = float(os.environ.get("SYMDEX_E2E_TIMEOUT", "240"))
+    timeout = float(os.environ.get("SYMDEX_E2E_TIMEOUT", "480"))
 
     if not shutil.which("qemu-system-x86_64"):
         raise Skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")

@@ -7,7 +7,7 @@
 #
 # Exit: 0 pass, 1 fail, 77 skip (no qemu / busybox-static / python3 / corpus not fetchable).
 # Env:  SYMDEX_E2E_USE_PROBE_FIELD=1 (probe lines from 'symdex dups' instead of 'symdex kprobe'),
-#       SYMDEX_E2E_KEEP=1, SYMDEX_E2E_VERBOSE=1, SYMDEX_E2E_TIMEOUT=SECONDS (guest session, 240).
+#       SYMDEX_E2E_KEEP=1, SYMDEX_E2E_VERBOSE=1, SYMDEX_E2E_TIMEOUT=SECONDS (guest session, 480).
 # Needs: qemu-system-x86 busybox-static python3 (cpio is not needed: the driver writes newc).
 set -euo pipefail
 unset DEBUGINFOD_URLS  # hermetic: debug files come from the corpus

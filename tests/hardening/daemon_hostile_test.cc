@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "server/common/sanitizer.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 #include "tests/daemon/daemon_harness.h"
 #include "tests/unit/kernel_fixture.h"
@@ -367,7 +368,7 @@ TEST_F(HardeningTest, AHostileClientDoesNotHurtHonestOnes) {
   // Bounded memory (documented in README "Access and limits"). Under ASan the daemon also holds
   // freed memory in the allocator's quarantine (256 MB by default) and its shadow: the 512 MB
   // bound is the release build's, the sanitized one gets the quarantine on top.
-#if defined(__SANITIZE_ADDRESS__)
+#if SYMDEX_ASAN
   constexpr int64_t kPeakLimitKb = (512 + 512) * 1024;
 #else
   constexpr int64_t kPeakLimitKb = 512 * 1024;

@@ -91,7 +91,8 @@ TEST(UniqueFd, MoveTransfersOwnershipAndClosesOnce) {
   c = std::move(b);
   EXPECT_EQ(c.get(), raw);
   EXPECT_TRUE(IsOpen(raw));
-  c = std::move(c);  // self-move keeps it
+  UniqueFd& same = c;   // (through a reference: compilers warn about a literal self-move)
+  c = std::move(same);  // self-move keeps it
   EXPECT_EQ(c.get(), raw);
   EXPECT_TRUE(IsOpen(raw));
   c.Reset();

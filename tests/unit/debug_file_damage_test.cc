@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "server/common/sanitizer.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_client.h"
 #include "server/debuginfo/worker_protocol.h"
@@ -222,7 +223,7 @@ TEST_F(WorkerTest, HangIsKilledAtTheTimeout) {
 }
 
 TEST_F(WorkerTest, MemoryLimitFailsTheFileNotTheCaller) {
-#if defined(__SANITIZE_ADDRESS__)
+#if SYMDEX_ASAN
   GTEST_SKIP() << "under ASan the worker sets no RLIMIT_AS (the sanitizer's shadow memory would exceed it)";
 #endif
   WorkerLimits limits;

@@ -1,5 +1,6 @@
 #include "server/debuginfo/dwarf_index.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,8 +86,9 @@ TEST_P(DwarfIndexTest, LinkedImageFunctionsUnitsAndDeclarations) {
   auto nm = NmText(fx.vmlinux);
   for (const auto& [name, addr] : nm) {
     if (name != "name_show" && name != "load_binary" && name != "hdr_helper") continue;
-    bool found = std::any_of(idx->functions.begin(), idx->functions.end(),
-                             [&](const DwarfFunction& f) { return f.name == name && f.entry == addr; });
+    bool found = std::any_of(
+        idx->functions.begin(), idx->functions.end(),
+        [&, &name = name, &addr = addr](const DwarfFunction& f) { return f.name == name && f.entry == addr; });
     EXPECT_TRUE(found) << name << " at " << std::hex << addr;
   }
   // The build directory is kept as DWARF has it; shown paths are source-tree relative.
@@ -100,12 +102,7 @@ TEST_P(DwarfIndexTest, SymbolLinesAgreeWithLlvmSymbolizer) {
   auto nm = NmText(fx.vmlinux);
   ASSERT_GE(nm.size(), 8u);
   std::string input;
-  for (const auto& [_, a] : nm)
-    input += "0x" + [&] {
-      std::ostringstream o;
-      o << std::hex << a;
-      return o.str();
-    }() + "\n";
+  for (const auto& [_, a] : nm) input += fmt::format("{:#x}\n", a);
   auto r = RunCommand("printf '" + input + "' | llvm-symbolizer-14 --obj='" + fx.vmlinux + "' --no-inlines");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream out(r.out);
@@ -119,7 +116,7 @@ TEST_P(DwarfIndexTest, SymbolLinesAgreeWithLlvmSymbolizer) {
     int line = std::stoi(loc.substr(c1 + 1, c2 - c1 - 1));
     std::string file = SourceTreeRelative(loc.substr(0, c1), "");
     auto it = std::find_if(idx->symbol_lines.begin(), idx->symbol_lines.end(),
-                           [&](const DwarfSymbolLine& l) { return l.addr == addr; });
+                           [&addr = addr](const DwarfSymbolLine& l) { return l.addr == addr; });
     ASSERT_NE(it, idx->symbol_lines.end()) << name;
     EXPECT_EQ(it->line, static_cast<uint32_t>(line)) << name << " " << loc;
     EXPECT_EQ(idx->files[it->file], file) << name << " " << loc;
