@@ -10,7 +10,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "server/api/remote_query.h"
+#include "client/remote_module.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/indexer/open_index.h"
@@ -64,8 +64,7 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
     c.tls_key = g.tls_key;
     c.tls_server_name = g.tls_server_name;
     if (g.timeout > 0) c.deadline_seconds = c.fleet_deadline_seconds = g.timeout;
-    ASSIGN_OR_RETURN(auto r, api::RemoteQuery::Connect(c));
-    return std::unique_ptr<query::QueryApi>(std::move(r));
+    return ConnectRemote(c);
   }
   ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));
   return std::unique_ptr<query::QueryApi>(std::move(q));

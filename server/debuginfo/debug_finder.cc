@@ -2,7 +2,6 @@
 
 #include <cerrno>
 
-#include <elfutils/debuginfod.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -17,6 +16,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/common/unique_fd.h"
+#include "server/debuginfo/debuginfod_lib.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_notes.h"
 #include "server/target/vmlinux_release.h"
@@ -280,21 +280,27 @@ bool DebugFinder::FindVmlinuxElsewhere(const std::string& root, const DebugFileR
 void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
   const char* urls = std::getenv("DEBUGINFOD_URLS");
   if (!opts_.use_debuginfod || urls == nullptr || *urls == '\0' || !req.build_id) return;
-  std::unique_ptr<debuginfod_client, void (*)(debuginfod_client*)> client(debuginfod_begin(), debuginfod_end);
+  std::string error;
+  const DebuginfodLib* lib = LoadDebuginfod(&error);
+  if (lib == nullptr) {
+    r.attempts.push_back(StrCat("debuginfod: ", error));
+    return;
+  }
+  std::unique_ptr<debuginfod_client, void (*)(debuginfod_client*)> client(lib->begin(), lib->end);
   if (!client) {
     r.attempts.push_back("debuginfod: cannot create a client");
     return;
   }
   if (opts_.debuginfod_progress) {
-    debuginfod_set_progressfn(client.get(), [](debuginfod_client*, long a, long b) {
+    lib->set_progressfn(client.get(), [](debuginfod_client*, long a, long b) {
       if (b > 0) std::fprintf(stderr, "\r\033[Kdebuginfod: %ld/%ld", a, b);
       return 0;
     });
   }
   const std::string& raw = req.build_id->raw();
   char* path = nullptr;
-  int fd = debuginfod_find_debuginfo(client.get(), reinterpret_cast<const unsigned char*>(raw.data()),
-                                     static_cast<int>(raw.size()), &path);
+  int fd = lib->find_debuginfo(client.get(), reinterpret_cast<const unsigned char*>(raw.data()),
+                               static_cast<int>(raw.size()), &path);
   if (opts_.debuginfod_progress) std::fprintf(stderr, "\r\033[K");
   if (fd < 0) {
     r.attempts.push_back(StrCat("debuginfod ", urls, ": ", std::strerror(-fd)));

@@ -1,0 +1,72 @@
+#include "client/remote_module.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "server/api/remote_plugin.h"
+#include "server/common/strings.h"
+
+namespace symdex::cli {
+namespace {
+
+struct Module {
+  api::RemoteConnectFn connect = nullptr;
+  std::string error;
+};
+
+// Where the module may be: SYMDEX_REMOTE_MODULE, else beside this program, else ../lib/symdex/.
+std::vector<std::string> Candidates() {
+  if (const char* e = std::getenv("SYMDEX_REMOTE_MODULE"); e && *e) return {e};
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {api::kRemoteModuleFile};  // the dynamic loader's search path
+  std::filesystem::path dir = self.parent_path();
+  return {(dir / api::kRemoteModuleFile).string(), (dir.parent_path() / "lib/symdex" / api::kRemoteModuleFile).string()};
+}
+
+Module Load() {
+  Module m;
+  std::vector<std::string> tried;
+  for (const std::string& path : Candidates()) {
+    // Never closed: the query object it returns runs its code.
+    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      const char* e = ::dlerror();
+      tried.push_back(e ? e : path);
+      continue;
+    }
+    auto version = reinterpret_cast<api::RemoteVersionFn>(::dlsym(h, api::kRemoteVersionSymbol));
+    m.connect = reinterpret_cast<api::RemoteConnectFn>(::dlsym(h, api::kRemoteConnectSymbol));
+    if (version == nullptr || m.connect == nullptr) {
+      m.connect = nullptr;
+      tried.push_back(StrCat(path, ": not a symdex remote module"));
+      continue;
+    }
+    if (std::string_view(version()) != SYMDEX_VERSION) {
+      m.connect = nullptr;
+      tried.push_back(StrCat(path, ": built as symdex ", version(), ", this symdex is ", SYMDEX_VERSION));
+      continue;
+    }
+    return m;
+  }
+  m.error = StrCat("talking to symdexd needs ", api::kRemoteModuleFile,
+                   " (installed with symdex, beside it or in ../lib/symdex/; SYMDEX_REMOTE_MODULE names another); ",
+                   StrJoin(tried, "; "));
+  return m;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<query::QueryApi>> ConnectRemote(const api::ConnectOptions& opts) {
+  static const Module module = Load();
+  if (module.connect == nullptr) return absl::FailedPreconditionError(module.error);
+  absl::StatusOr<std::unique_ptr<query::QueryApi>> out = absl::UnknownError("symdex-remote.so answered nothing");
+  module.connect(opts, out);
+  return out;
+}
+
+}  // namespace symdex::cli
