@@ -25,7 +25,8 @@ std::vector<std::string> Candidates() {
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return {api::kRemoteModuleFile};  // the dynamic loader's search path
   std::filesystem::path dir = self.parent_path();
-  return {(dir / api::kRemoteModuleFile).string(), (dir.parent_path() / "lib/symdex" / api::kRemoteModuleFile).string()};
+  return {(dir / api::kRemoteModuleFile).string(),
+          (dir.parent_path() / "lib/symdex" / api::kRemoteModuleFile).string()};
 }
 
 Module Load() {

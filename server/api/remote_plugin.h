@@ -19,7 +19,6 @@ inline constexpr const char* kRemoteVersionSymbol = "symdex_remote_version";
 using RemoteVersionFn = const char* (*)();
 // Exported with C linkage: RemoteQuery::Connect.
 inline constexpr const char* kRemoteConnectSymbol = "symdex_remote_connect";
-using RemoteConnectFn = void (*)(const ConnectOptions& opts,
-                                 absl::StatusOr<std::unique_ptr<query::QueryApi>>& out);
+using RemoteConnectFn = void (*)(const ConnectOptions& opts, absl::StatusOr<std::unique_ptr<query::QueryApi>>& out);
 
 }  // namespace symdex::api
