@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/api/remote_plugin.h"
+#include "server/common/file_util.h"
 #include "server/common/strings.h"
 
 namespace symdex::cli {
@@ -21,10 +22,9 @@ struct Module {
 // Where the module may be: SYMDEX_REMOTE_MODULE, else beside this program, else ../lib/symdex/.
 std::vector<std::string> Candidates() {
   if (const char* e = std::getenv("SYMDEX_REMOTE_MODULE"); e && *e) return {e};
-  std::error_code ec;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return {api::kRemoteModuleFile};  // the dynamic loader's search path
-  std::filesystem::path dir = self.parent_path();
+  auto program_dir = ProgramDir();
+  if (!program_dir.ok()) return {api::kRemoteModuleFile};  // the dynamic loader's search path
+  std::filesystem::path dir = *program_dir;
   return {(dir / api::kRemoteModuleFile).string(),
           (dir.parent_path() / "lib/symdex" / api::kRemoteModuleFile).string()};
 }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 
 #include "server/common/strings.h"
@@ -206,6 +207,13 @@ bool UnixSocketAnswers(const std::string& path) {
   UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd) return false;
   return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+}
+
+absl::StatusOr<std::string> ProgramDir() {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return absl::FailedPreconditionError(StrCat("cannot read /proc/self/exe: ", ec.message()));
+  return self.parent_path().string();
 }
 
 }  // namespace symdex

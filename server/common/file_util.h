@@ -74,4 +74,8 @@ int RemoveStaleTempFiles(const std::string& dir, const std::string& marker);
 // Does something accept a connection on this Unix socket? (A stale socket file does not.)
 bool UnixSocketAnswers(const std::string& path);
 
+// The directory of this process's executable (/proc/self/exe): where the programs and modules
+// installed with symdex are looked for (symdex-debuginfo-worker, symdex-remote.so).
+absl::StatusOr<std::string> ProgramDir();
+
 }  // namespace symdex

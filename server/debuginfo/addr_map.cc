@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -398,17 +399,147 @@ class UnitBuilder {
 
 void Append(std::string& out, const void* data, size_t n) { out.append(static_cast<const char*>(data), n); }
 
+// Records kept in fixed-size chunks: no doubling reallocation holds a section twice, and the
+// chunks are freed one by one as they are copied into the map.
+template <typename T>
+class Chunked {
+ public:
+  void push_back(const T& v) {
+    if (chunks_.empty() || chunks_.back().size() == kPerChunk) {
+      chunks_.emplace_back();
+      chunks_.back().reserve(kPerChunk);
+    }
+    chunks_.back().push_back(v);
+    ++size_;
+  }
+  size_t size() const { return size_; }
+  const T& back() const { return chunks_.back().back(); }
+  void MoveInto(std::string& out) {
+    for (auto& c : chunks_) {
+      Append(out, c.data(), c.size() * sizeof(T));
+      std::vector<T>().swap(c);
+    }
+    chunks_.clear();
+    size_ = 0;
+  }
+
+ private:
+  static constexpr size_t kPerChunk = (1u << 20) / sizeof(T);
+  std::vector<std::vector<T>> chunks_;
+  size_t size_ = 0;
+};
+
+// The map's sections, grown unit by unit in unit order (each unit's part is merged and freed as
+// soon as every unit before it is done: the parts of all units are never held at once).
+class Assembler {
+ public:
+  explicit Assembler(size_t units) : units_(units, Unit{0, 0, 0, 0}) {}
+
+  // Unit u's part; every unit before u has been added. False: a section outgrew 32-bit indices.
+  bool Add(size_t u, UnitPart& p, std::vector<Arange>& aranges) {
+    if (!p.ok) {
+      for (Arange& a : aranges) {
+        if (a.unit == u) a.unit = kNone;  // as dwarf_addrdie failing on the CU DIE
+      }
+      return true;
+    }
+    std::vector<uint32_t> smap(p.strings.size());
+    for (size_t i = 0; i < p.strings.size(); ++i) {
+      auto [it, fresh] = string_off_.try_emplace(p.strings[i], static_cast<uint32_t>(strings_.size()));
+      if (fresh) {
+        strings_ += p.strings[i];
+        strings_ += '\0';
+      }
+      smap[i] = it->second;
+    }
+    const uint32_t node_base = static_cast<uint32_t>(nodes_.size());
+    const uint32_t iv_base = static_cast<uint32_t>(intervals_.size());
+    units_[u] = Unit{static_cast<uint32_t>(lines_.size()), static_cast<uint32_t>(p.lines.size()),
+                     static_cast<uint32_t>(spans_.size()), static_cast<uint32_t>(p.spans.size())};
+    for (Line l : p.lines) {
+      l.file = smap[l.file];
+      lines_.push_back(l);
+    }
+    for (Span sp : p.spans) {
+      sp.intervals_begin += iv_base;
+      spans_.push_back(sp);
+    }
+    for (Interval i : p.intervals) {
+      i.node += node_base;
+      intervals_.push_back(i);
+    }
+    for (Node n : p.nodes) {
+      n.name = smap[n.name];
+      n.call_file = smap[n.call_file];
+      if (n.parent != kNone) n.parent += node_base;
+      nodes_.push_back(n);
+    }
+    p = UnitPart();
+    auto too_big = [](size_t n) { return n >= kNone; };
+    return !(too_big(strings_.size()) || too_big(lines_.size()) || too_big(spans_.size()) ||
+             too_big(intervals_.size()) || too_big(nodes_.size()));
+  }
+
+  // The whole file; the sections are freed as they are copied.
+  std::string Finish(Header h, const std::vector<Arange>& aranges, AddrMapStats* stats) {
+    AddrMapStats st{units_.size(), lines_.size(), spans_.size(), intervals_.size(), nodes_.size(), strings_.size(), 0};
+    size_t total = sizeof(Header) + strings_.size() + 8 * kSectionCount + aranges.size() * sizeof(Arange) +
+                   units_.size() * sizeof(Unit) + lines_.size() * sizeof(Line) + spans_.size() * sizeof(Span) +
+                   intervals_.size() * sizeof(Interval) + nodes_.size() * sizeof(Node);
+    std::unordered_map<std::string, uint32_t>().swap(string_off_);
+    std::string out;
+    out.reserve(total);
+    out.resize(sizeof(Header));
+    auto start = [&](Section s, size_t count) {
+      while (out.size() % 8 != 0) out.push_back('\0');
+      h.sections[s] = SectionRef{out.size(), count};
+    };
+    start(kStrings, strings_.size());
+    Append(out, strings_.data(), strings_.size());
+    std::string().swap(strings_);
+    start(kAranges, aranges.size());
+    Append(out, aranges.data(), aranges.size() * sizeof(Arange));
+    start(kUnits, units_.size());
+    Append(out, units_.data(), units_.size() * sizeof(Unit));
+    start(kLines, lines_.size());
+    lines_.MoveInto(out);
+    start(kSpans, spans_.size());
+    spans_.MoveInto(out);
+    start(kIntervals, intervals_.size());
+    intervals_.MoveInto(out);
+    start(kNodes, nodes_.size());
+    nodes_.MoveInto(out);
+    h.file_size = out.size();
+    std::memcpy(out.data(), &h, sizeof h);
+    st.bytes = out.size();
+    if (stats) *stats = st;
+    return out;
+  }
+
+ private:
+  std::string strings_ = std::string(1, '\0');
+  std::unordered_map<std::string, uint32_t> string_off_{{"", 0}};
+  std::vector<Unit> units_;
+  Chunked<Line> lines_;
+  Chunked<Span> spans_;
+  Chunked<Interval> intervals_;
+  Chunked<Node> nodes_;
+};
+
 }  // namespace
 
-absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs, AddrMapStats* stats) {
-  OpenedDwarf first;
-  RETURN_IF_ERROR(OpenDwarf(path, first));
+absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs, AddrMapStats* stats,
+                                         uint64_t handle_budget) {
+  if (handle_budget == 0) handle_budget = kUnitBytesPerDwarfHandle;
+  // One bounded handle per thread (libdw_util.h), all ended before the map is assembled.
+  auto first = std::make_unique<BoundedDwarf>();
+  RETURN_IF_ERROR(first->Open(path, handle_budget));
   GElf_Ehdr eh;
-  if (gelf_getehdr(first.elf.get(), &eh) == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no ELF header"));
+  if (gelf_getehdr(first->elf(), &eh) == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no ELF header"));
   if (eh.e_type == ET_REL) {
     return absl::FailedPreconditionError(StrCat(path, " is relocatable: its addresses depend on the section layout"));
   }
-  std::optional<BuildId> build_id = ElfBuildId(first.elf.get());
+  std::optional<BuildId> build_id = ElfBuildId(first->elf());
   if (!build_id || build_id->raw().size() > sizeof(Header{}.build_id)) {
     return absl::FailedPreconditionError(StrCat(path, " has no usable GNU build-ID"));
   }
@@ -420,7 +551,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
     std::unordered_map<Dwarf_Off, uint32_t> unit_of;
     Dwarf_Aranges* ar = nullptr;
     size_t n = 0;
-    if (dwarf_getaranges(first.dwarf.get(), &ar, &n) != 0) n = 0;
+    if (dwarf_getaranges(first->dwarf(), &ar, &n) != 0) n = 0;
     for (size_t i = 0; i < n; ++i) {
       Dwarf_Addr addr = 0;
       Dwarf_Word length = 0;
@@ -436,80 +567,66 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
       aranges.push_back(a);
     }
   }
+  // What each unit costs a handle's budget: its size in .debug_info.
+  std::vector<uint64_t> unit_bytes(unit_offsets.size(), 0);
+  std::vector<Dwarf_Off> all_units;
+  {
+    std::unordered_map<Dwarf_Off, uint64_t> size_at;
+    for (const auto& [off, size] : UnitSizes(*first)) {
+      size_at.emplace(off, size);
+      all_units.push_back(off);
+    }
+    for (size_t u = 0; u < unit_offsets.size(); ++u) {
+      if (auto it = size_at.find(unit_offsets[u]); it != size_at.end()) unit_bytes[u] = it->second;
+    }
+  }
+  first->SetUnits(all_units);
 
   std::vector<UnitPart> parts(unit_offsets.size());
+  Assembler map(parts.size());
+  uint64_t recycles = 0;
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, parts.size()))));
-  std::atomic<size_t> next{0};
-  auto work = [&](Dwarf* dbg) {
-    for (size_t u; (u = next.fetch_add(1)) < parts.size();) {
-      Dwarf_Die cu;
-      if (dwarf_offdie(dbg, unit_offsets[u], &cu) == nullptr) continue;
-      UnitBuilder(dbg, &cu, parts[u]).Build();
-    }
-  };
-  std::vector<OpenedDwarf> handles(jobs - 1);
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < jobs; ++t) {
-    RETURN_IF_ERROR(OpenDwarf(path, handles[t - 1]));
-    threads.emplace_back(work, handles[t - 1].dwarf.get());
-  }
-  work(first.dwarf.get());
-  for (auto& th : threads) th.join();
-
-  // Merge in unit order.
-  std::string strings(1, '\0');
-  std::unordered_map<std::string, uint32_t> string_off{{"", 0}};
-  std::vector<Unit> units(parts.size(), Unit{0, 0, 0, 0});
-  std::vector<Line> lines;
-  std::vector<Span> spans;
-  std::vector<Interval> intervals;
-  std::vector<Node> nodes;
-  auto too_big = [&](size_t n) { return n >= kNone; };
-  for (size_t u = 0; u < parts.size(); ++u) {
-    UnitPart& p = parts[u];
-    if (!p.ok) {
-      for (Arange& a : aranges) {
-        if (a.unit == u) a.unit = kNone;  // as dwarf_addrdie failing on the CU DIE
+  {
+    std::atomic<size_t> next{0};
+    std::vector<absl::Status> errors(jobs);
+    std::mutex mu;  // guards done, merged, map and the parts being merged
+    std::vector<char> done(parts.size(), 0);
+    size_t merged = 0;
+    bool overflow = false;
+    auto work = [&](unsigned tid, BoundedDwarf* h) {
+      for (size_t u; (u = next.fetch_add(1)) < parts.size();) {
+        Dwarf_Die cu;
+        if (dwarf_offdie(h->dwarf(), unit_offsets[u], &cu) != nullptr) UnitBuilder(h->dwarf(), &cu, parts[u]).Build();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          done[u] = 1;
+          for (; merged < parts.size() && done[merged]; ++merged) {
+            if (!overflow && !map.Add(merged, parts[merged], aranges)) overflow = true;
+            parts[merged] = UnitPart();
+          }
+        }
+        if (auto recycled = h->Read(unit_bytes[u]); !recycled.ok()) {
+          errors[tid] = recycled.status();
+          return;
+        }
       }
-      continue;
+    };
+    std::vector<std::unique_ptr<BoundedDwarf>> handles;
+    for (unsigned t = 1; t < jobs; ++t) {
+      handles.push_back(std::make_unique<BoundedDwarf>());
+      RETURN_IF_ERROR(handles.back()->Open(path, handle_budget));
+      handles.back()->SetUnits(all_units);
     }
-    std::vector<uint32_t> smap(p.strings.size());
-    for (size_t i = 0; i < p.strings.size(); ++i) {
-      auto [it, fresh] = string_off.try_emplace(p.strings[i], static_cast<uint32_t>(strings.size()));
-      if (fresh) {
-        strings += p.strings[i];
-        strings += '\0';
-      }
-      smap[i] = it->second;
-    }
-    const uint32_t node_base = static_cast<uint32_t>(nodes.size());
-    const uint32_t iv_base = static_cast<uint32_t>(intervals.size());
-    units[u] = Unit{static_cast<uint32_t>(lines.size()), static_cast<uint32_t>(p.lines.size()),
-                    static_cast<uint32_t>(spans.size()), static_cast<uint32_t>(p.spans.size())};
-    for (Line l : p.lines) {
-      l.file = smap[l.file];
-      lines.push_back(l);
-    }
-    for (Span s : p.spans) {
-      s.intervals_begin += iv_base;
-      spans.push_back(s);
-    }
-    for (Interval i : p.intervals) {
-      i.node += node_base;
-      intervals.push_back(i);
-    }
-    for (Node n : p.nodes) {
-      n.name = smap[n.name];
-      n.call_file = smap[n.call_file];
-      if (n.parent != kNone) n.parent += node_base;
-      nodes.push_back(n);
-    }
-    p = UnitPart();
-    if (too_big(strings.size()) || too_big(lines.size()) || too_big(spans.size()) || too_big(intervals.size()) ||
-        too_big(nodes.size())) {
-      return absl::ResourceExhaustedError(StrCat(path, ": too much debug info for one address map"));
-    }
+    std::vector<std::thread> threads;
+    for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
+    work(0, first.get());
+    for (auto& th : threads) th.join();
+    for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+    recycles = first->recycles();
+    for (const auto& hd : handles) recycles += hd->recycles();
+    if (overflow) return absl::ResourceExhaustedError(StrCat(path, ": too much debug info for one address map"));
   }
+  first.reset();  // the file's pages and libdw's caches go before the map is assembled
 
   Header h{};
   std::memcpy(h.magic, kMagic, sizeof kMagic);
@@ -518,34 +635,9 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   h.header_size = sizeof(Header);
   h.build_id_size = static_cast<uint32_t>(build_id->raw().size());
   std::memcpy(h.build_id, build_id->raw().data(), build_id->raw().size());
-  // One buffer: the header's place first, filled in once the sections' offsets are known.
-  size_t total = sizeof(Header) + strings.size() + 8 * kSectionCount + aranges.size() * sizeof(Arange) +
-                 units.size() * sizeof(Unit) + lines.size() * sizeof(Line) + spans.size() * sizeof(Span) +
-                 intervals.size() * sizeof(Interval) + nodes.size() * sizeof(Node);
-  std::string out;
-  out.reserve(total);
-  out.resize(sizeof(Header));
-  auto section = [&](Section s, const void* data, size_t n, size_t count) {
-    while (out.size() % 8 != 0) out.push_back('\0');
-    h.sections[s] = SectionRef{out.size(), count};
-    Append(out, data, n);
-  };
-  section(kStrings, strings.data(), strings.size(), strings.size());
-  std::string().swap(strings);
-  section(kAranges, aranges.data(), aranges.size() * sizeof(Arange), aranges.size());
-  section(kUnits, units.data(), units.size() * sizeof(Unit), units.size());
-  section(kLines, lines.data(), lines.size() * sizeof(Line), lines.size());
-  section(kSpans, spans.data(), spans.size() * sizeof(Span), spans.size());
-  section(kIntervals, intervals.data(), intervals.size() * sizeof(Interval), intervals.size());
-  section(kNodes, nodes.data(), nodes.size() * sizeof(Node), nodes.size());
-  h.file_size = out.size();
-  std::memcpy(out.data(), &h, sizeof h);
-  if (stats) {
-    *stats = AddrMapStats{units.size(),     lines.size(), spans.size(),
-                          intervals.size(), nodes.size(), h.sections[kStrings].count,
-                          out.size()};
-  }
-  return out;
+  std::string bytes = map.Finish(h, aranges, stats);
+  if (stats) stats->handle_recycles = recycles;
+  return bytes;
 }
 
 std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex) {

@@ -127,13 +127,16 @@ class MappedAddrMap {
 
 struct AddrMapStats {
   uint64_t units = 0, lines = 0, spans = 0, intervals = 0, nodes = 0, string_bytes = 0, bytes = 0;
+  uint64_t handle_recycles = 0;  // libdw handles begun again to bound memory (BoundedDwarf)
 };
 
 // Builds the address map of a linked (ET_EXEC/ET_DYN) debug file. FailedPrecondition for a
 // relocatable file (modules keep the libdw path). `jobs` threads, each with its own libdw
-// handle; the result does not depend on it.
+// handle; the result does not depend on it. Memory is bounded as for the DWARF index
+// (dwarf_index.h): handles recycled every `handle_budget` bytes of units (0: 16 MiB), each
+// unit's part merged as soon as the units before it are, the sections kept in 1 MiB chunks.
 absl::StatusOr<std::string> BuildAddrMap(const std::string& debug_file_path, unsigned jobs = 1,
-                                         AddrMapStats* stats = nullptr);
+                                         AddrMapStats* stats = nullptr, uint64_t handle_budget = 0);
 
 // `<dir>/<build-id>.addrmap`
 std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex);

@@ -349,16 +349,18 @@ std::vector<std::pair<uint64_t, size_t>> TextSymbolAddresses(Elf* elf) {
   return out;
 }
 
-// Resolves symbol-address lines into `out`, interning file names into its file table.
+// The line-table row at a text symbol's address, before its file joins the index's file table.
 struct RawSymbolLine {
   uint64_t addr = 0;
   uint16_t section = kNoSection;
   uint64_t cu_offset = UINT64_MAX;
-  const char* file = nullptr;  // owned by libdw, valid while the Dwarf handle lives
+  bool has_file = false;
+  std::string file;  // copied: the Dwarf handle that named it may be recycled (BoundedDwarf)
   std::string comp_dir;
   uint32_t line = 0;
 };
 
+// Resolves symbol-address lines into `out`, interning file names into its file table.
 void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
                     std::unordered_map<std::string, uint32_t>& file_ids) {
   std::unordered_map<uint64_t, uint32_t> unit_of_offset;
@@ -369,7 +371,7 @@ void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
     l.section = r.section;
     l.line = r.line;
     if (auto it = unit_of_offset.find(r.cu_offset); it != unit_of_offset.end()) l.cu = it->second;
-    if (r.file != nullptr) {
+    if (r.has_file) {
       auto [it, fresh] = file_ids.emplace(r.file, static_cast<uint32_t>(out.raw_files.size()));
       if (fresh) {
         out.raw_files.push_back(r.file);
@@ -393,7 +395,10 @@ RawSymbolLine LineAt(Dwarf_Die* cudie, uint64_t dwarf_addr) {
     int lineno = 0;
     dwarf_lineno(line, &lineno);
     r.line = static_cast<uint32_t>(lineno);
-    r.file = dwarf_linesrc(line, nullptr, nullptr);
+    if (const char* file = dwarf_linesrc(line, nullptr, nullptr)) {
+      r.has_file = true;
+      r.file = file;
+    }
   }
   return r;
 }
@@ -421,7 +426,8 @@ absl::Status DamageError(const std::string& path, const std::string& damage) {
   return absl::DataLossError(StrCat(path, ": ", damage));
 }
 
-absl::StatusOr<std::vector<UnitRef>> ListUnits(const std::string& path, Dwarf* dbg) {
+// h: the bounded handle dbg belongs to (its pages are dropped as the headers are read), if any.
+absl::StatusOr<std::vector<UnitRef>> ListUnits(const std::string& path, Dwarf* dbg, BoundedDwarf* h = nullptr) {
   std::vector<UnitRef> units;
   Dwarf_Off off = 0, next;
   size_t hsize;
@@ -430,6 +436,7 @@ absl::StatusOr<std::vector<UnitRef>> ListUnits(const std::string& path, Dwarf* d
     if (next <= off) break;  // defensive: libdw checks this, a loop here would never end
     units.push_back({off + hsize, next - off, next});
     off = next;
+    if (h != nullptr) h->HeaderRead();
   }
   if (r < 0) {
     Partial p;
@@ -456,76 +463,98 @@ absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& pa
   return absl::OkStatus();
 }
 
-absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs) {
-  OpenedDwarf first;
-  RETURN_IF_ERROR(OpenDwarf(path, first));
+absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget) {
+  // One bounded handle per thread (libdw_util.h): memory stays flat however many units are read.
+  auto first = std::make_unique<BoundedDwarf>();
+  RETURN_IF_ERROR(first->Open(path, budget));
   DwarfIndex out;
-  out.build_id = ElfBuildId(first.elf.get());
-  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(path, first.dwarf.get()));
+  out.build_id = ElfBuildId(first->elf());
+  ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(path, first->dwarf(), first.get()));
+  std::vector<Dwarf_Off> unit_offsets;
+  for (const UnitRef& u : units) unit_offsets.push_back(u.die_offset);
+  first->SetUnits(unit_offsets);
   // Largest units first so that no thread is left with one huge CU at the end.
   std::vector<size_t> order(units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
 
+  // The line at every text symbol address is read with the walk of the unit dwarf_addrdie gives
+  // it, while that unit's line table is loaded. (A unit outside the list: read afterwards.)
+  std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first->elf());
+  std::sort(syms.begin(), syms.end());
+  syms.erase(std::unique(syms.begin(), syms.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+             syms.end());
+  std::vector<RawSymbolLine> raw(syms.size());
+  std::vector<std::vector<uint32_t>> unit_syms(units.size());
+  std::vector<uint32_t> other_syms;
+  {
+    std::unordered_map<Dwarf_Off, size_t> unit_at;
+    for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
+    for (size_t i = 0; i < syms.size(); ++i) {
+      raw[i].addr = syms[i].first;
+      Dwarf_Die cu;
+      if (dwarf_addrdie(first->dwarf(), syms[i].first, &cu) == nullptr) continue;
+      auto it = unit_at.find(dwarf_dieoffset(&cu));
+      (it == unit_at.end() ? other_syms : unit_syms[it->second]).push_back(static_cast<uint32_t>(i));
+    }
+  }
+  first->DropPages();
+
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, units.size()))));
   std::vector<Partial> partials(units.size());
   std::atomic<size_t> next{0};
   std::vector<absl::Status> errors(jobs);
-  auto work = [&](unsigned tid, Dwarf* dbg) {
+  auto work = [&](unsigned tid, BoundedDwarf* h) {
     AddressMapper mapper;
     for (size_t k; (k = next.fetch_add(1)) < order.size();) {
       size_t u = order[k];
       Dwarf_Die cu;
-      if (dwarf_offdie(dbg, units[u].die_offset, &cu) == nullptr) {
+      if (dwarf_offdie(h->dwarf(), units[u].die_offset, &cu) == nullptr) {
         partials[u].Damage(".debug_info", units[u].die_offset, "unit DIE unreadable");
         continue;
       }
       UnitWalker(partials[u], mapper).Walk(&cu, units[u].end);
+      for (uint32_t i : unit_syms[u]) {
+        RawSymbolLine r = LineAt(&cu, raw[i].addr);
+        r.addr = raw[i].addr;
+        raw[i] = std::move(r);
+      }
+      if (auto recycled = h->Read(units[u].size); !recycled.ok()) {
+        errors[tid] = recycled.status();
+        return;
+      }
     }
   };
   std::vector<std::thread> threads;
-  std::vector<OpenedDwarf> handles(jobs > 1 ? jobs - 1 : 0);
+  std::vector<std::unique_ptr<BoundedDwarf>> handles;
   for (unsigned t = 1; t < jobs; ++t) {
-    absl::Status s = OpenDwarf(path, handles[t - 1]);
-    if (!s.ok()) return s;
-    threads.emplace_back(work, t, handles[t - 1].dwarf.get());
+    handles.push_back(std::make_unique<BoundedDwarf>());
+    RETURN_IF_ERROR(handles.back()->Open(path, budget));
+    handles.back()->SetUnits(unit_offsets);
   }
-  work(0, first.dwarf.get());
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
+  work(0, first.get());
   for (auto& th : threads) th.join();
+  handles.clear();
+  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
   {
     std::vector<Partial*> ps;
     for (auto& p : partials) ps.push_back(&p);
     RETURN_IF_ERROR(CheckParts(path, ps));
   }
+  for (uint32_t i : other_syms) {
+    Dwarf_Die cu;
+    if (dwarf_addrdie(first->dwarf(), raw[i].addr, &cu) == nullptr) continue;
+    RawSymbolLine r = LineAt(&cu, raw[i].addr);
+    r.addr = raw[i].addr;
+    raw[i] = std::move(r);
+  }
+  first.reset();
 
   // Merge in unit order: the result does not depend on thread scheduling.
   std::unordered_map<std::string, uint32_t> file_ids;
   for (auto& p : partials) Merge(p, out, file_ids);
-
-  // Lines at every text symbol address, split across the same handles.
-  std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first.elf.get());
-  std::sort(syms.begin(), syms.end());
-  syms.erase(std::unique(syms.begin(), syms.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-             syms.end());
-  std::vector<RawSymbolLine> raw(syms.size());
-  next = 0;
-  auto lines = [&](Dwarf* dbg) {
-    constexpr size_t kChunk = 512;
-    for (size_t start; (start = next.fetch_add(kChunk)) < syms.size();) {
-      for (size_t i = start; i < std::min(start + kChunk, syms.size()); ++i) {
-        raw[i].addr = syms[i].first;
-        Dwarf_Die cu;
-        if (dwarf_addrdie(dbg, syms[i].first, &cu) == nullptr) continue;
-        RawSymbolLine r = LineAt(&cu, syms[i].first);
-        r.addr = syms[i].first;
-        raw[i] = std::move(r);
-      }
-    }
-  };
-  threads.clear();
-  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(lines, handles[t - 1].dwarf.get());
-  lines(first.dwarf.get());
-  for (auto& th : threads) th.join();
+  std::vector<Partial>().swap(partials);
   AddSymbolLines(raw, out, file_ids);
   return out;
 }
@@ -633,7 +662,7 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
   }
   if (relocatable) return IndexRelocatable(path);
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  return IndexLinked(path, jobs);
+  return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle);
 }
 
 }  // namespace symdex::debuginfo

@@ -3,6 +3,8 @@
 #include <dwarf.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +38,111 @@ absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
     return absl::InvalidArgumentError(
         StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1) ? dwarf_errmsg(-1) : "none", ")"));
   return absl::OkStatus();
+}
+
+namespace {
+
+bool NativeElf64(const void* image, size_t size) {
+  if (size < EI_NIDENT) return false;
+  const auto* id = static_cast<const unsigned char*>(image);
+  if (std::memcmp(id, ELFMAG, SELFMAG) != 0 || id[EI_CLASS] != ELFCLASS64) return false;
+  return id[EI_DATA] == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB);
+}
+
+}  // namespace
+
+BoundedDwarf::~BoundedDwarf() {
+  dwarf_.reset();
+  elf_.reset();
+  if (map_ != nullptr) ::munmap(map_, map_size_);
+}
+
+absl::Status BoundedDwarf::Open(const std::string& path, uint64_t budget) {
+  InitLibelf();
+  path_ = path;
+  budget_ = budget;
+  fd_.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd_) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd_.get(), &st) != 0)
+    return absl::InternalError(StrCat("cannot stat ", path, ": ", std::strerror(errno)));
+  // Our own PROT_READ mapping, so that dropping its pages can only ever re-read the file. A
+  // file in the other byte order (libelf would convert it in place) goes through libelf's own
+  // handling, and its pages are not dropped.
+  if (S_ISREG(st.st_mode) && st.st_size > 0 && budget_ > 0) {
+    const size_t size = static_cast<size_t>(st.st_size);
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd_.get(), 0);
+    if (p != MAP_FAILED && NativeElf64(p, size)) {
+      map_ = p;
+      map_size_ = size;
+      elf_.reset(elf_memory(static_cast<char*>(p), size));
+    } else if (p != MAP_FAILED) {
+      ::munmap(p, size);
+    }
+  }
+  if (!elf_) elf_.reset(elf_begin(fd_.get(), ELF_C_READ_MMAP, nullptr));
+  if (!elf_ || elf_kind(elf_.get()) != ELF_K_ELF) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
+  dwarf_.reset(dwarf_begin_elf(elf_.get(), DWARF_C_READ, nullptr));
+  if (!dwarf_) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ": no DWARF debug info (", dwarf_errmsg(-1) ? dwarf_errmsg(-1) : "none", ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> BoundedDwarf::Read(uint64_t bytes) {
+  spent_ += bytes;
+  if (budget_ == 0 || spent_ < budget_) return false;
+  spent_ = 0;
+  dwarf_.reset();
+  dwarf_.reset(dwarf_begin_elf(elf_.get(), DWARF_C_READ, nullptr));
+  if (!dwarf_) {
+    return absl::InternalError(
+        StrCat(path_, ": DWARF could not be opened again (", dwarf_errmsg(-1) ? dwarf_errmsg(-1) : "none", ")"));
+  }
+  LearnUnits();
+  ++recycles_;
+  return true;
+}
+
+namespace {
+constexpr size_t kHeadersPerDrop = 128;  // 8 MiB of fault-around at most
+}
+
+void BoundedDwarf::SetUnits(std::vector<Dwarf_Off> die_offsets) {
+  units_ = std::move(die_offsets);
+  LearnUnits();
+}
+
+void BoundedDwarf::LearnUnits() {
+  // dwarf_offdie of unit k interns every unit up to k (libdw's __libdw_findcu).
+  for (size_t k = 0; k < units_.size(); k += kHeadersPerDrop) {
+    Dwarf_Die die;
+    dwarf_offdie(dwarf_.get(), units_[std::min(units_.size(), k + kHeadersPerDrop) - 1], &die);
+    DropPages();
+  }
+}
+
+void BoundedDwarf::HeaderRead() {
+  if (++headers_read_ % kHeadersPerDrop == 0) DropPages();
+}
+
+void BoundedDwarf::DropPages() {
+  if (map_ != nullptr) ::madvise(map_, map_size_, MADV_DONTNEED);
+}
+
+std::vector<std::pair<Dwarf_Off, uint64_t>> UnitSizes(BoundedDwarf& h) {
+  Dwarf* dbg = h.dwarf();
+  std::vector<std::pair<Dwarf_Off, uint64_t>> out;
+  Dwarf_Off off = 0, next;
+  size_t hsize;
+  while (dwarf_next_unit(dbg, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0 &&
+         next > off) {
+    out.emplace_back(off + hsize, next - off);
+    off = next;
+    h.HeaderRead();
+  }
+  return out;
 }
 
 bool RangesContain(Dwarf_Die* die, Dwarf_Addr pc) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/common/status.h"
@@ -38,6 +39,64 @@ struct OpenedDwarf {
   DwarfPtr dwarf;
 };
 absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o);
+
+// A linked debug file read unit by unit with bounded memory. libdw keeps every unit it reads
+// (abbreviations, line table, file list) until dwarf_end(), and every page of the mapped file a
+// reader touched stays in the process's RSS: a walk over vmlinux's 2,700 units would end holding
+// ~200 MB of line tables and ~190 MB of file pages. Here, once `budget` bytes of units have been
+// read, the Dwarf handle is ended and begun again over the same Elf and the file's pages are
+// dropped from this process (madvise MADV_DONTNEED on the read-only private mapping: the next
+// touch reads them again from the page cache; nothing is lost).
+//
+// Every Dwarf_Die, Dwarf_Lines and string obtained from dwarf() is invalid after a Read() that
+// recycled (it returns true): copy what must outlive a unit.
+class BoundedDwarf {
+ public:
+  BoundedDwarf() = default;
+  BoundedDwarf(const BoundedDwarf&) = delete;
+  BoundedDwarf& operator=(const BoundedDwarf&) = delete;
+  ~BoundedDwarf();
+
+  // As OpenDwarf. budget 0: never recycle.
+  absl::Status Open(const std::string& path, uint64_t budget);
+  Elf* elf() const { return elf_.get(); }
+  Dwarf* dwarf() const { return dwarf_.get(); }
+  // `bytes` more of units read. Recycles once the budget is spent; true if it did.
+  absl::StatusOr<bool> Read(uint64_t bytes);
+  // Bounding the file's pages must also bound walks over unit headers. libdw finds a unit by
+  // reading every unit header before it, and each header read maps the 64 KiB around it (the
+  // kernel's fault-around): 2,700 headers would map 170 MB of vmlinux at once. So:
+  //   SetUnits: the unit DIEs' offsets, ascending. libdw is made to learn them now and after
+  //             each recycle, 128 units at a time with the pages dropped in between.
+  //   HeaderRead: the caller's own walk over headers (dwarf_next_unit) read one; pages are
+  //             dropped every 128.
+  void SetUnits(std::vector<Dwarf_Off> die_offsets);
+  void HeaderRead();
+  // Drops the file's pages from this process now.
+  void DropPages();
+  unsigned recycles() const { return recycles_; }
+
+ private:
+  UniqueFd fd_;
+  void* map_ = nullptr;  // our own read-only mapping of the file (nullptr: libelf's)
+  size_t map_size_ = 0;
+  ElfPtr elf_;
+  DwarfPtr dwarf_;
+  std::string path_;
+  uint64_t budget_ = 0, spent_ = 0;
+  std::vector<Dwarf_Off> units_;
+  unsigned headers_read_ = 0;
+  unsigned recycles_ = 0;
+
+  void LearnUnits();
+};
+
+// What a bounded walk of vmlinux reads between recycles: ~16 MB of .debug_info is ~10% of it.
+inline constexpr uint64_t kUnitBytesPerDwarfHandle = 16u << 20;
+
+// Each unit's size in .debug_info, by the offset of its unit DIE (dwarf_next_unit's walk; stops
+// at the first unreadable header).
+std::vector<std::pair<Dwarf_Off, uint64_t>> UnitSizes(BoundedDwarf& h);
 
 // Does one of the DIE's address ranges (low/high_pc or DW_AT_ranges) hold pc?
 bool RangesContain(Dwarf_Die* die, Dwarf_Addr pc);

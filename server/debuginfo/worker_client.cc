@@ -13,10 +13,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "absl/strings/str_format.h"
 
+#include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/worker_protocol.h"
 
@@ -92,10 +92,8 @@ WorkerLimits WorkerLimits::FromEnvironment() {
 
 absl::StatusOr<std::string> FindWorkerExecutable() {
   if (const char* e = std::getenv("SYMDEX_DEBUGINFO_WORKER"); e && *e) return std::string(e);
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return absl::FailedPreconditionError(StrCat("cannot read /proc/self/exe: ", ec.message()));
-  std::string exe = (self.parent_path() / "symdex-debuginfo-worker").string();
+  ASSIGN_OR_RETURN(std::string dir, ProgramDir());
+  std::string exe = dir + "/symdex-debuginfo-worker";
   if (::access(exe.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(StrCat("debug files are parsed by ", exe, ", which is missing (",
                                                 std::strerror(errno),

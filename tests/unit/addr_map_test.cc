@@ -96,6 +96,18 @@ TEST_P(AddrMapTest, TheSameBytesWhateverTheThreadCount) {
   EXPECT_EQ(*one, *four);
 }
 
+// Bounded memory: a handle recycled after every unit, parts merged as they finish, the same bytes.
+TEST_P(AddrMapTest, TheSameBytesWhenEveryUnitRecyclesTheLibdwHandle) {
+  AddrMapStats unbounded_stats, bounded_stats;
+  auto unbounded = BuildAddrMap(fx_.vmlinux, 1, &unbounded_stats, UINT64_MAX);
+  auto bounded = BuildAddrMap(fx_.vmlinux, 2, &bounded_stats, 1);
+  ASSERT_TRUE(unbounded.ok() && bounded.ok());
+  EXPECT_EQ(unbounded_stats.handle_recycles, 0u);
+  EXPECT_GE(bounded_stats.handle_recycles, bounded_stats.units);
+  EXPECT_GT(bounded_stats.lines, 0u);
+  EXPECT_EQ(*bounded, *unbounded);
+}
+
 TEST_P(AddrMapTest, ARelocatableModuleHasNoMap) {
   auto m = BuildAddrMap(fx_.module);
   ASSERT_FALSE(m.ok());

@@ -6,8 +6,13 @@
 #include <algorithm>
 #include <sstream>
 
+#include <dwarf.h>
+#include <sys/mman.h>
+
 #include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/source_path.h"
+#include "server/debuginfo/worker_protocol.h"
 #include "tests/unit/kernel_fixture.h"
 
 namespace symdex::debuginfo {
@@ -121,6 +126,47 @@ TEST_P(DwarfIndexTest, SymbolLinesAgreeWithLlvmSymbolizer) {
     EXPECT_EQ(it->line, static_cast<uint32_t>(line)) << name << " " << loc;
     EXPECT_EQ(idx->files[it->file], file) << name << " " << loc;
   }
+}
+
+// Bounded memory (BoundedDwarf) must not change a row: recycling every handle after each unit
+// (and dropping the file's pages each time) gives the index a single unbounded handle gives.
+TEST_P(DwarfIndexTest, RecyclingTheLibdwHandleAfterEveryUnitChangesNothing) {
+  auto unbounded = IndexDwarfFile(fx.vmlinux, {.jobs = 1, .handle_budget = UINT64_MAX});
+  auto one_unit = IndexDwarfFile(fx.vmlinux, {.jobs = 1, .handle_budget = 1});
+  auto two_threads = IndexDwarfFile(fx.vmlinux, {.jobs = 2, .handle_budget = 1});
+  ASSERT_TRUE(unbounded.ok() && one_unit.ok() && two_threads.ok());
+  ASSERT_GE(unbounded->units.size(), 3u);
+  EXPECT_FALSE(unbounded->symbol_lines.empty());
+  EXPECT_EQ(EncodeDwarfIndex(*one_unit), EncodeDwarfIndex(*unbounded));
+  EXPECT_EQ(EncodeDwarfIndex(*two_threads), EncodeDwarfIndex(*unbounded));
+}
+
+TEST_P(DwarfIndexTest, BoundedDwarfRecyclesOnlyPastItsBudgetAndStaysReadable) {
+  BoundedDwarf h;
+  ASSERT_TRUE(h.Open(fx.vmlinux, 100).ok());
+  std::vector<Dwarf_Off> units;
+  for (const auto& [off, size] : UnitSizes(h)) units.push_back(off);
+  ASSERT_GE(units.size(), 3u);
+  h.SetUnits(units);
+  auto name_of_last = [&] {
+    Dwarf_Die cu;
+    if (dwarf_offdie(h.dwarf(), units.back(), &cu) == nullptr) return std::string("(unreadable)");
+    const char* n = dwarf_diename(&cu);
+    return std::string(n ? n : "(no name)");
+  };
+  const std::string before = name_of_last();
+  EXPECT_NE(before, "(unreadable)");
+  auto r = h.Read(99);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(h.recycles(), 0u);
+  r = h.Read(1);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(h.recycles(), 1u);
+  EXPECT_EQ(name_of_last(), before);  // a new handle, the file's pages read again
+  h.DropPages();
+  EXPECT_EQ(name_of_last(), before);
 }
 
 TEST_P(DwarfIndexTest, RelocatableModuleUsesSectionOffsets) {
