@@ -1,5 +1,8 @@
 // Step 6 of an index run (steps.h): the address map (debuginfo/addr_map.h) of each linked
-// debug file the target uses, built once per build-ID.
+// debug file the target uses, built once per build-ID. Planned with the store, built without
+// it, so that the build runs while step 7 writes the target.
+#include <chrono>
+
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/addr_map.h"
@@ -8,8 +11,9 @@
 
 namespace symdex::indexer {
 
-absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
-                           const std::vector<Part>& parts, IndexSummary& sum) {
+absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const IndexRequest& req,
+                                                       const std::vector<Part>& parts, IndexSummary& sum) {
+  std::vector<AddrMapBuild> builds;
   const std::string map_dir = AddrMapDirFor(db.path());
   for (const Part& p : parts) {
     // Modules (ET_REL) have no map: only vmlinux's debug file is looked up.
@@ -29,6 +33,15 @@ absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::Kerne
       ++sum.addr_maps_present;
       continue;
     }
+    builds.push_back({df->path, path});
+  }
+  return builds;
+}
+
+AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs) {
+  const auto start = std::chrono::steady_clock::now();
+  AddrMapOutcome out;
+  for (const AddrMapBuild& b : builds) {
     if (req.progress) req.progress("DWARF into an address map", 0, 1);
     // In a worker process, as the DWARF index was: the file is untrusted input.
     absl::StatusOr<std::string> bytes = absl::UnknownError("no worker");
@@ -38,20 +51,21 @@ absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::Kerne
         bytes = exe.status();
       } else {
         debuginfo::DwarfWorker w(*exe, debuginfo::WorkerLimits::FromEnvironment());
-        bytes = w.AddrMap(df->path, jobs);
+        bytes = w.AddrMap(b.debug_path, jobs);
       }
     }
-    absl::Status written = bytes.ok() ? debuginfo::WriteAddrMapFile(path, *bytes) : bytes.status();
+    absl::Status written = bytes.ok() ? debuginfo::WriteAddrMapFile(b.map_path, *bytes) : bytes.status();
     if (req.progress) req.progress("DWARF into an address map", 1, 1);
     if (written.ok()) {
-      ++sum.addr_maps_built;
+      ++out.built;
     } else {
       // Answers stay right without it (libdw is read instead), only slower: a warning.
-      t.warnings.push_back(
-          StrCat("no address map for ", df->path, " (symdex addr reads DWARF instead): ", written.message()));
+      out.warnings.push_back(
+          StrCat("no address map for ", b.debug_path, " (symdex addr reads DWARF instead): ", written.message()));
     }
   }
-  return absl::OkStatus();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return out;
 }
 
 }  // namespace symdex::indexer

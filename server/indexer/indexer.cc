@@ -1,6 +1,6 @@
 // The index run as a pipeline of named steps (steps.h): 1 LoadTarget -> 2 CheckInputLooksComplete
-// -> 3 FindDebugFiles -> 4 IndexDwarf -> 5 JoinSymbolsToDwarf -> 5b AttachElfFacts, JudgeProbes -> 6 WriteAddrMaps
-// -> 7 WriteTarget.
+// -> 3 FindDebugFiles -> 4 IndexDwarf -> 5 JoinSymbolsToDwarf -> 5b AttachElfFacts, JudgeProbes
+// -> 7 WriteTarget, with 6 (the address map) built on its own thread beside 5b and 7.
 #include "server/indexer/indexer.h"
 
 #include <algorithm>
@@ -8,6 +8,8 @@
 #include <ctime>
 #include <functional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/common/symbol_type.h"
 #include "server/indexer/input_checks.h"
@@ -22,23 +24,46 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Steps 3-6 for the parts `want` selects: afterwards every selected code symbol carries its
-// DWARF join (or why none), and t.debuginfo one record per selected part.
-absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
-                             const PartFilter& want, IndexSummary& sum) {
+// Steps 3-5 for the parts `want` selects: afterwards every selected code symbol carries its
+// DWARF join (or why none), and t.debuginfo one record per selected part. Gives the address
+// maps step 6 must build.
+absl::StatusOr<std::vector<AddrMapBuild>> AttachDebugInfo(store::Db& db, const IndexRequest& req,
+                                                          target::KernelTarget& t, unsigned jobs,
+                                                          const PartFilter& want, IndexSummary& sum) {
   const auto t1 = Clock::now();
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
   RETURN_IF_ERROR(IndexDwarf(db, req, t, jobs, plan, sum));
   RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
   AttachElfFacts(t, plan.parts, jobs);
   sum.dwarf_seconds = Since(t1);
-
-  const auto t3 = Clock::now();
-  RETURN_IF_ERROR(WriteAddrMaps(db, req, t, jobs, plan.parts, sum));
-  sum.addr_map_seconds = Since(t3);
+  ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan.parts, sum));
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));
-  return absl::OkStatus();
+  return maps;
 }
+
+// Step 6 on a thread of its own: the map needs no store, and the store needs no map (a reader
+// that finds no map yet reads DWARF, with the same answers, and looks for it again later).
+class AddrMapStep {
+ public:
+  AddrMapStep(std::vector<AddrMapBuild> builds, const IndexRequest& req, unsigned jobs) : builds_(std::move(builds)) {
+    if (!builds_.empty()) thread_ = std::jthread([this, &req, jobs] { outcome_ = BuildAddrMaps(builds_, req, jobs); });
+  }
+  // After step 7: waits for the maps; their counts and warnings go into the summary and into
+  // the target's stored warnings.
+  absl::Status Finish(store::Db& db, target::KernelTarget& t, IndexSummary& sum) {
+    if (thread_.joinable()) thread_.join();
+    sum.addr_maps_built += outcome_.built;
+    sum.addr_map_seconds = outcome_.seconds;
+    if (outcome_.warnings.empty()) return absl::OkStatus();
+    t.warnings.insert(t.warnings.end(), outcome_.warnings.begin(), outcome_.warnings.end());
+    return store::SetTargetWarnings(db, t.name, t.warnings);
+  }
+
+ private:
+  std::vector<AddrMapBuild> builds_;
+  AddrMapOutcome outcome_;
+  std::jthread thread_;  // declared last: joined (on an early return too) before the rest goes
+};
 
 // Step 1's companion: the kernel config, for what probe verdicts assume.
 absl::Status ReadKernelConfig(const IndexRequest& req, target::KernelTarget& t) {
@@ -77,9 +102,12 @@ unsigned Jobs(const IndexRequest& req) {
 absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, target::KernelTarget& t,
                                          IndexSummary sum) {
   RETURN_IF_ERROR(CheckInputLooksComplete(db, t, req.force));  // before the DWARF work, not after
-  if (req.debuginfo)
-    RETURN_IF_ERROR(AttachDebugInfo(
-        db, req, t, Jobs(req), [](int) { return true; }, sum));
+  std::vector<AddrMapBuild> maps;
+  if (req.debuginfo) {
+    ASSIGN_OR_RETURN(maps, AttachDebugInfo(
+                               db, req, t, Jobs(req), [](int) { return true; }, sum));
+  }
+  AddrMapStep map_step(std::move(maps), req, Jobs(req));
   const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(
       db, t, [](int) { return true; }, sum));
@@ -91,6 +119,7 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
       t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);
+  RETURN_IF_ERROR(map_step.Finish(db, t, sum));
   Summarize(t, sum);
   return sum;
 }
@@ -137,7 +166,11 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   }
   names.erase("");
   auto changed_module = [&](int m) { return m >= 0 && names.count(t.modules[static_cast<size_t>(m)].name); };
-  if (req.debuginfo) RETURN_IF_ERROR(AttachDebugInfo(db, req, t, Jobs(req), changed_module, sum));
+  std::vector<AddrMapBuild> maps;  // none: vmlinux is not part of a delta
+  if (req.debuginfo) {
+    ASSIGN_OR_RETURN(maps, AttachDebugInfo(db, req, t, Jobs(req), changed_module, sum));
+  }
+  AddrMapStep map_step(std::move(maps), req, Jobs(req));
   const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(db, t, changed_module, sum));
   sum.probe_seconds = Since(tp);
@@ -151,6 +184,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
       sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);
+  RETURN_IF_ERROR(map_step.Finish(db, t, sum));
   Summarize(t, sum);
   sum.delta_modules.assign(names.begin(), names.end());
   return sum;

@@ -1,7 +1,8 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
 //   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles -> 4 IndexDwarf
-//     -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes, AttachElfFacts -> 6 WriteAddrMaps -> 7 WriteTarget
+//     -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes, AttachElfFacts -> 7 WriteTarget
+//                                      \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 5b and 7) -/
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
 // made; nothing is written to SQLite and read back. Debug files are the one exception to
@@ -93,9 +94,21 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
 void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs);
 
 // Step 6: the address map of vmlinux's debug file, built once per build-ID next to the index.
-// A failure is a warning on the target (answers stay right, only slower), not an error.
-absl::Status WriteAddrMaps(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
-                           const std::vector<Part>& parts, IndexSummary& sum);
+// PlanAddrMaps (with the store) says which maps are missing and counts those present;
+// BuildAddrMaps (no store: it runs on its own thread while step 7 writes the target) builds
+// them. A failure is a warning on the target (answers stay right, only slower), not an error.
+struct AddrMapBuild {
+  std::string debug_path;  // the linked debug file
+  std::string map_path;    // where its map goes
+};
+struct AddrMapOutcome {
+  size_t built = 0;
+  double seconds = 0;
+  std::vector<std::string> warnings;
+};
+absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const IndexRequest& req,
+                                                       const std::vector<Part>& parts, IndexSummary& sum);
+AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs);
 
 // Step 5b: the probe bits (target/probe_bits.h) of the code symbols of vmlinux and of the
 // modules `want` selects, from the kernel's own tables in each part's debug file (else the

@@ -254,6 +254,12 @@ absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, co
   return generation;
 }
 
+absl::Status SetTargetWarnings(Db& db, const std::string& name, const std::vector<std::string>& warnings) {
+  ASSIGN_OR_RETURN(Stmt upd, db.Prepare("UPDATE targets SET warnings = ?2 WHERE name = ?1"));
+  upd.Bind(1, name).Bind(2, StrJoin(warnings, "\n"));
+  return upd.Run();
+}
+
 absl::StatusOr<std::vector<std::string>> ModuleNames(Db& db, int64_t target_id) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name FROM modules WHERE target_id = ?1 ORDER BY name"));
   st.Bind(1, target_id);

@@ -73,6 +73,10 @@ struct SymbolRecord {
 // Writes `t`, replacing any target of the same name. Returns the new generation.
 absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now_unix);
 
+// Replaces the warnings stored with the target named `name` (warnings learnt after it was
+// written, such as an address map that could not be built).
+absl::Status SetTargetWarnings(Db& db, const std::string& name, const std::vector<std::string>& warnings);
+
 // Replaces, in the target named t.name, just the modules named in `names`: their rows (module,
 // sections, symbols, debug-info record) are deleted and those of `t` with these names inserted
 // (a name absent from `t` is an unloaded module). vmlinux and every other module stay as they

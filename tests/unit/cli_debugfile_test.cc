@@ -192,6 +192,14 @@ TEST_F(CliDebugFileTest, AddressMapBuiltInTheWorkerACrashCostsOnlyTheMap) {
   json j = json::parse(r.out);
   EXPECT_EQ(j["addr_maps"]["built"], 0) << r.out;
   EXPECT_NE(r.out.find("parser killed by SIGABRT"), std::string::npos) << r.out;
+  // The map is built while the target is written; its warning still reaches the stored target.
+  json status = json::parse(RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' --json status").out);
+  ASSERT_EQ(status["targets"].size(), 1u) << status.dump();
+  bool stored = false;
+  for (const auto& w : status["targets"][0]["warnings"]) {
+    stored |= std::string(w).find("no address map for") != std::string::npos;
+  }
+  EXPECT_TRUE(stored) << status.dump();
   // An address inside a function, answered without the map ...
   json w = json::parse(RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' --json which name_show --exact").out);
   std::string addr;
@@ -205,6 +213,8 @@ TEST_F(CliDebugFileTest, AddressMapBuiltInTheWorkerACrashCostsOnlyTheMap) {
   r = index("");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["addr_maps"]["built"], 1) << r.out;
+  status = json::parse(RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' --json status").out);
+  EXPECT_EQ(status["targets"][0]["warnings"].dump().find("no address map for"), std::string::npos) << status.dump();
   CommandResult with = RunCommand(std::string(SYMDEX_BIN) + " --db '" + db + "' addr " + addr);
   EXPECT_EQ(with.out, without.out);
 }
