@@ -36,7 +36,7 @@ done
 work=$(mktemp -d)
 # The binaries as they are now: a rebuild during the run does not change what is measured.
 mkdir -p "$work/bin"
-cp "$BIN/symdex" "$BIN/symdexd" "$BIN/symdex-debuginfo-worker" "$work/bin/"
+cp "$BIN/symdex" "$BIN/symdexd" "$BIN/symdex-debuginfo-worker" "$BIN/symdex-remote.so" "$work/bin/"
 BIN=$work/bin
 fleets=()
 cleanup() {
