@@ -49,6 +49,25 @@ bool NativeElf64(const void* image, size_t size) {
   return id[EI_DATA] == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB);
 }
 
+// Can libdw read this in-memory Elf (elf_memory: its section headers point into our read-only
+// mapping) without writing to it or looking beside the file? Not with a compressed section:
+// dwarf_begin_elf decompresses it, rewriting the section header in place. Not with a dwz
+// alternate file (.gnu_debugaltlink): libdw looks for it relative to the file's directory,
+// which an Elf without a file descriptor does not have.
+bool ReadsInPlace(Elf* elf) {
+  size_t shstrndx;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr || (sh.sh_flags & SHF_COMPRESSED) != 0) return false;
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name == nullptr || std::strncmp(name, ".zdebug", 7) == 0 || std::strcmp(name, ".gnu_debugaltlink") == 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 BoundedDwarf::~BoundedDwarf() {
@@ -66,19 +85,23 @@ absl::Status BoundedDwarf::Open(const std::string& path, uint64_t budget) {
   struct stat st;
   if (::fstat(fd_.get(), &st) != 0)
     return absl::InternalError(StrCat("cannot stat ", path, ": ", std::strerror(errno)));
-  // Our own PROT_READ mapping, so that dropping its pages can only ever re-read the file. A
-  // file in the other byte order (libelf would convert it in place) goes through libelf's own
-  // handling, and its pages are not dropped.
+  // Our own PROT_READ mapping, so that dropping its pages can only ever re-read the file. Other
+  // files go through libelf's own handling (their pages are not dropped, the handle is still
+  // recycled): another byte order or class (libelf would convert in place), compressed
+  // sections, a dwz alternate file (ReadsInPlace).
   if (S_ISREG(st.st_mode) && st.st_size > 0 && budget_ > 0) {
     const size_t size = static_cast<size_t>(st.st_size);
     void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd_.get(), 0);
     if (p != MAP_FAILED && NativeElf64(p, size)) {
-      map_ = p;
-      map_size_ = size;
       elf_.reset(elf_memory(static_cast<char*>(p), size));
-    } else if (p != MAP_FAILED) {
-      ::munmap(p, size);
+      if (elf_ && elf_kind(elf_.get()) == ELF_K_ELF && ReadsInPlace(elf_.get())) {
+        map_ = p;
+        map_size_ = size;
+      } else {
+        elf_.reset();
+      }
     }
+    if (p != MAP_FAILED && map_ == nullptr) ::munmap(p, size);
   }
   if (!elf_) elf_.reset(elf_begin(fd_.get(), ELF_C_READ_MMAP, nullptr));
   if (!elf_ || elf_kind(elf_.get()) != ELF_K_ELF) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));

@@ -75,6 +75,9 @@ class BoundedDwarf {
   // Drops the file's pages from this process now.
   void DropPages();
   unsigned recycles() const { return recycles_; }
+  // Whether the file's pages are dropped at each recycle (a 64-bit file in this machine's byte
+  // order, no compressed section, no dwz alternate file); else only the handle is recycled.
+  bool drops_pages() const { return map_ != nullptr; }
 
  private:
   UniqueFd fd_;

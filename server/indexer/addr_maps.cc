@@ -1,6 +1,8 @@
 // Step 6 of an index run (steps.h): the address map (debuginfo/addr_map.h) of each linked
 // debug file the target uses, built once per build-ID. Planned with the store, built without
 // it, so that the build runs while step 7 writes the target.
+#include <unistd.h>
+
 #include <chrono>
 
 #include "server/common/file_util.h"
@@ -33,6 +35,10 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
       ++sum.addr_maps_present;
       continue;
     }
+    // The map is rebuilt while the new target is written: the old file (same build-ID, made
+    // from the old file's DWARF) must not be opened for the new generation meanwhile. Without
+    // it, readers read DWARF until the new map is in place.
+    if (existing.ok()) ::unlink(path.c_str());
     builds.push_back({df->path, path});
   }
   return builds;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/indexer/input_checks.h"
 #include "server/indexer/steps.h"
@@ -48,15 +49,22 @@ class AddrMapStep {
   AddrMapStep(std::vector<AddrMapBuild> builds, const IndexRequest& req, unsigned jobs) : builds_(std::move(builds)) {
     if (!builds_.empty()) thread_ = std::jthread([this, &req, jobs] { outcome_ = BuildAddrMaps(builds_, req, jobs); });
   }
+  AddrMapStep(const AddrMapStep&) = delete;  // the thread holds `this`
+  AddrMapStep& operator=(const AddrMapStep&) = delete;
+
   // After step 7: waits for the maps; their counts and warnings go into the summary and into
-  // the target's stored warnings.
-  absl::Status Finish(store::Db& db, target::KernelTarget& t, IndexSummary& sum) {
+  // the target's stored warnings. The target is written by then: storing the warnings cannot
+  // fail the run, only be reported. (An early return of the run waits here too, in the
+  // destructor, for the map being built.)
+  void Finish(store::Db& db, target::KernelTarget& t, int64_t generation, IndexSummary& sum) {
     if (thread_.joinable()) thread_.join();
     sum.addr_maps_built += outcome_.built;
     sum.addr_map_seconds = outcome_.seconds;
-    if (outcome_.warnings.empty()) return absl::OkStatus();
+    if (outcome_.warnings.empty()) return;
     t.warnings.insert(t.warnings.end(), outcome_.warnings.begin(), outcome_.warnings.end());
-    return store::SetTargetWarnings(db, t.name, t.warnings);
+    if (absl::Status s = store::SetTargetWarnings(db, t.name, generation, t.warnings); !s.ok()) {
+      t.warnings.push_back(StrCat("the warnings above are not stored with the target: ", s.message()));
+    }
   }
 
  private:
@@ -119,7 +127,7 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
       t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);
-  RETURN_IF_ERROR(map_step.Finish(db, t, sum));
+  map_step.Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   return sum;
 }
@@ -184,7 +192,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
       sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = Since(t2);
-  RETURN_IF_ERROR(map_step.Finish(db, t, sum));
+  map_step.Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   sum.delta_modules.assign(names.begin(), names.end());
   return sum;

@@ -1,5 +1,7 @@
 #include "server/store/index_store.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -254,10 +256,14 @@ absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, co
   return generation;
 }
 
-absl::Status SetTargetWarnings(Db& db, const std::string& name, const std::vector<std::string>& warnings) {
-  ASSIGN_OR_RETURN(Stmt upd, db.Prepare("UPDATE targets SET warnings = ?2 WHERE name = ?1"));
-  upd.Bind(1, name).Bind(2, StrJoin(warnings, "\n"));
-  return upd.Run();
+absl::Status SetTargetWarnings(Db& db, const std::string& name, int64_t generation,
+                               const std::vector<std::string>& warnings) {
+  ASSIGN_OR_RETURN(Stmt upd, db.Prepare("UPDATE targets SET warnings = ?3 WHERE name = ?1 AND generation = ?2"));
+  upd.Bind(1, name).Bind(2, generation).Bind(3, StrJoin(warnings, "\n"));
+  RETURN_IF_ERROR(upd.Run());
+  if (sqlite3_changes(db.raw()) == 0)
+    return absl::NotFoundError(StrCat("target ", name, " is no longer at generation ", generation));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> ModuleNames(Db& db, int64_t target_id) {

@@ -73,9 +73,11 @@ struct SymbolRecord {
 // Writes `t`, replacing any target of the same name. Returns the new generation.
 absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now_unix);
 
-// Replaces the warnings stored with the target named `name` (warnings learnt after it was
-// written, such as an address map that could not be built).
-absl::Status SetTargetWarnings(Db& db, const std::string& name, const std::vector<std::string>& warnings);
+// Replaces the warnings stored with the target named `name` at `generation` (warnings learnt
+// after it was written, such as an address map that could not be built). NotFound when the
+// target has moved on to another generation (its writer's warnings stand).
+absl::Status SetTargetWarnings(Db& db, const std::string& name, int64_t generation,
+                               const std::vector<std::string>& warnings);
 
 // Replaces, in the target named t.name, just the modules named in `names`: their rows (module,
 // sections, symbols, debug-info record) are deleted and those of `t` with these names inserted
