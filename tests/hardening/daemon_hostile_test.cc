@@ -344,8 +344,11 @@ TEST_F(HardeningTest, AHostileClientDoesNotHurtHonestOnes) {
   // p99 within 3x of the quiet run (+2 ms): on a 2-core machine the hostile processes' own CPU
   // time — 700 calls set up and torn down — lands on the same cores as the daemon and the honest
   // clients, and other work on the machine moves both runs. A starved honest client waits for
-  // the attacker's whole backlog instead: seconds, hundreds of times the quiet p99.
-  EXPECT_LE(loud_p99, 3 * quiet_p99 + 2.0);
+  // the attacker's whole backlog instead: the 5 s hold, tens to hundreds of times the quiet p99.
+  // Sanitized, the hostile processes' set-up costs 2-3x the CPU on the same two cores (CI measured
+  // quiet 148 ms, loud 481 ms: 3.2x): 6x there, still far below a starved call's seconds.
+  const double p99_factor = kAddressSanitizer ? 6.0 : 3.0;
+  EXPECT_LE(loud_p99, p99_factor * quiet_p99 + 2.0);
   // The hostile calls were refused past the per-peer limits, not queued: RESOURCE_EXHAUSTED
   // past the stream / address limits, or UNAVAILABLE when the connection itself was refused
   // (64 connections per uid; the garbage mode opens 200 at the same time).
