@@ -468,7 +468,7 @@ query::DsoMatch FromProto(const pb::DsoMatch& m) {
   return out;
 }
 
-void ToProto(const std::string& target, const query::FramesContext& ctx, const std::vector<query::FrameIn>& frames,
+void ToProto(const std::string& target, const query::FramesContext& ctx, std::span<const query::FrameIn> frames,
              pb::SymbolizeFramesRequest* out) {
   out->set_target(target);
   out->set_kernel_build_id(ctx.kernel_build_id);

@@ -5,6 +5,8 @@
 
 #include <grpcpp/support/status.h>
 
+#include <span>
+
 #include "server/common/status.h"
 #include "server/query/service.h"
 #include "symdex/v1/symdex.pb.h"
@@ -37,7 +39,7 @@ query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a);
 void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out);
 query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
 
-void ToProto(const std::string& target, const query::FramesContext& ctx, const std::vector<query::FrameIn>& frames,
+void ToProto(const std::string& target, const query::FramesContext& ctx, std::span<const query::FrameIn> frames,
              pb::SymbolizeFramesRequest* out);
 // `frames` may be null: the target, kernel base and modules only.
 void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query::FramesContext* ctx,

@@ -286,8 +286,7 @@ struct LocalQuery::FramesCall {
   // The canonical spec of the instance `brief` names, from the target generation's cache when
   // the query keeps one (the same entries ResolveIn keeps: group name + instance identity).
   absl::StatusOr<std::string> Canonical(const Instance& brief) {
-    const std::string key = StrCat(brief.name, std::string_view("\0", 1), brief.module, std::string_view("\0", 1),
-                                   brief.section, "+", brief.addr.value_or(brief.section_offset), "/", brief.name);
+    const CanonicalKeyView key = CanonicalKeyView::Of(brief.name, brief);
     if (shared != nullptr) {
       std::lock_guard<std::mutex> l(shared->mu);
       if (auto it = shared->canonical.find(key); it != shared->canonical.end()) return it->second;
@@ -310,10 +309,10 @@ struct LocalQuery::FramesCall {
     if (shared != nullptr) {
       std::lock_guard<std::mutex> l(shared->mu);
       if (shared->canonical.size() >= q.opts_.max_cached_names) shared->canonical.clear();
-      shared->canonical.emplace(key, c);
+      shared->canonical.emplace(CanonicalKey(key), c);
       return c;
     }
-    return canonical.emplace(key, std::move(c)).first->second;
+    return canonical.emplace(CanonicalKey(key), std::move(c)).first->second;
   }
 
   LocalQuery& q;
@@ -324,7 +323,7 @@ struct LocalQuery::FramesCall {
   Cache* shared;  // the generation's cache (null: the CLI's uncached mode)
   std::map<std::string, const FrameModule*> host_modules;
   std::map<std::string, std::optional<store::ModuleRecord>> target_modules;
-  std::unordered_map<std::string, std::string> canonical;
+  CanonicalCache canonical;
 };
 
 absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const FramesContext& ctx,

@@ -215,10 +215,7 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const stor
   out.matches.reserve(matches.size());
   // Canonical specs depend only on the group's instances: computed once per group and
   // generation, then cached.
-  auto key_of = [&](const Instance& in) {
-    return StrCat(group_name, std::string_view("\0", 1), in.module, std::string_view("\0", 1), in.section, "+",
-                  in.addr.value_or(in.section_offset), "/", in.name);
-  };
+  auto key_of = [&](const Instance& in) { return CanonicalKeyView::Of(group_name, in); };
   std::vector<std::string> canon(matches.size());
   bool missing = cache == nullptr;
   if (cache) {
@@ -239,7 +236,8 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const stor
     if (cache) {
       std::lock_guard<std::mutex> l(cache->mu);
       if (cache->canonical.size() >= opts_.max_cached_names) cache->canonical.clear();
-      for (size_t i = 0; i < matches.size(); ++i) cache->canonical.emplace(key_of(matches[i].instance), canon[i]);
+      for (size_t i = 0; i < matches.size(); ++i)
+        cache->canonical.emplace(CanonicalKey(key_of(matches[i].instance)), canon[i]);
     }
   }
   for (size_t i = 0; i < matches.size(); ++i) out.matches.push_back({std::move(matches[i]), std::move(canon[i])});

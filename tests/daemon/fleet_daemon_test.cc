@@ -149,6 +149,31 @@ TEST_F(FleetDaemonTest, AKernelByBuildIdFromDebuginfodAnswersAsALocalIndex) {
       Cli("--connect 'unix:" + sock() + "' --json frames --kernel-build-id " + vmlinux_id_ + " " + frames);
   EXPECT_EQ(again.out, local.out);
   EXPECT_EQ(Metric(Metrics(), "symdex_fleet_index_runs_total{result=\"ok\"}"), 0);
+  // A batch large enough to go as several concurrent calls (2,048 frames per call, at most 4):
+  // the parts' answers come back in the request's order, the same bytes as the local index.
+  std::vector<uint64_t> at;
+  for (const char* sym : {"quiet_fn", "blocked_fn", "traced_entry", "boot_fn", "raw_fn"}) {
+    at.push_back(testing::NmValue(fx_.vmlinux, sym) + slide + 1);
+  }
+  const uint64_t in_module = base + testing::NmValue(fx_.module, "blocked_fn") + 2;
+  std::string lines;
+  for (int rep = 0; rep < 900; ++rep) {
+    lines += "quiet_fn+0x1/0x10\n? dup_fn+0x2/0x20\nquiet_fn+0x3/0x10 [probe_mod]\n";
+    for (uint64_t a : at) lines += testing::HexAddress(a + rep % 4) + "\n";
+    lines += testing::HexAddress(in_module) + "\n";
+  }
+  const std::string batch = dir_ / "batch.txt";
+  testing::WriteFile(batch, lines);
+  const std::string ctx = "--kernel-text " + testing::HexAddress(text + slide) + " --module probe_mod=" + module_id_ +
+                          "@" + testing::HexAddress(base);
+  CommandResult big_remote = Cli("--connect 'unix:" + sock() + "' --json frames --kernel-build-id " + vmlinux_id_ +
+                                 " " + ctx + " - < '" + batch + "'");
+  CommandResult big_local = Cli("--local --db '" + ref + "' --json frames --kernel-build-id " + vmlinux_id_ + " " +
+                                ctx + " - < '" + batch + "'");
+  EXPECT_EQ(big_local.exit_code, 2) << big_local.err;
+  EXPECT_EQ(json::parse(big_local.out)["results"].size(), 8100u);
+  EXPECT_EQ(big_remote.exit_code, big_local.exit_code) << big_remote.err;
+  EXPECT_TRUE(big_remote.out == big_local.out) << "the large batch differs through the daemon";
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
