@@ -201,8 +201,9 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   c->add_flag("--no-debuginfo", o->no_debuginfo, "Symbols only: skip DWARF (kallsyms-level answers)");
   c->add_flag("--no-debuginfod", o->no_debuginfod, "Never ask debuginfod servers (DEBUGINFOD_URLS)");
   c->add_flag("--no-addr-map", o->no_addr_map,
-              "Do not precompute vmlinux's address map (DB-addrmaps/BUILD-ID.addrmap, ~50 MB for a distro "
-              "kernel); 'symdex addr' then reads DWARF through libdw, with the same answers, ~10x slower");
+              "Do not precompute the address maps of vmlinux and the modules (DB-addrmaps/BUILD-ID.addrmap, "
+              "~50 MB for a distro vmlinux); 'symdex addr' then reads DWARF through libdw, with the same "
+              "answers, ~10x slower");
   c->add_option("-j,--jobs", o->jobs, "Threads for module reading and DWARF indexing (default: all cores)");
   c->add_flag("-q,--quiet", o->quiet, "No progress or summary");
   c->add_flag("--force", o->force,

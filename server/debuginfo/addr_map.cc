@@ -52,6 +52,8 @@ constexpr size_t RecordSize(Section s) {
       return sizeof(Interval);
     case kNodes:
       return sizeof(Node);
+    case kElfSections:
+      return sizeof(ElfSection);
     case kSectionCount:
       break;
   }
@@ -59,7 +61,7 @@ constexpr size_t RecordSize(Section s) {
 }
 
 constexpr const char* kSectionNames[kSectionCount] = {"strings", "aranges",   "units", "lines",
-                                                      "spans",   "intervals", "nodes"};
+                                                      "spans",   "intervals", "nodes", "sections"};
 
 // [begin, begin + count) inside a section of `total` records?
 bool InRange(uint64_t begin, uint64_t count, uint64_t total) { return begin <= total && count <= total - begin; }
@@ -167,6 +169,14 @@ std::vector<Frame> AddrMap::FramesAt(uint64_t addr) const {
   }
   if (frames.empty() && leaf.line > 0) frames.push_back(leaf);  // line table only (assembly)
   return frames;
+}
+
+std::optional<uint64_t> AddrMap::SectionBase(std::string_view section) const {
+  const ElfSection* sec = Records<ElfSection>(kElfSections);
+  for (uint64_t i = 0; i < count(kElfSections); ++i) {
+    if (section == String(sec[i].name)) return sec[i].base;
+  }
+  return std::nullopt;
 }
 
 MappedAddrMap::~MappedAddrMap() { ::munmap(base_, size_); }
@@ -480,12 +490,24 @@ class Assembler {
              too_big(intervals_.size()) || too_big(nodes_.size()));
   }
 
-  // The whole file; the sections are freed as they are copied.
-  std::string Finish(Header h, const std::vector<Arange>& aranges, AddrMapStats* stats) {
+  // The whole file; the sections are freed as they are copied. `layout`: a relocatable file's
+  // sections (name, map address of offset 0), in libdwfl's order.
+  std::string Finish(Header h, const std::vector<Arange>& aranges,
+                     const std::vector<std::pair<std::string, uint64_t>>& layout, AddrMapStats* stats) {
+    std::vector<ElfSection> elf_sections;
+    for (const auto& [name, base] : layout) {
+      auto [it, fresh] = string_off_.try_emplace(name, static_cast<uint32_t>(strings_.size()));
+      if (fresh) {
+        strings_ += name;
+        strings_ += '\0';
+      }
+      elf_sections.push_back(ElfSection{it->second, 0, base});
+    }
     AddrMapStats st{units_.size(), lines_.size(), spans_.size(), intervals_.size(), nodes_.size(), strings_.size(), 0};
     size_t total = sizeof(Header) + strings_.size() + 8 * kSectionCount + aranges.size() * sizeof(Arange) +
                    units_.size() * sizeof(Unit) + lines_.size() * sizeof(Line) + spans_.size() * sizeof(Span) +
-                   intervals_.size() * sizeof(Interval) + nodes_.size() * sizeof(Node);
+                   intervals_.size() * sizeof(Interval) + nodes_.size() * sizeof(Node) +
+                   elf_sections.size() * sizeof(ElfSection);
     std::unordered_map<std::string, uint32_t>().swap(string_off_);
     std::string out;
     out.reserve(total);
@@ -509,6 +531,8 @@ class Assembler {
     intervals_.MoveInto(out);
     start(kNodes, nodes_.size());
     nodes_.MoveInto(out);
+    start(kElfSections, elf_sections.size());
+    Append(out, elf_sections.data(), elf_sections.size() * sizeof(ElfSection));
     h.file_size = out.size();
     std::memcpy(out.data(), &h, sizeof h);
     st.bytes = out.size();
@@ -528,6 +552,73 @@ class Assembler {
 
 }  // namespace
 
+namespace {
+
+// The aranges in libdw's order, and the CUs they name (each once, in first-seen order).
+void CollectAranges(Dwarf* dbg, std::vector<Arange>& aranges, std::vector<Dwarf_Off>& unit_offsets) {
+  std::unordered_map<Dwarf_Off, uint32_t> unit_of;
+  Dwarf_Aranges* ar = nullptr;
+  size_t n = 0;
+  if (dwarf_getaranges(dbg, &ar, &n) != 0) n = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Dwarf_Addr addr = 0;
+    Dwarf_Word length = 0;
+    Dwarf_Off off = 0;
+    Arange a{0, 0, kNone, 0};
+    if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &addr, &length, &off) == 0) {
+      a.addr = addr;
+      a.length = length;
+      auto [it, fresh] = unit_of.try_emplace(off, static_cast<uint32_t>(unit_offsets.size()));
+      if (fresh) unit_offsets.push_back(off);
+      a.unit = it->second;
+    }
+    aranges.push_back(a);
+  }
+}
+
+Header MakeHeader(const BuildId& build_id) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.byte_order = kByteOrderMark;
+  h.header_size = sizeof(Header);
+  h.build_id_size = static_cast<uint32_t>(build_id.raw().size());
+  std::memcpy(h.build_id, build_id.raw().data(), build_id.raw().size());
+  return h;
+}
+
+// A module: libdwfl's relocated view (what Symbolizer::SymbolizeInSection reads), one thread,
+// and the section layout that turns (section, offset) into a map address.
+absl::StatusOr<std::string> BuildRelocatableAddrMap(const std::string& path, AddrMapStats* stats) {
+  RelocatedDwarf r;
+  RETURN_IF_ERROR(OpenRelocated(path, r));
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  const int len = dwfl_module_build_id(r.mod, &bits, &vaddr);
+  if (len <= 0 || static_cast<size_t>(len) > sizeof(Header{}.build_id)) {
+    return absl::FailedPreconditionError(StrCat(path, " has no usable GNU build-ID"));
+  }
+  const BuildId build_id = BuildId::FromRaw(std::string_view(reinterpret_cast<const char*>(bits), len));
+  std::vector<Arange> aranges;
+  std::vector<Dwarf_Off> unit_offsets;
+  CollectAranges(r.dwarf, aranges, unit_offsets);
+  Assembler map(unit_offsets.size());
+  for (size_t u = 0; u < unit_offsets.size(); ++u) {
+    UnitPart part;
+    Dwarf_Die cu;
+    if (dwarf_offdie(r.dwarf, unit_offsets[u], &cu) != nullptr) UnitBuilder(r.dwarf, &cu, part).Build();
+    if (!map.Add(u, part, aranges)) {
+      return absl::ResourceExhaustedError(StrCat(path, ": too much debug info for one address map"));
+    }
+  }
+  std::vector<std::pair<std::string, uint64_t>> layout;
+  for (const auto& [name, base] : r.SectionBases()) layout.emplace_back(name, base - r.bias);
+  r = RelocatedDwarf();  // libdwfl's state goes before the map is assembled
+  return map.Finish(MakeHeader(build_id), aranges, layout, stats);
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs, AddrMapStats* stats,
                                          uint64_t handle_budget) {
   if (handle_budget == 0) handle_budget = kUnitBytesPerDwarfHandle;
@@ -537,36 +628,17 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   GElf_Ehdr eh;
   if (gelf_getehdr(first->elf(), &eh) == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no ELF header"));
   if (eh.e_type == ET_REL) {
-    return absl::FailedPreconditionError(StrCat(path, " is relocatable: its addresses depend on the section layout"));
+    first.reset();
+    return BuildRelocatableAddrMap(path, stats);
   }
   std::optional<BuildId> build_id = ElfBuildId(first->elf());
   if (!build_id || build_id->raw().size() > sizeof(Header{}.build_id)) {
     return absl::FailedPreconditionError(StrCat(path, " has no usable GNU build-ID"));
   }
 
-  // The aranges in libdw's order, and the CUs they name (each once, in first-seen order).
   std::vector<Arange> aranges;
   std::vector<Dwarf_Off> unit_offsets;
-  {
-    std::unordered_map<Dwarf_Off, uint32_t> unit_of;
-    Dwarf_Aranges* ar = nullptr;
-    size_t n = 0;
-    if (dwarf_getaranges(first->dwarf(), &ar, &n) != 0) n = 0;
-    for (size_t i = 0; i < n; ++i) {
-      Dwarf_Addr addr = 0;
-      Dwarf_Word length = 0;
-      Dwarf_Off off = 0;
-      Arange a{0, 0, kNone, 0};
-      if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &addr, &length, &off) == 0) {
-        a.addr = addr;
-        a.length = length;
-        auto [it, fresh] = unit_of.try_emplace(off, static_cast<uint32_t>(unit_offsets.size()));
-        if (fresh) unit_offsets.push_back(off);
-        a.unit = it->second;
-      }
-      aranges.push_back(a);
-    }
-  }
+  CollectAranges(first->dwarf(), aranges, unit_offsets);
   // What each unit costs a handle's budget: its size in .debug_info.
   std::vector<uint64_t> unit_bytes(unit_offsets.size(), 0);
   std::vector<Dwarf_Off> all_units;
@@ -628,14 +700,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   }
   first.reset();  // the file's pages and libdw's caches go before the map is assembled
 
-  Header h{};
-  std::memcpy(h.magic, kMagic, sizeof kMagic);
-  h.version = kVersion;
-  h.byte_order = kByteOrderMark;
-  h.header_size = sizeof(Header);
-  h.build_id_size = static_cast<uint32_t>(build_id->raw().size());
-  std::memcpy(h.build_id, build_id->raw().data(), build_id->raw().size());
-  std::string bytes = map.Finish(h, aranges, stats);
+  std::string bytes = map.Finish(MakeHeader(*build_id), aranges, {}, stats);
   if (stats) stats->handle_recycles = recycles;
   return bytes;
 }

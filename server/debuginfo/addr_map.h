@@ -9,17 +9,20 @@
 //   function  the CU's top-level function range holding pc (CollectFunctionRanges order),
 //             then the concrete inline nesting at pc, flattened into address intervals (the
 //             nesting only changes where some range of the function's tree starts or ends).
-// Modules (ET_REL) keep the libdw path: their addresses depend on the section layout.
+// A module's (ET_REL) map is built over libdwfl's relocated layout of its sections, the same
+// view SymbolizeInSection reads, and carries that layout: section name -> the address its
+// offset 0 has in the map. A linked file's map has no sections.
 //
 // File layout (host byte order, checked; every section 8-byte aligned):
 //   Header | strings (NUL-terminated, offset 0 = "") | aranges | units | lines | spans |
-//   intervals | nodes
+//   intervals | nodes | sections
 // Readers check every index against the section it points into: a damaged file gives empty
 // or wrong frames, never a read outside the mapping.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,11 +36,11 @@ namespace symdex::debuginfo {
 namespace addrmap {
 
 inline constexpr char kMagic[8] = {'S', 'Y', 'M', 'D', 'X', 'A', 'M', '\n'};
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;  // 2: the section layout of relocatable files
 inline constexpr uint32_t kByteOrderMark = 0x01020304;
 inline constexpr uint32_t kNone = 0xffffffffu;
 
-enum Section : uint32_t { kStrings, kAranges, kUnits, kLines, kSpans, kIntervals, kNodes, kSectionCount };
+enum Section : uint32_t { kStrings, kAranges, kUnits, kLines, kSpans, kIntervals, kNodes, kElfSections, kSectionCount };
 
 struct SectionRef {
   uint64_t offset = 0, count = 0;  // count: records (bytes for kStrings)
@@ -79,6 +82,11 @@ struct Node {
   uint32_t parent;  // the enclosing frame; kNone at the function itself
   uint32_t is_subprogram;
 };
+struct ElfSection {  // a relocatable file's section as libdwfl laid it out
+  uint32_t name;     // string offset
+  uint32_t reserved;
+  uint64_t base;  // the map address of the section's offset 0
+};
 
 }  // namespace addrmap
 
@@ -91,6 +99,10 @@ class AddrMap {
   // Frames at `addr` (a link-time address of the debug file), leaf first; empty when the
   // debug file has nothing for it. Exactly what Symbolizer::Symbolize returns.
   std::vector<Frame> FramesAt(uint64_t addr) const;
+  // A relocatable file's map: where `section` starts (the first section of that name, as
+  // libdwfl reports them); nullopt when there is none (always, in a linked file's map).
+  std::optional<uint64_t> SectionBase(std::string_view section) const;
+  bool relocatable() const { return count(addrmap::kElfSections) > 0; }
 
   std::string BuildIdHex() const;
   size_t size_bytes() const { return bytes_.size(); }
@@ -130,9 +142,10 @@ struct AddrMapStats {
   uint64_t handle_recycles = 0;  // libdw handles begun again to bound memory (BoundedDwarf)
 };
 
-// Builds the address map of a linked (ET_EXEC/ET_DYN) debug file. FailedPrecondition for a
-// relocatable file (modules keep the libdw path). `jobs` threads, each with its own libdw
-// handle; the result does not depend on it. Memory is bounded as for the DWARF index
+// Builds the address map of a debug file. A linked one (ET_EXEC/ET_DYN): `jobs` threads, each
+// with its own libdw handle; the result does not depend on it. A relocatable one (a module,
+// ET_REL): one thread over libdwfl's relocated view (modules are small; callers build several
+// at once). Memory is bounded as for the DWARF index
 // (dwarf_index.h): handles recycled every `handle_budget` bytes of units (0: 16 MiB), each
 // unit's part merged as soon as the units before it are, the sections kept in 1 MiB chunks.
 absl::StatusOr<std::string> BuildAddrMap(const std::string& debug_file_path, unsigned jobs = 1,

@@ -25,6 +25,53 @@ void InitLibelf() {
   std::call_once(once, [] { elf_version(EV_CURRENT); });
 }
 
+namespace {
+int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
+  return -1;  // the module file itself carries the DWARF; never look elsewhere (or at debuginfod)
+}
+std::string DwflReason() {
+  const char* m = dwfl_errmsg(-1);
+  return m ? m : "no libdwfl error recorded";
+}
+}  // namespace
+
+absl::Status OpenRelocated(const std::string& path, RelocatedDwarf& out) {
+  static const Dwfl_Callbacks kCallbacks = {
+      .find_elf = nullptr,
+      .find_debuginfo = NoSeparateDebuginfo,
+      .section_address = dwfl_offline_section_address,
+      .debuginfo_path = nullptr,
+  };
+  InitLibelf();
+  out = RelocatedDwarf();
+  out.dwfl.reset(dwfl_begin(&kCallbacks));
+  if (!out.dwfl) return absl::InternalError(StrCat("dwfl_begin: ", DwflReason()));
+  out.mod = dwfl_report_offline(out.dwfl.get(), "module", path.c_str(), -1);
+  if (out.mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", DwflReason()));
+  dwfl_report_end(out.dwfl.get(), nullptr, nullptr);
+  out.dwarf = dwfl_module_getdwarf(out.mod, &out.bias);
+  if (out.dwarf == nullptr) {
+    return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", DwflReason(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, uint64_t>> RelocatedDwarf::SectionBases() const {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  GElf_Addr elf_bias = 0;
+  Elf* elf = mod ? dwfl_module_getelf(mod, &elf_bias) : nullptr;
+  const int n = elf ? dwfl_module_relocations(mod) : 0;
+  for (int i = 0; i < n; ++i) {
+    GElf_Word shndx = 0;
+    const char* name = dwfl_module_relocation_info(mod, static_cast<unsigned>(i), &shndx);
+    GElf_Shdr shdr;
+    Elf_Scn* scn = elf_getscn(elf, shndx);
+    if (name == nullptr || scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr) continue;
+    out.emplace_back(name, shdr.sh_addr + elf_bias);
+  }
+  return out;
+}
+
 absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {
   InitLibelf();
   o.fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));

@@ -40,6 +40,21 @@ struct OpenedDwarf {
 };
 absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o);
 
+// A relocatable debug file (an ET_REL kernel module) as libdwfl lays it out: its sections
+// placed one after another (dwfl_offline_section_address) and the DWARF relocated to match.
+// The module file itself carries the DWARF; nothing is looked for elsewhere.
+struct RelocatedDwarf {
+  DwflPtr dwfl;  // owns the Elf and the Dwarf
+  Dwfl_Module* mod = nullptr;
+  Dwarf* dwarf = nullptr;
+  Dwarf_Addr bias = 0;  // dwfl address = DWARF address + bias
+  // Where libdwfl laid out each relocatable section: section name -> dwfl address (the inverse
+  // of dwfl_module_relocate_address).
+  std::vector<std::pair<std::string, uint64_t>> SectionBases() const;
+};
+// NotFound/InvalidArgument naming the path and libdwfl's reason.
+absl::Status OpenRelocated(const std::string& path, RelocatedDwarf& out);
+
 // A linked debug file read unit by unit with bounded memory. libdw keeps every unit it reads
 // (abbreviations, line table, file list) until dwarf_end(), and every page of the mapped file a
 // reader touched stays in the process's RSS: a walk over vmlinux's 2,700 units would end holding

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "server/common/strings.h"
@@ -164,71 +165,52 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> Symbolizer::LineAd
   return out;
 }
 
-namespace {
-
-int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
-  return -1;  // the module file itself carries the DWARF
-}
-
-}  // namespace
-
 absl::StatusOr<Symbolizer::File*> Symbolizer::OpenRelocatable(const std::string& path) {
   const std::string key = "rel:" + path;
   auto it = files_.find(key);
   if (it != files_.end()) return it->second.get();
-  static const Dwfl_Callbacks kCallbacks = {
-      .find_elf = nullptr,
-      .find_debuginfo = NoSeparateDebuginfo,
-      .section_address = dwfl_offline_section_address,
-      .debuginfo_path = nullptr,
-  };
-  elf_version(EV_CURRENT);
+  RelocatedDwarf r;
+  RETURN_IF_ERROR(OpenRelocated(path, r));
   auto f = std::make_unique<File>();
-  f->dwfl = dwfl_begin(&kCallbacks);
-  if (f->dwfl == nullptr) return absl::InternalError(StrCat("dwfl_begin: ", dwfl_errmsg(-1)));
-  Dwfl_Module* mod = dwfl_report_offline(f->dwfl, "module", path.c_str(), -1);
-  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", dwfl_errmsg(-1)));
-  dwfl_report_end(f->dwfl, nullptr, nullptr);
-  f->dwarf = dwfl_module_getdwarf(mod, &f->bias);
-  if (f->dwarf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF (", dwfl_errmsg(-1), ")"));
-  // Where libdwfl laid out each relocatable section: the inverse of dwfl_module_relocate_address.
-  GElf_Addr elf_bias = 0;
-  Elf* elf = dwfl_module_getelf(mod, &elf_bias);
-  int n = dwfl_module_relocations(mod);
-  for (int i = 0; elf != nullptr && i < n; ++i) {
-    GElf_Word shndx = 0;
-    const char* name = dwfl_module_relocation_info(mod, static_cast<unsigned>(i), &shndx);
-    GElf_Shdr shdr;
-    Elf_Scn* scn = elf_getscn(elf, shndx);
-    if (name == nullptr || scn == nullptr || gelf_getshdr(scn, &shdr) == nullptr) continue;
-    f->section_base.emplace(name, shdr.sh_addr + elf_bias);
-  }
+  for (auto& [name, base] : r.SectionBases()) f->section_base.emplace(std::move(name), base);
+  f->dwarf = r.dwarf;
+  f->bias = r.bias;
+  f->dwfl = r.dwfl.release();  // File ends it
   File* raw = f.get();
   files_.emplace(key, std::move(f));
   return raw;
 }
 
-absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::string& path, const std::string& section,
-                                                                  uint64_t offset) {
+absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::string& path,
+                                                                  const std::string& build_id_hex,
+                                                                  const std::string& section, uint64_t offset) {
+  if (const AddrMap* m = MapFor(build_id_hex); m != nullptr && m->relocatable()) {
+    std::optional<uint64_t> base = m->SectionBase(section);
+    if (!base) return absl::NotFoundError(StrCat(path, " has no section ", section));
+    return m->FramesAt(*base + offset);
+  }
   ASSIGN_OR_RETURN(File * f, OpenRelocatable(path));
   auto it = f->section_base.find(section);
   if (it == f->section_base.end()) return absl::NotFoundError(StrCat(path, " has no section ", section));
   return FramesAt(f, it->second + offset - f->bias);
 }
 
+const AddrMap* Symbolizer::MapFor(const std::string& build_id_hex) {
+  if (addr_map_dir_.empty() || build_id_hex.empty()) return nullptr;
+  // A missing or damaged map costs speed, not answers: libdw gives the same frames. Looked for
+  // again after a while, so a map `symdex index` writes later (or repairs) is picked up.
+  const auto now = std::chrono::steady_clock::now();
+  auto it = maps_.find(build_id_hex);
+  if (it == maps_.end() || (!it->second.map && now - it->second.looked >= std::chrono::seconds(10))) {
+    auto m = MappedAddrMap::Open(AddrMapPath(addr_map_dir_, build_id_hex), build_id_hex);
+    it = maps_.insert_or_assign(build_id_hex, MapSlot{m.ok() ? std::move(*m) : nullptr, now}).first;
+  }
+  return it->second.map ? &it->second.map->map() : nullptr;
+}
+
 absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeLinked(const std::string& path, const std::string& build_id_hex,
                                                                uint64_t addr) {
-  if (!addr_map_dir_.empty() && !build_id_hex.empty()) {
-    // A missing or damaged map costs speed, not answers: libdw gives the same frames. Looked for
-    // again after a while, so a map `symdex index` writes later (or repairs) is picked up.
-    const auto now = std::chrono::steady_clock::now();
-    auto it = maps_.find(build_id_hex);
-    if (it == maps_.end() || (!it->second.map && now - it->second.looked >= std::chrono::seconds(10))) {
-      auto m = MappedAddrMap::Open(AddrMapPath(addr_map_dir_, build_id_hex), build_id_hex);
-      it = maps_.insert_or_assign(build_id_hex, MapSlot{m.ok() ? std::move(*m) : nullptr, now}).first;
-    }
-    if (it->second.map) return it->second.map->map().FramesAt(addr);
-  }
+  if (const AddrMap* m = MapFor(build_id_hex); m != nullptr && !m->relocatable()) return m->FramesAt(addr);
   return Symbolize(path, addr);
 }
 

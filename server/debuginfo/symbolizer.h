@@ -36,9 +36,11 @@ class Symbolizer {
 
   // The same for a relocatable debug file (an ET_REL kernel module): the address is `offset`
   // into section `section` (as /sys/module/M/sections/SECTION places it), mapped through
-  // libdwfl's layout of the relocated sections. NotFound when the file has no such section.
-  absl::StatusOr<std::vector<Frame>> SymbolizeInSection(const std::string& path, const std::string& section,
-                                                        uint64_t offset);
+  // libdwfl's layout of the relocated sections — from `build_id_hex`'s address map when there is
+  // a valid one (it carries that layout), else through libdwfl. NotFound when the file has no
+  // such section.
+  absl::StatusOr<std::vector<Frame>> SymbolizeInSection(const std::string& path, const std::string& build_id_hex,
+                                                        const std::string& section, uint64_t offset);
 
   // Closes every debug file and address map and drops what was parsed from them.
   void Clear();
@@ -59,6 +61,8 @@ class Symbolizer {
   absl::StatusOr<File*> Open(const std::string& path);
   absl::StatusOr<File*> OpenRelocatable(const std::string& path);
   std::vector<Frame> FramesAt(File* f, uint64_t dwarf_addr);
+  // The build-ID's address map, when the directory holds a valid one (null: read DWARF).
+  const AddrMap* MapFor(const std::string& build_id_hex);
   std::map<std::string, std::unique_ptr<File>> files_;
   std::string addr_map_dir_;
   struct MapSlot {

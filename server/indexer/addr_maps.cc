@@ -1,9 +1,13 @@
-// Step 6 of an index run (steps.h): the address map (debuginfo/addr_map.h) of each linked
-// debug file the target uses, built once per build-ID. Planned with the store, built without
-// it, so that the build runs while step 7 writes the target.
+// Step 6 of an index run (steps.h): the address map (debuginfo/addr_map.h) of each debug file
+// the target uses — vmlinux's and every module's — built once per build-ID. Planned with the
+// store, built without it, so that the build runs while step 7 writes the target.
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
+#include <thread>
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
@@ -18,16 +22,13 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
   std::vector<AddrMapBuild> builds;
   const std::string map_dir = AddrMapDirFor(db.path());
   for (const Part& p : parts) {
-    // Modules (ET_REL) have no map: only vmlinux's debug file is looked up.
-    if (p.module >= 0 || !req.addr_maps || map_dir.empty() || !p.record.debug_file_id || p.record.build_id.empty()) {
-      continue;
-    }
+    if (!req.addr_maps || map_dir.empty() || !p.record.debug_file_id || p.record.build_id.empty()) continue;
     // The stored row, not the part: it says which file the index was made from.
     ASSIGN_OR_RETURN(auto df, store::FindDebugFile(db, p.record.build_id));
-    if (!df || df->relocatable) continue;
+    if (!df) continue;
     const std::string path = debuginfo::AddrMapPath(map_dir, df->build_id);
     auto existing = debuginfo::MappedAddrMap::Open(path, df->build_id);
-    // A vmlinux parsed again because its file changed gets a new map (the old one was made from
+    // A debug file parsed again because it changed gets a new map (the old one was made from
     // the old file's DWARF).
     const bool reparsed = p.stale && p.record.status != target::DebugFileStatus::kParseError &&
                           p.record.debug_file_id == p.stale->id && p.record.status != target::DebugFileStatus::kCached;
@@ -39,7 +40,7 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
     // from the old file's DWARF) must not be opened for the new generation meanwhile. Without
     // it, readers read DWARF until the new map is in place.
     if (existing.ok()) ::unlink(path.c_str());
-    builds.push_back({df->path, path});
+    builds.push_back({df->path, path, df->relocatable});
   }
   return builds;
 }
@@ -47,21 +48,12 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
 AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs) {
   const auto start = std::chrono::steady_clock::now();
   AddrMapOutcome out;
-  for (const AddrMapBuild& b : builds) {
-    if (req.progress) req.progress("DWARF into an address map", 0, 1);
-    // In a worker process, as the DWARF index was: the file is untrusted input.
-    absl::StatusOr<std::string> bytes = absl::UnknownError("no worker");
-    {
-      auto exe = debuginfo::FindWorkerExecutable();
-      if (!exe.ok()) {
-        bytes = exe.status();
-      } else {
-        debuginfo::DwarfWorker w(*exe, debuginfo::WorkerLimits::FromEnvironment());
-        bytes = w.AddrMap(b.debug_path, jobs);
-      }
-    }
+  std::mutex mu;  // guards out and the progress count
+  size_t done = 0;
+  if (req.progress) req.progress("DWARF into address maps", 0, builds.size());
+  auto finish = [&](const AddrMapBuild& b, const absl::StatusOr<std::string>& bytes) {
     absl::Status written = bytes.ok() ? debuginfo::WriteAddrMapFile(b.map_path, *bytes) : bytes.status();
-    if (req.progress) req.progress("DWARF into an address map", 1, 1);
+    std::lock_guard<std::mutex> l(mu);
     if (written.ok()) {
       ++out.built;
     } else {
@@ -69,7 +61,40 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
       out.warnings.push_back(
           StrCat("no address map for ", b.debug_path, " (symdex addr reads DWARF instead): ", written.message()));
     }
+    if (req.progress) req.progress("DWARF into address maps", ++done, builds.size());
+  };
+  // In worker processes, as the DWARF index was: the files are untrusted input.
+  auto exe = debuginfo::FindWorkerExecutable();
+  if (!exe.ok()) {
+    for (const AddrMapBuild& b : builds) finish(b, exe.status());
+    return out;
   }
+  const debuginfo::WorkerLimits limits = debuginfo::WorkerLimits::FromEnvironment();
+  // Linked files (vmlinux) one at a time with every thread; then the modules, one per thread at
+  // a time (most are small: a worker each, reused for many).
+  std::vector<const AddrMapBuild*> modules;
+  {
+    debuginfo::DwarfWorker w(*exe, limits);
+    for (const AddrMapBuild& b : builds) {
+      if (b.relocatable) {
+        modules.push_back(&b);
+      } else {
+        finish(b, w.AddrMap(b.debug_path, jobs));
+      }
+    }
+  }
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    debuginfo::DwarfWorker w(*exe, limits);
+    for (size_t i; (i = next.fetch_add(1)) < modules.size();) finish(*modules[i], w.AddrMap(modules[i]->debug_path, 1));
+  };
+  {
+    std::vector<std::jthread> threads;
+    const size_t n = std::min<size_t>(std::max(1u, jobs), modules.size());
+    for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
+    if (n > 0) work();
+  }
+  std::sort(out.warnings.begin(), out.warnings.end());  // the same order whatever the threads did
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;
 }

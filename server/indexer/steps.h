@@ -93,13 +93,15 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
 // cannot be read keeps none, and says so in its record's detail.
 void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs);
 
-// Step 6: the address map of vmlinux's debug file, built once per build-ID next to the index.
+// Step 6: the address maps of vmlinux's and the modules' debug files, built once per build-ID
+// next to the index.
 // PlanAddrMaps (with the store) says which maps are missing and counts those present;
 // BuildAddrMaps (no store: it runs on its own thread while step 7 writes the target) builds
 // them. A failure is a warning on the target (answers stay right, only slower), not an error.
 struct AddrMapBuild {
-  std::string debug_path;  // the linked debug file
-  std::string map_path;    // where its map goes
+  std::string debug_path;    // the debug file
+  std::string map_path;      // where its map goes
+  bool relocatable = false;  // a module's (ET_REL)
 };
 struct AddrMapOutcome {
   size_t built = 0;

@@ -258,7 +258,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
       if (sec.second <= addr && (best == nullptr || sec.second > best->second)) best = &sec;
     }
     if (best != nullptr) {
-      frames = sym.SymbolizeInSection(df->path, best->first, addr - best->second);
+      frames = sym.SymbolizeInSection(df->path, df->build_id, best->first, addr - best->second);
     } else {
       frames = absl::NotFoundError("no section base recorded for this module (offline target?)");
     }

@@ -105,7 +105,8 @@ echo "--- symdex addr vs llvm-symbolizer-14 on 5000 random vmlinux text addresse
   --show 3 || fail=1
 # The vmlinux address map answers exactly as the libdw walk: every text-symbol address, the
 # byte after it, and 20,000 seeded random addresses in vmlinux text, with and without the map.
-check_eq "address maps (vmlinux) under $SYMDEX_DB-addrmaps" "1" "$(find "$SYMDEX_DB-addrmaps" -name '*.addrmap' | wc -l)"
+check_eq "address maps (vmlinux and every module) under $SYMDEX_DB-addrmaps" "$((nko + 1))" \
+  "$(find "$SYMDEX_DB-addrmaps" -name '*.addrmap' | wc -l)"
 /usr/bin/python3 - "$MAP" >"$work/map-addrs" <<'PY'
 import random, sys
 text = sorted(int(l.split()[0], 16) for l in open(sys.argv[1]) if l.split()[1] in ('t', 'T'))

@@ -108,11 +108,60 @@ TEST_P(AddrMapTest, TheSameBytesWhenEveryUnitRecyclesTheLibdwHandle) {
   EXPECT_EQ(*bounded, *unbounded);
 }
 
-TEST_P(AddrMapTest, ARelocatableModuleHasNoMap) {
-  auto m = BuildAddrMap(fx_.module);
-  ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(m.status().message().find("relocatable"), std::string::npos);
+// A module's map: libdwfl's relocated layout carried in the map, every byte of every code
+// section answered as SymbolizeInSection's libdwfl walk answers it.
+TEST_P(AddrMapTest, AModuleMapAnswersEveryCodeByteAsTheLibdwflWalk) {
+  AddrMapStats stats;
+  auto bytes = BuildAddrMap(fx_.module, 1, &stats);
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+  Aligned buf(*bytes);
+  auto map = AddrMap::FromBytes(buf.view());
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_TRUE(map->relocatable());
+  auto id = RunCommand("readelf -n '" + fx_.module + "' | awk '/Build ID/ {print $3}'");
+  EXPECT_EQ(map->BuildIdHex() + "\n", id.out);
+  // Code sections and their sizes, from the section headers.
+  auto r = RunCommand("readelf -SW '" + fx_.module +
+                      "' | sed 's/^ *\\[ *[0-9]*\\]//' | awk '$2 == \"PROGBITS\" && $7 ~ /X/ {print $1, $5}'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(r.out);
+  Symbolizer sym;
+  size_t sections = 0, with_line = 0, checked = 0;
+  for (std::string name, size; in >> name >> size;) {
+    ++sections;
+    ASSERT_TRUE(map->SectionBase(name).has_value()) << name;
+    const uint64_t n = std::stoull(size, nullptr, 16);
+    for (uint64_t off = 0; off < n + 16; ++off) {
+      auto want = sym.SymbolizeInSection(fx_.module, "", name, off);  // no build-ID: libdwfl
+      ASSERT_TRUE(want.ok()) << want.status();
+      std::vector<Frame> got = map->FramesAt(*map->SectionBase(name) + off);
+      ASSERT_EQ(got, *want) << name << "+0x" << std::hex << off << ": " << got.size() << " vs " << want->size();
+      with_line += !got.empty() && got[0].line > 0;
+      ++checked;
+    }
+  }
+  EXPECT_GE(sections, 2u) << r.out;  // .text and .text.unlikely at least
+  EXPECT_GT(with_line, checked / 2);
+  EXPECT_FALSE(map->SectionBase(".no-such-section").has_value());
+  // Through the Symbolizer with the map in its directory: the same answers, and a section the
+  // module lacks is NotFound as on the libdwfl path.
+  const std::string dir = ::testing::TempDir() + "/modmaps-" + std::to_string(GetParam());
+  ASSERT_TRUE(WriteAddrMapFile(AddrMapPath(dir, map->BuildIdHex()), *bytes).ok());
+  Symbolizer with_map;
+  with_map.SetAddrMapDir(dir);
+  for (uint64_t off : {0, 1, 5, 17}) {
+    auto a = with_map.SymbolizeInSection("/nonexistent/only-the-map-is-read.ko", map->BuildIdHex(), ".text", off);
+    auto b = sym.SymbolizeInSection(fx_.module, "", ".text", off);
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+    EXPECT_EQ(*a, *b);
+  }
+  EXPECT_EQ(with_map.SymbolizeInSection(fx_.module, map->BuildIdHex(), ".nope", 0).status().code(),
+            absl::StatusCode::kNotFound);
+  // A linked file's map is not used for a module (and the other way round).
+  auto linked = BuildAddrMap(fx_.vmlinux);
+  ASSERT_TRUE(linked.ok());
+  Aligned lb(*linked);
+  EXPECT_FALSE(AddrMap::FromBytes(lb.view())->relocatable());
 }
 
 TEST_P(AddrMapTest, FilesAreCheckedForBuildIdSizeAndFormat) {

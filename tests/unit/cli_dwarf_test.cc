@@ -377,6 +377,25 @@ TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   }
   EXPECT_GE(checked, 4u);
 
+  // Those module answers came from the module's address map, built by the index run with
+  // vmlinux's; without the maps, libdwfl gives the same bytes for every byte of both sections.
+  EXPECT_EQ(idx["addr_maps"]["built"], 2) << idx.dump();
+  const std::string maps = fx_.dir / "index.db-addrmaps";
+  EXPECT_EQ(RunCommand("ls '" + maps + "' | grep -c '\\.addrmap$'").out, "2\n");
+  std::string addrs;
+  for (uint64_t base : {0xffffffffc0000000ull, 0xffffffffc0010000ull}) {
+    for (uint64_t x = base; x < base + 0x300; ++x) addrs += testing::HexAddress(x) + "\n";
+  }
+  WriteFile(fx_.dir / "module-addrs", addrs);
+  const std::string run = "addr - < '" + (fx_.dir / "module-addrs") + "'";
+  CommandResult with_maps = Symdex(run);
+  Must("mv '" + maps + "' '" + maps + ".off'");
+  CommandResult libdwfl = Symdex(run);
+  Must("mv '" + maps + ".off' '" + maps + "'");
+  EXPECT_EQ(with_maps.exit_code, libdwfl.exit_code);
+  EXPECT_TRUE(with_maps.out == libdwfl.out) << "module answers differ with and without the address maps";
+  EXPECT_GT(std::count(with_maps.out.begin(), with_maps.out.end(), '\n'), 0x300);
+
   // `lines` finds the line's code in vmlinux and in the loaded module, each module address at
   // the section offset where eu-addr2line -j SECTION puts that line.
   const int body = fx_.Line("drivers/a/a.c", "name_show") + 2;
