@@ -719,8 +719,9 @@ absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
   if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
     return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
   }
-  // A writer killed mid-write left its temporary file behind; nobody else will remove it.
-  RemoveStaleAddrMapTempFiles(dir);
+  // (Temporary files a killed writer left behind are removed when the index is next opened for
+  // writing, open_index.cc: not here, where a kernel's 1,100 module maps would scan the
+  // directory 1,100 times.)
   std::string tmp = StrCat(path, ".tmp.", ::getpid());  // "<id>.addrmap.tmp.<pid>": kAddrMapTempMarker
   auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
   if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));

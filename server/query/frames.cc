@@ -19,6 +19,9 @@ constexpr size_t kMaxSectionNameLength = 256;
 // How much bigger than the ELF st_size the size a kernel prints (the gap to the next kallsyms
 // symbol: alignment padding, __pfx_ prefixes) may be and still be the same function.
 constexpr uint64_t kMaxPrintedSizeSlack = 64;
+// Module offsets in one call from which each module's code symbols are read at once rather than
+// looked up frame by frame (a module's table costs about what 100-300 single lookups do).
+constexpr size_t kModuleTableFrames = 256;
 
 std::string Hex(uint64_t v) { return fmt::format("0x{:x}", v); }
 
@@ -105,17 +108,23 @@ struct LocalQuery::FramesCall {
 
   // The host module whose section holds `addr` (the highest base at or below it), if any.
   std::optional<Plan> ModuleOf(uint64_t addr) const {
-    const FrameModule* best_m = nullptr;
-    const std::pair<std::string, uint64_t>* best = nullptr;
-    for (const FrameModule& m : ctx.modules) {
-      for (const auto& sec : m.sections) {
-        if (sec.second <= addr && (best == nullptr || sec.second > best->second)) {
-          best = &sec;
-          best_m = &m;
-        }
+    // The section with the greatest base <= addr (the first given, among equal bases), by a
+    // binary search over every module's sections, sorted once per call.
+    if (section_order.empty()) {
+      for (const FrameModule& m : ctx.modules) {
+        for (const auto& sec : m.sections) section_order.push_back({sec.second, &m, &sec});
       }
+      std::stable_sort(section_order.begin(), section_order.end(),
+                       [](const PlacedSection& a, const PlacedSection& b) { return a.base < b.base; });
     }
-    if (best == nullptr) return std::nullopt;
+    auto above = std::upper_bound(section_order.begin(), section_order.end(), addr,
+                                  [](uint64_t a, const PlacedSection& p) { return a < p.base; });
+    if (above == section_order.begin()) return std::nullopt;
+    const uint64_t at = std::prev(above)->base;
+    const PlacedSection& first = *std::lower_bound(section_order.begin(), above, at,
+                                                   [](const PlacedSection& p, uint64_t b) { return p.base < b; });
+    const FrameModule* best_m = first.module;
+    const std::pair<std::string, uint64_t>* best = first.section;
     if (best_m->size) {
       uint64_t lo = UINT64_MAX;
       for (const auto& sec : best_m->sections) lo = std::min(lo, sec.second);
@@ -185,7 +194,16 @@ struct LocalQuery::FramesCall {
       a.note = StrCat("module ", p.module, " has no section ", p.section, " in target ", t.name);
       return absl::OkStatus();
     }
-    ASSIGN_OR_RETURN(store::Containment c, store::SymbolInSection(*db, t.id, p.module, p.section, p.offset));
+    store::Containment c;
+    if (module_tables) {
+      std::shared_ptr<const store::ModuleCodeSymbols>& table = module_symbols[p.module];
+      if (!table) {
+        ASSIGN_OR_RETURN(table, store::LoadModuleCodeSymbols(*db, t.id, p.module));
+      }
+      c = table->InSection(p.section, p.offset);
+    } else {
+      ASSIGN_OR_RETURN(c, store::SymbolInSection(*db, t.id, p.module, p.section, p.offset));
+    }
     if (!c.symbol) {
       a.note = std::move(c.why);
       a.exact = false;
@@ -293,19 +311,28 @@ struct LocalQuery::FramesCall {
     } else if (auto it = canonical.find(key); it != canonical.end()) {
       return it->second;
     }
-    ASSIGN_OR_RETURN(auto list, sz.src.Which(brief.name, false));
-    std::vector<Instance> group;
-    const Instance* self = nullptr;
-    for (const Instance& in : *list) {
-      if (IsCodeSymbolType(in.type)) group.push_back(in);
-    }
-    for (const Instance& in : group) {
-      if (in.module == brief.module && in.section == brief.section && in.addr == brief.addr &&
-          in.section_offset == brief.section_offset) {
-        self = &in;
+    // A name only this symbol carries (most of them) is its own spec: counted in the name
+    // index, not listed with every instance's DWARF.
+    ASSIGN_OR_RETURN(store::Db * db, s.Db());
+    ASSIGN_OR_RETURN(int64_t named, store::CountSymbolsNamed(*db, t.id, brief.name));
+    std::string c;
+    if (named == 1) {
+      c = CanonicalSpec(brief, {brief});
+    } else {
+      ASSIGN_OR_RETURN(auto list, sz.src.Which(brief.name, false));
+      std::vector<Instance> group;
+      const Instance* self = nullptr;
+      for (const Instance& in : *list) {
+        if (IsCodeSymbolType(in.type)) group.push_back(in);
       }
+      for (const Instance& in : group) {
+        if (in.module == brief.module && in.section == brief.section && in.addr == brief.addr &&
+            in.section_offset == brief.section_offset) {
+          self = &in;
+        }
+      }
+      c = CanonicalSpec(self ? *self : brief, group);
     }
-    std::string c = CanonicalSpec(self ? *self : brief, group);
     if (shared != nullptr) {
       std::lock_guard<std::mutex> l(shared->mu);
       if (shared->canonical.size() >= q.opts_.max_cached_names) shared->canonical.clear();
@@ -323,6 +350,15 @@ struct LocalQuery::FramesCall {
   Cache* shared;  // the generation's cache (null: the CLI's uncached mode)
   std::map<std::string, const FrameModule*> host_modules;
   std::map<std::string, std::optional<store::ModuleRecord>> target_modules;
+  struct PlacedSection {
+    uint64_t base;
+    const FrameModule* module;
+    const std::pair<std::string, uint64_t>* section;
+  };
+  mutable std::vector<PlacedSection> section_order;  // ModuleOf's index over ctx.modules
+  // A batch with many module offsets reads each module's code symbols once (kModuleTableFrames).
+  bool module_tables = false;
+  std::map<std::string, std::shared_ptr<const store::ModuleCodeSymbols>> module_symbols;
   CanonicalCache canonical;
 };
 
@@ -445,6 +481,9 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         plans[i].kind = Plan::kDone;
       }
     }
+    call.module_tables = std::count_if(plans.begin(), plans.end(), [](const Plan& p) {
+                           return p.kind == Plan::kModuleOffset;
+                         }) >= kModuleTableFrames;
     for (size_t i = 0; i < plans.size(); ++i) {
       if (plans[i].kind == Plan::kModuleOffset) RETURN_IF_ERROR(call.AnswerModuleOffset(plans[i], out.frames[i]));
     }

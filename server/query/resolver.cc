@@ -132,9 +132,16 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
 }
 
 std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_name) {
-  std::vector<Spec> tries;
   Spec base;
   base.name = in.name;
+  auto same = [&](const Instance& a) {
+    return a.module == in.module && a.addr == in.addr && a.section == in.section &&
+           a.section_offset == in.section_offset && a.name == in.name;
+  };
+  // A name no other instance carries: the bare name is the shortest try and matches only `in`
+  // (what the search below returns first, without building the others — most names are unique).
+  if (same_name.size() == 1 && same(same_name[0])) return FormatSpec(base);
+  std::vector<Spec> tries;
   std::vector<std::string> modules = {""};
   modules.push_back(in.module.empty() ? "vmlinux" : in.module);
   std::vector<std::string> files, cus;
@@ -163,14 +170,14 @@ std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_
     }
   }
   std::vector<std::pair<size_t, std::string>> ordered;
-  for (size_t i = 0; i < tries.size(); ++i) ordered.emplace_back(FormatSpec(tries[i]).size(), FormatSpec(tries[i]));
+  ordered.reserve(tries.size());
+  for (const Spec& t : tries) {
+    std::string f = FormatSpec(t);
+    ordered.emplace_back(f.size(), std::move(f));
+  }
   std::vector<size_t> idx(tries.size());
   for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ordered[a].first < ordered[b].first; });
-  auto same = [&](const Instance& a) {
-    return a.module == in.module && a.addr == in.addr && a.section == in.section &&
-           a.section_offset == in.section_offset && a.name == in.name;
-  };
   for (size_t i : idx) {
     const Spec& s = tries[i];
     int n = 0;

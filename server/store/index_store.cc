@@ -370,6 +370,13 @@ absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, cons
   return out;
 }
 
+absl::StatusOr<int64_t> CountSymbolsNamed(Db& db, int64_t id, const std::string& name) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND name = ?2"));
+  st.Bind(1, id).Bind(2, name);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? st.Int(0) : 0;
+}
+
 absl::StatusOr<NameCounts> CountName(Db& db, int64_t id, const std::string& name, const std::string& module) {
   ASSIGN_OR_RETURN(
       Stmt st,
@@ -432,21 +439,11 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) 
   return Containment{std::move(best), ""};
 }
 
-absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std::string& module,
-                                            const std::string& section, uint64_t offset) {
-  ASSIGN_OR_RETURN(Stmt mod, db.Prepare("SELECT id FROM modules WHERE target_id = ?1 AND name = ?2"));
-  mod.Bind(1, target_id).Bind(2, module);
-  ASSIGN_OR_RETURN(bool has_module, mod.Step());
-  if (!has_module) return Containment{std::nullopt, StrCat("module ", module, " is not indexed in this target")};
-  const int64_t module_id = mod.Int(0);
-  // Offsets are small non-negative integers: their signed order is their order.
-  std::string sql = std::string(kSymbolSelect) + "WHERE s.module_id = ?1 AND s.section = ?2 AND s.type IN " +
-                    SqlTypeList(kCodeSymbolTypes) +
-                    " AND s.addr = (SELECT MAX(addr) FROM symbols WHERE module_id = ?1 AND section = ?2 AND type IN " +
-                    SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?3)";
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
-  st.Bind(1, module_id).Bind(2, section).Bind(3, ToDb(offset));
-  ASSIGN_OR_RETURN(std::optional<SymbolRecord> best, PreferredAlias(st));
+namespace {
+
+// SymbolInSection's verdict on the alias-ranked symbol at the greatest offset <= `offset`.
+Containment InSectionVerdict(std::optional<SymbolRecord> best, const std::string& module, const std::string& section,
+                             uint64_t offset) {
   if (!best)
     return Containment{std::nullopt, StrCat("no code symbol of ", module, " at or below ", section, "+0x",
                                             fmt::format("{:x}", offset))};
@@ -456,6 +453,78 @@ absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std
                                             ", size ", *best->size, ")")};
   }
   return Containment{std::move(best), ""};
+}
+
+std::string NotIndexed(const std::string& module) {
+  return StrCat("module ", module, " is not indexed in this target");
+}
+
+}  // namespace
+
+absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std::string& module,
+                                            const std::string& section, uint64_t offset) {
+  ASSIGN_OR_RETURN(Stmt mod, db.Prepare("SELECT id FROM modules WHERE target_id = ?1 AND name = ?2"));
+  mod.Bind(1, target_id).Bind(2, module);
+  ASSIGN_OR_RETURN(bool has_module, mod.Step());
+  if (!has_module) return Containment{std::nullopt, NotIndexed(module)};
+  const int64_t module_id = mod.Int(0);
+  // Offsets are small non-negative integers: their signed order is their order.
+  std::string sql = std::string(kSymbolSelect) + "WHERE s.module_id = ?1 AND s.section = ?2 AND s.type IN " +
+                    SqlTypeList(kCodeSymbolTypes) +
+                    " AND s.addr = (SELECT MAX(addr) FROM symbols WHERE module_id = ?1 AND section = ?2 AND type IN " +
+                    SqlTypeList(kCodeSymbolTypes) + " AND addr <= ?3) ORDER BY s.id";
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
+  st.Bind(1, module_id).Bind(2, section).Bind(3, ToDb(offset));
+  ASSIGN_OR_RETURN(std::optional<SymbolRecord> best, PreferredAlias(st));
+  return InSectionVerdict(std::move(best), module, section, offset);
+}
+
+absl::StatusOr<std::shared_ptr<const ModuleCodeSymbols>> LoadModuleCodeSymbols(Db& db, int64_t target_id,
+                                                                               const std::string& module) {
+  auto out = std::make_shared<ModuleCodeSymbols>();
+  out->module_ = module;
+  ASSIGN_OR_RETURN(Stmt mod, db.Prepare("SELECT id FROM modules WHERE target_id = ?1 AND name = ?2"));
+  mod.Bind(1, target_id).Bind(2, module);
+  ASSIGN_OR_RETURN(bool has_module, mod.Step());
+  if (!has_module) return std::shared_ptr<const ModuleCodeSymbols>(std::move(out));
+  out->indexed_ = true;
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare(std::string(kSymbolSelect) +
+                                       "WHERE s.module_id = ?1 AND s.section IS NOT NULL AND s.type IN " +
+                                       SqlTypeList(kCodeSymbolTypes) + " ORDER BY s.section, s.addr, s.id"));
+  st.Bind(1, mod.Int(0));
+  for (;;) {
+    ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    SymbolRecord r = ReadSymbol(st);
+    auto& v = out->by_section_[r.section];
+    v.push_back(std::move(r));
+    ++out->count_;
+  }
+  return std::shared_ptr<const ModuleCodeSymbols>(std::move(out));
+}
+
+Containment ModuleCodeSymbols::InSection(const std::string& section, uint64_t offset) const {
+  if (!indexed_) return Containment{std::nullopt, NotIndexed(module_)};
+  std::optional<SymbolRecord> best;
+  if (auto it = by_section_.find(section); it != by_section_.end()) {
+    const std::vector<SymbolRecord>& v = it->second;
+    // The greatest offset <= `offset` (stored as the database orders them: as signed integers),
+    // then its aliases ranked as PreferredAlias ranks them, in the same (id) order.
+    auto above = std::upper_bound(v.begin(), v.end(), ToDb(offset),
+                                  [](int64_t o, const SymbolRecord& r) { return o < ToDb(r.addr); });
+    if (above != v.begin()) {
+      const uint64_t at = std::prev(above)->addr;
+      auto alias = [](const SymbolRecord& r) {
+        return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
+      };
+      for (auto k = std::lower_bound(v.begin(), above, ToDb(at),
+                                     [](const SymbolRecord&r, int64_t o) { return ToDb(r.addr) < o; });
+           k != above; ++k) {
+        if (!best || PreferAlias(alias(*k), alias(*best))) best = *k;
+      }
+    }
+  }
+  return InSectionVerdict(std::move(best), module_, section, offset);
 }
 
 absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id) {

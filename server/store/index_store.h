@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -116,6 +117,9 @@ struct NameCounts {
   int64_t in_module = 0;
 };
 absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name, const std::string& module);
+// How many symbols of the target, of any type, are named exactly `name` (from the covering
+// index symbols_by_name alone: no row is read).
+absl::StatusOr<int64_t> CountSymbolsNamed(Db& db, int64_t target_id, const std::string& name);
 
 // An address lookup's answer: the symbol holding the address, or why none does.
 struct Containment {
@@ -134,6 +138,25 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t target_id, uint64_t
 // the next symbol. `why` says what is missing: the module, the section, or a symbol there.
 absl::StatusOr<Containment> SymbolInSection(Db& db, int64_t target_id, const std::string& module,
                                             const std::string& section, uint64_t offset);
+
+// One module's code symbols by section, read at once: SymbolInSection's answers for a batch
+// of offsets into that module (a query per frame cost two statements each).
+class ModuleCodeSymbols {
+ public:
+  // Exactly what SymbolInSection(db, target, module, section, offset) returns.
+  Containment InSection(const std::string& section, uint64_t offset) const;
+  size_t size() const { return count_; }
+
+ private:
+  friend absl::StatusOr<std::shared_ptr<const ModuleCodeSymbols>> LoadModuleCodeSymbols(Db& db, int64_t target_id,
+                                                                                        const std::string& module);
+  std::string module_;
+  bool indexed_ = false;
+  size_t count_ = 0;
+  std::map<std::string, std::vector<SymbolRecord>, std::less<>> by_section_;  // each in (addr, id) order
+};
+absl::StatusOr<std::shared_ptr<const ModuleCodeSymbols>> LoadModuleCodeSymbols(Db& db, int64_t target_id,
+                                                                               const std::string& module);
 
 // A target's text symbols with absolute addresses, in address order, in brief (no DWARF
 // columns), and where its owners lie: what SymbolContaining answers, for a batch of addresses
