@@ -221,34 +221,54 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   // A large batch goes as a few concurrent calls over the one connection (frames are answered
   // independently): the daemon answers the later parts while this process decodes the first —
   // on 2 cores a 10k-frame call's wall time was the sum of both sides' CPU.
-  const size_t parts = std::clamp<size_t>(frames.size() / kFramesPerPart, 1, kMaxFramesParts);
-  struct Part {
-    ResponseArena arena;
-    pb::SymbolizeFramesResponse* resp = arena.Make<pb::SymbolizeFramesResponse>();
-    Impl::Attempt attempt;
-  };
-  std::vector<Part> part(parts);
-  auto call = [&](size_t i) {
-    const size_t begin = frames.size() * i / parts, end = frames.size() * (i + 1) / parts;
-    pb::SymbolizeFramesRequest req;
-    ToProto(target, fc, std::span(frames).subspan(begin, end - begin), &req);
-    part[i].attempt = impl_->Unary(target, fc.kernel_build_id, [&](grpc::ClientContext& c) {
-      return impl_->stub->SymbolizeFrames(&c, req, part[i].resp);
-    });
-  };
-  std::vector<std::jthread> others;
-  for (size_t i = 1; i < parts; ++i) others.emplace_back(call, i);
-  call(0);
-  query::FramesResult out;
-  for (size_t i = 0; i < parts; ++i) {
-    if (i > 0) others[i - 1].join();
-    if (!part[i].attempt.status.ok()) return impl_->Error(part[i].attempt);  // the rest join on return
-    query::FramesResult r = FromProto(*part[i].resp);
-    if (i == 0) {
-      out = std::move(r);
-    } else {
-      std::move(r.frames.begin(), r.frames.end(), std::back_inserter(out.frames));
+  auto split = [&](size_t parts) -> absl::StatusOr<query::FramesResult> {
+    struct Part {
+      ResponseArena arena;
+      pb::SymbolizeFramesResponse* resp = arena.Make<pb::SymbolizeFramesResponse>();
+      Impl::Attempt attempt;
+    };
+    std::vector<Part> part(parts);
+    auto bounds = [&](size_t i) {
+      return std::pair<size_t, size_t>{frames.size() * i / parts, frames.size() * (i + 1) / parts};
+    };
+    auto call = [&](size_t i) {
+      const auto [begin, end] = bounds(i);
+      pb::SymbolizeFramesRequest req;
+      ToProto(target, fc, std::span(frames).subspan(begin, end - begin), &req);
+      part[i].attempt = impl_->Unary(target, fc.kernel_build_id, [&](grpc::ClientContext& c) {
+        return impl_->stub->SymbolizeFrames(&c, req, part[i].resp);
+      });
+    };
+    std::vector<std::jthread> others;  // declared after `part`: joined before it is destroyed
+    for (size_t i = 1; i < parts; ++i) others.emplace_back(call, i);
+    call(0);
+    query::FramesResult out;
+    for (size_t i = 0; i < parts; ++i) {
+      if (i > 0) others[i - 1].join();
+      if (!part[i].attempt.status.ok()) return impl_->Error(part[i].attempt);  // the rest join on return
+      query::FramesResult r = FromProto(*part[i].resp);
+      const auto [begin, end] = bounds(i);
+      if (r.frames.size() != end - begin) {
+        return absl::DataLossError(StrCat("symdexd answered ", r.frames.size(), " frames for a part of ", end - begin));
+      }
+      if (i == 0) {
+        out = std::move(r);
+      } else if (r.target.name != out.target.name || r.target.generation != out.target.generation) {
+        // Re-indexed (or another replica) between the parts: one answer must come from one
+        // generation.
+        return absl::AbortedError("the target changed between the parts of one request");
+      } else {
+        std::move(r.frames.begin(), r.frames.end(), std::back_inserter(out.frames));
+      }
     }
+    return out;
+  };
+  const size_t parts = std::clamp<size_t>(frames.size() / kFramesPerPart, 1, kMaxFramesParts);
+  absl::StatusOr<query::FramesResult> out = split(parts);
+  // The whole batch as one call, as a smaller one goes, when its parts saw two generations.
+  if (parts > 1 && out.status().code() == absl::StatusCode::kAborted &&
+      out.status().message() == "the target changed between the parts of one request") {
+    out = split(1);
   }
   return out;
 }

@@ -72,26 +72,35 @@ absl::StatusOr<AddrMap> AddrMap::FromBytes(std::string_view bytes) {
   auto bad = [](const std::string& why) {
     return absl::InvalidArgumentError(StrCat("not a valid address map: ", why));
   };
-  if (bytes.size() < sizeof(Header)) return bad(StrCat(bytes.size(), " bytes, shorter than its header"));
+  if (bytes.size() < kHeaderV1Size) return bad(StrCat(bytes.size(), " bytes, shorter than its header"));
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(Header) != 0) return bad("misaligned buffer");
-  const auto* h = reinterpret_cast<const Header*>(bytes.data());
-  if (std::memcmp(h->magic, kMagic, sizeof kMagic) != 0) return bad("wrong magic");
-  if (h->byte_order != kByteOrderMark) return bad("written on a machine of the other byte order");
-  if (h->version != kVersion) return bad(StrCat("format version ", h->version, ", this symdex reads ", kVersion));
-  if (h->header_size != sizeof(Header)) return bad("header size differs");
-  if (h->build_id_size > sizeof h->build_id) return bad("build-ID too long");
-  if (h->file_size != bytes.size()) {
-    return bad(StrCat("truncated or extended: header says ", h->file_size, " bytes, file has ", bytes.size()));
+  Header h{};
+  std::memcpy(&h, bytes.data(), kHeaderV1Size);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return bad("wrong magic");
+  if (h.byte_order != kByteOrderMark) return bad("written on a machine of the other byte order");
+  if (h.version != kVersion && h.version != kVersion1) {
+    return bad(StrCat("format version ", h.version, ", this symdex reads ", kVersion1, " and ", kVersion));
+  }
+  const size_t header_size = h.version == kVersion1 ? kHeaderV1Size : sizeof(Header);
+  if (h.header_size != header_size || bytes.size() < header_size) return bad("header size differs");
+  if (h.version == kVersion) {
+    std::memcpy(&h, bytes.data(), sizeof(Header));
+  } else {
+    h.sections[kElfSections] = SectionRef{(header_size + 7) / 8 * 8, 0};  // none: a linked file's map
+  }
+  if (h.build_id_size > sizeof h.build_id) return bad("build-ID too long");
+  if (h.file_size != bytes.size()) {
+    return bad(StrCat("truncated or extended: header says ", h.file_size, " bytes, file has ", bytes.size()));
   }
   for (uint32_t s = 0; s < kSectionCount; ++s) {
-    const SectionRef& r = h->sections[s];
+    const SectionRef& r = h.sections[s];
     uint64_t size = bytes.size();
-    if (r.offset % 8 != 0 || r.offset < sizeof(Header) || r.offset > size ||
+    if (r.offset % 8 != 0 || r.offset < header_size || r.offset > size ||
         r.count > (size - r.offset) / RecordSize(static_cast<Section>(s))) {
       return bad(StrCat("section ", kSectionNames[s], " lies outside the file"));
     }
   }
-  const SectionRef& str = h->sections[kStrings];
+  const SectionRef& str = h.sections[kStrings];
   if (str.count == 0 || bytes[str.offset + str.count - 1] != '\0' || bytes[str.offset] != '\0') {
     return bad("string table not terminated");
   }
@@ -102,7 +111,7 @@ absl::StatusOr<AddrMap> AddrMap::FromBytes(std::string_view bytes) {
 }
 
 std::string AddrMap::BuildIdHex() const {
-  return BuildId::FromRaw(std::string_view(reinterpret_cast<const char*>(header_->build_id), header_->build_id_size))
+  return BuildId::FromRaw(std::string_view(reinterpret_cast<const char*>(header_.build_id), header_.build_id_size))
       .ToHex();
 }
 
@@ -719,8 +728,8 @@ absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
   if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
     return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
   }
-  // (Temporary files a killed writer left behind are removed when the index is next opened for
-  // writing, open_index.cc: not here, where a kernel's 1,100 module maps would scan the
+  // (Temporary files a killed writer left behind are removed once per index run, by
+  // open_index.cc and BuildAddrMaps: not here, where a kernel's 1,100 module maps would scan the
   // directory 1,100 times.)
   std::string tmp = StrCat(path, ".tmp.", ::getpid());  // "<id>.addrmap.tmp.<pid>": kAddrMapTempMarker
   auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);

@@ -52,6 +52,10 @@ struct Header {
   uint64_t file_size;
   SectionRef sections[kSectionCount];
 };
+// Version 1 (vmlinux maps written before module maps): the same header without the last
+// SectionRef (no sections table); still read, as a linked file's map.
+inline constexpr uint32_t kVersion1 = 1;
+inline constexpr size_t kHeaderV1Size = sizeof(Header) - sizeof(SectionRef);
 struct Arange {
   uint64_t addr, length;
   uint32_t unit;  // kNone: the CU DIE could not be read
@@ -106,17 +110,17 @@ class AddrMap {
 
   std::string BuildIdHex() const;
   size_t size_bytes() const { return bytes_.size(); }
-  uint64_t count(addrmap::Section s) const { return header_->sections[s].count; }
+  uint64_t count(addrmap::Section s) const { return header_.sections[s].count; }
 
  private:
   template <typename T>
   const T* Records(addrmap::Section s) const {
-    return reinterpret_cast<const T*>(bytes_.data() + header_->sections[s].offset);
+    return reinterpret_cast<const T*>(bytes_.data() + header_.sections[s].offset);
   }
   const char* String(uint32_t off) const;
 
   std::string_view bytes_;
-  const addrmap::Header* header_ = nullptr;
+  addrmap::Header header_{};  // a copy: a version-1 file's header is one SectionRef shorter
 };
 
 // An address map file, mmap'ed read-only for as long as this lives.

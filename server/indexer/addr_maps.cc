@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "server/common/file_util.h"
@@ -21,12 +23,14 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
                                                        const std::vector<Part>& parts, IndexSummary& sum) {
   std::vector<AddrMapBuild> builds;
   const std::string map_dir = AddrMapDirFor(db.path());
+  std::set<std::string> planned;  // one build per map file, however many parts share a build-ID
   for (const Part& p : parts) {
     if (!req.addr_maps || map_dir.empty() || !p.record.debug_file_id || p.record.build_id.empty()) continue;
     // The stored row, not the part: it says which file the index was made from.
     ASSIGN_OR_RETURN(auto df, store::FindDebugFile(db, p.record.build_id));
     if (!df) continue;
     const std::string path = debuginfo::AddrMapPath(map_dir, df->build_id);
+    if (!planned.insert(path).second) continue;
     auto existing = debuginfo::MappedAddrMap::Open(path, df->build_id);
     // A debug file parsed again because it changed gets a new map (the old one was made from
     // the old file's DWARF).
@@ -68,6 +72,11 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
   if (!exe.ok()) {
     for (const AddrMapBuild& b : builds) finish(b, exe.status());
     return out;
+  }
+  // Temporary files a killed writer left (symdexd writes maps too, and does not open the index
+  // through open_index.cc): once per step, not once per file.
+  if (!builds.empty()) {
+    debuginfo::RemoveStaleAddrMapTempFiles(std::filesystem::path(builds.front().map_path).parent_path().string());
   }
   const debuginfo::WorkerLimits limits = debuginfo::WorkerLimits::FromEnvironment();
   // Linked files (vmlinux) one at a time with every thread; then the modules, one per thread at

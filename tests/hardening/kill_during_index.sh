@@ -40,7 +40,11 @@ while [ "$killed" -lt "$kills" ] && [ "$i" -lt $((kills * 3)) ]; do
   rm -rf "$db-addrmaps"
   answers >"$work/before-$i.txt"
   delay=$(python3 -c "import random; print(round(random.uniform(0.05, 0.8) * $full, 2))")
-  index >/dev/null 2>&1 &
+  # symdex itself in the background, not a subshell running index(): $! must be symdex's pid,
+  # or the kill hits the subshell and symdex runs on, orphaned (it did: the runs were never
+  # killed, and the orphan's address maps raced the next iteration's rm).
+  "$symdex" --db "$db" index -q --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DEBUG_DIR" --no-debuginfod \
+    >/dev/null 2>&1 &
   pid=$!
   sleep "$delay"
   if kill -KILL "$pid" 2>/dev/null; then

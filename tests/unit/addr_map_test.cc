@@ -164,6 +164,38 @@ TEST_P(AddrMapTest, AModuleMapAnswersEveryCodeByteAsTheLibdwflWalk) {
   EXPECT_FALSE(AddrMap::FromBytes(lb.view())->relocatable());
 }
 
+// A vmlinux map written before module maps (format 1: the header one SectionRef shorter, no
+// sections table) is still read, as a linked file's map, with the same answers.
+TEST_P(AddrMapTest, AVersionOneMapIsStillRead) {
+  auto bytes = BuildAddrMap(fx_.vmlinux);
+  ASSERT_TRUE(bytes.ok());
+  std::string v1 = *bytes;  // the data stays at its offsets; the header's last SectionRef is padding
+  addrmap::Header h;
+  std::memcpy(&h, v1.data(), sizeof h);
+  ASSERT_EQ(h.sections[addrmap::kElfSections].count, 0u);
+  h.version = addrmap::kVersion1;
+  h.header_size = static_cast<uint32_t>(addrmap::kHeaderV1Size);
+  std::memset(&h.sections[addrmap::kElfSections], 0, sizeof(addrmap::SectionRef));
+  std::memcpy(v1.data(), &h, sizeof h);
+  Aligned a(*bytes), b(v1);
+  auto v2map = AddrMap::FromBytes(a.view());
+  auto v1map = AddrMap::FromBytes(b.view());
+  ASSERT_TRUE(v1map.ok()) << v1map.status();
+  EXPECT_FALSE(v1map->relocatable());
+  EXPECT_EQ(v1map->BuildIdHex(), v2map->BuildIdHex());
+  auto [lo, hi] = TextRange(fx_.vmlinux);
+  for (uint64_t x = lo; x < hi; ++x) ASSERT_EQ(v1map->FramesAt(x), v2map->FramesAt(x)) << std::hex << x;
+  // Version 1 with a version-2 header size, or a version never written: refused.
+  h.header_size = sizeof(addrmap::Header);
+  std::memcpy(v1.data(), &h, sizeof h);
+  Aligned c(v1);
+  EXPECT_FALSE(AddrMap::FromBytes(c.view()).ok());
+  h.version = 7;
+  std::memcpy(v1.data(), &h, sizeof h);
+  Aligned d(v1);
+  EXPECT_NE(AddrMap::FromBytes(d.view()).status().message().find("format version 7"), std::string::npos);
+}
+
 TEST_P(AddrMapTest, FilesAreCheckedForBuildIdSizeAndFormat) {
   auto bytes = BuildAddrMap(fx_.vmlinux);
   ASSERT_TRUE(bytes.ok());
