@@ -33,6 +33,11 @@ class UnaryCall : public grpc::ServerUnaryReactor {
     call_.Done(status_);
     delete this;
   }
+  // OnDone is trivial (a counter, a histogram, the holds given back: short mutexes, no I/O), so
+  // gRPC may run it where the call completes. Without this it hands every finished call to its
+  // executor: a thread switch per call, measured at ~40% of a warm Resolve's daemon CPU.
+  // (grpc::ServerReactor calls this "not API"; its 1.51 callback handlers honour it.)
+  bool InternalInlineable() override { return true; }
   Limiter::Hold slot;
   std::vector<Limiter::Hold> holds;
 
