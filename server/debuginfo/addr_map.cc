@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -26,6 +27,7 @@
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/libdw_util.h"
+#include "server/debuginfo/line_table.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -232,6 +234,7 @@ struct UnitPart {
   std::vector<Interval> intervals;
   std::vector<Node> nodes;
   bool ok = false;
+  bool fast_lines = false;  // the line table came from ReadLineTable, not libdw
 
   uint32_t Intern(const std::string& s) {
     auto [it, fresh] = string_ids.try_emplace(s, static_cast<uint32_t>(strings.size()));
@@ -257,8 +260,23 @@ class UnitBuilder {
     Dwarf_Attribute a;
     const char* comp_dir = dwarf_formstring(dwarf_attr(cu_, DW_AT_comp_dir, &a));
     comp_dir_ = comp_dir ? comp_dir : "";
-    if (dwarf_getsrcfiles(cu_, &files_, &nfiles_) != 0) files_ = nullptr;
-    BuildLines();
+    // The unit's line table through ReadLineTable where it reads it (libdw's rows, without
+    // libdw's cost), else through libdw.
+    if (!LibdwLinesForced()) {
+      if (auto sec = LinkedLineSections(dbg_); sec.ok()) {
+        if (auto t = ReadUnitLineTable(*sec, cu_); t.ok()) {
+          table_ = std::move(*t);
+          table_ids_.assign(table_->files.size(), kNoId);
+        }
+      }
+    }
+    out_.fast_lines = table_.has_value();
+    if (!table_) {
+      if (dwarf_getsrcfiles(cu_, &files_, &nfiles_) != 0) files_ = nullptr;
+      BuildLines();
+    } else {
+      BuildTableLines();
+    }
     for (const FunctionRange& r : CollectFunctionRanges(cu_)) BuildSpan(r);
     out_.ok = true;
   }
@@ -300,6 +318,37 @@ class UnitBuilder {
       if (!out_.lines.empty()) {
         const Line& p = out_.lines.back();
         if (!end && !p.end_sequence && p.file == row.file && p.line == row.line && p.column == row.column) continue;
+      }
+      out_.lines.push_back(row);
+    }
+  }
+
+  // The file of a ReadLineTable table (0 past it, as SourceString(nullptr)).
+  uint32_t TableFile(uint64_t idx) {
+    if (idx >= table_ids_.size()) return 0;
+    if (table_ids_[idx] == kNoId) {
+      table_ids_[idx] = out_.Intern(SourceTreeRelative(*table_->FilePath(static_cast<uint32_t>(idx)), comp_dir_));
+    }
+    return table_ids_[idx];
+  }
+
+  // BuildLines over a ReadLineTable table: the same rows kept, the same values.
+  void BuildTableLines() {
+    const auto& rows = table_->rows;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const LineRow& l = rows[i];
+      if (i + 1 < rows.size() && rows[i + 1].addr == l.addr) continue;  // the last row at one address
+      Line row{l.addr, 0, 0, 0, l.end_sequence ? 1u : 0u};
+      if (!l.end_sequence) {
+        row.file = TableFile(l.file);
+        row.line = l.line;
+        row.column = l.column;
+      }
+      if (!out_.lines.empty()) {
+        const Line& p = out_.lines.back();
+        if (!l.end_sequence && !p.end_sequence && p.file == row.file && p.line == row.line && p.column == row.column) {
+          continue;
+        }
       }
       out_.lines.push_back(row);
     }
@@ -356,8 +405,12 @@ class UnitBuilder {
     n.is_subprogram = dwarf_tag(die) == DW_TAG_subprogram;
     Dwarf_Attribute a;
     Dwarf_Word v;
-    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &a), &v) == 0 && files_ && v < nfiles_) {
-      n.call_file = SourceString(dwarf_filesrc(files_, v, nullptr, nullptr));
+    if (dwarf_formudata(dwarf_attr(die, DW_AT_call_file, &a), &v) == 0) {
+      if (table_) {
+        n.call_file = TableFile(v);
+      } else if (files_ && v < nfiles_) {
+        n.call_file = SourceString(dwarf_filesrc(files_, v, nullptr, nullptr));
+      }
     }
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_line, &a), &v) == 0) n.call_line = static_cast<int>(v);
     if (dwarf_formudata(dwarf_attr(die, DW_AT_call_column, &a), &v) == 0) n.call_column = static_cast<int>(v);
@@ -408,8 +461,11 @@ class UnitBuilder {
   Dwarf_Die* cu_;
   UnitPart& out_;
   std::string comp_dir_;
-  Dwarf_Files* files_ = nullptr;
+  Dwarf_Files* files_ = nullptr;  // the libdw path's
   size_t nfiles_ = 0;
+  static constexpr uint32_t kNoId = UINT32_MAX;
+  std::optional<LineTable> table_;   // the ReadLineTable path's
+  std::vector<uint32_t> table_ids_;  // its file index -> string id
   std::unordered_map<const char*, uint32_t> src_ids_;
   std::vector<Scope> scopes_;
   std::map<Dwarf_Off, uint32_t> trees_;
@@ -666,6 +722,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   std::vector<UnitPart> parts(unit_offsets.size());
   Assembler map(parts.size());
   uint64_t recycles = 0;
+  std::atomic<uint64_t> fast_units{0};
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, parts.size()))));
   {
     std::atomic<size_t> next{0};
@@ -678,6 +735,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
       for (size_t u; (u = next.fetch_add(1)) < parts.size();) {
         Dwarf_Die cu;
         if (dwarf_offdie(h->dwarf(), unit_offsets[u], &cu) != nullptr) UnitBuilder(h->dwarf(), &cu, parts[u]).Build();
+        fast_units += parts[u].fast_lines;
         {
           std::lock_guard<std::mutex> lock(mu);
           done[u] = 1;
@@ -710,7 +768,10 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   first.reset();  // the file's pages and libdw's caches go before the map is assembled
 
   std::string bytes = map.Finish(MakeHeader(*build_id), aranges, {}, stats);
-  if (stats) stats->handle_recycles = recycles;
+  if (stats) {
+    stats->handle_recycles = recycles;
+    stats->units_fast_lines = fast_units.load();
+  }
   return bytes;
 }
 

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -24,6 +25,7 @@
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/die_extent.h"
 #include "server/debuginfo/libdw_util.h"
+#include "server/debuginfo/line_table.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -111,7 +113,12 @@ const char* AttrString(Dwarf_Die* die, int name) {
 
 class UnitWalker {
  public:
-  UnitWalker(Partial& out, AddressMapper& mapper) : out_(out), mapper_(mapper) {}
+  // `lines`: the file's line sections for ReadLineTable (line_table.h), or nullptr: libdw's.
+  UnitWalker(Partial& out, AddressMapper& mapper, const LineSections* lines = nullptr)
+      : out_(out), mapper_(mapper), line_sections_(lines) {}
+
+  // The unit's line table when ReadLineTable read it (after Walk), else nullptr.
+  const LineTable* table() const { return table_ ? &*table_ : nullptr; }
 
   // unit_end: offset in .debug_info just past the unit (0: unknown, skip the end check).
   void Walk(Dwarf_Die* cu, uint64_t unit_end = 0) {
@@ -135,7 +142,13 @@ class UnitWalker {
     out_.units.push_back(std::move(unit));
     files_ = nullptr;
     nfiles_ = 0;
-    if (dwarf_getsrcfiles(cu, &files_, &nfiles_) != 0) {
+    table_.reset();
+    if (line_sections_ != nullptr && !LibdwLinesForced()) {
+      if (auto t = ReadUnitLineTable(*line_sections_, cu); t.ok()) table_ = std::move(*t);
+    }
+    if (table_) {
+      nfiles_ = table_->files.size();
+    } else if (dwarf_getsrcfiles(cu, &files_, &nfiles_) != 0) {
       files_ = nullptr;
       nfiles_ = 0;
       // A unit without DW_AT_stmt_list has no line table; one that names a table we cannot
@@ -201,9 +214,10 @@ class UnitWalker {
       // Declared in another unit (abstract origin across CUs): let libdw resolve the name.
       return out_.File(dwarf_decl_file(die), comp_dir_);
     }
-    if (files_ == nullptr || idx >= nfiles_) return kNoFile;
+    if ((files_ == nullptr && !table_) || idx >= nfiles_) return kNoFile;
     if (local_files_[idx] == kNoFile) {
-      local_files_[idx] = out_.File(dwarf_filesrc(files_, idx, nullptr, nullptr), comp_dir_);
+      local_files_[idx] = table_ ? out_.File(table_->FilePath(static_cast<uint32_t>(idx))->c_str(), comp_dir_)
+                                 : out_.File(dwarf_filesrc(files_, idx, nullptr, nullptr), comp_dir_);
     }
     return local_files_[idx];
   }
@@ -252,7 +266,13 @@ class UnitWalker {
     f.cu = unit_id_;
     f.decl_file = FileOf(die, DW_AT_decl_file);
     f.decl_line = LineOf(die, DW_AT_decl_line);
-    if (Dwarf_Line* line = dwarf_getsrc_die(&cu_, entry)) {
+    if (table_) {
+      if (const LineRow* row = table_->RowFor(entry)) {
+        f.entry_line = static_cast<uint32_t>(row->line);
+        const auto path = table_->FilePath(row->file);
+        f.entry_file = out_.File(path ? path->c_str() : nullptr, comp_dir_);
+      }
+    } else if (Dwarf_Line* line = dwarf_getsrc_die(&cu_, entry)) {
       int lineno = 0;
       dwarf_lineno(line, &lineno);
       f.entry_line = static_cast<uint32_t>(lineno);
@@ -296,7 +316,9 @@ class UnitWalker {
   uint64_t unit_end_ = 0;
   uint32_t unit_id_ = 0;
   std::string comp_dir_;
-  Dwarf_Files* files_ = nullptr;
+  Dwarf_Files* files_ = nullptr;  // libdw's table, or
+  const LineSections* line_sections_;
+  std::optional<LineTable> table_;  // ReadLineTable's
   size_t nfiles_ = 0;
   std::vector<uint32_t> local_files_;
 };
@@ -386,11 +408,23 @@ void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
   });
 }
 
-RawSymbolLine LineAt(Dwarf_Die* cudie, uint64_t dwarf_addr) {
+// dwarf_getsrc_die's line for the address; from `table` (the unit's, read by ReadLineTable)
+// when given.
+RawSymbolLine LineAt(Dwarf_Die* cudie, uint64_t dwarf_addr, const LineTable* table = nullptr) {
   RawSymbolLine r;
   r.cu_offset = dwarf_dieoffset(cudie);
   const char* comp_dir = AttrString(cudie, DW_AT_comp_dir);
   r.comp_dir = comp_dir ? comp_dir : "";
+  if (table != nullptr) {
+    if (const LineRow* row = table->RowFor(dwarf_addr)) {
+      r.line = static_cast<uint32_t>(row->line);
+      if (auto file = table->FilePath(row->file)) {
+        r.has_file = true;
+        r.file = std::move(*file);
+      }
+    }
+    return r;
+  }
   if (Dwarf_Line* line = dwarf_getsrc_die(cudie, dwarf_addr)) {
     int lineno = 0;
     dwarf_lineno(line, &lineno);
@@ -463,7 +497,8 @@ absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& pa
   return absl::OkStatus();
 }
 
-absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget) {
+absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget,
+                                       size_t* units_fast_lines) {
   // One bounded handle per thread (libdw_util.h): memory stays flat however many units are read.
   auto first = std::make_unique<BoundedDwarf>();
   RETURN_IF_ERROR(first->Open(path, budget));
@@ -503,6 +538,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, units.size()))));
   std::vector<Partial> partials(units.size());
   std::atomic<size_t> next{0};
+  std::atomic<size_t> fast_units{0};
   std::vector<absl::Status> errors(jobs);
   auto work = [&](unsigned tid, BoundedDwarf* h) {
     AddressMapper mapper;
@@ -513,9 +549,12 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
         partials[u].Damage(".debug_info", units[u].die_offset, "unit DIE unreadable");
         continue;
       }
-      UnitWalker(partials[u], mapper).Walk(&cu, units[u].end);
+      auto line_sections = LinkedLineSections(h->dwarf());  // per unit: a recycled handle maps anew
+      UnitWalker walker(partials[u], mapper, line_sections.ok() ? &*line_sections : nullptr);
+      walker.Walk(&cu, units[u].end);
+      if (walker.table() != nullptr) ++fast_units;
       for (uint32_t i : unit_syms[u]) {
-        RawSymbolLine r = LineAt(&cu, raw[i].addr);
+        RawSymbolLine r = LineAt(&cu, raw[i].addr, walker.table());
         r.addr = raw[i].addr;
         raw[i] = std::move(r);
       }
@@ -536,6 +575,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   work(0, first.get());
   for (auto& th : threads) th.join();
   handles.clear();
+  if (units_fast_lines != nullptr) *units_fast_lines = fast_units.load();
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
   {
     std::vector<Partial*> ps;
@@ -662,7 +702,8 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
   }
   if (relocatable) return IndexRelocatable(path);
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
-  return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle);
+  return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle,
+                     opts.units_fast_lines);
 }
 
 }  // namespace symdex::debuginfo

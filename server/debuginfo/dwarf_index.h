@@ -95,6 +95,8 @@ struct DwarfIndexOptions {
   // Bytes of units each thread's libdw handle reads before it is begun again and the file's
   // pages are dropped (libdw_util.h BoundedDwarf; linked files only). 0: the default, 16 MiB.
   uint64_t handle_budget = 0;
+  // Out: how many units' line tables ReadLineTable read (line_table.h; the rest: libdw). Tests.
+  size_t* units_fast_lines = nullptr;
 };
 
 absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIndexOptions& opts = {});

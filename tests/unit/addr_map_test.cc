@@ -96,6 +96,20 @@ TEST_P(AddrMapTest, TheSameBytesWhateverTheThreadCount) {
   EXPECT_EQ(*one, *four);
 }
 
+// The line tables read by ReadLineTable (line_table.h) or by libdw: the same map, byte for byte.
+TEST_P(AddrMapTest, TheSameBytesFromEitherLineReader) {
+  AddrMapStats fast_stats, libdw_stats;
+  auto fast = BuildAddrMap(fx_.vmlinux, 2, &fast_stats);
+  ::setenv("SYMDEX_LINE_READER", "libdw", 1);
+  auto libdw = BuildAddrMap(fx_.vmlinux, 2, &libdw_stats);
+  ::unsetenv("SYMDEX_LINE_READER");
+  ASSERT_TRUE(fast.ok() && libdw.ok());
+  EXPECT_EQ(fast_stats.units_fast_lines, fast_stats.units);  // every unit took the fast path
+  EXPECT_EQ(libdw_stats.units_fast_lines, 0u);
+  EXPECT_GT(fast_stats.lines, 0u);
+  EXPECT_EQ(*fast, *libdw);
+}
+
 // Bounded memory: a handle recycled after every unit, parts merged as they finish, the same bytes.
 TEST_P(AddrMapTest, TheSameBytesWhenEveryUnitRecyclesTheLibdwHandle) {
   AddrMapStats unbounded_stats, bounded_stats;

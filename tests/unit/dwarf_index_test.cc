@@ -141,6 +141,21 @@ TEST_P(DwarfIndexTest, RecyclingTheLibdwHandleAfterEveryUnitChangesNothing) {
   EXPECT_EQ(EncodeDwarfIndex(*two_threads), EncodeDwarfIndex(*unbounded));
 }
 
+// The line tables (decl files, entry lines, symbol lines) read by ReadLineTable or by libdw:
+// the same index, byte for byte.
+TEST_P(DwarfIndexTest, TheSameIndexFromEitherLineReader) {
+  size_t fast_units = 0, libdw_units = 99;
+  auto fast = IndexDwarfFile(fx.vmlinux, {.jobs = 2, .units_fast_lines = &fast_units});
+  ::setenv("SYMDEX_LINE_READER", "libdw", 1);
+  auto libdw = IndexDwarfFile(fx.vmlinux, {.jobs = 2, .units_fast_lines = &libdw_units});
+  ::unsetenv("SYMDEX_LINE_READER");
+  ASSERT_TRUE(fast.ok() && libdw.ok());
+  EXPECT_EQ(fast_units, fast->units.size());  // every unit took the fast path
+  EXPECT_EQ(libdw_units, 0u);
+  EXPECT_FALSE(fast->symbol_lines.empty());
+  EXPECT_EQ(EncodeDwarfIndex(*fast), EncodeDwarfIndex(*libdw));
+}
+
 TEST_P(DwarfIndexTest, BoundedDwarfRecyclesOnlyPastItsBudgetAndStaysReadable) {
   BoundedDwarf h;
   ASSERT_TRUE(h.Open(fx.vmlinux, 100).ok());
