@@ -274,7 +274,9 @@ class Program {
       if (!ReadEntries(c, forms, /*files=*/false)) return Bad("directory table");
       if (!ReadEntries(c, forms, /*files=*/true)) return Bad("file name table");
     }
-    if (c.pos() != header_start + header_length) return Bad("header length does not match its tables");
+    if (static_cast<uint64_t>(c.pos() - header_start) != header_length) {  // no pointer past the unit formed
+      return Bad("header length does not match its tables");
+    }
     table_.rows.resize(c.left() / 3);  // ~3 bytes of program per row in gcc's tables
     RETURN_IF_ERROR(Run(c));
     Finish();

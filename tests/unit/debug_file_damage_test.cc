@@ -64,11 +64,8 @@ void Damage(const std::string& src, const std::string& dst, const char* section,
 
 // The smallest real module from the Debian corpus, if it has been fetched.
 std::string CorpusModule() {
-  const char* home = std::getenv("HOME");
-  std::string p = std::string(home ? home : "") +
-                  "/.cache/symdex-corpus/linux-image-6.1.0-57-cloud-amd64-dbg_6.1.192-3/usr/lib/debug/lib/modules/"
-                  "6.1.0-57-cloud-amd64/kernel/drivers/uio/uio.ko";
-  return std::filesystem::exists(p) ? p : "";
+  return symdex::testing::DebianDbgCorpusFile(
+      "usr/lib/debug/lib/modules/6.1.0-57-cloud-amd64/kernel/drivers/uio/uio.ko");
 }
 
 void ExpectDamaged(const std::string& path, const std::string& section) {

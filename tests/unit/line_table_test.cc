@@ -27,11 +27,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string CorpusVmlinux() {
-  const char* home = std::getenv("HOME");
-  std::string p = std::string(home ? home : "") +
-                  "/.cache/symdex-corpus/linux-image-6.1.0-57-cloud-amd64-dbg_6.1.192-3/usr/lib/debug/boot/"
-                  "vmlinux-6.1.0-57-cloud-amd64";
-  return std::filesystem::exists(p) ? p : "";
+  return symdex::testing::DebianDbgCorpusFile("usr/lib/debug/boot/vmlinux-6.1.0-57-cloud-amd64");
 }
 
 struct Compared {

@@ -81,6 +81,13 @@ int FreeTcpPort() {
   return port;
 }
 
+std::string DebianDbgCorpusFile(const std::string& rel) {
+  const char* home = std::getenv("HOME");
+  std::string p =
+      std::string(home ? home : "") + "/.cache/symdex-corpus/linux-image-6.1.0-57-cloud-amd64-dbg_6.1.192-3/" + rel;
+  return std::filesystem::exists(p) ? p : "";
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::stringstream ss;

@@ -34,6 +34,10 @@ struct CommandResult {
 // Runs `cmd` through /bin/sh, capturing stdout and stderr separately.
 CommandResult RunCommand(const std::string& cmd);
 
+// A file of the fetched Debian -dbg corpus (tests/corpus/fetch-debian-kernel.sh dbg), by its path
+// inside the package (e.g. "usr/lib/debug/boot/vmlinux-6.1.0-57-cloud-amd64"); "" when absent.
+std::string DebianDbgCorpusFile(const std::string& rel);
+
 // One ELF note (namesz, descsz, type, padded name, padded desc), host byte order: the layout
 // of /sys/kernel/notes and .note.gnu.build-id.
 std::string ElfNote(uint32_t type, std::string_view name, std::string_view desc);
