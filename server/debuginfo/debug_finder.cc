@@ -310,7 +310,15 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
   UniqueFd(fd).Reset();  // only the path of debuginfod's cached copy is wanted
   std::string p = path ? path : "";
   std::free(path);
-  TryCandidate(p, req, "debuginfod", r);
+  if (TryCandidate(p, req, "debuginfod", r)) return;
+  // Not the build-ID's file (a transfer gone wrong, a lying server): libdebuginfod hands back
+  // its cached copy without asking again, so the copy goes and the next request fetches anew.
+  // Only a path of the client cache's own layout, <cache>/<build-id>/debuginfo, is removed.
+  const std::string cache_file = StrCat("/", req.build_id->ToHex(), "/debuginfo");
+  if (p.size() > cache_file.size() && p.ends_with(cache_file)) {
+    std::error_code ec;
+    if (fs::remove(p, ec)) r.attempts.push_back(StrCat(p, ": removed from debuginfod's cache"));
+  }
 }
 
 absl::Status LookupFailure(const LookupResult& r, const std::string& what) {

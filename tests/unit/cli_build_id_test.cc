@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -102,6 +103,27 @@ TEST_F(CliBuildIdTest, AKernelKnownByItsBuildIdFromARealDebuginfod) {
   ASSERT_EQ(js["targets"].size(), 1u);
   EXPECT_NE(js["targets"][0]["source"].get<std::string>().find("(debuginfod)"), std::string::npos) << st.out;
   EXPECT_EQ(Symdex("which boot_fn").exit_code, 0);
+}
+
+// A bad copy in debuginfod's client cache (a transfer gone wrong): libdebuginfod returns cached
+// files without asking the server, so symdex refuses the copy and removes it; the next index
+// fetches the real file.
+TEST_F(CliBuildIdTest, ABadCopyInDebuginfodsCacheIsRemovedAndFetchedAgain) {
+  const std::string served = dir_ / "served";
+  RunCommand("mkdir -p '" + served + "' && cp '" + fx_->vmlinux + "' '" + served + "/'");
+  testing::DebuginfodServer server(served);
+  ASSERT_TRUE(server.ready()) << "debuginfod did not become ready";
+  const std::string cache = dir_ / "cache";
+  const std::string bad = cache + "/" + build_id_ + "/debuginfo";
+  RunCommand("mkdir -p '" + cache + "/" + build_id_ + "' && head -c 4096 '" + fx_->vmlinux + "' > '" + bad + "'");
+  const std::string env = "DEBUGINFOD_URLS=" + server.url() + " DEBUGINFOD_CACHE_PATH='" + cache + "'";
+  CommandResult first = Symdex("index -q --build-id " + build_id_, env);
+  EXPECT_EQ(first.exit_code, 3) << first.out << first.err;
+  EXPECT_NE(first.err.find("removed from debuginfod's cache"), std::string::npos) << first.err;
+  EXPECT_FALSE(std::filesystem::exists(bad));
+  CommandResult second = Symdex("index -q --build-id " + build_id_, env);
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err;
+  EXPECT_EQ(Symdex("which quiet_fn").exit_code, 0);
 }
 
 TEST_F(CliBuildIdTest, HostileBuildIdsAreRefusedWithTheReason) {
