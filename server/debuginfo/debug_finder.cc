@@ -286,6 +286,12 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
     r.attempts.push_back(StrCat("debuginfod: ", error));
     return;
   }
+  // One fetch at a time per process. Concurrent fetches from threads of one process (each with
+  // its own client) left corrupt copies in the client cache on a loaded 2-core machine — a module
+  // file 256 KiB longer than the server sent — while the same fetches from separate processes
+  // were intact; libdebuginfod 0.188's thread safety is not established here, so it is not relied on.
+  static std::mutex fetch_mu;
+  std::lock_guard<std::mutex> one_fetch(fetch_mu);
   std::unique_ptr<debuginfod_client, void (*)(debuginfod_client*)> client(lib->begin(), lib->end);
   if (!client) {
     r.attempts.push_back("debuginfod: cannot create a client");
