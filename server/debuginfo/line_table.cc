@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "server/common/strings.h"
 
 namespace symdex::debuginfo {
@@ -285,16 +287,7 @@ class Program {
 
  private:
   absl::Status Bad(std::string_view what) const {
-    return absl::InvalidArgumentError(StrCat(".debug_line at 0x", Hex(offset_), ": ", what));
-  }
-  static std::string Hex(uint64_t v) {
-    static const char* d = "0123456789abcdef";
-    std::string s;
-    do {
-      s.insert(s.begin(), d[v & 15]);
-      v >>= 4;
-    } while (v != 0);
-    return s;
+    return absl::InvalidArgumentError(fmt::format(".debug_line at {:#x}: {}", offset_, what));
   }
 
   // DWARF 5 directory or file entries: the format, the count, the entries.
