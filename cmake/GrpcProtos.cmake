@@ -22,4 +22,6 @@ function(symdex_grpc_library target root)
   target_include_directories(${target} PUBLIC ${gen})
   target_link_libraries(${target} PUBLIC protobuf::libprotobuf gRPC::grpc++)
   target_compile_options(${target} PRIVATE -w)  # generated code is not ours to warn about
+  # protoc gives every .pb.cc the same file-static names (schemas, file_default_instances).
+  set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
 endfunction()

@@ -77,7 +77,7 @@ absl::StatusOr<AddrMap> AddrMap::FromBytes(std::string_view bytes) {
   if (bytes.size() < kHeaderV1Size) return bad(StrCat(bytes.size(), " bytes, shorter than its header"));
   if (reinterpret_cast<uintptr_t>(bytes.data()) % alignof(Header) != 0) return bad("misaligned buffer");
   Header h{};
-  std::memcpy(&h, bytes.data(), kHeaderV1Size);
+  std::memcpy(static_cast<void*>(&h), bytes.data(), kHeaderV1Size);  // a v1 header: the last SectionRef stays 0
   if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return bad("wrong magic");
   if (h.byte_order != kByteOrderMark) return bad("written on a machine of the other byte order");
   if (h.version != kVersion && h.version != kVersion1) {

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <set>
 
+#include "server/common/elf_handle.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/common/unique_fd.h"
@@ -27,10 +28,6 @@ namespace {
 
 constexpr size_t kMaxCompressedModule = size_t{512} << 20;
 constexpr size_t kMaxDecompressedModule = size_t{2} << 30;
-
-struct ElfEnd {
-  void operator()(Elf* e) const { elf_end(e); }
-};
 
 std::string ModuleKey(std::string name) {
   std::replace(name.begin(), name.end(), '-', '_');
@@ -68,11 +65,11 @@ absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path) 
     fd.Reset();
     ASSIGN_OR_RETURN(std::string raw, ReadFileBounded(path, kMaxCompressedModule));
     ASSIGN_OR_RETURN(std::string image, ingest::Decompress(raw, kind, kMaxDecompressedModule));
-    std::unique_ptr<Elf, ElfEnd> elf(elf_memory(image.data(), image.size()));
+    ElfPtr elf(elf_memory(image.data(), image.size()));
     if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
     return ElfBuildId(elf.get());
   }
-  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   std::optional<BuildId> id;
   bool is_elf = elf && elf_kind(elf.get()) == ELF_K_ELF;
   if (is_elf) id = ElfBuildId(elf.get());
@@ -100,7 +97,7 @@ void ForEachSymtabSymbol(Elf* elf, const std::function<bool(const GElf_Sym&, con
 absl::StatusOr<std::optional<uint64_t>> ReadElfSymbolValue(const std::string& path, const std::string& name) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   std::optional<uint64_t> value;
   if (elf && elf_kind(elf.get()) == ELF_K_ELF) {
     ForEachSymtabSymbol(elf.get(), [&](const GElf_Sym& sym, const char* s) {

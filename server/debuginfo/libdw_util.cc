@@ -16,7 +16,6 @@
 
 namespace symdex::debuginfo {
 
-void ElfEnd::operator()(Elf* e) const { elf_end(e); }
 void DwarfEnd::operator()(Dwarf* d) const { dwarf_end(d); }
 void DwflEnd::operator()(Dwfl* d) const { dwfl_end(d); }
 

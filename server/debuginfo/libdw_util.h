@@ -12,21 +12,18 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/elf_handle.h"  // ElfPtr
 #include "server/common/status.h"
 #include "server/common/unique_fd.h"
 
 namespace symdex::debuginfo {
 
-struct ElfEnd {
-  void operator()(Elf* e) const;
-};
 struct DwarfEnd {
   void operator()(Dwarf* d) const;
 };
 struct DwflEnd {
   void operator()(Dwfl* d) const;
 };
-using ElfPtr = std::unique_ptr<Elf, ElfEnd>;
 using DwarfPtr = std::unique_ptr<Dwarf, DwarfEnd>;
 using DwflPtr = std::unique_ptr<Dwfl, DwflEnd>;
 

@@ -19,8 +19,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using target::DebugFileStatus;
 
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
 // The stored index `cached` of the part's build-ID, used as it is.
 void UseStored(Part& p, const store::DebugFileInfo& cached) {
   p.record.debug_file_id = cached.id;
@@ -56,7 +54,7 @@ void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::
     if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
     out.index = worker->Index(path, jobs);
   }
-  out.seconds = Since(s);
+  out.seconds = SecondsSince(s);
 }
 
 // Parses plan.to_parse: vmlinux-style files with all threads, modules one thread (and one

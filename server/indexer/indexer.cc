@@ -23,7 +23,6 @@ namespace symdex::indexer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Steps 3-5 for the parts `want` selects: afterwards every selected code symbol carries its
 // DWARF join (or why none), and t.debuginfo one record per selected part. Gives the address
@@ -36,7 +35,7 @@ absl::StatusOr<std::vector<AddrMapBuild>> AttachDebugInfo(store::Db& db, const I
   RETURN_IF_ERROR(IndexDwarf(db, req, t, jobs, plan, sum));
   RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
   AttachElfFacts(t, plan.parts, jobs);
-  sum.dwarf_seconds = Since(t1);
+  sum.dwarf_seconds = SecondsSince(t1);
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan.parts, sum));
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));
   return maps;
@@ -119,14 +118,14 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
   const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(
       db, t, [](int) { return true; }, sum));
-  sum.probe_seconds = Since(tp);
+  sum.probe_seconds = SecondsSince(tp);
 
   // Step 7, WriteTarget: the whole target in one transaction.
   const auto t2 = Clock::now();
   CountJoined(
       t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
-  sum.store_seconds = Since(t2);
+  sum.store_seconds = SecondsSince(t2);
   map_step.Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   return sum;
@@ -145,7 +144,7 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
   IndexSummary sum;
-  sum.load_seconds = Since(t0);
+  sum.load_seconds = SecondsSince(t0);
   return IndexLoaded(db, req, t, sum);
 }
 
@@ -155,7 +154,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
   IndexSummary sum;
-  sum.load_seconds = Since(t0);
+  sum.load_seconds = SecondsSince(t0);
   // Only a module change with vmlinux as indexed is a delta; anything else is a whole re-index.
   ASSIGN_OR_RETURN(auto old, store::FindTarget(db, t.name));
   const std::string build_id = t.build_id ? t.build_id->ToHex() : "";
@@ -181,7 +180,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   AddrMapStep map_step(std::move(maps), req, Jobs(req));
   const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(db, t, changed_module, sum));
-  sum.probe_seconds = Since(tp);
+  sum.probe_seconds = SecondsSince(tp);
   // Step 7, WriteTarget: just these modules, in one transaction.
   const auto t2 = Clock::now();
   CountJoined(
@@ -191,7 +190,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
       },
       sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
-  sum.store_seconds = Since(t2);
+  sum.store_seconds = SecondsSince(t2);
   map_step.Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   sum.delta_modules.assign(names.begin(), names.end());

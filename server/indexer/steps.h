@@ -12,6 +12,7 @@
 // Internal to server/indexer/.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +30,11 @@
 #include "server/target/kernel_target.h"
 
 namespace symdex::indexer {
+
+// Seconds from T to now (the steady clock), for the run summary's step timings.
+inline double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 // What the symbol join needs of one debug file: its function ranges (with their store row
 // ids) and the line-table rows at its symbols' addresses, keyed by (section, address).

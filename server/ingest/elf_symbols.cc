@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "server/common/elf_handle.h"
 #include "server/common/strings.h"
 #include "server/ingest/elf_notes.h"
 #include "server/ingest/kernel_release.h"
@@ -14,17 +15,10 @@
 namespace symdex::ingest {
 namespace {
 
-struct ElfDeleter {
-  void operator()(Elf* e) const { elf_end(e); }
-};
-using ElfPtr = std::unique_ptr<Elf, ElfDeleter>;
-
 void InitLibelf() {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
 }
-
-absl::Status ElfError(std::string_view what) { return absl::InvalidArgumentError(StrCat(what, ": ", elf_errmsg(-1))); }
 
 char SectionLetter(const GElf_Shdr& sh) {
   if (sh.sh_flags & SHF_EXECINSTR) return 'T';
@@ -50,18 +44,18 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(std::string& image) { return ReadE
 absl::StatusOr<ElfSymbolTable> ReadElfSymbols(char* image, size_t image_size) {
   InitLibelf();
   ElfPtr elf(elf_memory(image, image_size));
-  if (!elf) return ElfError("not an ELF file");
+  if (!elf) return LibelfError("not an ELF file");
   if (elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError("not an ELF file");
   GElf_Ehdr eh;
-  if (gelf_getehdr(elf.get(), &eh) == nullptr) return ElfError("bad ELF header");
+  if (gelf_getehdr(elf.get(), &eh) == nullptr) return LibelfError("bad ELF header");
   size_t shstrndx;
-  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) return ElfError("bad section header table");
+  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) return LibelfError("bad section header table");
 
   ElfSymbolTable out;
   out.relocatable = eh.e_type == ET_REL;
 
   size_t nsections = 0;
-  if (elf_getshdrnum(elf.get(), &nsections) != 0) return ElfError("bad section count");
+  if (elf_getshdrnum(elf.get(), &nsections) != 0) return LibelfError("bad section count");
   // A file cut short loses its section headers first (the linker writes them last); libelf
   // then shows no sections at all, which would read as "stripped". Say what it is.
   // The raw header's count: libelf reports 0 sections when their headers are out of the file.
@@ -80,7 +74,7 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(char* image, size_t image_size) {
 
   for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn; scn = elf_nextscn(elf.get(), scn)) {
     GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr) return ElfError("bad section header");
+    if (gelf_getshdr(scn, &sh) == nullptr) return LibelfError("bad section header");
     size_t idx = elf_ndxscn(scn);
     const char* nm = elf_strptr(elf.get(), shstrndx, sh.sh_name);
     if (sh.sh_type != SHT_NOBITS && (sh.sh_offset > size || sh.sh_size > size - sh.sh_offset)) {
@@ -106,13 +100,13 @@ absl::StatusOr<ElfSymbolTable> ReadElfSymbols(char* image, size_t image_size) {
   if (symtab == nullptr) return absl::InvalidArgumentError("no symbol table (.symtab): stripped?");
 
   Elf_Data* data = elf_getdata(symtab, nullptr);
-  if (data == nullptr) return ElfError("cannot read .symtab");
+  if (data == nullptr) return LibelfError("cannot read .symtab");
   if (symtab_hdr.sh_entsize == 0) return absl::InvalidArgumentError(".symtab has entry size 0");
   size_t count = symtab_hdr.sh_size / symtab_hdr.sh_entsize;
   out.symbols.reserve(count);
   for (size_t i = 1; i < count; ++i) {
     GElf_Sym sym;
-    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) return ElfError("bad symbol entry");
+    if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) return LibelfError("bad symbol entry");
     int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
     if (sym.st_shndx == SHN_UNDEF || type == STT_SECTION || type == STT_FILE) continue;
     const char* name = elf_strptr(elf.get(), symtab_hdr.sh_link, sym.st_name);

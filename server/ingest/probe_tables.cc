@@ -13,17 +13,11 @@
 #include <string_view>
 
 #include "server/common/byte_reader.h"
+#include "server/common/elf_handle.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
 namespace {
-
-struct ElfDeleter {
-  void operator()(Elf* e) const { elf_end(e); }
-};
-using ElfPtr = std::unique_ptr<Elf, ElfDeleter>;
-
-absl::Status ElfError(std::string_view what) { return absl::InvalidArgumentError(StrCat(what, ": ", elf_errmsg(-1))); }
 
 // More fentry sites than any kernel has (6.1: ~38k in vmlinux); a table claiming more is corrupt.
 constexpr uint64_t kMaxEntries = uint64_t{1} << 24;
@@ -47,8 +41,8 @@ class Reader {
 
   absl::Status LoadSections() {
     size_t n = 0, shstrndx = 0;
-    if (elf_getshdrnum(elf_, &n) != 0) return ElfError("bad section count");
-    if (elf_getshdrstrndx(elf_, &shstrndx) != 0) return ElfError("bad section header table");
+    if (elf_getshdrnum(elf_, &n) != 0) return LibelfError("bad section count");
+    if (elf_getshdrstrndx(elf_, &shstrndx) != 0) return LibelfError("bad section header table");
     const uint64_t size = image_.size();
     const uint64_t headers = eh_.e_shnum != 0 ? eh_.e_shnum : (eh_.e_shoff != 0 ? 1 : 0);
     if (eh_.e_shoff > size || headers > (size - eh_.e_shoff) / std::max<uint64_t>(eh_.e_shentsize, 1)) {
@@ -59,7 +53,7 @@ class Reader {
       const size_t idx = elf_ndxscn(scn);
       if (idx >= n) continue;
       Section& s = sections_[idx];
-      if (gelf_getshdr(scn, &s.hdr) == nullptr) return ElfError("bad section header");
+      if (gelf_getshdr(scn, &s.hdr) == nullptr) return LibelfError("bad section header");
       const char* nm = elf_strptr(elf_, shstrndx, s.hdr.sh_name);
       s.name = nm ? nm : "";
       s.scn = scn;
@@ -82,11 +76,11 @@ class Reader {
     if (symtab_ == 0) return absl::InvalidArgumentError("no symbol table (.symtab): stripped?");
     const Section& st = sections_[symtab_];
     Elf_Data* data = elf_getdata(st.scn, nullptr);
-    if (data == nullptr || st.hdr.sh_entsize == 0) return ElfError("cannot read .symtab");
+    if (data == nullptr || st.hdr.sh_entsize == 0) return LibelfError("cannot read .symtab");
     const size_t count = st.hdr.sh_size / st.hdr.sh_entsize;
     for (size_t i = 1; i < count; ++i) {
       GElf_Sym sym;
-      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) return ElfError("bad symbol entry");
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) return LibelfError("bad symbol entry");
       if (sym.st_shndx == SHN_UNDEF) continue;
       const char* name = elf_strptr(elf_, st.hdr.sh_link, sym.st_name);
       if (name == nullptr || name[0] != '_') continue;  // every wanted name starts with '_'
@@ -136,12 +130,13 @@ class Reader {
       const Section& st = sections_[rs.hdr.sh_link];
       Elf_Data* rel = elf_getdata(rs.scn, nullptr);
       Elf_Data* syms = elf_getdata(st.scn, nullptr);
-      if (rel == nullptr || syms == nullptr || rs.hdr.sh_entsize == 0) return ElfError(StrCat("cannot read ", rs.name));
+      if (rel == nullptr || syms == nullptr || rs.hdr.sh_entsize == 0)
+        return LibelfError(StrCat("cannot read ", rs.name));
       const uint64_t n = rs.hdr.sh_size / rs.hdr.sh_entsize;
       if (n > kMaxEntries) return absl::InvalidArgumentError(StrCat(rs.name, ": ", n, " entries is not plausible"));
       for (uint64_t i = 0; i < n; ++i) {
         GElf_Rela r;
-        if (gelf_getrela(rel, static_cast<int>(i), &r) == nullptr) return ElfError(StrCat("bad entry in ", rs.name));
+        if (gelf_getrela(rel, static_cast<int>(i), &r) == nullptr) return LibelfError(StrCat("bad entry in ", rs.name));
         if (!IsAbsoluteWord(GELF_R_TYPE(r.r_info))) {
           ++skipped;
           continue;
@@ -258,7 +253,7 @@ absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image) {
   ElfPtr elf(elf_memory(image.data(), image.size()));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError("not an ELF file");
   GElf_Ehdr eh;
-  if (gelf_getehdr(elf.get(), &eh) == nullptr) return ElfError("bad ELF header");
+  if (gelf_getehdr(elf.get(), &eh) == nullptr) return LibelfError("bad ELF header");
   Reader rd(elf.get(), eh, image);
   RETURN_IF_ERROR(rd.LoadSections());
   ProbeTables out;

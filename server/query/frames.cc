@@ -481,9 +481,9 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         plans[i].kind = Plan::kDone;
       }
     }
-    call.module_tables = std::count_if(plans.begin(), plans.end(), [](const Plan& p) {
+    call.module_tables = static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [](const Plan& p) {
                            return p.kind == Plan::kModuleOffset;
-                         }) >= kModuleTableFrames;
+                         })) >= kModuleTableFrames;
     for (size_t i = 0; i < plans.size(); ++i) {
       if (plans[i].kind == Plan::kModuleOffset) RETURN_IF_ERROR(call.AnswerModuleOffset(plans[i], out.frames[i]));
     }

@@ -9,25 +9,19 @@
 #include <memory>
 #include <mutex>
 
+#include "server/common/elf_handle.h"
 #include "server/common/strings.h"
 #include "server/common/unique_fd.h"
 #include "server/ingest/kernel_release.h"
 
 namespace symdex::target {
-namespace {
-
-struct ElfEnd {
-  void operator()(Elf* e) const { elf_end(e); }
-};
-
-}  // namespace
 
 absl::StatusOr<std::string> VmlinuxRelease(const std::string& path) {
   static std::once_flag once;
   std::call_once(once, [] { elf_version(EV_CURRENT); });
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::unique_ptr<Elf, ElfEnd> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
   auto banner = ingest::LinuxBannerOf(elf.get());
   if (!banner.ok()) return absl::InvalidArgumentError(StrCat(path, ": ", banner.status().message()));

@@ -36,7 +36,7 @@ using testing::RunCommand;
 using testing::WriteFile;
 namespace pb = ::symdex::v1;
 
-constexpr char kRelease[] = "6.1.0-99-fixture";
+using testing::kFixtureRelease;
 
 void Must(const std::string& cmd) {
   CommandResult r = RunCommand(cmd);
@@ -52,8 +52,8 @@ class DaemonTest : public ::testing::Test {
     root_ = fx_->dir / "root";
     dbg_ = fx_->dir / "dbg";
     db_ = fx_->dir / "index.db";
-    testing::MakeLiveSysroot(*fx_, root_, kRelease, /*with_module=*/true);
-    CommandResult r = testing::IndexLiveSysroot(*fx_, SYMDEX_BIN, root_, dbg_, db_, kRelease);
+    testing::MakeLiveSysroot(*fx_, root_, kFixtureRelease, /*with_module=*/true);
+    CommandResult r = testing::IndexLiveSysroot(*fx_, SYMDEX_BIN, root_, dbg_, db_, kFixtureRelease);
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {
@@ -93,7 +93,7 @@ class DaemonTest : public ::testing::Test {
                             const std::vector<std::string>& log_has) {
     std::string root = dir_ / "live";
     std::string db = dir_ / "live.db";
-    testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+    testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, true);
     Must("cp '" + db_ + "' '" + db + "'");
     damage(root + "/proc/kallsyms");
     sock_ = dir_ / "s.sock";
@@ -647,7 +647,7 @@ TEST_F(DaemonTest, ReindexUnderQueryLoadFailsNoQueryAndSwapsAtomically) {
   std::string db = dir_ / "copy.db";
   std::string root = dir_ / "root";
   Must("cp '" + db_ + "' '" + db + "'");
-  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+  testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, true);
   sock_ = dir_ / "s.sock";
   DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--no-index-live", "--modules-poll", "0"}, dir_ / "d.log",
                   "unix:" + sock_);
@@ -691,7 +691,7 @@ TEST_F(DaemonTest, ReindexUnderQueryLoadFailsNoQueryAndSwapsAtomically) {
   // Three re-indexes by another process while the queries run: unload, load, unload.
   int64_t generation = 0;
   for (bool with_module : {false, true, false}) {
-    testing::MakeLiveSysroot(*fx_, root, kRelease, with_module);
+    testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, with_module);
     CommandResult r =
         Cli("--db '" + db + "' --json index -q --sysroot '" + root + "' --debug-dir '" + dbg_ + "' --no-debuginfod");
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -716,7 +716,7 @@ TEST_F(DaemonTest, ReindexUnderQueryLoadFailsNoQueryAndSwapsAtomically) {
 TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   std::string root = dir_ / "live";
   std::string db = dir_ / "live.db";
-  testing::MakeLiveSysroot(*fx_, root, kRelease, /*with_module=*/false);
+  testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/false);
   sock_ = dir_ / "s.sock";
   DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
                    "--debug-dir", dbg_, "--no-debuginfod", "--log-level", "debug"},
@@ -736,7 +736,7 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
     return false;
   };
   ASSERT_TRUE(wait_for(0)) << d.Log();  // indexed at start, no module
-  testing::MakeLiveSysroot(*fx_, root, kRelease, true);
+  testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, true);
   ASSERT_TRUE(wait_for(1)) << d.Log();
   // The module's functions are there, with the debug info of its build-ID.
   CommandResult w = Cli("--connect unix:" + sock_ + " --json dups --module fake_mod");
@@ -772,7 +772,7 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
     }
   };
   same_as_full_index("loaded");
-  testing::MakeLiveSysroot(*fx_, root, kRelease, false);
+  testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, false);
   ASSERT_TRUE(wait_for(0)) << d.Log();
   same_as_full_index("unloaded");
   grpc::ClientContext ctx;

@@ -25,7 +25,7 @@ using testing::KernelFixture;
 using testing::RunCommand;
 using testing::WriteFile;
 
-constexpr char kRelease[] = "6.1.0-99-fixture";
+using testing::kFixtureRelease;
 
 // "0640"
 std::string ModeOf(const std::string& path) {
@@ -73,11 +73,11 @@ class FileModesTest : public ::testing::Test {
   // `symdex index` of the fixture vmlinux offline (System.map + a debug root), which writes the
   // index and vmlinux's address map.
   void Index(const std::string& umask = "022", int maps_built = 1) {
-    const std::string map = fx_.dir / ("boot/System.map-" + std::string(kRelease));
+    const std::string map = fx_.dir / ("boot/System.map-" + std::string(kFixtureRelease));
     const std::string dbg = fx_.dir / "debug";
     // Laid out once (a debug file whose stamp — size, mtime, ctime, inode — changed is parsed and
     // mapped again), readable by anyone: a refusal below must come from the index's modes.
-    const std::string vml = dbg + "/boot/vmlinux-" + kRelease;
+    const std::string vml = dbg + "/boot/vmlinux-" + kFixtureRelease;
     if (!fs::exists(vml)) {
       Must("mkdir -p '" + (fx_.dir / "boot") + "' '" + dbg + "/boot' && nm -n --defined-only '" + fx_.vmlinux +
            "' > '" + map + "' && cp '" + fx_.vmlinux + "' '" + vml + "' && chmod -R a+rX '" + (fx_.dir / "boot") +

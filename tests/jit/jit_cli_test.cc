@@ -35,9 +35,9 @@ using symdex::testing::Slurp;
 
 class JitCliTest : public symdex::testing::SymdexDbTest {};
 
-constexpr uint32_t kPid = 4242;
-const std::string kCodeA(64, '\x90');
-const std::string kCodeB = std::string(32, '\xcc') + "\xc3";
+using symdex::testing::kCodeA;
+using symdex::testing::kCodeB;
+using symdex::testing::kPid;
 
 // pid 4242: foo at 0x1000 (t=100, lines), bar at 0x2000 (t=200, same code as foo), foo moved to
 // 0x3000 at t=300, baz loaded into foo's old place 0x1000 at t=400.

@@ -31,9 +31,9 @@ using testing::JitdumpWriter;
 
 using symdex::testing::Slurp;
 
-constexpr uint32_t kPid = 4242;
-const std::string kCodeA(64, '\x90');
-const std::string kCodeB = std::string(32, '\xcc') + "\xc3";
+using symdex::testing::kCodeA;
+using symdex::testing::kCodeB;
+using symdex::testing::kPid;
 
 // foo and bar: identical code under two names (sha1-code collides); baz: other code.
 std::string Dump() {

@@ -4,12 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/unit/test_util.h"
 
 namespace symdex::testing {
+
+// The JIT CLI tests' process and code bytes: two distinct code blobs (64 NOPs; INT3s and a RET).
+inline constexpr uint32_t kPid = 4242;
+inline const std::string kCodeA(64, '\x90');
+inline const std::string kCodeB = std::string(32, '\xcc') + "\xc3";
 
 class SymdexDbTest : public ::testing::Test {
  protected:

@@ -189,7 +189,7 @@ TEST_P(AddrMapTest, AVersionOneMapIsStillRead) {
   ASSERT_EQ(h.sections[addrmap::kElfSections].count, 0u);
   h.version = addrmap::kVersion1;
   h.header_size = static_cast<uint32_t>(addrmap::kHeaderV1Size);
-  std::memset(&h.sections[addrmap::kElfSections], 0, sizeof(addrmap::SectionRef));
+  h.sections[addrmap::kElfSections] = addrmap::SectionRef{};
   std::memcpy(v1.data(), &h, sizeof h);
   Aligned a(*bytes), b(v1);
   auto v2map = AddrMap::FromBytes(a.view());

@@ -23,7 +23,7 @@ using testing::WriteFile;
 
 // vmlinux: text up to _etext, then data, then _end; uio loaded at 0xffffffffc0a00000 with
 // 0x6000 bytes (/proc/modules).
-constexpr char kKallsyms[] = R"(ffffffffa0e00000 T _text
+constexpr char kAnswersKallsyms[] = R"(ffffffffa0e00000 T _text
 ffffffffa0e00000 T startup_64
 ffffffffa0e00100 t name_show
 ffffffffa0e00200 T __irqentry_text_end
@@ -62,7 +62,7 @@ class CliAnswersTest : public ::testing::Test {
 };
 
 TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
-  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot(kKallsyms) + "'").exit_code, 0);
+  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot(kAnswersKallsyms) + "'").exit_code, 0);
 
   // Found: the output format is unchanged.
   CommandResult in = Symdex("addr 0xffffffffa0e00110");
@@ -148,7 +148,7 @@ TEST_F(CliAnswersTest, TruncatedSystemMapIsRefusedUnlessForced) {
 }
 
 TEST_F(CliAnswersTest, ShrunkenKallsymsIsRefusedToo) {
-  const std::string root = MakeSysroot(kKallsyms);
+  const std::string root = MakeSysroot(kAnswersKallsyms);
   ASSERT_EQ(Symdex("index --sysroot '" + root + "'").exit_code, 0);
   // Half of vmlinux's symbols (the modules' are not counted: they come and go).
   WriteFile(root + "/proc/kallsyms",
@@ -169,7 +169,7 @@ TEST_F(CliAnswersTest, UsageMistakesAreNamed) {
   EXPECT_EQ(Symdex("--json frobnicate --x").err, "symdex: unknown command 'frobnicate'; see 'symdex --help'\n");
   EXPECT_EQ(Symdex("").exit_code, 2);  // no verb: CLI11's own message
 
-  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot(kKallsyms) + "'").exit_code, 0);
+  ASSERT_EQ(Symdex("index --sysroot '" + MakeSysroot(kAnswersKallsyms) + "'").exit_code, 0);
   for (const char* spec : {"name_show@", "name_show@@", "name_show@@x.c"}) {
     r = Symdex(std::string("resolve '") + spec + "'");
     EXPECT_EQ(r.exit_code, 2) << spec;

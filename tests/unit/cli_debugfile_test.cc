@@ -18,20 +18,20 @@ using testing::RunCommand;
 using testing::Slurp;
 using testing::WriteFile;
 
-constexpr char kRelease[] = "6.1.0-99-fixture";
+using testing::kFixtureRelease;
 
 class CliDebugFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    map_ = fx_.dir / (std::string("System.map-") + kRelease);  // the release comes from its name
+    map_ = fx_.dir / (std::string("System.map-") + kFixtureRelease);  // the release comes from its name
     mods_ = fx_.dir / "mods";
     dbg_ = fx_.dir / "debug";
-    mod_debug_ = dbg_ + "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko";
+    mod_debug_ = dbg_ + "/lib/modules/" + kFixtureRelease + "/kernel/drivers/fake_mod.ko";
     Must("nm -n --defined-only '" + fx_.vmlinux + "' > '" + map_ + "'");
-    Must("mkdir -p '" + mods_ + "/kernel/drivers' '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kRelease +
+    Must("mkdir -p '" + mods_ + "/kernel/drivers' '" + dbg_ + "/boot' '" + dbg_ + "/lib/modules/" + kFixtureRelease +
          "/kernel/drivers'");
     Must("cp '" + fx_.module_stripped + "' '" + mods_ + "/kernel/drivers/fake_mod.ko'");
-    Must("cp '" + fx_.vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kRelease + "'");
+    Must("cp '" + fx_.vmlinux + "' '" + dbg_ + "/boot/vmlinux-" + kFixtureRelease + "'");
   }
   void Must(const std::string& cmd) {
     CommandResult r = RunCommand(cmd);
@@ -162,7 +162,7 @@ TEST_F(CliDebugFileTest, OtherTargetsForgetRowsOfAChangedDebugFile) {
   index("a");
   index("b");
   ASSERT_FALSE(vmlinux_dwarf("b")["dwarf"].is_null());
-  Must("touch -d '2001-01-01' '" + dbg_ + "/boot/vmlinux-" + kRelease + "'");
+  Must("touch -d '2001-01-01' '" + dbg_ + "/boot/vmlinux-" + kFixtureRelease + "'");
   index("a");
   EXPECT_FALSE(vmlinux_dwarf("a")["dwarf"].is_null());
   json b = vmlinux_dwarf("b");

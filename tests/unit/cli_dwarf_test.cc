@@ -27,7 +27,7 @@ using testing::KernelFixture;
 using testing::RunCommand;
 using testing::WriteFile;
 
-constexpr char kRelease[] = "6.1.0-99-fixture";
+using testing::kFixtureRelease;
 
 class CliDwarfTest : public ::testing::Test {
  protected:
@@ -47,7 +47,7 @@ class CliDwarfTest : public ::testing::Test {
   }
   // System.map as the kernel's mksysmap makes it: nm -n of the linked image.
   std::string SystemMap() {
-    std::string map = fx_.dir / ("boot/System.map-" + std::string(kRelease));
+    std::string map = fx_.dir / ("boot/System.map-" + std::string(kFixtureRelease));
     Must("mkdir -p '" + (fx_.dir / "boot") + "' && nm -n --defined-only '" + fx_.vmlinux + "' > '" + map + "'");
     return map;
   }
@@ -56,7 +56,7 @@ class CliDwarfTest : public ::testing::Test {
   std::string OfflineVmlinuxIndexArgs() {
     std::string map = SystemMap();
     std::string dbg = fx_.dir / "debug";
-    Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
+    Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kFixtureRelease + "'");
     return "index --system-map '" + map + "' --debug-dir '" + dbg + "'";
   }
   KernelFixture fx_{5};
@@ -64,13 +64,13 @@ class CliDwarfTest : public ::testing::Test {
 
 TEST_F(CliDwarfTest, OfflineWithDebugDirGivesEachCopyItsSourceAndCachesByBuildId) {
   std::string map = SystemMap();
-  std::string mods = fx_.dir / ("lib/modules/" + std::string(kRelease));
+  std::string mods = fx_.dir / ("lib/modules/" + std::string(kFixtureRelease));
   std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kRelease +
+  Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kFixtureRelease +
        "/kernel/drivers'");
   Must("cp '" + fx_.module_stripped + "' '" + mods + "/kernel/drivers/fake_mod.ko'");
-  Must("cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kRelease + "'");
-  Must("cp '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease + "/kernel/drivers/fake_mod.ko'");
+  Must("cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kFixtureRelease + "'");
+  Must("cp '" + fx_.module + "' '" + dbg + "/lib/modules/" + kFixtureRelease + "/kernel/drivers/fake_mod.ko'");
 
   std::string args = "index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'";
   json first = Json(args);
@@ -126,14 +126,14 @@ TEST_F(CliDwarfTest, OfflineWithDebugDirGivesEachCopyItsSourceAndCachesByBuildId
 
 TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {
   std::string map = SystemMap();
-  std::string mods = fx_.dir / ("lib/modules/" + std::string(kRelease));
+  std::string mods = fx_.dir / ("lib/modules/" + std::string(kFixtureRelease));
   std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + mods + "' '" + dbg + "/lib/modules/" + kRelease + "'");
+  Must("mkdir -p '" + mods + "' '" + dbg + "/lib/modules/" + kFixtureRelease + "'");
   Must("cp '" + fx_.module_stripped + "' '" + mods + "/fake_mod.ko'");
   // A module debug file whose build-ID differs (rebuilt with another id), and a corrupt vmlinux.
-  Must("objcopy --remove-section .note.gnu.build-id '" + fx_.module + "' '" + dbg + "/lib/modules/" + kRelease +
+  Must("objcopy --remove-section .note.gnu.build-id '" + fx_.module + "' '" + dbg + "/lib/modules/" + kFixtureRelease +
        "/fake_mod.ko'");
-  WriteFile(dbg + "/lib/modules/" + kRelease + "/vmlinux",
+  WriteFile(dbg + "/lib/modules/" + kFixtureRelease + "/vmlinux",
             "\x7f"
             "ELF garbage");
   CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'");
@@ -209,7 +209,7 @@ TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
 // same from it, from DWARF when it is gone or damaged, and the next index run rebuilds it.
 TEST_F(CliDwarfTest, AddressMapIsBuiltByIndexAndAnswersAsDwarfDoes) {
   const std::string index = OfflineVmlinuxIndexArgs();
-  const std::string map = fx_.dir / ("boot/System.map-" + std::string(kRelease));
+  const std::string map = fx_.dir / ("boot/System.map-" + std::string(kFixtureRelease));
   json first = Json(index);
   EXPECT_EQ(first["addr_maps"]["built"], 1);
   const std::string maps = fx_.dir / "index.db-addrmaps";
@@ -299,7 +299,7 @@ TEST_F(CliDwarfTest, AddrFromStdinAnswersBeforeEndOfInput) {
 TEST_F(CliDwarfTest, LiveHostWithDebugFilesFromARealDebuginfodServer) {
   // The sysroot: kallsyms from nm (vmlinux at link addresses; the module loaded at two bases).
   std::string root = fx_.dir / "root";
-  testing::MakeLiveSysroot(fx_, root, kRelease, /*with_module=*/true);
+  testing::MakeLiveSysroot(fx_, root, kFixtureRelease, /*with_module=*/true);
 
   // debuginfod serving the two debug files from a plain directory.
   std::string served = fx_.dir / "served";

@@ -52,11 +52,6 @@ const std::map<std::string, std::string>& Sources() {
   return kSources;
 }
 
-void Must(const std::string& cmd) {
-  CommandResult r = RunCommand(cmd);
-  if (r.exit_code != 0) throw std::runtime_error(cmd + " failed: " + r.err);
-}
-
 }  // namespace
 
 KernelFixture::KernelFixture(int dwarf_version) {
@@ -74,8 +69,8 @@ KernelFixture::KernelFixture(int dwarf_version) {
     if (rel.ends_with(".c")) {
       std::string obj = dir / (rel.substr(rel.rfind('/') + 1) + ".o");
       // Compile from the source root with relative paths, as kbuild does.
-      Must("cd '" + src + "' && gcc -g -gdwarf-" + std::to_string(dwarf_version) + " -O2 -c " + rel + " -o '" + obj +
-           "'");
+      MustRun("cd '" + src + "' && gcc -g -gdwarf-" + std::to_string(dwarf_version) + " -O2 -c " + rel + " -o '" + obj +
+              "'");
       objs += " '" + obj + "'";
     }
   }
@@ -84,12 +79,12 @@ KernelFixture::KernelFixture(int dwarf_version) {
   module_stripped = dir / "stripped/fake_mod.ko";
   // -u _etext: ld's default script then defines it (PROVIDE), as the kernel's always does; a
   // System.map without it is refused as truncated.
-  Must("gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id -Wl,-u,_etext" + objs + " -o '" + vmlinux + "'");
-  Must("ld -r --build-id" + objs + " -o '" + module + "'");
+  MustRun("gcc -no-pie -nostartfiles -Wl,-e,a_entry -Wl,--build-id -Wl,-u,_etext" + objs + " -o '" + vmlinux + "'");
+  MustRun("ld -r --build-id" + objs + " -o '" + module + "'");
   // .modinfo name, as kernel modules carry it.
-  Must("printf 'name=fake_mod\\0' > '" + (dir / "modinfo") + "' && objcopy --add-section .modinfo='" +
-       (dir / "modinfo") + "' '" + module + "'");
-  Must("mkdir -p '" + (dir / "stripped") + "' && objcopy --strip-debug '" + module + "' '" + module_stripped + "'");
+  MustRun("printf 'name=fake_mod\\0' > '" + (dir / "modinfo") + "' && objcopy --add-section .modinfo='" +
+          (dir / "modinfo") + "' '" + module + "'");
+  MustRun("mkdir -p '" + (dir / "stripped") + "' && objcopy --strip-debug '" + module + "' '" + module_stripped + "'");
 }
 
 namespace {
@@ -98,11 +93,6 @@ namespace {
 void ExtractNotes(const std::string& elf, const std::string& out) {
   CommandResult r = RunCommand("objcopy -O binary --only-section=.note.gnu.build-id '" + elf + "' '" + out + "'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-}
-
-void MustRun(const std::string& cmd) {
-  CommandResult r = RunCommand(cmd);
-  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.err;
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 
 namespace symdex::testing {
 
+// The release string tests give the fixture kernel (its osrelease, the index's target name).
+inline constexpr char kFixtureRelease[] = "6.1.0-99-fixture";
+
 struct KernelFixture {
   explicit KernelFixture(int dwarf_version);
 

@@ -33,11 +33,6 @@ constexpr char kEnd[] =
     ".section .noinstr.text,\"ax\",@progbits\n.globl __noinstr_text_end\n__noinstr_text_end:\n"
     ".section .note.GNU-stack,\"\",@progbits\n";
 
-void Must(const std::string& cmd) {
-  CommandResult r = RunCommand(cmd);
-  if (r.exit_code != 0) throw std::runtime_error(cmd + " failed: " + r.err);
-}
-
 }  // namespace
 
 ProbeFixture::ProbeFixture() {
@@ -46,24 +41,26 @@ ProbeFixture::ProbeFixture() {
   WriteFile(src + "/kernel/trace/untraced.c", kUntraced);
   WriteFile(src + "/start.s", kStart);
   WriteFile(src + "/end.s", kEnd);
-  Must("cd '" + src + "' && gcc -g -O2 -pg -mfentry -mrecord-mcount -c kernel/traced.c -o traced.o" +
-       " && gcc -g -O2 -c kernel/trace/untraced.c -o untraced.o && gcc -c start.s -o start.o && gcc -c end.s -o end.o");
+  MustRun(
+      "cd '" + src + "' && gcc -g -O2 -pg -mfentry -mrecord-mcount -c kernel/traced.c -o traced.o" +
+      " && gcc -g -O2 -c kernel/trace/untraced.c -o untraced.o && gcc -c start.s -o start.o && gcc -c end.s -o end.o");
   vmlinux = dir / "vmlinux";
-  Must("cd '" + src + "' && gcc -no-pie -nostartfiles -Wl,-e,traced_entry -Wl,--build-id -Wl,-u,_etext " +
-       "start.o traced.o untraced.o end.o " +
-       "-Wl,--defsym=__start_mcount_loc=__start___mcount_loc -Wl,--defsym=__stop_mcount_loc=__stop___mcount_loc " +
-       "-Wl,--defsym=__start_kprobe_blacklist=__start__kprobe_blacklist " +
-       "-Wl,--defsym=__stop_kprobe_blacklist=__stop__kprobe_blacklist -o '" + vmlinux + "'");
+  MustRun("cd '" + src + "' && gcc -no-pie -nostartfiles -Wl,-e,traced_entry -Wl,--build-id -Wl,-u,_etext " +
+          "start.o traced.o untraced.o end.o " +
+          "-Wl,--defsym=__start_mcount_loc=__start___mcount_loc -Wl,--defsym=__stop_mcount_loc=__stop___mcount_loc " +
+          "-Wl,--defsym=__start_kprobe_blacklist=__start__kprobe_blacklist " +
+          "-Wl,--defsym=__stop_kprobe_blacklist=__stop__kprobe_blacklist -o '" + vmlinux + "'");
   modules_dir = dir / ("lib/modules/" + release);
   module = modules_dir + "/kernel/probe_mod.ko";
-  Must("mkdir -p '" + modules_dir + "/kernel' && cd '" + src + "' && ld -r --build-id traced.o untraced.o -o '" +
-       module + "' && printf 'name=probe_mod\\0' > modinfo && objcopy --add-section .modinfo=modinfo '" + module + "'");
+  MustRun("mkdir -p '" + modules_dir + "/kernel' && cd '" + src + "' && ld -r --build-id traced.o untraced.o -o '" +
+          module + "' && printf 'name=probe_mod\\0' > modinfo && objcopy --add-section .modinfo=modinfo '" + module +
+          "'");
   system_map = dir / ("boot/System.map-" + release);
-  Must("mkdir -p '" + (dir / "boot") + "' && nm -n '" + vmlinux + "' | grep -v ' [Uw] ' > '" + system_map + "'");
+  MustRun("mkdir -p '" + (dir / "boot") + "' && nm -n '" + vmlinux + "' | grep -v ' [Uw] ' > '" + system_map + "'");
   debug_dir = dir / "debug";
-  Must("mkdir -p '" + debug_dir + "/boot' '" + debug_dir + "/lib/modules/" + release + "/kernel' && cp '" + vmlinux +
-       "' '" + debug_dir + "/boot/vmlinux-" + release + "' && cp '" + module + "' '" + debug_dir + "/lib/modules/" +
-       release + "/kernel/'");
+  MustRun("mkdir -p '" + debug_dir + "/boot' '" + debug_dir + "/lib/modules/" + release + "/kernel' && cp '" + vmlinux +
+          "' '" + debug_dir + "/boot/vmlinux-" + release + "' && cp '" + module + "' '" + debug_dir + "/lib/modules/" +
+          release + "/kernel/'");
 }
 
 }  // namespace symdex::testing

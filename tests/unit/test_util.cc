@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <stdexcept>
 #include <thread>
 
 #include <cstdlib>
@@ -46,6 +47,11 @@ CommandResult RunCommand(const std::string& cmd) {
   r.out = Slurp(d / "out");
   r.err = Slurp(d / "err");
   return r;
+}
+
+void MustRun(const std::string& cmd) {
+  CommandResult r = RunCommand(cmd);
+  if (r.exit_code != 0) throw std::runtime_error(cmd + " failed: " + r.err);
 }
 
 std::string ElfNote(uint32_t type, std::string_view name, std::string_view desc) {

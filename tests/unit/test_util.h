@@ -33,6 +33,8 @@ struct CommandResult {
 };
 // Runs `cmd` through /bin/sh, capturing stdout and stderr separately.
 CommandResult RunCommand(const std::string& cmd);
+// RunCommand that throws std::runtime_error (the command and its stderr) unless it exits 0.
+void MustRun(const std::string& cmd);
 
 // A file of the fetched Debian -dbg corpus (tests/corpus/fetch-debian-kernel.sh dbg), by its path
 // inside the package (e.g. "usr/lib/debug/boot/vmlinux-6.1.0-57-cloud-amd64"); "" when absent.
