@@ -137,6 +137,9 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                {"seconds", secs},
                {"load_seconds", s.load_seconds},
                {"dwarf_seconds", s.dwarf_seconds},
+               {"dwarf_parse_seconds", s.dwarf_parse_seconds},
+               {"dwarf_store_seconds", s.dwarf_store_seconds},
+               {"join_seconds", s.join_seconds},
                {"addr_maps", {{"built", s.addr_maps_built}, {"present", s.addr_maps_present}}},
                {"addr_map_seconds", s.addr_map_seconds},
                {"store_seconds", s.store_seconds}});

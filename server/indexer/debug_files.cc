@@ -181,7 +181,10 @@ absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& 
 absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::KernelTarget& t, unsigned jobs,
                         DebugFilePlan& plan, IndexSummary& sum) {
   std::vector<Part>& parts = plan.parts;
+  const auto tp = Clock::now();
   std::vector<Parsed> parsed = ParseAll(req, plan, jobs);
+  sum.dwarf_parse_seconds = SecondsSince(tp);
+  const auto ts = Clock::now();
 
   // Store each parsed file under its build-ID (immutable, own transaction), and keep what the
   // symbol join needs of it.
@@ -221,6 +224,7 @@ absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::Ke
     parsed[k].index = absl::CancelledError("stored");  // its memory is not needed any more
     ++sum.debug_indexed;
   }
+  sum.dwarf_store_seconds = SecondsSince(ts);
   for (Part& p : parts) {
     if (p.record.debug_file_id || p.record.build_id.empty()) continue;
     auto it = plan.first_part_for_build_id.find(p.record.build_id);

@@ -33,8 +33,10 @@ absl::StatusOr<std::vector<AddrMapBuild>> AttachDebugInfo(store::Db& db, const I
   const auto t1 = Clock::now();
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
   RETURN_IF_ERROR(IndexDwarf(db, req, t, jobs, plan, sum));
+  const auto tj = Clock::now();
   RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
   AttachElfFacts(t, plan.parts, jobs);
+  sum.join_seconds = SecondsSince(tj);
   sum.dwarf_seconds = SecondsSince(t1);
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan.parts, sum));
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));

@@ -45,6 +45,9 @@ struct IndexSummary {
   size_t probe_tables_read = 0;  // files whose fentry/blacklist/init tables gave probe verdicts
   double probe_seconds = 0;      // the probe step (JudgeProbes)
   double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
+  // Parts of dwarf_seconds: parsing debug files (workers, wall), storing their rows, the
+  // symbol join with the ELF facts.
+  double dwarf_parse_seconds = 0, dwarf_store_seconds = 0, join_seconds = 0;
   std::vector<std::string> warnings;
   std::vector<std::string> delta_modules;  // UpdateModules: the modules replaced (empty: whole target)
 };

@@ -135,7 +135,7 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
   std::vector<int64_t> function_ids;
   function_ids.reserve(idx.functions.size());
   for (const auto& f : idx.functions) {
-    fn.Bind(1, id).Bind(2, f.name).Bind(3, opt_sec(f.entry_section)).Bind(4, ToDb(f.entry));
+    fn.Bind(1, id).BindStatic(2, f.name).Bind(3, opt_sec(f.entry_section)).Bind(4, ToDb(f.entry));
     fn.Bind(5, int64_t{f.cu}).Bind(6, opt_file(f.decl_file)).Bind(7, int64_t{f.decl_line});
     fn.Bind(8, opt_file(f.entry_file)).Bind(9, int64_t{f.entry_line});
     fn.Bind(10, int64_t{(f.external ? 1 : 0) | (f.inline_copy ? 2 : 0)});
@@ -150,7 +150,7 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
   ASSIGN_OR_RETURN(Stmt var, db.Prepare("INSERT INTO dwarf_variables (debug_file_id, name, section, addr, unit, "
                                         "decl_file, decl_line, flags) VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"));
   for (const auto& v : idx.variables) {
-    var.Bind(1, id).Bind(2, v.name).Bind(3, opt_sec(v.section)).Bind(4, ToDb(v.addr)).Bind(5, int64_t{v.cu});
+    var.Bind(1, id).BindStatic(2, v.name).Bind(3, opt_sec(v.section)).Bind(4, ToDb(v.addr)).Bind(5, int64_t{v.cu});
     var.Bind(6, opt_file(v.decl_file)).Bind(7, int64_t{v.decl_line}).Bind(8, int64_t{v.external ? 1 : 0});
     RETURN_IF_ERROR(var.Run());
   }

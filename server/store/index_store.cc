@@ -129,7 +129,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
       ins_sym.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
     else
       ins_sym.BindNull(2);
-    ins_sym.Bind(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
+    ins_sym.BindStatic(3, s.name).Bind(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
     ins_sym.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact}).Bind(8, NonEmpty(s.section));
     ins_sym.Bind(9, s.dwarf_function_id).Bind(10, NonEmpty(s.dwarf_note)).Bind(11, s.debug_file_id);
     ins_sym.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line).Bind(15, int64_t{s.probe});

@@ -77,6 +77,10 @@ Stmt& Stmt::Bind(int idx, std::string_view v) {
   sqlite3_bind_text64(stmt_, idx, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   return *this;
 }
+Stmt& Stmt::BindStatic(int idx, std::string_view v) {
+  sqlite3_bind_text64(stmt_, idx, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8);
+  return *this;
+}
 Stmt& Stmt::BindNull(int idx) {
   sqlite3_bind_null(stmt_, idx);
   return *this;
@@ -134,6 +138,9 @@ Db::~Db() {
 }
 
 absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
+  // SQLite's memory statistics take a global mutex on every allocation (symdex never reads
+  // them): off, before the library initializes itself on the first open.
+  [[maybe_unused]] static const int kNoMemStatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
   Db db;
   db.path_ = path;
   int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
@@ -148,6 +155,9 @@ absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
     // WAL: readers keep their snapshot while a re-index writes, and never see half of it.
     RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
     RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
+    // An index run inserts ~10 MB of index b-tree entries in name order, not insertion order:
+    // with the default 2 MB page cache, pages go out and come back from the WAL.
+    RETURN_IF_ERROR(db.Exec("PRAGMA cache_size=-32768"));
   }
   RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
   // Reading the schema catches "file is not a database" at open time, with the path.

@@ -41,6 +41,9 @@ class Stmt {
   Stmt& Bind(int idx, int64_t v);
   Stmt& Bind(int idx, std::string_view v);
   Stmt& Bind(int idx, const char* v) { return Bind(idx, std::string_view(v)); }
+  // Binds without a copy: `v`'s bytes must stay valid and unchanged until the statement is
+  // stepped and reset (bulk inserts of strings that outlive the statement's use).
+  Stmt& BindStatic(int idx, std::string_view v);
   Stmt& Bind(int idx, double v) {
     sqlite3_bind_double(stmt_, idx, v);
     return *this;
