@@ -7,7 +7,9 @@
 // RLIMIT_CPU (soft limit = CPU used so far + the request's budget: the worker lives for many
 // files). The wall-clock limit is the parent's: it kills the worker.
 //
-//   symdex-debuginfo-worker --print FILE...   index FILEs in-process and print counts (debugging)
+//   symdex-debuginfo-worker --print [-j N] FILE...       index FILEs in-process and print counts
+//   symdex-debuginfo-worker --print-map [-j N] FILE...   build their address maps in-process
+// (debugging and timing; nothing is written)
 //
 // Test hooks (environment): SYMDEX_WORKER_TEST_CRASH_ON=S aborts, SYMDEX_WORKER_TEST_HANG_ON=S
 // sleeps forever, on a path containing S; SYMDEX_WORKER_TEST_CRASH_MAP_ON=S aborts building the
@@ -15,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -130,10 +133,28 @@ int Serve() {
   }
 }
 
+// --print / --print-map: parse in this process with `jobs` threads and print counts.
 int Print(int argc, char** argv) {
   int rc = 0;
-  for (int i = 2; i < argc; ++i) {
-    auto idx = IndexDwarfFile(argv[i], {.jobs = 1});
+  const bool map = std::strcmp(argv[1], "--print-map") == 0;
+  unsigned jobs = 1;
+  int first = 2;
+  if (argc > 3 && std::strcmp(argv[2], "-j") == 0) {
+    jobs = static_cast<unsigned>(std::max(1, std::atoi(argv[3])));
+    first = 4;
+  }
+  for (int i = first; i < argc; ++i) {
+    if (map) {
+      auto bytes = BuildAddrMap(argv[i], jobs);
+      if (!bytes.ok()) {
+        std::printf("FAILED %s\n", std::string(bytes.status().message()).c_str());
+        rc = 1;
+        continue;
+      }
+      std::printf("ok %s address map of %zu bytes\n", argv[i], bytes->size());
+      continue;
+    }
+    auto idx = IndexDwarfFile(argv[i], {.jobs = jobs});
     if (!idx.ok()) {
       std::printf("FAILED %s\n", std::string(idx.status().message()).c_str());
       rc = 1;
@@ -149,9 +170,13 @@ int Print(int argc, char** argv) {
 }  // namespace symdex::debuginfo
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::strcmp(argv[1], "--print") == 0) return symdex::debuginfo::Print(argc, argv);
+  if (argc >= 2 && (std::strcmp(argv[1], "--print") == 0 || std::strcmp(argv[1], "--print-map") == 0)) {
+    return symdex::debuginfo::Print(argc, argv);
+  }
   if (argc != 1) {
-    std::fprintf(stderr, "usage: %s  (requests on stdin; started by symdex/symdexd)\n       %s --print FILE...\n",
+    std::fprintf(stderr,
+                 "usage: %s  (requests on stdin; started by symdex/symdexd)\n       %s --print|--print-map [-j N] "
+                 "FILE...\n",
                  argv[0], argv[0]);
     return 2;
   }

@@ -1,6 +1,7 @@
 // Step 6 of an index run (steps.h): the address map (debuginfo/addr_map.h) of each debug file
-// the target uses — vmlinux's and every module's — built once per build-ID. Planned with the
-// store, built without it, so that the build runs while step 7 writes the target.
+// the target uses — vmlinux's and every module's — built once per build-ID. Planned as soon as
+// the debug files are parsed, built without the store, so that the build runs while the debug
+// files and the target are written.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,22 +21,41 @@
 namespace symdex::indexer {
 
 absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const IndexRequest& req,
-                                                       const std::vector<Part>& parts, IndexSummary& sum) {
+                                                       const DebugFilePlan& plan,
+                                                       const std::vector<ParsedDebugFile>& parsed, IndexSummary& sum) {
   std::vector<AddrMapBuild> builds;
   const std::string map_dir = AddrMapDirFor(db.path());
+  if (!req.addr_maps || map_dir.empty()) return builds;
+  std::vector<const ParsedDebugFile*> parse_of(plan.parts.size(), nullptr);
+  for (size_t k = 0; k < plan.to_parse.size(); ++k) parse_of[plan.to_parse[k]] = &parsed.at(k);
   std::set<std::string> planned;  // one build per map file, however many parts share a build-ID
-  for (const Part& p : parts) {
-    if (!req.addr_maps || map_dir.empty() || !p.record.debug_file_id || p.record.build_id.empty()) continue;
-    // The stored row, not the part: it says which file the index was made from.
-    ASSIGN_OR_RETURN(auto df, store::FindDebugFile(db, p.record.build_id));
-    if (!df) continue;
-    const std::string path = debuginfo::AddrMapPath(map_dir, df->build_id);
+  for (size_t i = 0; i < plan.parts.size(); ++i) {
+    const Part& p = plan.parts[i];
+    if (p.record.build_id.empty()) continue;
+    std::string debug_path, build_id = p.record.build_id;
+    bool relocatable = false;
+    // A map made from an earlier file of this build-ID (which changed since) is made again.
+    bool reparsed = false;
+    if (const ParsedDebugFile* f = parse_of[i]) {
+      // Parsed in this run: StoreDebugFiles stores it under p.record.path, unless its parse failed
+      // or the file turned out not to be the build-ID's.
+      if (!f->index.ok()) continue;
+      if (f->index->build_id && p.verified && f->index->build_id->ToHex() != p.record.build_id) continue;
+      debug_path = p.record.path;
+      relocatable = f->index->relocatable;
+      reparsed = p.stale.has_value();
+    } else {
+      if (!p.record.debug_file_id) continue;  // none, or the same build-ID as a part parsed now
+      // The stored row, not the part: it says which file the index was made from.
+      ASSIGN_OR_RETURN(auto df, store::FindDebugFile(db, p.record.build_id));
+      if (!df) continue;
+      debug_path = df->path;
+      build_id = df->build_id;
+      relocatable = df->relocatable;
+    }
+    const std::string path = debuginfo::AddrMapPath(map_dir, build_id);
     if (!planned.insert(path).second) continue;
-    auto existing = debuginfo::MappedAddrMap::Open(path, df->build_id);
-    // A debug file parsed again because it changed gets a new map (the old one was made from
-    // the old file's DWARF).
-    const bool reparsed = p.stale && p.record.status != target::DebugFileStatus::kParseError &&
-                          p.record.debug_file_id == p.stale->id && p.record.status != target::DebugFileStatus::kCached;
+    auto existing = debuginfo::MappedAddrMap::Open(path, build_id);
     if (existing.ok() && !reparsed) {
       ++sum.addr_maps_present;
       continue;
@@ -44,7 +64,7 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
     // from the old file's DWARF) must not be opened for the new generation meanwhile. Without
     // it, readers read DWARF until the new map is in place.
     if (existing.ok()) ::unlink(path.c_str());
-    builds.push_back({df->path, path, df->relocatable});
+    builds.push_back({debug_path, path, relocatable});
   }
   return builds;
 }

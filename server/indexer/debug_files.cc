@@ -18,6 +18,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using target::DebugFileStatus;
+using Parsed = ParsedDebugFile;
 
 // The stored index `cached` of the part's build-ID, used as it is.
 void UseStored(Part& p, const store::DebugFileInfo& cached) {
@@ -36,12 +37,6 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> CurrentStoredIndex(store::Db
   }
   return cached;
 }
-
-struct Parsed {
-  absl::StatusOr<debuginfo::DwarfIndex> index = absl::UnknownError("not run");
-  std::optional<debuginfo::FileStamp> stamp;  // of the file, taken before parsing it
-  double seconds = 0;
-};
 
 // Parses one debug file in a worker process (debug files are untrusted input).
 void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
@@ -178,12 +173,17 @@ absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& 
   return plan;
 }
 
-absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::KernelTarget& t, unsigned jobs,
-                        DebugFilePlan& plan, IndexSummary& sum) {
-  std::vector<Part>& parts = plan.parts;
+std::vector<ParsedDebugFile> ParseDebugFiles(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs,
+                                             IndexSummary& sum) {
   const auto tp = Clock::now();
   std::vector<Parsed> parsed = ParseAll(req, plan, jobs);
   sum.dwarf_parse_seconds = SecondsSince(tp);
+  return parsed;
+}
+
+absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, DebugFilePlan& plan,
+                             std::vector<ParsedDebugFile>& parsed, IndexSummary& sum) {
+  std::vector<Part>& parts = plan.parts;
   const auto ts = Clock::now();
 
   // Store each parsed file under its build-ID (immutable, own transaction), and keep what the

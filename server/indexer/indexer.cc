@@ -1,12 +1,14 @@
 // The index run as a pipeline of named steps (steps.h): 1 LoadTarget -> 2 CheckInputLooksComplete
-// -> 3 FindDebugFiles -> 4 IndexDwarf -> 5 JoinSymbolsToDwarf -> 5b AttachElfFacts, JudgeProbes
-// -> 7 WriteTarget, with 6 (the address map) built on its own thread beside 5b and 7.
+// -> 3 FindDebugFiles -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf
+// -> 5b AttachElfFacts, JudgeProbes -> 7 WriteTarget, with 6 (the address maps) built on a thread
+// of its own from the end of 4 to the end of 7.
 #include "server/indexer/indexer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -24,27 +26,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Steps 3-5 for the parts `want` selects: afterwards every selected code symbol carries its
-// DWARF join (or why none), and t.debuginfo one record per selected part. Gives the address
-// maps step 6 must build.
-absl::StatusOr<std::vector<AddrMapBuild>> AttachDebugInfo(store::Db& db, const IndexRequest& req,
-                                                          target::KernelTarget& t, unsigned jobs,
-                                                          const PartFilter& want, IndexSummary& sum) {
-  const auto t1 = Clock::now();
-  ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
-  RETURN_IF_ERROR(IndexDwarf(db, req, t, jobs, plan, sum));
-  const auto tj = Clock::now();
-  RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
-  AttachElfFacts(t, plan.parts, jobs);
-  sum.join_seconds = SecondsSince(tj);
-  sum.dwarf_seconds = SecondsSince(t1);
-  ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan.parts, sum));
-  for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));
-  return maps;
-}
-
 // Step 6 on a thread of its own: the map needs no store, and the store needs no map (a reader
 // that finds no map yet reads DWARF, with the same answers, and looks for it again later).
+// It runs from the end of the parse (step 4) to the end of step 7.
 class AddrMapStep {
  public:
   AddrMapStep(std::vector<AddrMapBuild> builds, const IndexRequest& req, unsigned jobs) : builds_(std::move(builds)) {
@@ -73,6 +57,26 @@ class AddrMapStep {
   AddrMapOutcome outcome_;
   std::jthread thread_;  // declared last: joined (on an early return too) before the rest goes
 };
+
+// Steps 3-5 for the parts `want` selects: afterwards every selected code symbol carries its
+// DWARF join (or why none), and t.debuginfo one record per selected part. Step 6, the address
+// maps, starts in `map_step` as soon as the debug files are parsed.
+absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
+                             const PartFilter& want, IndexSummary& sum, std::optional<AddrMapStep>& map_step) {
+  const auto t1 = Clock::now();
+  ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
+  std::vector<ParsedDebugFile> parsed = ParseDebugFiles(req, plan, jobs, sum);
+  ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
+  map_step.emplace(std::move(maps), req, jobs);
+  RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));
+  const auto tj = Clock::now();
+  RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
+  AttachElfFacts(t, plan.parts, jobs);
+  sum.join_seconds = SecondsSince(tj);
+  sum.dwarf_seconds = SecondsSince(t1);
+  for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));
+  return absl::OkStatus();
+}
 
 // Step 1's companion: the kernel config, for what probe verdicts assume.
 absl::Status ReadKernelConfig(const IndexRequest& req, target::KernelTarget& t) {
@@ -111,12 +115,11 @@ unsigned Jobs(const IndexRequest& req) {
 absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, target::KernelTarget& t,
                                          IndexSummary sum) {
   RETURN_IF_ERROR(CheckInputLooksComplete(db, t, req.force));  // before the DWARF work, not after
-  std::vector<AddrMapBuild> maps;
+  std::optional<AddrMapStep> map_step;
   if (req.debuginfo) {
-    ASSIGN_OR_RETURN(maps, AttachDebugInfo(
-                               db, req, t, Jobs(req), [](int) { return true; }, sum));
+    RETURN_IF_ERROR(AttachDebugInfo(
+        db, req, t, Jobs(req), [](int) { return true; }, sum, map_step));
   }
-  AddrMapStep map_step(std::move(maps), req, Jobs(req));
   const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(
       db, t, [](int) { return true; }, sum));
@@ -128,7 +131,7 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
       t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
-  map_step.Finish(db, t, sum.generation, sum);
+  if (map_step) map_step->Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   return sum;
 }
@@ -175,11 +178,8 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   }
   names.erase("");
   auto changed_module = [&](int m) { return m >= 0 && names.count(t.modules[static_cast<size_t>(m)].name); };
-  std::vector<AddrMapBuild> maps;  // none: vmlinux is not part of a delta
-  if (req.debuginfo) {
-    ASSIGN_OR_RETURN(maps, AttachDebugInfo(db, req, t, Jobs(req), changed_module, sum));
-  }
-  AddrMapStep map_step(std::move(maps), req, Jobs(req));
+  std::optional<AddrMapStep> map_step;  // the changed modules' maps (vmlinux is not part of a delta)
+  if (req.debuginfo) RETURN_IF_ERROR(AttachDebugInfo(db, req, t, Jobs(req), changed_module, sum, map_step));
   const auto tp = Clock::now();
   RETURN_IF_ERROR(JudgeProbes(db, t, changed_module, sum));
   sum.probe_seconds = SecondsSince(tp);
@@ -193,7 +193,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
       sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
-  map_step.Finish(db, t, sum.generation, sum);
+  if (map_step) map_step->Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   sum.delta_modules.assign(names.begin(), names.end());
   return sum;

@@ -1,12 +1,13 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
-//   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles -> 4 IndexDwarf
-//     -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes, AttachElfFacts -> 7 WriteTarget
-//                                      \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 5b and 7) -/
+//   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles
+//     -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes, AttachElfFacts -> 7
+//     WriteTarget
+//                         \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 4b to 7) -/
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
 // made; nothing is written to SQLite and read back. Debug files are the one exception to
-// "written once, at the end": each is stored by IndexDwarf in its own transaction, because it
+// "written once, at the end": each is stored by StoreDebugFiles in its own transaction, because it
 // is keyed by build-ID, immutable and shared by every target that uses it (a later failure of
 // this run should not cost the next run the parse).
 // Internal to server/indexer/.
@@ -23,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/file_stamp.h"
 #include "server/debuginfo/symbol_join.h"
 #include "server/indexer/indexer.h"
 #include "server/store/debuginfo_store.h"
@@ -54,7 +57,7 @@ struct Part {
   // The stored index of this build-ID, made from a file that has changed since: parsed again;
   // kept (and used) if the new parse fails.
   std::optional<store::DebugFileInfo> stale;
-  // Set by IndexDwarf for a file parsed and stored in this run (built from the parse, not
+  // Set by StoreDebugFiles for a file parsed and stored in this run (built from the parse, not
   // read back); parts that use an index stored earlier have none and JoinSymbolsToDwarf
   // loads it.
   std::shared_ptr<const JoinTable> join;
@@ -63,7 +66,7 @@ struct Part {
 // Which modules a run covers: -1 is vmlinux, i >= 0 is t.modules[i].
 using PartFilter = std::function<bool(int)>;
 
-// What FindDebugFiles decided: the parts, which of them IndexDwarf must parse, and for each
+// What FindDebugFiles decided: the parts, which of them ParseDebugFiles must parse, and for each
 // build-ID found as a file, the part that parses it (the others share its result).
 struct DebugFilePlan {
   std::vector<Part> parts;
@@ -82,12 +85,23 @@ absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req);
 absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const target::KernelTarget& t,
                                              unsigned jobs, const PartFilter& want);
 
-// Step 4: parses every file FindDebugFiles left in path_to_index (each in a worker process:
-// untrusted input), stores each under its build-ID, and keeps its JoinTable in memory. Gives
+// One file of plan.to_parse, parsed (or why not).
+struct ParsedDebugFile {
+  absl::StatusOr<debuginfo::DwarfIndex> index = absl::UnknownError("not run");
+  std::optional<debuginfo::FileStamp> stamp;  // of the file, taken before parsing it
+  double seconds = 0;
+};
+
+// Step 4: parses every file FindDebugFiles left in path_to_index, each in a worker process
+// (untrusted input); result k is plan.to_parse[k]'s. Nothing is stored yet.
+std::vector<ParsedDebugFile> ParseDebugFiles(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs,
+                                             IndexSummary& sum);
+
+// Step 4b: stores each parsed file under its build-ID and keeps its JoinTable in memory. Gives
 // every part whose debug info is usable a debug_file_id; counts indexed/failed into `sum`.
 // Also refuses an offline vmlinux debug file whose _text disagrees with the System.map.
-absl::Status IndexDwarf(store::Db& db, const IndexRequest& req, const target::KernelTarget& t, unsigned jobs,
-                        DebugFilePlan& plan, IndexSummary& sum);
+absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, DebugFilePlan& plan,
+                             std::vector<ParsedDebugFile>& parsed, IndexSummary& sum);
 
 // Step 5: joins every code symbol of the parts to its DWARF function and line-table row by
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
@@ -101,9 +115,11 @@ void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned 
 
 // Step 6: the address maps of vmlinux's and the modules' debug files, built once per build-ID
 // next to the index.
-// PlanAddrMaps (with the store) says which maps are missing and counts those present;
-// BuildAddrMaps (no store: it runs on its own thread while step 7 writes the target) builds
-// them. A failure is a warning on the target (answers stay right, only slower), not an error.
+// PlanAddrMaps (after step 4: a file parsed in this run gets a map only if its parse
+// succeeded; one indexed earlier is looked up in the store) says which maps are missing and
+// counts those present; BuildAddrMaps (no store: it runs on its own thread while steps 4b to 7
+// write the debug files and the target) builds them. A failure is a warning on the target
+// (answers stay right, only slower), not an error.
 struct AddrMapBuild {
   std::string debug_path;    // the debug file
   std::string map_path;      // where its map goes
@@ -115,7 +131,8 @@ struct AddrMapOutcome {
   std::vector<std::string> warnings;
 };
 absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const IndexRequest& req,
-                                                       const std::vector<Part>& parts, IndexSummary& sum);
+                                                       const DebugFilePlan& plan,
+                                                       const std::vector<ParsedDebugFile>& parsed, IndexSummary& sum);
 AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs);
 
 // Step 5b: the probe bits (target/probe_bits.h) of the code symbols of vmlinux and of the
