@@ -68,6 +68,64 @@ TEST(IndexStoreTest, ReindexReplacesAndBumpsGeneration) {
   EXPECT_EQ(st->Int(0), 3);
 }
 
+int64_t Rows(Db& db, const std::string& sql) {
+  auto st = db.Prepare(sql);
+  EXPECT_TRUE(st.ok()) << st.status();
+  auto row = st->Step();
+  EXPECT_TRUE(row.ok() && *row) << sql;
+  return st->Int(0);
+}
+
+// The only target of a database is replaced by emptying whole tables; nothing of the old
+// version may survive, and foreign keys are enforced again afterwards.
+TEST(IndexStoreTest, ReindexOfTheOnlyTargetLeavesNoOrphans) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto t = SmallTarget("host");
+  t.modules[0].sections = {{".text", 0xffffffffc0a00000ull}, {".data", 0xffffffffc0a10000ull}};
+  t.files.push_back({"kallsyms", "/proc/kallsyms", target::InputFileStatus::kUsed, ""});
+  t.debuginfo.push_back({.module = "uio", .status = target::DebugFileStatus::kNotFound});
+  ASSERT_TRUE(ReplaceTarget(*db, t, 1).ok());
+  auto next = SmallTarget("host");
+  next.modules.resize(1);  // mei gone, uio without sections
+  std::erase_if(next.symbols, [](const target::SymbolEntry& s) { return s.module == 1; });
+  ASSERT_TRUE(ReplaceTarget(*db, next, 2).ok());
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM symbols"), static_cast<int64_t>(next.symbols.size()));
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM modules"), 1);
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM module_sections"), 0);
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM target_files"), 0);
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM target_debuginfo"), 0);
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM symbols s LEFT JOIN targets t ON t.id = s.target_id WHERE t.id IS NULL"),
+            0);
+  EXPECT_EQ(Rows(*db, "PRAGMA foreign_keys"), 1);
+}
+
+// With two targets in one database, replacing one must not touch the other's rows.
+TEST(IndexStoreTest, ReplacingOneOfTwoTargetsLeavesTheOtherWhole) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto a = SmallTarget("a");
+  auto b = SmallTarget("b");
+  b.modules[0].sections = {{".text", 0xffffffffc0a00000ull}};
+  b.files.push_back({"kallsyms", "/b/kallsyms", target::InputFileStatus::kUsed, ""});
+  b.debuginfo.push_back({.module = "uio", .status = target::DebugFileStatus::kNotFound});
+  ASSERT_TRUE(ReplaceTarget(*db, a, 1).ok());
+  ASSERT_TRUE(ReplaceTarget(*db, b, 1).ok());
+  a.symbols.resize(4);
+  a.modules[0].sections = {{".text", 0xffffffffc0b00000ull}};
+  ASSERT_TRUE(ReplaceTarget(*db, a, 2).ok());
+  auto bi = FindTarget(*db, "b");
+  ASSERT_TRUE(bi.ok() && bi->has_value());
+  auto bc = CountTarget(*db, (*bi)->id);
+  EXPECT_EQ(bc->modules, 2);
+  EXPECT_EQ(bc->vmlinux_symbols + bc->module_symbols, static_cast<int64_t>(b.symbols.size()));
+  EXPECT_EQ(TargetFiles(*db, (*bi)->id)->size(), 1u);
+  EXPECT_EQ(TargetDebugInfo(*db, (*bi)->id)->size(), 1u);
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM symbols"), static_cast<int64_t>(b.symbols.size() + 4));
+  EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM module_sections"), 2);  // b's and a's new one
+  EXPECT_EQ(Rows(*db, "PRAGMA foreign_keys"), 1);
+}
+
 TEST(IndexStoreTest, FailedReindexLeavesThePreviousVersionIntact) {
   TempDir d;
   auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
