@@ -7,6 +7,7 @@
 #include <libelf.h>
 
 #include <memory>
+#include <mutex>
 #include <string_view>
 
 #include "server/common/status.h"
@@ -18,6 +19,12 @@ struct ElfEnd {
   void operator()(Elf* e) const { elf_end(e); }
 };
 using ElfPtr = std::unique_ptr<Elf, ElfEnd>;
+
+// libelf's version handshake, once per process, before the first elf_begin.
+inline void InitLibelf() {
+  static std::once_flag once;
+  std::call_once(once, [] { elf_version(EV_CURRENT); });
+}
 
 // InvalidArgument "WHAT: <libelf's message for its last error>".
 inline absl::Status LibelfError(std::string_view what) {

@@ -54,8 +54,7 @@ std::optional<BuildId> ElfBuildId(Elf* elf) {
 }
 
 absl::StatusOr<std::optional<BuildId>> ReadFileBuildId(const std::string& path) {
-  static std::once_flag once;
-  std::call_once(once, [] { elf_version(EV_CURRENT); });
+  InitLibelf();
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   char magic[6] = {};

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "server/common/strings.h"
 
@@ -18,11 +17,6 @@ namespace symdex::debuginfo {
 
 void DwarfEnd::operator()(Dwarf* d) const { dwarf_end(d); }
 void DwflEnd::operator()(Dwfl* d) const { dwfl_end(d); }
-
-void InitLibelf() {
-  static std::once_flag once;
-  std::call_once(once, [] { elf_version(EV_CURRENT); });
-}
 
 namespace {
 int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {

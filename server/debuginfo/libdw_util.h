@@ -27,8 +27,6 @@ struct DwflEnd {
 using DwarfPtr = std::unique_ptr<Dwarf, DwarfEnd>;
 using DwflPtr = std::unique_ptr<Dwfl, DwflEnd>;
 
-void InitLibelf();
-
 // A debug file opened for DWARF reading (read-only mmap).
 struct OpenedDwarf {
   UniqueFd fd;  // declared first: closed after the Elf and Dwarf made from it are ended

@@ -84,7 +84,7 @@ void Symbolizer::Clear() {
 absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   auto it = files_.find(path);
   if (it != files_.end()) return it->second.get();
-  elf_version(EV_CURRENT);
+  InitLibelf();
   auto f = std::make_unique<File>();
   f->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!f->fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));

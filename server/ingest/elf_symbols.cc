@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <mutex>
 
 #include "server/common/elf_handle.h"
 #include "server/common/strings.h"
@@ -14,11 +13,6 @@
 
 namespace symdex::ingest {
 namespace {
-
-void InitLibelf() {
-  static std::once_flag once;
-  std::call_once(once, [] { elf_version(EV_CURRENT); });
-}
 
 char SectionLetter(const GElf_Shdr& sh) {
   if (sh.sh_flags & SHF_EXECINSTR) return 'T';

@@ -8,7 +8,6 @@
 #include <bit>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string_view>
 
@@ -248,8 +247,7 @@ absl::Status ReadRelocatable(Reader& rd, ProbeTables& out) {
 }  // namespace
 
 absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image) {
-  static std::once_flag once;
-  std::call_once(once, [] { elf_version(EV_CURRENT); });
+  InitLibelf();
   ElfPtr elf(elf_memory(image.data(), image.size()));
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError("not an ELF file");
   GElf_Ehdr eh;

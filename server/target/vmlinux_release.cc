@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 #include "server/common/elf_handle.h"
 #include "server/common/strings.h"
@@ -17,8 +16,7 @@
 namespace symdex::target {
 
 absl::StatusOr<std::string> VmlinuxRelease(const std::string& path) {
-  static std::once_flag once;
-  std::call_once(once, [] { elf_version(EV_CURRENT); });
+  InitLibelf();
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
