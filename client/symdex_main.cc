@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       "Indexes /proc/kallsyms (or an offline System.map + modules) into SQLite and answers which\n"
       "of the kernel's same-named functions is which, with the kprobe target for each."};
   app.name("symdex");
-  app.set_version_flag("--version", SYMDEX_VERSION);
+  app.set_version_flag("--version", "symdex " + symdex::query::VersionText(SYMDEX_VERSION));
   app.require_subcommand(1);
   app.fallthrough();
   GlobalOptions g;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "server/api/daemon.h"
+#include "server/query/service.h"
 
 int main(int argc, char** argv) {
   // Before any thread exists (gRPC starts its own): SIGTERM/SIGINT/SIGHUP go to sigwait().
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
       "(symdex.v1.SymbolService, symdex.v1.JitService, grpc.health.v1.Health, server reflection),\n"
       "keeps the live host's index current as modules load and unload, and exports Prometheus metrics."};
   app.name("symdexd");
-  app.set_version_flag("--version", SYMDEX_VERSION);
+  app.set_version_flag("--version", "symdexd " + symdex::query::VersionText(SYMDEX_VERSION));
   app.set_config("--config", "",
                  "Config file: 'key = value' lines, keys are the long option names; "
                  "repeat a key (or use [a, b]) for listen/jit-watch/debug-dir. Command-line options win.");

@@ -301,4 +301,10 @@ class LocalQuery : public QueryApi {
 // per-generation tables but no answers across the process's calls.
 absl::StatusOr<std::unique_ptr<LocalQuery>> OpenEmbedded(const std::string& db_path);
 
+// What `symdex --version` and `symdexd --version` print after the program's name: its version
+// and the formats it writes, "0.1.0 (index schema 9, address maps v2, gRPC API symdex.v1)" — so
+// that a bug report or a fleet inventory says which index a binary reads. The schema is the
+// last migration the binary applies (an index made by a newer one is refused, not half read).
+std::string VersionText(std::string_view program_version);
+
 }  // namespace symdex::query

@@ -20,7 +20,10 @@
 #include "google/rpc/status.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "server/common/strings.h"
+#include "server/debuginfo/addr_map.h"
 #include "server/query/service.h"
+#include "server/store/migrations.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 #include "tests/daemon/daemon_harness.h"
 #include "tests/unit/kernel_fixture.h"
@@ -571,6 +574,23 @@ TEST_F(DaemonTest, ConfigFileSetsOptionsAndFlagsWin) {
   CommandResult split = RunCommand(std::string(SYMDEXD_BIN) + " --config '" + conf + "'");
   EXPECT_EQ(split.exit_code, 2);
   EXPECT_NE(split.err.find(":3: 'listen' repeats line 1's key"), std::string::npos) << split.err;
+}
+
+// Both programs name, beside their version, the index schema they write (the last migration),
+// the address-map format and the API — what a bug report or a fleet inventory needs to tell
+// which index a binary reads — and say the same after their own name.
+TEST(VersionTest, BothProgramsNameTheirVersionAndTheIndexSchema) {
+  const std::string want = StrCat("index schema ", store::Migrations().back().version, ", address maps v",
+                                  debuginfo::addrmap::kVersion, ", gRPC API symdex.v1)");
+  std::vector<std::string> rest;
+  for (const std::string name : {"symdex", "symdexd"}) {
+    CommandResult r = RunCommand(std::string(name == "symdex" ? SYMDEX_BIN : SYMDEXD_BIN) + " --version");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind(name + " ", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << r.out;
+    rest.push_back(r.out.substr(std::min(r.out.size(), name.size())));
+  }
+  EXPECT_EQ(rest[0], rest[1]);
 }
 
 TEST_F(DaemonTest, ConcurrentClientsGetTheEmbeddedAnswers) {
