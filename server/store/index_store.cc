@@ -160,10 +160,6 @@ absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarg
   return absl::OkStatus();
 }
 
-}  // namespace
-
-namespace {
-
 // Foreign-key enforcement off while it lives (SQLite ignores the pragma inside a transaction:
 // make it before Transaction::Begin). ReplaceTarget deletes every child row itself and checks
 // the references once before it commits (CheckTargetForeignKeys) — but enforcement keeps
