@@ -18,7 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using target::DebugFileStatus;
-using Parsed = ParsedDebugFile;
 
 // The stored index `cached` of the part's build-ID, used as it is.
 void UseStored(Part& p, const store::DebugFileInfo& cached) {
@@ -40,7 +39,7 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> CurrentStoredIndex(store::Db
 
 // Parses one debug file in a worker process (debug files are untrusted input).
 void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
-                   const std::string& path, unsigned jobs, Parsed& out) {
+                   const std::string& path, unsigned jobs, ParsedDebugFile& out) {
   auto s = Clock::now();
   out.stamp = debuginfo::StampOf(path);
   if (!exe.ok()) {
@@ -54,10 +53,10 @@ void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::
 
 // Parses plan.to_parse: vmlinux-style files with all threads, modules one thread (and one
 // worker) each, in parallel. parsed[k] is the result for plan.to_parse[k].
-std::vector<Parsed> ParseAll(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs) {
+std::vector<ParsedDebugFile> ParseAll(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs) {
   const auto& parts = plan.parts;
   const auto& to_parse = plan.to_parse;
-  std::vector<Parsed> parsed(to_parse.size());
+  std::vector<ParsedDebugFile> parsed(to_parse.size());
   std::vector<size_t> big, small;
   for (size_t k = 0; k < to_parse.size(); ++k) (parts[to_parse[k]].module < 0 ? big : small).push_back(k);
   const absl::StatusOr<std::string> worker_exe =
@@ -176,7 +175,7 @@ absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& 
 std::vector<ParsedDebugFile> ParseDebugFiles(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs,
                                              IndexSummary& sum) {
   const auto tp = Clock::now();
-  std::vector<Parsed> parsed = ParseAll(req, plan, jobs);
+  std::vector<ParsedDebugFile> parsed = ParseAll(req, plan, jobs);
   sum.dwarf_parse_seconds = SecondsSince(tp);
   return parsed;
 }

@@ -155,8 +155,8 @@ absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
     // WAL: readers keep their snapshot while a re-index writes, and never see half of it.
     RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL"));
     RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL"));
-    // An index run inserts ~10 MB of index b-tree entries in name order, not insertion order:
-    // with the default 2 MB page cache, pages go out and come back from the WAL.
+    // An index run adds ~10 MB of index b-tree entries, the by-name ones in an order unrelated to
+    // their insertion: with the default 2 MB page cache, pages go out to the WAL and come back.
     RETURN_IF_ERROR(db.Exec("PRAGMA cache_size=-32768"));
   }
   RETURN_IF_ERROR(db.Exec("PRAGMA foreign_keys=ON"));
