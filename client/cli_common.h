@@ -82,6 +82,8 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `frames` (client/cmd_frames.cc).
 void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
+// `decode` (client/cmd_decode.cc).
+void AddDecodeCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 

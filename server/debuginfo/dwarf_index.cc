@@ -599,32 +599,12 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   return out;
 }
 
-// libdwfl's last error; its dwfl_errmsg(-1) is NULL when it recorded none (which a crafted
-// file can arrange), and a NULL char* must not reach a formatter.
-const char* DwflError() {
-  const char* m = dwfl_errmsg(-1);
-  return m ? m : "no libdwfl error recorded";
-}
-
-int NoSeparateDebuginfo(Dwfl_Module*, void**, const char*, Dwarf_Addr, const char*, const char*, GElf_Word, char**) {
-  return -1;  // the module file itself carries the DWARF; never look elsewhere (or at debuginfod)
-}
-
 absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
-  static const Dwfl_Callbacks kCallbacks = {
-      .find_elf = nullptr,
-      .find_debuginfo = NoSeparateDebuginfo,
-      .section_address = dwfl_offline_section_address,
-      .debuginfo_path = nullptr,
-  };
-  DwflPtr dwfl(dwfl_begin(&kCallbacks));
-  if (!dwfl) return absl::InternalError(StrCat("dwfl_begin: ", DwflError()));
-  Dwfl_Module* mod = dwfl_report_offline(dwfl.get(), "module", path.c_str(), -1);
-  if (mod == nullptr) return absl::InvalidArgumentError(StrCat(path, ": ", DwflError()));
-  dwfl_report_end(dwfl.get(), nullptr, nullptr);
-  Dwarf_Addr bias = 0;
-  Dwarf* dbg = dwfl_module_getdwarf(mod, &bias);
-  if (dbg == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF debug info (", DwflError(), ")"));
+  RelocatedDwarf rd;
+  RETURN_IF_ERROR(OpenRelocated(path, rd));
+  Dwfl_Module* mod = rd.mod;
+  const Dwarf_Addr bias = rd.bias;
+  Dwarf* dbg = rd.dwarf;
 
   DwarfIndex out;
   out.relocatable = true;

@@ -7,28 +7,12 @@
 namespace symdex::ingest {
 namespace {
 
-bool IsHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-// Hex digits (with an optional 0x), at most 16 of them: a 64-bit value.
-std::optional<uint64_t> ParseHex(std::string_view s) {
-  if (s.starts_with("0x") || s.starts_with("0X")) s.remove_prefix(2);
-  if (s.empty() || s.size() > 16) return std::nullopt;
-  uint64_t v = 0;
-  for (char c : s) {
-    if (!IsHexDigit(c)) return std::nullopt;
-    v = (v << 4) | static_cast<uint64_t>(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
-  }
-  return v;
-}
-
-bool IsSymbolChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
-}
+bool IsHexDigit(char c) { return HexDigitValue(c) >= 0; }
 
 bool IsModuleName(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;  // MODULE_NAME_LEN is 56
   for (char c : s) {
-    if (!IsSymbolChar(c) && c != '-') return false;
+    if (!IsFrameSymbolChar(c) && c != '-') return false;
   }
   return true;
 }
@@ -40,7 +24,7 @@ bool ParseSymbolOffset(std::string_view tok, FrameText& out) {
   if (plus == std::string_view::npos || plus == 0 || plus > kMaxFrameSymbolLength) return false;
   std::string_view name = tok.substr(0, plus);
   for (char c : name) {
-    if (!IsSymbolChar(c)) return false;
+    if (!IsFrameSymbolChar(c)) return false;
   }
   std::string_view rest = tok.substr(plus + 1);
   std::string_view off = rest.substr(0, rest.find('/'));

@@ -22,6 +22,11 @@
 namespace symdex::ingest {
 
 inline constexpr size_t kMaxFrameLineLength = 4096;
+
+// A character of a kernel symbol name as frames print it (clone suffixes: name.isra.0).
+constexpr bool IsFrameSymbolChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
+}
 inline constexpr size_t kMaxFrameSymbolLength = 1024;  // the kernel's KSYM_NAME_LEN is 512
 
 struct FrameText {

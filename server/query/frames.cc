@@ -9,6 +9,7 @@
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/ingest/frame_text.h"
+#include "server/query/call_evidence.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/service.h"
 
@@ -33,6 +34,13 @@ struct Plan {
   std::string module, section;
   uint64_t offset = 0;
   std::string expect_symbol;  // the name the frame line printed (checked against the answer)
+  // A symbol+offset frame: the instance it is, or the copies it may still be (narrowed by Narrow).
+  std::optional<Instance> chosen;
+  std::vector<Instance> choices;
+  uint64_t sym_offset = 0;
+  size_t named = 0;   // instances of the name in its module/vmlinux
+  std::string where;  // "vmlinux" or the module
+  std::string sized;  // ", N of size compatible with 0xSIZE" when the frame printed a size
 };
 
 }  // namespace
@@ -271,34 +279,124 @@ struct LocalQuery::FramesCall {
         if (ok) fit.push_back(in);
       }
     }
+    p.sym_offset = f.offset;
+    p.named = named.size();
+    p.where = where;
+    if (named.size() > 1 && f.size) p.sized = StrCat(", ", fit.size(), " of size compatible with ", Hex(*f.size));
     if (fit.size() != 1) {
       for (const Instance* in : (fit.empty() ? named : fit)) {
         ASSIGN_OR_RETURN(std::string c, Canonical(*in));
         a.candidates.push_back(std::move(c));
+        p.choices.push_back(*in);
       }
-      a.note = StrCat(named.size(), " instances of ", f.symbol, " in ", where,
-                      f.size ? StrCat(", ", fit.size(), " of size compatible with ", Hex(*f.size)) : std::string(),
+      a.note = StrCat(named.size(), " instances of ", f.symbol, " in ", where, p.sized,
                       ": ambiguous without the address (give the frame's address and the host's _text)");
       return p;
     }
-    const Instance& in = *fit.front();
-    a.exact = named.size() == 1;
-    if (!a.exact) a.note = StrCat("chosen by its size among ", named.size(), " instances of ", f.symbol, " in ", where);
-    if (in.size && f.offset >= *in.size && in.size_exact) {
+    Place(*fit.front(), named.size() == 1 ? "" : "its size", p, a);
+    return p;
+  }
+
+  // The frame is `in` (+ p.sym_offset): `how` it was chosen among p.named copies ("" = the only one).
+  static void Place(const Instance& in, std::string_view how, Plan& p, FrameAnswer& a) {
+    a.exact = how.empty();
+    a.candidates.clear();
+    a.note = how.empty() ? std::string()
+                         : StrCat("chosen by ", how, " among ", p.named, " instances of ", in.name, " in ", p.where);
+    if (in.size && p.sym_offset >= *in.size && in.size_exact) {
       a.exact = false;
-      a.note +=
-          StrCat(a.note.empty() ? "" : "; ", "offset ", Hex(f.offset), " is past the symbol's size ", Hex(*in.size));
+      a.note += StrCat(a.note.empty() ? "" : "; ", "offset ", Hex(p.sym_offset), " is past the symbol's size ",
+                       Hex(*in.size));
     }
+    p.chosen = in;
+    p.choices.clear();
     if (in.addr) {
       p.kind = Plan::kTargetAddress;
-      p.addr = *in.addr + f.offset;
+      p.addr = *in.addr + p.sym_offset;
     } else {
       p.kind = Plan::kModuleOffset;
       p.module = in.module;
       p.section = in.section;
-      p.offset = in.section_offset + f.offset;
+      p.offset = in.section_offset + p.sym_offset;
     }
-    return p;
+  }
+
+  // Frames of one stack narrow each other's candidates (call_evidence.h). Each test keeps the
+  // copies that pass it, and is ignored when none does (a tail call, a frame that is not what
+  // its stack says): evidence only ever chooses among copies the name and size allow.
+  absl::Status Narrow(const std::vector<FrameIn>& frames, std::vector<Plan>& plans, std::vector<FrameAnswer>& out) {
+    bool linked = false;
+    for (const FrameIn& f : frames) linked = linked || f.return_address || f.caller;
+    if (!linked) return absl::OkStatus();
+    CallEvidence code(t, sz.debug_file_of, sz.sections_of);
+    std::vector<std::vector<size_t>> callees(frames.size());
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (frames[i].caller) callees[*frames[i].caller].push_back(i);
+    }
+    std::vector<std::vector<std::string>> how(frames.size());
+    for (int round = 0; round < 4; ++round) {
+      bool progress = false;
+      for (size_t i = 0; i < frames.size(); ++i) {
+        Plan& p = plans[i];
+        if (p.choices.size() < 2) continue;
+        const size_t before = p.choices.size();
+        auto keep = [&](std::string_view why, auto&& pass) {
+          std::vector<Instance> kept;
+          for (const Instance& in : p.choices) {
+            if (pass(in)) kept.push_back(in);
+          }
+          if (!kept.empty() && kept.size() < p.choices.size()) {
+            p.choices = std::move(kept);
+            how[i].emplace_back(why);
+          }
+        };
+        keep("its offset fitting",
+             [&](const Instance& in) { return !(in.size && in.size_exact && p.sym_offset >= *in.size); });
+        if (frames[i].return_address) {
+          keep("the call before its return address",
+               [&](const Instance& in) { return code.FollowsCall(in, p.sym_offset).value_or(false); });
+        }
+        // Its caller's call lands on the copy's start.
+        if (frames[i].caller && plans[*frames[i].caller].chosen && frames[*frames[i].caller].return_address) {
+          const Plan& c = plans[*frames[i].caller];
+          if (std::optional<Callee> callee = code.CalleeBefore(*c.chosen, c.sym_offset)) {
+            keep("its caller's call", [&](const Instance& in) { return code.Starts(*callee, in); });
+          }
+        }
+        // The copy's call before its return address lands on the frame it called.
+        if (frames[i].return_address) {
+          for (size_t k : callees[i]) {
+            if (!plans[k].chosen) continue;
+            keep("its call to the frame above", [&](const Instance& in) {
+              std::optional<Callee> callee = code.CalleeBefore(in, p.sym_offset);
+              return callee && code.Starts(*callee, *plans[k].chosen);
+            });
+          }
+        }
+        if (p.choices.size() == before) continue;
+        progress = true;
+        FrameAnswer& a = out[i];
+        if (p.choices.size() == 1) {
+          Instance in = p.choices.front();
+          Place(in, StrCat(p.sized.empty() ? "" : "its size, ", StrJoin(how[i], " and ")), p, a);
+          continue;
+        }
+        a.candidates.clear();
+        for (const Instance& in : p.choices) {
+          ASSIGN_OR_RETURN(std::string cs, Canonical(in));
+          a.candidates.push_back(std::move(cs));
+        }
+        a.note = StrCat(p.named, " instances of ", p.choices.front().name, " in ", p.where, p.sized, ", ",
+                        p.choices.size(), " left by ", StrJoin(how[i], " and "), ": ambiguous without the address");
+      }
+      if (!progress) break;
+    }
+    for (size_t i = 0; i < frames.size(); ++i) {
+      if (plans[i].choices.size() > 1 && !code.unavailable().empty()) {
+        out[i].note += StrCat(" (", code.unavailable(), ")");
+      }
+    }
+    return absl::OkStatus();
   }
 
   // The canonical spec of the instance `brief` names, from the target generation's cache when
@@ -370,6 +468,10 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
     RETURN_IF_ERROR(CheckFieldSize("frame text", f.text, ingest::kMaxFrameLineLength));
     RETURN_IF_ERROR(CheckFieldSize("frame module", f.module, kMaxModuleNameLength));
     RETURN_IF_ERROR(CheckFieldSize("frame section", f.section, kMaxSectionNameLength));
+    if (f.caller && (*f.caller >= frames.size() || &frames[*f.caller] == &f)) {
+      return absl::InvalidArgumentError(StrCat("a frame's caller is frame ", *f.caller, ": not another frame of the ",
+                                               frames.size(), " in the request"));
+    }
   }
   return WithSession([&](Session& s) -> absl::StatusOr<FramesResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, FramesTarget(target, ctx)));
@@ -441,7 +543,9 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
           continue;
         }
         // The address is exact when this host's layout is known; otherwise symbol+offset is.
-        const bool placeable = ft->address && (slide || own_addresses || call.ModuleOf(*ft->address));
+        // (A module's address needs that module's base: the slide places vmlinux only.)
+        const bool placeable =
+            ft->address && (own_addresses || call.ModuleOf(*ft->address) || (slide && ft->module.empty()));
         if (placeable || (ft->address && ft->symbol.empty())) {
           plans[i] = plan_address(*ft->address, a);
           plans[i].expect_symbol = ft->symbol;
@@ -451,6 +555,7 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         }
       }
     }
+    RETURN_IF_ERROR(call.Narrow(frames, plans, out.frames));
     // vmlinux (and a live target's own) addresses in one batch.
     std::vector<uint64_t> batch;
     std::vector<size_t> batch_of;
@@ -460,6 +565,16 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         batch_of.push_back(i);
       }
     }
+    // A return address is looked up one byte back, in the call that pushed it: its line is the
+    // call's (as the kernel's %pB and perf do), not the next statement's; the offset shown stays.
+    auto back = [&](size_t i) -> uint64_t { return frames[i].return_address ? 1 : 0; };
+    auto forward = [](FrameAnswer& a, uint64_t by) {
+      if (by == 0 || !a.info->symbol) return;
+      auto moved = std::make_shared<AddressInfo>(*a.info);
+      moved->offset += by;
+      a.info = std::move(moved);
+    };
+    for (size_t k = 0; k < batch.size(); ++k) batch[k] -= back(batch_of[k]);
     if (!batch.empty()) {
       ASSIGN_OR_RETURN(SymbolizeResult r, SymbolizeWith(s, t.name, batch));
       for (size_t k = 0; k < batch.size(); ++k) {
@@ -476,6 +591,7 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
           }
         }
         a.info = r.results[k];
+        forward(a, back(i));
         a.target_address = plans[i].addr;
         if (!a.info->symbol) a.exact = false;
         plans[i].kind = Plan::kDone;
@@ -485,7 +601,14 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
                            return p.kind == Plan::kModuleOffset;
                          })) >= kModuleTableFrames;
     for (size_t i = 0; i < plans.size(); ++i) {
-      if (plans[i].kind == Plan::kModuleOffset) RETURN_IF_ERROR(call.AnswerModuleOffset(plans[i], out.frames[i]));
+      if (plans[i].kind != Plan::kModuleOffset) continue;
+      Plan at = plans[i];
+      const uint64_t by = std::min(back(i), at.offset);
+      at.offset -= by;
+      RETURN_IF_ERROR(call.AnswerModuleOffset(at, out.frames[i]));
+      out.frames[i].section_offset += by;
+      if (out.frames[i].target_address) *out.frames[i].target_address += by;
+      forward(out.frames[i], by);
     }
     for (size_t i = 0; i < plans.size(); ++i) {
       FrameAnswer& a = out.frames[i];

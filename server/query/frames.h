@@ -10,8 +10,13 @@
 //                                                          (.text.unlikely, .init.text) are not placed
 //   module + section + offset                             exact
 //   symbol+off/size [module]                              exact when that name (of that size) is
-//                                                          unique in its module/vmlinux; else the
-//                                                          candidates, and no answer
+//                                                          unique in its module/vmlinux; else chosen
+//                                                          (not exact, `note` says how) by the offset
+//                                                          fitting, and for frames of one stack
+//                                                          (FrameIn::return_address, caller) by the
+//                                                          code: a call before the return address,
+//                                                          the caller's call landing on the callee;
+//                                                          else the candidates, and no answer
 //   address with neither _text nor KASLR offset           taken as the target's own address: exact
 //                                                          only for a live target, or a host booted
 //                                                          without KASLR (said in `note`)
@@ -57,6 +62,10 @@ struct FrameIn {
   std::string module, section;
   std::optional<uint64_t> offset;
   std::string text;  // a printed frame (ingest/frame_text.h)
+  // What the frame's stack says about it (`symdex decode` fills these from a log), used to pick
+  // among the copies a symbol+offset frame may be (query/call_evidence.h):
+  bool return_address = false;     // its address follows a call (a saved return address)
+  std::optional<uint32_t> caller;  // index in the request of the frame that called this one
 };
 
 // The empty answer every FrameAnswer starts with.

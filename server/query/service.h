@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/debuginfo/symbolizer.h"
+#include "server/query/decode.h"
 #include "server/query/frames.h"
 #include "server/query/jit_types.h"
 #include "server/query/resolver.h"

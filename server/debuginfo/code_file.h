@@ -1,0 +1,69 @@
+// The machine code of a kernel's vmlinux or module file as it was linked — before the kernel
+// patched alternatives and static calls at boot — read to check the call before a return
+// address (query/frames.cc: which copy of a duplicated name a stack frame is). Debian's -dbg files
+// keep their code (PROGBITS .text); files from `objcopy --only-keep-debug` do not (NOBITS), and
+// then nothing can be checked: NotFound says so.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/common/elf_handle.h"
+#include "server/common/mapped_file.h"
+#include "server/common/status.h"
+#include "server/ingest/x86_call.h"
+
+namespace symdex::debuginfo {
+
+struct CallSite {
+  ingest::CallInsn insn;
+  // A direct call's callee. Linked file: `target` is its address. Relocatable (a module): the
+  // relocation of the call's operand says it — `target` is an offset into `target_section` of this
+  // file, or the call goes to another file's `target_symbol` (target_section "").
+  std::optional<uint64_t> target;
+  std::string target_section;
+  std::string target_symbol;
+};
+
+class CodeFile {
+ public:
+  // NotFound / InvalidArgument naming the path: not readable, not ELF, not x86-64.
+  static absl::StatusOr<std::unique_ptr<CodeFile>> Open(const std::string& path);
+
+  bool relocatable() const { return relocatable_; }
+
+  // The call instruction that ends at `at`: an address for a linked file (`section` ignored), an
+  // offset into `section` for a relocatable one. nullopt: no call ends there. NotFound: `at` is in
+  // no code section whose bytes the file holds.
+  absl::StatusOr<std::optional<CallSite>> CallBefore(std::string_view section, uint64_t at);
+
+ private:
+  CodeFile(MappedFile map) : map_(std::move(map)) {}
+  struct Section {
+    std::string name;
+    uint64_t addr = 0, size = 0, offset = 0;
+    bool code = false;
+    size_t index = 0;
+  };
+  struct Reloc {
+    uint64_t offset;
+    uint32_t sym;
+    uint32_t type;
+    int64_t addend;
+  };
+  const std::vector<Reloc>& RelocsFor(size_t section_index);
+
+  MappedFile map_;
+  ElfPtr elf_;
+  bool relocatable_ = false;
+  std::vector<Section> sections_;
+  std::map<size_t, std::vector<Reloc>> relocs_;  // by the section they apply to, sorted by offset
+  size_t symtab_ = 0;                            // section index of .symtab (0: none)
+};
+
+}  // namespace symdex::debuginfo

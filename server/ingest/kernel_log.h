@@ -1,0 +1,55 @@
+// The kernel frames in a text as people paste it (issue 14, `symdex decode`): an oops, a WARN,
+// a KASAN/KFENCE report, lockdep, sysrq backtraces, /proc/PID/stack, an ftrace stacktrace,
+// `perf script` output, bpftrace `kstack` output. Pure: the text in; where each frame is, what it
+// names, and how the frames of one stack relate; what they mean on which kernel is the query
+// layer's job (query/decode.h).
+//
+// A line is a frame when it holds one of (anything before it — timestamps, "kernel:", "=>" — is kept):
+//   NAME+0xOFF/0xSIZE [MOD [BUILDID]]     dump_stack, /proc/PID/stack ([<0>] first), ftrace sym-offset
+//   RIP: 0010:NAME+0xOFF/0xSIZE          the registers' ip (the faulting or interrupted instruction)
+//   [<ffffffff8123abcd>] NAME+0xOFF/...  old kernels: the address too
+//   ffffffff8123abcd NAME+0xOFF (DSO)    perf script -F +symoff; (DSO) [kernel.kallsyms] or a module
+//   ffffffff8123abcd NAME (DSO)          perf script without symoff: the address alone says which
+//   NAME+DECIMAL                         bpftrace kstack (the whole line; decimal offset)
+// A stack (Trace) is a run of frame lines and the lines that sit inside kernel stacks (<IRQ>,
+// </TASK>, register dumps, "Call Trace:"); anything else ends it. Inside a stack each frame's
+// caller is the next reliable frame, unless a context switch (<IRQ>, </IRQ>, <NMI>, a register
+// dump) lies between them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/ingest/frame_text.h"
+
+namespace symdex::ingest {
+
+inline constexpr size_t kMaxLogBytes = 64u << 20;  // a whole dmesg is ~1 MB; perf script can be big
+inline constexpr size_t kMaxLogFrames = 1u << 20;
+
+struct LogFrame {
+  size_t line = 0;              // 0-based line number in the text
+  size_t begin = 0, end = 0;    // where the frame is printed in that line (decoded text goes after `end`)
+  FrameText frame;              // what it names; `address` only when it is a kernel-half address
+  std::string normalized;       // the frame as ParseFrameText reads it back: [<ADDR>] NAME+0xOFF/0xSIZE [MOD ID]
+  bool return_address = false;  // the address follows a call instruction (a stack's saved return address)
+  bool regs = false;            // RIP: — the faulting or interrupted instruction itself
+  std::optional<size_t> caller;  // index (in KernelLog::frames) of the frame that called this one
+  size_t trace = 0;              // which stack
+};
+
+struct KernelLog {
+  std::vector<std::string_view> lines;  // the text's lines (into the caller's buffer; no '\n')
+  std::vector<LogFrame> frames;         // in line order
+  size_t traces = 0;
+  std::string release;  // the kernel release the log names ("Linux version X", "Not tainted X #1"); "" = none
+  std::vector<std::string> releases;  // every distinct release named (a log of several kernels is flagged)
+};
+
+// InvalidArgument when the text is over kMaxLogBytes or holds more than kMaxLogFrames frames.
+absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text);
+
+}  // namespace symdex::ingest

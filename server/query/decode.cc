@@ -1,0 +1,120 @@
+#include "server/query/decode.h"
+
+#include <algorithm>
+
+#include "server/common/strings.h"
+#include "server/ingest/kernel_log.h"
+#include "server/query/service.h"
+
+namespace symdex::query {
+namespace {
+
+// The target a log is decoded against, and how it was chosen.
+absl::StatusOr<std::pair<std::string, std::string>> PickTarget(QueryApi& api, const DecodeRequest& req,
+                                                               const ingest::KernelLog& log) {
+  if (!req.target.empty()) return std::make_pair(req.target, std::string("named"));
+  if (!req.kernel_build_id.empty()) {
+    return std::make_pair(StrCat(kBuildIdTargetPrefix, Lower(req.kernel_build_id)), std::string("by build-ID"));
+  }
+  if (log.release.empty()) return std::make_pair(std::string(), std::string("the default target"));
+  ASSIGN_OR_RETURN(std::vector<TargetSummary> all, api.Targets());
+  std::vector<std::string> same;
+  for (const TargetSummary& t : all) {
+    if (t.info.release == log.release) same.push_back(t.info.name);
+  }
+  if (same.size() == 1) return std::make_pair(same.front(), StrCat("release ", log.release, " in the log"));
+  if (same.empty()) {
+    return std::make_pair(std::string(),
+                          StrCat("the default target (no target is release ", log.release, ", which the log names)"));
+  }
+  return absl::InvalidArgumentError(StrCat("the log names release ", log.release, "; targets ", StrJoin(same, ", "),
+                                           " are that release: pick one with --target or --build-id"));
+}
+
+}  // namespace
+
+absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
+  ASSIGN_OR_RETURN(ingest::KernelLog log, ingest::ScanKernelLog(req.text));
+  DecodeResult out;
+  out.lines = log.lines.size();
+  out.release = log.release;
+  FramesContext ctx;
+  ctx.kernel_build_id = req.kernel_build_id;
+  ctx.text = req.host_text;
+  ctx.kaslr_offset = req.kaslr_offset;
+  RETURN_IF_ERROR(CheckFramesRequest(ctx, 0));
+  ASSIGN_OR_RETURN(auto picked, PickTarget(api, req, log));
+  out.target_reason = picked.second;
+  if (log.frames.empty()) return out;
+  if (log.frames.size() > kMaxAddressesPerRequest) {
+    return absl::InvalidArgumentError(
+        StrCat(log.frames.size(), " frames in one log; the limit is ", kMaxAddressesPerRequest, " (split it)"));
+  }
+  std::vector<FrameIn> in(log.frames.size());
+  for (size_t i = 0; i < log.frames.size(); ++i) {
+    const ingest::LogFrame& f = log.frames[i];
+    in[i].text = f.normalized;
+    in[i].return_address = f.return_address;
+    if (f.caller) in[i].caller = static_cast<uint32_t>(*f.caller);
+  }
+  ASSIGN_OR_RETURN(FramesResult r, api.Frames(picked.first, ctx, in));
+  if (ctx.text || ctx.kaslr_offset) {
+    out.slide = ctx.kaslr_offset;
+    if (ctx.text && r.target.text_addr) out.slide = static_cast<int64_t>(*ctx.text - *r.target.text_addr);
+    out.slide_reason = "given";
+  } else {
+    // The slide, from frames that print an address and a vmlinux symbol+offset known by name alone.
+    std::optional<int64_t> slide;
+    size_t agree = 0, printed = 0;
+    bool conflict = false;
+    for (size_t i = 0; i < log.frames.size(); ++i) {
+      const ingest::LogFrame& f = log.frames[i];
+      if (!f.frame.address) continue;
+      ++printed;
+      const FrameAnswer& a = r.frames[i];
+      if (a.basis != FrameBasis::kSymbolOffset || !a.exact || !a.target_address || !f.frame.module.empty()) continue;
+      const int64_t s = static_cast<int64_t>(*f.frame.address - *a.target_address);
+      if (slide && *slide != s) conflict = true;
+      slide = s;
+      ++agree;
+    }
+    if (printed == 0) {
+      out.slide_reason = "the log prints no kernel addresses";
+    } else if (conflict) {
+      out.slide_reason = "the log's addresses disagree about the KASLR slide (several boots?): addresses not used";
+    } else if (!slide) {
+      out.slide_reason = "no frame prints both an address and a unique vmlinux symbol: addresses taken as link-time";
+    } else {
+      out.slide = slide;
+      out.slide_reason = StrCat("learnt from ", agree, " frame", agree == 1 ? "" : "s");
+      if (r.target.text_addr) {
+        ctx.text = *r.target.text_addr + static_cast<uint64_t>(*slide);
+      } else {
+        ctx.kaslr_offset = slide;
+      }
+      ASSIGN_OR_RETURN(r, api.Frames(picked.first, ctx, in));
+    }
+  }
+  out.target = r.target;
+  out.frames.resize(log.frames.size());
+  for (size_t i = 0; i < log.frames.size(); ++i) {
+    const ingest::LogFrame& f = log.frames[i];
+    DecodedFrame& d = out.frames[i];
+    d.line = f.line;
+    d.begin = f.begin;
+    d.end = f.end;
+    d.regs = f.regs;
+    d.unreliable = f.frame.unreliable;
+    d.answer = std::move(r.frames[i]);
+    if (!d.answer.candidates.empty()) {
+      ++out.ambiguous;
+    } else if (d.answer.info->symbol && d.answer.error.empty()) {
+      ++out.pinned;
+    } else {
+      ++out.unanswered;
+    }
+  }
+  return out;
+}
+
+}  // namespace symdex::query

@@ -1,0 +1,163 @@
+// Kernel logs, perf script and bpftrace output as the decoder reads them (ingest/kernel_log.h).
+#include "server/ingest/kernel_log.h"
+
+#include <gtest/gtest.h>
+
+namespace symdex::ingest {
+namespace {
+
+KernelLog Scan(std::string_view text) {
+  auto log = ScanKernelLog(text);
+  EXPECT_TRUE(log.ok()) << log.status().message();
+  return log.ok() ? *log : KernelLog{};
+}
+
+// The shape of a 6.1 WARN: the WARN line and RIP: name the faulting instruction, the register
+// dump sits between RIP: and the Call Trace, an interrupt breaks the chain of callers.
+constexpr std::string_view kWarn = R"([   41.234567] ------------[ cut here ]------------
+[   41.234570] WARNING: CPU: 0 PID: 97 at drivers/pnp/card.c:190 name_show+0x1c/0x30 [pnp]
+[   41.234600] Modules linked in: uio pnp
+[   41.234610] CPU: 0 PID: 97 Comm: cat Not tainted 6.1.0-57-cloud-amd64 #1  Debian 6.1.192-3
+[   41.234620] RIP: 0010:name_show+0x1c/0x30 [pnp]
+[   41.234621] Code: 48 89 e5 0f 0b <0f> 0b 5d c3
+[   41.234622] RSP: 0018:ffffb1c0c0153d98 EFLAGS: 00010246
+[   41.234623] RAX: 0000000000000000 RBX: ffff9e2a01b3c000 RCX: 0000000000000000
+[   41.234630] Call Trace:
+[   41.234631]  <TASK>
+[   41.234632]  dev_attr_show+0x19/0x40
+[   41.234633]  ? type_show+0x1c/0x30 [uio 0123456789abcdef0123456789abcdef01234567]
+[   41.234634]  sysfs_kf_seq_show+0xa0/0x100
+[   41.234635]  <IRQ>
+[   41.234636]  irq_handler+0x10/0x20
+[   41.234637]  </IRQ>
+[   41.234638]  seq_read_iter+0x120/0x480
+[   41.234639]  </TASK>
+[   41.234640] ---[ end trace 0000000000000000 ]---
+)";
+
+TEST(KernelLogTest, WarnFramesRolesAndCallers) {
+  KernelLog log = Scan(kWarn);
+  EXPECT_EQ(log.release, "6.1.0-57-cloud-amd64");
+  ASSERT_EQ(log.frames.size(), 7u);
+  const LogFrame& warn = log.frames[0];
+  EXPECT_EQ(warn.frame.symbol, "name_show");
+  EXPECT_EQ(warn.frame.module, "pnp");
+  EXPECT_TRUE(warn.regs);
+  EXPECT_FALSE(warn.return_address);
+  EXPECT_FALSE(warn.caller) << "the WARN line is followed by 'Modules linked in': its stack ends there";
+  EXPECT_EQ(log.lines[warn.line].substr(warn.begin, warn.end - warn.begin), "name_show+0x1c/0x30 [pnp]");
+
+  const LogFrame& rip = log.frames[1];
+  EXPECT_TRUE(rip.regs);
+  EXPECT_EQ(log.lines[rip.line].substr(rip.begin, rip.end - rip.begin), "name_show+0x1c/0x30 [pnp]");
+  ASSERT_TRUE(rip.caller) << "register dumps and 'Call Trace:' stay inside the stack";
+  EXPECT_EQ(*rip.caller, 2u);
+  EXPECT_EQ(rip.trace, log.frames[2].trace);
+
+  const LogFrame& dev = log.frames[2];
+  EXPECT_TRUE(dev.return_address);
+  ASSERT_TRUE(dev.caller) << "the '?' frame between is not in the chain";
+  EXPECT_EQ(*dev.caller, 4u);
+  const LogFrame& unreliable = log.frames[3];
+  EXPECT_TRUE(unreliable.frame.unreliable);
+  EXPECT_TRUE(unreliable.return_address);
+  EXPECT_FALSE(unreliable.caller);
+  EXPECT_EQ(unreliable.frame.module_build_id, "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(log.lines[unreliable.line].substr(unreliable.begin, unreliable.end - unreliable.begin),
+            "? type_show+0x1c/0x30 [uio 0123456789abcdef0123456789abcdef01234567]");
+
+  EXPECT_FALSE(log.frames[4].caller) << "<IRQ> switches stacks: sysfs_kf_seq_show was not called by the IRQ frame";
+  EXPECT_FALSE(log.frames[5].caller) << "</IRQ> too";
+  EXPECT_FALSE(log.frames[6].caller);
+  EXPECT_EQ(log.frames[6].frame.symbol, "seq_read_iter");
+  EXPECT_EQ(log.frames[6].normalized, "seq_read_iter+0x120/0x480");
+}
+
+TEST(KernelLogTest, ProcStackHidesAddressesAndOldFormatKeepsThem) {
+  KernelLog log = Scan(
+      "[<0>] do_select+0x2e5/0x7e0\n"
+      "[<0>] core_sys_select+0x1c8/0x3a0\n"
+      "\n"
+      " [<ffffffff8123abcd>] name_show+0x1c/0x40\n"
+      " [<000000006a1b2c3d>] type_show+0x1c/0x40\n");
+  ASSERT_EQ(log.frames.size(), 4u);
+  EXPECT_FALSE(log.frames[0].frame.address) << "[<0>] is no address";
+  EXPECT_TRUE(log.frames[0].return_address);
+  EXPECT_EQ(log.frames[0].caller, 1u);
+  EXPECT_EQ(log.traces, 2u) << "a blank line ends a stack";
+  EXPECT_FALSE(log.frames[1].caller);
+  ASSERT_TRUE(log.frames[2].frame.address);
+  EXPECT_EQ(*log.frames[2].frame.address, 0xffffffff8123abcdull);
+  EXPECT_EQ(log.frames[2].normalized, "[<ffffffff8123abcd>] name_show+0x1c/0x40");
+  EXPECT_FALSE(log.frames[3].frame.address) << "a hashed pointer (%p) is no address";
+}
+
+TEST(KernelLogTest, PerfScriptKernelFramesOnly) {
+  KernelLog log = Scan(
+      "cat   97 [000]    41.234567: cpu-clock:\n"
+      "\tffffffff8123abcd name_show+0x1c ([kernel.kallsyms])\n"
+      "\tffffffffc0a01234 uio_read+0x40 ([uio])\n"
+      "\tffffffff81300000 vfs_read ([kernel.kallsyms])\n"
+      "\t    7f1234567890 __GI___libc_read+0x10 (/usr/lib/x86_64-linux-gnu/libc.so.6)\n"
+      "\n"
+      "cat   97 [000]    41.334567: cpu-clock:\n"
+      "\tffffffff8123abce name_show+0x1d ([kernel.kallsyms])\n");
+  ASSERT_EQ(log.frames.size(), 4u);
+  EXPECT_FALSE(log.frames[0].return_address) << "a sample's first frame is where it was taken";
+  EXPECT_EQ(*log.frames[0].frame.address, 0xffffffff8123abcdull);
+  EXPECT_EQ(log.frames[0].frame.symbol, "name_show");
+  EXPECT_EQ(log.frames[0].frame.offset, 0x1cu);
+  EXPECT_EQ(log.frames[0].caller, 1u);
+  EXPECT_EQ(log.frames[1].frame.module, "uio");
+  EXPECT_TRUE(log.frames[1].return_address);
+  EXPECT_EQ(log.frames[2].frame.symbol, "") << "without symoff only the address says where";
+  EXPECT_EQ(log.frames[2].normalized, "0xffffffff81300000");
+  EXPECT_FALSE(log.frames[2].caller) << "the user-space frame is not decoded, and does not call it";
+  EXPECT_FALSE(log.frames[3].return_address) << "a new sample";
+  EXPECT_NE(log.frames[3].trace, log.frames[2].trace);
+}
+
+TEST(KernelLogTest, BpftraceDecimalOffsetsAndFtraceArrows) {
+  KernelLog log = Scan(
+      "@[\n"
+      "    name_show+28\n"
+      "    dev_attr_show+25\n"
+      "]: 3\n"
+      "      cat-97  [000] .....  41.2: <stack trace>\n"
+      " => name_show+0x1c/0x30\n"
+      " => dev_attr_show+0x19/0x40\n");
+  ASSERT_EQ(log.frames.size(), 4u);
+  EXPECT_EQ(log.frames[0].frame.offset, 28u);
+  EXPECT_EQ(log.frames[0].normalized, "name_show+0x1c");
+  EXPECT_FALSE(log.frames[0].return_address);
+  EXPECT_TRUE(log.frames[1].return_address);
+  EXPECT_EQ(log.frames[0].caller, 1u);
+  EXPECT_FALSE(log.frames[2].return_address) << "an ftrace stack starts where the event fired";
+  EXPECT_EQ(log.frames[2].caller, 3u);
+  EXPECT_TRUE(log.frames[3].return_address);
+}
+
+TEST(KernelLogTest, TextWithoutFramesAndSeveralReleases) {
+  KernelLog log = Scan(
+      "Linux version 6.1.0-57-cloud-amd64 (debian-kernel@lists.debian.org) (gcc-12)\n"
+      "a+b, x+1 and 1+0x2/0x3 are not frames\n"
+      "CPU: 1 PID: 0 Comm: swapper/1 Tainted: G        W          6.1.0-58-amd64 #1 Debian 6.1.193-1\n");
+  EXPECT_TRUE(log.frames.empty());
+  EXPECT_EQ(log.release, "6.1.0-57-cloud-amd64");
+  ASSERT_EQ(log.releases.size(), 2u);
+  EXPECT_EQ(log.releases[1], "6.1.0-58-amd64");
+}
+
+TEST(KernelLogTest, OversizedInputIsRefused) {
+  std::string big(kMaxLogBytes + 1, 'x');
+  EXPECT_FALSE(ScanKernelLog(big).ok());
+  std::string lines;
+  for (int i = 0; i < 3; ++i) lines += std::string(kMaxFrameLineLength + 10, 'a') + "+0x1/0x2\n";
+  lines += "b+0x1/0x2\n";
+  KernelLog log = Scan(lines);
+  ASSERT_EQ(log.frames.size(), 1u) << "over-long lines are skipped, not parsed";
+  EXPECT_EQ(log.frames[0].line, 3u);
+}
+
+}  // namespace
+}  // namespace symdex::ingest
