@@ -100,7 +100,7 @@ std::string Normalize(const FrameText& f) {
   return out;
 }
 
-enum class Form { kKernel, kRegs, kPerf, kBpftrace, kFtrace };
+enum class Form { kKernel, kRegs, kPerf, kBpftrace, kFtrace, kEntry };
 
 // The frame on a line, if any.
 std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const std::vector<Token>& toks) {
@@ -185,6 +185,10 @@ std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const st
       if (t == "=>") form = Form::kFtrace;
     }
     if (toks[i].text.starts_with("RIP:")) form = Form::kRegs;
+    // The function tracer's "func+0x0/0x30 <-parent+0x18/0x40": the traced function's entry.
+    for (size_t k = last + 1; k < toks.size(); ++k) {
+      if (toks[k].text.starts_with("<-")) form = Form::kEntry;
+    }
     return std::make_pair(std::move(lf), form);
   }
   return std::nullopt;
@@ -274,7 +278,7 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     // The first frame of a sampled stack (perf, bpftrace, ftrace) is where the sample was taken,
     // not a return address; kernel stack dumps list return addresses only, besides RIP:.
     const bool sampled = trace_form == Form::kPerf || trace_form == Form::kBpftrace || trace_form == Form::kFtrace;
-    lf.return_address = !lf.regs && !(sampled && frames_in_trace == 0);
+    lf.return_address = !lf.regs && form != Form::kEntry && !(sampled && frames_in_trace == 0);
     ++frames_in_trace;
     const size_t idx = out.frames.size();
     if (lf.regs) pending.reset();  // a register dump: the frames before it ran in another context

@@ -103,6 +103,32 @@ while read -r cmd arg <&3; do
       else say "DONE ENABLE FAIL $(tr '\n' ' ' </tmp/err)"
       fi
       ;;
+    TRACES)  # $arg: function names whose every copy the function tracer records, with a stack
+      echo 1 >$T/options/sym-offset
+      echo 1 >$T/options/sym-addr  # the truth `symdex decode` is checked against: each frame's address
+      for f in $arg; do echo "$f" >>$T/set_ftrace_filter 2>/dev/null; done
+      echo 1 >$T/options/func_stack_trace
+      echo function >$T/current_tracer
+      # Read sysfs attributes: the *_show functions of many drivers (duplicated names) run. (Not
+      # /sys/kernel/tracing: reading trace_pipe would consume the trace.)
+      timeout 60 sh -c 'for f in /sys/class/*/*/* /sys/bus/*/devices/*/* /sys/module/*/* /sys/kernel/mm/*/*; do
+        [ -f "$f" ] && [ -r "$f" ] && cat "$f" >/dev/null 2>&1; done'
+      echo 0 >$T/tracing_on  # (changing the tracer would empty the buffer)
+      cat $T/trace | gzip >/tmp/ftrace.gz
+      echo nop >$T/current_tracer
+      echo 0 >$T/options/func_stack_trace
+      echo 1 >$T/tracing_on
+      send_file ftrace /tmp/ftrace.gz
+      # Stack dumps as a kernel prints them: sysrq l (CPUs), t (every task), and /proc/PID/stack.
+      dmesg -c >/dev/null
+      echo l >/proc/sysrq-trigger
+      echo t >/proc/sysrq-trigger
+      dmesg | gzip >/tmp/dmesg.gz
+      send_file dmesg /tmp/dmesg.gz
+      for p in /proc/[0-9]*; do echo "== $p"; cat "$p/stack" 2>/dev/null; done | gzip >/tmp/stacks.gz
+      send_file stacks /tmp/stacks.gz
+      say "DONE TRACES"
+      ;;
     QUIT)
       say "BYE"
       break

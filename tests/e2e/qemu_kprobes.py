@@ -47,6 +47,7 @@ import tarfile
 import tempfile
 import time
 
+import decode_traces
 import fleet_frames
 import verdicts
 
@@ -586,6 +587,13 @@ def main():
         guest.file("kprobe_events")
         klist_on = guest.file("kprobes_list").decode(errors="replace")
         guest.expect("DONE")
+        # Issue 14: stack traces from the guest for 'symdex decode' (decode_traces.py)
+        tnames = trace_names(dups)
+        guest.send("TRACES " + " ".join(tnames))
+        traces = {n: guest.file(n) for n in ("ftrace", "dmesg", "stacks")}
+        guest.expect("DONE")
+        log(f"traces: ftrace over every copy of {len(tnames)} duplicated names, sysrq l/t, /proc/*/stack: "
+            + ", ".join(f"{n} {len(v) // 1024} KiB" for n, v in traces.items()))
         guest.send("QUIT")
         guest.expect("BYE")
     except BaseException:
@@ -661,6 +669,7 @@ def main():
     print(f"probe lines from: {'the dups probe field (SYMDEX_E2E_USE_PROBE_FIELD=1)' if use_probe_field else 'symdex kprobe -n -e GRP/EVENT SPEC'}")
     print(canon_note)
     failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work)
+    failures += decode_traces.check(a.symdex, db, env, sysroot, traces, work, log)
     # Issue 13: the same guest's frames from a fleet replica fed only by debuginfod -U over the .debs.
     failures += fleet_frames.check(a.symdex, db, env, sysroot, os.path.join(os.path.dirname(a.dbg_root), "debs"),
                                    work, log)
@@ -679,6 +688,16 @@ def main():
 
 PLAIN = "name_show"
 VGROUP = "e2ev"  # the verdict sample's probes: registered, never enabled
+
+
+def trace_names(dups, limit=150):
+    """Duplicated text names the guest's function tracer records every copy of: sysfs *_show
+    functions first (the guest reads sysfs attributes), then the rest, vmlinux and module alike."""
+    names = sorted({g["instances"][0]["name"] for g in dups["duplicates"]
+                    if any(i.get("type") in ("t", "T") for i in g["instances"])})
+    names = [n for n in names if re.fullmatch(r"[A-Za-z0-9_]+", n)]
+    shows = [n for n in names if n.endswith("_show")]
+    return (shows + [n for n in names if not n.endswith("_show")])[:limit]
 
 
 def prepare_verdict_sample(symdex, db, env, dups, sysroot, syms, taken):

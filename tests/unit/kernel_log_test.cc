@@ -125,8 +125,11 @@ TEST(KernelLogTest, BpftraceDecimalOffsetsAndFtraceArrows) {
       "]: 3\n"
       "      cat-97  [000] .....  41.2: <stack trace>\n"
       " => name_show+0x1c/0x30\n"
-      " => dev_attr_show+0x19/0x40\n");
-  ASSERT_EQ(log.frames.size(), 4u);
+      " => dev_attr_show+0x19/0x40\n"
+      "      cat-97  [000] .....  41.2: name_show+0x0/0x30 <-dev_attr_show+0x19/0x40\n");
+  ASSERT_EQ(log.frames.size(), 5u);
+  EXPECT_FALSE(log.frames[4].return_address) << "the function tracer's own line: the traced function's entry";
+  EXPECT_EQ(log.frames[4].frame.symbol, "name_show");
   EXPECT_EQ(log.frames[0].frame.offset, 28u);
   EXPECT_EQ(log.frames[0].normalized, "name_show+0x1c");
   EXPECT_FALSE(log.frames[0].return_address);
