@@ -121,10 +121,10 @@ int RunDecode(const GlobalOptions& g, const DecodeOptions& o) {
   if (g.json) {
     nlohmann::json frames = nlohmann::json::array();
     for (const auto& d : r->frames) frames.push_back(FrameJson(d.line < lines.size() ? lines[d.line] : "", d));
-    nlohmann::json j = {{"target", r->target.name},   {"target_reason", r->target_reason},
-                        {"release", r->release},      {"slide_reason", r->slide_reason},
-                        {"frames", frames},           {"pinned", r->pinned},
-                        {"ambiguous", r->ambiguous},  {"unanswered", r->unanswered}};
+    nlohmann::json j = {{"target", r->target.name},  {"target_reason", r->target_reason},
+                        {"release", r->release},     {"slide_reason", r->slide_reason},
+                        {"frames", frames},          {"pinned", r->pinned},
+                        {"ambiguous", r->ambiguous}, {"unanswered", r->unanswered}};
     j["slide"] = r->slide ? nlohmann::json(fmt::format("{:#x}", *r->slide)) : nlohmann::json(nullptr);
     PrintJson(j);
     return code;

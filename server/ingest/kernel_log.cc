@@ -75,7 +75,7 @@ Inside InsideLine(const std::vector<Token>& toks) {
     if (toks[i].text == "Call" && toks[i + 1].text.starts_with("Trace")) return Inside::kYes;
   }
   // Register dumps between RIP: and Call Trace: (x86-64 __show_regs).
-  static constexpr std::string_view kRegs[] = {"Code:", "RSP:", "RAX:", "RDX:", "RBP:", "R10:", "R13:", "FS:",
+  static constexpr std::string_view kRegs[] = {"Code:", "RSP:", "RAX:", "RDX:", "RBP:", "R10:",  "R13:",     "FS:",
                                                "CS:",   "CR2:", "DR0:", "DR3:", "DR6:", "PKRU:", "ORIG_RAX:"};
   for (const Token& t : toks) {
     for (std::string_view r : kRegs) {
@@ -230,7 +230,7 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     pos = nl + 1;
   }
   bool in_trace = false;
-  std::optional<size_t> pending;          // the last reliable frame waiting for its caller
+  std::optional<size_t> pending;  // the last reliable frame waiting for its caller
   Form trace_form = Form::kKernel;
   size_t frames_in_trace = 0;
   for (size_t n = 0; n < out.lines.size(); ++n) {

@@ -31,12 +31,12 @@ inline constexpr size_t kMaxLogBytes = 64u << 20;  // a whole dmesg is ~1 MB; pe
 inline constexpr size_t kMaxLogFrames = 1u << 20;
 
 struct LogFrame {
-  size_t line = 0;              // 0-based line number in the text
-  size_t begin = 0, end = 0;    // where the frame is printed in that line (decoded text goes after `end`)
-  FrameText frame;              // what it names; `address` only when it is a kernel-half address
-  std::string normalized;       // the frame as ParseFrameText reads it back: [<ADDR>] NAME+0xOFF/0xSIZE [MOD ID]
-  bool return_address = false;  // the address follows a call instruction (a stack's saved return address)
-  bool regs = false;            // RIP: — the faulting or interrupted instruction itself
+  size_t line = 0;               // 0-based line number in the text
+  size_t begin = 0, end = 0;     // where the frame is printed in that line (decoded text goes after `end`)
+  FrameText frame;               // what it names; `address` only when it is a kernel-half address
+  std::string normalized;        // the frame as ParseFrameText reads it back: [<ADDR>] NAME+0xOFF/0xSIZE [MOD ID]
+  bool return_address = false;   // the address follows a call instruction (a stack's saved return address)
+  bool regs = false;             // RIP: — the faulting or interrupted instruction itself
   std::optional<size_t> caller;  // index (in KernelLog::frames) of the frame that called this one
   size_t trace = 0;              // which stack
 };

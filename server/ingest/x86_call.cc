@@ -39,9 +39,10 @@ std::optional<CallInsn> CallEndingAt(std::span<const uint8_t> before) {
   }
   for (size_t len = 2; len <= n && len <= kMaxCallLength; ++len) {
     std::span<const uint8_t> at = before.subspan(n - len);
-    if (IndirectCallLength(at) == len) return CallInsn{len, false, 0};
-    if (len >= 3 && (at[0] & 0xf0) == 0x40 && IndirectCallLength(at.subspan(1)) == len - 1) {
-      return CallInsn{len, false, 0};
+    if (IndirectCallLength(at) == len) {
+      // With its REX prefix (call *%r11 is 41 ff d3), when one is there.
+      const bool rex = len < n && len < kMaxCallLength && (before[n - len - 1] & 0xf0) == 0x40;
+      return CallInsn{rex ? len + 1 : len, false, 0};
     }
   }
   return std::nullopt;

@@ -25,9 +25,9 @@ namespace symdex::query {
 class QueryApi;
 
 struct DecodeRequest {
-  std::string target;           // "" = by build-ID, the log's release, or the default target
-  std::string kernel_build_id;  // hex
-  std::string text;             // the log (ingest::kMaxLogBytes at most)
+  std::string target;                   // "" = by build-ID, the log's release, or the default target
+  std::string kernel_build_id;          // hex
+  std::string text;                     // the log (ingest::kMaxLogBytes at most)
   std::optional<uint64_t> host_text;    // the host's _text, when known
   std::optional<int64_t> kaslr_offset;  // or its KASLR offset
 };
@@ -42,8 +42,8 @@ struct DecodedFrame {
 
 struct DecodeResult {
   store::TargetInfo target;
-  std::string target_reason;  // how the target was chosen ("named", "build-ID", "release R in the log", "default")
-  std::string release;        // the release the log prints ("" = none)
+  std::string target_reason;     // how the target was chosen ("named", "build-ID", "release R in the log", "default")
+  std::string release;           // the release the log prints ("" = none)
   std::optional<int64_t> slide;  // the KASLR slide used for the log's addresses
   std::string slide_reason;      // "given", "learnt from N frames", or why none
   std::vector<DecodedFrame> frames;

@@ -38,9 +38,10 @@ struct Plan {
   std::optional<Instance> chosen;
   std::vector<Instance> choices;
   uint64_t sym_offset = 0;
-  size_t named = 0;   // instances of the name in its module/vmlinux
-  std::string where;  // "vmlinux" or the module
-  std::string sized;  // ", N of size compatible with 0xSIZE" when the frame printed a size
+  size_t named = 0;         // instances of the name in its module/vmlinux
+  std::string where;        // "vmlinux" or the module
+  std::string sized;        // ", N of size compatible with 0xSIZE" when the frame printed a size
+  bool size_chose = false;  // the size left fewer copies than the name
 };
 
 }  // namespace
@@ -283,6 +284,7 @@ struct LocalQuery::FramesCall {
     p.named = named.size();
     p.where = where;
     if (named.size() > 1 && f.size) p.sized = StrCat(", ", fit.size(), " of size compatible with ", Hex(*f.size));
+    p.size_chose = fit.size() < named.size();
     if (fit.size() != 1) {
       for (const Instance* in : (fit.empty() ? named : fit)) {
         ASSIGN_OR_RETURN(std::string c, Canonical(*in));
@@ -378,7 +380,7 @@ struct LocalQuery::FramesCall {
         FrameAnswer& a = out[i];
         if (p.choices.size() == 1) {
           Instance in = p.choices.front();
-          Place(in, StrCat(p.sized.empty() ? "" : "its size, ", StrJoin(how[i], " and ")), p, a);
+          Place(in, StrCat(p.size_chose ? "its size, " : "", StrJoin(how[i], " and ")), p, a);
           continue;
         }
         a.candidates.clear();

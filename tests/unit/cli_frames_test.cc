@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sstream>
+
 #include "tests/unit/probe_fixture.h"
 
 namespace symdex {
@@ -120,6 +122,80 @@ TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
   Frames("'no_such_fn+0x1/0x2'", 1);
   json bad = Frames("'Call Trace:'", 2);
   EXPECT_NE(bad["results"][0]["error"].get<std::string>().find("not a frame"), std::string::npos);
+}
+
+// `symdex decode`: a two-frame oops whose top frame is one of two static dup_fn copies of one
+// size. The frame below it, traced_entry, calls one of them directly: the call instruction
+// before traced_entry's return address names the copy. Everything checked comes from objdump.
+TEST_F(CliFramesTest, DecodePinsADuplicatedFrameByItsCallersCall) {
+  CommandResult d = RunCommand("objdump -d --no-show-raw-insn --disassemble=traced_entry '" + fx_->vmlinux + "'");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  // "  401136:\tcall   401120 <dup_fn>" then the next instruction's address: the return address.
+  std::istringstream in(d.out);
+  std::string line;
+  uint64_t callee = 0, ret = 0;
+  bool after = false;
+  while (std::getline(in, line)) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos || line.find("\t") == std::string::npos) continue;
+    uint64_t at = 0;
+    try {
+      at = std::stoull(line.substr(0, colon), nullptr, 16);
+    } catch (...) {
+      continue;
+    }
+    if (after) {
+      ret = at;
+      break;
+    }
+    if (line.find("call") != std::string::npos && line.find("<dup_fn>") != std::string::npos) {
+      callee = std::stoull(line.substr(line.find("call") + 4), nullptr, 16);
+      after = true;
+    }
+  }
+  ASSERT_NE(callee, 0u) << "traced_entry calls dup_fn directly:\n" << d.out;
+  ASSERT_NE(ret, 0u);
+  const uint64_t entry = testing::NmValue(fx_->vmlinux, "traced_entry");
+  auto log = [&](uint64_t ret_off) {
+    std::string path = *dir_ / "oops.txt";
+    testing::WriteFile(path,
+                       "[    1.000000] RIP: 0010:dup_fn+0x1/0x10\n"
+                       "[    1.000001] Call Trace:\n"
+                       "[    1.000002]  <TASK>\n"
+                       "[    1.000003]  traced_entry+" +
+                           testing::HexAddress(ret_off) +
+                           "/0x100\n"
+                           "[    1.000004]  </TASK>\n");
+    return path;
+  };
+  CommandResult r = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + log(ret - entry) + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  json j = json::parse(r.out);
+  ASSERT_EQ(j["frames"].size(), 2u) << j.dump(1);
+  const json& top = j["frames"][0];
+  EXPECT_EQ(top["symbol"], "dup_fn");
+  EXPECT_EQ(top["target_address"], testing::HexAddress(callee + 1)) << top.dump(1);
+  EXPECT_NE(top["note"].get<std::string>().find("its caller's call"), std::string::npos) << top.dump(1);
+  EXPECT_TRUE(top["regs"].get<bool>());
+  EXPECT_EQ(j["frames"][1]["symbol"], "traced_entry");
+  EXPECT_EQ(j["pinned"], 2);
+
+  // The text decoded keeps every line, each frame followed by its instance and line.
+  CommandResult t = Symdex("decode --build-id " + vmlinux_id_ + " '" + log(ret - entry) + "'");
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("[    1.000001] Call Trace:\n"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("RIP: 0010:dup_fn+0x1/0x10 {vmlinux:dup_fn@"), std::string::npos) << t.out;
+  EXPECT_NE(
+      t.out.find("traced_entry+" + testing::HexAddress(ret - entry) + "/0x100 {vmlinux:traced_entry} kernel/traced.c:"),
+      std::string::npos)
+      << t.out;
+
+  // Control: one byte earlier no call ends in traced_entry, so nothing tells the copies apart.
+  CommandResult amb = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + log(ret - entry - 1) + "'");
+  ASSERT_EQ(amb.exit_code, 2) << amb.out << amb.err;
+  json ja = json::parse(amb.out);
+  EXPECT_EQ(ja["frames"][0]["candidates"].size(), 2u) << ja.dump(1);
+  EXPECT_EQ(ja["ambiguous"], 1);
 }
 
 TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {

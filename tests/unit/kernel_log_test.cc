@@ -1,5 +1,6 @@
 // Kernel logs, perf script and bpftrace output as the decoder reads them (ingest/kernel_log.h).
 #include "server/ingest/kernel_log.h"
+#include "server/ingest/x86_call.h"
 
 #include <gtest/gtest.h>
 
@@ -160,6 +161,40 @@ TEST(KernelLogTest, OversizedInputIsRefused) {
   KernelLog log = Scan(lines);
   ASSERT_EQ(log.frames.size(), 1u) << "over-long lines are skipped, not parsed";
   EXPECT_EQ(log.frames[0].line, 3u);
+}
+
+}  // namespace
+}  // namespace symdex::ingest
+
+// The call before a return address (ingest/x86_call.h), on encodings gcc emits in the kernel.
+namespace symdex::ingest {
+namespace {
+
+std::optional<CallInsn> Before(std::initializer_list<uint8_t> bytes) {
+  std::vector<uint8_t> v(bytes);
+  return CallEndingAt(v);
+}
+
+TEST(X86CallTest, DirectAndIndirectCalls) {
+  auto d = Before({0x48, 0x89, 0xc7, 0xe8, 0x10, 0xff, 0xff, 0xff});  // mov; call rel32 -0xf0
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->direct);
+  EXPECT_EQ(d->length, 5u);
+  EXPECT_EQ(d->rel32, -0xf0);
+  auto reg = Before({0x90, 0x90, 0x41, 0xff, 0xd3});  // call *%r11
+  ASSERT_TRUE(reg);
+  EXPECT_FALSE(reg->direct);
+  EXPECT_EQ(reg->length, 3u);
+  auto rip = Before({0x90, 0xff, 0x15, 0x00, 0x10, 0x00, 0x00});  // call *0x1000(%rip) (paravirt)
+  ASSERT_TRUE(rip);
+  EXPECT_EQ(rip->length, 6u);
+  auto sib = Before({0xff, 0x54, 0x24, 0x08});  // call *0x8(%rsp)
+  ASSERT_TRUE(sib);
+  EXPECT_EQ(sib->length, 4u);
+  EXPECT_FALSE(Before({0x48, 0x89, 0xc7, 0x5d, 0xc3}));  // mov; pop; ret
+  EXPECT_FALSE(Before({0xff, 0xe0}));                    // jmp *%rax (FF /4) is no call
+  EXPECT_FALSE(Before({0xe8, 0x00, 0x00}));              // too short to be one
+  EXPECT_FALSE(Before({}));
 }
 
 }  // namespace
