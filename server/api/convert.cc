@@ -496,6 +496,8 @@ void ToProto(const std::string& target, const query::FramesContext& ctx, std::sp
     } else {
       p->set_text(f.text);
     }
+    p->set_return_address(f.return_address);
+    if (f.caller) p->set_caller(*f.caller);
   }
 }
 
@@ -533,6 +535,8 @@ void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query
       case pb::FrameInput::FRAME_NOT_SET:
         break;  // answered as "a frame is exactly one of ..."
     }
+    f.return_address = p.return_address();
+    if (p.has_caller()) f.caller = p.caller();
     frames->push_back(std::move(f));
   }
 }
@@ -540,8 +544,11 @@ void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query
 void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out) {
   ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
   out->mutable_frames()->Reserve(static_cast<int>(r.frames.size()));
-  for (const query::FrameAnswer& a : r.frames) {
-    pb::FrameResult* p = out->add_frames();
+  for (const query::FrameAnswer& a : r.frames) ToProto(a, out->add_frames());
+}
+
+void ToProto(const query::FrameAnswer& a, pb::FrameResult* p) {
+  {
     p->set_basis(std::string(query::FrameBasisName(a.basis)));
     p->set_exact(a.exact);
     ToProto(a.target_address.value_or(0), *a.info, p->mutable_result());
@@ -560,7 +567,12 @@ query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) {
   query::FramesResult out;
   out.target = FromProto(r.target_info()).info;
   out.frames.reserve(r.frames_size());
-  for (const pb::FrameResult& p : r.frames()) {
+  for (const pb::FrameResult& p : r.frames()) out.frames.push_back(FromProto(p));
+  return out;
+}
+
+query::FrameAnswer FromProto(const pb::FrameResult& p) {
+  {
     query::FrameAnswer a;
     if (p.basis() == "address") a.basis = query::FrameBasis::kAddress;
     if (p.basis() == "module-offset") a.basis = query::FrameBasis::kModuleOffset;
@@ -575,9 +587,40 @@ query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) {
     a.candidates.assign(p.candidates().begin(), p.candidates().end());
     a.error = p.error();
     a.note = p.note();
-    out.frames.push_back(std::move(a));
+    return a;
   }
+}
+
+query::DecodeRequest FromProto(const pb::DecodeRequest& req) {
+  query::DecodeRequest out;
+  out.target = req.target();
+  out.kernel_build_id = req.kernel_build_id();
+  if (req.kernel_base_case() == pb::DecodeRequest::kText) out.host_text = req.text();
+  if (req.kernel_base_case() == pb::DecodeRequest::kKaslrOffset) out.kaslr_offset = req.kaslr_offset();
+  out.text = req.log();
   return out;
+}
+
+void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out) {
+  ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
+  out->set_target_reason(r.target_reason);
+  out->set_release(r.release);
+  if (r.slide) out->set_slide(*r.slide);
+  out->set_slide_reason(r.slide_reason);
+  out->mutable_frames()->Reserve(static_cast<int>(r.frames.size()));
+  for (const query::DecodedFrame& d : r.frames) {
+    pb::DecodedFrame* p = out->add_frames();
+    p->set_line(static_cast<uint32_t>(d.line));
+    p->set_begin(static_cast<uint32_t>(d.begin));
+    p->set_end(static_cast<uint32_t>(d.end));
+    p->set_regs(d.regs);
+    p->set_unreliable(d.unreliable);
+    ToProto(d.answer, p->mutable_frame());
+  }
+  out->set_lines(r.lines);
+  out->set_pinned(r.pinned);
+  out->set_ambiguous(r.ambiguous);
+  out->set_unanswered(r.unanswered);
 }
 
 }  // namespace symdex::api

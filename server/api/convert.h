@@ -46,6 +46,10 @@ void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query
                std::vector<query::FrameIn>* frames);
 void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out);
 query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r);
+void ToProto(const query::FrameAnswer& a, pb::FrameResult* out);
+query::FrameAnswer FromProto(const pb::FrameResult& p);
+query::DecodeRequest FromProto(const pb::DecodeRequest& req);
+void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out);
 
 void ToProto(const query::JittedDsoKey& k, pb::JittedDsoKey* out);
 query::JittedDsoKey FromProto(const pb::JittedDsoKey& k);

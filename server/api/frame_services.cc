@@ -1,6 +1,7 @@
 // SymbolizeFrames and its stream: frames from another host (query/frames.h), answered by the
 // index the router picks — for a kernel named by build-ID on a --fleet-cache daemon, that
-// kernel's, fetched and indexed on first use with the modules the request names.
+// kernel's, fetched and indexed on first use with the modules the request names. Decode: a whole
+// log's frames (query/decode.h), the same way.
 #include "server/api/convert.h"
 #include "server/api/serve.h"
 #include "server/api/services.h"
@@ -64,6 +65,35 @@ SymbolServiceImpl::SymbolizeFramesStream(grpc::CallbackServerContext* ctx) {
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeFramesRequest& r,
              pb::SymbolizeFramesResponse* out) { return DoFrames(peer, c, r, out); },
       [this, ctx](const pb::SymbolizeFramesRequest& r) { return FramesWaitFirst(*this, r, ctx->deadline()); });
+}
+
+grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext* ctx, const pb::DecodeRequest* req,
+                                                    pb::DecodeResponse* resp) {
+  // Charged as the frames a log of this size could hold (a frame line is 20 bytes or more).
+  const size_t weight = std::min(query::kMaxAddressesPerRequest, req->log().size() / 20 + 1);
+  const std::string routed = req->target().empty() && !req->kernel_build_id().empty()
+                                 ? StrCat(query::kBuildIdTargetPrefix, Lower(req->kernel_build_id()))
+                                 : req->target();
+  return Serve(
+      ctx, control(), stats(), "Decode", true,
+      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+        auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, weight);
+        if (!unread.ok()) return ToGrpc(unread.status());
+        holds.push_back(std::move(*unread));
+        query::DecodeRequest dr = FromProto(*req);
+        if (absl::Status s = query::CheckFramesRequest({dr.kernel_build_id, dr.host_text, dr.kaslr_offset, {}}, 0);
+            !s.ok()) {
+          return ToGrpc(s);
+        }
+        auto q = router().For(routed, {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        query::CallerView view(**q, AccessOf(peer));
+        auto r = query::Decode(view, dr);
+        if (!r.ok()) return ToGrpc(r.status());
+        ToProto(*r, resp);
+        return grpc::Status::OK;
+      },
+      routed.empty() ? nullptr : WaitFirst(routed, {}, ctx->deadline()));
 }
 
 }  // namespace symdex::api

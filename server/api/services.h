@@ -87,6 +87,8 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
                                             ::symdex::v1::SymbolizeFramesResponse* resp) override;
   grpc::ServerBidiReactor<::symdex::v1::SymbolizeFramesRequest, ::symdex::v1::SymbolizeFramesResponse>*
   SymbolizeFramesStream(grpc::CallbackServerContext* ctx) override;
+  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx, const ::symdex::v1::DecodeRequest* req,
+                                   ::symdex::v1::DecodeResponse* resp) override;
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
                                    ::symdex::v1::StatusResponse* resp) override;
 

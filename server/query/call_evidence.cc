@@ -20,12 +20,10 @@ debuginfo::CodeFile* CallEvidence::FileOf(const std::string& module) {
     if (unavailable_.empty()) unavailable_ = StrCat(what, "'s code: ", opened.status().message());
     return nullptr;
   }
-  // A linked vmlinux is read at link-time addresses; a live target's are slid by KASLR.
+  // A linked vmlinux is read at link-time addresses; a live target's are slid by KASLR (as the
+  // resolver places them: no _text on either side, no slide).
   if (module.empty() && !(*opened)->relocatable()) {
-    std::optional<int64_t> slide;
-    if (t_.text_addr && (*df)->text_addr) slide = static_cast<int64_t>(*t_.text_addr - *(*df)->text_addr);
-    if (!t_.text_addr && t_.kind == "offline") slide = 0;
-    slides_[module] = slide;
+    vmlinux_slide_ = (t_.text_addr && (*df)->text_addr) ? *t_.text_addr - *(*df)->text_addr : 0;
   }
   f = std::move(*opened);
   return f.get();
@@ -36,9 +34,7 @@ std::optional<CodePlace> CallEvidence::PlaceOf(const Instance& in, uint64_t off)
   p.module = in.module;
   if (in.module.empty()) {
     if (!in.addr || FileOf("") == nullptr) return std::nullopt;
-    std::optional<int64_t> slide = slides_[""];
-    if (!slide) return std::nullopt;
-    p.at = *in.addr - static_cast<uint64_t>(*slide) + off;
+    p.at = *in.addr - vmlinux_slide_ + off;
     return p;
   }
   if (!in.section.empty()) {

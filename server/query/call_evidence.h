@@ -57,7 +57,7 @@ class CallEvidence {
   DebugFileLookup debug_file_of_;
   SectionLookup sections_of_;
   std::map<std::string, std::unique_ptr<debuginfo::CodeFile>> files_;  // null: no code for it
-  std::map<std::string, std::optional<int64_t>> slides_;               // vmlinux: runtime - link-time
+  uint64_t vmlinux_slide_ = 0;                                         // a live vmlinux: runtime - link-time address
   std::string unavailable_;
 };
 

@@ -193,6 +193,60 @@ TEST_F(DaemonTest, CliOutputIsIdenticalEmbeddedAndThroughTheDaemon) {
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 
+// Decode over gRPC (the Decode RPC) and `symdex decode` through the daemon (SymbolizeFrames,
+// carrying each frame's place in its stack) answer as the embedded CLI does: a.c's name_show is
+// told from b.c's by a_entry's call to it (objdump says which copy a_entry calls).
+TEST_F(DaemonTest, DecodeOverGrpcPinsTheCopyTheCallerCalls) {
+  const testing::DirectCall call = testing::ObjdumpDirectCall(fx_->vmlinux, "a_entry", "name_show");
+  ASSERT_NE(call.callee, 0u) << "a_entry calls name_show directly";
+  const uint64_t entry = testing::NmValue(fx_->vmlinux, "a_entry");
+  const std::string log =
+      "[    2.000000] RIP: 0010:name_show+0x1/0x10\n"
+      "[    2.000001] Call Trace:\n"
+      "[    2.000002]  a_entry+" +
+      testing::HexAddress(call.return_address - entry) + "/0x80\n";
+  const std::string file = dir_ / "oops.txt";
+  testing::WriteFile(file, log);
+  auto d = StartDaemon();
+  auto stub = Stub();
+  grpc::ClientContext ctx;
+  pb::DecodeRequest req;
+  req.set_log(log);
+  pb::DecodeResponse resp;
+  grpc::Status s = stub->Decode(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.target_info().name(), "host");
+  ASSERT_EQ(resp.frames_size(), 2);
+  const pb::DecodedFrame& top = resp.frames(0);
+  EXPECT_EQ(top.line(), 0u);
+  EXPECT_TRUE(top.regs());
+  EXPECT_EQ(top.frame().result().symbol().name(), "name_show");
+  EXPECT_EQ(top.frame().target_address(), call.callee + 1);
+  EXPECT_NE(top.frame().note().find("its caller's call"), std::string::npos) << top.frame().note();
+  EXPECT_EQ(log.substr(top.begin(), top.end() - top.begin()), "name_show+0x1/0x10");
+  EXPECT_EQ(resp.pinned(), 2u);
+
+  for (const std::string& c : {std::string("decode '") + file + "'", std::string("--json decode '") + file + "'"}) {
+    CommandResult local = Cli("--local --db '" + db_ + "' " + c);
+    CommandResult remote = Cli("--connect 'unix:" + sock_ + "' " + c);
+    EXPECT_EQ(local.exit_code, 0) << c << "\n" << local.out << local.err;
+    EXPECT_EQ(remote.exit_code, local.exit_code) << c << "\n" << remote.err;
+    EXPECT_EQ(local.out, remote.out) << c;
+  }
+  // A bad build-ID is refused with a reason; the daemon keeps serving.
+  grpc::ClientContext c2;
+  req.set_kernel_build_id("not-hex");
+  s = stub->Decode(&c2, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  grpc::ClientContext c3;
+  req.clear_kernel_build_id();
+  req.set_log("no frames here\n");
+  s = stub->Decode(&c3, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.frames_size(), 0);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
 TEST_F(DaemonTest, DefaultSocketRuleAndLocalOverride) {
   // --db (or $SYMDEX_DB) means "this index": the CLI never silently asks a daemon then.
   auto d = StartDaemon();

@@ -7,8 +7,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <sstream>
-
 #include "tests/unit/probe_fixture.h"
 
 namespace symdex {
@@ -128,33 +126,9 @@ TEST_F(CliFramesTest, SymbolOffsetLinesAreExactOnlyWhenTheNameIsUnique) {
 // size. The frame below it, traced_entry, calls one of them directly: the call instruction
 // before traced_entry's return address names the copy. Everything checked comes from objdump.
 TEST_F(CliFramesTest, DecodePinsADuplicatedFrameByItsCallersCall) {
-  CommandResult d = RunCommand("objdump -d --no-show-raw-insn --disassemble=traced_entry '" + fx_->vmlinux + "'");
-  ASSERT_EQ(d.exit_code, 0) << d.err;
-  // "  401136:\tcall   401120 <dup_fn>" then the next instruction's address: the return address.
-  std::istringstream in(d.out);
-  std::string line;
-  uint64_t callee = 0, ret = 0;
-  bool after = false;
-  while (std::getline(in, line)) {
-    size_t colon = line.find(':');
-    if (colon == std::string::npos || line.find("\t") == std::string::npos) continue;
-    uint64_t at = 0;
-    try {
-      at = std::stoull(line.substr(0, colon), nullptr, 16);
-    } catch (...) {
-      continue;
-    }
-    if (after) {
-      ret = at;
-      break;
-    }
-    if (line.find("call") != std::string::npos && line.find("<dup_fn>") != std::string::npos) {
-      callee = std::stoull(line.substr(line.find("call") + 4), nullptr, 16);
-      after = true;
-    }
-  }
-  ASSERT_NE(callee, 0u) << "traced_entry calls dup_fn directly:\n" << d.out;
-  ASSERT_NE(ret, 0u);
+  const testing::DirectCall call = testing::ObjdumpDirectCall(fx_->vmlinux, "traced_entry", "dup_fn");
+  ASSERT_NE(call.callee, 0u) << "traced_entry calls dup_fn directly";
+  const uint64_t callee = call.callee, ret = call.return_address;
   const uint64_t entry = testing::NmValue(fx_->vmlinux, "traced_entry");
   auto log = [&](uint64_t ret_off) {
     std::string path = *dir_ / "oops.txt";

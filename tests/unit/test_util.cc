@@ -8,13 +8,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 namespace symdex::testing {
 namespace fs = std::filesystem;
@@ -158,6 +158,36 @@ std::string HexAddress(uint64_t v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+DirectCall ObjdumpDirectCall(const std::string& file, const std::string& function, const std::string& callee) {
+  CommandResult d = RunCommand("objdump -d --no-show-raw-insn --disassemble=" + function + " '" + file + "'");
+  DirectCall out;
+  if (d.exit_code != 0) return out;
+  // "  401136:\tcall   401120 <dup_fn>", then the next instruction's address.
+  std::istringstream in(d.out);
+  std::string line;
+  bool after = false;
+  while (std::getline(in, line)) {
+    size_t colon = line.find(':');
+    if (colon == std::string::npos || line.find('\t') == std::string::npos) continue;
+    uint64_t at = 0;
+    try {
+      at = std::stoull(line.substr(0, colon), nullptr, 16);
+    } catch (...) {
+      continue;
+    }
+    if (after) {
+      out.return_address = at;
+      return out;
+    }
+    size_t call = line.find("call");
+    if (call != std::string::npos && line.find("<" + callee + ">") != std::string::npos) {
+      out.callee = std::stoull(line.substr(call + 4), nullptr, 16);
+      after = true;
+    }
+  }
+  return DirectCall{};
 }
 
 }  // namespace symdex::testing

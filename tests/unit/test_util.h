@@ -56,6 +56,12 @@ int FreeTcpPort();
 std::string ElfBuildIdHex(const std::string& file);
 uint64_t NmValue(const std::string& file, const std::string& symbol);
 std::string HexAddress(uint64_t v);
+// objdump's word on the direct call from `function` to `callee` in `file`: the callee's address
+// and the return address (the next instruction's). {0, 0} when objdump shows no such call.
+struct DirectCall {
+  uint64_t callee = 0, return_address = 0;
+};
+DirectCall ObjdumpDirectCall(const std::string& file, const std::string& function, const std::string& callee);
 
 // A server process on a free loopback port for a test: started in its own process group by the
 // subclass (Start), ready() once its `is_ready` check passed (polled up to 10 s), stopped
