@@ -7,7 +7,9 @@
 #
 # Exit: 0 pass, 1 fail, 77 skip (no qemu / busybox-static / python3 / corpus not fetchable).
 # Env:  SYMDEX_E2E_USE_PROBE_FIELD=1 (probe lines from 'symdex dups' instead of 'symdex kprobe'),
-#       SYMDEX_E2E_KEEP=1, SYMDEX_E2E_VERBOSE=1, SYMDEX_E2E_TIMEOUT=SECONDS (guest session, 480).
+#       SYMDEX_E2E_KEEP=1, SYMDEX_E2E_VERBOSE=1, SYMDEX_E2E_TIMEOUT=SECONDS (guest session, 480),
+#       SYMDEX_E2E_WORK=DIR (the work dir, kept; tests/bench/decode_compare.sh reads it),
+#       SYMDEX_E2E_FLEET=0 (skip the fleet replica check).
 # Needs: qemu-system-x86 busybox-static python3 (cpio is not needed: the driver writes newc).
 set -euo pipefail
 unset DEBUGINFOD_URLS  # hermetic: debug files come from the corpus
@@ -32,4 +34,4 @@ fetch dbg;   DBG=$ROOT
 fetch image; IMG=$ROOT
 
 exec "$PY" "$here/qemu_kprobes.py" --symdex "$SYMDEX" --image-root "$IMG" --dbg-root "$DBG" \
-  --krel "$KREL" --busybox "$BUSYBOX"
+  --krel "$KREL" --busybox "$BUSYBOX" ${SYMDEX_E2E_WORK:+--work "$SYMDEX_E2E_WORK"}
