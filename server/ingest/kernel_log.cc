@@ -139,6 +139,7 @@ std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const st
       if (off) sym = sym.substr(0, plus);
     }
     if (!IsSymbolName(sym) && sym != "[unknown]") continue;
+    if (dso == "unknown") continue;  // perf could not place it (a bogus unwind, BPF): not ours to name
     if (dso != "kernel.kallsyms") {
       bool mod = !dso.empty() && dso.size() <= 64;
       for (char c : dso) mod = mod && (IsFrameSymbolChar(c) || c == '-');

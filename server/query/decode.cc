@@ -80,6 +80,8 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
     }
     if (printed == 0) {
       out.slide_reason = "the log prints no kernel addresses";
+    } else if (r.target.kind == "live") {
+      out.slide_reason = "the target is live: the log's addresses are taken as its own (a log of this boot)";
     } else if (conflict) {
       out.slide_reason = "the log's addresses disagree about the KASLR slide (several boots?): addresses not used";
     } else if (!slide) {

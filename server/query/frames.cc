@@ -33,7 +33,8 @@ struct Plan {
   std::optional<uint64_t> host_addr;  // the host's address, when the frame gave one
   std::string module, section;
   uint64_t offset = 0;
-  std::string expect_symbol;  // the name the frame line printed (checked against the answer)
+  std::string expect_symbol;   // the name the frame line printed (checked against the answer)
+  uint64_t expect_offset = 0;  // ... and the offset
   // A symbol+offset frame: the instance it is, or the copies it may still be (narrowed by Narrow).
   std::optional<Instance> chosen;
   std::vector<Instance> choices;
@@ -551,6 +552,7 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         if (placeable || (ft->address && ft->symbol.empty())) {
           plans[i] = plan_address(*ft->address, a);
           plans[i].expect_symbol = ft->symbol;
+          plans[i].expect_offset = ft->offset;
         } else {
           a.basis = FrameBasis::kSymbolOffset;
           ASSIGN_OR_RETURN(plans[i], call.PlanSymbol(*ft, a));
@@ -586,6 +588,7 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
           // Not in vmlinux: a module's, when the host said where its modules are.
           if (std::optional<Plan> m = call.ModuleOf(*plans[i].host_addr)) {
             m->expect_symbol = plans[i].expect_symbol;
+            m->expect_offset = plans[i].expect_offset;
             plans[i] = std::move(*m);
             a.exact = true;
             a.note.clear();
@@ -621,6 +624,22 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
       }
       ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info->symbol));
       if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info->symbol->name) {
+        // Another name of the same code (kallsyms aliases: __x64_sys_vfork = __do_sys_vfork) is
+        // no disagreement.
+        const Instance& got = *a.info->symbol;
+        ASSIGN_OR_RETURN(auto named, call.sz.src.Which(plans[i].expect_symbol, false));
+        const bool alias = std::any_of(named->begin(), named->end(), [&](const Instance& in) {
+          return in.name == plans[i].expect_symbol && in.module == got.module && in.addr == got.addr &&
+                 in.section == got.section && in.section_offset == got.section_offset;
+        });
+        if (alias) continue;
+        if (frames[i].return_address && plans[i].expect_offset == 0) {
+          // The call was the caller's last instruction (a noreturn call): its return address is
+          // the next symbol's start, which the line names; the call is in this one.
+          a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the return address is where ", plans[i].expect_symbol,
+                          " starts: the call is the last instruction of ", got.name);
+          continue;
+        }
         a.exact = false;
         a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the line says ", plans[i].expect_symbol,
                         "; the address is in ", a.info->symbol->name, " (wrong _text or module base?)");
