@@ -74,6 +74,8 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext*
   const std::string routed = req->target().empty() && !req->kernel_build_id().empty()
                                  ? StrCat(query::kBuildIdTargetPrefix, Lower(req->kernel_build_id()))
                                  : req->target();
+  // Modules the log names with build-IDs: a fleet replica fetches them by those.
+  const absl::StatusOr<std::vector<query::FrameModule>> modules = query::DecodeModules(req->log());
   return Serve(
       ctx, control(), stats(), "Decode", true,
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
@@ -85,7 +87,8 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext*
             !s.ok()) {
           return ToGrpc(s);
         }
-        auto q = router().For(routed, {}, ctx->deadline());
+        if (!modules.ok()) return ToGrpc(modules.status());
+        auto q = router().For(routed, *modules, ctx->deadline());
         if (!q.ok()) return ToGrpc(q.status());
         query::CallerView view(**q, AccessOf(peer));
         auto r = query::Decode(view, dr);
@@ -93,7 +96,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext*
         ToProto(*r, resp);
         return grpc::Status::OK;
       },
-      routed.empty() ? nullptr : WaitFirst(routed, {}, ctx->deadline()));
+      routed.empty() || !modules.ok() ? nullptr : WaitFirst(routed, *modules, ctx->deadline()));
 }
 
 }  // namespace symdex::api

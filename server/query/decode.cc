@@ -1,6 +1,7 @@
 #include "server/query/decode.h"
 
 #include <algorithm>
+#include <set>
 
 #include "server/common/strings.h"
 #include "server/ingest/kernel_log.h"
@@ -31,7 +32,23 @@ absl::StatusOr<std::pair<std::string, std::string>> PickTarget(QueryApi& api, co
                                            " are that release: pick one with --target or --build-id"));
 }
 
+std::vector<FrameModule> ModulesOf(const ingest::KernelLog& log) {
+  std::vector<FrameModule> out;
+  std::set<std::string> seen;
+  for (const ingest::LogFrame& f : log.frames) {
+    if (f.frame.module.empty() || f.frame.module_build_id.empty() || !seen.insert(f.frame.module).second) continue;
+    if (out.size() >= kMaxFrameModules) break;
+    out.push_back(FrameModule{f.frame.module, f.frame.module_build_id, {}, std::nullopt});
+  }
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<FrameModule>> DecodeModules(std::string_view text) {
+  ASSIGN_OR_RETURN(ingest::KernelLog log, ingest::ScanKernelLog(text));
+  return ModulesOf(log);
+}
 
 absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
   ASSIGN_OR_RETURN(ingest::KernelLog log, ingest::ScanKernelLog(req.text));
@@ -42,6 +59,7 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
   ctx.kernel_build_id = req.kernel_build_id;
   ctx.text = req.host_text;
   ctx.kaslr_offset = req.kaslr_offset;
+  ctx.modules = ModulesOf(log);
   RETURN_IF_ERROR(CheckFramesRequest(ctx, 0));
   ASSIGN_OR_RETURN(auto picked, PickTarget(api, req, log));
   out.target_reason = picked.second;

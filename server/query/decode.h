@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/query/frames.h"
@@ -56,5 +57,10 @@ struct DecodeResult {
 // InvalidArgument for a log too big or with too many frames, or a bad build-ID; FailedPrecondition
 // when no target fits. A log without frames is an answer with none.
 absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req);
+
+// The modules a log's frames name with their build-IDs ("[mod HEX]", CONFIG_STACKTRACE_BUILD_ID):
+// what a fleet replica must fetch before it can answer them (and what checks that the target's
+// module of that name is the same build). Decode passes them with its frames.
+absl::StatusOr<std::vector<FrameModule>> DecodeModules(std::string_view text);
 
 }  // namespace symdex::query

@@ -161,8 +161,10 @@ struct LocalQuery::FramesCall {
   absl::StatusOr<std::string> BuildIdMismatch(const std::string& name, const std::string& line_id) {
     ASSIGN_OR_RETURN(auto tm, TargetModule(name));
     if (!tm) return std::string();
+    // The frame line's own build-ID says which build printed it; else the request's module.
     std::string host_id = line_id;
-    if (auto it = host_modules.find(name); it != host_modules.end() && !it->second->build_id.empty()) {
+    if (auto it = host_modules.find(name);
+        host_id.empty() && it != host_modules.end() && !it->second->build_id.empty()) {
       host_id = Lower(it->second->build_id);
     }
     if (host_id.empty() || tm->build_id.empty() || host_id == tm->build_id) return std::string();

@@ -164,6 +164,19 @@ TEST_F(CliFramesTest, DecodePinsADuplicatedFrameByItsCallersCall) {
       std::string::npos)
       << t.out;
 
+  // A module frame with its build-ID (CONFIG_STACKTRACE_BUILD_ID) is answered only by that build.
+  const std::string mod_log = *dir_ / "mod.txt";
+  testing::WriteFile(mod_log, " quiet_fn+0x1/0x10 [probe_mod " + module_id_ + "]\n quiet_fn+0x1/0x10 [probe_mod " +
+                                  std::string(module_id_.size(), 'a') + "]\n");
+  CommandResult m = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + mod_log + "'");
+  EXPECT_EQ(m.exit_code, 1) << m.out << m.err;
+  json jm = json::parse(m.out);
+  ASSERT_EQ(jm["frames"].size(), 2u) << jm.dump(1);
+  EXPECT_EQ(jm["frames"][0]["module"], "probe_mod") << jm.dump(1);
+  EXPECT_EQ(jm["frames"][0]["symbol"], "quiet_fn");
+  EXPECT_FALSE(jm["frames"][1].contains("symbol")) << jm.dump(1);
+  EXPECT_NE(jm["frames"][1]["note"].get<std::string>().find("a different build"), std::string::npos) << jm.dump(1);
+
   // Control: one byte earlier no call ends in traced_entry, so nothing tells the copies apart.
   CommandResult amb = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + log(ret - entry - 1) + "'");
   ASSERT_EQ(amb.exit_code, 2) << amb.out << amb.err;

@@ -141,6 +141,36 @@ TEST(KernelLogTest, BpftraceDecimalOffsetsAndFtraceArrows) {
   EXPECT_TRUE(log.frames[3].return_address);
 }
 
+// KASAN prints the bad access's stack, then where the object was allocated and freed: three
+// stacks, each its own chain. lockdep's "at:" lines name the acquiring call's return address.
+TEST(KernelLogTest, KasanStacksAndLockdepSites) {
+  KernelLog log = Scan(
+      "BUG: KASAN: slab-use-after-free in name_show+0x1c/0x30 [pnp]\n"
+      "Read of size 8 at addr ffff888003a1b2c8 by task cat/97\n"
+      "Call Trace:\n"
+      " <TASK>\n"
+      " dump_stack_lvl+0x44/0x5c\n"
+      " kasan_report+0xb8/0xf0\n"
+      " </TASK>\n"
+      "\n"
+      "Allocated by task 1:\n"
+      " kasan_save_stack+0x22/0x50\n"
+      " __kmalloc+0x4b/0x130\n"
+      "\n"
+      "2 locks held by cat/97:\n"
+      " #0: ffff888003a1b2c8 (&p->lock){+.+.}-{3:3}, at: seq_read_iter+0x5a/0x450\n");
+  ASSERT_EQ(log.frames.size(), 6u);
+  EXPECT_TRUE(log.frames[0].regs) << "BUG: ... in f+off/size is the faulting instruction";
+  EXPECT_FALSE(log.frames[0].caller);
+  EXPECT_EQ(log.frames[1].caller, 2u);
+  EXPECT_NE(log.frames[3].trace, log.frames[2].trace) << "'Allocated by task' starts another stack";
+  EXPECT_EQ(log.frames[3].caller, 4u);
+  EXPECT_FALSE(log.frames[4].caller);
+  EXPECT_EQ(log.frames[5].frame.symbol, "seq_read_iter");
+  EXPECT_TRUE(log.frames[5].return_address);
+  EXPECT_FALSE(log.frames[5].caller);
+}
+
 TEST(KernelLogTest, TextWithoutFramesAndSeveralReleases) {
   KernelLog log = Scan(
       "Linux version 6.1.0-57-cloud-amd64 (debian-kernel@lists.debian.org) (gcc-12)\n"
