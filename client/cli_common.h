@@ -84,6 +84,8 @@ void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `decode` (client/cmd_decode.cc).
 void AddDecodeCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
+// `pprof` (client/cmd_pprof.cc).
+void AddPprofCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 

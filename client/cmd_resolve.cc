@@ -561,6 +561,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   AddAddrCommands(app, g, exit_code);  // after kallsyms in --help, as before
   AddFramesCommand(app, g, exit_code);
   AddDecodeCommand(app, g, exit_code);
+  AddPprofCommand(app, g, exit_code);
 
   auto topic = std::make_shared<std::string>();
   CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");

@@ -23,8 +23,10 @@ PKGS=(
   nginx-light haproxy python3-yaml
   # end-to-end: the Debian kernel booted under qemu (TCG)
   qemu-system-x86 busybox-static cpio
-  # JIT tests and benchmark (perf record / perf inject -j)
+  # JIT tests and benchmark (perf record / perf inject -j); perf record -g for `symdex decode`
   linux-perf
+  # `go tool pprof` reads the profiles `symdex pprof` writes (tests)
+  golang-go
 )
 
 SUDO=""

@@ -99,4 +99,43 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext*
       routed.empty() || !modules.ok() ? nullptr : WaitFirst(routed, *modules, ctx->deadline()));
 }
 
+grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizePprof(grpc::CallbackServerContext* ctx,
+                                                            const pb::SymbolizePprofRequest* req,
+                                                            pb::SymbolizePprofResponse* resp) {
+  // Charged as the locations a profile of this size could hold (a location is 6 bytes or more).
+  const size_t weight = std::min(query::kMaxAddressesPerRequest, req->profile().size() / 6 + 1);
+  const std::string routed = req->target().empty() && !req->kernel_build_id().empty()
+                                 ? StrCat(query::kBuildIdTargetPrefix, Lower(req->kernel_build_id()))
+                                 : req->target();
+  return Serve(
+      ctx, control(), stats(), "SymbolizePprof", true,
+      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+        auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, weight);
+        if (!unread.ok()) return ToGrpc(unread.status());
+        holds.push_back(std::move(*unread));
+        query::PprofRequest pr;
+        pr.target = req->target();
+        pr.kernel_build_id = req->kernel_build_id();
+        if (req->kernel_base_case() == pb::SymbolizePprofRequest::kText) pr.host_text = req->text();
+        if (req->kernel_base_case() == pb::SymbolizePprofRequest::kKaslrOffset) {
+          pr.kaslr_offset = req->kaslr_offset();
+        }
+        pr.profile = req->profile();
+        auto q = router().For(routed, {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        query::CallerView view(**q, AccessOf(peer));
+        auto r = query::SymbolizePprof(view, pr);
+        if (!r.ok()) return ToGrpc(r.status());
+        resp->set_profile(std::move(r->profile));
+        ToProto(query::TargetSummary{r->target, {}}, resp->mutable_target_info());
+        resp->set_samples(r->samples);
+        resp->set_locations(r->locations);
+        resp->set_kernel_locations(r->kernel_locations);
+        resp->set_symbolized(r->symbolized);
+        for (const std::string& n : r->notes) resp->add_notes(n);
+        return grpc::Status::OK;
+      },
+      routed.empty() ? nullptr : WaitFirst(routed, {}, ctx->deadline()));
+}
+
 }  // namespace symdex::api

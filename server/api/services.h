@@ -89,6 +89,9 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   SymbolizeFramesStream(grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx, const ::symdex::v1::DecodeRequest* req,
                                    ::symdex::v1::DecodeResponse* resp) override;
+  grpc::ServerUnaryReactor* SymbolizePprof(grpc::CallbackServerContext* ctx,
+                                           const ::symdex::v1::SymbolizePprofRequest* req,
+                                           ::symdex::v1::SymbolizePprofResponse* resp) override;
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
                                    ::symdex::v1::StatusResponse* resp) override;
 

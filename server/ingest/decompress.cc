@@ -120,4 +120,22 @@ absl::StatusOr<std::string> Decompress(std::string_view data, Compression kind, 
   return absl::InternalError("unknown compression");
 }
 
+absl::StatusOr<std::string> GzipCompress(std::string_view in) {
+  z_stream strm{};
+  if (deflateInit2(&strm, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return absl::InternalError("cannot initialise zlib");
+  }
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&strm, deflateEnd);
+  std::string out(deflateBound(&strm, static_cast<uLong>(in.size())), '\0');
+  strm.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  strm.avail_in = static_cast<uInt>(in.size());
+  strm.next_out = reinterpret_cast<Bytef*>(out.data());
+  strm.avail_out = static_cast<uInt>(out.size());
+  if (in.size() > UINT32_MAX || deflate(&strm, Z_FINISH) != Z_STREAM_END) {
+    return absl::InternalError("gzip compression failed");
+  }
+  out.resize(strm.total_out);
+  return out;
+}
+
 }  // namespace symdex::ingest

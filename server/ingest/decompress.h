@@ -16,4 +16,7 @@ Compression DetectCompression(std::string_view data);
 
 absl::StatusOr<std::string> Decompress(std::string_view data, Compression kind, size_t max_out);
 
+// gzip, for what symdex writes in the formats that expect it (pprof profiles).
+absl::StatusOr<std::string> GzipCompress(std::string_view data);
+
 }  // namespace symdex::ingest

@@ -52,7 +52,7 @@ absl::StatusOr<AddrMapState> VmlinuxAddrMap(store::Db& db, const std::string& db
   return out;
 }
 
-bool IsText(const Instance& in) { return IsTextSymbolType(in.type); }
+bool IsTextInstance(const Instance& in) { return IsTextSymbolType(in.type); }
 
 }  // namespace
 
@@ -100,7 +100,7 @@ absl::StatusOr<SymbolsResult> LocalQuery::Symbols(const std::string& target, con
       const std::vector<bool> candidate = o.aliases ? KasAliasCandidates(all) : std::vector<bool>{};
       for (size_t i = 0; i < all.size(); ++i) {
         Instance& in = all[i];
-        if (!wanted(in) || (!o.all_types && !IsText(in))) continue;
+        if (!wanted(in) || (!o.all_types && !IsTextInstance(in))) continue;
         if (o.aliases) {
           const bool aliased = candidate[i] && in.dwarf && !in.dwarf->entry_file.empty() && in.dwarf->entry_line > 0;
           out.alias.push_back(aliased ? KasAlias(in.dwarf->entry_file, in.dwarf->entry_line) : "");

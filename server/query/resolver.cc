@@ -24,7 +24,7 @@ std::vector<std::string> PathSuffixes(const std::string& path) {
   return out;
 }
 
-bool IsText(const Instance& in) { return IsCodeSymbolType(in.type); }
+bool IsCodeInstance(const Instance& in) { return IsCodeSymbolType(in.type); }
 
 std::string Sanitize(std::string_view s) {
   std::string out;
@@ -104,7 +104,7 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
     if (candidates) {
       candidates->clear();
       for (const auto& in : *all) {
-        if (IsText(in)) candidates->push_back(in);
+        if (IsCodeInstance(in)) candidates->push_back(in);
       }
     }
     return out;
@@ -113,12 +113,12 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
   ASSIGN_OR_RETURN(auto list, src.Which(spec.name, false));
   std::vector<const Instance*> cands;
   for (const auto& in : *list) {
-    if (IsText(in)) cands.push_back(&in);
+    if (IsCodeInstance(in)) cands.push_back(&in);
   }
   if (cands.empty()) {  // a source name whose only copies are clones: name_show -> name_show.cold
     ASSIGN_OR_RETURN(list, src.Which(spec.name, true));
     for (const auto& in : *list) {
-      if (IsText(in)) cands.push_back(&in);
+      if (IsCodeInstance(in)) cands.push_back(&in);
     }
   }
   for (const Instance* in : cands) {
@@ -201,7 +201,7 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
   ASSIGN_OR_RETURN(auto all, Which(db, t, in.name, false));
   std::vector<Instance> group;
   for (auto& c : all) {
-    if (IsText(c)) group.push_back(std::move(c));
+    if (IsCodeInstance(c)) group.push_back(std::move(c));
   }
   return CanonicalSpec(in, group);
 }
@@ -211,7 +211,7 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
   ASSIGN_OR_RETURN(auto all, AllInstances(db, t, false));
   std::unordered_map<std::string, std::vector<size_t>> by_name;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (IsText(all[i])) by_name[all[i].name].push_back(i);
+    if (IsCodeInstance(all[i])) by_name[all[i].name].push_back(i);
   }
   std::vector<std::pair<Instance, std::string>> out;
   out.reserve(all.size());

@@ -19,6 +19,7 @@
 #include "server/query/decode.h"
 #include "server/query/frames.h"
 #include "server/query/jit_types.h"
+#include "server/query/pprof.h"
 #include "server/query/resolver.h"
 #include "server/query/symbol_query.h"
 #include "server/store/index_store.h"

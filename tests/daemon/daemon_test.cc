@@ -22,6 +22,8 @@
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/addr_map.h"
+#include "server/ingest/decompress.h"
+#include "server/ingest/pprof.h"
 #include "server/query/service.h"
 #include "server/store/migrations.h"
 #include "symdex/v1/symdex.grpc.pb.h"
@@ -244,6 +246,66 @@ TEST_F(DaemonTest, DecodeOverGrpcPinsTheCopyTheCallerCalls) {
   s = stub->Decode(&c3, req, &resp);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_EQ(resp.frames_size(), 0);
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+}
+
+// SymbolizePprof: a profile with one kernel location (a_entry+1) comes back with its function and
+// line; the location of another mapping is left as it was.
+TEST_F(DaemonTest, SymbolizePprofOverGrpc) {
+  auto varint = [](std::string& o, uint64_t v) {
+    while (v >= 0x80) {
+      o.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    o.push_back(static_cast<char>(v));
+  };
+  auto num = [&](std::string& o, uint32_t n, uint64_t v) {
+    varint(o, n << 3);
+    varint(o, v);
+  };
+  auto msg = [&](std::string& o, uint32_t n, const std::string& b) {
+    varint(o, (n << 3) | 2);
+    varint(o, b.size());
+    o += b;
+  };
+  const uint64_t entry = testing::NmValue(fx_->vmlinux, "a_entry");
+  std::string prof, m1, m2, l1, l2, sample;
+  num(m1, 1, 1), num(m1, 5, 1);  // mapping 1: "[kernel.kallsyms]"
+  num(m2, 1, 2), num(m2, 5, 2);  // mapping 2: "/usr/bin/cat"
+  num(l1, 1, 1), num(l1, 2, 1), num(l1, 3, entry + 1);
+  num(l2, 1, 2), num(l2, 2, 2), num(l2, 3, 0x401000);
+  std::string ids;
+  varint(ids, 1), varint(ids, 2);
+  msg(sample, 1, ids);
+  num(sample, 2, 7);
+  msg(prof, 2, sample);
+  msg(prof, 3, m1), msg(prof, 3, m2), msg(prof, 4, l1), msg(prof, 4, l2);
+  for (const char* str : {"", "[kernel.kallsyms]", "/usr/bin/cat"}) msg(prof, 6, str);
+  auto d = StartDaemon();
+  auto stub = Stub();
+  grpc::ClientContext ctx;
+  pb::SymbolizePprofRequest req;
+  req.set_profile(prof);
+  pb::SymbolizePprofResponse resp;
+  grpc::Status s = stub->SymbolizePprof(&ctx, req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.kernel_locations(), 1u);
+  EXPECT_EQ(resp.symbolized(), 1u);
+  EXPECT_EQ(resp.locations(), 2u);
+  auto out = ingest::Decompress(resp.profile(), ingest::Compression::kGzip, 1 << 20);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  auto parsed = ingest::ParsePprof(*out);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->locations.at(0).lines, 1u) << "a_entry+1 has no inlined frames: one line";
+  EXPECT_EQ(parsed->locations.at(1).lines, 0u) << "the user-space location is left alone";
+  EXPECT_NE(std::find(parsed->strings.begin(), parsed->strings.end(), "a_entry"), parsed->strings.end());
+  EXPECT_NE(std::find(parsed->strings.begin(), parsed->strings.end(), "drivers/a/a.c"), parsed->strings.end());
+  // Not a profile: a clear error, and the daemon keeps serving.
+  grpc::ClientContext c2;
+  req.set_profile(std::string("\x0a\xff\xff\xff\x0f", 5));
+  s = stub->SymbolizePprof(&c2, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("not a pprof profile"), std::string::npos) << s.error_message();
   EXPECT_EQ(d->Stop(), 0) << d->Log();
 }
 

@@ -103,6 +103,9 @@ echo "--- entry lines vs llvm-symbolizer-14 (acceptance: >= 99.5%)"
 echo "--- symdex addr vs llvm-symbolizer-14 on 5000 random vmlinux text addresses (acceptance: >= 99.5%)"
 "$here/compare_addr_llvm.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" "$MAP" --count 5000 --min-agree 99.5 \
   --show 3 || fail=1
+echo "--- symdex pprof: a profile of 3000 vmlinux text addresses, read back by go tool pprof, vs llvm-symbolizer-14"
+"$here/compare_pprof.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" "$MAP" --target debian --count 3000 \
+  --min-agree 99.5 --show 3 || fail=1
 # The vmlinux address map answers exactly as the libdw walk: every text-symbol address, the
 # byte after it, and 20,000 seeded random addresses in vmlinux text, with and without the map.
 check_eq "address maps (vmlinux and every module) under $SYMDEX_DB-addrmaps" "$((nko + 1))" \

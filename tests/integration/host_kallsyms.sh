@@ -76,6 +76,50 @@ for b in bad[:10]:
     print("  " + b)
 sys.exit(1 if bad or kernel == 0 or len(r["frames"]) < kernel else 0)
 PY
+  # The same samples as a pprof profile: `symdex pprof` names every kernel location as perf did,
+  # and Go's own pprof reads the result.
+  python3 "$here/perf_to_pprof.py" "$work/perf.txt" "$work/perf.pb"
+  if "$SYMDEX" pprof "$work/perf.pb" -o "$work/perf.sym.pb.gz" && command -v go >/dev/null; then
+    HOME=$work GOCACHE=$work/gocache go tool pprof -symbolize=none -raw "$work/perf.sym.pb.gz" >"$work/perf.raw" ||
+      fail=1
+    python3 - "$work/perf.txt" "$work/perf.raw" "$work/kallsyms.snapshot" <<'PY' || fail=1
+import bisect, collections, re, sys
+at = collections.defaultdict(set)  # kallsyms: the names at each address
+for ln in open(sys.argv[3]):
+    p = ln.split()
+    if len(p) >= 3 and p[1] in "tTwW":
+        at[int(p[0], 16)].add(p[2])
+starts = sorted(at)
+def holding(addr):
+    i = bisect.bisect_right(starts, addr) - 1
+    return at[starts[i]] if i >= 0 else set()
+perf = {}
+for ln in open(sys.argv[1]):
+    p = ln.split()
+    if len(p) >= 3 and p[-1] == "([kernel.kallsyms])":
+        perf[int(p[0], 16)] = p[1].rsplit("+", 1)[0]
+got, section = {}, None
+for ln in open(sys.argv[2]):
+    if not ln.startswith(" "):
+        section = ln.strip()
+        continue
+    m = re.match(r"^\s+\d+: 0x([0-9a-f]+) M=\d+ (\S+)", ln)
+    if section == "Locations" and m:
+        got[int(m.group(1), 16)] = m.group(2)
+# symdex names a duplicated copy by its canonical spec (name@...); a return address by the function
+# holding its call (one byte back); either name of an alias.
+base = {a: re.split(r"[@#]", re.sub(r"^[A-Za-z0-9_]+:(?=[A-Za-z_])", "", n))[0] for a, n in got.items()}
+named = [a for a in perf if a in base and (base[a] == perf[a] or base[a] in holding(a) | holding(a - 1))]
+print(f"pprof: {len(perf)} distinct kernel addresses in perf's samples; symdex's profile, as go tool pprof reads "
+      f"it, names {len(named)} of them as perf and kallsyms do")
+for a in [a for a in perf if a not in named][:5]:
+    print(f"  {a:#x}: perf {perf[a]}, symdex {got.get(a)}")
+sys.exit(0 if perf and len(named) == len(perf) else 1)
+PY
+  else
+    echo "pprof: symdex pprof failed, or no go tool pprof to read its output"
+    fail=1
+  fi
 else
   echo "perf: SKIP (no perf, or it cannot record kernel callchains here: $(tail -1 "$work/perf.err" 2>/dev/null))"
 fi

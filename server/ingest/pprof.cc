@@ -1,0 +1,327 @@
+#include "server/ingest/pprof.h"
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+
+#include "server/common/strings.h"
+
+namespace symdex::ingest {
+namespace {
+
+// profile.proto field numbers.
+enum ProfileField { kSampleType = 1, kSample = 2, kMapping = 3, kLocation = 4, kFunction = 5, kStringTable = 6 };
+enum MappingField { kMapId = 1, kMemStart = 2, kMemLimit = 3, kFileOffset = 4, kFilename = 5, kBuildId = 6 };
+constexpr uint32_t kHasFunctions = 7, kHasFilenames = 8, kHasLineNumbers = 9, kHasInlineFrames = 10;
+enum LocationField { kLocId = 1, kLocMapping = 2, kLocAddress = 3, kLocLine = 4 };
+
+enum WireType { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 = 5 };
+
+struct Field {
+  uint32_t number = 0;
+  WireType type = kVarint;
+  uint64_t value = 0;     // varint / fixed
+  std::string_view data;  // length-delimited
+  std::string_view raw;   // the whole field as encoded (tag included)
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view s) : s_(s) {}
+  bool done() const { return pos_ >= s_.size(); }
+  // false at the end; an error for a malformed field.
+  absl::StatusOr<bool> Next(Field& f) {
+    if (done()) return false;
+    const size_t start = pos_;
+    ASSIGN_OR_RETURN(uint64_t tag, Varint());
+    f.number = static_cast<uint32_t>(tag >> 3);
+    if (f.number == 0 || (tag >> 3) > 0x1fffffff) return Bad("a field numbered 0 or out of range");
+    f.type = static_cast<WireType>(tag & 7);
+    switch (f.type) {
+      case kVarint: {
+        ASSIGN_OR_RETURN(f.value, Varint());
+        break;
+      }
+      case kFixed64:
+      case kFixed32: {
+        const size_t n = f.type == kFixed64 ? 8 : 4;
+        if (s_.size() - pos_ < n) return Bad("truncated fixed-width field");
+        f.value = 0;
+        for (size_t i = 0; i < n; ++i) f.value |= static_cast<uint64_t>(static_cast<uint8_t>(s_[pos_ + i])) << (8 * i);
+        pos_ += n;
+        break;
+      }
+      case kBytes: {
+        ASSIGN_OR_RETURN(uint64_t len, Varint());
+        if (len > s_.size() - pos_) return Bad("a length-delimited field runs past the end (truncated?)");
+        f.data = s_.substr(pos_, len);
+        pos_ += len;
+        break;
+      }
+      default:
+        return Bad(StrCat("wire type ", static_cast<int>(f.type), " (groups are not used by profile.proto)"));
+    }
+    f.raw = s_.substr(start, pos_ - start);
+    return true;
+  }
+
+ private:
+  absl::StatusOr<uint64_t> Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= s_.size()) return Bad("truncated varint");
+      const uint8_t b = static_cast<uint8_t>(s_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    return Bad("a varint longer than 10 bytes");
+  }
+  static absl::Status Bad(std::string_view what) {
+    return absl::InvalidArgumentError(StrCat("not a pprof profile: ", what));
+  }
+  std::string_view s_;
+  size_t pos_ = 0;
+};
+
+void PutVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+void PutTag(std::string& out, uint32_t number, WireType t) { PutVarint(out, (uint64_t{number} << 3) | t); }
+void PutUint(std::string& out, uint32_t number, uint64_t v) {
+  PutTag(out, number, kVarint);
+  PutVarint(out, v);
+}
+void PutBytes(std::string& out, uint32_t number, std::string_view b) {
+  PutTag(out, number, kBytes);
+  PutVarint(out, b.size());
+  out.append(b);
+}
+
+absl::Status Limit(size_t n, std::string_view what) {
+  if (n > kMaxPprofEntries) {
+    return absl::InvalidArgumentError(StrCat("profile has more than ", kMaxPprofEntries, " ", what));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
+  if (bytes.size() > kMaxPprofBytes) {
+    return absl::InvalidArgumentError(StrCat("profile is ", bytes.size(), " bytes; the limit is ", kMaxPprofBytes));
+  }
+  PprofProfile p;
+  std::unordered_map<uint64_t, size_t> loc_index;
+  std::vector<std::vector<uint64_t>> stacks;  // sample location ids, resolved after every location is read
+  Reader r(bytes);
+  Field f;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, r.Next(f));
+    if (!more) break;
+    if (f.type != kBytes) continue;
+    switch (f.number) {
+      case kStringTable:
+        RETURN_IF_ERROR(Limit(p.strings.size() + 1, "strings"));
+        p.strings.emplace_back(f.data);
+        break;
+      case kMapping: {
+        RETURN_IF_ERROR(Limit(p.mappings.size() + 1, "mappings"));
+        PprofMapping m;
+        Reader mr(f.data);
+        Field g;
+        std::optional<uint64_t> filename, build_id;
+        while (true) {
+          ASSIGN_OR_RETURN(bool mm, mr.Next(g));
+          if (!mm) break;
+          if (g.type != kVarint) continue;
+          if (g.number == kMapId) m.id = g.value;
+          if (g.number == kMemStart) m.memory_start = g.value;
+          if (g.number == kMemLimit) m.memory_limit = g.value;
+          if (g.number == kFileOffset) m.file_offset = g.value;
+          if (g.number == kFilename) filename = g.value;
+          if (g.number == kBuildId) build_id = g.value;
+        }
+        // Strings are resolved once the table is read (it may come after the mappings).
+        m.filename = filename ? std::to_string(*filename) : "";
+        m.build_id = build_id ? std::to_string(*build_id) : "";
+        p.mappings.push_back(std::move(m));
+        break;
+      }
+      case kLocation: {
+        RETURN_IF_ERROR(Limit(p.locations.size() + 1, "locations"));
+        PprofLocation l;
+        Reader lr(f.data);
+        Field g;
+        while (true) {
+          ASSIGN_OR_RETURN(bool lm, lr.Next(g));
+          if (!lm) break;
+          if (g.number == kLocLine && g.type == kBytes) ++l.lines;
+          if (g.type != kVarint) continue;
+          if (g.number == kLocId) l.id = g.value;
+          if (g.number == kLocMapping) l.mapping_id = g.value;
+          if (g.number == kLocAddress) l.address = g.value;
+        }
+        loc_index[l.id] = p.locations.size();
+        p.locations.push_back(l);
+        break;
+      }
+      case kFunction: {
+        Reader fr(f.data);
+        Field g;
+        while (true) {
+          ASSIGN_OR_RETURN(bool fm, fr.Next(g));
+          if (!fm) break;
+          if (g.number == 1 && g.type == kVarint) p.max_function_id = std::max(p.max_function_id, g.value);
+        }
+        break;
+      }
+      case kSample: {
+        RETURN_IF_ERROR(Limit(stacks.size() + 1, "samples"));
+        std::vector<uint64_t> ids;
+        Reader sr(f.data);
+        Field g;
+        while (true) {
+          ASSIGN_OR_RETURN(bool sm, sr.Next(g));
+          if (!sm) break;
+          if (g.number != 1) continue;
+          if (g.type == kVarint) {
+            ids.push_back(g.value);
+          } else if (g.type == kBytes) {  // packed: a run of varints
+            size_t pos = 0;
+            while (pos < g.data.size()) {
+              uint64_t v = 0;
+              int shift = 0;
+              while (true) {
+                if (pos >= g.data.size() || shift >= 64) {
+                  return absl::InvalidArgumentError("not a pprof profile: a truncated packed location_id");
+                }
+                const uint8_t b = static_cast<uint8_t>(g.data[pos++]);
+                v |= static_cast<uint64_t>(b & 0x7f) << shift;
+                shift += 7;
+                if (!(b & 0x80)) break;
+              }
+              ids.push_back(v);
+            }
+          }
+          if (ids.size() > kMaxPprofStackDepth) {
+            return absl::InvalidArgumentError(
+                StrCat("a sample of more than ", kMaxPprofStackDepth, " locations: not a profile symdex reads"));
+          }
+        }
+        stacks.push_back(std::move(ids));
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  // Mapping strings, now that the table is whole.
+  auto str = [&](const std::string& idx) -> std::string {
+    if (idx.empty()) return {};
+    const uint64_t i = std::stoull(idx);
+    return i < p.strings.size() ? p.strings[i] : std::string();
+  };
+  for (PprofMapping& m : p.mappings) {
+    m.filename = str(m.filename);
+    m.build_id = str(m.build_id);
+  }
+  for (const auto& ids : stacks) {
+    for (size_t k = 0; k < ids.size(); ++k) {
+      auto it = loc_index.find(ids[k]);
+      if (it == loc_index.end()) continue;
+      (k == 0 ? p.locations[it->second].leaf : p.locations[it->second].caller) = true;
+    }
+  }
+  p.samples = stacks.size();
+  if (p.strings.empty() && !bytes.empty()) {
+    return absl::InvalidArgumentError("not a pprof profile: no string table (a profile's first string is \"\")");
+  }
+  return p;
+}
+
+std::string RewritePprof(std::string_view bytes, const PprofProfile& p,
+                         const std::map<uint64_t, std::vector<PprofFrame>>& lines,
+                         const std::vector<uint64_t>& symbolized_mappings) {
+  std::vector<std::string> strings = p.strings;
+  std::unordered_map<std::string, uint64_t> string_ids;
+  for (size_t i = 0; i < strings.size(); ++i) string_ids.emplace(strings[i], i);
+  auto intern = [&](const std::string& s) -> uint64_t {
+    auto [it, fresh] = string_ids.emplace(s, strings.size());
+    if (fresh) strings.push_back(s);
+    return it->second;
+  };
+  // One Function per (name, system_name, filename, start_line).
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, uint64_t> functions;
+  std::string new_functions;
+  auto function_id = [&](const PprofFrame& fr) -> uint64_t {
+    auto key = std::make_tuple(fr.name, fr.system_name, fr.filename, fr.start_line);
+    auto [it, fresh] = functions.emplace(key, p.max_function_id + functions.size() + 1);
+    if (fresh) {
+      std::string msg;
+      PutUint(msg, 1, it->second);
+      PutUint(msg, 2, intern(fr.name));
+      PutUint(msg, 3, intern(fr.system_name));
+      PutUint(msg, 4, intern(fr.filename));
+      if (fr.start_line > 0) PutUint(msg, 5, static_cast<uint64_t>(fr.start_line));
+      PutBytes(new_functions, kFunction, msg);
+    }
+    return it->second;
+  };
+  std::string out;
+  out.reserve(bytes.size() + bytes.size() / 2);
+  Reader r(bytes);
+  Field f;
+  while (r.Next(f).value_or(false)) {
+    if (f.type == kBytes && f.number == kStringTable) continue;  // written whole at the end
+    if (f.type == kBytes && f.number == kLocation) {
+      Reader lr(f.data);
+      Field g;
+      uint64_t id = 0;
+      while (lr.Next(g).value_or(false)) {
+        if (g.number == kLocId && g.type == kVarint) id = g.value;
+      }
+      auto it = lines.find(id);
+      if (it != lines.end()) {
+        std::string msg;
+        Reader lr2(f.data);
+        while (lr2.Next(g).value_or(false)) {
+          if (g.number != kLocLine) msg.append(g.raw);  // id, mapping, address, is_folded: kept
+        }
+        for (const PprofFrame& fr : it->second) {
+          std::string line;
+          PutUint(line, 1, function_id(fr));
+          PutUint(line, 2, static_cast<uint64_t>(fr.line));
+          if (fr.column > 0) PutUint(line, 3, static_cast<uint64_t>(fr.column));
+          PutBytes(msg, kLocLine, line);
+        }
+        PutBytes(out, kLocation, msg);
+        continue;
+      }
+    }
+    if (f.type == kBytes && f.number == kMapping) {
+      Reader mr(f.data);
+      Field g;
+      uint64_t id = 0;
+      while (mr.Next(g).value_or(false)) {
+        if (g.number == kMapId && g.type == kVarint) id = g.value;
+      }
+      if (std::find(symbolized_mappings.begin(), symbolized_mappings.end(), id) != symbolized_mappings.end()) {
+        std::string msg(f.data);  // a repeated scalar field: the last one counts
+        for (uint32_t n : {kHasFunctions, kHasFilenames, kHasLineNumbers, kHasInlineFrames}) PutUint(msg, n, 1);
+        PutBytes(out, kMapping, msg);
+        continue;
+      }
+    }
+    out.append(f.raw);
+  }
+  out.append(new_functions);
+  for (const std::string& s : strings) PutBytes(out, kStringTable, s);
+  return out;
+}
+
+}  // namespace symdex::ingest
