@@ -32,9 +32,9 @@ struct PprofLocation {
   uint64_t id = 0;
   uint64_t mapping_id = 0;
   uint64_t address = 0;
-  size_t lines = 0;         // Line entries it has already
-  bool leaf = false;        // the first location of some sample (where it was taken)
-  bool caller = false;      // a later location of some sample (a return address)
+  size_t lines = 0;     // Line entries it has already
+  bool leaf = false;    // the first location of some sample (where it was taken)
+  bool caller = false;  // a later location of some sample (a return address)
 };
 
 struct PprofProfile {

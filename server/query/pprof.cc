@@ -79,7 +79,8 @@ absl::StatusOr<PprofResult> SymbolizePprof(QueryApi& api, const PprofRequest& re
       if (ctx.kernel_build_id.empty() && req.target.empty() && IsHexId(id)) ctx.kernel_build_id = id;
       continue;
     }
-    if (std::any_of(ctx.modules.begin(), ctx.modules.end(), [&](const FrameModule& fm) { return fm.name == k->module; })) {
+    if (std::any_of(ctx.modules.begin(), ctx.modules.end(),
+                    [&](const FrameModule& fm) { return fm.name == k->module; })) {
       continue;
     }
     FrameModule fm;
@@ -140,15 +141,15 @@ absl::StatusOr<PprofResult> SymbolizePprof(QueryApi& api, const PprofRequest& re
   out.symbolized = lines.size();
   if (kernel.empty()) out.notes.push_back("the profile has no kernel or module mapping: nothing to symbolize");
   if (unslid) {
-    out.notes.push_back(StrCat(unslid, " kernel locations taken as link-time addresses: give the host's _text "
-                                       "(--kernel-text) or KASLR offset for a host booted with KASLR"));
+    out.notes.push_back(StrCat(unslid,
+                               " kernel locations taken as link-time addresses: give the host's _text "
+                               "(--kernel-text) or KASLR offset for a host booted with KASLR"));
   }
   if (out.symbolized < out.kernel_locations) {
     out.notes.push_back(StrCat(out.kernel_locations - out.symbolized, " of ", out.kernel_locations,
                                " kernel locations are in no symbol of target ", out.target.name));
   }
-  ASSIGN_OR_RETURN(out.profile,
-                   ingest::GzipCompress(ingest::RewritePprof(bytes, p, lines, symbolized_mappings)));
+  ASSIGN_OR_RETURN(out.profile, ingest::GzipCompress(ingest::RewritePprof(bytes, p, lines, symbolized_mappings)));
   return out;
 }
 

@@ -71,7 +71,8 @@ TEST(PprofTest, RewriteTouchesOnlyWhatItSymbolizes) {
   auto p = ParsePprof(in);
   ASSERT_TRUE(p.ok());
   std::map<uint64_t, std::vector<PprofFrame>> lines;
-  lines[1] = {{"inlined_fn", "inlined_fn", "include/x.h", 0, 12, 3}, {"name_show@card.c", "name_show", "a.c", 186, 190, 9}};
+  lines[1] = {{"inlined_fn", "inlined_fn", "include/x.h", 0, 12, 3},
+              {"name_show@card.c", "name_show", "a.c", 186, 190, 9}};
   std::string out = RewritePprof(in, *p, lines, {1});
   auto q = ParsePprof(out);
   ASSERT_TRUE(q.ok()) << q.status().message();
