@@ -27,6 +27,8 @@ PKGS=(
   linux-perf
   # `go tool pprof` reads the profiles `symdex pprof` writes (tests)
   golang-go
+  # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests)
+  lintian debootstrap
 )
 
 SUDO=""

@@ -114,7 +114,11 @@ absl::Status CreatePrivateDir(const std::string& dir) {
   }
   // mkdir's mode went through the umask (0750 & ~umask): set it exactly.
   if (::chmod(dir.c_str(), kPrivateDirMode) != 0) return ErrnoStatus(errno, StrCat("cannot chmod ", dir));
-  if (gid_t gid = PrivateGroup(); gid != static_cast<gid_t>(-1)) (void)::chown(dir.c_str(), -1, gid);
+  if (gid_t gid = PrivateGroup(); gid != static_cast<gid_t>(-1)) {
+    // Best effort: a process outside the symdex group cannot hand the directory to it, which then
+    // keeps the process's group (still 0750).
+    [[maybe_unused]] const int best_effort = ::chown(dir.c_str(), -1, gid);
+  }
   return absl::OkStatus();
 }
 
@@ -124,7 +128,10 @@ absl::StatusOr<UniqueFd> OpenPrivateFile(const std::string& path, int flags) {
   // Before any data: the umask may have taken group read away (or, for a file that existed,
   // the old mode may be anything).
   if (::fchmod(fd.get(), kPrivateFileMode) != 0) return ErrnoStatus(errno, StrCat("cannot chmod ", path));
-  if (gid_t gid = PrivateGroup(); gid != static_cast<gid_t>(-1)) (void)::fchown(fd.get(), -1, gid);
+  if (gid_t gid = PrivateGroup(); gid != static_cast<gid_t>(-1)) {
+    // Best effort, as for directories: the file keeps the process's group when this fails.
+    [[maybe_unused]] const int best_effort = ::fchown(fd.get(), -1, gid);
+  }
   return fd;
 }
 

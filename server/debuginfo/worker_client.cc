@@ -93,13 +93,16 @@ WorkerLimits WorkerLimits::FromEnvironment() {
 absl::StatusOr<std::string> FindWorkerExecutable() {
   if (const char* e = std::getenv("SYMDEX_DEBUGINFO_WORKER"); e && *e) return std::string(e);
   ASSIGN_OR_RETURN(std::string dir, ProgramDir());
+  // Beside the program (a build tree), else in ../lib/symdex/ (an installed package: a helper
+  // program is no command of its own in bin/).
   std::string exe = dir + "/symdex-debuginfo-worker";
-  if (::access(exe.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(StrCat("debug files are parsed by ", exe, ", which is missing (",
-                                                std::strerror(errno),
-                                                "): install it next to symdex/symdexd or set SYMDEX_DEBUGINFO_WORKER"));
-  }
-  return exe;
+  if (::access(exe.c_str(), X_OK) == 0) return exe;
+  const int beside = errno;
+  std::string lib = dir + "/../lib/symdex/symdex-debuginfo-worker";
+  if (::access(lib.c_str(), X_OK) == 0) return lib;
+  return absl::FailedPreconditionError(StrCat("debug files are parsed by ", exe, " or ", lib, ", both missing (",
+                                              std::strerror(beside),
+                                              "): install it next to symdex/symdexd or set SYMDEX_DEBUGINFO_WORKER"));
 }
 
 DwarfWorker::~DwarfWorker() { Stop(true); }

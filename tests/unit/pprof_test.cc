@@ -92,7 +92,9 @@ TEST(PprofTest, DamagedProfilesAreRefusedWithAReason) {
   for (size_t cut : {in.size() - 1, in.size() / 2, size_t{3}}) {
     auto p = ParsePprof(std::string_view(in).substr(0, cut));
     EXPECT_FALSE(p.ok()) << cut;
-    if (!p.ok()) EXPECT_NE(std::string(p.status().message()).find("not a pprof profile"), std::string::npos);
+    if (!p.ok()) {
+      EXPECT_NE(std::string(p.status().message()).find("not a pprof profile"), std::string::npos);
+    }
   }
   EXPECT_FALSE(ParsePprof("hello, world").ok());
 }
