@@ -12,6 +12,7 @@
 
 #include "client/remote_module.h"
 #include "server/common/file_util.h"
+#include "server/common/hex.h"
 #include "server/common/strings.h"
 #include "server/indexer/open_index.h"
 #include "server/store/migrations.h"
@@ -126,6 +127,45 @@ void AddTargetOptions(CLI::App* verb, std::string& target, const std::string& he
           "--build-id", [&target](const std::string& hex) { target = std::string(query::kBuildIdTargetPrefix) + hex; },
           "The target whose vmlinux build-ID is HEX (see 'symdex index --build-id')")
       ->excludes(t);
+}
+
+nlohmann::json FrameAnswerJson(const query::FrameAnswer& a) {
+  nlohmann::json frames = nlohmann::json::array();
+  for (const auto& f : a.info->frames) {
+    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+  }
+  nlohmann::json j = {
+      {"basis", std::string(query::FrameBasisName(a.basis))}, {"exact", a.exact}, {"frames", std::move(frames)}};
+  if (a.info->symbol) {
+    j["symbol"] = a.info->symbol->name;
+    j["module"] = a.info->symbol->module.empty() ? "vmlinux" : a.info->symbol->module;
+    j["offset"] = a.info->offset;
+    j["size"] = a.info->symbol->size ? nlohmann::json(*a.info->symbol->size) : nlohmann::json(nullptr);
+    j["spec"] = a.canonical;
+  }
+  if (a.target_address) j["target_address"] = fmt::format("0x{:x}", *a.target_address);
+  if (!a.section.empty()) {
+    j["section"] = a.section;
+    j["section_offset"] = a.section_offset;
+  }
+  if (!a.candidates.empty()) j["candidates"] = a.candidates;
+  if (!a.note.empty()) j["note"] = a.note;
+  if (!a.error.empty()) j["error"] = a.error;
+  return j;
+}
+
+absl::Status ParseKernelBase(const std::string& text, const std::string& kaslr_offset,
+                             std::optional<uint64_t>& host_text, std::optional<int64_t>& kaslr) {
+  if (!text.empty()) {
+    host_text = ParseHex(text);
+    if (!host_text) return absl::InvalidArgumentError(StrCat("--kernel-text ", text, ": not a hex address"));
+  }
+  if (!kaslr_offset.empty()) {
+    std::optional<uint64_t> off = ParseHex(kaslr_offset);
+    if (!off) return absl::InvalidArgumentError(StrCat("--kaslr-offset ", kaslr_offset, ": not a hex number"));
+    kaslr = static_cast<int64_t>(*off);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace symdex::cli

@@ -67,6 +67,14 @@ absl::Status ForEachStdinLine(size_t max_line, std::string_view what,
 // A verb's target options: -t/--target NAME, or --build-id HEX (the target whose vmlinux
 // build-ID is HEX), both into `target`.
 void AddTargetOptions(CLI::App* verb, std::string& target, const std::string& help);
+// A frame's answer as JSON (frames, decode): {basis, exact, frames: [{function, file, line, column}],
+// symbol, module, offset, size, spec, target_address, section, section_offset, candidates, note,
+// error}, the optional ones only when set.
+nlohmann::json FrameAnswerJson(const query::FrameAnswer& a);
+// --kernel-text HEX / --kaslr-offset HEX (frames, decode, pprof): either, parsed; InvalidArgument
+// naming the option for one that is not hex.
+absl::Status ParseKernelBase(const std::string& text, const std::string& kaslr_offset,
+                             std::optional<uint64_t>& host_text, std::optional<int64_t>& kaslr);
 // An instance's probe verdict as JSON: {kind, kprobe, ftrace, reason}.
 nlohmann::json VerdictJson(const query::ProbeVerdict& v);
 

@@ -55,32 +55,11 @@ std::string Decoration(const query::DecodedFrame& d, std::vector<std::string>& m
 }
 
 nlohmann::json FrameJson(std::string_view line, const query::DecodedFrame& d) {
-  const query::FrameAnswer& a = d.answer;
-  nlohmann::json inl = nlohmann::json::array();
-  for (const auto& f : a.info->frames) {
-    inl.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
-  }
-  nlohmann::json j = {{"line", d.line + 1},
-                      {"text", std::string(line.substr(d.begin, d.end - d.begin))},
-                      {"regs", d.regs},
-                      {"unreliable", d.unreliable},
-                      {"basis", std::string(query::FrameBasisName(a.basis))},
-                      {"exact", a.exact},
-                      {"frames", inl}};
-  if (a.info->symbol) {
-    j["symbol"] = a.info->symbol->name;
-    j["module"] = a.info->symbol->module.empty() ? "vmlinux" : a.info->symbol->module;
-    j["offset"] = a.info->offset;
-    j["spec"] = a.canonical;
-  }
-  if (a.target_address) j["target_address"] = fmt::format("0x{:x}", *a.target_address);
-  if (!a.section.empty()) {
-    j["section"] = a.section;
-    j["section_offset"] = a.section_offset;
-  }
-  if (!a.candidates.empty()) j["candidates"] = a.candidates;
-  if (!a.note.empty()) j["note"] = a.note;
-  if (!a.error.empty()) j["error"] = a.error;
+  nlohmann::json j = FrameAnswerJson(d.answer);
+  j["line"] = d.line + 1;
+  j["text"] = std::string(line.substr(d.begin, d.end - d.begin));
+  j["regs"] = d.regs;
+  j["unreliable"] = d.unreliable;
   return j;
 }
 
@@ -88,16 +67,8 @@ int RunDecode(const GlobalOptions& g, const DecodeOptions& o) {
   query::DecodeRequest req;
   req.target = o.target;
   req.kernel_build_id = o.kernel_build_id;
-  if (!o.text.empty()) {
-    req.host_text = ParseHex(o.text);
-    if (!req.host_text) {
-      return Fail(g, absl::InvalidArgumentError(StrCat("--kernel-text ", o.text, ": not a hex address")));
-    }
-  }
-  if (!o.kaslr_offset.empty()) {
-    std::optional<uint64_t> off = ParseHex(o.kaslr_offset);
-    if (!off) return Fail(g, absl::InvalidArgumentError(StrCat("--kaslr-offset ", o.kaslr_offset, ": not hex")));
-    req.kaslr_offset = static_cast<int64_t>(*off);
+  if (absl::Status s = ParseKernelBase(o.text, o.kaslr_offset, req.host_text, req.kaslr_offset); !s.ok()) {
+    return Fail(g, s);
   }
   auto text = ReadFileBounded(o.input == "-" ? std::string("/dev/stdin") : o.input, kMaxInputBytes);
   if (!text.ok()) return Fail(g, text.status(), true);

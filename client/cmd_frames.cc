@@ -126,27 +126,8 @@ void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::stri
 }
 
 nlohmann::json FrameJson(const std::string& input, const query::FrameAnswer& a) {
-  nlohmann::json frames = nlohmann::json::array();
-  for (const auto& f : a.info->frames) {
-    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
-  }
-  nlohmann::json j = {
-      {"input", input}, {"basis", std::string(query::FrameBasisName(a.basis))}, {"exact", a.exact}, {"frames", frames}};
-  if (a.info->symbol) {
-    j["symbol"] = a.info->symbol->name;
-    j["module"] = a.info->symbol->module.empty() ? "vmlinux" : a.info->symbol->module;
-    j["offset"] = a.info->offset;
-    j["size"] = a.info->symbol->size ? nlohmann::json(*a.info->symbol->size) : nlohmann::json(nullptr);
-    j["spec"] = a.canonical;
-  }
-  if (a.target_address) j["target_address"] = fmt::format("0x{:x}", *a.target_address);
-  if (!a.section.empty()) {
-    j["section"] = a.section;
-    j["section_offset"] = a.section_offset;
-  }
-  if (!a.candidates.empty()) j["candidates"] = a.candidates;
-  if (!a.note.empty()) j["note"] = a.note;
-  if (!a.error.empty()) j["error"] = a.error;
+  nlohmann::json j = FrameAnswerJson(a);
+  j["input"] = input;
   return j;
 }
 
@@ -163,17 +144,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     if (!mods.ok()) return Fail(g, mods.status(), true);
     ctx.modules = std::move(*mods);
   }
-  if (!o.text.empty()) {
-    ctx.text = ParseHex(o.text);
-    if (!ctx.text) return Fail(g, absl::InvalidArgumentError(StrCat("--kernel-text ", o.text, ": not a hex address")));
-  }
-  if (!o.kaslr_offset.empty()) {
-    std::optional<uint64_t> off = ParseHex(o.kaslr_offset);
-    if (!off) {
-      return Fail(g, absl::InvalidArgumentError(StrCat("--kaslr-offset ", o.kaslr_offset, ": not a hex number")));
-    }
-    ctx.kaslr_offset = static_cast<int64_t>(*off);
-  }
+  if (absl::Status s = ParseKernelBase(o.text, o.kaslr_offset, ctx.text, ctx.kaslr_offset); !s.ok()) return Fail(g, s);
   for (const std::string& m : o.modules) {
     auto fm = ParseModule(m);
     if (!fm.ok()) return Fail(g, fm.status());

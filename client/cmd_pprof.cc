@@ -22,14 +22,8 @@ int RunPprof(const GlobalOptions& g, const PprofOptions& o) {
   query::PprofRequest req;
   req.target = o.target;
   req.kernel_build_id = o.kernel_build_id;
-  if (!o.text.empty()) {
-    req.host_text = ParseHex(o.text);
-    if (!req.host_text) return Fail(g, absl::InvalidArgumentError(StrCat("--kernel-text ", o.text, ": not hex")));
-  }
-  if (!o.kaslr_offset.empty()) {
-    std::optional<uint64_t> off = ParseHex(o.kaslr_offset);
-    if (!off) return Fail(g, absl::InvalidArgumentError(StrCat("--kaslr-offset ", o.kaslr_offset, ": not hex")));
-    req.kaslr_offset = static_cast<int64_t>(*off);
+  if (absl::Status s = ParseKernelBase(o.text, o.kaslr_offset, req.host_text, req.kaslr_offset); !s.ok()) {
+    return Fail(g, s);
   }
   auto bytes = ReadFileBounded(o.in == "-" ? std::string("/dev/stdin") : o.in, kMaxProfileBytes);
   if (!bytes.ok()) return Fail(g, bytes.status(), true);

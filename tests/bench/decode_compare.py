@@ -22,6 +22,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
+import decode_traces  # noqa: E402
+
 FRAME = re.compile(r"^ => (\S+?)\+0x([0-9a-f]+)/0x[0-9a-f]+(?: \[(\S+)\])? <([0-9a-f]{16})>$")
 ADDR = re.compile(r" <[0-9a-f]{16}>")
 
@@ -31,16 +34,10 @@ def run(cmd, **kw):
 
 
 def kallsyms(sysroot):
-    out = {}
-    counts = collections.Counter()
+    """_text of the guest, and (name, module) -> count of text symbols (decode_traces.py's)."""
     with open(os.path.join(sysroot, "proc/kallsyms")) as f:
-        for line in f:
-            p = line.split()
-            if len(p) >= 3 and p[1] in "tT":
-                counts[(p[2], p[3].strip("[]") if len(p) > 3 else "")] += 1
-            if len(p) >= 3 and p[2] == "_text" and len(p) == 3:
-                out["_text"] = int(p[0], 16)
-    return out, counts
+        text = next(int(ln.split()[0], 16) for ln in f if ln.split()[2:] == ["_text"])
+    return {"_text": text}, decode_traces._text_names(sysroot)
 
 
 def outer_location(addr2line_out):

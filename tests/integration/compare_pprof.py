@@ -15,23 +15,7 @@ import argparse, collections, json, os, random, re, shutil, subprocess, sys, tem
 
 sys.path.insert(0, os.path.dirname(__file__))
 from compare_llvm_symbolizer import normalize  # noqa: E402
-
-
-def varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def fv(n, v):
-    return varint(n << 3) + varint(v)
-
-
-def fb(n, b):
-    return varint(n << 3 | 2) + varint(len(b)) + b
+from perf_to_pprof import field_bytes as fb, field_varint as fv, varint  # noqa: E402
 
 
 def profile(addrs, build_id):
