@@ -238,6 +238,7 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     std::string_view line = out.lines[n];
     if (line.size() > kMaxFrameLineLength) {
       in_trace = false;
+      pending.reset();
       continue;
     }
     std::vector<Token> toks = Tokens(line);
@@ -283,7 +284,9 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     ++frames_in_trace;
     const size_t idx = out.frames.size();
     if (lf.regs) pending.reset();  // a register dump: the frames before it ran in another context
-    if (!lf.frame.unreliable) {
+    if (form == Form::kEntry) {
+      pending.reset();  // each function-tracer line stands alone
+    } else if (!lf.frame.unreliable) {
       if (pending) out.frames[*pending].caller = idx;
       pending = idx;
     }

@@ -330,10 +330,10 @@ struct LocalQuery::FramesCall {
   // copies that pass it, and is ignored when none does (a tail call, a frame that is not what
   // its stack says): evidence only ever chooses among copies the name and size allow.
   absl::Status Narrow(const std::vector<FrameIn>& frames, std::vector<Plan>& plans, std::vector<FrameAnswer>& out) {
-    bool linked = false;
-    for (const FrameIn& f : frames) linked = linked || f.return_address || f.caller;
-    if (!linked) return absl::OkStatus();
-    CallEvidence code(t, sz.debug_file_of, sz.sections_of);
+    if (std::none_of(plans.begin(), plans.end(), [](const Plan& p) { return p.choices.size() > 1; })) {
+      return absl::OkStatus();
+    }
+    CallEvidence code(t, sz.debug_file_of, sz.sections_of);  // opens files only when asked
     std::vector<std::vector<size_t>> callees(frames.size());
     for (size_t i = 0; i < frames.size(); ++i) {
       if (frames[i].caller) callees[*frames[i].caller].push_back(i);

@@ -130,6 +130,7 @@ TEST(KernelLogTest, BpftraceDecimalOffsetsAndFtraceArrows) {
       "      cat-97  [000] .....  41.2: name_show+0x0/0x30 <-dev_attr_show+0x19/0x40\n");
   ASSERT_EQ(log.frames.size(), 5u);
   EXPECT_FALSE(log.frames[4].return_address) << "the function tracer's own line: the traced function's entry";
+  EXPECT_FALSE(log.frames[3].caller) << "and no caller of the stack above it";
   EXPECT_EQ(log.frames[4].frame.symbol, "name_show");
   EXPECT_EQ(log.frames[0].frame.offset, 28u);
   EXPECT_EQ(log.frames[0].normalized, "name_show+0x1c");
@@ -188,9 +189,11 @@ TEST(KernelLogTest, OversizedInputIsRefused) {
   std::string lines;
   for (int i = 0; i < 3; ++i) lines += std::string(kMaxFrameLineLength + 10, 'a') + "+0x1/0x2\n";
   lines += "b+0x1/0x2\n";
+  lines = "a+0x1/0x2\n" + lines;
   KernelLog log = Scan(lines);
-  ASSERT_EQ(log.frames.size(), 1u) << "over-long lines are skipped, not parsed";
-  EXPECT_EQ(log.frames[0].line, 3u);
+  ASSERT_EQ(log.frames.size(), 2u) << "over-long lines are skipped, not parsed";
+  EXPECT_EQ(log.frames[1].line, 4u);
+  EXPECT_FALSE(log.frames[0].caller) << "a skipped line ends the stack";
 }
 
 }  // namespace
