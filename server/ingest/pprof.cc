@@ -118,6 +118,8 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
   PprofProfile p;
   std::unordered_map<uint64_t, size_t> loc_index;
   std::vector<std::vector<uint64_t>> stacks;  // sample location ids, resolved after every location is read
+  // Each mapping's filename and build_id string indices, resolved after the string table is read.
+  std::vector<std::pair<std::optional<uint64_t>, std::optional<uint64_t>>> mapping_strings;
   Reader r(bytes);
   Field f;
   while (true) {
@@ -147,8 +149,7 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
           if (g.number == kBuildId) build_id = g.value;
         }
         // Strings are resolved once the table is read (it may come after the mappings).
-        m.filename = filename ? std::to_string(*filename) : "";
-        m.build_id = build_id ? std::to_string(*build_id) : "";
+        mapping_strings.emplace_back(filename, build_id);
         p.mappings.push_back(std::move(m));
         break;
       }
@@ -221,14 +222,10 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
     }
   }
   // Mapping strings, now that the table is whole.
-  auto str = [&](const std::string& idx) -> std::string {
-    if (idx.empty()) return {};
-    const uint64_t i = std::stoull(idx);
-    return i < p.strings.size() ? p.strings[i] : std::string();
-  };
-  for (PprofMapping& m : p.mappings) {
-    m.filename = str(m.filename);
-    m.build_id = str(m.build_id);
+  auto str = [&](std::optional<uint64_t> i) { return i && *i < p.strings.size() ? p.strings[*i] : std::string(); };
+  for (size_t k = 0; k < p.mappings.size(); ++k) {
+    p.mappings[k].filename = str(mapping_strings[k].first);
+    p.mappings[k].build_id = str(mapping_strings[k].second);
   }
   for (const auto& ids : stacks) {
     for (size_t k = 0; k < ids.size(); ++k) {

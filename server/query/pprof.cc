@@ -115,8 +115,10 @@ absl::StatusOr<PprofResult> SymbolizePprof(QueryApi& api, const PprofRequest& re
     for (size_t k = 0; k < n; ++k) {
       const FrameAnswer& a = r.frames[k];
       if (!a.info->symbol) continue;
-      if (!a.exact && a.note.find("KASLR") != std::string::npos) ++unslid;
       const Instance& sym = *a.info->symbol;
+      // A vmlinux address with no slide given, on a target that is not the running host: taken as
+      // link-time (Frames says so in the answer's note too).
+      if (!ctx.text && !ctx.kaslr_offset && r.target.kind != "live" && sym.module.empty()) ++unslid;
       std::vector<ingest::PprofFrame>& fr = lines[p.locations[which[start + k]].id];
       const auto& chain = a.info->frames;
       // The function itself: a duplicated name by its canonical spec, so copies stay apart.
