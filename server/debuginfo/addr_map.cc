@@ -26,6 +26,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/die_scanner.h"
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/line_table.h"
 #include "server/debuginfo/source_path.h"
@@ -249,12 +250,45 @@ struct Scope {
   int tag = 0;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   std::vector<uint32_t> children;
-  Dwarf_Die die;
+  Dwarf_Die die;        // the libdw walk's
+  uint64_t offset = 0;  // the scanner's
 };
 
 class UnitBuilder {
  public:
   UnitBuilder(Dwarf* dbg, Dwarf_Die* cu, UnitPart& out) : dbg_(dbg), cu_(cu), out_(out) {}
+  // The same part read by the DIE scanner (die_scanner.h) over an opened unit.
+  UnitBuilder(UnitScanner& scan, const DwarfSections& sections, UnitPart& out)
+      : dbg_(nullptr), cu_(nullptr), out_(out), scan_(&scan), sections_(&sections) {}
+
+  // The scanner's build: false when the scanner declines the unit (the caller discards the
+  // part and builds it with libdw).
+  bool BuildScanned() {
+    ScanDie cu;
+    if (!scan_->UnitDie(cu)) return false;
+    const char* comp_dir = nullptr;
+    if (const ScanAttr* a = cu.get(At::kCompDir)) comp_dir = scan_->String(*a);
+    if (scan_->failed()) return false;
+    comp_dir_ = comp_dir ? comp_dir : "";
+    if (const ScanAttr* stmt = cu.get(At::kStmtList)) {
+      uint64_t offset = 0;
+      if (!scan_->SecOffset(*stmt, offset)) return false;
+      auto t = ReadLineTable(sections_->lines(), offset, comp_dir, scan_->address_size());
+      if (!t.ok()) return scan_->Fail(cu.offset, std::string(t.status().message()));
+      table_ = std::move(*t);
+      table_ids_.assign(table_->files.size(), kNoId);
+      BuildTableLines();
+    }
+    out_.fast_lines = table_.has_value();
+    std::vector<ScanFunctionRange> functions;
+    if (!ScanCollectFunctions(cu, functions, 0)) return false;
+    std::stable_sort(functions.begin(), functions.end(), [](const auto& x, const auto& y) { return x.lo < y.lo; });
+    for (const ScanFunctionRange& r : functions) {
+      if (!ScanBuildSpan(r)) return false;
+    }
+    out_.ok = true;
+    return !scan_->failed();
+  }
 
   void Build() {
     Dwarf_Attribute a;
@@ -357,7 +391,7 @@ class UnitBuilder {
   // ConcreteChain's reach: the children of a scope at depth d are looked at while d <= 64.
   uint32_t AddScope(Dwarf_Die* die, int tag, int depth) {
     uint32_t idx = static_cast<uint32_t>(scopes_.size());
-    scopes_.push_back(Scope{tag, {}, {}, *die});
+    scopes_.push_back(Scope{tag, {}, {}, *die, 0});
     if (tag != DW_TAG_namespace) {
       Dwarf_Addr base, start, end;
       ptrdiff_t off = 0;
@@ -398,8 +432,13 @@ class UnitBuilder {
   uint32_t NodeFor(uint32_t parent_node, uint32_t scope) {
     auto [it, fresh] = node_ids_.try_emplace({parent_node, scope}, static_cast<uint32_t>(out_.nodes.size()));
     if (!fresh) return it->second;
-    Dwarf_Die* die = &scopes_[scope].die;
     Node n{0, 0, 0, 0, parent_node, 0};
+    if (scan_ != nullptr) {
+      ScanNode(scopes_[scope].offset, n);
+      out_.nodes.push_back(n);
+      return it->second;
+    }
+    Dwarf_Die* die = &scopes_[scope].die;
     const char* name = dwarf_diename(die);
     n.name = out_.Intern(name ? name : "??");
     n.is_subprogram = dwarf_tag(die) == DW_TAG_subprogram;
@@ -429,7 +468,13 @@ class UnitBuilder {
     if (fresh) {
       tree->second = AddScope(&sub, DW_TAG_subprogram, 1);  // a second range reuses tree and nodes
     }
-    uint32_t root = tree->second;
+    AddIntervals(r, tree->second);
+  }
+
+  // The span of function range `r` whose scope tree is rooted at `root`: one interval per
+  // change of the inline nesting.
+  void AddIntervals(const FunctionRange& r, uint32_t root) {
+    Span span{r.lo, r.hi, static_cast<uint32_t>(out_.intervals.size()), 0};
     // Where the nesting can change inside [lo, hi): every range boundary of the tree.
     std::vector<uint64_t> cuts{r.lo};
     std::vector<uint32_t> stack{root};
@@ -457,9 +502,89 @@ class UnitBuilder {
     out_.spans.push_back(span);
   }
 
+  // CollectFunctionRanges (libdw_util.cc) on the scanner.
+  struct ScanFunctionRange {
+    uint64_t lo, hi, die;
+  };
+  bool ScanCollectFunctions(const ScanDie& parent, std::vector<ScanFunctionRange>& out, int depth) {
+    ScanDie buf[2];
+    int cur = 0;
+    if (depth > 8) return true;
+    int r = scan_->Child(parent, buf[cur]);
+    if (r != 0) return r > 0;
+    for (;;) {
+      const ScanDie& child = buf[cur];
+      if (child.tag() == DW_TAG_namespace) {
+        if (!ScanCollectFunctions(child, out, depth + 1)) return false;
+      } else if (child.tag() == DW_TAG_subprogram) {
+        ranges_.clear();
+        if (!scan_->Ranges(child, ranges_)) return false;
+        for (const auto& [lo, hi] : ranges_) {
+          if (hi > lo) out.push_back({lo, hi, child.offset});
+        }
+      }
+      if ((r = scan_->Sibling(child, buf[cur ^ 1])) != 0) return r > 0;
+      cur ^= 1;
+    }
+  }
+
+  // AddScope on the scanner.
+  bool ScanAddScope(const ScanDie& die, int tag, int depth, uint32_t& idx) {
+    idx = static_cast<uint32_t>(scopes_.size());
+    scopes_.push_back(Scope{tag, {}, {}, {}, die.offset});
+    if (tag != DW_TAG_namespace) {
+      ranges_.clear();
+      if (!scan_->Ranges(die, ranges_)) return false;
+      scopes_[idx].ranges = ranges_;
+    }
+    if (depth > 64) return true;
+    ScanDie buf[2];
+    int cur = 0;
+    int r = scan_->Child(die, buf[cur]);
+    if (r != 0) return r > 0;
+    for (;;) {
+      const ScanDie& child = buf[cur];
+      const int t = child.tag();
+      if (t == DW_TAG_subprogram || t == DW_TAG_inlined_subroutine || t == DW_TAG_lexical_block ||
+          t == DW_TAG_namespace) {
+        uint32_t c = 0;
+        if (!ScanAddScope(child, t, depth + 1, c)) return false;
+        scopes_[idx].children.push_back(c);
+      }
+      if ((r = scan_->Sibling(child, buf[cur ^ 1])) != 0) return r > 0;
+      cur ^= 1;
+    }
+  }
+
+  bool ScanBuildSpan(const ScanFunctionRange& r) {
+    auto [tree, fresh] = trees_.try_emplace(r.die, 0);
+    if (fresh) {
+      ScanDie sub;
+      if (!scan_->ReadAt(r.die, sub) || !ScanAddScope(sub, DW_TAG_subprogram, 1, tree->second)) return false;
+    }
+    AddIntervals(FunctionRange{r.lo, r.hi, r.die}, tree->second);
+    return !scan_->failed();
+  }
+
+  // NodeFor's attributes on the scanner: name (through origins), tag, call site.
+  void ScanNode(uint64_t offset, Node& n) {
+    ScanDie die;
+    if (!scan_->ReadAt(offset, die)) return;
+    const char* name = scan_->Name(die);
+    n.name = out_.Intern(name ? name : "??");
+    n.is_subprogram = die.tag() == DW_TAG_subprogram;
+    uint64_t v = 0;
+    if (const ScanAttr* a = die.get(At::kCallFile); a && scan_->Udata(*a, v) && table_) n.call_file = TableFile(v);
+    if (const ScanAttr* a = die.get(At::kCallLine); a && scan_->Udata(*a, v)) n.call_line = static_cast<int>(v);
+    if (const ScanAttr* a = die.get(At::kCallColumn); a && scan_->Udata(*a, v)) n.call_column = static_cast<int>(v);
+  }
+
   Dwarf* dbg_;
   Dwarf_Die* cu_;
   UnitPart& out_;
+  UnitScanner* scan_ = nullptr;
+  const DwarfSections* sections_ = nullptr;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
   std::string comp_dir_;
   Dwarf_Files* files_ = nullptr;  // the libdw path's
   size_t nfiles_ = 0;
@@ -706,15 +831,19 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   CollectAranges(first->dwarf(), aranges, unit_offsets);
   // What each unit costs a handle's budget: its size in .debug_info.
   std::vector<uint64_t> unit_bytes(unit_offsets.size(), 0);
+  std::vector<uint64_t> unit_header(unit_offsets.size(), UINT64_MAX);  // UINT64_MAX: unknown
   std::vector<Dwarf_Off> all_units;
   {
-    std::unordered_map<Dwarf_Off, uint64_t> size_at;
-    for (const auto& [off, size] : UnitSizes(*first)) {
-      size_at.emplace(off, size);
-      all_units.push_back(off);
+    std::unordered_map<Dwarf_Off, UnitSpan> span_at;
+    for (const UnitSpan& span : UnitSizes(*first)) {
+      span_at.emplace(span.die, span);
+      all_units.push_back(span.die);
     }
     for (size_t u = 0; u < unit_offsets.size(); ++u) {
-      if (auto it = size_at.find(unit_offsets[u]); it != size_at.end()) unit_bytes[u] = it->second;
+      if (auto it = span_at.find(unit_offsets[u]); it != span_at.end()) {
+        unit_bytes[u] = it->second.size;
+        unit_header[u] = it->second.header;
+      }
     }
   }
   first->SetUnits(all_units);
@@ -723,6 +852,8 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   Assembler map(parts.size());
   uint64_t recycles = 0;
   std::atomic<uint64_t> fast_units{0};
+  std::atomic<uint64_t> scanned_units{0};
+  const bool use_scanner = !LibdwDiesForced() && !LibdwLinesForced();
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, parts.size()))));
   {
     std::atomic<size_t> next{0};
@@ -732,9 +863,26 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
     size_t merged = 0;
     bool overflow = false;
     auto work = [&](unsigned tid, BoundedDwarf* h) {
+      UnitScanner scanner;
       for (size_t u; (u = next.fetch_add(1)) < parts.size();) {
-        Dwarf_Die cu;
-        if (dwarf_offdie(h->dwarf(), unit_offsets[u], &cu) != nullptr) UnitBuilder(h->dwarf(), &cu, parts[u]).Build();
+        bool built = false;
+        if (use_scanner && unit_header[u] != UINT64_MAX) {
+          // The scanner's read of the unit (die_scanner.h); libdw's below where it declines.
+          if (auto sections = LinkedDwarfSections(h->dwarf()); sections.ok()) {
+            sections->fd = h->fd();
+            built = scanner.Open(*sections, unit_header[u]) && UnitBuilder(scanner, *sections, parts[u]).BuildScanned();
+            if (built) {
+              ++scanned_units;
+            } else {
+              parts[u] = UnitPart();
+            }
+          }
+        }
+        if (!built) {
+          h->PrepareUnits();
+          Dwarf_Die cu;
+          if (dwarf_offdie(h->dwarf(), unit_offsets[u], &cu) != nullptr) UnitBuilder(h->dwarf(), &cu, parts[u]).Build();
+        }
         fast_units += parts[u].fast_lines;
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -771,6 +919,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   if (stats) {
     stats->handle_recycles = recycles;
     stats->units_fast_lines = fast_units.load();
+    stats->units_scanned = scanned_units.load();
   }
   return bytes;
 }

@@ -145,6 +145,7 @@ struct AddrMapStats {
   uint64_t units = 0, lines = 0, spans = 0, intervals = 0, nodes = 0, string_bytes = 0, bytes = 0;
   uint64_t handle_recycles = 0;   // libdw handles begun again to bound memory (BoundedDwarf)
   uint64_t units_fast_lines = 0;  // units whose line table ReadLineTable read (line_table.h)
+  uint64_t units_scanned = 0;     // units whose DIEs the scanner read (die_scanner.h; the rest: libdw)
 };
 
 // Builds the address map of a debug file. A linked one (ET_EXEC/ET_DYN): `jobs` threads, each

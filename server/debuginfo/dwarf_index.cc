@@ -24,6 +24,7 @@
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/die_extent.h"
+#include "server/debuginfo/die_scanner.h"
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/line_table.h"
 #include "server/debuginfo/source_path.h"
@@ -323,6 +324,184 @@ class UnitWalker {
   std::vector<uint32_t> local_files_;
 };
 
+// UnitWalker's walk over one unit of a linked file, read by the DIE scanner (die_scanner.h)
+// and ReadLineTable: the same rows, the same order. Walk() false: the scanner does not read
+// this unit as libdw would (or it is damaged); the caller discards what was added and walks the
+// unit with libdw, which also words the damage.
+class ScanWalker {
+ public:
+  ScanWalker(Partial& out, UnitScanner& scan, const DwarfSections& sections)
+      : out_(out), s_(scan), sections_(sections) {}
+
+  const LineTable* table() const { return table_ ? &*table_ : nullptr; }
+  uint64_t cu_offset() const { return s_.die_offset(); }
+  const std::string& comp_dir() const { return comp_dir_; }
+
+  bool Walk(uint64_t header_offset) {
+    if (!s_.Open(sections_, header_offset)) return false;
+    ScanDie cu;
+    if (!s_.UnitDie(cu)) return false;
+    if (cu.tag() != DW_TAG_compile_unit && cu.tag() != DW_TAG_partial_unit) return true;  // as UnitWalker
+    unit_id_ = static_cast<uint32_t>(out_.units.size());
+    DwarfUnit unit;
+    const char* name = s_.Name(cu);
+    const char* comp_dir = nullptr;
+    if (const ScanAttr* a = cu.get(At::kCompDir)) comp_dir = s_.String(*a);
+    if (s_.failed()) return false;
+    comp_dir_ = comp_dir ? comp_dir : "";
+    unit.raw_name = name ? name : "";
+    unit.comp_dir = comp_dir_;
+    unit.die_offset = cu.offset;
+    unit.name = SourceTreeRelative(JoinPath(comp_dir_, unit.raw_name), comp_dir_);
+    out_.units.push_back(std::move(unit));
+    if (const ScanAttr* stmt = cu.get(At::kStmtList)) {
+      uint64_t offset = 0;
+      if (!s_.SecOffset(*stmt, offset)) return false;
+      auto t = ReadLineTable(sections_.lines(), offset, comp_dir, s_.address_size());
+      if (!t.ok()) return s_.Fail(cu.offset, std::string(t.status().message()));
+      table_ = std::move(*t);
+      local_files_.assign(table_->files.size(), kNoFile);
+    }
+    return Children(cu, 0);
+  }
+
+ private:
+  bool Children(const ScanDie& parent, int depth) {
+    ScanDie buf[2];
+    int cur = 0;
+    int r = s_.Child(parent, buf[cur]);
+    if (r < 0) return false;
+    if (r != 0) return true;
+    for (;;) {
+      const ScanDie& die = buf[cur];
+      switch (die.tag()) {
+        case DW_TAG_subprogram:
+          Function(die);
+          break;
+        case DW_TAG_variable:
+          if (depth == 0) Variable(die);
+          break;
+        case DW_TAG_namespace:
+        case DW_TAG_module:
+          if (depth < 8 && !Children(die, depth + 1)) return false;
+          break;
+        default:
+          break;
+      }
+      if (s_.failed()) return false;
+      if ((r = s_.Sibling(die, buf[cur ^ 1])) != 0) break;
+      cur ^= 1;
+    }
+    if (r < 0) return false;
+    // UnitWalker's ChainReachesEnd: bytes after the chain's end are libdw's to report.
+    if (depth == 0 && !s_.ChainReachesEnd(buf[cur])) return s_.Fail(buf[cur].offset, "unit's DIEs end early");
+    return true;
+  }
+
+  uint32_t FileOf(const ScanDie& die, At at) {
+    const ScanAttr* a = s_.Integrate(die, at);
+    uint64_t idx = 0;
+    if (a == nullptr || !s_.Udata(*a, idx)) return kNoFile;
+    if (!table_ || idx >= table_->files.size()) return kNoFile;
+    if (local_files_[idx] == kNoFile) {
+      local_files_[idx] = out_.File(table_->FilePath(static_cast<uint32_t>(idx))->c_str(), comp_dir_);
+    }
+    return local_files_[idx];
+  }
+
+  uint32_t LineOf(const ScanDie& die, At at) {
+    const ScanAttr* a = s_.Integrate(die, at);
+    uint64_t v = 0;
+    if (a == nullptr || !s_.Udata(*a, v)) return 0;
+    return static_cast<uint32_t>(v);
+  }
+
+  void Function(const ScanDie& die) {
+    if (die.has(At::kDeclaration)) return;
+    if (!die.has(At::kLowPc) && !die.has(At::kRanges)) return;  // abstract
+    const char* name = s_.Name(die);
+    if (name == nullptr) return;
+    DwarfFunction f;
+    f.name = name;
+    ranges_.clear();
+    if (!s_.Ranges(die, ranges_)) return;
+    bool first = true;
+    uint64_t first_lo = 0;
+    for (const auto& [start, end] : ranges_) {
+      if (end <= start) continue;
+      if (first) first_lo = start;
+      first = false;
+      f.ranges.push_back(AddrRange{start, end, kNoSection});
+    }
+    if (f.ranges.empty()) return;
+    uint64_t entry = 0;
+    if (!s_.EntryPc(die, entry)) {
+      if (s_.failed()) return;
+      entry = first_lo;
+    }
+    f.entry = entry;
+    if (entry == 0) return;  // discarded by the linker
+    f.cu = unit_id_;
+    f.decl_file = FileOf(die, At::kDeclFile);
+    f.decl_line = LineOf(die, At::kDeclLine);
+    if (table_) {
+      if (const LineRow* row = table_->RowFor(entry)) {
+        f.entry_line = static_cast<uint32_t>(row->line);
+        const auto path = table_->FilePath(row->file);
+        f.entry_file = out_.File(path ? path->c_str() : nullptr, comp_dir_);
+      }
+    }
+    f.external = s_.HasIntegrate(die, At::kExternal);
+    if (const ScanAttr* origin_ref = die.get(At::kAbstractOrigin)) {
+      ScanDie origin;
+      uint64_t inl = 0;
+      if (s_.RefDie(*origin_ref, origin)) {
+        if (const ScanAttr* a = origin.get(At::kInline); a && s_.Udata(*a, inl)) {
+          f.inline_copy = inl == DW_INL_declared_inlined || inl == DW_INL_declared_not_inlined;
+        }
+      }
+    }
+    if (s_.failed()) return;
+    out_.functions.push_back(std::move(f));
+  }
+
+  void Variable(const ScanDie& die) {
+    if (die.has(At::kDeclaration)) return;
+    const ScanAttr* loc = die.get(At::kLocation);
+    if (loc == nullptr) return;
+    // dwarf_getlocation: one DW_OP_addr op, i.e. a block of exactly that op.
+    const uint8_t* p = nullptr;
+    uint64_t len = 0;
+    if (loc->form == DW_FORM_sec_offset || loc->form == DW_FORM_data4 || loc->form == DW_FORM_data8) return;
+    if (!s_.Block(*loc, p, len)) return;  // (fails the unit: a form the scanner does not read)
+    const unsigned width = s_.address_size();
+    if (len != 1u + width || p[0] != DW_OP_addr) return;
+    uint64_t addr = 0;
+    std::memcpy(&addr, p + 1, width);
+    const char* name = s_.Name(die);
+    if (name == nullptr) return;
+    DwarfVariable v;
+    v.name = name;
+    v.addr = addr;
+    if (addr == 0) return;
+    v.cu = unit_id_;
+    v.decl_file = FileOf(die, At::kDeclFile);
+    v.decl_line = LineOf(die, At::kDeclLine);
+    v.external = s_.HasIntegrate(die, At::kExternal);
+    if (s_.failed()) return;
+    out_.variables.push_back(std::move(v));
+  }
+
+  Partial& out_;
+  UnitScanner& s_;
+  const DwarfSections& sections_;
+  uint32_t unit_id_ = 0;
+  std::string comp_dir_;
+  std::optional<LineTable> table_;
+  std::vector<uint32_t> local_files_;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+};
+
 // Appends `p` to `out`, remapping its file and unit ids.
 void Merge(Partial& p, DwarfIndex& out, std::unordered_map<std::string, uint32_t>& file_ids) {
   std::vector<uint32_t> fmap(p.files.size());
@@ -408,23 +587,30 @@ void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
   });
 }
 
+// dwarf_getsrc_die's line for the address in a unit's ReadLineTable table (none: no line).
+RawSymbolLine TableLineAt(uint64_t cu_offset, std::string comp_dir, uint64_t dwarf_addr, const LineTable* table) {
+  RawSymbolLine r;
+  r.cu_offset = cu_offset;
+  r.comp_dir = std::move(comp_dir);
+  if (table == nullptr) return r;
+  if (const LineRow* row = table->RowFor(dwarf_addr)) {
+    r.line = static_cast<uint32_t>(row->line);
+    if (auto file = table->FilePath(row->file)) {
+      r.has_file = true;
+      r.file = std::move(*file);
+    }
+  }
+  return r;
+}
+
 // dwarf_getsrc_die's line for the address; from `table` (the unit's, read by ReadLineTable)
 // when given.
 RawSymbolLine LineAt(Dwarf_Die* cudie, uint64_t dwarf_addr, const LineTable* table = nullptr) {
+  const char* comp_dir = AttrString(cudie, DW_AT_comp_dir);
+  if (table != nullptr) return TableLineAt(dwarf_dieoffset(cudie), comp_dir ? comp_dir : "", dwarf_addr, table);
   RawSymbolLine r;
   r.cu_offset = dwarf_dieoffset(cudie);
-  const char* comp_dir = AttrString(cudie, DW_AT_comp_dir);
   r.comp_dir = comp_dir ? comp_dir : "";
-  if (table != nullptr) {
-    if (const LineRow* row = table->RowFor(dwarf_addr)) {
-      r.line = static_cast<uint32_t>(row->line);
-      if (auto file = table->FilePath(row->file)) {
-        r.has_file = true;
-        r.file = std::move(*file);
-      }
-    }
-    return r;
-  }
   if (Dwarf_Line* line = dwarf_getsrc_die(cudie, dwarf_addr)) {
     int lineno = 0;
     dwarf_lineno(line, &lineno);
@@ -498,7 +684,8 @@ absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& pa
 }
 
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget,
-                                       size_t* units_fast_lines) {
+                                       size_t* units_fast_lines, size_t* units_scanned,
+                                       std::vector<std::string>* scan_misses) {
   // One bounded handle per thread (libdw_util.h): memory stays flat however many units are read.
   auto first = std::make_unique<BoundedDwarf>();
   RETURN_IF_ERROR(first->Open(path, budget));
@@ -522,6 +709,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   std::vector<RawSymbolLine> raw(syms.size());
   std::vector<std::vector<uint32_t>> unit_syms(units.size());
   std::vector<uint32_t> other_syms;
+  first->PrepareUnits();
   {
     std::unordered_map<Dwarf_Off, size_t> unit_at;
     for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
@@ -540,10 +728,41 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   std::atomic<size_t> next{0};
   std::atomic<size_t> fast_units{0};
   std::vector<absl::Status> errors(jobs);
+  const bool use_scanner = !LibdwDiesForced() && !LibdwLinesForced();
+  std::atomic<size_t> scanned_units{0};
+  std::mutex miss_mu;
+  std::vector<std::string> misses;
   auto work = [&](unsigned tid, BoundedDwarf* h) {
     AddressMapper mapper;
+    UnitScanner scanner;
     for (size_t k; (k = next.fetch_add(1)) < order.size();) {
       size_t u = order[k];
+      if (use_scanner) {
+        // The scanner's read of the unit (die_scanner.h); libdw's below where it declines.
+        auto sections = LinkedDwarfSections(h->dwarf());  // per unit: a recycled handle maps anew
+        if (sections.ok()) {
+          sections->fd = h->fd();
+          ScanWalker walker(partials[u], scanner, *sections);
+          if (walker.Walk(units[u].end - units[u].size)) {
+            ++scanned_units;
+            if (walker.table() != nullptr) ++fast_units;
+            for (uint32_t i : unit_syms[u]) {
+              RawSymbolLine r = TableLineAt(walker.cu_offset(), walker.comp_dir(), raw[i].addr, walker.table());
+              r.addr = raw[i].addr;
+              raw[i] = std::move(r);
+            }
+            if (auto recycled = h->Read(units[u].size); !recycled.ok()) {
+              errors[tid] = recycled.status();
+              return;
+            }
+            continue;
+          }
+          std::lock_guard<std::mutex> lock(miss_mu);
+          if (misses.size() < 4) misses.push_back(StrCat("unit at ", units[u].die_offset, ": ", scanner.why()));
+        }
+        partials[u] = Partial();
+      }
+      h->PrepareUnits();
       Dwarf_Die cu;
       if (dwarf_offdie(h->dwarf(), units[u].die_offset, &cu) == nullptr) {
         partials[u].Damage(".debug_info", units[u].die_offset, "unit DIE unreadable");
@@ -576,12 +795,15 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   for (auto& th : threads) th.join();
   handles.clear();
   if (units_fast_lines != nullptr) *units_fast_lines = fast_units.load();
+  if (units_scanned != nullptr) *units_scanned = scanned_units.load();
+  if (scan_misses != nullptr) *scan_misses = std::move(misses);
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
   {
     std::vector<Partial*> ps;
     for (auto& p : partials) ps.push_back(&p);
     RETURN_IF_ERROR(CheckParts(path, ps));
   }
+  if (!other_syms.empty()) first->PrepareUnits();
   for (uint32_t i : other_syms) {
     Dwarf_Die cu;
     if (dwarf_addrdie(first->dwarf(), raw[i].addr, &cu) == nullptr) continue;
@@ -683,7 +905,7 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
   if (relocatable) return IndexRelocatable(path);
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle,
-                     opts.units_fast_lines);
+                     opts.units_fast_lines, opts.units_scanned, opts.scan_misses);
 }
 
 }  // namespace symdex::debuginfo

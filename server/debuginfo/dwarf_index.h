@@ -97,6 +97,10 @@ struct DwarfIndexOptions {
   uint64_t handle_budget = 0;
   // Out: how many units' line tables ReadLineTable read (line_table.h; the rest: libdw). Tests.
   size_t* units_fast_lines = nullptr;
+  // Out: how many units the DIE scanner read (die_scanner.h; the rest: libdw), and why the
+  // first few it declined were declined. Tests and benchmarks.
+  size_t* units_scanned = nullptr;
+  std::vector<std::string>* scan_misses = nullptr;
 };
 
 absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIndexOptions& opts = {});

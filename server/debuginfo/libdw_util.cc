@@ -163,7 +163,8 @@ absl::StatusOr<bool> BoundedDwarf::Read(uint64_t bytes) {
     return absl::InternalError(
         StrCat(path_, ": DWARF could not be opened again (", dwarf_errmsg(-1) ? dwarf_errmsg(-1) : "none", ")"));
   }
-  LearnUnits();
+  DropPages();
+  learned_ = false;  // learnt again when libdw is next asked for a unit (PrepareUnits)
   ++recycles_;
   return true;
 }
@@ -174,7 +175,13 @@ constexpr size_t kHeadersPerDrop = 128;  // 8 MiB of fault-around at most
 
 void BoundedDwarf::SetUnits(std::vector<Dwarf_Off> die_offsets) {
   units_ = std::move(die_offsets);
+  learned_ = false;
+}
+
+void BoundedDwarf::PrepareUnits() {
+  if (learned_) return;
   LearnUnits();
+  learned_ = true;
 }
 
 void BoundedDwarf::LearnUnits() {
@@ -194,14 +201,14 @@ void BoundedDwarf::DropPages() {
   if (map_ != nullptr) ::madvise(map_, map_size_, MADV_DONTNEED);
 }
 
-std::vector<std::pair<Dwarf_Off, uint64_t>> UnitSizes(BoundedDwarf& h) {
+std::vector<UnitSpan> UnitSizes(BoundedDwarf& h) {
   Dwarf* dbg = h.dwarf();
-  std::vector<std::pair<Dwarf_Off, uint64_t>> out;
+  std::vector<UnitSpan> out;
   Dwarf_Off off = 0, next;
   size_t hsize;
   while (dwarf_next_unit(dbg, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0 &&
          next > off) {
-    out.emplace_back(off + hsize, next - off);
+    out.push_back(UnitSpan{off + hsize, next - off, off});
     off = next;
     h.HeaderRead();
   }

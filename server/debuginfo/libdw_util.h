@@ -71,16 +71,21 @@ class BoundedDwarf {
   absl::Status Open(const std::string& path, uint64_t budget);
   Elf* elf() const { return elf_.get(); }
   Dwarf* dwarf() const { return dwarf_.get(); }
+  int fd() const { return fd_.get(); }  // the file, read-only
   // `bytes` more of units read. Recycles once the budget is spent; true if it did.
   absl::StatusOr<bool> Read(uint64_t bytes);
   // Bounding the file's pages must also bound walks over unit headers. libdw finds a unit by
   // reading every unit header before it, and each header read maps the 64 KiB around it (the
   // kernel's fault-around): 2,700 headers would map 170 MB of vmlinux at once. So:
-  //   SetUnits: the unit DIEs' offsets, ascending. libdw is made to learn them now and after
-  //             each recycle, 128 units at a time with the pages dropped in between.
+  //   SetUnits: the unit DIEs' offsets, ascending. libdw is made to learn them by
+  //             PrepareUnits — call it before asking libdw for a unit or an address's unit
+  //             (dwarf_offdie, dwarf_addrdie) — once after each recycle, 128 units at a time
+  //             with the pages dropped in between. (A reader that does not ask libdw for units,
+  //             the DIE scanner, never pays for it: 2,172 header reads per recycle.)
   //   HeaderRead: the caller's own walk over headers (dwarf_next_unit) read one; pages are
   //             dropped every 128.
   void SetUnits(std::vector<Dwarf_Off> die_offsets);
+  void PrepareUnits();
   void HeaderRead();
   // Drops the file's pages from this process now.
   void DropPages();
@@ -99,6 +104,7 @@ class BoundedDwarf {
   uint64_t budget_ = 0, spent_ = 0;
   std::vector<Dwarf_Off> units_;
   unsigned headers_read_ = 0;
+  bool learned_ = false;
   unsigned recycles_ = 0;
 
   void LearnUnits();
@@ -107,9 +113,14 @@ class BoundedDwarf {
 // What a bounded walk of vmlinux reads between recycles: ~16 MB of .debug_info is ~10% of it.
 inline constexpr uint64_t kUnitBytesPerDwarfHandle = 16u << 20;
 
-// Each unit's size in .debug_info, by the offset of its unit DIE (dwarf_next_unit's walk; stops
-// at the first unreadable header).
-std::vector<std::pair<Dwarf_Off, uint64_t>> UnitSizes(BoundedDwarf& h);
+// Each unit's size and start in .debug_info, by the offset of its unit DIE (dwarf_next_unit's
+// walk; stops at the first unreadable header).
+struct UnitSpan {
+  Dwarf_Off die;     // the unit DIE
+  uint64_t size;     // header included
+  Dwarf_Off header;  // where the unit starts
+};
+std::vector<UnitSpan> UnitSizes(BoundedDwarf& h);
 
 // Does one of the DIE's address ranges (low/high_pc or DW_AT_ranges) hold pc?
 bool RangesContain(Dwarf_Die* die, Dwarf_Addr pc);

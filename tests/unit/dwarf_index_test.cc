@@ -160,10 +160,11 @@ TEST_P(DwarfIndexTest, BoundedDwarfRecyclesOnlyPastItsBudgetAndStaysReadable) {
   BoundedDwarf h;
   ASSERT_TRUE(h.Open(fx.vmlinux, 100).ok());
   std::vector<Dwarf_Off> units;
-  for (const auto& [off, size] : UnitSizes(h)) units.push_back(off);
+  for (const UnitSpan& span : UnitSizes(h)) units.push_back(span.die);
   ASSERT_GE(units.size(), 3u);
   h.SetUnits(units);
   auto name_of_last = [&] {
+    h.PrepareUnits();
     Dwarf_Die cu;
     if (dwarf_offdie(h.dwarf(), units.back(), &cu) == nullptr) return std::string("(unreadable)");
     const char* n = dwarf_diename(&cu);
