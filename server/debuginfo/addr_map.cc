@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -228,8 +229,8 @@ namespace {
 
 // What one CU contributes, with unit-local string and node numbers (merged in unit order).
 struct UnitPart {
-  std::vector<std::string> strings{""};
-  std::unordered_map<std::string, uint32_t> string_ids{{"", 0}};
+  std::deque<std::string> strings{""};  // a deque: the map's keys view its elements
+  std::unordered_map<std::string_view, uint32_t> string_ids{{std::string_view(), 0}};
   std::vector<Line> lines;
   std::vector<Span> spans;
   std::vector<Interval> intervals;
@@ -237,19 +238,23 @@ struct UnitPart {
   bool ok = false;
   bool fast_lines = false;  // the line table came from ReadLineTable, not libdw
 
-  uint32_t Intern(const std::string& s) {
-    auto [it, fresh] = string_ids.try_emplace(s, static_cast<uint32_t>(strings.size()));
-    if (fresh) strings.push_back(s);
-    return it->second;
+  uint32_t Intern(std::string_view s) {
+    if (auto it = string_ids.find(s); it != string_ids.end()) return it->second;
+    const uint32_t id = static_cast<uint32_t>(strings.size());
+    strings.emplace_back(s);
+    string_ids.emplace(strings.back(), id);
+    return id;
   }
 };
 
 // A function's scope tree as ConcreteChain walks it: subprograms, inlined subroutines and
 // lexical blocks with their ranges (namespaces are entered without a range check).
+// Children are a linked list and ranges a slice of the builder's flat range vector: no
+// allocation per scope (a vmlinux has ~1M of them).
 struct Scope {
   int tag = 0;
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  std::vector<uint32_t> children;
+  uint32_t ranges_begin = 0, ranges_count = 0;
+  uint32_t first_child = UINT32_MAX, last_child = UINT32_MAX, next_sibling = UINT32_MAX;
   Dwarf_Die die;        // the libdw walk's
   uint64_t offset = 0;  // the scanner's
 };
@@ -391,11 +396,12 @@ class UnitBuilder {
   // ConcreteChain's reach: the children of a scope at depth d are looked at while d <= 64.
   uint32_t AddScope(Dwarf_Die* die, int tag, int depth) {
     uint32_t idx = static_cast<uint32_t>(scopes_.size());
-    scopes_.push_back(Scope{tag, {}, {}, *die, 0});
+    scopes_.push_back(Scope{tag, static_cast<uint32_t>(scope_ranges_.size()), 0, kNone, kNone, kNone, *die, 0});
     if (tag != DW_TAG_namespace) {
       Dwarf_Addr base, start, end;
       ptrdiff_t off = 0;
-      while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) scopes_[idx].ranges.emplace_back(start, end);
+      while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) scope_ranges_.emplace_back(start, end);
+      scopes_[idx].ranges_count = static_cast<uint32_t>(scope_ranges_.size()) - scopes_[idx].ranges_begin;
     }
     Dwarf_Die child;
     if (depth > 64 || dwarf_child(die, &child) != 0) return idx;
@@ -405,22 +411,31 @@ class UnitBuilder {
           t != DW_TAG_namespace) {
         continue;
       }
-      uint32_t c = AddScope(&child, t, depth + 1);
-      scopes_[idx].children.push_back(c);
+      AddChild(idx, AddScope(&child, t, depth + 1));
     } while (dwarf_siblingof(&child, &child) == 0);
     return idx;
   }
 
-  static bool Holds(const Scope& s, uint64_t pc) {
-    for (const auto& [lo, hi] : s.ranges) {
-      if (pc >= lo && pc < hi) return true;
+  void AddChild(uint32_t parent, uint32_t child) {
+    Scope& p = scopes_[parent];
+    if (p.first_child == kNone) {
+      p.first_child = child;
+    } else {
+      scopes_[p.last_child].next_sibling = child;
+    }
+    p.last_child = child;
+  }
+
+  bool Holds(const Scope& s, uint64_t pc) const {
+    for (uint32_t i = s.ranges_begin; i < s.ranges_begin + s.ranges_count; ++i) {
+      if (pc >= scope_ranges_[i].first && pc < scope_ranges_[i].second) return true;
     }
     return false;
   }
 
   // ConcreteChain over the scope tree: the frames (subprograms / inlined subroutines) at pc.
   void Chain(uint32_t parent, uint64_t pc, std::vector<uint32_t>& chain) const {
-    for (uint32_t c : scopes_[parent].children) {
+    for (uint32_t c = scopes_[parent].first_child; c != kNone; c = scopes_[c].next_sibling) {
       const Scope& s = scopes_[c];
       if (s.tag != DW_TAG_namespace && !Holds(s, pc)) continue;
       if (s.tag == DW_TAG_subprogram || s.tag == DW_TAG_inlined_subroutine) chain.push_back(c);
@@ -430,7 +445,7 @@ class UnitBuilder {
   }
 
   uint32_t NodeFor(uint32_t parent_node, uint32_t scope) {
-    auto [it, fresh] = node_ids_.try_emplace({parent_node, scope}, static_cast<uint32_t>(out_.nodes.size()));
+    auto [it, fresh] = node_ids_.try_emplace(uint64_t{parent_node} << 32 | scope, static_cast<uint32_t>(out_.nodes.size()));
     if (!fresh) return it->second;
     Node n{0, 0, 0, 0, parent_node, 0};
     if (scan_ != nullptr) {
@@ -481,11 +496,12 @@ class UnitBuilder {
     while (!stack.empty()) {
       uint32_t s = stack.back();
       stack.pop_back();
-      for (const auto& [lo, hi] : scopes_[s].ranges) {
+      for (uint32_t i = scopes_[s].ranges_begin; i < scopes_[s].ranges_begin + scopes_[s].ranges_count; ++i) {
+        const auto [lo, hi] = scope_ranges_[i];
         if (lo > r.lo && lo < r.hi) cuts.push_back(lo);
         if (hi > r.lo && hi < r.hi) cuts.push_back(hi);
       }
-      for (uint32_t c : scopes_[s].children) stack.push_back(c);
+      for (uint32_t c = scopes_[s].first_child; c != kNone; c = scopes_[c].next_sibling) stack.push_back(c);
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
@@ -531,11 +547,10 @@ class UnitBuilder {
   // AddScope on the scanner.
   bool ScanAddScope(const ScanDie& die, int tag, int depth, uint32_t& idx) {
     idx = static_cast<uint32_t>(scopes_.size());
-    scopes_.push_back(Scope{tag, {}, {}, {}, die.offset});
+    scopes_.push_back(Scope{tag, static_cast<uint32_t>(scope_ranges_.size()), 0, kNone, kNone, kNone, {}, die.offset});
     if (tag != DW_TAG_namespace) {
-      ranges_.clear();
-      if (!scan_->Ranges(die, ranges_)) return false;
-      scopes_[idx].ranges = ranges_;
+      if (!scan_->Ranges(die, scope_ranges_)) return false;
+      scopes_[idx].ranges_count = static_cast<uint32_t>(scope_ranges_.size()) - scopes_[idx].ranges_begin;
     }
     if (depth > 64) return true;
     ScanDie buf[2];
@@ -549,7 +564,7 @@ class UnitBuilder {
           t == DW_TAG_namespace) {
         uint32_t c = 0;
         if (!ScanAddScope(child, t, depth + 1, c)) return false;
-        scopes_[idx].children.push_back(c);
+        AddChild(idx, c);
       }
       if ((r = scan_->Sibling(child, buf[cur ^ 1])) != 0) return r > 0;
       cur ^= 1;
@@ -571,7 +586,10 @@ class UnitBuilder {
     ScanDie die;
     if (!scan_->ReadAt(offset, die)) return;
     const char* name = scan_->Name(die);
-    n.name = out_.Intern(name ? name : "??");
+    // One .debug_str string per name: interned once per unit by its address.
+    auto [id, fresh] = name_ids_.try_emplace(name, 0);
+    if (fresh) id->second = out_.Intern(name ? name : "??");
+    n.name = id->second;
     n.is_subprogram = die.tag() == DW_TAG_subprogram;
     uint64_t v = 0;
     if (const ScanAttr* a = die.get(At::kCallFile); a && scan_->Udata(*a, v) && table_) n.call_file = TableFile(v);
@@ -585,6 +603,7 @@ class UnitBuilder {
   UnitScanner* scan_ = nullptr;
   const DwarfSections* sections_ = nullptr;
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;
+  std::unordered_map<const char*, uint32_t> name_ids_;
   std::string comp_dir_;
   Dwarf_Files* files_ = nullptr;  // the libdw path's
   size_t nfiles_ = 0;
@@ -593,8 +612,9 @@ class UnitBuilder {
   std::vector<uint32_t> table_ids_;  // its file index -> string id
   std::unordered_map<const char*, uint32_t> src_ids_;
   std::vector<Scope> scopes_;
-  std::map<Dwarf_Off, uint32_t> trees_;
-  std::map<std::pair<uint32_t, uint32_t>, uint32_t> node_ids_;  // (parent node, scope) -> node
+  std::vector<std::pair<uint64_t, uint64_t>> scope_ranges_;
+  std::unordered_map<Dwarf_Off, uint32_t> trees_;
+  std::unordered_map<uint64_t, uint32_t> node_ids_;  // (parent node << 32 | scope) -> node
 };
 
 void Append(std::string& out, const void* data, size_t n) { out.append(static_cast<const char*>(data), n); }
@@ -645,10 +665,13 @@ class Assembler {
     }
     std::vector<uint32_t> smap(p.strings.size());
     for (size_t i = 0; i < p.strings.size(); ++i) {
-      auto [it, fresh] = string_off_.try_emplace(p.strings[i], static_cast<uint32_t>(strings_.size()));
-      if (fresh) {
+      auto it = string_off_.find(p.strings[i]);
+      if (it == string_off_.end()) {
+        const uint32_t off = static_cast<uint32_t>(strings_.size());
         strings_ += p.strings[i];
         strings_ += '\0';
+        string_keys_.push_back(std::move(p.strings[i]));  // the key's storage; no copy
+        it = string_off_.emplace(string_keys_.back(), off).first;
       }
       smap[i] = it->second;
     }
@@ -686,10 +709,13 @@ class Assembler {
                      const std::vector<std::pair<std::string, uint64_t>>& layout, AddrMapStats* stats) {
     std::vector<ElfSection> elf_sections;
     for (const auto& [name, base] : layout) {
-      auto [it, fresh] = string_off_.try_emplace(name, static_cast<uint32_t>(strings_.size()));
-      if (fresh) {
+      auto it = string_off_.find(name);
+      if (it == string_off_.end()) {
+        const uint32_t off = static_cast<uint32_t>(strings_.size());
         strings_ += name;
         strings_ += '\0';
+        string_keys_.push_back(name);
+        it = string_off_.emplace(string_keys_.back(), off).first;
       }
       elf_sections.push_back(ElfSection{it->second, 0, base});
     }
@@ -698,7 +724,8 @@ class Assembler {
                    units_.size() * sizeof(Unit) + lines_.size() * sizeof(Line) + spans_.size() * sizeof(Span) +
                    intervals_.size() * sizeof(Interval) + nodes_.size() * sizeof(Node) +
                    elf_sections.size() * sizeof(ElfSection);
-    std::unordered_map<std::string, uint32_t>().swap(string_off_);
+    std::unordered_map<std::string_view, uint32_t>().swap(string_off_);
+    std::deque<std::string>().swap(string_keys_);
     std::string out;
     out.reserve(total);
     out.resize(sizeof(Header));
@@ -732,7 +759,8 @@ class Assembler {
 
  private:
   std::string strings_ = std::string(1, '\0');
-  std::unordered_map<std::string, uint32_t> string_off_{{"", 0}};
+  std::deque<std::string> string_keys_;  // what string_off_'s keys view
+  std::unordered_map<std::string_view, uint32_t> string_off_{{std::string_view(), 0}};
   std::vector<Unit> units_;
   Chunked<Line> lines_;
   Chunked<Span> spans_;
