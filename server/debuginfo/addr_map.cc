@@ -837,9 +837,34 @@ absl::StatusOr<std::string> BuildRelocatableAddrMap(const std::string& path, Add
 
 }  // namespace
 
+namespace {
+
+// Returned by BuildLinked when the scanner declined a unit: the file is built again by libdw.
+constexpr char kScannerDeclined[] = "the DIE scanner declined a unit";
+
+absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, AddrMapStats* stats,
+                                        uint64_t handle_budget, bool use_scanner);
+
+}  // namespace
+
 absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs, AddrMapStats* stats,
                                          uint64_t handle_budget) {
   if (handle_budget == 0) handle_budget = kUnitBytesPerDwarfHandle;
+  const bool use_scanner = !LibdwDiesForced() && !LibdwLinesForced();
+  auto map = BuildLinked(path, jobs, stats, handle_budget, use_scanner);
+  // A unit the scanner declines (a form it does not read, or damage) sends the whole file to
+  // libdw: libdw's answers for a damaged file depend on what it was asked before, so a unit read
+  // by libdw amid a scanner pass could differ from a libdw-only build (die_scanner.h).
+  if (use_scanner && !map.ok() && map.status().message() == kScannerDeclined) {
+    map = BuildLinked(path, jobs, stats, handle_budget, false);
+  }
+  return map;
+}
+
+namespace {
+
+absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, AddrMapStats* stats,
+                                        uint64_t handle_budget, bool use_scanner) {
   // One bounded handle per thread (libdw_util.h), all ended before the map is assembled.
   auto first = std::make_unique<BoundedDwarf>();
   RETURN_IF_ERROR(first->Open(path, handle_budget));
@@ -881,7 +906,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   uint64_t recycles = 0;
   std::atomic<uint64_t> fast_units{0};
   std::atomic<uint64_t> scanned_units{0};
-  const bool use_scanner = !LibdwDiesForced() && !LibdwLinesForced();
+  std::atomic<bool> declined{false};
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, parts.size()))));
   {
     std::atomic<size_t> next{0};
@@ -894,19 +919,19 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
       UnitScanner scanner;
       for (size_t u; (u = next.fetch_add(1)) < parts.size();) {
         bool built = false;
-        if (use_scanner && unit_header[u] != UINT64_MAX) {
-          // The scanner's read of the unit (die_scanner.h); libdw's below where it declines.
-          if (auto sections = LinkedDwarfSections(h->dwarf()); sections.ok()) {
+        if (use_scanner) {
+          // The scanner's read of the unit (die_scanner.h); a unit it declines ends the pass.
+          if (declined.load(std::memory_order_relaxed)) return;
+          if (auto sections = LinkedDwarfSections(h->dwarf()); sections.ok() && unit_header[u] != UINT64_MAX) {
             sections->fd = h->fd();
             built = scanner.Open(*sections, unit_header[u]) && UnitBuilder(scanner, *sections, parts[u]).BuildScanned();
-            if (built) {
-              ++scanned_units;
-            } else {
-              parts[u] = UnitPart();
-            }
           }
-        }
-        if (!built) {
+          if (!built) {
+            declined = true;
+            return;
+          }
+          ++scanned_units;
+        } else {
           h->PrepareUnits();
           Dwarf_Die cu;
           if (dwarf_offdie(h->dwarf(), unit_offsets[u], &cu) != nullptr) UnitBuilder(h->dwarf(), &cu, parts[u]).Build();
@@ -937,6 +962,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
     work(0, first.get());
     for (auto& th : threads) th.join();
     for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+    if (declined) return absl::AbortedError(kScannerDeclined);
     recycles = first->recycles();
     for (const auto& hd : handles) recycles += hd->recycles();
     if (overflow) return absl::ResourceExhaustedError(StrCat(path, ": too much debug info for one address map"));
@@ -951,6 +977,8 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   }
   return bytes;
 }
+
+}  // namespace
 
 std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex) {
   return StrCat(dir, "/", build_id_hex, ".addrmap");

@@ -277,9 +277,10 @@ bool UnitScanner::Open(const DwarfSections& sections, uint64_t header_offset) {
   end_ = p + length;
   end_offset_ = Offset(end_);
   if (!have(2)) return Fail(header_offset, "truncated unit header");
-  version_ = static_cast<uint8_t>(ReadLe(p, 2));
+  const uint64_t version = ReadLe(p, 2);
   p += 2;
-  if (version_ < 2 || version_ > 5) return Fail(header_offset, "unit version outside 2-5");
+  if (version < 2 || version > 5) return Fail(header_offset, "unit version outside 2-5");
+  version_ = static_cast<uint8_t>(version);
   uint64_t abbrev_offset = 0;
   if (version_ >= 5) {
     if (!have(2u + offset_size_)) return Fail(header_offset, "truncated unit header");
@@ -392,6 +393,8 @@ bool UnitScanner::ReadDie(const uint8_t* p, ScanDie& die) {
     return Fail(Offset(start), "DIE with an unknown abbreviation");
   }
   const ScanAbbrev& a = abbrevs_[code];
+  // Tag 0 is what dwarf_tag says for an unreadable DIE (DW_TAG_invalid): libdw's to report.
+  if (a.tag == 0) return Fail(Offset(start), "DIE with tag 0");
   die.offset = Offset(start);
   die.abbrev = &a;
   die.present = a.want_mask;

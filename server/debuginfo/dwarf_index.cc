@@ -341,7 +341,11 @@ class ScanWalker {
     if (!s_.Open(sections_, header_offset)) return false;
     ScanDie cu;
     if (!s_.UnitDie(cu)) return false;
-    if (cu.tag() != DW_TAG_compile_unit && cu.tag() != DW_TAG_partial_unit) return true;  // as UnitWalker
+    // UnitWalker skips such a unit, but its symbols' lines still come from libdw's reading of
+    // the unit DIE's line table: libdw's to read.
+    if (cu.tag() != DW_TAG_compile_unit && cu.tag() != DW_TAG_partial_unit) {
+      return s_.Fail(cu.offset, "unit DIE is not a compile unit");
+    }
     unit_id_ = static_cast<uint32_t>(out_.units.size());
     DwarfUnit unit;
     const char* name = s_.Name(cu);
@@ -685,7 +689,7 @@ absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& pa
 
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget,
                                        size_t* units_fast_lines, size_t* units_scanned,
-                                       std::vector<std::string>* scan_misses) {
+                                       std::vector<std::string>* scan_misses, bool use_scanner) {
   // One bounded handle per thread (libdw_util.h): memory stays flat however many units are read.
   auto first = std::make_unique<BoundedDwarf>();
   RETURN_IF_ERROR(first->Open(path, budget));
@@ -728,7 +732,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   std::atomic<size_t> next{0};
   std::atomic<size_t> fast_units{0};
   std::vector<absl::Status> errors(jobs);
-  const bool use_scanner = !LibdwDiesForced() && !LibdwLinesForced();
+  std::atomic<bool> declined{false};
   std::atomic<size_t> scanned_units{0};
   std::mutex miss_mu;
   std::vector<std::string> misses;
@@ -738,8 +742,13 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
     for (size_t k; (k = next.fetch_add(1)) < order.size();) {
       size_t u = order[k];
       if (use_scanner) {
-        // The scanner's read of the unit (die_scanner.h); libdw's below where it declines.
+        // The scanner's read of the unit (die_scanner.h). Where it declines one, the whole file
+        // is read again by libdw alone (below): libdw's answers for a damaged file depend on
+        // which units it was asked for before, so a unit read by libdw in the middle of a
+        // scanner pass could differ from a libdw-only read of the file.
+        if (declined.load(std::memory_order_relaxed)) return;
         auto sections = LinkedDwarfSections(h->dwarf());  // per unit: a recycled handle maps anew
+        std::string why;
         if (sections.ok()) {
           sections->fd = h->fd();
           ScanWalker walker(partials[u], scanner, *sections);
@@ -757,10 +766,14 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
             }
             continue;
           }
-          std::lock_guard<std::mutex> lock(miss_mu);
-          if (misses.size() < 4) misses.push_back(StrCat("unit at ", units[u].die_offset, ": ", scanner.why()));
+          why = StrCat("unit at ", units[u].die_offset, ": ", scanner.why());
+        } else {
+          why = std::string(sections.status().message());
         }
-        partials[u] = Partial();
+        std::lock_guard<std::mutex> lock(miss_mu);
+        if (misses.size() < 4) misses.push_back(std::move(why));
+        declined = true;
+        return;
       }
       h->PrepareUnits();
       Dwarf_Die cu;
@@ -794,10 +807,17 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   work(0, first.get());
   for (auto& th : threads) th.join();
   handles.clear();
+  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+  if (declined) {
+    first.reset();
+    auto again = IndexLinked(path, jobs, budget, units_fast_lines, nullptr, nullptr, /*use_scanner=*/false);
+    if (units_scanned != nullptr) *units_scanned = 0;
+    if (scan_misses != nullptr) *scan_misses = std::move(misses);
+    return again;
+  }
   if (units_fast_lines != nullptr) *units_fast_lines = fast_units.load();
   if (units_scanned != nullptr) *units_scanned = scanned_units.load();
   if (scan_misses != nullptr) *scan_misses = std::move(misses);
-  for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
   {
     std::vector<Partial*> ps;
     for (auto& p : partials) ps.push_back(&p);
@@ -905,7 +925,8 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
   if (relocatable) return IndexRelocatable(path);
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle,
-                     opts.units_fast_lines, opts.units_scanned, opts.scan_misses);
+                     opts.units_fast_lines, opts.units_scanned, opts.scan_misses,
+                     !LibdwDiesForced() && !LibdwLinesForced());
 }
 
 }  // namespace symdex::debuginfo

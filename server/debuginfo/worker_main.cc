@@ -154,14 +154,17 @@ int Print(int argc, char** argv) {
       std::printf("ok %s address map of %zu bytes\n", argv[i], bytes->size());
       continue;
     }
-    auto idx = IndexDwarfFile(argv[i], {.jobs = jobs});
+    size_t scanned = 0;
+    std::vector<std::string> misses;
+    auto idx = IndexDwarfFile(argv[i], {.jobs = jobs, .units_scanned = &scanned, .scan_misses = &misses});
+    for (const std::string& m : misses) std::printf("scanner declined: %s\n", m.c_str());
     if (!idx.ok()) {
       std::printf("FAILED %s\n", std::string(idx.status().message()).c_str());
       rc = 1;
       continue;
     }
-    std::printf("ok %s units=%zu functions=%zu variables=%zu lines=%zu\n", argv[i], idx->units.size(),
-                idx->functions.size(), idx->variables.size(), idx->symbol_lines.size());
+    std::printf("ok %s units=%zu functions=%zu variables=%zu lines=%zu scanned=%zu\n", argv[i], idx->units.size(),
+                idx->functions.size(), idx->variables.size(), idx->symbol_lines.size(), scanned);
   }
   return rc;
 }

@@ -11,14 +11,17 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "server/common/sanitizer.h"
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
+#include "tests/unit/test_util.h"
 #include "tests/unit/kernel_fixture.h"
 
 namespace symdex::debuginfo {
@@ -125,6 +128,99 @@ TEST(DieScannerCorpusTest, TheDebianAddressMapIsTheSameAsLibdws) {
   if (vmlinux.empty()) GTEST_SKIP() << "Debian -dbg corpus not fetched (tests/corpus/fetch-debian-kernel.sh dbg)";
   if (kAddressSanitizer) GTEST_SKIP() << "two whole-kernel maps: the release build runs this";
   ExpectSameMap(vmlinux, 2);
+}
+
+// Where `name` lies in the ELF file's bytes (64-bit little-endian: the fixture's), {0, 0} if absent.
+std::pair<size_t, size_t> SectionBytes(const std::string& elf, const std::string& name) {
+  auto u = [&](size_t off, size_t n) {
+    uint64_t v = 0;
+    std::memcpy(&v, elf.data() + off, n);
+    return static_cast<size_t>(v);
+  };
+  const size_t shoff = u(0x28, 8), shentsize = u(0x3a, 2), shnum = u(0x3c, 2), shstrndx = u(0x3e, 2);
+  const size_t strtab = u(shoff + shstrndx * shentsize + 0x18, 8);
+  for (size_t i = 0; i < shnum; ++i) {
+    const size_t sh = shoff + i * shentsize;
+    if (std::strcmp(elf.c_str() + strtab + u(sh, 4), name.c_str()) == 0) return {u(sh + 0x18, 8), u(sh + 0x20, 8)};
+  }
+  return {0, 0};
+}
+
+// Damaged linked files: whatever the damage, reading with the scanner gives what reading with
+// libdw alone gives — the same error, or the same index and the same address map. (The scanner
+// declines a unit it cannot read exactly and libdw reads it; a unit the scanner reads where libdw
+// would fail or read otherwise shows up here as a difference.)
+TEST_P(DieScannerTest, DamagedFilesReadTheSameAsWithLibdwAlone) {
+  symdex::testing::KernelFixture fx(GetParam());
+  symdex::testing::TempDir dir;
+  const std::string good = symdex::testing::Slurp(fx.vmlinux);
+  ASSERT_FALSE(good.empty());
+  const std::vector<std::string> names = {".debug_info", ".debug_info", ".debug_info", ".debug_info",
+                                          ".debug_abbrev", GetParam() >= 5 ? ".debug_rnglists" : ".debug_ranges",
+                                          ".debug_str", ".debug_line"};
+  // SYMDEX_DAMAGE_ROUNDS / SYMDEX_DAMAGE_SEED: a longer or different run by hand.
+  const char* rounds_env = std::getenv("SYMDEX_DAMAGE_ROUNDS");
+  const char* seed_env = std::getenv("SYMDEX_DAMAGE_SEED");
+  const int rounds = rounds_env ? std::atoi(rounds_env) : 120;
+  std::mt19937 rng((seed_env ? static_cast<unsigned>(std::atoi(seed_env)) : 1234u) + GetParam());
+  size_t same_error = 0, same_output = 0, damaged_but_read = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const std::string& name = names[rng() % names.size()];
+    const auto [off, size] = SectionBytes(good, name);
+    ASSERT_GT(size, 0u) << name;
+    std::string bad = good;
+    const size_t at = off + rng() % size;
+    std::string what;
+    switch (rng() % 4) {
+      case 0:
+        bad[at] = static_cast<char>(rng());
+        what = "a random byte";
+        break;
+      case 1: {
+        const size_t n = std::min<size_t>(1 + rng() % 32, off + size - at);
+        std::memset(bad.data() + at, 0, n);
+        what = "zeros";
+        break;
+      }
+      case 2: {
+        const size_t n = std::min<size_t>(1 + rng() % 8, off + size - at);
+        for (size_t i = 0; i < n; ++i) bad[at + i] = static_cast<char>(rng());
+        what = "random bytes";
+        break;
+      }
+      default:
+        bad[at] = static_cast<char>(0xff);
+        what = "0xff";
+        break;
+    }
+    const char* keep = std::getenv("SYMDEX_DAMAGE_KEEP");  // where to leave the last copy
+    const std::string path = keep ? std::string(keep) : dir / "damaged";
+    symdex::testing::WriteFile(path, bad);
+    const std::string where = name + " + " + std::to_string(at - off) + " (" + what + ")";
+    IndexRun scan = Index(path, 1, false), libdw = Index(path, 1, true);
+    ASSERT_EQ(scan.index.ok(), libdw.index.ok())
+        << where << ": " << (scan.index.ok() ? libdw.index.status() : scan.index.status());
+    if (scan.index.ok()) {
+      ASSERT_TRUE(EncodeDwarfIndex(*scan.index) == EncodeDwarfIndex(*libdw.index)) << where;
+      ++same_output;
+      if (scan.index->units.size() != scan.scanned) ++damaged_but_read;
+    } else {
+      ASSERT_EQ(scan.index.status().message(), libdw.index.status().message()) << where;
+      ++same_error;
+    }
+    auto scan_map = BuildAddrMap(path, 1);
+    absl::StatusOr<std::string> libdw_map = absl::UnknownError("not run");
+    {
+      ForceLibdw force;
+      libdw_map = BuildAddrMap(path, 1);
+    }
+    ASSERT_EQ(scan_map.ok(), libdw_map.ok()) << where;
+    if (scan_map.ok()) ASSERT_TRUE(*scan_map == *libdw_map) << where << ": address maps differ";
+  }
+  EXPECT_GT(same_error, 0u);
+  EXPECT_GT(same_output, 0u);
+  std::printf("%d damaged copies: %zu the same error, %zu the same index and map (%zu of them with units libdw read)\n",
+              rounds, same_error, same_output, damaged_but_read);
 }
 
 }  // namespace
