@@ -445,7 +445,8 @@ class UnitBuilder {
   }
 
   uint32_t NodeFor(uint32_t parent_node, uint32_t scope) {
-    auto [it, fresh] = node_ids_.try_emplace(uint64_t{parent_node} << 32 | scope, static_cast<uint32_t>(out_.nodes.size()));
+    auto [it, fresh] =
+        node_ids_.try_emplace(uint64_t{parent_node} << 32 | scope, static_cast<uint32_t>(out_.nodes.size()));
     if (!fresh) return it->second;
     Node n{0, 0, 0, 0, parent_node, 0};
     if (scan_ != nullptr) {

@@ -227,7 +227,8 @@ absl::StatusOr<DwarfSections> LinkedDwarfSections(Dwarf* dbg) {
         return absl::NotFoundError(StrCat(name, " is compressed or empty: libdw reads it"));
       }
       Elf_Data* d = elf_getdata(scn, nullptr);
-      if (d != nullptr && d->d_buf != nullptr) *s.view = std::string_view(static_cast<const char*>(d->d_buf), d->d_size);
+      if (d != nullptr && d->d_buf != nullptr)
+        *s.view = std::string_view(static_cast<const char*>(d->d_buf), d->d_size);
       if (s.view == &out.info) out.info_file_offset = sh.sh_offset;
     }
   }
@@ -310,8 +311,8 @@ bool UnitScanner::Pread(uint64_t offset, size_t size) {
   }
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::pread(sec_.fd, buf_.get() + done, size - done,
-                              static_cast<off_t>(sec_.info_file_offset + offset + done));
+    const ssize_t n =
+        ::pread(sec_.fd, buf_.get() + done, size - done, static_cast<off_t>(sec_.info_file_offset + offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return Fail(offset, StrCat("reading .debug_info: ", n < 0 ? std::strerror(errno) : "end of file"));
     done += static_cast<size_t>(n);
@@ -349,7 +350,8 @@ bool UnitScanner::CompileAbbrevs(uint64_t offset) {
     if (code == 0) break;
     if (!ReadUleb(p, end, tag) || p >= end) return Fail(die_offset_, "abbreviation table runs off .debug_abbrev");
     const uint8_t children = *p++;
-    if (code > 0xffff || tag > 0xffff || children > 1) return Fail(die_offset_, "abbreviation the scanner does not take");
+    if (code > 0xffff || tag > 0xffff || children > 1)
+      return Fail(die_offset_, "abbreviation the scanner does not take");
     if (code >= abbrevs_.size()) abbrevs_.resize(code + 1);
     ScanAbbrev& a = abbrevs_[code];
     if (a.defined) return Fail(die_offset_, "duplicated abbreviation code");
@@ -403,7 +405,8 @@ bool UnitScanner::ReadDie(const uint8_t* p, ScanDie& die) {
   for (; at != at_end; ++at) {
     if (at->want != kNoWant) die.attrs[at->want] = ScanAttr{at->form, p, at->implicit};
     if (at->size >= 0) {
-      if (static_cast<size_t>(at->size) > static_cast<size_t>(end_ - p)) return Fail(die.offset, "DIE runs past its unit");
+      if (static_cast<size_t>(at->size) > static_cast<size_t>(end_ - p))
+        return Fail(die.offset, "DIE runs past its unit");
       p += at->size;
       continue;
     }

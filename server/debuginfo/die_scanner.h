@@ -97,8 +97,8 @@ struct ScanDie {
 
 struct ScanAbbrevAttr {
   uint16_t name = 0, form = 0;
-  int16_t size = -1;       // bytes in the DIE when fixed, else -1
-  uint8_t want = 0xff;     // At index, or 0xff
+  int16_t size = -1;    // bytes in the DIE when fixed, else -1
+  uint8_t want = 0xff;  // At index, or 0xff
   int64_t implicit = 0;
 };
 
@@ -142,9 +142,9 @@ class UnitScanner {
 
   // Attribute values, as the libdw call named. Each returns false when libdw's call fails; a
   // form the scanner does not decode as libdw would fails the unit too (check failed()).
-  bool Udata(const ScanAttr& a, uint64_t& v);     // dwarf_formudata (the constant forms)
-  bool Addr(const ScanAttr& a, uint64_t& v);      // dwarf_formaddr
-  const char* String(const ScanAttr& a);          // dwarf_formstring (nullptr: none)
+  bool Udata(const ScanAttr& a, uint64_t& v);       // dwarf_formudata (the constant forms)
+  bool Addr(const ScanAttr& a, uint64_t& v);        // dwarf_formaddr
+  const char* String(const ScanAttr& a);            // dwarf_formstring (nullptr: none)
   bool RefDie(const ScanAttr& a, ScanDie& target);  // dwarf_formref_die (same unit)
   // A section offset (DW_FORM_sec_offset; data4/data8 before DWARF 4).
   bool SecOffset(const ScanAttr& a, uint64_t& offset);

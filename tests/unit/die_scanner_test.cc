@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -21,15 +21,17 @@
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
-#include "tests/unit/test_util.h"
 #include "tests/unit/kernel_fixture.h"
+#include "tests/unit/test_util.h"
 
 namespace symdex::debuginfo {
 namespace {
 
 using ScanClock = std::chrono::steady_clock;
 
-double Seconds(ScanClock::time_point a, ScanClock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+double Seconds(ScanClock::time_point a, ScanClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 std::string ScannerCorpusVmlinux() {
   return symdex::testing::DebianDbgCorpusFile("usr/lib/debug/boot/vmlinux-6.1.0-57-cloud-amd64");
@@ -155,9 +157,10 @@ TEST_P(DieScannerTest, DamagedFilesReadTheSameAsWithLibdwAlone) {
   symdex::testing::TempDir dir;
   const std::string good = symdex::testing::Slurp(fx.vmlinux);
   ASSERT_FALSE(good.empty());
-  const std::vector<std::string> names = {".debug_info", ".debug_info", ".debug_info", ".debug_info",
+  const std::vector<std::string> names = {".debug_info",   ".debug_info",
+                                          ".debug_info",   ".debug_info",
                                           ".debug_abbrev", GetParam() >= 5 ? ".debug_rnglists" : ".debug_ranges",
-                                          ".debug_str", ".debug_line"};
+                                          ".debug_str",    ".debug_line"};
   // SYMDEX_DAMAGE_ROUNDS / SYMDEX_DAMAGE_SEED: a longer or different run by hand.
   const char* rounds_env = std::getenv("SYMDEX_DAMAGE_ROUNDS");
   const char* seed_env = std::getenv("SYMDEX_DAMAGE_SEED");
