@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "server/debuginfo/die_scanner.h"
+
 namespace symdex::debuginfo {
 namespace {
 
@@ -33,59 +35,11 @@ struct AttrScan {
 
 // Byte length of an attribute value of `form` at p; -1 if unknown or out of bounds.
 int64_t FormLength(unsigned form, const unsigned char* p, const AttrScan& s) {
+  // (Version 4: DW_FORM_ref_addr is offset-sized, as in every DWARF a kernel is built with.)
+  const int fixed = FixedFormSize(form, 4, static_cast<unsigned>(s.address_size), static_cast<unsigned>(s.offset_size));
+  if (fixed >= 0) return fixed;
+  if (fixed == -2) return -1;
   switch (form) {
-    case DW_FORM_flag_present:
-    case DW_FORM_implicit_const:
-      return 0;
-    case DW_FORM_data1:
-    case DW_FORM_ref1:
-    case DW_FORM_flag:
-    case DW_FORM_strx1:
-    case DW_FORM_addrx1:
-      return 1;
-    case DW_FORM_data2:
-    case DW_FORM_ref2:
-    case DW_FORM_strx2:
-    case DW_FORM_addrx2:
-      return 2;
-    case DW_FORM_strx3:
-    case DW_FORM_addrx3:
-      return 3;
-    case DW_FORM_data4:
-    case DW_FORM_ref4:
-    case DW_FORM_strx4:
-    case DW_FORM_addrx4:
-    case DW_FORM_ref_sup4:
-      return 4;
-    case DW_FORM_data8:
-    case DW_FORM_ref8:
-    case DW_FORM_ref_sig8:
-    case DW_FORM_ref_sup8:
-      return 8;
-    case DW_FORM_data16:
-      return 16;
-    case DW_FORM_addr:
-      return s.address_size;
-    case DW_FORM_ref_addr:
-    case DW_FORM_strp:
-    case DW_FORM_sec_offset:
-    case DW_FORM_line_strp:
-    case DW_FORM_strp_sup:
-    case DW_FORM_GNU_ref_alt:
-    case DW_FORM_GNU_strp_alt:
-      return s.offset_size;
-    case DW_FORM_udata:
-    case DW_FORM_sdata:
-    case DW_FORM_ref_udata:
-    case DW_FORM_strx:
-    case DW_FORM_addrx:
-    case DW_FORM_loclistx:
-    case DW_FORM_rnglistx:
-    case DW_FORM_GNU_addr_index:
-    case DW_FORM_GNU_str_index: {
-      size_t n = LebLength(p, s.end_limit);
-      return n ? static_cast<int64_t>(n) : -1;
-    }
     case DW_FORM_string: {
       const void* z = std::memchr(p, 0, static_cast<size_t>(s.end_limit - p));
       return z ? static_cast<const unsigned char*>(z) - p + 1 : -1;
@@ -105,8 +59,10 @@ int64_t FormLength(unsigned form, const unsigned char* p, const AttrScan& s) {
       uint64_t len = ReadUleb(p, n);
       return len > static_cast<uint64_t>(s.end_limit - p) ? -1 : static_cast<int64_t>(n + len);
     }
-    default:
-      return -1;
+    default: {  // the LEB128 forms
+      size_t n = LebLength(p, s.end_limit);
+      return n ? static_cast<int64_t>(n) : -1;
+    }
   }
 }
 

@@ -88,9 +88,9 @@ bool BaseAttribute(uint64_t name) {
   }
 }
 
-// Bytes of a form's value in the DIE when fixed (libdw_form.c's table); -1 variable; -2 unknown
-// or not read by the scanner (indirect).
-int FixedSize(uint64_t form, unsigned version, unsigned address_size, unsigned offset_size) {
+}  // namespace
+
+int FixedFormSize(uint64_t form, unsigned version, unsigned address_size, unsigned offset_size) {
   switch (form) {
     case DW_FORM_flag_present:
     case DW_FORM_implicit_const:
@@ -153,6 +153,8 @@ int FixedSize(uint64_t form, unsigned version, unsigned address_size, unsigned o
       return -2;
   }
 }
+
+namespace {
 
 // Bounded LEB128 readers: false when the number runs past `end` or over 10 bytes.
 inline bool ReadUleb(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
@@ -372,7 +374,7 @@ bool UnitScanner::CompileAbbrevs(uint64_t offset) {
       if (form == DW_FORM_implicit_const && !ReadSleb(p, end, at.implicit)) {
         return Fail(die_offset_, "abbreviation table runs off .debug_abbrev");
       }
-      const int size = FixedSize(form, version_, address_size_, offset_size_);
+      const int size = FixedFormSize(form, version_, address_size_, offset_size_);
       if (size == -2) return Fail(die_offset_, fmt::format("form {:#x} the scanner does not read", form));
       at.size = static_cast<int16_t>(size);
       const uint8_t want = WantOf(name);

@@ -46,6 +46,10 @@ struct DwarfSections {
 // NOBITS debug section, a .gnu_debugaltlink, no .debug_info): libdw reads all of it.
 absl::StatusOr<DwarfSections> LinkedDwarfSections(Dwarf* dbg);
 
+// Bytes of a form's value in a DIE when they are fixed (libdw_form.c's table); -1 for the
+// variable forms (LEB128, strings, blocks); -2 for an unknown form or DW_FORM_indirect.
+int FixedFormSize(uint64_t form, unsigned version, unsigned address_size, unsigned offset_size);
+
 // SYMDEX_DIE_READER=libdw in the environment: every unit through libdw (the tests' way to build
 // the same output both ways, and a debugging escape hatch).
 bool LibdwDiesForced();
