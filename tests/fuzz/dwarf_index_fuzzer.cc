@@ -1,14 +1,17 @@
 // Hostile debug files through the DWARF indexer, in-process: exactly what
 // symdex-debuginfo-worker runs on each file (IndexDwarfFile), on bytes held in a memfd so that
 // both paths (libelf's mmap of a linked image, libdwfl's open of an ET_REL module) see a file.
-// Seeds: small real kernel modules from the Debian -dbg package (tests/fuzz/corpus/dwarf_index/).
-// A crash here inside libdw is what the worker's isolation exists for; one in symdex's code is
-// a bug to fix.
+// Seeds: small real kernel modules from the Debian -dbg package and two small gcc-built linked
+// programs, DWARF 4 and 5 (tests/fuzz/corpus/dwarf_index/). A crash here inside libdw is what the
+// worker's isolation exists for; one in symdex's code is a bug to fix.
+// Linked files are also read a second time with SYMDEX_DIE_READER=libdw: the DIE scanner must give
+// what libdw alone gives (the same error, or the same index) — die_scanner.h's contract.
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "server/debuginfo/dwarf_index.h"
@@ -30,6 +33,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // What the worker sends must decode, with every id inside its table.
     std::string bytes = EncodeDwarfIndex(*idx);
     if (!DecodeDwarfIndex(bytes).ok()) __builtin_trap();
+  }
+  if (!idx.ok() || !idx->relocatable) {
+    ::setenv("SYMDEX_DIE_READER", "libdw", 1);
+    auto libdw = IndexDwarfFile(path, {.jobs = 1});
+    ::unsetenv("SYMDEX_DIE_READER");
+    if (idx.ok() != libdw.ok()) __builtin_trap();
+    if (idx.ok() && EncodeDwarfIndex(*idx) != EncodeDwarfIndex(*libdw)) __builtin_trap();
+    if (!idx.ok() && idx.status().message() != libdw.status().message()) __builtin_trap();
   }
   ::close(fd);
   return 0;
