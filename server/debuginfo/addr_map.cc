@@ -285,10 +285,10 @@ class UnitBuilder {
       BuildTableLines();
     }
     out_.fast_lines = table_.has_value();
-    std::vector<ScanFunctionRange> functions;
+    std::vector<FunctionRange> functions;
     if (!ScanCollectFunctions(cu, functions, 0)) return false;
     std::stable_sort(functions.begin(), functions.end(), [](const auto& x, const auto& y) { return x.lo < y.lo; });
-    for (const ScanFunctionRange& r : functions) {
+    for (const FunctionRange& r : functions) {
       if (!ScanBuildSpan(r)) return false;
     }
     out_.ok = true;
@@ -520,10 +520,7 @@ class UnitBuilder {
   }
 
   // CollectFunctionRanges (libdw_util.cc) on the scanner.
-  struct ScanFunctionRange {
-    uint64_t lo, hi, die;
-  };
-  bool ScanCollectFunctions(const ScanDie& parent, std::vector<ScanFunctionRange>& out, int depth) {
+  bool ScanCollectFunctions(const ScanDie& parent, std::vector<FunctionRange>& out, int depth) {
     ScanDie buf[2];
     int cur = 0;
     if (depth > 8) return true;
@@ -572,13 +569,13 @@ class UnitBuilder {
     }
   }
 
-  bool ScanBuildSpan(const ScanFunctionRange& r) {
+  bool ScanBuildSpan(const FunctionRange& r) {
     auto [tree, fresh] = trees_.try_emplace(r.die, 0);
     if (fresh) {
       ScanDie sub;
       if (!scan_->ReadAt(r.die, sub) || !ScanAddScope(sub, DW_TAG_subprogram, 1, tree->second)) return false;
     }
-    AddIntervals(FunctionRange{r.lo, r.hi, r.die}, tree->second);
+    AddIntervals(r, tree->second);
     return !scan_->failed();
   }
 

@@ -326,8 +326,8 @@ class UnitWalker {
 
 // UnitWalker's walk over one unit of a linked file, read by the DIE scanner (die_scanner.h)
 // and ReadLineTable: the same rows, the same order. Walk() false: the scanner does not read
-// this unit as libdw would (or it is damaged); the caller discards what was added and walks the
-// unit with libdw, which also words the damage.
+// this unit as libdw would (or it is damaged); the caller then reads the whole file with libdw,
+// which also words the damage.
 class ScanWalker {
  public:
   ScanWalker(Partial& out, UnitScanner& scan, const DwarfSections& sections)
