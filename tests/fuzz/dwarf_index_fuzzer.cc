@@ -5,7 +5,7 @@
 // programs, DWARF 4 and 5 (tests/fuzz/corpus/dwarf_index/). A crash here inside libdw is what the
 // worker's isolation exists for; one in symdex's code is a bug to fix.
 // Linked files are also read a second time with SYMDEX_DIE_READER=libdw: the DIE scanner must give
-// what libdw alone gives (the same error, or the same index) — die_scanner.h's contract.
+// what libdw alone gives (an error, or the same index) — die_scanner.h's contract.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -34,13 +34,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string bytes = EncodeDwarfIndex(*idx);
     if (!DecodeDwarfIndex(bytes).ok()) __builtin_trap();
   }
-  if (!idx.ok() || !idx->relocatable) {
+  // Linked files only (e_type is not ET_REL; modules never reach the scanner). The error texts
+  // are not compared: they quote libdw's last error, which is per-thread state left by whatever
+  // libdw call failed before (in a fuzzer, the previous input's).
+  const bool relocatable = size >= 18 && data[16] == 1 && data[17] == 0;
+  if (!relocatable) {
     ::setenv("SYMDEX_DIE_READER", "libdw", 1);
     auto libdw = IndexDwarfFile(path, {.jobs = 1});
     ::unsetenv("SYMDEX_DIE_READER");
     if (idx.ok() != libdw.ok()) __builtin_trap();
     if (idx.ok() && EncodeDwarfIndex(*idx) != EncodeDwarfIndex(*libdw)) __builtin_trap();
-    if (!idx.ok() && idx.status().message() != libdw.status().message()) __builtin_trap();
   }
   ::close(fd);
   return 0;
