@@ -10,11 +10,12 @@
 // that are plain compile/partial units, attribute forms that need no .debug_addr /
 // .debug_str_offsets / other units (strx, addrx, rnglistx, ref_addr, ref_sig8, indirect: none in
 // gcc's kernels). Anything else — those forms, a value out of bounds, an unknown abbreviation,
-// a sibling pointing backwards, a padded ULEB where libdw has special cases — fails the unit
-// (failed() and why()), and the caller reads that unit through libdw: damage is reported in
-// libdw's words, and a unit the scanner read is one libdw reads the same way. libdw is the
-// oracle in tests/unit/die_scanner_test.cc (the DWARF index and the address map of the fixture
-// kernel at DWARF 4 and 5, and of the Debian vmlinux, byte for byte).
+// a sibling pointing backwards, a DIE of tag 0 — fails the unit (failed() and why()), and the
+// caller then reads the WHOLE FILE through libdw (not just that unit: libdw's answers for a
+// damaged file depend on which units it was asked for before): damage is reported in libdw's
+// words, and a file the scanner read is one libdw reads the same way. libdw is the oracle in
+// tests/unit/die_scanner_test.cc (the DWARF index and the address map of the fixture kernel at
+// DWARF 4 and 5 and of the Debian vmlinux, byte for byte; damaged copies, the same answer).
 #pragma once
 
 #include <cstdint>
@@ -119,7 +120,7 @@ struct ScanAbbrev {
 class UnitScanner {
  public:
   // The unit whose header starts at `header_offset` in .debug_info. False: the scanner does not
-  // read this unit (why() says why); the caller reads it with libdw.
+  // read this unit (why() says why); the caller reads the file with libdw.
   bool Open(const DwarfSections& sections, uint64_t header_offset);
 
   bool failed() const { return !why_.empty(); }
