@@ -1,12 +1,15 @@
 // `symdex frames`: stack frames from another machine (a kernel log, perf script, a profiler's
 // addresses), symbolized against that machine's kernel — typically known here only by its
 // build-ID (query/frames.h says which forms are exact).
+#include <fmt/compile.h>
 #include <fmt/core.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <iterator>
 
 #include "client/cli_common.h"
@@ -74,7 +77,14 @@ absl::StatusOr<std::vector<query::FrameModule>> ModulesFrom(const std::string& d
   return out;
 }
 
-constexpr size_t kBatch = 16384;
+// Frames per Frames() call. Batches are pipelined: while one is answered (by symdexd, or by
+// the embedded index on another thread), the one before is printed; so at most two batches'
+// answers are held, whatever the input's size.
+size_t BatchSize() {
+  if (const char* e = std::getenv("SYMDEX_FRAMES_BATCH"))
+    return std::clamp<size_t>(std::strtoul(e, nullptr, 10), 1, 65536);
+  return 4096;
+}
 
 absl::StatusOr<query::FrameModule> ParseModule(const std::string& arg) {
   query::FrameModule m;
@@ -93,12 +103,14 @@ absl::StatusOr<query::FrameModule> ParseModule(const std::string& arg) {
   return m;
 }
 
-std::string SymbolText(const query::FrameAnswer& a) {
+// NAME+OFF[/SIZE] [MODULE], as the kernel prints a frame. Formats compiled (FMT_COMPILE): a
+// frames answer prints thousands of them.
+void AppendSymbol(const query::FrameAnswer& a, std::string& out) {
   const query::Instance& s = *a.info->symbol;
-  std::string out = fmt::format("{}+{:#x}", s.name, a.info->offset);
-  if (s.size) out += fmt::format("/{:#x}", *s.size);
-  out += fmt::format(" [{}]", s.module.empty() ? "vmlinux" : s.module);
-  return out;
+  auto to = std::back_inserter(out);
+  fmt::format_to(to, FMT_COMPILE("{}+{:#x}"), s.name, a.info->offset);
+  if (s.size) fmt::format_to(to, FMT_COMPILE("/{:#x}"), *s.size);
+  fmt::format_to(to, FMT_COMPILE(" [{}]"), s.module.empty() ? std::string_view("vmlinux") : std::string_view(s.module));
 }
 
 void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::string& out) {
@@ -112,17 +124,19 @@ void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::stri
                    a.candidates.empty() ? "" : fmt::format(": {}", StrJoin(a.candidates, ", ")));
     return;
   }
-  fmt::format_to(to, "{}\n    {} ({}{})\n", input, SymbolText(a), query::FrameBasisName(a.basis),
-                 a.exact ? ", exact" : ", not exact");
+  out += input;
+  out += "\n    ";
+  AppendSymbol(a, out);
+  fmt::format_to(to, FMT_COMPILE(" ({}{})\n"), query::FrameBasisName(a.basis), a.exact ? ", exact" : ", not exact");
   for (size_t i = 0; i < a.info->frames.size(); ++i) {
     const auto& f = a.info->frames[i];
-    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
-                   f.line);
-    if (f.column) fmt::format_to(to, ":{}", f.column);
+    fmt::format_to(to, FMT_COMPILE("    {}{} at {}:{}"), i ? "(inlined by) " : "", f.function,
+                   f.file.empty() ? std::string_view("??") : std::string_view(f.file), f.line);
+    if (f.column) fmt::format_to(to, FMT_COMPILE(":{}"), f.column);
     out.push_back('\n');
   }
-  if (!a.canonical.empty()) fmt::format_to(to, "    spec: {}\n", a.canonical);
-  if (!a.note.empty()) fmt::format_to(to, "    [{}]\n", a.note);
+  if (!a.canonical.empty()) fmt::format_to(to, FMT_COMPILE("    spec: {}\n"), a.canonical);
+  if (!a.note.empty()) fmt::format_to(to, FMT_COMPILE("    [{}]\n"), a.note);
 }
 
 nlohmann::json FrameJson(const std::string& input, const query::FrameAnswer& a) {
@@ -158,32 +172,45 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
   if (!api.ok()) return Fail(g, api.status());
 
   int worst = kFound;
-  std::vector<std::string> inputs;
+  const size_t batch_size = BatchSize();
+  std::vector<std::string> inputs, pending_inputs;
   std::vector<query::FrameIn> batch;
+  std::future<absl::StatusOr<query::FramesResult>> pending;
   nlohmann::json arr = nlohmann::json::array();
   std::string target_name, out;
-  auto answer = [&]() -> absl::Status {
-    if (batch.empty()) return absl::OkStatus();
-    ASSIGN_OR_RETURN(auto res, (*api)->Frames(target, ctx, batch));
-    target_name = res.target.name;
+  // The batch sent before: waited for and printed.
+  auto finish = [&]() -> absl::Status {
+    if (!pending.valid()) return absl::OkStatus();
+    absl::StatusOr<query::FramesResult> res = pending.get();
+    RETURN_IF_ERROR(res.status());
+    target_name = res->target.name;
     out.clear();
-    for (size_t i = 0; i < res.frames.size(); ++i) {
-      const query::FrameAnswer& a = res.frames[i];
+    for (size_t i = 0; i < res->frames.size(); ++i) {
+      const query::FrameAnswer& a = res->frames[i];
       if (!a.error.empty() || !a.candidates.empty()) {
         worst = std::max(worst, int{kAmbiguous});
       } else if (!a.info->symbol) {
         worst = std::max(worst, int{kNotFound});
       }
       if (g.json) {
-        arr.push_back(FrameJson(inputs[i], a));
+        arr.push_back(FrameJson(pending_inputs[i], a));
       } else {
-        PrintFrame(inputs[i], a, out);
+        PrintFrame(pending_inputs[i], a, out);
       }
     }
     if (!g.json) {
       std::fwrite(out.data(), 1, out.size(), stdout);
       std::fflush(stdout);
     }
+    return absl::OkStatus();
+  };
+  // Sends the batch read so far, once the one before it is printed.
+  auto answer = [&]() -> absl::Status {
+    if (batch.empty()) return absl::OkStatus();
+    RETURN_IF_ERROR(finish());
+    pending = std::async(std::launch::async,
+                         [&api, &target, &ctx, b = std::move(batch)] { return (*api)->Frames(target, ctx, b); });
+    pending_inputs = std::move(inputs);
     batch.clear();
     inputs.clear();
     return absl::OkStatus();
@@ -200,7 +227,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     }
     inputs.emplace_back(v.substr(0, std::min<size_t>(v.size(), 200)));
     batch.push_back(std::move(f));
-    return batch.size() >= kBatch ? answer() : absl::OkStatus();
+    return batch.size() >= batch_size ? answer() : absl::OkStatus();
   };
   for (const std::string& arg : o.frames) {
     absl::Status st;
@@ -210,6 +237,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
       st = ForEachStdinLine(ingest::kMaxFrameLineLength, "a frame", add);
     }
     if (st.ok()) st = answer();
+    if (st.ok()) st = finish();
     if (!st.ok()) return Fail(g, st);
   }
   if (g.json) PrintJson({{"target", target_name}, {"results", arr}});

@@ -1,5 +1,7 @@
 #include "server/api/convert.h"
 
+#include <type_traits>
+
 #include "google/rpc/status.pb.h"
 #include "server/common/strings.h"
 
@@ -38,42 +40,86 @@ void ToProto(const query::Instance& in, pb::Instance* out) {
   out->set_probe_bits(in.verdict.bits);
 }
 
-query::Instance FromProto(const pb::Instance& in) {
+namespace {
+
+// A string field of message `m`, moved out of it when `m` is not const (an answer being
+// converted once: the thousands of names and paths of a frames answer), else copied. An empty
+// field is not touched (mutable_*() would allocate it).
+template <typename M, typename Get, typename Mut>
+std::string TakeString(M& m, Get get, Mut mut) {
+  const std::string& v = (m.*get)();
+  if constexpr (std::is_const_v<M>) {
+    return v;
+  } else {
+    return v.empty() ? std::string() : std::move(*(m.*mut)());
+  }
+}
+#define SYMDEX_TAKE(m, field) \
+  TakeString(m, &std::remove_cvref_t<decltype(m)>::field, &std::remove_cvref_t<decltype(m)>::mutable_##field)
+
+// The repeated `frames` field of `m` (an AddressResult's or a SymbolizeFramesResponse's),
+// mutable when `m` is.
+template <typename M>
+auto& FramesOf(M& m) {
+  if constexpr (std::is_const_v<M>) {
+    return m.frames();
+  } else {
+    return *m.mutable_frames();
+  }
+}
+
+// A message field of `m`, mutable when `m` is.
+template <typename M, typename Get, typename Mut>
+auto* FieldOf(M& m, Get get, Mut mut) {
+  if constexpr (std::is_const_v<M>) {
+    return &(m.*get)();
+  } else {
+    return (m.*mut)();
+  }
+}
+
+template <typename M>
+query::Instance ToInstance(M& in) {
   query::Instance out;
-  out.name = in.name();
-  out.module = in.module();
+  out.name = SYMDEX_TAKE(in, name);
+  out.module = SYMDEX_TAKE(in, module);
   out.type = in.type().empty() ? '?' : in.type()[0];
   if (in.has_address()) out.addr = in.address();
-  out.section = in.section();
+  out.section = SYMDEX_TAKE(in, section);
   out.section_offset = in.section_offset();
   if (in.has_size()) out.size = in.size();
   out.size_exact = in.size_exact();
   if (in.has_text_offset()) out.text_offset = in.text_offset();
   out.same_name_total = in.same_name_total();
   out.same_name_in_module = in.same_name_in_module();
-  out.probe = in.probe();
+  out.probe = SYMDEX_TAKE(in, probe);
   out.init_or_exit = in.init_or_exit();
   if (in.has_dwarf()) {
-    const pb::Dwarf& d = in.dwarf();
+    auto& d = *FieldOf(in, &pb::Instance::dwarf, &pb::Instance::mutable_dwarf);
     store::DwarfInfo w;
     w.has_function = d.has_function();
-    w.function = d.function();
-    w.cu = d.cu();
-    w.decl_file = d.decl_file();
+    w.function = SYMDEX_TAKE(d, function);
+    w.cu = SYMDEX_TAKE(d, cu);
+    w.decl_file = SYMDEX_TAKE(d, decl_file);
     w.decl_line = d.decl_line();
-    w.entry_file = d.entry_file();
+    w.entry_file = SYMDEX_TAKE(d, entry_file);
     w.entry_line = d.entry_line();
     w.inline_copy = d.inline_copy();
     out.dwarf = std::move(w);
   }
-  out.dwarf_note = in.dwarf_note();
+  out.dwarf_note = SYMDEX_TAKE(in, dwarf_note);
   out.verdict.kind = query::ParseProbeability(in.verdict()).value_or(query::Probeability::kUnknown);
   out.verdict.kprobe = in.kprobe_ok();
   out.verdict.ftrace = in.ftrace_ok();
-  out.verdict.reason = in.verdict_reason();
+  out.verdict.reason = SYMDEX_TAKE(in, verdict_reason);
   out.verdict.bits = in.probe_bits();
   return out;
 }
+
+}  // namespace
+
+query::Instance FromProto(const pb::Instance& in) { return ToInstance(in); }
+query::Instance FromProto(pb::Instance&& in) { return ToInstance(in); }
 
 void ToProto(const query::TargetSummary& t, pb::Target* out) {
   const store::TargetInfo& i = t.info;
@@ -130,11 +176,13 @@ void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out)
     // streamed by the thousand.
     const query::Instance& in = *a.symbol;
     pb::Instance* s = out->mutable_symbol();
+    // Empty strings are not set: proto3 does not send them, and setting one on an arena message
+    // still allocates it (thousands per answer).
     s->set_name(in.name);
-    s->set_module(in.module);
-    s->set_type(std::string(1, in.type));
+    if (!in.module.empty()) s->set_module(in.module);
+    s->set_type(&in.type, 1);
     if (in.addr) s->set_address(*in.addr);
-    s->set_section(in.section);  // an offline module's symbol: no address, a section offset
+    if (!in.section.empty()) s->set_section(in.section);  // an offline module's symbol: no address, a section offset
     s->set_section_offset(in.section_offset);
     if (in.size) s->set_size(*in.size);
     s->set_size_exact(in.size_exact);
@@ -144,22 +192,31 @@ void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out)
   for (const auto& f : a.frames) {
     pb::Frame* p = out->add_frames();
     p->set_function(f.function);
-    p->set_file(f.file);
+    if (!f.file.empty()) p->set_file(f.file);
     p->set_line(f.line);
     p->set_column(f.column);
   }
-  out->set_note(a.note);
+  if (!a.note.empty()) out->set_note(a.note);
 }
 
-query::AddressInfo FromProto(const pb::AddressResult& a) {
+namespace {
+template <typename M>
+query::AddressInfo ToAddressInfo(M& a) {
   query::AddressInfo out;
-  if (a.has_symbol()) out.symbol = FromProto(a.symbol());
+  if (a.has_symbol())
+    out.symbol = ToInstance(*FieldOf(a, &pb::AddressResult::symbol, &pb::AddressResult::mutable_symbol));
   out.offset = a.offset();
   out.frames.reserve(a.frames_size());
-  for (const auto& f : a.frames()) out.frames.push_back({f.function(), f.file(), f.line(), f.column()});
-  out.note = a.note();
+  for (auto& f : FramesOf(a)) {
+    out.frames.push_back({SYMDEX_TAKE(f, function), SYMDEX_TAKE(f, file), f.line(), f.column()});
+  }
+  out.note = SYMDEX_TAKE(a, note);
   return out;
 }
+}  // namespace
+
+query::AddressInfo FromProto(const pb::AddressResult& a) { return ToAddressInfo(a); }
+query::AddressInfo FromProto(pb::AddressResult&& a) { return ToAddressInfo(a); }
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -549,47 +606,56 @@ void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out) {
 
 void ToProto(const query::FrameAnswer& a, pb::FrameResult* p) {
   {
-    p->set_basis(std::string(query::FrameBasisName(a.basis)));
+    if (a.basis != query::FrameBasis::kNone) p->set_basis(std::string(query::FrameBasisName(a.basis)));
     p->set_exact(a.exact);
     ToProto(a.target_address.value_or(0), *a.info, p->mutable_result());
-    p->set_canonical(a.canonical);
+    if (!a.canonical.empty()) p->set_canonical(a.canonical);
     if (a.target_address) p->set_target_address(*a.target_address);
-    p->set_module(a.module);
-    p->set_section(a.section);
+    if (!a.module.empty()) p->set_module(a.module);
+    if (!a.section.empty()) p->set_section(a.section);
     p->set_section_offset(a.section_offset);
     for (const std::string& c : a.candidates) p->add_candidates(c);
-    p->set_error(a.error);
-    p->set_note(a.note);
+    if (!a.error.empty()) p->set_error(a.error);
+    if (!a.note.empty()) p->set_note(a.note);
   }
 }
 
-query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) {
+namespace {
+template <typename M>
+query::FrameAnswer ToFrameAnswer(M& p) {
+  query::FrameAnswer a;
+  if (p.basis() == "address") a.basis = query::FrameBasis::kAddress;
+  if (p.basis() == "module-offset") a.basis = query::FrameBasis::kModuleOffset;
+  if (p.basis() == "symbol+offset") a.basis = query::FrameBasis::kSymbolOffset;
+  a.exact = p.exact();
+  a.info = std::make_shared<const query::AddressInfo>(
+      ToAddressInfo(*FieldOf(p, &pb::FrameResult::result, &pb::FrameResult::mutable_result)));
+  a.canonical = SYMDEX_TAKE(p, canonical);
+  if (p.has_target_address()) a.target_address = p.target_address();
+  a.module = SYMDEX_TAKE(p, module);
+  a.section = SYMDEX_TAKE(p, section);
+  a.section_offset = p.section_offset();
+  a.candidates.assign(p.candidates().begin(), p.candidates().end());
+  a.error = SYMDEX_TAKE(p, error);
+  a.note = SYMDEX_TAKE(p, note);
+  return a;
+}
+
+template <typename M>
+query::FramesResult ToFramesResult(M& r) {
   query::FramesResult out;
   out.target = FromProto(r.target_info()).info;
   out.frames.reserve(r.frames_size());
-  for (const pb::FrameResult& p : r.frames()) out.frames.push_back(FromProto(p));
+  for (auto& p : FramesOf(r)) {
+    out.frames.push_back(ToFrameAnswer(p));
+  }
   return out;
 }
+}  // namespace
 
-query::FrameAnswer FromProto(const pb::FrameResult& p) {
-  {
-    query::FrameAnswer a;
-    if (p.basis() == "address") a.basis = query::FrameBasis::kAddress;
-    if (p.basis() == "module-offset") a.basis = query::FrameBasis::kModuleOffset;
-    if (p.basis() == "symbol+offset") a.basis = query::FrameBasis::kSymbolOffset;
-    a.exact = p.exact();
-    a.info = std::make_shared<const query::AddressInfo>(FromProto(p.result()));
-    a.canonical = p.canonical();
-    if (p.has_target_address()) a.target_address = p.target_address();
-    a.module = p.module();
-    a.section = p.section();
-    a.section_offset = p.section_offset();
-    a.candidates.assign(p.candidates().begin(), p.candidates().end());
-    a.error = p.error();
-    a.note = p.note();
-    return a;
-  }
-}
+query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) { return ToFramesResult(r); }
+query::FramesResult FromProto(pb::SymbolizeFramesResponse&& r) { return ToFramesResult(r); }
+query::FrameAnswer FromProto(const pb::FrameResult& p) { return ToFrameAnswer(p); }
 
 query::DecodeRequest FromProto(const pb::DecodeRequest& req) {
   query::DecodeRequest out;
@@ -624,3 +690,5 @@ void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out) {
 }
 
 }  // namespace symdex::api
+
+#undef SYMDEX_TAKE

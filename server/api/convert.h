@@ -17,6 +17,8 @@ namespace pb = ::symdex::v1;
 
 void ToProto(const query::Instance& in, pb::Instance* out);
 query::Instance FromProto(const pb::Instance& in);
+// From a message converted once (an answer): its strings are moved out, not copied.
+query::Instance FromProto(pb::Instance&& in);
 
 void ToProto(const query::TargetSummary& t, pb::Target* out);
 query::TargetSummary FromProto(const pb::Target& t);
@@ -26,6 +28,7 @@ query::CanonicalMatch FromProto(const pb::Match& m);
 
 void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out);
 query::AddressInfo FromProto(const pb::AddressResult& a);
+query::AddressInfo FromProto(pb::AddressResult&& a);
 
 void ToProto(const query::IndexState& s, pb::IndexState* out);
 absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s);
@@ -46,6 +49,7 @@ void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query
                std::vector<query::FrameIn>* frames);
 void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out);
 query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r);
+query::FramesResult FromProto(pb::SymbolizeFramesResponse&& r);
 void ToProto(const query::FrameAnswer& a, pb::FrameResult* out);
 query::FrameAnswer FromProto(const pb::FrameResult& p);
 query::DecodeRequest FromProto(const pb::DecodeRequest& req);

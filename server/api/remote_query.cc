@@ -203,9 +203,9 @@ absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string&
     const grpc::Status& s = a.status;
     if (!s.ok()) return impl_->Error(a);
     out.target = FromProto(resp.target_info()).info;
-    for (const auto& r : resp.results()) {
+    for (auto& r : *resp.mutable_results()) {
       out.addresses.push_back(r.address());
-      out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(r)));
+      out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(std::move(r))));
     }
     i += query::kMaxAddressesPerRequest;
   } while (i < addrs.size());
@@ -223,8 +223,9 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   // on 2 cores a 10k-frame call's wall time was the sum of both sides' CPU.
   auto split = [&](size_t parts) -> absl::StatusOr<query::FramesResult> {
     struct Part {
-      ResponseArena arena;
-      pb::SymbolizeFramesResponse* resp = arena.Make<pb::SymbolizeFramesResponse>();
+      // Freed once converted: the next part's answer reuses its memory.
+      std::unique_ptr<ResponseArena> arena = std::make_unique<ResponseArena>();
+      pb::SymbolizeFramesResponse* resp = arena->Make<pb::SymbolizeFramesResponse>();
       Impl::Attempt attempt;
     };
     std::vector<Part> part(parts);
@@ -246,7 +247,9 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
     for (size_t i = 0; i < parts; ++i) {
       if (i > 0) others[i - 1].join();
       if (!part[i].attempt.status.ok()) return impl_->Error(part[i].attempt);  // the rest join on return
-      query::FramesResult r = FromProto(*part[i].resp);
+      query::FramesResult r = FromProto(std::move(*part[i].resp));
+      part[i].resp = nullptr;
+      part[i].arena.reset();
       const auto [begin, end] = bounds(i);
       if (r.frames.size() != end - begin) {
         return absl::DataLossError(StrCat("symdexd answered ", r.frames.size(), " frames for a part of ", end - begin));

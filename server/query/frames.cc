@@ -36,7 +36,8 @@ struct Plan {
   std::string expect_symbol;   // the name the frame line printed (checked against the answer)
   uint64_t expect_offset = 0;  // ... and the offset
   // A symbol+offset frame: the instance it is, or the copies it may still be (narrowed by Narrow).
-  std::optional<Instance> chosen;
+  // (Held apart: a 10k-frame call makes 10k plans, nearly all of them address frames.)
+  std::shared_ptr<const Instance> chosen;
   std::vector<Instance> choices;
   uint64_t sym_offset = 0;
   size_t named = 0;         // instances of the name in its module/vmlinux
@@ -313,7 +314,7 @@ struct LocalQuery::FramesCall {
       a.note += StrCat(a.note.empty() ? "" : "; ", "offset ", Hex(p.sym_offset), " is past the symbol's size ",
                        Hex(*in.size));
     }
-    p.chosen = in;
+    p.chosen = std::make_shared<const Instance>(in);
     p.choices.clear();
     if (in.addr) {
       p.kind = Plan::kTargetAddress;
@@ -581,8 +582,12 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
       a.info = std::move(moved);
     };
     for (size_t k = 0; k < batch.size(); ++k) batch[k] -= back(batch_of[k]);
+    // The canonical spec cached with each answer; those made here are cached with it after.
+    std::vector<std::string> canonical;
+    std::vector<const AddressInfo*> made_for;
     if (!batch.empty()) {
-      ASSIGN_OR_RETURN(SymbolizeResult r, SymbolizeWith(s, t.name, batch));
+      ASSIGN_OR_RETURN(SymbolizeResult r, SymbolizeWith(s, t.name, batch, &canonical));
+      made_for.assign(batch.size(), nullptr);
       for (size_t k = 0; k < batch.size(); ++k) {
         const size_t i = batch_of[k];
         FrameAnswer& a = out.frames[i];
@@ -598,11 +603,24 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
           }
         }
         a.info = r.results[k];
+        if (a.info->symbol) {
+          if (canonical[k].empty()) {
+            ASSIGN_OR_RETURN(canonical[k], call.Canonical(*a.info->symbol));
+            made_for[k] = a.info.get();
+            a.canonical = canonical[k];  // and cached below
+          } else {
+            a.canonical = std::move(canonical[k]);
+          }
+        }
         forward(a, back(i));
         a.target_address = plans[i].addr;
         if (!a.info->symbol) a.exact = false;
         plans[i].kind = Plan::kDone;
       }
+      for (size_t k = 0; k < batch.size(); ++k) {
+        if (!made_for[k]) canonical[k].clear();
+      }
+      CacheCanonical(t, batch, made_for, canonical);
     }
     call.module_tables = static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [](const Plan& p) {
                            return p.kind == Plan::kModuleOffset;
@@ -624,7 +642,9 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         if (a.note.empty()) a.note = a.info->note;
         continue;
       }
-      ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info->symbol));
+      if (a.canonical.empty()) {
+        ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info->symbol));
+      }
       if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info->symbol->name) {
         // Another name of the same code (kallsyms aliases: __x64_sys_vfork = __do_sys_vfork) is
         // no disagreement.

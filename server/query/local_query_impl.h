@@ -79,7 +79,13 @@ struct LocalQuery::Cache {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const std::vector<Instance>>> names;
   CanonicalCache canonical;
-  std::unordered_map<uint64_t, std::shared_ptr<const AddressInfo>> addrs;
+  // An address's answer, and its symbol's canonical spec once a Frames call has made it (kept
+  // beside the answer: a warm 10k-frame call then does one lookup per frame, not two).
+  struct CachedAddress {
+    std::shared_ptr<const AddressInfo> info;
+    std::string canonical;  // "" until made
+  };
+  std::unordered_map<uint64_t, CachedAddress> addrs;
   std::unordered_map<std::string, std::shared_ptr<const store::DebugFileInfo>> debug_files;  // null: none
   // Loaded by the first batch large enough to repay reading every text symbol at once.
   std::shared_ptr<const store::TextSymbolTable> text_symbols;

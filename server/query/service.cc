@@ -262,13 +262,15 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Symbolize(const std::string& target,
 }
 
 absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std::string& target,
-                                                          const std::vector<uint64_t>& addrs) {
+                                                          const std::vector<uint64_t>& addrs,
+                                                          std::vector<std::string>* canonical) {
   ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
   auto cache = CacheFor(t);
   Cache scratch;  // uncached mode: per-call debug-file lookups only
   Cache& use = cache ? *cache : scratch;
   SymbolizeResult out{t, addrs, {}};
-  out.results.reserve(addrs.size());
+  out.results.resize(addrs.size());
+  if (canonical) canonical->assign(addrs.size(), std::string());
   bool want_table;
   {
     std::lock_guard<std::mutex> l(use.mu);
@@ -281,32 +283,55 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
     std::lock_guard<std::mutex> l(use.mu);
     if (!use.text_symbols) use.text_symbols = std::move(table);
   }
-  Symbolizing symbolizing(*this, s, t, use);  // after the table is loaded
   const bool cache_answers = cache && opts_.max_cached_addresses > 0;
-  for (uint64_t a : addrs) {
-    if (cache_answers) {
-      std::shared_ptr<const AddressInfo> hit;
-      {
-        std::lock_guard<std::mutex> l(cache->mu);
-        if (auto it = cache->addrs.find(a); it != cache->addrs.end()) hit = it->second;
-      }
-      if (hit) {
-        ++addr_hits_;
-        out.results.push_back(std::move(hit));
+  // The cached answers under one lock; the rest computed outside it and cached under another.
+  std::vector<size_t> misses;
+  if (cache_answers) {
+    std::lock_guard<std::mutex> l(cache->mu);
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      auto it = cache->addrs.find(addrs[i]);
+      if (it == cache->addrs.end()) {
+        misses.push_back(i);
         continue;
       }
-      ++addr_misses_;
+      out.results[i] = it->second.info;
+      if (canonical) (*canonical)[i] = it->second.canonical;
     }
-    ASSIGN_OR_RETURN(auto info, symbolizing.At(a));
-    auto shared = std::make_shared<const AddressInfo>(std::move(info));
-    if (cache_answers) {
-      std::lock_guard<std::mutex> l(cache->mu);
+  } else {
+    misses.resize(addrs.size());
+    for (size_t i = 0; i < addrs.size(); ++i) misses[i] = i;
+  }
+  addr_hits_ += addrs.size() - misses.size();
+  if (misses.empty()) return out;
+  if (cache_answers) addr_misses_ += misses.size();
+  Symbolizing symbolizing(*this, s, t, use);  // after the table is loaded
+  for (size_t i : misses) {
+    ASSIGN_OR_RETURN(auto info, symbolizing.At(addrs[i]));
+    out.results[i] = std::make_shared<const AddressInfo>(std::move(info));
+  }
+  if (cache_answers) {
+    std::lock_guard<std::mutex> l(cache->mu);
+    for (size_t i : misses) {
       if (cache->addrs.size() >= opts_.max_cached_addresses) cache->addrs.clear();
-      cache->addrs.emplace(a, shared);
+      cache->addrs.emplace(addrs[i], Cache::CachedAddress{out.results[i], {}});
     }
-    out.results.push_back(std::move(shared));
   }
   return out;
+}
+
+void LocalQuery::CacheCanonical(const store::TargetInfo& t, const std::vector<uint64_t>& addrs,
+                                const std::vector<const AddressInfo*>& infos,
+                                const std::vector<std::string>& canonical) {
+  auto cache = CacheFor(t);
+  if (!cache) return;
+  std::lock_guard<std::mutex> l(cache->mu);
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    if (canonical[i].empty()) continue;
+    auto it = cache->addrs.find(addrs[i]);
+    if (it != cache->addrs.end() && it->second.info.get() == infos[i] && it->second.canonical.empty()) {
+      it->second.canonical = canonical[i];
+    }
+  }
 }
 
 absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, const std::string& file, int line) {

@@ -276,8 +276,15 @@ class LocalQuery : public QueryApi {
   template <typename F>
   auto WithSession(F&& f) -> decltype(f(std::declval<Session&>()));
   absl::StatusOr<ResolveResult> ResolveIn(Session& s, const store::TargetInfo& t, const std::string& spec);
+  // `canonical`, when given, gets each address's cached canonical spec of its symbol ("" when
+  // none is cached yet): what Frames answers besides the symbol.
   absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
-                                                const std::vector<uint64_t>& addrs);
+                                                const std::vector<uint64_t>& addrs,
+                                                std::vector<std::string>* canonical = nullptr);
+  // Keeps canonical[i] with the cached answer of addrs[i] (the one `infos[i]` is), for the next
+  // SymbolizeWith; entries already holding one, evicted or replaced are left alone.
+  void CacheCanonical(const store::TargetInfo& t, const std::vector<uint64_t>& addrs,
+                      const std::vector<const AddressInfo*>& infos, const std::vector<std::string>& canonical);
   struct Symbolizing;
   struct FramesCall;
 

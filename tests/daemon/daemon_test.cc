@@ -999,6 +999,67 @@ TEST_F(DaemonTest, SigtermCancelsWhatOutlivesTheDrainDeadline) {
 namespace symdex {
 namespace {
 
+// What a daemon keeps of a frames answer (each address's answer, and its symbol's canonical spec
+// beside it) is what it answered: the same frames answered by the CLI alone, by the daemon cold,
+// warm, and in small pipelined batches (the CLI's, and the remote client's parts) are the same.
+TEST_F(DaemonTest, FramesAnsweredFromTheCacheAreTheFirstAnswers) {
+  json dups = Json("dups");
+  std::vector<std::string> lines;
+  for (const auto& g : dups["duplicates"]) {
+    for (const auto& in : g["instances"]) {
+      if (in["address"].is_string() && in["module"] == "vmlinux") {
+        lines.push_back(testing::HexAddress(std::stoull(in["address"].get<std::string>(), nullptr, 16) + 1));
+      }
+    }
+  }
+  ASSERT_GE(lines.size(), 4u);
+  uint64_t entry = 0;  // a_entry of vmlinux: a name vmlinux has once
+  const json which = Json("which a_entry");
+  for (const auto& in : which["instances"]) {
+    if (in["module"] == "vmlinux") {
+      ASSERT_EQ(entry, 0u);
+      entry = std::stoull(in["address"].get<std::string>(), nullptr, 16);
+    }
+  }
+  ASSERT_NE(entry, 0u) << which.dump();
+  lines.push_back(testing::HexAddress(entry + 2));
+  lines.push_back(lines.front());  // the same address twice in one request
+  lines.push_back("0x10");         // no symbol there
+  lines.push_back("a_entry+0x1");
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  const std::string file = dir_ / "frames.txt";
+  WriteFile(file, text);
+
+  auto d = StartDaemon();
+  auto frames = [&](const std::string& how, const std::string& batch) {
+    ::setenv("SYMDEX_FRAMES_BATCH", batch.c_str(), 1);
+    CommandResult r = Cli(how + " --json frames -", file);
+    ::unsetenv("SYMDEX_FRAMES_BATCH");
+    EXPECT_EQ(r.exit_code, 1) << r.err;  // 0x10: not found
+    return r.out;
+  };
+  const std::string alone = frames("--local --db '" + db_ + "'", "4096");
+  const std::string cold = frames("--connect unix:" + sock_, "4096");
+  const std::string warm = frames("--connect unix:" + sock_, "4096");
+  const std::string small = frames("--connect unix:" + sock_, "3");
+  EXPECT_EQ(cold, alone);
+  EXPECT_EQ(warm, alone);
+  EXPECT_EQ(small, alone);
+  // The answers are real ones: every line answered, canonical specs that tell copies apart.
+  json j = json::parse(alone);
+  ASSERT_EQ(j["results"].size(), lines.size());
+  size_t with_spec = 0, pinned = 0;
+  for (const auto& r : j["results"]) {
+    if (!r.contains("spec")) continue;
+    ++with_spec;
+    pinned += r["spec"].get<std::string>().find_first_of("@#") != std::string::npos;  // one copy of several
+  }
+  EXPECT_EQ(with_spec, lines.size() - 1) << alone;
+  EXPECT_GE(pinned, 4u) << alone;
+  EXPECT_EQ(d->Stop(SIGTERM, 20), 0) << d->Log();
+}
+
 TEST_F(DaemonTest, ReleasingDebugInfoKeepsAnswersAndReopensOnDemand) {
   auto q = query::LocalQuery::Open(db_, {});
   ASSERT_TRUE(q.ok());

@@ -23,11 +23,16 @@
 //   --passes times, and prints each pass's wall time. --stream: over one SymbolizeStream, the
 //   batches pipelined (a writer thread sends while the answers are read), as a frontend that
 //   streams addresses would; without it, one unary Symbolize call after another.
+// --rpc frames-all: as a fleet frontend holding one connection: every address sent once as
+//   SymbolizeFrames requests of --batch frames (default: all of them, at most 65,536) naming the
+//   kernel by --kernel-build-id (also sent as the symdex-build-id header a proxy routes on) with
+//   --kaslr-offset (default 0), --passes times; prints each pass's wall time. --stream: over one
+//   SymbolizeFramesStream, the batches pipelined.
 // --check-canonical (Resolve): count OK answers whose canonical spec differs from the spec sent
 //   (inputs that are canonical specs must come back unchanged).
 // --json: one JSON object on stdout (the human-readable table then goes to stderr).
 // Exit code: 0 when no call failed (OK, or for Resolve also ABORTED/NOT_FOUND), 1 otherwise, 2 usage.
-// Over ~500 lines: a self-contained benchmark program (options, workloads, report) meant to be
+// Over ~700 lines: a self-contained benchmark program (options, workloads, report) meant to be
 // read in one piece.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/client_unary_call.h>
@@ -78,7 +83,9 @@ struct Options {
   bool exact = false;
   bool check_canonical = false;
   int passes = 1;
-  bool stream = false;  // symbolize-all through SymbolizeStream: batches pipelined
+  bool stream = false;          // symbolize-all through SymbolizeStream: batches pipelined
+  std::string kernel_build_id;  // frames-all
+  int64_t kaslr_offset = 0;
   int deadline_ms = 10000;
   int max_metadata_kb = 0;  // 0: gRPC's default limit on received metadata (status details ride in it)
 };
@@ -87,10 +94,11 @@ struct Options {
   if (msg != nullptr) std::fprintf(stderr, "daemon_load: %s\n", msg);
   std::fprintf(stderr,
                "usage: daemon_load --connect unix:PATH|HOST:PORT\n"
-               "                   --rpc which|resolve|symbolize|symbolize-all|list-targets|health\n"
+               "                   --rpc which|resolve|symbolize|symbolize-all|frames-all|list-targets|health\n"
                "                   --inputs FILE [--clients 16] [--seconds 30] [--warmup S] [--batch N]\n"
                "                   [--rate QPS] [--target NAME] [--passes N] [--stream] [--exact]\n"
-               "                   [--check-canonical] [--deadline-ms 10000] [--max-metadata-kb N] [--json]\n");
+               "                   [--check-canonical] [--deadline-ms 10000] [--max-metadata-kb N] [--json]\n"
+               "                   [--kernel-build-id HEX] [--kaslr-offset N]\n");
   std::exit(2);
 }
 
@@ -124,6 +132,10 @@ Options Parse(int argc, char** argv) {
       o.passes = std::atoi(val().c_str());
     else if (a == "--stream")
       o.stream = true;
+    else if (a == "--kernel-build-id")
+      o.kernel_build_id = val();
+    else if (a == "--kaslr-offset")
+      o.kaslr_offset = std::strtoll(val().c_str(), nullptr, 0);
     else if (a == "--max-metadata-kb")
       o.max_metadata_kb = std::atoi(val().c_str());
     else if (a == "--deadline-ms")
@@ -141,12 +153,13 @@ Options Parse(int argc, char** argv) {
   }
   if (o.connect.empty() || o.rpc.empty()) Usage("--connect and --rpc are required");
   if (o.rpc != "which" && o.rpc != "resolve" && o.rpc != "symbolize" && o.rpc != "symbolize-all" &&
-      o.rpc != "list-targets" && o.rpc != "health")
-    Usage("--rpc must be which, resolve, symbolize, symbolize-all, list-targets or health");
+      o.rpc != "frames-all" && o.rpc != "list-targets" && o.rpc != "health")
+    Usage("--rpc must be which, resolve, symbolize, symbolize-all, frames-all, list-targets or health");
+  if (o.rpc == "frames-all" && o.kernel_build_id.empty()) Usage("frames-all needs --kernel-build-id");
   if (o.inputs.empty() && o.rpc != "list-targets" && o.rpc != "health") Usage("--inputs is required");
   if (o.clients < 1 || o.seconds <= 0 || o.passes < 1 || o.warmup < 0 || o.rate < 0 || o.deadline_ms < 1)
     Usage("bad number");
-  if (o.batch == 0) o.batch = o.rpc == "symbolize-all" ? 1024 : 64;
+  if (o.batch == 0) o.batch = o.rpc == "symbolize-all" ? 1024 : o.rpc == "frames-all" ? 65536 : 64;
   if (o.batch < 1 || o.batch > 65536) Usage("--batch must be 1..65536");
   return o;
 }
@@ -618,11 +631,99 @@ int RunSymbolizeAll(const Options& o, const std::vector<std::string>& lines) {
   return rc;
 }
 
+int RunFramesAll(const Options& o, const std::vector<std::string>& lines) {
+  const std::vector<uint64_t> addrs = ParseAddresses(lines);
+  auto ch = MakeChannel(o, 0);
+  if (!WaitConnected(ch, 0)) return 1;
+  auto stub = SymbolService::NewStub(ch);
+  auto request = [&](size_t i, symdex::v1::SymbolizeFramesRequest& req) {
+    req.Clear();
+    req.set_target(o.target);
+    req.set_kernel_build_id(o.kernel_build_id);
+    req.set_kaslr_offset(o.kaslr_offset);
+    for (size_t k = i; k < std::min(addrs.size(), i + o.batch); ++k) req.add_frames()->set_address(addrs[k]);
+  };
+  auto context = [&](grpc::ClientContext& ctx) {
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(o.deadline_ms));
+    ctx.AddMetadata("symdex-build-id", o.kernel_build_id);
+  };
+  int rc = 0;
+  if (o.json) std::printf("{\"rpc\":\"frames-all\",\"frames\":%zu,\"batch\":%d,\"passes\":[", addrs.size(), o.batch);
+  for (int pass = 1; pass <= o.passes; ++pass) {
+    uint64_t results = 0, with_symbol = 0, with_canonical = 0, failed_calls = 0, calls = 0;
+    std::string first_error;
+    auto count = [&](const symdex::v1::SymbolizeFramesResponse& resp) {
+      results += resp.frames_size();
+      for (const auto& f : resp.frames()) {
+        with_symbol += f.result().has_symbol();
+        with_canonical += !f.canonical().empty();
+      }
+    };
+    auto failed = [&](const grpc::Status& st) {
+      ++failed_calls;
+      if (first_error.empty()) first_error = std::string(CodeName(st.error_code())) + ": " + st.error_message();
+    };
+    Clock::time_point t0 = Clock::now();
+    if (o.stream) {
+      grpc::ClientContext ctx;
+      context(ctx);
+      auto stream = stub->SymbolizeFramesStream(&ctx);
+      std::thread writer([&] {
+        symdex::v1::SymbolizeFramesRequest w;
+        for (size_t i = 0; i < addrs.size(); i += o.batch) {
+          request(i, w);
+          if (!stream->Write(w)) break;
+        }
+        stream->WritesDone();
+      });
+      symdex::v1::SymbolizeFramesResponse resp;
+      while (stream->Read(&resp)) {
+        ++calls;
+        count(resp);
+      }
+      writer.join();
+      if (grpc::Status st = stream->Finish(); !st.ok()) failed(st);
+    } else {
+      symdex::v1::SymbolizeFramesRequest req;
+      for (size_t i = 0; i < addrs.size(); i += o.batch) {
+        request(i, req);
+        grpc::ClientContext ctx;
+        context(ctx);
+        symdex::v1::SymbolizeFramesResponse resp;
+        ++calls;
+        if (grpc::Status st = stub->SymbolizeFrames(&ctx, req, &resp); !st.ok()) {
+          failed(st);
+          continue;
+        }
+        count(resp);
+      }
+    }
+    const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (failed_calls || results != addrs.size()) rc = 1;
+    if (o.json) {
+      std::printf("%s{\"pass\":%d,\"wall_s\":%.4f,\"frames_per_s\":%.0f,\"calls\":%" PRIu64 ",\"failed_calls\":%" PRIu64
+                  ",\"results\":%" PRIu64 ",\"with_symbol\":%" PRIu64 ",\"with_canonical\":%" PRIu64
+                  ",\"first_error\":\"%s\"}",
+                  pass > 1 ? "," : "", pass, wall, addrs.size() / wall, calls, failed_calls, results, with_symbol,
+                  with_canonical, JsonEscape(first_error).c_str());
+    }
+    std::fprintf(o.json ? stderr : stdout,
+                 "frames-all pass %d: %zu frames in %" PRIu64
+                 " calls of <= %d: %.3f s (%.0f frames/s); with a symbol "
+                 "%" PRIu64 ", with a canonical spec %" PRIu64 ", failed calls %" PRIu64 "%s%s\n",
+                 pass, addrs.size(), calls, o.batch, wall, addrs.size() / wall, with_symbol, with_canonical,
+                 failed_calls, first_error.empty() ? "" : ", first: ", first_error.c_str());
+  }
+  if (o.json) std::printf("]}\n");
+  return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o = Parse(argc, argv);
   std::vector<std::string> lines = o.inputs.empty() ? std::vector<std::string>{""} : ReadLines(o.inputs);
   std::fflush(stdout);
+  if (o.rpc == "frames-all") return RunFramesAll(o, lines);
   return o.rpc == "symbolize-all" ? RunSymbolizeAll(o, lines) : RunTimed(o, lines);
 }
