@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <future>
 #include <iterator>
@@ -77,14 +78,15 @@ absl::StatusOr<std::vector<query::FrameModule>> ModulesFrom(const std::string& d
   return out;
 }
 
-// Frames per Frames() call. Batches are pipelined: while one is answered (by symdexd, or by
-// the embedded index on another thread), the one before is printed; so at most two batches'
-// answers are held, whatever the input's size.
+// Frames per Frames() call. Batches are pipelined: up to kInFlight are being answered (by
+// symdexd, or by the embedded index on other threads) while the one before them is printed; so
+// the answers held are bounded whatever the input's size.
 size_t BatchSize() {
   if (const char* e = std::getenv("SYMDEX_FRAMES_BATCH"))
     return std::clamp<size_t>(std::strtoul(e, nullptr, 10), 1, 65536);
   return 4096;
 }
+constexpr size_t kInFlight = 2;
 
 absl::StatusOr<query::FrameModule> ParseModule(const std::string& arg) {
   query::FrameModule m;
@@ -173,15 +175,21 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
 
   int worst = kFound;
   const size_t batch_size = BatchSize();
-  std::vector<std::string> inputs, pending_inputs;
+  std::vector<std::string> inputs;
   std::vector<query::FrameIn> batch;
-  std::future<absl::StatusOr<query::FramesResult>> pending;
+  struct Pending {
+    std::vector<std::string> inputs;
+    std::future<absl::StatusOr<query::FramesResult>> answer;
+  };
+  std::deque<Pending> pending;  // sent, oldest first
   nlohmann::json arr = nlohmann::json::array();
   std::string target_name, out;
-  // The batch sent before: waited for and printed.
+  // The oldest batch sent: waited for and printed.
   auto finish = [&]() -> absl::Status {
-    if (!pending.valid()) return absl::OkStatus();
-    absl::StatusOr<query::FramesResult> res = pending.get();
+    if (pending.empty()) return absl::OkStatus();
+    Pending p = std::move(pending.front());
+    pending.pop_front();
+    absl::StatusOr<query::FramesResult> res = p.answer.get();
     RETURN_IF_ERROR(res.status());
     target_name = res->target.name;
     out.clear();
@@ -193,9 +201,9 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
         worst = std::max(worst, int{kNotFound});
       }
       if (g.json) {
-        arr.push_back(FrameJson(pending_inputs[i], a));
+        arr.push_back(FrameJson(p.inputs[i], a));
       } else {
-        PrintFrame(pending_inputs[i], a, out);
+        PrintFrame(p.inputs[i], a, out);
       }
     }
     if (!g.json) {
@@ -204,13 +212,13 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     }
     return absl::OkStatus();
   };
-  // Sends the batch read so far, once the one before it is printed.
+  // Sends the batch read so far (printing the oldest first when kInFlight are out).
   auto answer = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
-    RETURN_IF_ERROR(finish());
-    pending = std::async(std::launch::async,
-                         [&api, &target, &ctx, b = std::move(batch)] { return (*api)->Frames(target, ctx, b); });
-    pending_inputs = std::move(inputs);
+    if (pending.size() >= kInFlight) RETURN_IF_ERROR(finish());
+    pending.push_back({std::move(inputs), std::async(std::launch::async, [&api, &target, &ctx, b = std::move(batch)] {
+                         return (*api)->Frames(target, ctx, b);
+                       })});
     batch.clear();
     inputs.clear();
     return absl::OkStatus();
@@ -237,7 +245,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
       st = ForEachStdinLine(ingest::kMaxFrameLineLength, "a frame", add);
     }
     if (st.ok()) st = answer();
-    if (st.ok()) st = finish();
+    while (st.ok() && !pending.empty()) st = finish();
     if (!st.ok()) return Fail(g, st);
   }
   if (g.json) PrintJson({{"target", target_name}, {"results", arr}});

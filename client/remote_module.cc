@@ -29,12 +29,34 @@ std::vector<std::string> Candidates() {
           (dir.parent_path() / "lib/symdex" / api::kRemoteModuleFile).string()};
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SYMDEX_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SYMDEX_SANITIZED 1
+#endif
+#endif
+
+// How the module is opened. RTLD_DEEPBIND puts its own libraries (gRPC, protobuf, ~30 abseil
+// ones) first when their ~17,000 symbol relocations are bound at load: looked up through this
+// program's 41 libraries first, they were ~6 ms of every remote call's ~34 (20 interleaved runs of
+// a one-frame `symdex frames`: 34.4 -> 28.4 ms). It also means the module does not see symbols
+// other libraries interpose, so not with an LD_PRELOAD (a replacement malloc would then free
+// what libc's allocated) nor under the sanitizers (their runtime interposes malloc).
+int OpenFlags() {
+  int flags = RTLD_NOW | RTLD_LOCAL;
+#if !defined(SYMDEX_SANITIZED)
+  if (const char* preload = std::getenv("LD_PRELOAD"); preload == nullptr || *preload == '\0') flags |= RTLD_DEEPBIND;
+#endif
+  return flags;
+}
+
 Module Load() {
   Module m;
   std::vector<std::string> tried;
   for (const std::string& path : Candidates()) {
     // Never closed: the query object it returns runs its code.
-    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    void* h = ::dlopen(path.c_str(), OpenFlags());
     if (h == nullptr) {
       const char* e = ::dlerror();
       tried.push_back(e ? e : path);
