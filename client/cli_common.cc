@@ -103,6 +103,42 @@ absl::Status ForEachStdinLine(size_t max_line, std::string_view what,
 
 void PrintJson(const nlohmann::json& j) { fmt::print("{}\n", j.dump(2)); }
 
+namespace {
+// `text` (a dump(2)) as it reads nested `by` spaces deeper: JSON text has no raw newlines but
+// its own.
+void AppendIndented(std::string_view text, size_t by, std::string& out) {
+  out.append(by, ' ');
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '\n') out.append(by, ' ');
+  }
+}
+}  // namespace
+
+void JsonArrayOut::Add(const nlohmann::json& element) {
+  if (!elements_.empty()) elements_ += ",\n";
+  AppendIndented(element.dump(2), 4, elements_);
+}
+
+void JsonArrayOut::Print(const nlohmann::json& rest) const {
+  std::string out = "{\n  " + nlohmann::json(key_).dump() + ": ";
+  if (elements_.empty()) {
+    out += "[]";
+  } else {
+    out += "[\n";
+    out += elements_;
+    out += "\n  ]";
+  }
+  for (const auto& [k, v] : rest.items()) {
+    out += ",\n  " + nlohmann::json(k).dump() + ": ";
+    std::string value;
+    AppendIndented(v.dump(2), 2, value);
+    out.append(value, 2);  // the first line follows the key
+  }
+  out += "\n}\n";
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
 std::string Hex(uint64_t v) { return fmt::format("{:016x}", v); }
 
 std::string FormatTime(int64_t unix) {

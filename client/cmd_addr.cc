@@ -73,7 +73,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   constexpr size_t kBatch = 16384;
   int worst = kFound;
   std::vector<uint64_t> batch;
-  nlohmann::json arr = nlohmann::json::array();
+  JsonArrayOut arr("results");
   std::string target_name;
   fmt::memory_buffer out;
   // Many addresses answered from DWARF because vmlinux's address map is missing or unusable
@@ -108,7 +108,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
       const auto& info = *res.results[i];
       if (!info.symbol) worst = std::max(worst, int{kNotFound});
       if (g.json) {
-        arr.push_back(AddressJson(batch[i], info));
+        arr.Add(AddressJson(batch[i], info));
       } else {
         PrintAddress(batch[i], info, out);
       }
@@ -149,7 +149,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
     if (!res.ok()) return Fail(g, res.status());
     target_name = res->target.name;
   }
-  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
+  if (g.json) arr.Print({{"target", target_name}});
   return worst;
 }
 

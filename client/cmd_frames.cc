@@ -182,7 +182,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     std::future<absl::StatusOr<query::FramesResult>> answer;
   };
   std::deque<Pending> pending;  // sent, oldest first
-  nlohmann::json arr = nlohmann::json::array();
+  JsonArrayOut arr("results");
   std::string target_name, out;
   // The oldest batch sent: waited for and printed.
   auto finish = [&]() -> absl::Status {
@@ -201,7 +201,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
         worst = std::max(worst, int{kNotFound});
       }
       if (g.json) {
-        arr.push_back(FrameJson(p.inputs[i], a));
+        arr.Add(FrameJson(p.inputs[i], a));
       } else {
         PrintFrame(p.inputs[i], a, out);
       }
@@ -248,7 +248,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     while (st.ok() && !pending.empty()) st = finish();
     if (!st.ok()) return Fail(g, st);
   }
-  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
+  if (g.json) arr.Print({{"target", target_name}});
   return worst;
 }
 

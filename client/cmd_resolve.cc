@@ -162,20 +162,20 @@ int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
   }
   int worst = kFound;
   std::string target_name = o.target;
-  nlohmann::json arr = nlohmann::json::array();
+  JsonArrayOut arr("results");
   for (const auto& s : specs) {
     nlohmann::json j;
     query::ResolveResult r;
     worst = std::max(worst, ResolveOne(**api, o.target, s, g.json, j, &r));
     if (!r.target.name.empty()) target_name = r.target.name;
-    arr.push_back(std::move(j));
+    if (g.json) arr.Add(j);
   }
   if (target_name.empty()) {  // nothing asked: still check the target exists
     auto res = (*api)->Symbolize(o.target, {});
     if (!res.ok()) return Fail(g, res.status());
     target_name = res->target.name;
   }
-  if (g.json) PrintJson({{"target", target_name}, {"results", arr}});
+  if (g.json) arr.Print({{"target", target_name}});
   return worst;
 }
 

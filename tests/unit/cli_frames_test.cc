@@ -47,7 +47,10 @@ class CliFramesTest : public ::testing::Test {
     CommandResult r = Symdex("--json frames --build-id " + vmlinux_id_ + " " + args);
     EXPECT_EQ(r.exit_code, want_exit) << args << "\n" << r.out << r.err;
     try {
-      return json::parse(r.out);
+      json j = json::parse(r.out);
+      // Printed an element at a time (cli_common.h JsonArrayOut), as one document would be.
+      EXPECT_EQ(r.out, j.dump(2) + "\n") << args;
+      return j;
     } catch (const std::exception& e) {
       ADD_FAILURE() << args << ": " << e.what() << "\n" << r.out << r.err;
       return json::object();
@@ -253,6 +256,47 @@ TEST_F(CliFramesTest, AMachinesCapturedSysfsGivesTheLayout) {
   CommandResult bad = Symdex("frames --kernel-notes '" + (*dir_ / "empty-notes") + "' 0x1");
   EXPECT_EQ(bad.exit_code, 3) << bad.err;
   EXPECT_NE(bad.err.find("no GNU build-ID note"), std::string::npos) << bad.err;
+}
+
+// Frames from stdin are answered in batches, several at once (SYMDEX_FRAMES_BATCH sets their
+// size): the answer is the same document whatever the batches, in input order.
+TEST_F(CliFramesTest, BatchesPrintOneDocumentInInputOrder) {
+  json which = json::parse(Symdex("--json which quiet_fn").out);
+  ASSERT_FALSE(which["instances"].empty());
+  const uint64_t quiet = std::stoull(which["instances"][0]["address"].get<std::string>(), nullptr, 16);
+  std::string lines;
+  for (int i = 0; i < 7; ++i) lines += testing::HexAddress(quiet + i) + "\n";
+  lines += "quiet_fn+0x1/0x10\n";
+  lines += "0x10\n";  // not found
+  const std::string input = *dir_ / "batches.txt";
+  testing::WriteFile(input, lines);
+  const std::string empty = *dir_ / "no-frames.txt";
+  testing::WriteFile(empty, "");
+  auto run = [&](const std::string& batch, const std::string& file, bool json_out) {
+    return RunCommand("env -u DEBUGINFOD_URLS SYMDEX_FRAMES_BATCH=" + batch + " " + std::string(SYMDEX_BIN) +
+                      " --db '" + (*dir_ / "index.db") + "'" + (json_out ? " --json" : "") + " frames --build-id " +
+                      vmlinux_id_ + " - < '" + file + "'");
+  };
+  for (bool json_out : {true, false}) {
+    CommandResult whole = run("4096", input, json_out);
+    EXPECT_EQ(whole.exit_code, 1) << whole.err;  // 0x10
+    for (const char* batch : {"1", "2", "3"}) {
+      CommandResult parts = run(batch, input, json_out);
+      EXPECT_EQ(parts.exit_code, 1) << parts.err;
+      EXPECT_EQ(parts.out, whole.out) << "batches of " << batch;
+    }
+    if (!json_out) continue;
+    json j = json::parse(whole.out);
+    EXPECT_EQ(whole.out, j.dump(2) + "\n");
+    ASSERT_EQ(j["results"].size(), 9u);
+    for (int i = 0; i < 7; ++i) EXPECT_EQ(j["results"][i]["input"], testing::HexAddress(quiet + i)) << i;
+    EXPECT_EQ(j["results"][7]["symbol"], "quiet_fn");
+  }
+  CommandResult none = run("4096", empty, true);
+  EXPECT_EQ(none.exit_code, 0) << none.err;
+  json j = json::parse(none.out);
+  EXPECT_EQ(none.out, j.dump(2) + "\n");
+  EXPECT_TRUE(j["results"].empty());
 }
 
 TEST_F(CliFramesTest, HostileRequestsAreRefused) {
