@@ -84,6 +84,7 @@ TEST_F(CliFramesTest, AddressesWithTheHostsTextAreExactAndAgreeWithAddr) {
   CommandResult a = Symdex("--json addr --build-id " + vmlinux_id_ + " " + testing::HexAddress(quiet + 1));
   ASSERT_EQ(a.exit_code, 0) << a.err;
   json ja = json::parse(a.out);
+  EXPECT_EQ(a.out, ja.dump(2) + "\n");  // printed an element at a time, as one document
   EXPECT_EQ(f["frames"], ja["results"][0]["frames"]);
   EXPECT_EQ(f["frames"][0]["file"], "kernel/traced.c");
   // The KASLR offset says the same.

@@ -119,6 +119,7 @@ TEST_F(CliVerdictTest, KprobeRefusesWhatTheKernelWouldAndForcePrintsIt) {
   CommandResult resolved = Symdex("--json resolve 'probe_mod:blocked_fn'");
   ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
   EXPECT_EQ(json::parse(resolved.out)["results"][0]["instance"]["verdict"]["kind"], "blacklisted");
+  EXPECT_EQ(resolved.out, json::parse(resolved.out).dump(2) + "\n");  // an element at a time, as one document
 }
 
 TEST_F(CliVerdictTest, KernelConfigDecidesAboutFunctionsWithoutFentry) {
