@@ -617,9 +617,6 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
         if (!a.info->symbol) a.exact = false;
         plans[i].kind = Plan::kDone;
       }
-      for (size_t k = 0; k < batch.size(); ++k) {
-        if (!made_for[k]) canonical[k].clear();
-      }
       CacheCanonical(t, batch, made_for, canonical);
     }
     call.module_tables = static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [](const Plan& p) {

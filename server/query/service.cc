@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <map>
+#include <numeric>
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
@@ -299,7 +300,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
     }
   } else {
     misses.resize(addrs.size());
-    for (size_t i = 0; i < addrs.size(); ++i) misses[i] = i;
+    std::iota(misses.begin(), misses.end(), size_t{0});
   }
   addr_hits_ += addrs.size() - misses.size();
   if (misses.empty()) return out;
@@ -326,7 +327,7 @@ void LocalQuery::CacheCanonical(const store::TargetInfo& t, const std::vector<ui
   if (!cache) return;
   std::lock_guard<std::mutex> l(cache->mu);
   for (size_t i = 0; i < addrs.size(); ++i) {
-    if (canonical[i].empty()) continue;
+    if (infos[i] == nullptr) continue;  // not made here
     auto it = cache->addrs.find(addrs[i]);
     if (it != cache->addrs.end() && it->second.info.get() == infos[i] && it->second.canonical.empty()) {
       it->second.canonical = canonical[i];

@@ -281,8 +281,9 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
                                                 const std::vector<uint64_t>& addrs,
                                                 std::vector<std::string>* canonical = nullptr);
-  // Keeps canonical[i] with the cached answer of addrs[i] (the one `infos[i]` is), for the next
-  // SymbolizeWith; entries already holding one, evicted or replaced are left alone.
+  // Keeps canonical[i] with the cached answer of addrs[i] when infos[i] is that answer (null: no
+  // spec made for it), for the next SymbolizeWith; entries already holding one, evicted or
+  // replaced are left alone.
   void CacheCanonical(const store::TargetInfo& t, const std::vector<uint64_t>& addrs,
                       const std::vector<const AddressInfo*>& infos, const std::vector<std::string>& canonical);
   struct Symbolizing;
