@@ -188,6 +188,9 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
   // Store each parsed file under its build-ID (immutable, own transaction), and keep what the
   // symbol join needs of it.
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  // InsertDebugFile writes with foreign-key enforcement off; switching it for each of a
+  // kernel's 1,122 files would have SQLite compile every statement again for each.
+  store::ForeignKeysOff fk(db);
   for (size_t k = 0; k < plan.to_parse.size(); ++k) {
     Part& p = parts[plan.to_parse[k]];
     if (!parsed[k].index.ok()) {

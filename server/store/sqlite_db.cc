@@ -138,9 +138,15 @@ Db::~Db() {
 }
 
 absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
-  // SQLite's memory statistics take a global mutex on every allocation (symdex never reads
-  // them): off, before the library initializes itself on the first open.
-  [[maybe_unused]] static const int kNoMemStatus = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  // Before the library initializes itself on the first open: SQLite's memory statistics take a
+  // global mutex on every allocation (symdex never reads them): off. A statement that writes
+  // several rows (BulkInsert) keeps the pages it changes in a statement journal, which past
+  // 64 KiB goes to a temporary file — a pwrite() for every page of a bulk load: kept in memory
+  // (it holds at most the pages one batch of rows touches).
+  [[maybe_unused]] static const int kConfigured = [] {
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    return sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, -1);
+  }();
   Db db;
   db.path_ = path;
   int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
@@ -258,6 +264,72 @@ absl::Status Transaction::Commit() {
   RETURN_IF_ERROR(db_->Exec("COMMIT"));
   db_ = nullptr;
   return absl::OkStatus();
+}
+
+namespace {
+std::string MultiRowInsert(std::string_view table, std::initializer_list<const char*> columns, size_t rows) {
+  std::string row = "(";
+  for (size_t i = 0; i < columns.size(); ++i) row += i ? ",?" : "?";
+  row += ")";
+  std::string sql = StrCat("INSERT INTO ", table, " (");
+  bool first = true;
+  for (const char* c : columns) {
+    sql += StrCat(first ? "" : ", ", c);
+    first = false;
+  }
+  sql += ") VALUES ";
+  for (size_t r = 0; r < rows; ++r) sql += StrCat(r ? "," : "", row);
+  return sql;
+}
+}  // namespace
+
+absl::StatusOr<BulkInsert> BulkInsert::Prepare(Db& db, std::string_view table,
+                                               std::initializer_list<const char*> columns, size_t rows) {
+  BulkInsert b;
+  b.cols_ = columns.size();
+  b.rows_ = rows;
+  b.full_rows_ = rows - rows % kBatchRows;
+  if (b.full_rows_ > 0) {
+    ASSIGN_OR_RETURN(b.full_, db.Prepare(MultiRowInsert(table, columns, kBatchRows)));
+  }
+  if (rows % kBatchRows) {
+    ASSIGN_OR_RETURN(b.tail_, db.Prepare(MultiRowInsert(table, columns, rows % kBatchRows)));
+  }
+  return b;
+}
+
+absl::Status BulkInsert::RunFilledBatch() {
+  // Rows [0, added_) are bound: a batch is complete when added_ ends one.
+  if (added_ == 0) return absl::OkStatus();
+  if (added_ <= full_rows_) return added_ % kBatchRows == 0 ? full_.Run() : absl::OkStatus();
+  return added_ == rows_ ? tail_.Run() : absl::OkStatus();
+}
+
+absl::StatusOr<BulkInsert::Row> BulkInsert::Add() {
+  if (added_ == rows_) return absl::InternalError(StrCat("bulk insert: more than the ", rows_, " rows announced"));
+  RETURN_IF_ERROR(RunFilledBatch());
+  const size_t k = added_++;
+  if (k < full_rows_) return Row(&full_, static_cast<int>((k % kBatchRows) * cols_));
+  return Row(&tail_, static_cast<int>((k - full_rows_) * cols_));
+}
+
+absl::Status BulkInsert::Finish() {
+  if (added_ != rows_) {
+    return absl::InternalError(StrCat("bulk insert: ", added_, " rows of the ", rows_, " announced"));
+  }
+  return RunFilledBatch();
+}
+
+ForeignKeysOff::ForeignKeysOff(Db& db) : db_(db) {
+  if (auto st = db_.Prepare("PRAGMA foreign_keys"); st.ok()) {
+    auto row = st->Step();
+    was_on_ = row.ok() && *row && st->Int(0) != 0;
+  }
+  if (was_on_) (void)db_.Exec("PRAGMA foreign_keys=OFF");
+}
+
+ForeignKeysOff::~ForeignKeysOff() {
+  if (was_on_) (void)db_.Exec("PRAGMA foreign_keys=ON");
 }
 
 absl::StatusOr<ReadSnapshot> ReadSnapshot::Begin(Db& db) {

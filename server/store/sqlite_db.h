@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -124,6 +125,25 @@ class Transaction {
   Db* db_;
 };
 
+// Foreign-key enforcement off while it lives, for a writer that keeps the references itself
+// (SQLite ignores the pragma inside a transaction: make it before Transaction::Begin). With
+// enforcement on, every inserted child row looks its parent up, and SQLite cannot empty a
+// referenced table wholesale (it visits and unindexes each row instead). ON DELETE CASCADE does
+// not run either: the writer deletes the children itself. Setting the pragma expires every
+// prepared statement of the connection (each is compiled again on its next use): one held
+// around a loop of writers that hold their own makes theirs no-ops.
+class ForeignKeysOff {
+ public:
+  explicit ForeignKeysOff(Db& db);
+  ForeignKeysOff(const ForeignKeysOff&) = delete;
+  ForeignKeysOff& operator=(const ForeignKeysOff&) = delete;
+  ~ForeignKeysOff();
+
+ private:
+  Db& db_;
+  bool was_on_ = false;
+};
+
 // A read snapshot: every statement until it ends sees one committed state of the database, so
 // a query never sees half of a concurrent re-index (WAL keeps the old pages for it). It also
 // takes the file locks once instead of per statement. Ends (COMMIT) when destroyed.
@@ -137,6 +157,59 @@ class ReadSnapshot {
  private:
   explicit ReadSnapshot(Db* db) : db_(db) {}
   Db* db_;
+};
+
+// Rows into one table through multi-row INSERT statements of kBatchRows rows: a statement
+// execution opens its table's and indexes' cursors, and a row inserted alone pays that for
+// itself — several times SQLite's own per-row cost. The number of rows is announced up front, so
+// the last, shorter batch is one statement of its own size. Usage:
+//   ASSIGN_OR_RETURN(BulkInsert ins, BulkInsert::Prepare(db, "t", {"a", "b"}, rows.size()));
+//   for (...) { ASSIGN_OR_RETURN(BulkInsert::Row r, ins.Add()); r.Bind(1, a).Bind(2, b); }
+//   RETURN_IF_ERROR(ins.Finish());
+// Column numbers are 1-based within the row. A batch runs when the row after it is added (or at
+// Finish): strings bound with BindStatic must stay valid until then.
+class BulkInsert {
+ public:
+  static constexpr size_t kBatchRows = 32;
+
+  class Row {
+   public:
+    template <typename T>
+    Row& Bind(int col, const T& v) {
+      stmt_->Bind(base_ + col, v);
+      return *this;
+    }
+    Row& BindStatic(int col, std::string_view v) {
+      stmt_->BindStatic(base_ + col, v);
+      return *this;
+    }
+    Row& BindNull(int col) {
+      stmt_->BindNull(base_ + col);
+      return *this;
+    }
+
+   private:
+    friend class BulkInsert;
+    Row(Stmt* s, int base) : stmt_(s), base_(base) {}
+    Stmt* stmt_;
+    int base_;
+  };
+
+  static absl::StatusOr<BulkInsert> Prepare(Db& db, std::string_view table, std::initializer_list<const char*> columns,
+                                            size_t rows);
+  // The next row, running the batch before it when that is full. More rows than announced: an
+  // internal error.
+  absl::StatusOr<Row> Add();
+  // Runs the last batch; fewer rows than announced: an internal error (nothing of the last batch
+  // is written).
+  absl::Status Finish();
+
+ private:
+  BulkInsert() = default;
+  absl::Status RunFilledBatch();
+  size_t cols_ = 0, rows_ = 0, added_ = 0;
+  size_t full_rows_ = 0;  // rows that go through `full_` (whole batches); the rest through `tail_`
+  Stmt full_, tail_;
 };
 
 // SQLite stores signed 64-bit integers; kernel addresses live in the upper half.

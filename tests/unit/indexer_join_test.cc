@@ -94,5 +94,56 @@ TEST(IndexerJoin, RowsAlreadyStoredGiveNoFunctionIds) {
   EXPECT_FALSE(again->function_ids.has_value());
 }
 
+// A debug file that changed is stored again under its id: its old rows go — ranges included,
+// which foreign-key cascades no longer delete (InsertDebugFile writes with enforcement off) —
+// another file's rows stay, and every reference still points at a stored row.
+TEST(IndexerJoin, AChangedFileReplacesItsRowsAndLeavesNoneBehind) {
+  TempDir d;
+  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto count = [&](const char* sql) {
+    auto st = db->Prepare(sql);
+    EXPECT_TRUE(st.ok());
+    return *st->Step() ? st->Int(0) : -1;
+  };
+  const debuginfo::FileStamp before{.size = 1, .mtime_ns = 2, .ctime_ns = 3, .ino = 4, .dev = 5};
+  const debuginfo::FileStamp after{.size = 1, .mtime_ns = 9, .ctime_ns = 9, .ino = 4, .dev = 5};
+  auto first = store::InsertDebugFile(*db, AliasIndex(), "aabbccdd", "/x.ko.debug", before, std::nullopt, 0.1, 1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto other = store::InsertDebugFile(*db, AliasIndex(), "eeff0011", "/y.ko.debug", before, std::nullopt, 0.1, 1);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(count("SELECT COUNT(*) FROM dwarf_ranges"), 10);  // 5 ranges per file
+
+  debuginfo::DwarfIndex changed = AliasIndex();
+  changed.functions.pop_back();  // x_func and its two ranges are gone from the new file
+  auto again = store::InsertDebugFile(*db, changed, "aabbccdd", "/x.ko.debug", after, std::nullopt, 0.1, 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id, first->id);
+  ASSERT_TRUE(again->function_ids.has_value());
+  EXPECT_EQ(count("SELECT COUNT(*) FROM dwarf_ranges"), 8);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM dwarf_ranges r WHERE NOT EXISTS "
+                  "(SELECT 1 FROM dwarf_functions f WHERE f.id = r.function_id)"),
+            0);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM dwarf_functions"), 7);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM dwarf_symbol_lines"), 6);
+  for (const char* table : {"dwarf_functions", "dwarf_ranges", "dwarf_variables", "dwarf_symbol_lines", "dwarf_units",
+                            "dwarf_files", "dwarf_sections"}) {
+    auto check = db->Prepare(std::string("PRAGMA foreign_key_check(") + table + ")");
+    ASSERT_TRUE(check.ok());
+    EXPECT_FALSE(*check->Step()) << table << ": a row refers to a missing parent";
+  }
+  // The ids handed to the join are the stored rows' ids.
+  auto mem = JoinTableOf(changed, *again->function_ids);
+  auto loaded = LoadJoinTable(*db, again->id);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  for (uint64_t a : {0x100, 0x17f, 0x200}) {
+    auto m = mem->locator.Find(".text", a), l = (*loaded)->locator.Find(".text", a);
+    ASSERT_EQ(m.has_value(), l.has_value()) << a;
+    if (m) {
+      EXPECT_EQ(m->function_id, l->function_id) << a;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace symdex::indexer
