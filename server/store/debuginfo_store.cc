@@ -141,6 +141,12 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
   RETURN_IF_ERROR(unit.Finish());
   auto opt_file = [](uint32_t f) { return f == debuginfo::kNoFile ? std::nullopt : std::optional<int64_t>(f); };
   auto opt_sec = [](uint16_t s) { return s == debuginfo::kNoSection ? std::nullopt : std::optional<int64_t>(s); };
+  // The first debug file of a new database (vmlinux): its rows are indexed once they are in.
+  std::vector<IndexesAfterLoad> later;
+  for (const char* table : {"dwarf_functions", "dwarf_ranges", "dwarf_variables"}) {
+    ASSIGN_OR_RETURN(IndexesAfterLoad l, IndexesAfterLoad::Begin(db, table));
+    later.push_back(std::move(l));
+  }
   // Function ids are given here, following the table's largest (what SQLite would pick), so that
   // the rows go in batches and the ranges can name their function without asking.
   int64_t last_fid = 0;
@@ -197,6 +203,7 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
     r.Bind(5, opt_file(l.file)).Bind(6, int64_t{l.line});
   }
   RETURN_IF_ERROR(sl.Finish());
+  for (IndexesAfterLoad& l : later) RETURN_IF_ERROR(l.Rebuild());
   RETURN_IF_ERROR(tx.Commit());
   return StoredDebugFile{.id = id, .function_ids = std::move(function_ids)};
 }

@@ -252,7 +252,13 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 
-  RETURN_IF_ERROR(InsertOwned(db, target_id, t, [](const std::string&) { return true; }));
+  {
+    // The database's only target (a host's own index, a fleet replica's kernel): its symbols go
+    // into an empty table, and their indexes are built once they are all in.
+    ASSIGN_OR_RETURN(IndexesAfterLoad later, IndexesAfterLoad::Begin(db, "symbols"));
+    RETURN_IF_ERROR(InsertOwned(db, target_id, t, [](const std::string&) { return true; }));
+    RETURN_IF_ERROR(later.Rebuild());
+  }
   ASSIGN_OR_RETURN(Stmt ins_file, db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
                                              "VALUES (?1,?2,?3,?4,?5)"));
   for (const auto& f : t.files) {

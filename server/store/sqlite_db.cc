@@ -332,6 +332,35 @@ ForeignKeysOff::~ForeignKeysOff() {
   if (was_on_) (void)db_.Exec("PRAGMA foreign_keys=ON");
 }
 
+absl::StatusOr<IndexesAfterLoad> IndexesAfterLoad::Begin(Db& db, std::string_view table) {
+  IndexesAfterLoad out(db);
+  // `table` is a name from symdex's own code, never input: it cannot be bound, only spliced.
+  ASSIGN_OR_RETURN(Stmt any, db.Prepare(StrCat("SELECT EXISTS (SELECT 1 FROM ", table, ")")));
+  ASSIGN_OR_RETURN(bool row, any.Step());
+  const bool empty = row && any.Int(0) == 0;
+  any.Reset();  // a statement still running keeps DROP INDEX out (SQLITE_LOCKED)
+  if (!empty) return out;
+  ASSIGN_OR_RETURN(Stmt idx, db.Prepare("SELECT name, sql FROM sqlite_schema WHERE type = 'index' AND tbl_name = ?1 "
+                                        "AND sql IS NOT NULL ORDER BY name"));
+  idx.Bind(1, table);
+  std::vector<std::string> names;
+  for (;;) {
+    ASSIGN_OR_RETURN(bool more, idx.Step());
+    if (!more) break;
+    names.push_back(idx.Text(0));
+    out.create_.push_back(idx.Text(1));
+  }
+  idx.Reset();
+  for (const std::string& n : names) RETURN_IF_ERROR(db.Exec(StrCat("DROP INDEX \"", n, "\"")));
+  return out;
+}
+
+absl::Status IndexesAfterLoad::Rebuild() {
+  for (const std::string& sql : create_) RETURN_IF_ERROR(db_->Exec(sql));
+  create_.clear();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ReadSnapshot> ReadSnapshot::Begin(Db& db) {
   RETURN_IF_ERROR(db.Exec("BEGIN DEFERRED"));
   return ReadSnapshot(&db);

@@ -212,6 +212,23 @@ class BulkInsert {
   Stmt full_, tail_;
 };
 
+// A bulk load into an empty table with its indexes built afterwards: Begin() drops the table's
+// indexes when it holds no row (and does nothing otherwise), Rebuild() creates them again from
+// their stored definitions. SQLite then builds each index from sorted keys instead of inserting
+// every row's key at a random place (a kernel's symbols: 0.40 s with four indexes kept up to
+// date, 0.26 s loaded then indexed; sqlite3 shell, this machine). Inside a transaction only:
+// Rebuild() before its commit; a rollback brings the indexes back with everything else.
+class IndexesAfterLoad {
+ public:
+  static absl::StatusOr<IndexesAfterLoad> Begin(Db& db, std::string_view table);
+  absl::Status Rebuild();
+
+ private:
+  explicit IndexesAfterLoad(Db& db) : db_(&db) {}
+  Db* db_;
+  std::vector<std::string> create_;  // the dropped indexes' CREATE INDEX statements
+};
+
 // SQLite stores signed 64-bit integers; kernel addresses live in the upper half.
 inline int64_t ToDb(uint64_t v) { return static_cast<int64_t>(v); }
 inline uint64_t FromDb(int64_t v) { return static_cast<uint64_t>(v); }

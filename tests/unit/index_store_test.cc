@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "server/store/migrations.h"
 #include "tests/unit/store_fixture.h"
 #include "tests/unit/test_util.h"
@@ -163,6 +165,32 @@ TEST(IndexStoreTest, ReaderSnapshotNeverSeesHalfAReindex) {
   ASSERT_TRUE(reader->Exec("COMMIT").ok());
   auto after = FindTarget(*reader, "host");
   EXPECT_EQ((*after)->generation, 2);
+}
+
+// The only target's symbols are loaded into an empty table and indexed afterwards
+// (IndexesAfterLoad): the schema's indexes are all there after the write, and used.
+TEST(IndexStoreTest, ReplacingTheOnlyTargetKeepsTheSchemasIndexes) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  auto indexes = [&] {
+    auto st = db->Prepare(
+        "SELECT name || ': ' || sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL "
+        "ORDER BY name");
+    EXPECT_TRUE(st.ok());
+    return *st->TextColumn();
+  };
+  const std::vector<std::string> schema = indexes();
+  ASSERT_GE(std::count_if(schema.begin(), schema.end(), [](const std::string& s) { return s.starts_with("symbols_"); }),
+            4);
+  for (int round = 0; round < 2; ++round) {  // a new database, then a re-index of its target
+    ASSERT_TRUE(ReplaceTarget(*db, SmallTarget("host"), 1700000000 + round).ok());
+    EXPECT_EQ(indexes(), schema) << round;
+  }
+  auto plan = db->Prepare("EXPLAIN QUERY PLAN SELECT id FROM symbols WHERE target_id = 1 AND name = 'x'");
+  ASSERT_TRUE(plan.ok());
+  ASSERT_TRUE(*plan->Step());
+  EXPECT_NE(plan->Text(3).find("symbols_by_name"), std::string::npos) << plan->Text(3);
 }
 
 }  // namespace

@@ -107,5 +107,67 @@ TEST(BulkInsertTest, AFailingBatchLeavesNoneOfItsRows) {
   }
 }
 
+std::vector<std::string> IndexSql(Db& db) {
+  auto st = db.Prepare("SELECT sql FROM sqlite_schema WHERE type = 'index' AND sql IS NOT NULL ORDER BY name");
+  EXPECT_TRUE(st.ok());
+  std::vector<std::string> out;
+  while (*st->Step()) out.push_back(st->Text(0));
+  return out;
+}
+
+// Loaded into an empty table, the rows are indexed afterwards: the same index definitions
+// after Rebuild(), and the index answers for every row; a rollback restores dropped indexes; a
+// table with rows keeps its indexes throughout.
+TEST(IndexesAfterLoadTest, SameIndexesAfterTheLoadOrARollback) {
+  TempDir d;
+  Db db = BulkTestDb(d);
+  ASSERT_TRUE(db.Exec("CREATE INDEX t_by_b ON t (b); CREATE INDEX t_partial ON t (a, b) WHERE a > 5").ok());
+  const std::vector<std::string> before = IndexSql(db);
+  ASSERT_EQ(before.size(), 2u);
+  {
+    auto tx = Transaction::Begin(db);
+    ASSERT_TRUE(tx.ok());
+    auto later = IndexesAfterLoad::Begin(db, "t");
+    ASSERT_TRUE(later.ok()) << later.status();
+    EXPECT_TRUE(IndexSql(db).empty());
+    auto ins = BulkInsert::Prepare(db, "t", {"a", "b"}, 100);
+    ASSERT_TRUE(ins.ok());
+    for (int64_t i = 0; i < 100; ++i) {
+      auto r = ins->Add();
+      ASSERT_TRUE(r.ok());
+      r->Bind(1, i).Bind(2, "b" + std::to_string(99 - i));
+    }
+    ASSERT_TRUE(ins->Finish().ok());
+    ASSERT_TRUE(later->Rebuild().ok());
+    ASSERT_TRUE(tx->Commit().ok());
+  }
+  EXPECT_EQ(IndexSql(db), before);
+  auto q = db.Prepare("SELECT a FROM t INDEXED BY t_by_b WHERE b = 'b42'");
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_TRUE(*q->Step());
+  EXPECT_EQ(q->Int(0), 57);
+  q->Reset();
+
+  // Rows present: nothing is dropped.
+  {
+    auto tx = Transaction::Begin(db);
+    ASSERT_TRUE(tx.ok());
+    auto later = IndexesAfterLoad::Begin(db, "t");
+    ASSERT_TRUE(later.ok());
+    EXPECT_EQ(IndexSql(db), before);
+  }
+  // Emptied and loaded in a transaction that fails: the rollback brings the indexes back.
+  {
+    auto tx = Transaction::Begin(db);
+    ASSERT_TRUE(tx.ok());
+    ASSERT_TRUE(db.Exec("DELETE FROM t").ok());
+    auto later = IndexesAfterLoad::Begin(db, "t");
+    ASSERT_TRUE(later.ok());
+    EXPECT_TRUE(IndexSql(db).empty());
+  }
+  EXPECT_EQ(IndexSql(db), before);
+  EXPECT_EQ(BulkTestRows(db).size(), 100u);
+}
+
 }  // namespace
 }  // namespace symdex::store
