@@ -9,6 +9,8 @@
 // bounds-checked ingest::ReadElfSymbols that reads offline .ko files here already. The cost:
 // a debug file deleted since its DWARF was indexed gives no facts (the name rule then ranks).
 #include <atomic>
+#include <functional>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -21,9 +23,20 @@
 namespace symdex::indexer {
 namespace {
 
-std::string Key(std::string_view section, uint64_t addr, std::string_view name) {
-  return StrCat(section, "\n", addr, "\n", name);
-}
+// A symbol of the table by section (relocatable files; "" for linked ones), address and name:
+// views into the table read for the part, which outlives the map.
+struct SymbolKey {
+  std::string_view section;
+  uint64_t addr;
+  std::string_view name;
+  bool operator==(const SymbolKey&) const = default;
+};
+struct SymbolKeyHash {
+  size_t operator()(const SymbolKey& k) const {
+    const size_t h = std::hash<std::string_view>()(k.name);
+    return (h ^ (k.addr * 0x9e3779b97f4a7c15ull)) + std::hash<std::string_view>()(k.section);
+  }
+};
 
 // Sets elf_facts on the part's symbols found (by section, address and name) in its debug
 // file's symbol table. Symbols of a part are touched by this call only.
@@ -40,11 +53,12 @@ void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& sym
     return;
   }
   if (table->build_id && !p.record.build_id.empty() && table->build_id->ToHex() != p.record.build_id) return;
-  std::unordered_map<std::string, uint8_t> facts;
+  std::unordered_map<SymbolKey, uint8_t, SymbolKeyHash> facts;
   facts.reserve(table->symbols.size());
   for (const ingest::ElfSymbol& s : table->symbols) {
     if (!IsCodeSymbolType(s.type)) continue;
-    facts.emplace(Key(table->relocatable ? s.section : std::string(), s.value, s.name), ElfFacts(s.function, s.size));
+    facts.emplace(SymbolKey{table->relocatable ? std::string_view(s.section) : std::string_view(), s.value, s.name},
+                  ElfFacts(s.function, s.size));
   }
   uint64_t slide = 0;
   if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = *t.text_addr - *p.debug_text_addr;
@@ -62,7 +76,7 @@ void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& sym
       section = std::move(so->first);
       addr = so->second;
     }
-    if (auto it = facts.find(Key(section, addr, sym.name)); it != facts.end()) sym.elf_facts = it->second;
+    if (auto it = facts.find(SymbolKey{section, addr, sym.name}); it != facts.end()) sym.elf_facts = it->second;
   }
 }
 
