@@ -10,6 +10,7 @@
 // a debug file deleted since its DWARF was indexed gives no facts (the name rule then ranks).
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <string_view>
 #include <thread>
 #include <unordered_map>
@@ -38,28 +39,54 @@ struct SymbolKeyHash {
   }
 };
 
+}  // namespace
+
+// A debug file's symbol table, keyed for the lookups: `facts` views into `table`.
+struct ElfFactsTable {
+  std::string path;
+  absl::StatusOr<ingest::ElfSymbolTable> table;
+  std::unordered_map<SymbolKey, uint8_t, SymbolKeyHash> facts;
+};
+
+namespace {
+
+std::unique_ptr<ElfFactsTable> ReadFactsTable(const std::string& path) {
+  auto out = std::make_unique<ElfFactsTable>();
+  out->path = path;
+  out->table = debuginfo::ReadSymtabFile(path);
+  if (!out->table.ok()) return out;
+  const ingest::ElfSymbolTable& table = *out->table;
+  out->facts.reserve(table.symbols.size());
+  for (const ingest::ElfSymbol& s : table.symbols) {
+    if (!IsCodeSymbolType(s.type)) continue;
+    out->facts.emplace(SymbolKey{table.relocatable ? std::string_view(s.section) : std::string_view(), s.value, s.name},
+                       ElfFacts(s.function, s.size));
+  }
+  return out;
+}
+
 // Sets elf_facts on the part's symbols found (by section, address and name) in its debug
-// file's symbol table. Symbols of a part are touched by this call only.
-void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& symbols) {
+// file's symbol table — `ahead`'s when it read that file. Symbols of a part are touched by this
+// call only.
+void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& symbols, const ElfFactsTable* ahead) {
   // A stored index whose file has changed since (p.stale, not re-parsed): that file is not
   // this build-ID's any more.
   if (symbols.empty() || !p.record.debug_file_id || p.record.path.empty() || (p.stale && p.path_to_index.empty())) {
     return;
   }
-  auto table = debuginfo::ReadSymtabFile(p.record.path);
+  std::unique_ptr<ElfFactsTable> own;
+  if (ahead == nullptr || ahead->path != p.record.path) {
+    own = ReadFactsTable(p.record.path);
+    ahead = own.get();
+  }
+  const auto& table = ahead->table;
   if (!table.ok()) {
     p.record.detail = StrCat(p.record.detail, p.record.detail.empty() ? "" : "; ", "symbol table unreadable (",
                              table.status().message(), "): aliases at one address ranked by name");
     return;
   }
   if (table->build_id && !p.record.build_id.empty() && table->build_id->ToHex() != p.record.build_id) return;
-  std::unordered_map<SymbolKey, uint8_t, SymbolKeyHash> facts;
-  facts.reserve(table->symbols.size());
-  for (const ingest::ElfSymbol& s : table->symbols) {
-    if (!IsCodeSymbolType(s.type)) continue;
-    facts.emplace(SymbolKey{table->relocatable ? std::string_view(s.section) : std::string_view(), s.value, s.name},
-                  ElfFacts(s.function, s.size));
-  }
+  const auto& facts = ahead->facts;
   uint64_t slide = 0;
   if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = *t.text_addr - *p.debug_text_addr;
   const std::vector<std::pair<std::string, uint64_t>>* sections =
@@ -82,7 +109,23 @@ void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& sym
 
 }  // namespace
 
-void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs) {
+ElfFactsAhead::ElfFactsAhead(const std::vector<Part>& parts) {
+  for (const Part& p : parts) {
+    if (p.module >= 0 || p.record.path.empty()) continue;
+    thread_ = std::jthread([this, path = p.record.path] { table_ = ReadFactsTable(path); });
+    break;
+  }
+}
+
+ElfFactsAhead::~ElfFactsAhead() = default;
+
+const ElfFactsTable* ElfFactsAhead::Get() {
+  if (thread_.joinable()) thread_.join();
+  return table_.get();
+}
+
+void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead) {
+  const ElfFactsTable* read = ahead ? ahead->Get() : nullptr;
   std::unordered_map<int, size_t> part_of_module;
   for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
   std::vector<std::vector<size_t>> symbols_by_part(parts.size());
@@ -94,7 +137,7 @@ void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned 
   // Parts own disjoint symbols: each thread writes only those of the parts it takes.
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < parts.size();) AttachPart(t, parts[i], symbols_by_part[i]);
+    for (size_t i; (i = next.fetch_add(1)) < parts.size();) AttachPart(t, parts[i], symbols_by_part[i], read);
   };
   std::vector<std::thread> pool;
   for (unsigned j = 1; j < std::max(1u, jobs); ++j) pool.emplace_back(work);

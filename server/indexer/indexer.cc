@@ -68,10 +68,11 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   std::vector<ParsedDebugFile> parsed = ParseDebugFiles(req, plan, jobs, sum);
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), req, jobs);
+  ElfFactsAhead facts(plan.parts);  // beside the store and the join
   RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));
   const auto tj = Clock::now();
   RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
-  AttachElfFacts(t, plan.parts, jobs);
+  AttachElfFacts(t, plan.parts, jobs, &facts);
   sum.join_seconds = SecondsSince(tj);
   sum.dwarf_seconds = SecondsSince(t1);
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));

@@ -51,7 +51,8 @@ bool StoredIndexIsCurrent(const DebugFileInfo& d) {
 absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
                                                 const std::string& build_id_hex, const std::string& path,
                                                 const std::optional<debuginfo::FileStamp>& stamp,
-                                                std::optional<uint64_t> text_addr, double index_seconds, int64_t now) {
+                                                std::optional<uint64_t> text_addr, double index_seconds, int64_t now,
+                                                const FunctionIdsKnown& ids_known) {
   // Every row below refers to the debug_files row this transaction writes, or to a function it
   // numbers itself: foreign-key enforcement, a parent lookup per row (half of SQLite's time for
   // these tables), is off, and what its cascades would delete is deleted by hand.
@@ -155,6 +156,9 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
     ASSIGN_OR_RETURN(bool row, max.Step());
     if (row) last_fid = max.Int(0);
   }
+  std::vector<int64_t> function_ids(idx.functions.size());
+  for (size_t i = 0; i < function_ids.size(); ++i) function_ids[i] = last_fid + 1 + static_cast<int64_t>(i);
+  if (ids_known) ids_known(function_ids);
   size_t ranges = 0;
   for (const auto& f : idx.functions) ranges += f.ranges.size();
   ASSIGN_OR_RETURN(BulkInsert fn, BulkInsert::Prepare(db, "dwarf_functions",
@@ -163,11 +167,9 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
                                                       idx.functions.size()));
   ASSIGN_OR_RETURN(BulkInsert rng,
                    BulkInsert::Prepare(db, "dwarf_ranges", {"function_id", "section", "lo", "hi"}, ranges));
-  std::vector<int64_t> function_ids;
-  function_ids.reserve(idx.functions.size());
-  for (const auto& f : idx.functions) {
-    const int64_t fid = last_fid + 1 + static_cast<int64_t>(function_ids.size());
-    function_ids.push_back(fid);
+  for (size_t i = 0; i < idx.functions.size(); ++i) {
+    const debuginfo::DwarfFunction& f = idx.functions[i];
+    const int64_t fid = function_ids[i];
     ASSIGN_OR_RETURN(BulkInsert::Row r, fn.Add());
     r.Bind(1, fid).Bind(2, id).BindStatic(3, f.name).Bind(4, opt_sec(f.entry_section)).Bind(5, ToDb(f.entry));
     r.Bind(6, int64_t{f.cu}).Bind(7, opt_file(f.decl_file)).Bind(8, int64_t{f.decl_line});

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,11 +41,16 @@ struct StoredDebugFile {
   // the rows were already there (they are the store's, not necessarily `idx`'s).
   std::optional<std::vector<int64_t>> function_ids;
 };
+// `ids_known`, when given, is called with those ids as soon as they are decided, inside the
+// transaction and before any DWARF row is written, so that work needing only them (the
+// indexer's join table) can run beside the insert. Not called when nothing is written; if the
+// insert fails after it, the ids name nothing.
+using FunctionIdsKnown = std::function<void(const std::vector<int64_t>& function_ids)>;
 absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
                                                 const std::string& build_id_hex, const std::string& path,
                                                 const std::optional<debuginfo::FileStamp>& stamp,
                                                 std::optional<uint64_t> text_addr, double index_seconds,
-                                                int64_t now_unix);
+                                                int64_t now_unix, const FunctionIdsKnown& ids_known = {});
 
 // Whether a stored index may be reused without parsing: its file is unchanged, or gone (nothing
 // to re-check against: the index was whole when it was made). Changed, or stored before file

@@ -94,6 +94,59 @@ TEST(IndexerJoin, RowsAlreadyStoredGiveNoFunctionIds) {
   EXPECT_FALSE(again->function_ids.has_value());
 }
 
+// The ids handed out before the rows are written (for the join table made beside the insert)
+// are the ids the rows get, in the parse's order; a second file's follow the first's; and a
+// call that writes nothing hands out none.
+TEST(IndexerJoin, FunctionIdsKnownBeforeTheRowsAreTheirIds) {
+  TempDir d;
+  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok()) << db.status();
+  auto ids_of = [&](int64_t file) {
+    auto st = db->Prepare("SELECT id FROM dwarf_functions WHERE debug_file_id = ?1 ORDER BY id");
+    EXPECT_TRUE(st.ok());
+    st->Bind(1, file);
+    std::vector<int64_t> out;
+    while (*st->Step()) out.push_back(st->Int(0));
+    return out;
+  };
+  auto rows_now = [&] {
+    auto st = db->Prepare("SELECT COUNT(*) FROM dwarf_functions");
+    EXPECT_TRUE(st.ok());
+    EXPECT_TRUE(*st->Step());
+    return st->Int(0);
+  };
+  const debuginfo::FileStamp stamp{.size = 1, .mtime_ns = 2, .ctime_ns = 3, .ino = 4, .dev = 5};
+  int64_t rows_before_first = -1, rows_before_second = -1;
+  std::vector<int64_t> told_first, told_second;
+  auto first = store::InsertDebugFile(*db, AliasIndex(), "aabbccdd", "/x.ko.debug", stamp, std::nullopt, 0.1, 1,
+                                      [&](const std::vector<int64_t>& ids) {
+                                        told_first = ids;
+                                        rows_before_first = rows_now();
+                                      });
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(rows_before_first, 0);  // told before any row went in
+  ASSERT_EQ(told_first.size(), AliasIndex().functions.size());
+  EXPECT_EQ(told_first, *first->function_ids);
+  EXPECT_EQ(told_first, ids_of(first->id));  // ascending, one per function, in the parse's order
+
+  auto second = store::InsertDebugFile(*db, AliasIndex(), "eeff0011", "/y.ko.debug", stamp, std::nullopt, 0.1, 1,
+                                       [&](const std::vector<int64_t>& ids) {
+                                         told_second = ids;
+                                         rows_before_second = rows_now();
+                                       });
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(rows_before_second, static_cast<int64_t>(told_first.size()));
+  EXPECT_EQ(told_second, ids_of(second->id));
+  ASSERT_FALSE(told_second.empty());
+  EXPECT_GT(told_second.front(), told_first.back());
+
+  bool called = false;
+  auto again = store::InsertDebugFile(*db, AliasIndex(), "aabbccdd", "/x.ko.debug", stamp, std::nullopt, 0.1, 2,
+                                      [&](const std::vector<int64_t>&) { called = true; });
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(called);
+}
+
 // A debug file that changed is stored again under its id: its old rows go — ranges included,
 // which foreign-key cascades no longer delete (InsertDebugFile writes with enforcement off) —
 // another file's rows stay, and every reference still points at a stored row.
