@@ -3,11 +3,13 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -139,6 +141,13 @@ absl::Status DwarfWorker::Start() {
   }
   pid_ = pid;
   fd_ = std::move(ours);
+  if (limits_.nice > 0) {
+    // The worker's main thread (its threads, started per request, inherit it). Lowering a
+    // priority needs no privilege; should it fail, the worker only competes as an equal.
+    errno = 0;
+    const int base = ::getpriority(PRIO_PROCESS, 0);
+    if (errno == 0) (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(pid), std::min(19, base + limits_.nice));
+  }
   return absl::OkStatus();
 }
 

@@ -29,7 +29,13 @@ struct WorkerLimits {
   // SYMDEX_DEBUGINFO_MEMORY_MB (the base).
   static WorkerLimits FromEnvironment();
   bool fixed_timeout = false;
+  // Added to the worker's nice value (setpriority) when it starts: work nothing waits for (the
+  // address maps, which readers do without meanwhile) yields the CPU to work that something does.
+  int nice = 0;
 };
+
+// The nice increment of background parsing (WorkerLimits::nice).
+inline constexpr int kBackgroundNice = 10;
 
 // The worker executable: $SYMDEX_DEBUGINFO_WORKER if set, else symdex-debuginfo-worker in the
 // directory of the running executable (bin/ of the build tree or of the installation).

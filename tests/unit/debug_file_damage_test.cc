@@ -7,6 +7,7 @@
 #include <libelf.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -232,6 +233,35 @@ TEST_F(WorkerTest, MemoryLimitFailsTheFileNotTheCaller) {
   auto r = w.Index(fx_.vmlinux, 2);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(std::string(r.status().message()).find(fx_.vmlinux), std::string::npos) << r.status();
+}
+
+// Background parsing (the address maps) runs niced, and so does a worker restarted after a
+// failure; a default worker runs at its parent's priority.
+TEST_F(WorkerTest, BackgroundWorkerRunsNiced) {
+  errno = 0;
+  const int ours = ::getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  if (ours > 19 - kBackgroundNice) GTEST_SKIP() << "this test already runs at nice " << ours;
+  DwarfWorker plain(Exe(), {});
+  ASSERT_TRUE(plain.Index(fx_.module, 1).ok());
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(plain.pid())), ours);
+
+  WorkerLimits limits;
+  limits.nice = kBackgroundNice;
+  DwarfWorker background(Exe(), limits);
+  ASSERT_TRUE(background.Index(fx_.module, 1).ok());
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(background.pid())), ours + kBackgroundNice);
+  const pid_t first = background.pid();
+  ::kill(first, SIGKILL);
+  for (int i = 0; i < 500 && ::kill(first, 0) == 0; ++i) {
+    std::string stat = Slurp("/proc/" + std::to_string(first) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z') break;
+    usleep(10000);
+  }
+  ASSERT_TRUE(background.Index(fx_.module, 1).ok());
+  ASSERT_NE(background.pid(), first);
+  EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(background.pid())), ours + kBackgroundNice);
 }
 
 TEST_F(WorkerTest, KilledFromOutsideWhileIdleIsRestarted) {
