@@ -835,6 +835,17 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
 
   // Merge in unit order: the result does not depend on thread scheduling.
   std::unordered_map<std::string, uint32_t> file_ids;
+  {
+    size_t units_n = 0, functions = 0, variables = 0;
+    for (const Partial& p : partials) {
+      units_n += p.units.size();
+      functions += p.functions.size();
+      variables += p.variables.size();
+    }
+    out.units.reserve(units_n);
+    out.functions.reserve(functions);
+    out.variables.reserve(variables);
+  }
   for (auto& p : partials) Merge(p, out, file_ids);
   std::vector<Partial>().swap(partials);
   AddSymbolLines(raw, out, file_ids);

@@ -136,6 +136,17 @@ std::string EncodeDwarfIndex(const DwarfIndex& idx) {
   return w.Take();
 }
 
+namespace {
+
+// Room for `n` more elements in each vector; returns n.
+template <typename... V>
+size_t ReserveCount(size_t n, V&... v) {
+  (v.reserve(v.size() + n), ...);
+  return n;
+}
+
+}  // namespace
+
 absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
   ByteReader rd(bytes);
   DwarfIndex idx;
@@ -147,11 +158,12 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
   }
   idx.relocatable = rd.Int<uint8_t>() != 0;
   for (size_t n = rd.Count(4); n-- > 0 && rd.ok();) idx.sections.push_back(rd.Str(kMaxString));
-  for (size_t n = rd.Count(8); n-- > 0 && rd.ok();) {
+  // Counts are bounded by the bytes left (Count), so reserving them is bounded by the payload.
+  for (size_t n = ReserveCount(rd.Count(8), idx.files, idx.raw_files); n-- > 0 && rd.ok();) {
     idx.files.push_back(rd.Str(kMaxString));
     idx.raw_files.push_back(rd.Str(kMaxString));
   }
-  for (size_t n = rd.Count(20); n-- > 0 && rd.ok();) {
+  for (size_t n = ReserveCount(rd.Count(20), idx.units); n-- > 0 && rd.ok();) {
     DwarfUnit u;
     u.name = rd.Str(kMaxString);
     u.raw_name = rd.Str(kMaxString);
@@ -162,12 +174,12 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
   const size_t nfiles = idx.files.size(), nunits = idx.units.size(), nsections = idx.sections.size();
   auto file_ok = [&](uint32_t f) { return f == kNoFile || f < nfiles; };
   auto section_ok = [&](uint16_t s) { return s == kNoSection || s < nsections; };
-  for (size_t n = rd.Count(4 + 8 + 2 + 4 + 21); n-- > 0 && rd.ok();) {
+  for (size_t n = ReserveCount(rd.Count(4 + 8 + 2 + 4 + 21), idx.functions); n-- > 0 && rd.ok();) {
     DwarfFunction f;
     f.name = rd.Str(kMaxString);
     f.entry = rd.Int<uint64_t>();
     f.entry_section = rd.Int<uint16_t>();
-    for (size_t m = rd.Count(18); m-- > 0 && rd.ok();) {
+    for (size_t m = ReserveCount(rd.Count(18), f.ranges); m-- > 0 && rd.ok();) {
       AddrRange r;
       r.lo = rd.Int<uint64_t>();
       r.hi = rd.Int<uint64_t>();
@@ -191,7 +203,7 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
     }
     idx.functions.push_back(std::move(f));
   }
-  for (size_t n = rd.Count(4 + 8 + 2 + 12 + 1); n-- > 0 && rd.ok();) {
+  for (size_t n = ReserveCount(rd.Count(4 + 8 + 2 + 12 + 1), idx.variables); n-- > 0 && rd.ok();) {
     DwarfVariable v;
     v.name = rd.Str(kMaxString);
     v.addr = rd.Int<uint64_t>();
@@ -205,7 +217,7 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
     }
     idx.variables.push_back(std::move(v));
   }
-  for (size_t n = rd.Count(22); n-- > 0 && rd.ok();) {
+  for (size_t n = ReserveCount(rd.Count(22), idx.symbol_lines); n-- > 0 && rd.ok();) {
     DwarfSymbolLine l;
     l.addr = rd.Int<uint64_t>();
     l.section = rd.Int<uint16_t>();

@@ -10,7 +10,7 @@
 #   DEBUG_DIR  DBG/usr/lib/debug (what `symdex index --debug-dir` takes)
 # bench_index DB builds the index the DWARF benchmark builds for "vmlinux + all modules":
 #   System.map + every module's symbol table + the -dbg package's DWARF.
-# now / median: timing helpers.
+# now / median / best: timing helpers (best: the smallest).
 _bench_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # shellcheck disable=SC2034  # the variables are for the scripts that source this
@@ -36,3 +36,4 @@ bench_index() {  # bench_index SYMDEX DB [extra index flags...]
 
 now() { date +%s.%N; }
 median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+best() { sort -n | head -1; }
