@@ -1,7 +1,8 @@
 // The index run as a pipeline of named steps (steps.h): 1 LoadTarget -> 2 CheckInputLooksComplete
-// -> 3 FindDebugFiles -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf
-// -> 5b AttachElfFacts, JudgeProbes -> 7 WriteTarget, with 6 (the address maps) built on a thread
-// of its own from the end of 4 to the end of 7.
+// -> 3 FindDebugFiles -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf beside
+// 5b AttachElfFacts -> 5b JudgeProbes -> 7 WriteTarget, with 6 (the address maps) built on a
+// thread of its own (a niced worker) from the end of 4 to the end of 7. Beside 4b too: vmlinux's
+// join table (from the function ids its insert hands out) and its ELF symbol table read.
 #include "server/indexer/indexer.h"
 
 #include <algorithm>
@@ -71,8 +72,13 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   ElfFactsAhead facts(plan.parts);  // beside the store and the join
   RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));
   const auto tj = Clock::now();
-  RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
-  AttachElfFacts(t, plan.parts, jobs, &facts);
+  {
+    // Steps 5 and 5b side by side. They write different fields of the symbols (the DWARF
+    // columns; elf_facts) and of the parts (join; the record's detail), and read of a part only
+    // what step 4b settled; the join alone uses the store.
+    std::jthread facts_step([&] { AttachElfFacts(t, plan.parts, jobs, &facts); });
+    RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
+  }
   sum.join_seconds = SecondsSince(tj);
   sum.dwarf_seconds = SecondsSince(t1);
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));

@@ -1,8 +1,8 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
 //   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles
-//     -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf -> 5b JudgeProbes, AttachElfFacts -> 7
-//     WriteTarget
+//     -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf (beside it 5b AttachElfFacts)
+//     -> 5b JudgeProbes -> 7 WriteTarget
 //                         \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 4b to 7) -/
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
