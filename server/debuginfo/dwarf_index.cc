@@ -506,11 +506,18 @@ class ScanWalker {
   std::vector<std::pair<uint64_t, uint64_t>> ranges_;
 };
 
-// Appends `p` to `out`, remapping its file and unit ids.
-void Merge(Partial& p, DwarfIndex& out, std::unordered_map<std::string, uint32_t>& file_ids) {
+// Where a part of the index starts in the whole: the files and units of the parts before it
+// (DwarfIndexOptions::on_part; zero for an index made in one piece).
+struct IndexBase {
+  uint32_t files = 0;
+  uint32_t units = 0;
+};
+
+// Appends `p` to `out`, remapping its file and unit ids (`out` starts at `base`).
+void Merge(Partial& p, DwarfIndex& out, std::unordered_map<std::string, uint32_t>& file_ids, IndexBase base = {}) {
   std::vector<uint32_t> fmap(p.files.size());
   for (size_t i = 0; i < p.files.size(); ++i) {
-    auto [it, fresh] = file_ids.emplace(p.files[i], static_cast<uint32_t>(out.raw_files.size()));
+    auto [it, fresh] = file_ids.emplace(p.files[i], static_cast<uint32_t>(base.files + out.raw_files.size()));
     if (fresh) {
       out.raw_files.push_back(p.files[i]);
       out.files.push_back(SourceTreeRelative(p.files[i], p.file_comp_dirs[i]));
@@ -518,7 +525,7 @@ void Merge(Partial& p, DwarfIndex& out, std::unordered_map<std::string, uint32_t
     fmap[i] = it->second;
   }
   auto remap = [&](uint32_t f) { return f == kNoFile ? kNoFile : fmap[f]; };
-  const uint32_t unit_base = static_cast<uint32_t>(out.units.size());
+  const uint32_t unit_base = static_cast<uint32_t>(base.units + out.units.size());
   for (auto& u : p.units) out.units.push_back(std::move(u));
   for (auto& f : p.functions) {
     f.cu += unit_base;
@@ -565,11 +572,16 @@ struct RawSymbolLine {
   uint32_t line = 0;
 };
 
-// Resolves symbol-address lines into `out`, interning file names into its file table.
+// Resolves symbol-address lines into `out`, interning file names into its file table. `out`
+// starts at `base`; `units_before` are the unit DIE offsets of the parts before it, in order.
 void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
-                    std::unordered_map<std::string, uint32_t>& file_ids) {
+                    std::unordered_map<std::string, uint32_t>& file_ids, IndexBase base = {},
+                    const std::vector<uint64_t>& units_before = {}) {
   std::unordered_map<uint64_t, uint32_t> unit_of_offset;
-  for (size_t i = 0; i < out.units.size(); ++i) unit_of_offset[out.units[i].die_offset] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < units_before.size(); ++i) unit_of_offset[units_before[i]] = static_cast<uint32_t>(i);
+  for (size_t i = 0; i < out.units.size(); ++i) {
+    unit_of_offset[out.units[i].die_offset] = static_cast<uint32_t>(base.units + i);
+  }
   for (auto& r : raw) {
     DwarfSymbolLine l;
     l.addr = r.addr;
@@ -577,7 +589,7 @@ void AddSymbolLines(std::vector<RawSymbolLine>& raw, DwarfIndex& out,
     l.line = r.line;
     if (auto it = unit_of_offset.find(r.cu_offset); it != unit_of_offset.end()) l.cu = it->second;
     if (r.has_file) {
-      auto [it, fresh] = file_ids.emplace(r.file, static_cast<uint32_t>(out.raw_files.size()));
+      auto [it, fresh] = file_ids.emplace(r.file, static_cast<uint32_t>(base.files + out.raw_files.size()));
       if (fresh) {
         out.raw_files.push_back(r.file);
         out.files.push_back(SourceTreeRelative(r.file, r.comp_dir));
@@ -674,8 +686,9 @@ absl::StatusOr<std::vector<UnitRef>> ListUnits(const std::string& path, Dwarf* d
 }
 
 // The first damage any part met, in unit order; and a file whose units yield nothing at all.
-absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& parts) {
-  size_t units = 0, functions = 0;
+absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& parts, size_t units_out = 0,
+                        size_t functions_out = 0) {
+  size_t units = units_out, functions = functions_out;
   for (const Partial* p : parts) {
     if (!p->damage.empty()) return DamageError(path, p->damage);
     units += p->units.size();
@@ -687,9 +700,79 @@ absl::Status CheckParts(const std::string& path, const std::vector<Partial*>& pa
   return absl::OkStatus();
 }
 
+// Hands a linked file's index out in parts as its units are read (DwarfIndexOptions::on_part):
+// in unit order, a part per chunk of ~1/kParts of .debug_info once all its units are read; the
+// last chunk stays for the index returned. Thread-safe; parts go out one at a time.
+class PartEmitter {
+ public:
+  static constexpr uint64_t kParts = 8;
+
+  PartEmitter(std::vector<Partial>& partials, const std::vector<UnitRef>& units,
+              const std::function<void(DwarfIndex&&)>& sink)
+      : partials_(partials), sink_(sink), done_(units.size(), 0) {
+    uint64_t total = 0;
+    for (const UnitRef& u : units) total += u.size;
+    uint64_t sum = 0, next_cut = total / kParts;
+    for (size_t u = 0; u + 1 < units.size(); ++u) {
+      sum += units[u].size;
+      if (next_cut > 0 && sum >= next_cut) {
+        chunk_end_.push_back(u + 1);
+        while (next_cut <= sum) next_cut += total / kParts;
+      }
+    }
+  }
+
+  // Unit u is read: hands out every chunk now read to its end, in order.
+  void UnitDone(size_t u) {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_[u] = 1;
+    while (frontier_ < done_.size() && done_[frontier_]) ++frontier_;
+    while (!hold_ && chunk_ < chunk_end_.size() && chunk_end_[chunk_] <= frontier_) {
+      const size_t end = chunk_end_[chunk_];
+      for (size_t k = next_; k < end; ++k) {
+        // A damaged unit fails the file (CheckParts, in unit order): nothing past it goes out.
+        if (!partials_[k].damage.empty()) hold_ = true;
+      }
+      if (hold_) return;
+      DwarfIndex part;
+      for (size_t k = next_; k < end; ++k) {
+        units_out += partials_[k].units.size();
+        functions_out += partials_[k].functions.size() + partials_[k].variables.size();
+        Merge(partials_[k], part, file_ids, base);
+        partials_[k] = Partial();  // its memory, now the part's
+      }
+      for (const DwarfUnit& unit : part.units) unit_offsets.push_back(unit.die_offset);
+      base.files += static_cast<uint32_t>(part.raw_files.size());
+      base.units += static_cast<uint32_t>(part.units.size());
+      next_ = end;
+      ++chunk_;
+      sink_(std::move(part));
+    }
+  }
+
+  bool any() const { return next_ > 0; }
+  size_t next() const { return next_; }  // the first unit not handed out
+
+  // What the parts handed out hold, for the rest (read after the threads are done).
+  IndexBase base;
+  std::unordered_map<std::string, uint32_t> file_ids;
+  std::vector<uint64_t> unit_offsets;
+  size_t units_out = 0, functions_out = 0;
+
+ private:
+  std::vector<Partial>& partials_;
+  const std::function<void(DwarfIndex&&)>& sink_;
+  std::mutex mu_;
+  std::vector<char> done_;
+  std::vector<size_t> chunk_end_;  // ascending, each < the unit count
+  size_t frontier_ = 0, next_ = 0, chunk_ = 0;
+  bool hold_ = false;
+};
+
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget,
                                        size_t* units_fast_lines, size_t* units_scanned,
-                                       std::vector<std::string>* scan_misses, bool use_scanner) {
+                                       std::vector<std::string>* scan_misses, bool use_scanner,
+                                       const std::function<void(DwarfIndex&&)>* on_part = nullptr) {
   // One bounded handle per thread (libdw_util.h): memory stays flat however many units are read.
   auto first = std::make_unique<BoundedDwarf>();
   RETURN_IF_ERROR(first->Open(path, budget));
@@ -699,10 +782,14 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   std::vector<Dwarf_Off> unit_offsets;
   for (const UnitRef& u : units) unit_offsets.push_back(u.die_offset);
   first->SetUnits(unit_offsets);
-  // Largest units first so that no thread is left with one huge CU at the end.
+  // Largest units first so that no thread is left with one huge CU at the end; in unit order
+  // when parts are handed out (they go in unit order).
+  const bool streaming = use_scanner && on_part != nullptr && *on_part;
   std::vector<size_t> order(units.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
+  if (!streaming) {
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
+  }
 
   // The line at every text symbol address is read with the walk of the unit dwarf_addrdie gives
   // it, while that unit's line table is loaded. (A unit outside the list: read afterwards.)
@@ -729,6 +816,8 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
 
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, units.size()))));
   std::vector<Partial> partials(units.size());
+  std::optional<PartEmitter> emitter;
+  if (streaming) emitter.emplace(partials, units, *on_part);
   std::atomic<size_t> next{0};
   std::atomic<size_t> fast_units{0};
   std::vector<absl::Status> errors(jobs);
@@ -764,6 +853,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
               errors[tid] = recycled.status();
               return;
             }
+            if (emitter) emitter->UnitDone(u);
             continue;
           }
           why = StrCat("unit at ", units[u].die_offset, ": ", scanner.why());
@@ -808,6 +898,10 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   for (auto& th : threads) th.join();
   handles.clear();
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
+  if (declined && emitter && emitter->any()) {
+    return absl::AbortedError(StrCat(path, ": the DIE scanner declined a unit (", misses.empty() ? "" : misses.front(),
+                                     ") after parts of the index went out: index it again without parts"));
+  }
   if (declined) {
     first.reset();
     auto again = IndexLinked(path, jobs, budget, units_fast_lines, nullptr, nullptr, /*use_scanner=*/false);
@@ -818,10 +912,11 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   if (units_fast_lines != nullptr) *units_fast_lines = fast_units.load();
   if (units_scanned != nullptr) *units_scanned = scanned_units.load();
   if (scan_misses != nullptr) *scan_misses = std::move(misses);
+  const size_t first_kept = emitter ? emitter->next() : 0;  // partials before it went out in parts
   {
     std::vector<Partial*> ps;
-    for (auto& p : partials) ps.push_back(&p);
-    RETURN_IF_ERROR(CheckParts(path, ps));
+    for (size_t k = first_kept; k < partials.size(); ++k) ps.push_back(&partials[k]);
+    RETURN_IF_ERROR(CheckParts(path, ps, emitter ? emitter->units_out : 0, emitter ? emitter->functions_out : 0));
   }
   if (!other_syms.empty()) first->PrepareUnits();
   for (uint32_t i : other_syms) {
@@ -835,6 +930,13 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
 
   // Merge in unit order: the result does not depend on thread scheduling.
   std::unordered_map<std::string, uint32_t> file_ids;
+  IndexBase base;
+  std::vector<uint64_t> units_before;
+  if (emitter) {
+    file_ids = std::move(emitter->file_ids);
+    base = emitter->base;
+    units_before = std::move(emitter->unit_offsets);
+  }
   {
     size_t units_n = 0, functions = 0, variables = 0;
     for (const Partial& p : partials) {
@@ -846,9 +948,9 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
     out.functions.reserve(functions);
     out.variables.reserve(variables);
   }
-  for (auto& p : partials) Merge(p, out, file_ids);
+  for (size_t k = first_kept; k < partials.size(); ++k) Merge(partials[k], out, file_ids, base);
   std::vector<Partial>().swap(partials);
-  AddSymbolLines(raw, out, file_ids);
+  AddSymbolLines(raw, out, file_ids, base, units_before);
   return out;
 }
 
@@ -937,7 +1039,7 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle,
                      opts.units_fast_lines, opts.units_scanned, opts.scan_misses,
-                     !LibdwDiesForced() && !LibdwLinesForced());
+                     !LibdwDiesForced() && !LibdwLinesForced(), &opts.on_part);
 }
 
 }  // namespace symdex::debuginfo

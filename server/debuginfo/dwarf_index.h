@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +91,16 @@ struct DwarfIndex {
   std::vector<DwarfSymbolLine> symbol_lines;  // sorted by (section, addr), unique
 };
 
+// How many entries of each table an index holds: where the rows of a part appended to it start
+// (DwarfIndexOptions::on_part, worker_client.h IndexStream, store::DebugFileWriter).
+struct DwarfIndexSizes {
+  size_t sections = 0, files = 0, units = 0, functions = 0, variables = 0, symbol_lines = 0;
+};
+inline DwarfIndexSizes SizesOf(const DwarfIndex& idx) {
+  return {idx.sections.size(),  idx.files.size(),     idx.units.size(),
+          idx.functions.size(), idx.variables.size(), idx.symbol_lines.size()};
+}
+
 struct DwarfIndexOptions {
   unsigned jobs = 0;  // 0 = hardware concurrency (vmlinux-style files only)
   // Bytes of units each thread's libdw handle reads before it is begun again and the file's
@@ -101,6 +112,14 @@ struct DwarfIndexOptions {
   // first few it declined were declined. Tests and benchmarks.
   size_t* units_scanned = nullptr;
   std::vector<std::string>* scan_misses = nullptr;
+  // When set, a linked file read by the DIE scanner is handed out in parts as its units are read,
+  // in unit order (a part per ~1/8 of .debug_info; called from the parsing threads, one call at
+  // a time): each part holds the files, units, functions and variables not handed out before,
+  // its ids the whole index's. The index returned holds the rest, symbol lines included: parts
+  // and result appended in order (worker_protocol.h AppendDwarfIndex) are the index this call
+  // returns without on_part. Should the scanner decline a unit after a part went out, the call
+  // fails (Aborted): index the file again without on_part. Other files: no parts.
+  std::function<void(DwarfIndex&& part)> on_part;
 };
 
 absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIndexOptions& opts = {});

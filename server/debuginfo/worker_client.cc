@@ -167,7 +167,8 @@ std::string DwarfWorker::Stop(bool kill) {
   return "parser stopped";
 }
 
-absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs) {
+absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs,
+                                              const std::function<absl::Status(std::string&&)>& on_part) {
   struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0)
     return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
@@ -211,27 +212,56 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
     return absl::DataLossError(
         StrCat(path, ": ", how, " while ", what, " (memory limit ", FormatGiB(req.memory_limit), ")"));
   };
-  char hbuf[kResponseHeaderSize];
-  if (ReadResult r = ReadFull(fd_.get(), hbuf, sizeof hbuf, deadline); r != ReadResult::kOk)
-    return failed(r, "parsing");
-  auto header = DecodeResponseHeader(std::string_view(hbuf, sizeof hbuf));
-  if (!header.ok()) {
-    Stop(true);
-    return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", header.status().message()));
-  }
-  if (!header->ok && header->payload_size > kMaxErrorMessage) {
-    Stop(true);
-    return absl::DataLossError(StrCat(path, ": invalid response from the parser: error message too long"));
-  }
-  std::string payload(header->payload_size, '\0');
-  if (ReadResult r = ReadFull(fd_.get(), payload.data(), payload.size(), deadline); r != ReadResult::kOk) {
-    return failed(r, "sending results");
+  absl::StatusOr<ResponseHeader> header;
+  std::string payload;
+  for (;;) {
+    char hbuf[kResponseHeaderSize];
+    if (ReadResult r = ReadFull(fd_.get(), hbuf, sizeof hbuf, deadline); r != ReadResult::kOk)
+      return failed(r, "parsing");
+    header = DecodeResponseHeader(std::string_view(hbuf, sizeof hbuf));
+    if (header.ok() && header->part && !on_part) header = absl::DataLossError("a part where none was asked for");
+    if (!header.ok()) {
+      Stop(true);
+      return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", header.status().message()));
+    }
+    if (!header->ok && header->payload_size > kMaxErrorMessage) {
+      Stop(true);
+      return absl::DataLossError(StrCat(path, ": invalid response from the parser: error message too long"));
+    }
+    payload.assign(header->payload_size, '\0');
+    if (ReadResult r = ReadFull(fd_.get(), payload.data(), payload.size(), deadline); r != ReadResult::kOk) {
+      return failed(r, "sending results");
+    }
+    if (!header->part) break;
+    if (absl::Status s = on_part(std::move(payload)); !s.ok()) {
+      Stop(true);  // the rest of the answer would be out of step with what the caller has
+      return s;
+    }
   }
   if (!header->ok) {
     // The parser's own message names the file already (IndexDwarfFile's errors do).
     return absl::DataLossError(payload.find(path) == std::string::npos ? StrCat(path, ": ", payload) : payload);
   }
   return payload;
+}
+
+absl::StatusOr<DwarfIndex> DwarfWorker::IndexStream(const std::string& path, unsigned jobs,
+                                                    const PartHandler& on_part) {
+  DwarfIndex whole;
+  auto append = [&](std::string_view bytes) -> absl::Status {
+    if (absl::Status s = AppendDwarfIndex(bytes, whole); !s.ok()) {
+      Stop(true);  // out of step with us: never trust its next answer
+      return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", s.message()));
+    }
+    return absl::OkStatus();
+  };
+  ASSIGN_OR_RETURN(std::string rest, Call(WorkerRequest::Kind::kIndexStream, path, jobs, [&](std::string&& part) {
+                     const DwarfIndexSizes from = SizesOf(whole);
+                     RETURN_IF_ERROR(append(part));
+                     return on_part(whole, from);
+                   }));
+  RETURN_IF_ERROR(append(rest));
+  return whole;
 }
 
 absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned jobs) {

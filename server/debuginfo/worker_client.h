@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "server/common/status.h"
@@ -52,6 +53,13 @@ class DwarfWorker {
   // name the file and the reason: the parser's own, "parser killed by SIGSEGV", "timed out
   // after N s", "exceeded the memory limit", "invalid response".
   absl::StatusOr<DwarfIndex> Index(const std::string& path, unsigned jobs);
+  // Index, with the index handed over in parts as the worker reads them (a linked file read by
+  // the DIE scanner; others come in one piece): `on_part` gets the index so far and where the
+  // part just appended starts. An error it returns ends the call (the worker is killed: it is
+  // out of step). The result is the whole index, as Index gives it. Aborted: the worker's
+  // scanner declined a unit after parts went out — use Index.
+  using PartHandler = std::function<absl::Status(const DwarfIndex& so_far, const DwarfIndexSizes& part_from)>;
+  absl::StatusOr<DwarfIndex> IndexStream(const std::string& path, unsigned jobs, const PartHandler& on_part);
   // The address map of a linked debug file (addr_map.h BuildAddrMap), built in the worker under
   // the same limits. The bytes are untrusted too: MappedAddrMap checks them when opened.
   absl::StatusOr<std::string> AddrMap(const std::string& path, unsigned jobs);
@@ -61,7 +69,9 @@ class DwarfWorker {
  private:
   absl::Status Start();
   // Sends `kind` for `path` and returns the response's payload (ok) or the failure.
-  absl::StatusOr<std::string> Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs);
+  // Parts of a streamed answer go to `on_part` (a part where none is expected: invalid response).
+  absl::StatusOr<std::string> Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs,
+                                   const std::function<absl::Status(std::string&&)>& on_part = {});
   // Kills (SIGKILL) and reaps the worker; returns how it ended ("" if it was not running).
   std::string Stop(bool kill);
 

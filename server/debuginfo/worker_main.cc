@@ -13,17 +13,22 @@
 //
 // Test hooks (environment): SYMDEX_WORKER_TEST_CRASH_ON=S aborts, SYMDEX_WORKER_TEST_HANG_ON=S
 // sleeps forever, on a path containing S; SYMDEX_WORKER_TEST_CRASH_MAP_ON=S aborts building the
-// address map of such a path.
+// address map of such a path; SYMDEX_WORKER_TEST_CRASH_AFTER_PART=S aborts once the first part
+// of such a path's streamed index is sent.
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "server/common/sanitizer.h"
 #include "server/debuginfo/addr_map.h"
@@ -57,6 +62,60 @@ bool WriteAll(int fd, std::string_view s) {
 bool Respond(bool ok, const std::string& payload) {
   return WriteAll(1, EncodeResponseHeader(ok, payload.size())) && WriteAll(1, payload);
 }
+
+// Writes the parts of a streamed index (DwarfIndexOptions::on_part) on a thread of its own, in
+// the order they come: the parsing threads hand a part over and go on reading units while it is
+// encoded and while the parent, busy storing the one before, does not read.
+class PartWriter {
+ public:
+  // crash_after_first: the test hook SYMDEX_WORKER_TEST_CRASH_AFTER_PART (a worker dying mid-stream).
+  explicit PartWriter(bool crash_after_first) : crash_(crash_after_first), thread_([this] { Loop(); }) {}
+  ~PartWriter() { Finish(); }
+  PartWriter(const PartWriter&) = delete;
+  PartWriter& operator=(const PartWriter&) = delete;
+
+  void Add(DwarfIndex&& part) {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(part));
+    cv_.notify_one();
+  }
+  // Every part written; false if a write failed (the parent is gone).
+  bool Finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+      cv_.notify_one();
+    }
+    if (thread_.joinable()) thread_.join();
+    return ok_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      DwarfIndex part;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return closed_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        part = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      if (!ok_) continue;  // the parent is gone: drop the rest
+      const std::string bytes = EncodeDwarfIndex(part);
+      ok_ = WriteAll(1, EncodePartHeader(bytes.size())) && WriteAll(1, bytes);
+      if (crash_) std::abort();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<DwarfIndex> queue_;
+  bool closed_ = false;
+  const bool crash_;
+  bool ok_ = true;      // the writing thread's
+  std::thread thread_;  // declared last: started once the rest is ready
+};
 
 void ApplyLimits(const WorkerRequest& req) {
   // ASan reserves terabytes of shadow address space: under it (the test suite's sanitizer
@@ -120,6 +179,14 @@ int Serve() {
         auto map = BuildAddrMap(req.path, req.jobs);
         ok = map.ok();
         payload = ok ? std::move(*map) : std::string(map.status().message());
+      } else if (req.kind == WorkerRequest::Kind::kIndexStream) {
+        const char* crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART");
+        PartWriter parts(crash && *crash && req.path.find(crash) != std::string::npos);
+        auto idx = IndexDwarfFile(
+            req.path, {.jobs = req.jobs, .on_part = [&](DwarfIndex&& part) { parts.Add(std::move(part)); }});
+        if (!parts.Finish()) return 2;
+        ok = idx.ok();
+        payload = ok ? EncodeDwarfIndex(*idx) : std::string(idx.status().message());
       } else {
         auto idx = IndexDwarfFile(req.path, {.jobs = req.jobs});
         ok = idx.ok();

@@ -1,6 +1,7 @@
 #include "server/debuginfo/worker_protocol.h"
 
 #include <cstring>
+#include <iterator>
 
 #include "server/common/byte_reader.h"
 #include "server/common/strings.h"
@@ -31,7 +32,9 @@ class Writer {
 
 std::string EncodeRequest(const WorkerRequest& r) {
   Writer w;
-  w.Int(r.kind == WorkerRequest::Kind::kAddrMap ? kAddrMapRequestMagic : kRequestMagic);
+  w.Int(r.kind == WorkerRequest::Kind::kAddrMap       ? kAddrMapRequestMagic
+        : r.kind == WorkerRequest::Kind::kIndexStream ? kStreamRequestMagic
+                                                      : kRequestMagic);
   w.Int(r.jobs);
   w.Int(r.memory_limit);
   w.Int(r.cpu_seconds);
@@ -42,8 +45,12 @@ std::string EncodeRequest(const WorkerRequest& r) {
 absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequest& r) {
   ByteReader rd(header.substr(0, kRequestHeaderSize));
   const uint32_t magic = rd.Int<uint32_t>();
-  if (magic != kRequestMagic && magic != kAddrMapRequestMagic) return absl::InvalidArgumentError("bad request magic");
-  r.kind = magic == kAddrMapRequestMagic ? WorkerRequest::Kind::kAddrMap : WorkerRequest::Kind::kIndex;
+  if (magic != kRequestMagic && magic != kStreamRequestMagic && magic != kAddrMapRequestMagic) {
+    return absl::InvalidArgumentError("bad request magic");
+  }
+  r.kind = magic == kAddrMapRequestMagic  ? WorkerRequest::Kind::kAddrMap
+           : magic == kStreamRequestMagic ? WorkerRequest::Kind::kIndexStream
+                                          : WorkerRequest::Kind::kIndex;
   r.jobs = rd.Int<uint32_t>();
   r.memory_limit = rd.Int<uint64_t>();
   r.cpu_seconds = rd.Int<uint32_t>();
@@ -54,13 +61,23 @@ absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequ
   return n;
 }
 
-std::string EncodeResponseHeader(bool ok, uint64_t payload_size) {
+namespace {
+constexpr uint32_t kStatusOk = 0, kStatusError = 1, kStatusPart = 2;
+
+std::string HeaderBytes(uint32_t status, uint64_t payload_size) {
   Writer w;
   w.Int(kResponseMagic);
-  w.Int(uint32_t{ok ? 0u : 1u});
+  w.Int(status);
   w.Int(payload_size);
   return w.Take();
 }
+}  // namespace
+
+std::string EncodeResponseHeader(bool ok, uint64_t payload_size) {
+  return HeaderBytes(ok ? kStatusOk : kStatusError, payload_size);
+}
+
+std::string EncodePartHeader(uint64_t payload_size) { return HeaderBytes(kStatusPart, payload_size); }
 
 absl::StatusOr<ResponseHeader> DecodeResponseHeader(std::string_view header) {
   ByteReader rd(header);
@@ -68,13 +85,14 @@ absl::StatusOr<ResponseHeader> DecodeResponseHeader(std::string_view header) {
   uint32_t magic = rd.Int<uint32_t>();
   uint32_t status = rd.Int<uint32_t>();
   h.payload_size = rd.Int<uint64_t>();
-  if (!rd.ok() || magic != kResponseMagic || status > 1)
+  if (!rd.ok() || magic != kResponseMagic || status > kStatusPart)
     return absl::DataLossError("garbage instead of a response header");
   if (h.payload_size > kMaxResponsePayload) {
     return absl::DataLossError(
         StrCat("response of ", h.payload_size, " bytes exceeds the limit of ", kMaxResponsePayload));
   }
-  h.ok = status == 0;
+  h.ok = status != kStatusError;
+  h.part = status == kStatusPart;
   return h;
 }
 
@@ -147,9 +165,9 @@ size_t ReserveCount(size_t n, V&... v) {
 
 }  // namespace
 
-absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
+absl::Status AppendDwarfIndex(std::string_view bytes, DwarfIndex& into) {
   ByteReader rd(bytes);
-  DwarfIndex idx;
+  DwarfIndex idx;  // the part, its ids the whole index's
   bool has_id = rd.Int<uint8_t>() != 0;
   std::string id = rd.Str(kMaxString);
   if (has_id) {
@@ -171,7 +189,8 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
     u.die_offset = rd.Int<uint64_t>();
     idx.units.push_back(std::move(u));
   }
-  const size_t nfiles = idx.files.size(), nunits = idx.units.size(), nsections = idx.sections.size();
+  const size_t nfiles = into.files.size() + idx.files.size(), nunits = into.units.size() + idx.units.size(),
+               nsections = into.sections.size() + idx.sections.size();
   auto file_ok = [&](uint32_t f) { return f == kNoFile || f < nfiles; };
   auto section_ok = [&](uint16_t s) { return s == kNoSection || s < nsections; };
   for (size_t n = ReserveCount(rd.Count(4 + 8 + 2 + 4 + 21), idx.functions); n-- > 0 && rd.ok();) {
@@ -231,6 +250,30 @@ absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
   }
   if (!rd.ok()) return absl::DataLossError(StrCat("worker response: ", rd.error()));
   if (!rd.done()) return absl::DataLossError(StrCat("worker response: trailing bytes at ", rd.pos()));
+  if (into.files.empty() && into.units.empty() && into.functions.empty() && into.variables.empty() &&
+      into.symbol_lines.empty() && into.sections.empty()) {
+    into = std::move(idx);
+    return absl::OkStatus();
+  }
+  auto append = [](auto& to, auto& from) {
+    to.reserve(to.size() + from.size());
+    std::move(from.begin(), from.end(), std::back_inserter(to));
+  };
+  into.build_id = idx.build_id;
+  into.relocatable = idx.relocatable;
+  append(into.sections, idx.sections);
+  append(into.files, idx.files);
+  append(into.raw_files, idx.raw_files);
+  append(into.units, idx.units);
+  append(into.functions, idx.functions);
+  append(into.variables, idx.variables);
+  append(into.symbol_lines, idx.symbol_lines);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DwarfIndex> DecodeDwarfIndex(std::string_view bytes) {
+  DwarfIndex idx;
+  RETURN_IF_ERROR(AppendDwarfIndex(bytes, idx));
   return idx;
 }
 

@@ -2,6 +2,8 @@
 // parsing and storing the ones not indexed yet.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <thread>
@@ -55,9 +57,81 @@ void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::
   out.seconds = SecondsSince(s);
 }
 
-// Parses plan.to_parse: vmlinux-style files with all threads, modules one thread (and one
-// worker) each, in parallel. parsed[k] is the result for plan.to_parse[k].
-std::vector<ParsedDebugFile> ParseAll(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs) {
+bool PartsOff() {
+  const char* v = std::getenv("SYMDEX_DWARF_PARTS");
+  return v != nullptr && std::strcmp(v, "off") == 0;
+}
+
+// A vmlinux-style file parsed and stored at once: its rows written part by part while the worker
+// reads on (DwarfWorker::IndexStream, store::DebugFileWriter), its join table made beside the
+// last rows. Anything out of the ordinary — the store has this file already, the build-ID is
+// another, the scanner declines a unit, a store error — stores nothing here (the writer's
+// transaction rolls back) and leaves `out` as ParseInWorker would, for StoreDebugFiles.
+void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worker,
+                   const absl::StatusOr<std::string>& exe, const Part& p, unsigned jobs, int64_t now,
+                   ParsedDebugFile& out) {
+  const std::string& path = p.path_to_index;
+  auto s = Clock::now();
+  out.stamp = debuginfo::StampOf(path);
+  auto writer = store::DebugFileWriter::Begin(db, p.record.build_id, p.record.path, out.stamp,
+                                              /*relocatable=*/false, now);
+  if (!exe.ok() || !writer.ok() || !(*writer)->writes()) {
+    writer = absl::CancelledError("not written here");
+    ParseInWorker(worker, exe, path, jobs, out);
+    return;
+  }
+  if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
+  auto other_build_id = [&](const debuginfo::DwarfIndex& di) {
+    return di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id;
+  };
+  bool writing = true;
+  debuginfo::DwarfIndexSizes written;
+  auto idx =
+      worker->IndexStream(path, jobs, [&](const debuginfo::DwarfIndex& so_far, const debuginfo::DwarfIndexSizes&) {
+        if (writing && other_build_id(so_far)) writing = false;
+        if (writing) {
+          writing = (*writer)->Add(so_far, written).ok();
+          written = debuginfo::SizesOf(so_far);
+        }
+        return absl::OkStatus();
+      });
+  if (idx.status().code() == absl::StatusCode::kAborted) {  // the scanner declined a unit late
+    writing = false;
+    idx = worker->Index(path, jobs);
+  }
+  out.seconds = SecondsSince(s);
+  if (idx.ok() && writing && !other_build_id(*idx)) {
+    std::optional<uint64_t> text_addr;
+    if (!idx->relocatable) {
+      auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");
+      if (v.ok()) text_addr = *v;
+    }
+    std::shared_ptr<const JoinTable> join;
+    {
+      std::jthread beside;
+      if (idx->functions.size() >= kJoinBesideInsert) {
+        std::vector<int64_t> ids(idx->functions.size());
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = (*writer)->first_function_id() + static_cast<int64_t>(i);
+        beside = std::jthread([&idx, &join, ids = std::move(ids)] { join = JoinTableOf(*idx, ids); });
+      }
+      auto stored = (*writer)->Finish(*idx, written, text_addr, out.seconds);
+      if (beside.joinable()) beside.join();
+      if (stored.ok()) {
+        if (!join && stored->function_ids) join = JoinTableOf(*idx, *stored->function_ids);
+        out.stored = std::move(*stored);
+        out.text_addr = text_addr;
+        out.join = std::move(join);
+      }
+    }
+  }
+  out.index = std::move(idx);
+}
+
+// Parses plan.to_parse: vmlinux-style files with all threads (and stored as they are read),
+// modules one thread (and one worker) each, in parallel. parsed[k] is the result for
+// plan.to_parse[k].
+std::vector<ParsedDebugFile> ParseAll(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,
+                                      unsigned jobs) {
   const auto& parts = plan.parts;
   const auto& to_parse = plan.to_parse;
   std::vector<ParsedDebugFile> parsed(to_parse.size());
@@ -65,9 +139,14 @@ std::vector<ParsedDebugFile> ParseAll(const IndexRequest& req, const DebugFilePl
   for (size_t k = 0; k < to_parse.size(); ++k) (parts[to_parse[k]].module < 0 ? big : small).push_back(k);
   const absl::StatusOr<std::string> worker_exe =
       to_parse.empty() ? absl::StatusOr<std::string>("") : debuginfo::FindWorkerExecutable();
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
   for (size_t k : big) {
     std::unique_ptr<debuginfo::DwarfWorker> w;
-    ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, jobs, parsed[k]);
+    if (PartsOff()) {
+      ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, jobs, parsed[k]);
+    } else {
+      ParseAndStore(db, w, worker_exe, parts[to_parse[k]], jobs, now, parsed[k]);
+    }
   }
   std::atomic<size_t> next{0}, done{0};
   std::vector<std::thread> pool;
@@ -176,10 +255,10 @@ absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& 
   return plan;
 }
 
-std::vector<ParsedDebugFile> ParseDebugFiles(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs,
-                                             IndexSummary& sum) {
+std::vector<ParsedDebugFile> ParseDebugFiles(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,
+                                             unsigned jobs, IndexSummary& sum) {
   const auto tp = Clock::now();
-  std::vector<ParsedDebugFile> parsed = ParseAll(req, plan, jobs);
+  std::vector<ParsedDebugFile> parsed = ParseAll(db, req, plan, jobs);
   sum.dwarf_parse_seconds = SecondsSince(tp);
   return parsed;
 }
@@ -214,6 +293,15 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
     if (di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id) {
       p.record.status = DebugFileStatus::kBuildIdMismatch;
       p.record.detail = StrCat(p.record.path, " changed while being read");
+      continue;
+    }
+    if (parsed[k].stored) {  // stored as it was read (ParseDebugFiles)
+      p.record.debug_file_id = parsed[k].stored->id;
+      p.debug_text_addr = parsed[k].text_addr;
+      p.join = std::move(parsed[k].join);
+      parsed[k].index = absl::CancelledError("stored");
+      ++sum.debug_indexed;
+      ++sum.debug_stored_as_read;
       continue;
     }
     std::optional<uint64_t> text_addr;

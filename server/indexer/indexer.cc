@@ -66,10 +66,10 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
                              const PartFilter& want, IndexSummary& sum, std::optional<AddrMapStep>& map_step) {
   const auto t1 = Clock::now();
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
-  std::vector<ParsedDebugFile> parsed = ParseDebugFiles(req, plan, jobs, sum);
+  ElfFactsAhead facts(plan.parts);  // beside the parse, the store and the join
+  std::vector<ParsedDebugFile> parsed = ParseDebugFiles(db, req, plan, jobs, sum);
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), req, jobs);
-  ElfFactsAhead facts(plan.parts);  // beside the store and the join
   RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));
   const auto tj = Clock::now();
   {

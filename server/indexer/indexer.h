@@ -41,12 +41,13 @@ struct IndexSummary {
   size_t symbols = 0, modules = 0, file_errors = 0;
   size_t text_symbols = 0, text_with_dwarf = 0;
   size_t debug_indexed = 0, debug_cached = 0, debug_missing = 0, debug_failed = 0;
+  size_t debug_stored_as_read = 0;  // of debug_indexed: stored while the worker read them (steps.h)
   size_t addr_maps_built = 0, addr_maps_present = 0;
   size_t probe_tables_read = 0;  // files whose fentry/blacklist/init tables gave probe verdicts
   double probe_seconds = 0;      // the probe step (JudgeProbes)
   double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
-  // Parts of dwarf_seconds: parsing debug files (workers, wall), storing their rows, the
-  // symbol join with the ELF facts.
+  // Parts of dwarf_seconds: parsing debug files (workers, wall; with the rows of a file stored as
+  // it is read), storing the other files' rows, the symbol join with the ELF facts.
   double dwarf_parse_seconds = 0, dwarf_store_seconds = 0, join_seconds = 0;
   std::vector<std::string> warnings;
   std::vector<std::string> delta_modules;  // UpdateModules: the modules replaced (empty: whole target)

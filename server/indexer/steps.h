@@ -91,12 +91,21 @@ struct ParsedDebugFile {
   absl::StatusOr<debuginfo::DwarfIndex> index = absl::UnknownError("not run");
   std::optional<debuginfo::FileStamp> stamp;  // of the file, taken before parsing it
   double seconds = 0;
+  // Set when the file was stored as it was read (ParseDebugFiles: vmlinux-style files), with
+  // what StoreDebugFiles keeps of it; otherwise StoreDebugFiles stores it.
+  std::optional<store::StoredDebugFile> stored;
+  std::optional<uint64_t> text_addr;
+  std::shared_ptr<const JoinTable> join;
 };
 
 // Step 4: parses every file FindDebugFiles left in path_to_index, each in a worker process
-// (untrusted input); result k is plan.to_parse[k]'s. Nothing is stored yet.
-std::vector<ParsedDebugFile> ParseDebugFiles(const IndexRequest& req, const DebugFilePlan& plan, unsigned jobs,
-                                             IndexSummary& sum);
+// (untrusted input); result k is plan.to_parse[k]'s. A vmlinux-style file (one large file, read
+// by every thread) is also stored as it is read: its rows go in part by part while the worker
+// reads on (worker_client.h IndexStream); should anything be out of the ordinary, nothing of it
+// is stored here and step 4b stores it as it does every other file. SYMDEX_DWARF_PARTS=off in
+// the environment: never (benchmarks, and the tests that compare both ways).
+std::vector<ParsedDebugFile> ParseDebugFiles(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,
+                                             unsigned jobs, IndexSummary& sum);
 
 // Step 4b: stores each parsed file under its build-ID and keeps its JoinTable in memory. Gives
 // every part whose debug info is usable a debug_file_id; counts indexed/failed into `sum`.

@@ -48,19 +48,18 @@ bool StoredIndexIsCurrent(const DebugFileInfo& d) {
   return d.stamp && *d.stamp == *now;
 }
 
-absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
-                                                const std::string& build_id_hex, const std::string& path,
-                                                const std::optional<debuginfo::FileStamp>& stamp,
-                                                std::optional<uint64_t> text_addr, double index_seconds, int64_t now,
-                                                const FunctionIdsKnown& ids_known) {
-  // Every row below refers to the debug_files row this transaction writes, or to a function it
-  // numbers itself: foreign-key enforcement, a parent lookup per row (half of SQLite's time for
-  // these tables), is off, and what its cascades would delete is deleted by hand.
-  ForeignKeysOff fk(db);
+absl::StatusOr<std::unique_ptr<DebugFileWriter>> DebugFileWriter::Begin(
+    Db& db, const std::string& build_id_hex, const std::string& path, const std::optional<debuginfo::FileStamp>& stamp,
+    bool relocatable, int64_t now) {
+  std::unique_ptr<DebugFileWriter> w(new DebugFileWriter(db));
   ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
+  w->tx_.emplace(std::move(tx));
   ASSIGN_OR_RETURN(auto existing, FindDebugFile(db, build_id_hex));
   if (existing && existing->path == path && existing->stamp && existing->stamp == stamp) {
-    return StoredDebugFile{.id = existing->id};
+    w->id_ = existing->id;
+    w->writes_ = false;
+    w->tx_.reset();
+    return w;
   }
 
   int64_t id = 0;
@@ -87,89 +86,88 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
       RETURN_IF_ERROR(del.Run());
     }
   }
+  // The row's counts, address and time are written by Finish, once known.
   ASSIGN_OR_RETURN(
       Stmt ins,
       db.Prepare(
           existing
-              ? "UPDATE debug_files SET build_id = ?1, relocatable = ?2, path = ?3, text_addr = ?4, indexed_at = ?5, "
-                "index_seconds = ?6, units = ?7, functions = ?8, variables = ?9, file_size = ?10, "
-                "file_mtime_ns = ?11, file_ctime_ns = ?12, file_ino = ?13, file_dev = ?14 WHERE id = ?15"
+              ? "UPDATE debug_files SET build_id = ?1, relocatable = ?2, path = ?3, text_addr = NULL, indexed_at = ?4, "
+                "index_seconds = 0, units = 0, functions = 0, variables = 0, file_size = ?5, "
+                "file_mtime_ns = ?6, file_ctime_ns = ?7, file_ino = ?8, file_dev = ?9 WHERE id = ?10"
               : "INSERT INTO debug_files (build_id, relocatable, path, text_addr, indexed_at, index_seconds, units, "
                 "functions, variables, file_size, file_mtime_ns, file_ctime_ns, file_ino, file_dev) "
-                "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
-  ins.Bind(1, build_id_hex).Bind(2, int64_t{idx.relocatable}).Bind(3, path);
-  if (text_addr)
-    ins.Bind(4, ToDb(*text_addr));
-  else
-    ins.BindNull(4);
-  ins.Bind(5, now);
-  ins.Bind(6, index_seconds);
-  ins.Bind(7, static_cast<int64_t>(idx.units.size())).Bind(8, static_cast<int64_t>(idx.functions.size()));
-  ins.Bind(9, static_cast<int64_t>(idx.variables.size()));
+                "VALUES (?1,?2,?3,NULL,?4,0,0,0,0,?5,?6,?7,?8,?9)"));
+  ins.Bind(1, build_id_hex).Bind(2, int64_t{relocatable}).Bind(3, path).Bind(4, now);
   if (stamp) {
-    ins.Bind(10, stamp->size).Bind(11, stamp->mtime_ns).Bind(12, stamp->ctime_ns).Bind(13, stamp->ino);
-    ins.Bind(14, stamp->dev);
+    ins.Bind(5, stamp->size).Bind(6, stamp->mtime_ns).Bind(7, stamp->ctime_ns).Bind(8, stamp->ino);
+    ins.Bind(9, stamp->dev);
   } else {
-    for (int i = 10; i <= 14; ++i) ins.BindNull(i);
+    for (int i = 5; i <= 9; ++i) ins.BindNull(i);
   }
-  if (existing) ins.Bind(15, id);
+  if (existing) ins.Bind(10, id);
   RETURN_IF_ERROR(ins.Run());
   if (!existing) id = sqlite3_last_insert_rowid(db.raw());
+  w->id_ = id;
 
-  ASSIGN_OR_RETURN(BulkInsert sec,
-                   BulkInsert::Prepare(db, "dwarf_sections", {"debug_file_id", "idx", "name"}, idx.sections.size()));
-  for (size_t i = 0; i < idx.sections.size(); ++i) {
+  // The first debug file of a new database (vmlinux): its rows are indexed once they are in.
+  for (const char* table : {"dwarf_functions", "dwarf_ranges", "dwarf_variables"}) {
+    ASSIGN_OR_RETURN(IndexesAfterLoad l, IndexesAfterLoad::Begin(db, table));
+    w->later_.push_back(std::move(l));
+  }
+  // Function ids are given here, following the table's largest (what SQLite would pick), so that
+  // the rows go in batches and the ranges can name their function without asking.
+  {
+    ASSIGN_OR_RETURN(Stmt max, db.Prepare("SELECT COALESCE(MAX(id), 0) FROM dwarf_functions"));
+    ASSIGN_OR_RETURN(bool row, max.Step());
+    w->first_function_id_ = (row ? max.Int(0) : 0) + 1;
+  }
+  return w;
+}
+
+absl::Status DebugFileWriter::Add(const debuginfo::DwarfIndex& idx, const debuginfo::DwarfIndexSizes& from) {
+  if (!writes_) return absl::OkStatus();
+  if (!tx_) return absl::FailedPreconditionError("debug file rows added after Finish");
+  Db& db = db_;
+  const int64_t id = id_;
+  auto opt_file = [](uint32_t f) { return f == debuginfo::kNoFile ? std::nullopt : std::optional<int64_t>(f); };
+  auto opt_sec = [](uint16_t s) { return s == debuginfo::kNoSection ? std::nullopt : std::optional<int64_t>(s); };
+  auto count = [](size_t total, size_t first) { return total > first ? total - first : 0; };
+
+  ASSIGN_OR_RETURN(BulkInsert sec, BulkInsert::Prepare(db, "dwarf_sections", {"debug_file_id", "idx", "name"},
+                                                       count(idx.sections.size(), from.sections)));
+  for (size_t i = from.sections; i < idx.sections.size(); ++i) {
     ASSIGN_OR_RETURN(BulkInsert::Row r, sec.Add());
     r.Bind(1, id).Bind(2, static_cast<int64_t>(i)).BindStatic(3, idx.sections[i]);
   }
   RETURN_IF_ERROR(sec.Finish());
   ASSIGN_OR_RETURN(BulkInsert file, BulkInsert::Prepare(db, "dwarf_files", {"debug_file_id", "idx", "path", "raw_path"},
-                                                        idx.files.size()));
-  for (size_t i = 0; i < idx.files.size(); ++i) {
+                                                        count(idx.files.size(), from.files)));
+  for (size_t i = from.files; i < idx.files.size(); ++i) {
     ASSIGN_OR_RETURN(BulkInsert::Row r, file.Add());
     r.Bind(1, id).Bind(2, static_cast<int64_t>(i)).BindStatic(3, idx.files[i]).BindStatic(4, idx.raw_files[i]);
   }
   RETURN_IF_ERROR(file.Finish());
   ASSIGN_OR_RETURN(BulkInsert unit,
                    BulkInsert::Prepare(db, "dwarf_units", {"debug_file_id", "idx", "name", "raw_name", "comp_dir"},
-                                       idx.units.size()));
-  for (size_t i = 0; i < idx.units.size(); ++i) {
+                                       count(idx.units.size(), from.units)));
+  for (size_t i = from.units; i < idx.units.size(); ++i) {
     const auto& u = idx.units[i];
     ASSIGN_OR_RETURN(BulkInsert::Row r, unit.Add());
     r.Bind(1, id).Bind(2, static_cast<int64_t>(i)).BindStatic(3, u.name).BindStatic(4, u.raw_name);
     r.BindStatic(5, u.comp_dir);
   }
   RETURN_IF_ERROR(unit.Finish());
-  auto opt_file = [](uint32_t f) { return f == debuginfo::kNoFile ? std::nullopt : std::optional<int64_t>(f); };
-  auto opt_sec = [](uint16_t s) { return s == debuginfo::kNoSection ? std::nullopt : std::optional<int64_t>(s); };
-  // The first debug file of a new database (vmlinux): its rows are indexed once they are in.
-  std::vector<IndexesAfterLoad> later;
-  for (const char* table : {"dwarf_functions", "dwarf_ranges", "dwarf_variables"}) {
-    ASSIGN_OR_RETURN(IndexesAfterLoad l, IndexesAfterLoad::Begin(db, table));
-    later.push_back(std::move(l));
-  }
-  // Function ids are given here, following the table's largest (what SQLite would pick), so that
-  // the rows go in batches and the ranges can name their function without asking.
-  int64_t last_fid = 0;
-  {
-    ASSIGN_OR_RETURN(Stmt max, db.Prepare("SELECT COALESCE(MAX(id), 0) FROM dwarf_functions"));
-    ASSIGN_OR_RETURN(bool row, max.Step());
-    if (row) last_fid = max.Int(0);
-  }
-  std::vector<int64_t> function_ids(idx.functions.size());
-  for (size_t i = 0; i < function_ids.size(); ++i) function_ids[i] = last_fid + 1 + static_cast<int64_t>(i);
-  if (ids_known) ids_known(function_ids);
   size_t ranges = 0;
-  for (const auto& f : idx.functions) ranges += f.ranges.size();
+  for (size_t i = from.functions; i < idx.functions.size(); ++i) ranges += idx.functions[i].ranges.size();
   ASSIGN_OR_RETURN(BulkInsert fn, BulkInsert::Prepare(db, "dwarf_functions",
                                                       {"id", "debug_file_id", "name", "section", "entry", "unit",
                                                        "decl_file", "decl_line", "entry_file", "entry_line", "flags"},
-                                                      idx.functions.size()));
+                                                      count(idx.functions.size(), from.functions)));
   ASSIGN_OR_RETURN(BulkInsert rng,
                    BulkInsert::Prepare(db, "dwarf_ranges", {"function_id", "section", "lo", "hi"}, ranges));
-  for (size_t i = 0; i < idx.functions.size(); ++i) {
+  for (size_t i = from.functions; i < idx.functions.size(); ++i) {
     const debuginfo::DwarfFunction& f = idx.functions[i];
-    const int64_t fid = function_ids[i];
+    const int64_t fid = first_function_id_ + static_cast<int64_t>(i);
     ASSIGN_OR_RETURN(BulkInsert::Row r, fn.Add());
     r.Bind(1, fid).Bind(2, id).BindStatic(3, f.name).Bind(4, opt_sec(f.entry_section)).Bind(5, ToDb(f.entry));
     r.Bind(6, int64_t{f.cu}).Bind(7, opt_file(f.decl_file)).Bind(8, int64_t{f.decl_line});
@@ -185,8 +183,9 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
   ASSIGN_OR_RETURN(BulkInsert var, BulkInsert::Prepare(db, "dwarf_variables",
                                                        {"debug_file_id", "name", "section", "addr", "unit", "decl_file",
                                                         "decl_line", "flags"},
-                                                       idx.variables.size()));
-  for (const auto& v : idx.variables) {
+                                                       count(idx.variables.size(), from.variables)));
+  for (size_t i = from.variables; i < idx.variables.size(); ++i) {
+    const auto& v = idx.variables[i];
     ASSIGN_OR_RETURN(BulkInsert::Row r, var.Add());
     r.Bind(1, id).BindStatic(2, v.name).Bind(3, opt_sec(v.section)).Bind(4, ToDb(v.addr)).Bind(5, int64_t{v.cu});
     r.Bind(6, opt_file(v.decl_file)).Bind(7, int64_t{v.decl_line}).Bind(8, int64_t{v.external ? 1 : 0});
@@ -194,8 +193,9 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
   RETURN_IF_ERROR(var.Finish());
   ASSIGN_OR_RETURN(BulkInsert sl, BulkInsert::Prepare(db, "dwarf_symbol_lines",
                                                       {"debug_file_id", "section", "addr", "unit", "file", "line"},
-                                                      idx.symbol_lines.size()));
-  for (const auto& l : idx.symbol_lines) {
+                                                      count(idx.symbol_lines.size(), from.symbol_lines)));
+  for (size_t i = from.symbol_lines; i < idx.symbol_lines.size(); ++i) {
+    const auto& l = idx.symbol_lines[i];
     ASSIGN_OR_RETURN(BulkInsert::Row r, sl.Add());
     r.Bind(1, id).Bind(2, l.section == debuginfo::kNoSection ? int64_t{-1} : int64_t{l.section}).Bind(3, ToDb(l.addr));
     if (l.cu == UINT32_MAX)
@@ -204,10 +204,46 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
       r.Bind(4, int64_t{l.cu});
     r.Bind(5, opt_file(l.file)).Bind(6, int64_t{l.line});
   }
-  RETURN_IF_ERROR(sl.Finish());
-  for (IndexesAfterLoad& l : later) RETURN_IF_ERROR(l.Rebuild());
-  RETURN_IF_ERROR(tx.Commit());
-  return StoredDebugFile{.id = id, .function_ids = std::move(function_ids)};
+  return sl.Finish();
+}
+
+absl::StatusOr<StoredDebugFile> DebugFileWriter::Finish(const debuginfo::DwarfIndex& idx,
+                                                        const debuginfo::DwarfIndexSizes& from,
+                                                        std::optional<uint64_t> text_addr, double index_seconds) {
+  if (!writes_) return StoredDebugFile{.id = id_};
+  RETURN_IF_ERROR(Add(idx, from));
+  ASSIGN_OR_RETURN(Stmt upd, db_.Prepare("UPDATE debug_files SET relocatable = ?1, text_addr = ?2, index_seconds = ?3, "
+                                         "units = ?4, functions = ?5, variables = ?6 WHERE id = ?7"));
+  upd.Bind(1, int64_t{idx.relocatable});
+  if (text_addr)
+    upd.Bind(2, ToDb(*text_addr));
+  else
+    upd.BindNull(2);
+  upd.Bind(3, index_seconds).Bind(4, static_cast<int64_t>(idx.units.size()));
+  upd.Bind(5, static_cast<int64_t>(idx.functions.size())).Bind(6, static_cast<int64_t>(idx.variables.size()));
+  upd.Bind(7, id_);
+  RETURN_IF_ERROR(upd.Run());
+  for (IndexesAfterLoad& l : later_) RETURN_IF_ERROR(l.Rebuild());
+  RETURN_IF_ERROR(tx_->Commit());
+  tx_.reset();
+  std::vector<int64_t> function_ids(idx.functions.size());
+  for (size_t i = 0; i < function_ids.size(); ++i) function_ids[i] = first_function_id_ + static_cast<int64_t>(i);
+  return StoredDebugFile{.id = id_, .function_ids = std::move(function_ids)};
+}
+
+absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
+                                                const std::string& build_id_hex, const std::string& path,
+                                                const std::optional<debuginfo::FileStamp>& stamp,
+                                                std::optional<uint64_t> text_addr, double index_seconds, int64_t now,
+                                                const FunctionIdsKnown& ids_known) {
+  ASSIGN_OR_RETURN(auto w, DebugFileWriter::Begin(db, build_id_hex, path, stamp, idx.relocatable, now));
+  if (!w->writes()) return StoredDebugFile{.id = w->id()};
+  if (ids_known) {
+    std::vector<int64_t> ids(idx.functions.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = w->first_function_id() + static_cast<int64_t>(i);
+    ids_known(ids);
+  }
+  return w->Finish(idx, {}, text_addr, index_seconds);
 }
 
 absl::StatusOr<std::optional<DebugFileInfo>> DebugFileOf(Db& db, int64_t target_id, const std::string& module) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,45 @@ struct StoredDebugFile {
   // the rows were already there (they are the store's, not necessarily `idx`'s).
   std::optional<std::vector<int64_t>> function_ids;
 };
+// InsertDebugFile in steps, for an index that arrives in parts (debuginfo/worker_client.h
+// IndexStream): Begin opens the transaction and decides, as InsertDebugFile does, whether rows
+// are written at all; Add writes the rows of a part as it comes; Finish writes the rest and the
+// file's counts and commits. Destroyed before Finish: nothing stored (rolled back). Holds the
+// connection's write transaction meanwhile, with foreign-key enforcement off (see below).
+class DebugFileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<DebugFileWriter>> Begin(Db& db, const std::string& build_id_hex,
+                                                                const std::string& path,
+                                                                const std::optional<debuginfo::FileStamp>& stamp,
+                                                                bool relocatable, int64_t now_unix);
+  DebugFileWriter(const DebugFileWriter&) = delete;
+  DebugFileWriter& operator=(const DebugFileWriter&) = delete;
+
+  int64_t id() const { return id_; }
+  // False when the build-ID is stored from this very file already: Add and Finish write nothing.
+  bool writes() const { return writes_; }
+  // idx.functions[i] is stored as row first_function_id() + i.
+  int64_t first_function_id() const { return first_function_id_; }
+  // The rows of `idx` past `from` (what earlier Adds wrote).
+  absl::Status Add(const debuginfo::DwarfIndex& idx, const debuginfo::DwarfIndexSizes& from);
+  // Add, then the file's counts, address and time; commits. function_ids as InsertDebugFile's.
+  absl::StatusOr<StoredDebugFile> Finish(const debuginfo::DwarfIndex& idx, const debuginfo::DwarfIndexSizes& from,
+                                         std::optional<uint64_t> text_addr, double index_seconds);
+
+ private:
+  explicit DebugFileWriter(Db& db) : db_(db), fk_(db) {}
+  Db& db_;
+  // Every row refers to the debug_files row this transaction writes, or to a function it numbers
+  // itself: foreign-key enforcement, a parent lookup per row (half of SQLite's time for these
+  // tables), is off, and what its cascades would delete is deleted by hand.
+  ForeignKeysOff fk_;
+  std::optional<Transaction> tx_;
+  std::vector<IndexesAfterLoad> later_;
+  int64_t id_ = 0;
+  int64_t first_function_id_ = 1;
+  bool writes_ = true;
+};
+
 // `ids_known`, when given, is called with those ids as soon as they are decided, inside the
 // transaction and before any DWARF row is written, so that work needing only them (the
 // indexer's join table) can run beside the insert. Not called when nothing is written; if the

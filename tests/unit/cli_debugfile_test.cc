@@ -125,6 +125,61 @@ TEST_F(CliDebugFileTest, CrashingAndHangingParsersFailOnlyThatFile) {
   EXPECT_TRUE(ModuleHasDwarf());
 }
 
+// vmlinux's rows go in while the worker reads it: the same rows, symbols and joins as when they
+// are stored after the parse (SYMDEX_DWARF_PARTS=off). A worker that dies mid-stream stores
+// none of vmlinux (its transaction rolls back) and fails only that file; the next run stores it.
+TEST_F(CliDebugFileTest, VmlinuxStoredAsItIsReadIsStoredTheSame) {
+  Must("cp '" + fx_.module + "' '" + mod_debug_ + "'");
+  auto index_into = [&](const std::string& db, const std::string& env) {
+    CommandResult r = RunCommand("env -u DEBUGINFOD_URLS " + env + " " + SYMDEX_BIN + " --db '" + db +
+                                 "' index --json --no-addr-map --system-map '" + map_ + "' --modules-dir '" + mods_ +
+                                 "' --debug-dir '" + dbg_ + "'");
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return json::parse(r.out)["debug_files"];
+  };
+  auto dump = [&](const std::string& db) {
+    std::string out;
+    for (const char* q :
+         {"SELECT build_id, relocatable, path, text_addr, units, functions, variables FROM debug_files ORDER BY id",
+          "SELECT * FROM dwarf_files ORDER BY 1, 2", "SELECT * FROM dwarf_units ORDER BY 1, 2",
+          "SELECT * FROM dwarf_functions ORDER BY id", "SELECT * FROM dwarf_ranges ORDER BY function_id, lo",
+          "SELECT * FROM dwarf_variables ORDER BY id", "SELECT * FROM dwarf_symbol_lines ORDER BY 1, 2, 3",
+          "SELECT name, addr, debug_file_id, dwarf_function_id, src_unit, src_file, src_line, dwarf_note, elf_facts "
+          "FROM symbols ORDER BY addr, name",
+          "SELECT module, build_id, debug_file_id, status FROM target_debuginfo ORDER BY module"}) {
+      CommandResult r = RunCommand("sqlite3 '" + db + "' \"" + q + "\"");
+      EXPECT_EQ(r.exit_code, 0) << q << r.err;
+      out += q + std::string("\n") + r.out;
+    }
+    return out;
+  };
+  const std::string as_read = fx_.dir / "as-read.db", after = fx_.dir / "after.db";
+  json a = index_into(as_read, "");
+  json b = index_into(after, "SYMDEX_DWARF_PARTS=off");
+  EXPECT_EQ(a["stored_as_read"], 1) << a.dump();  // vmlinux; the module is stored after its parse
+  EXPECT_EQ(b["stored_as_read"], 0) << b.dump();
+  EXPECT_EQ(a["indexed"], 2);
+  EXPECT_EQ(b["indexed"], 2);
+  const std::string rows = dump(as_read);
+  EXPECT_NE(rows.find("|name_show|"), std::string::npos);
+  EXPECT_EQ(rows, dump(after));
+
+  const std::string crashed = fx_.dir / "crashed.db";
+  json c = index_into(crashed, "SYMDEX_WORKER_TEST_CRASH_AFTER_PART=vmlinux-");
+  EXPECT_EQ(c["failed"], 1) << c.dump();
+  EXPECT_EQ(c["indexed"], 1);  // the module
+  EXPECT_EQ(c["stored_as_read"], 0);
+  CommandResult rows_left =
+      RunCommand("sqlite3 '" + crashed +
+                 "' \"SELECT COUNT(*) FROM debug_files WHERE relocatable = 0; "
+                 "SELECT COUNT(*) FROM dwarf_units u JOIN debug_files d ON d.id = u.debug_file_id "
+                 "WHERE d.relocatable = 0\"");
+  EXPECT_EQ(rows_left.out, "0\n0\n") << rows_left.err;
+  json again = index_into(crashed, "");
+  EXPECT_EQ(again["stored_as_read"], 1) << again.dump();
+  EXPECT_EQ(again["cached"], 1);  // the module, from the run before
+}
+
 TEST_F(CliDebugFileTest, MissingWorkerIsReportedWithTheCure) {
   Must("cp '" + fx_.module + "' '" + mod_debug_ + "'");
   json d = Index("SYMDEX_DEBUGINFO_WORKER=/nonexistent/symdex-debuginfo-worker");

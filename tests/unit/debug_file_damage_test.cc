@@ -166,6 +166,7 @@ class WorkerTest : public ::testing::Test {
   void TearDown() override {
     unsetenv("SYMDEX_WORKER_TEST_CRASH_ON");
     unsetenv("SYMDEX_WORKER_TEST_HANG_ON");
+    unsetenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART");
   }
   std::string Exe() {
     auto exe = FindWorkerExecutable();
@@ -278,6 +279,99 @@ TEST_F(WorkerTest, KilledFromOutsideWhileIdleIsRestarted) {
   }
   auto r = w.Index(fx_.module, 1);
   EXPECT_TRUE(r.ok()) << r.status();
+}
+
+// The index streamed in parts is the index sent in one piece; a module comes in one piece; an
+// error from the caller's handler (the store failed) ends the call and the worker, and the next
+// call is served by a new one.
+TEST_F(WorkerTest, StreamedIndexIsTheIndex) {
+  DwarfWorker w(Exe(), {});
+  auto plain = w.Index(fx_.vmlinux, 2);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  size_t parts = 0;
+  DwarfIndexSizes seen;
+  auto streamed = w.IndexStream(fx_.vmlinux, 2, [&](const DwarfIndex& so_far, const DwarfIndexSizes& from) {
+    ++parts;
+    EXPECT_EQ(from.units, seen.units);  // each part follows the one before
+    EXPECT_EQ(from.functions, seen.functions);
+    seen = SizesOf(so_far);
+    EXPECT_GT(seen.units, from.units);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_GE(parts, 1u);
+  EXPECT_TRUE(EncodeDwarfIndex(*streamed) == EncodeDwarfIndex(*plain));
+
+  size_t module_parts = 0;
+  auto module = w.IndexStream(fx_.module, 1, [&](const DwarfIndex&, const DwarfIndexSizes&) {
+    ++module_parts;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(module.ok()) << module.status();
+  EXPECT_EQ(module_parts, 0u);
+  EXPECT_TRUE(EncodeDwarfIndex(*module) == EncodeDwarfIndex(*w.Index(fx_.module, 1)));
+
+  const pid_t pid = w.pid();
+  auto stopped = w.IndexStream(fx_.vmlinux, 2, [](const DwarfIndex&, const DwarfIndexSizes&) {
+    return absl::InternalError("the store failed");
+  });
+  ASSERT_FALSE(stopped.ok());
+  EXPECT_EQ(stopped.status().message(), "the store failed");
+  auto again = w.Index(fx_.vmlinux, 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(w.pid(), pid);
+}
+
+// A worker that dies after a part fails the file with how it died, as any crash does.
+TEST_F(WorkerTest, DyingMidStreamFailsTheFile) {
+  std::string crash = dir_ / "crash-mid-stream";
+  std::filesystem::copy_file(fx_.vmlinux, crash);
+  setenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART", "crash-mid-stream", 1);
+  DwarfWorker w(Exe(), {});
+  size_t parts = 0;
+  auto r = w.IndexStream(crash, 2, [&](const DwarfIndex&, const DwarfIndexSizes&) {
+    ++parts;
+    return absl::OkStatus();
+  });
+  unsetenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(parts, 1u);
+  EXPECT_NE(std::string(r.status().message()).find("parser killed by SIGABRT"), std::string::npos) << r.status();
+  EXPECT_TRUE(w.Index(fx_.module, 1).ok());
+}
+
+// A part where none was asked for (a plain index request), or one whose ids point past its
+// tables, is refused like any other garbage.
+TEST_F(WorkerTest, UnaskedOrBrokenPartsAreRefused) {
+  std::string fake = dir_ / "fake-part-worker";
+  // A part header (status 2) with an empty payload, to a plain request.
+  WriteFile(fake, "#!/bin/sh\nhead -c 24 >/dev/null; printf 'SDWR\\2\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0\\0'\nsleep 5\n");
+  ASSERT_EQ(::chmod(fake.c_str(), 0755), 0);
+  DwarfWorker w(fake, {});
+  auto r = w.Index(fx_.module, 1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("a part where none was asked for"), std::string::npos) << r.status();
+
+  // A part naming a unit the index does not have: refused before the handler sees it.
+  DwarfIndex bad;
+  DwarfFunction f;
+  f.name = "f";
+  f.cu = 3;  // no units at all
+  bad.functions.push_back(f);
+  const std::string bytes = EncodeDwarfIndex(bad);
+  WriteFile(dir_ / "part.bin", EncodePartHeader(bytes.size()) + bytes);
+  std::string fake2 = dir_ / "fake-bad-part-worker";
+  WriteFile(fake2, "#!/bin/sh\nhead -c 24 >/dev/null; cat '" + (dir_ / "part.bin") + "'\nsleep 5\n");
+  ASSERT_EQ(::chmod(fake2.c_str(), 0755), 0);
+  DwarfWorker w2(fake2, {});
+  bool handled = false;
+  auto r2 = w2.IndexStream(fx_.module, 1, [&](const DwarfIndex&, const DwarfIndexSizes&) {
+    handled = true;
+    return absl::OkStatus();
+  });
+  ASSERT_FALSE(r2.ok());
+  EXPECT_FALSE(handled);
+  EXPECT_NE(std::string(r2.status().message()).find("invalid response"), std::string::npos) << r2.status();
 }
 
 TEST_F(WorkerTest, GarbageFromTheWorkerIsRefused) {

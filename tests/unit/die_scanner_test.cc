@@ -102,7 +102,52 @@ void ExpectSameMap(const std::string& path, unsigned jobs) {
               Seconds(t0, t1), Seconds(t1, t2));
 }
 
+// The index handed out in parts (DwarfIndexOptions::on_part, as the worker streams it) and
+// appended back together is the index made in one piece, byte for byte. Returns the parts.
+size_t ExpectPartsMakeTheWhole(const std::string& path, unsigned jobs) {
+  const auto whole = IndexDwarfFile(path, {.jobs = jobs});
+  EXPECT_TRUE(whole.ok()) << whole.status();
+  if (!whole.ok()) return 0;
+  DwarfIndex joined;
+  size_t parts = 0;
+  std::vector<size_t> part_units;
+  auto rest = IndexDwarfFile(path, {.jobs = jobs, .on_part = [&](DwarfIndex&& part) {
+                                      ++parts;
+                                      part_units.push_back(part.units.size());
+                                      // Each part's ids already count the parts before it.
+                                      EXPECT_TRUE(AppendDwarfIndex(EncodeDwarfIndex(part), joined).ok());
+                                    }});
+  EXPECT_TRUE(rest.ok()) << rest.status();
+  if (!rest.ok()) return parts;
+  EXPECT_TRUE(AppendDwarfIndex(EncodeDwarfIndex(*rest), joined).ok());
+  EXPECT_FALSE(rest->symbol_lines.empty());  // the lines come with the rest, after every unit
+  for (size_t n : part_units) EXPECT_GT(n, 0u);
+  EXPECT_EQ(joined.units.size(), whole->units.size());
+  EXPECT_EQ(joined.functions.size(), whole->functions.size());
+  EXPECT_TRUE(EncodeDwarfIndex(joined) == EncodeDwarfIndex(*whole)) << path << ", " << parts << " parts";
+  // libdw's reading (the scanner's fallback) hands out no parts, and the same index.
+  ::setenv("SYMDEX_DIE_READER", "libdw", 1);
+  size_t libdw_parts = 0;
+  auto by_libdw = IndexDwarfFile(path, {.jobs = jobs, .on_part = [&](DwarfIndex&&) { ++libdw_parts; }});
+  ::unsetenv("SYMDEX_DIE_READER");
+  EXPECT_TRUE(by_libdw.ok()) << by_libdw.status();
+  EXPECT_EQ(libdw_parts, 0u);
+  if (by_libdw.ok()) EXPECT_TRUE(EncodeDwarfIndex(*by_libdw) == EncodeDwarfIndex(*whole));
+  return parts;
+}
+
 class DieScannerTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DieScannerTest, TheFixtureKernelsIndexInPartsIsTheWholeIndex) {
+  symdex::testing::KernelFixture fx(GetParam());
+  const size_t units = IndexDwarfFile(fx.vmlinux, {.jobs = 1})->units.size();
+  for (unsigned jobs : {1u, 2u}) {
+    const size_t parts = ExpectPartsMakeTheWhole(fx.vmlinux, jobs);
+    // A part per eighth of .debug_info, the last kept: as many as the units allow.
+    if (units >= 2) EXPECT_GE(parts, 1u) << units << " units";
+    EXPECT_LT(parts, std::max<size_t>(units, 1));
+  }
+}
 
 TEST_P(DieScannerTest, TheFixtureKernelsIndexIsTheSameAsLibdws) {
   symdex::testing::KernelFixture fx(GetParam());
@@ -123,6 +168,13 @@ TEST(DieScannerCorpusTest, TheDebianDwarfIndexIsTheSameAsLibdws) {
   if (vmlinux.empty()) GTEST_SKIP() << "Debian -dbg corpus not fetched (tests/corpus/fetch-debian-kernel.sh dbg)";
   if (kAddressSanitizer) GTEST_SKIP() << "two whole-kernel indexes: the release build runs this";
   ExpectSameIndex(vmlinux, 2);
+}
+
+TEST(DieScannerCorpusTest, TheDebianIndexInPartsIsTheWholeIndex) {
+  const std::string vmlinux = ScannerCorpusVmlinux();
+  if (vmlinux.empty()) GTEST_SKIP() << "Debian -dbg corpus not fetched (tests/corpus/fetch-debian-kernel.sh dbg)";
+  if (kAddressSanitizer) GTEST_SKIP() << "three whole-kernel indexes: the release build runs this";
+  EXPECT_GE(ExpectPartsMakeTheWhole(vmlinux, 2), 6u);
 }
 
 TEST(DieScannerCorpusTest, TheDebianAddressMapIsTheSameAsLibdws) {

@@ -2,6 +2,7 @@
 // and to one indexed by an earlier run from the store: both must give the same answer for
 // every address, ties between aliases included, or a re-index would change the index.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "server/indexer/steps.h"
 #include "server/store/debuginfo_store.h"
@@ -145,6 +146,85 @@ TEST(IndexerJoin, FunctionIdsKnownBeforeTheRowsAreTheirIds) {
                                       [&](const std::vector<int64_t>&) { called = true; });
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(called);
+}
+
+// Every row of the debug-file tables, in a fixed order (debug_files without its time).
+std::string DumpDebugRows(store::Db& db) {
+  std::string out;
+  for (const char* q :
+       {"SELECT id, build_id, relocatable, path, text_addr, units, functions, variables, file_size FROM debug_files",
+        "SELECT * FROM dwarf_sections ORDER BY 1, 2", "SELECT * FROM dwarf_files ORDER BY 1, 2",
+        "SELECT * FROM dwarf_units ORDER BY 1, 2", "SELECT * FROM dwarf_functions ORDER BY id",
+        "SELECT * FROM dwarf_ranges ORDER BY function_id, lo", "SELECT * FROM dwarf_variables ORDER BY id",
+        "SELECT * FROM dwarf_symbol_lines ORDER BY 1, 2, 3"}) {
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db.raw(), q, -1, &st, nullptr), SQLITE_OK) << q;
+    out += q;
+    out += "\n";
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        const unsigned char* t = sqlite3_column_text(st, c);
+        out += t ? reinterpret_cast<const char*>(t) : "NULL";
+        out += '|';
+      }
+      out += '\n';
+    }
+    sqlite3_finalize(st);
+  }
+  return out;
+}
+
+// The first `n` of each table of `idx` (a part as a streamed parse hands it over, and what came
+// before it).
+debuginfo::DwarfIndex Prefix(const debuginfo::DwarfIndex& idx, const debuginfo::DwarfIndexSizes& n) {
+  debuginfo::DwarfIndex p = idx;
+  p.sections.resize(n.sections);
+  p.files.resize(n.files);
+  p.raw_files.resize(n.files);
+  p.units.resize(n.units);
+  p.functions.resize(n.functions);
+  p.variables.resize(n.variables);
+  p.symbol_lines.resize(n.symbol_lines);
+  return p;
+}
+
+// A debug file written in parts (store::DebugFileWriter, as vmlinux is while the worker reads
+// it) is stored row for row as InsertDebugFile stores it in one piece; a writer dropped before
+// Finish stores nothing.
+TEST(IndexerJoin, AFileWrittenInPartsIsStoredAsInOnePiece) {
+  TempDir d;
+  debuginfo::DwarfIndex idx = AliasIndex();
+  idx.variables.push_back({.name = "v", .addr = 0x900, .section = 1, .cu = 1, .decl_file = 1, .decl_line = 3});
+  const debuginfo::FileStamp stamp{.size = 1, .mtime_ns = 2, .ctime_ns = 3, .ino = 4, .dev = 5};
+  auto whole_db = store::OpenIndex(d / "whole.db", store::Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(whole_db.ok()) << whole_db.status();
+  auto whole = store::InsertDebugFile(*whole_db, idx, "aabbccdd", "/x.ko.debug", stamp, 0x1000, 0.5, 7);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+
+  auto parts_db = store::OpenIndex(d / "parts.db", store::Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(parts_db.ok()) << parts_db.status();
+  auto w = store::DebugFileWriter::Begin(*parts_db, "aabbccdd", "/x.ko.debug", stamp, idx.relocatable, 7);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->writes());
+  const debuginfo::DwarfIndexSizes first{.sections = 1, .files = 1, .units = 1, .functions = 2};
+  const debuginfo::DwarfIndexSizes second{.sections = 2, .files = 2, .units = 2, .functions = 3, .variables = 1};
+  ASSERT_TRUE((*w)->Add(Prefix(idx, first), {}).ok());
+  ASSERT_TRUE((*w)->Add(Prefix(idx, second), first).ok());
+  auto parts = (*w)->Finish(idx, second, 0x1000, 0.5);
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(parts->id, whole->id);
+  EXPECT_EQ(parts->function_ids, whole->function_ids);
+  EXPECT_EQ(DumpDebugRows(*parts_db), DumpDebugRows(*whole_db));
+
+  auto dropped_db = store::OpenIndex(d / "dropped.db", store::Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(dropped_db.ok()) << dropped_db.status();
+  const std::string empty = DumpDebugRows(*dropped_db);
+  {
+    auto dropped = store::DebugFileWriter::Begin(*dropped_db, "aabbccdd", "/x.ko.debug", stamp, true, 7);
+    ASSERT_TRUE(dropped.ok()) << dropped.status();
+    ASSERT_TRUE((*dropped)->Add(Prefix(idx, first), {}).ok());
+  }  // the worker died: no Finish
+  EXPECT_EQ(DumpDebugRows(*dropped_db), empty);
 }
 
 // A debug file that changed is stored again under its id: its old rows go — ranges included,
