@@ -64,6 +64,20 @@ ReadResult ReadFull(int fd, char* buf, size_t n, Clock::time_point deadline) {
   return ReadResult::kOk;
 }
 
+// Whether `fd` has bytes (or EOF, or an error) to read before `until`; nothing is read.
+bool ReadableBefore(int fd, Clock::time_point until) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0) return false;
+    struct pollfd p {
+      fd, POLLIN, 0
+    };
+    int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (r < 0 && errno == EINTR) continue;
+    return r != 0;
+  }
+}
+
 bool SendAll(int fd, std::string_view s) {
   while (!s.empty()) {
     ssize_t r = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);  // a dead worker is no SIGPIPE
@@ -88,6 +102,10 @@ WorkerLimits WorkerLimits::FromEnvironment() {
   if (const char* m = std::getenv("SYMDEX_DEBUGINFO_MEMORY_MB"); m && *m) {
     uint64_t v = std::strtoull(m, nullptr, 10);
     if (v > 0) l.memory_base = v << 20;
+  }
+  if (const char* q = std::getenv("SYMDEX_DEBUGINFO_QUIET"); q && *q) {
+    double v = std::strtod(q, nullptr);
+    if (v > 0) l.stream_quiet_seconds = v;
   }
   return l;
 }
@@ -168,7 +186,8 @@ std::string DwarfWorker::Stop(bool kill) {
 }
 
 absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs,
-                                              const std::function<absl::Status(std::string&&)>& on_part) {
+                                              const std::function<absl::Status(std::string&&)>& on_part,
+                                              const std::function<void()>& on_quiet) {
   struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0)
     return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
@@ -214,7 +233,17 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
   };
   absl::StatusOr<ResponseHeader> header;
   std::string payload;
+  bool quiet_told = !on_quiet;
   for (;;) {
+    if (!quiet_told) {
+      const auto quiet_until =
+          std::min(deadline,
+                   Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(limits_.stream_quiet_seconds * 1000)));
+      if (!ReadableBefore(fd_.get(), quiet_until)) {
+        quiet_told = true;
+        on_quiet();
+      }
+    }
     char hbuf[kResponseHeaderSize];
     if (ReadResult r = ReadFull(fd_.get(), hbuf, sizeof hbuf, deadline); r != ReadResult::kOk)
       return failed(r, "parsing");
@@ -245,8 +274,8 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
   return payload;
 }
 
-absl::StatusOr<DwarfIndex> DwarfWorker::IndexStream(const std::string& path, unsigned jobs,
-                                                    const PartHandler& on_part) {
+absl::StatusOr<DwarfIndex> DwarfWorker::IndexStream(const std::string& path, unsigned jobs, const PartHandler& on_part,
+                                                    const std::function<void()>& on_quiet) {
   DwarfIndex whole;
   auto append = [&](std::string_view bytes) -> absl::Status {
     if (absl::Status s = AppendDwarfIndex(bytes, whole); !s.ok()) {
@@ -255,11 +284,14 @@ absl::StatusOr<DwarfIndex> DwarfWorker::IndexStream(const std::string& path, uns
     }
     return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(std::string rest, Call(WorkerRequest::Kind::kIndexStream, path, jobs, [&](std::string&& part) {
-                     const DwarfIndexSizes from = SizesOf(whole);
-                     RETURN_IF_ERROR(append(part));
-                     return on_part(whole, from);
-                   }));
+  ASSIGN_OR_RETURN(std::string rest, Call(
+                                         WorkerRequest::Kind::kIndexStream, path, jobs,
+                                         [&](std::string&& part) {
+                                           const DwarfIndexSizes from = SizesOf(whole);
+                                           RETURN_IF_ERROR(append(part));
+                                           return on_part(whole, from);
+                                         },
+                                         on_quiet));
   RETURN_IF_ERROR(append(rest));
   return whole;
 }

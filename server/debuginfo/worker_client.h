@@ -26,8 +26,13 @@ struct WorkerLimits {
   uint64_t memory_base = uint64_t{4} << 30;
   // Wall clock: this, plus one second per 4 MiB of file (6.1's 590 MB vmlinux: ~3.5 min).
   double timeout_base_seconds = 60;
+  // A streamed index (IndexStream) silent this long — no part, no answer — is one the caller
+  // stops holding resources for (its store transaction: writers wait ~10 s for the lock); the
+  // parse itself goes on to the wall-clock limit. Parts come every ~1/8 of the parse (vmlinux:
+  // tens of milliseconds).
+  double stream_quiet_seconds = 5;
   // Overrides for tests and operators: SYMDEX_DEBUGINFO_TIMEOUT (seconds, the whole limit),
-  // SYMDEX_DEBUGINFO_MEMORY_MB (the base).
+  // SYMDEX_DEBUGINFO_MEMORY_MB (the base), SYMDEX_DEBUGINFO_QUIET (seconds, stream_quiet_seconds).
   static WorkerLimits FromEnvironment();
   bool fixed_timeout = false;
   // Added to the worker's nice value (setpriority) when it starts: work nothing waits for (the
@@ -57,9 +62,11 @@ class DwarfWorker {
   // the DIE scanner; others come in one piece): `on_part` gets the index so far and where the
   // part just appended starts. An error it returns ends the call (the worker is killed: it is
   // out of step). The result is the whole index, as Index gives it. Aborted: the worker's
-  // scanner declined a unit after parts went out — use Index.
+  // scanner declined a unit after parts went out — use Index. `on_quiet`, if given, is called
+  // (once) when the worker has been silent for WorkerLimits::stream_quiet_seconds.
   using PartHandler = std::function<absl::Status(const DwarfIndex& so_far, const DwarfIndexSizes& part_from)>;
-  absl::StatusOr<DwarfIndex> IndexStream(const std::string& path, unsigned jobs, const PartHandler& on_part);
+  absl::StatusOr<DwarfIndex> IndexStream(const std::string& path, unsigned jobs, const PartHandler& on_part,
+                                         const std::function<void()>& on_quiet = {});
   // The address map of a linked debug file (addr_map.h BuildAddrMap), built in the worker under
   // the same limits. The bytes are untrusted too: MappedAddrMap checks them when opened.
   absl::StatusOr<std::string> AddrMap(const std::string& path, unsigned jobs);
@@ -71,7 +78,8 @@ class DwarfWorker {
   // Sends `kind` for `path` and returns the response's payload (ok) or the failure.
   // Parts of a streamed answer go to `on_part` (a part where none is expected: invalid response).
   absl::StatusOr<std::string> Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs,
-                                   const std::function<absl::Status(std::string&&)>& on_part = {});
+                                   const std::function<absl::Status(std::string&&)>& on_part = {},
+                                   const std::function<void()>& on_quiet = {});
   // Kills (SIGKILL) and reaps the worker; returns how it ended ("" if it was not running).
   std::string Stop(bool kill);
 

@@ -13,8 +13,8 @@
 //
 // Test hooks (environment): SYMDEX_WORKER_TEST_CRASH_ON=S aborts, SYMDEX_WORKER_TEST_HANG_ON=S
 // sleeps forever, on a path containing S; SYMDEX_WORKER_TEST_CRASH_MAP_ON=S aborts building the
-// address map of such a path; SYMDEX_WORKER_TEST_CRASH_AFTER_PART=S aborts once the first part
-// of such a path's streamed index is sent.
+// address map of such a path; SYMDEX_WORKER_TEST_CRASH_AFTER_PART=S aborts (_HANG_AFTER_PART=S
+// sleeps forever) once the first part of such a path's streamed index is sent.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -68,8 +68,10 @@ bool Respond(bool ok, const std::string& payload) {
 // encoded and while the parent, busy storing the one before, does not read.
 class PartWriter {
  public:
-  // crash_after_first: the test hook SYMDEX_WORKER_TEST_CRASH_AFTER_PART (a worker dying mid-stream).
-  explicit PartWriter(bool crash_after_first) : crash_(crash_after_first), thread_([this] { Loop(); }) {}
+  // The test hooks SYMDEX_WORKER_TEST_CRASH_AFTER_PART / _HANG_AFTER_PART: a worker dying or
+  // hanging mid-stream, once the first part is out.
+  enum class AfterFirst { kGoOn, kCrash, kHang };
+  explicit PartWriter(AfterFirst after_first) : after_first_(after_first), thread_([this] { Loop(); }) {}
   ~PartWriter() { Finish(); }
   PartWriter(const PartWriter&) = delete;
   PartWriter& operator=(const PartWriter&) = delete;
@@ -104,7 +106,8 @@ class PartWriter {
       if (!ok_) continue;  // the parent is gone: drop the rest
       const std::string bytes = EncodeDwarfIndex(part);
       ok_ = WriteAll(1, EncodePartHeader(bytes.size())) && WriteAll(1, bytes);
-      if (crash_) std::abort();
+      if (after_first_ == AfterFirst::kCrash) std::abort();
+      while (after_first_ == AfterFirst::kHang) pause();
     }
   }
 
@@ -112,7 +115,7 @@ class PartWriter {
   std::condition_variable cv_;
   std::deque<DwarfIndex> queue_;
   bool closed_ = false;
-  const bool crash_;
+  const AfterFirst after_first_;
   bool ok_ = true;      // the writing thread's
   std::thread thread_;  // declared last: started once the rest is ready
 };
@@ -180,8 +183,13 @@ int Serve() {
         ok = map.ok();
         payload = ok ? std::move(*map) : std::string(map.status().message());
       } else if (req.kind == WorkerRequest::Kind::kIndexStream) {
-        const char* crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART");
-        PartWriter parts(crash && *crash && req.path.find(crash) != std::string::npos);
+        auto hook = [&](const char* name) {
+          const char* v = std::getenv(name);
+          return v && *v && req.path.find(v) != std::string::npos;
+        };
+        PartWriter parts(hook("SYMDEX_WORKER_TEST_CRASH_AFTER_PART")  ? PartWriter::AfterFirst::kCrash
+                         : hook("SYMDEX_WORKER_TEST_HANG_AFTER_PART") ? PartWriter::AfterFirst::kHang
+                                                                      : PartWriter::AfterFirst::kGoOn);
         auto idx = IndexDwarfFile(
             req.path, {.jobs = req.jobs, .on_part = [&](DwarfIndex&& part) { parts.Add(std::move(part)); }});
         if (!parts.Finish()) return 2;

@@ -86,21 +86,29 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
   };
   bool writing = true;
   debuginfo::DwarfIndexSizes written;
-  auto idx =
-      worker->IndexStream(path, jobs, [&](const debuginfo::DwarfIndex& so_far, const debuginfo::DwarfIndexSizes&) {
+  auto idx = worker->IndexStream(
+      path, jobs,
+      [&](const debuginfo::DwarfIndex& so_far, const debuginfo::DwarfIndexSizes&) {
         if (writing && other_build_id(so_far)) writing = false;
         if (writing) {
           writing = (*writer)->Add(so_far, written).ok();
           written = debuginfo::SizesOf(so_far);
         }
         return absl::OkStatus();
+      },
+      [&] {
+        // The worker is silent (a file that makes the parser hang?): the transaction, which
+        // every other writer of the index waits for, is given up; the rows, if the parse ends
+        // after all, are stored after it.
+        writing = false;
+        writer = absl::CancelledError("worker silent");
       });
   if (idx.status().code() == absl::StatusCode::kAborted) {  // the scanner declined a unit late
     writing = false;
     idx = worker->Index(path, jobs);
   }
   out.seconds = SecondsSince(s);
-  if (idx.ok() && writing && !other_build_id(*idx)) {
+  if (idx.ok() && writing && writer.ok() && !other_build_id(*idx)) {
     std::optional<uint64_t> text_addr;
     if (!idx->relocatable) {
       auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");

@@ -3,6 +3,9 @@
 // damaged one is indexed (not "cached"); one file's crash or hang leaves the others indexed.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -178,6 +181,33 @@ TEST_F(CliDebugFileTest, VmlinuxStoredAsItIsReadIsStoredTheSame) {
   json again = index_into(crashed, "");
   EXPECT_EQ(again["stored_as_read"], 1) << again.dump();
   EXPECT_EQ(again["cached"], 1);  // the module, from the run before
+}
+
+// A worker that hangs mid-stream holds the index's write lock no longer than the quiet limit:
+// another writer gets it while the parse still hangs; the file then fails at its timeout and
+// nothing of it is stored.
+TEST_F(CliDebugFileTest, AHangingStreamGivesTheWriteLockBack) {
+  const std::string db = fx_.dir / "hang.db";
+  const std::string out = fx_.dir / "hang.json";
+  CommandResult started = RunCommand(
+      "(env -u DEBUGINFOD_URLS SYMDEX_WORKER_TEST_HANG_AFTER_PART=vmlinux- SYMDEX_DEBUGINFO_TIMEOUT=5 "
+      "SYMDEX_DEBUGINFO_QUIET=1 " +
+      std::string(SYMDEX_BIN) + " --db '" + db + "' index --json --no-addr-map --system-map '" + map_ +
+      "' --debug-dir '" + dbg_ + "' > '" + out + "' 2>&1; echo done >> '" + out + ".rc') &");
+  ASSERT_EQ(started.exit_code, 0) << started.err;
+  // 3 s in: the parse hangs (until 5 s), its rows given up at 1 s. A writer waiting at most
+  // 0.5 s for the lock gets it.
+  ::sleep(3);
+  CommandResult lock = RunCommand("sqlite3 -cmd '.timeout 500' '" + db + "' 'BEGIN IMMEDIATE; ROLLBACK;'");
+  EXPECT_EQ(lock.exit_code, 0) << lock.out << lock.err;
+  for (int i = 0; i < 200 && !std::filesystem::exists(out + ".rc"); ++i) ::usleep(50000);
+  ASSERT_TRUE(std::filesystem::exists(out + ".rc")) << "symdex index did not end";
+  json r = json::parse(Slurp(out));
+  EXPECT_EQ(r["debug_files"]["failed"], 1) << r.dump();
+  EXPECT_EQ(r["debug_files"]["stored_as_read"], 0) << r.dump();
+  CommandResult rows =
+      RunCommand("sqlite3 '" + db + "' 'SELECT COUNT(*) FROM debug_files; SELECT COUNT(*) FROM dwarf_units'");
+  EXPECT_EQ(rows.out, "0\n0\n") << rows.err;
 }
 
 TEST_F(CliDebugFileTest, MissingWorkerIsReportedWithTheCure) {

@@ -167,6 +167,7 @@ class WorkerTest : public ::testing::Test {
     unsetenv("SYMDEX_WORKER_TEST_CRASH_ON");
     unsetenv("SYMDEX_WORKER_TEST_HANG_ON");
     unsetenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART");
+    unsetenv("SYMDEX_WORKER_TEST_HANG_AFTER_PART");
   }
   std::string Exe() {
     auto exe = FindWorkerExecutable();
@@ -337,6 +338,41 @@ TEST_F(WorkerTest, DyingMidStreamFailsTheFile) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(parts, 1u);
   EXPECT_NE(std::string(r.status().message()).find("parser killed by SIGABRT"), std::string::npos) << r.status();
+  EXPECT_TRUE(w.Index(fx_.module, 1).ok());
+}
+
+// A worker silent mid-stream (hanging after a part) is told to the caller once, after the quiet
+// limit and well before the wall-clock one, which still ends the call.
+TEST_F(WorkerTest, SilenceMidStreamIsToldBeforeTheTimeout) {
+  std::string hang = dir_ / "hang-mid-stream";
+  std::filesystem::copy_file(fx_.vmlinux, hang);
+  setenv("SYMDEX_WORKER_TEST_HANG_AFTER_PART", "hang-mid-stream", 1);
+  WorkerLimits limits;
+  limits.timeout_base_seconds = 3;
+  limits.fixed_timeout = true;
+  limits.stream_quiet_seconds = 0.5;
+  DwarfWorker w(Exe(), limits);
+  const auto t0 = std::chrono::steady_clock::now();
+  double told_at = -1;
+  int told = 0;
+  size_t parts = 0;
+  auto r = w.IndexStream(
+      hang, 2,
+      [&](const DwarfIndex&, const DwarfIndexSizes&) {
+        ++parts;
+        return absl::OkStatus();
+      },
+      [&] {
+        ++told;
+        told_at = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      });
+  unsetenv("SYMDEX_WORKER_TEST_HANG_AFTER_PART");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(std::string(r.status().message()).find("timed out after 3 s"), std::string::npos) << r.status();
+  EXPECT_EQ(parts, 1u);
+  EXPECT_EQ(told, 1);
+  EXPECT_GE(told_at, 0.5);
+  EXPECT_LT(told_at, 2.5);
   EXPECT_TRUE(w.Index(fx_.module, 1).ok());
 }
 
