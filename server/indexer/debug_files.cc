@@ -84,31 +84,27 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
   auto other_build_id = [&](const debuginfo::DwarfIndex& di) {
     return di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id;
   };
-  bool writing = true;
+  // Once anything is off, the transaction (which every other writer of the index waits for)
+  // is given up at once; the parse goes on, and its rows are stored after it.
+  auto give_up = [&](const char* why) { writer = absl::CancelledError(why); };
   debuginfo::DwarfIndexSizes written;
   auto idx = worker->IndexStream(
       path, jobs,
       [&](const debuginfo::DwarfIndex& so_far, const debuginfo::DwarfIndexSizes&) {
-        if (writing && other_build_id(so_far)) writing = false;
-        if (writing) {
-          writing = (*writer)->Add(so_far, written).ok();
+        if (writer.ok() && other_build_id(so_far)) give_up("another build-ID");
+        if (writer.ok()) {
+          if (!(*writer)->Add(so_far, written).ok()) give_up("store error");
           written = debuginfo::SizesOf(so_far);
         }
         return absl::OkStatus();
       },
-      [&] {
-        // The worker is silent (a file that makes the parser hang?): the transaction, which
-        // every other writer of the index waits for, is given up; the rows, if the parse ends
-        // after all, are stored after it.
-        writing = false;
-        writer = absl::CancelledError("worker silent");
-      });
+      [&] { give_up("worker silent"); });                   // a file that makes the parser hang?
   if (idx.status().code() == absl::StatusCode::kAborted) {  // the scanner declined a unit late
-    writing = false;
+    give_up("scanner declined");
     idx = worker->Index(path, jobs);
   }
   out.seconds = SecondsSince(s);
-  if (idx.ok() && writing && writer.ok() && !other_build_id(*idx)) {
+  if (idx.ok() && writer.ok() && !other_build_id(*idx)) {
     std::optional<uint64_t> text_addr;
     if (!idx->relocatable) {
       auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");
