@@ -5,7 +5,8 @@
 // programs, DWARF 4 and 5 (tests/fuzz/corpus/dwarf_index/). A crash here inside libdw is what the
 // worker's isolation exists for; one in symdex's code is a bug to fix.
 // Linked files are also read a second time with SYMDEX_DIE_READER=libdw: the DIE scanner must give
-// what libdw alone gives (an error, or the same index) — die_scanner.h's contract.
+// what libdw alone gives (an error, or the same index) — die_scanner.h's contract; and a third
+// time in parts (DwarfIndexOptions::on_part), which appended must be the same index.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -44,6 +45,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ::unsetenv("SYMDEX_DIE_READER");
     if (idx.ok() != libdw.ok()) __builtin_trap();
     if (idx.ok() && EncodeDwarfIndex(*idx) != EncodeDwarfIndex(*libdw)) __builtin_trap();
+    // Handed out in parts (as the worker streams vmlinux) and appended as the indexer does: the
+    // same index; or a failure — Aborted (the scanner declined after parts went out: the indexer
+    // then asks again in one piece) or the one the whole read gives.
+    DwarfIndex joined;
+    bool part_refused = false;
+    auto rest = IndexDwarfFile(path, {.jobs = 1, .on_part = [&](DwarfIndex&& part) {
+                                        if (!AppendDwarfIndex(EncodeDwarfIndex(part), joined).ok()) part_refused = true;
+                                      }});
+    if (part_refused) __builtin_trap();
+    if (rest.ok()) {
+      if (!idx.ok() || !AppendDwarfIndex(EncodeDwarfIndex(*rest), joined).ok()) __builtin_trap();
+      if (EncodeDwarfIndex(joined) != EncodeDwarfIndex(*idx)) __builtin_trap();
+    } else if (rest.status().code() != absl::StatusCode::kAborted && idx.ok()) {
+      __builtin_trap();
+    }
   }
   ::close(fd);
   return 0;
