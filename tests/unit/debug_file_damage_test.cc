@@ -161,6 +161,17 @@ TEST(WorkerProtocolTest, RoundTripAndRejectsGarbage) {
   EXPECT_FALSE(DecodeResponseHeader(EncodeResponseHeader(true, kMaxResponsePayload + 1)).ok());
 }
 
+// SIGKILLs our child `pid` and waits (up to 5 s) until it has exited: a zombie, ours to reap.
+void KillAndWaitForExit(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 500; ++i) {
+    std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
+    size_t paren = stat.rfind(')');
+    if (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z') return;
+    usleep(10000);
+  }
+}
+
 class WorkerTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -254,13 +265,7 @@ TEST_F(WorkerTest, BackgroundWorkerRunsNiced) {
   ASSERT_TRUE(background.Index(fx_.module, 1).ok());
   EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(background.pid())), ours + kBackgroundNice);
   const pid_t first = background.pid();
-  ::kill(first, SIGKILL);
-  for (int i = 0; i < 500 && ::kill(first, 0) == 0; ++i) {
-    std::string stat = Slurp("/proc/" + std::to_string(first) + "/stat");
-    size_t paren = stat.rfind(')');
-    if (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z') break;
-    usleep(10000);
-  }
+  KillAndWaitForExit(first);
   ASSERT_TRUE(background.Index(fx_.module, 1).ok());
   ASSERT_NE(background.pid(), first);
   EXPECT_EQ(::getpriority(PRIO_PROCESS, static_cast<id_t>(background.pid())), ours + kBackgroundNice);
@@ -269,15 +274,8 @@ TEST_F(WorkerTest, BackgroundWorkerRunsNiced) {
 TEST_F(WorkerTest, KilledFromOutsideWhileIdleIsRestarted) {
   DwarfWorker w(Exe(), {});
   ASSERT_TRUE(w.Index(fx_.module, 1).ok());
-  const pid_t pid = w.pid();
-  ::kill(pid, SIGKILL);
   // Until it has exited (a zombie: ours to reap), as an OOM kill between two files would be.
-  for (int i = 0; i < 500; ++i) {
-    std::string stat = Slurp("/proc/" + std::to_string(pid) + "/stat");
-    size_t paren = stat.rfind(')');
-    if (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z') break;
-    usleep(10000);
-  }
+  KillAndWaitForExit(w.pid());
   auto r = w.Index(fx_.module, 1);
   EXPECT_TRUE(r.ok()) << r.status();
 }
