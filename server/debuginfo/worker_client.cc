@@ -234,6 +234,7 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
   absl::StatusOr<ResponseHeader> header;
   std::string payload;
   bool quiet_told = !on_quiet;
+  uint64_t answer_bytes = 0;
   for (;;) {
     if (!quiet_told) {
       const auto quiet_until =
@@ -256,6 +257,13 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
     if (!header->ok && header->payload_size > kMaxErrorMessage) {
       Stop(true);
       return absl::DataLossError(StrCat(path, ": invalid response from the parser: error message too long"));
+    }
+    // A streamed answer's parts and its end together are bounded as one answer is.
+    answer_bytes += header->payload_size;
+    if (answer_bytes > kMaxResponsePayload) {
+      Stop(true);
+      return absl::DataLossError(StrCat(path, ": invalid response from the parser: parts of ", answer_bytes,
+                                        " bytes exceed the limit of ", kMaxResponsePayload));
     }
     payload.assign(header->payload_size, '\0');
     if (ReadResult r = ReadFull(fd_.get(), payload.data(), payload.size(), deadline); r != ReadResult::kOk) {

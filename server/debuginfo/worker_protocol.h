@@ -31,7 +31,8 @@ inline constexpr uint32_t kResponseMagic = 0x52574453;        // "SDWR"
 inline constexpr size_t kRequestHeaderSize = 24;
 inline constexpr size_t kResponseHeaderSize = 16;
 inline constexpr uint32_t kMaxPathLength = 4096;
-// Far above what the largest vmlinux yields (~20 MB for 6.1's 590 MB debug vmlinux).
+// Far above what the largest vmlinux yields (~20 MB for 6.1's 590 MB debug vmlinux). A streamed
+// index's parts and final answer count together.
 inline constexpr uint64_t kMaxResponsePayload = uint64_t{1} << 30;
 
 struct WorkerRequest {
