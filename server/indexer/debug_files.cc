@@ -25,6 +25,40 @@ using target::DebugFileStatus;
 // is stored (vmlinux has 43k; most modules a few dozen).
 constexpr size_t kJoinBesideInsert = 2048;
 
+// A debug file's join table, made beside the last of its insert once the ids its rows get are
+// known (vmlinux: 45 ms of a 160 ms insert) — when the file is large: a small one's costs less
+// than a thread.
+class JoinBeside {
+ public:
+  explicit JoinBeside(const debuginfo::DwarfIndex& di) : di_(di) {}
+  JoinBeside(const JoinBeside&) = delete;  // the thread holds `this`
+  JoinBeside& operator=(const JoinBeside&) = delete;
+
+  void Start(std::vector<int64_t> ids) {
+    if (di_.functions.size() < kJoinBesideInsert) return;
+    thread_ = std::jthread([this, ids = std::move(ids)] { join_ = JoinTableOf(di_, ids); });
+  }
+  // The table of the rows `stored` wrote (made now if it was not made beside); none if the rows
+  // were there already.
+  std::shared_ptr<const JoinTable> Take(const store::StoredDebugFile& stored) {
+    if (thread_.joinable()) thread_.join();
+    if (!stored.function_ids) return nullptr;
+    return join_ ? std::move(join_) : JoinTableOf(di_, *stored.function_ids);
+  }
+
+ private:
+  const debuginfo::DwarfIndex& di_;
+  std::shared_ptr<const JoinTable> join_;
+  std::jthread thread_;  // declared last: joined (on an early return too) before join_ goes
+};
+
+// The _text address of a linked debug file (none for a relocatable one, or if unreadable).
+std::optional<uint64_t> LinkedTextAddr(const debuginfo::DwarfIndex& di, const std::string& path) {
+  if (di.relocatable) return std::nullopt;
+  auto v = debuginfo::ReadElfSymbolValue(path, "_text");
+  return v.ok() ? *v : std::nullopt;
+}
+
 // The stored index `cached` of the part's build-ID, used as it is.
 void UseStored(Part& p, const store::DebugFileInfo& cached) {
   p.record.debug_file_id = cached.id;
@@ -105,27 +139,14 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
   }
   out.seconds = SecondsSince(s);
   if (idx.ok() && writer.ok() && !other_build_id(*idx)) {
-    std::optional<uint64_t> text_addr;
-    if (!idx->relocatable) {
-      auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");
-      if (v.ok()) text_addr = *v;
-    }
-    std::shared_ptr<const JoinTable> join;
-    {
-      std::jthread beside;
-      if (idx->functions.size() >= kJoinBesideInsert) {
-        std::vector<int64_t> ids(idx->functions.size());
-        for (size_t i = 0; i < ids.size(); ++i) ids[i] = (*writer)->first_function_id() + static_cast<int64_t>(i);
-        beside = std::jthread([&idx, &join, ids = std::move(ids)] { join = JoinTableOf(*idx, ids); });
-      }
-      auto stored = (*writer)->Finish(*idx, written, text_addr, out.seconds);
-      if (beside.joinable()) beside.join();
-      if (stored.ok()) {
-        if (!join && stored->function_ids) join = JoinTableOf(*idx, *stored->function_ids);
-        out.stored = std::move(*stored);
-        out.text_addr = text_addr;
-        out.join = std::move(join);
-      }
+    const std::optional<uint64_t> text_addr = LinkedTextAddr(*idx, p.record.path);
+    JoinBeside join(*idx);
+    join.Start((*writer)->FunctionIds(idx->functions.size()));
+    auto stored = (*writer)->Finish(*idx, written, text_addr, out.seconds);
+    if (stored.ok()) {
+      out.join = join.Take(*stored);
+      out.stored = std::move(*stored);
+      out.text_addr = text_addr;
     }
   }
   out.index = std::move(idx);
@@ -308,28 +329,15 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
       ++sum.debug_stored_as_read;
       continue;
     }
-    std::optional<uint64_t> text_addr;
-    if (!di.relocatable) {
-      auto v = debuginfo::ReadElfSymbolValue(p.record.path, "_text");
-      if (v.ok()) text_addr = *v;
-    }
-    // A large file's join table is made beside its insert, from the ids the rows get (vmlinux:
-    // 45 ms of a 160 ms insert); a small one's costs less than a thread.
-    std::shared_ptr<const JoinTable> join;
-    std::jthread beside;  // declared after `join`: joined first, on an early return too
-    store::FunctionIdsKnown ids_known;
-    if (di.functions.size() >= kJoinBesideInsert) {
-      ids_known = [&](const std::vector<int64_t>& ids) {
-        beside = std::jthread([&di, &join, ids] { join = JoinTableOf(di, ids); });
-      };
-    }
-    ASSIGN_OR_RETURN(store::StoredDebugFile stored,
-                     store::InsertDebugFile(db, di, p.record.build_id, p.record.path, parsed[k].stamp, text_addr,
-                                            parsed[k].seconds, now, ids_known));
-    if (beside.joinable()) beside.join();
+    const std::optional<uint64_t> text_addr = LinkedTextAddr(di, p.record.path);
+    JoinBeside join(di);
+    ASSIGN_OR_RETURN(
+        store::StoredDebugFile stored,
+        store::InsertDebugFile(db, di, p.record.build_id, p.record.path, parsed[k].stamp, text_addr, parsed[k].seconds,
+                               now, [&](const std::vector<int64_t>& ids) { join.Start(ids); }));
     p.record.debug_file_id = stored.id;
     p.debug_text_addr = text_addr;
-    if (stored.function_ids) p.join = join ? std::move(join) : JoinTableOf(di, *stored.function_ids);
+    if (auto table = join.Take(stored)) p.join = std::move(table);
     parsed[k].index = absl::CancelledError("stored");  // its memory is not needed any more
     ++sum.debug_indexed;
   }

@@ -226,9 +226,13 @@ absl::StatusOr<StoredDebugFile> DebugFileWriter::Finish(const debuginfo::DwarfIn
   for (IndexesAfterLoad& l : later_) RETURN_IF_ERROR(l.Rebuild());
   RETURN_IF_ERROR(tx_->Commit());
   tx_.reset();
-  std::vector<int64_t> function_ids(idx.functions.size());
-  for (size_t i = 0; i < function_ids.size(); ++i) function_ids[i] = first_function_id_ + static_cast<int64_t>(i);
-  return StoredDebugFile{.id = id_, .function_ids = std::move(function_ids)};
+  return StoredDebugFile{.id = id_, .function_ids = FunctionIds(idx.functions.size())};
+}
+
+std::vector<int64_t> DebugFileWriter::FunctionIds(size_t n) const {
+  std::vector<int64_t> ids(n);
+  for (size_t i = 0; i < n; ++i) ids[i] = first_function_id_ + static_cast<int64_t>(i);
+  return ids;
 }
 
 absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIndex& idx,
@@ -238,11 +242,7 @@ absl::StatusOr<StoredDebugFile> InsertDebugFile(Db& db, const debuginfo::DwarfIn
                                                 const FunctionIdsKnown& ids_known) {
   ASSIGN_OR_RETURN(auto w, DebugFileWriter::Begin(db, build_id_hex, path, stamp, idx.relocatable, now));
   if (!w->writes()) return StoredDebugFile{.id = w->id()};
-  if (ids_known) {
-    std::vector<int64_t> ids(idx.functions.size());
-    for (size_t i = 0; i < ids.size(); ++i) ids[i] = w->first_function_id() + static_cast<int64_t>(i);
-    ids_known(ids);
-  }
+  if (ids_known) ids_known(w->FunctionIds(idx.functions.size()));
   return w->Finish(idx, {}, text_addr, index_seconds);
 }
 

@@ -59,8 +59,10 @@ class DebugFileWriter {
   int64_t id() const { return id_; }
   // False when the build-ID is stored from this very file already: Add and Finish write nothing.
   bool writes() const { return writes_; }
-  // idx.functions[i] is stored as row first_function_id() + i.
+  // idx.functions[i] is stored as row first_function_id() + i; FunctionIds(n): the ids of the
+  // first n functions.
   int64_t first_function_id() const { return first_function_id_; }
+  std::vector<int64_t> FunctionIds(size_t n) const;
   // The rows of `idx` past `from` (what earlier Adds wrote).
   absl::Status Add(const debuginfo::DwarfIndex& idx, const debuginfo::DwarfIndexSizes& from);
   // Add, then the file's counts, address and time; commits. function_ids as InsertDebugFile's.
