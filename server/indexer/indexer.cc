@@ -122,6 +122,7 @@ unsigned Jobs(const IndexRequest& req) {
 absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, target::KernelTarget& t,
                                          IndexSummary sum) {
   RETURN_IF_ERROR(CheckInputLooksComplete(db, t, req.force));  // before the DWARF work, not after
+  store::CheckpointLater checkpoint(db);                       // run while the address maps are built (below)
   std::optional<AddrMapStep> map_step;
   if (req.debuginfo) {
     RETURN_IF_ERROR(AttachDebugInfo(
@@ -138,6 +139,9 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
       t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
+  // The run's WAL into the database file while the maps' worker still runs (the index is
+  // written: a checkpoint that fails loses nothing, the next one copies the same pages).
+  (void)checkpoint.Checkpoint();
   if (map_step) map_step->Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   return sum;

@@ -1,5 +1,6 @@
 #include "server/store/sqlite_db.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "server/common/strings.h"
@@ -330,6 +331,23 @@ ForeignKeysOff::ForeignKeysOff(Db& db) : db_(db) {
 
 ForeignKeysOff::~ForeignKeysOff() {
   if (was_on_) (void)db_.Exec("PRAGMA foreign_keys=ON");
+}
+
+CheckpointLater::CheckpointLater(Db& db) : db_(db) {
+  if (auto st = db_.Prepare("PRAGMA wal_autocheckpoint"); st.ok()) {
+    if (auto row = st->Step(); row.ok() && *row) pages_ = st->Int(0);
+  }
+  if (pages_ > 0) sqlite3_wal_autocheckpoint(db_.raw(), std::max<int>(kPages, static_cast<int>(pages_)));
+}
+
+CheckpointLater::~CheckpointLater() {
+  if (pages_ > 0) sqlite3_wal_autocheckpoint(db_.raw(), static_cast<int>(pages_));
+}
+
+absl::Status CheckpointLater::Checkpoint() {
+  int rc = sqlite3_wal_checkpoint_v2(db_.raw(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  if (rc != SQLITE_OK) return SqliteError(db_.raw(), "WAL checkpoint");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<IndexesAfterLoad> IndexesAfterLoad::Begin(Db& db, std::string_view table) {

@@ -144,6 +144,28 @@ class ForeignKeysOff {
   bool was_on_ = false;
 };
 
+// The connection's automatic WAL checkpoints held back while it lives, for a writer of many
+// transactions in a row (an index run). SQLite otherwise copies the WAL into the database file,
+// with an fsync, in whichever commit takes the WAL past 1,000 pages (4 MiB) — on the writer's
+// thread, in the middle of its work (vmlinux's rows: ~25 ms of a ~35 ms commit). Held back to
+// kPages: a vmlinux index never reaches it, a whole kernel's does once or twice (the WAL stays
+// under ~70 MB, where holding it back entirely let it grow to ~150 MB). Checkpoint() runs one
+// when the writer has a moment (a passive one: it waits for no reader and no writer); the
+// destructor gives the connection its threshold back.
+class CheckpointLater {
+ public:
+  static constexpr int kPages = 16384;
+  explicit CheckpointLater(Db& db);
+  CheckpointLater(const CheckpointLater&) = delete;
+  CheckpointLater& operator=(const CheckpointLater&) = delete;
+  ~CheckpointLater();
+  absl::Status Checkpoint();
+
+ private:
+  Db& db_;
+  int64_t pages_ = -1;  // the connection's threshold before; <= 0 (off, or not read): left alone
+};
+
 // A read snapshot: every statement until it ends sees one committed state of the database, so
 // a query never sees half of a concurrent re-index (WAL keeps the old pages for it). It also
 // takes the file locks once instead of per statement. Ends (COMMIT) when destroyed.

@@ -4,6 +4,7 @@
 #include "server/store/sqlite_db.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 #include <vector>
@@ -167,6 +168,55 @@ TEST(IndexesAfterLoadTest, SameIndexesAfterTheLoadOrARollback) {
   }
   EXPECT_EQ(IndexSql(db), before);
   EXPECT_EQ(BulkTestRows(db).size(), 100u);
+}
+
+// CheckpointLater: while it lives a commit past SQLite's 1,000-page threshold leaves the pages in
+// the WAL (the database file does not grow); Checkpoint() copies them; afterwards the connection
+// has its own threshold back, and the next such commit checkpoints by itself.
+int64_t FileBytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+int64_t AutoCheckpointPages(Db& db) {
+  auto st = db.Prepare("PRAGMA wal_autocheckpoint");
+  EXPECT_TRUE(st.ok());
+  EXPECT_TRUE(*st->Step());
+  return st->Int(0);
+}
+
+void WriteMegabytes(Db& db, int mb) {  // ~mb MiB of new pages in one transaction
+  auto tx = Transaction::Begin(db);
+  ASSERT_TRUE(tx.ok()) << tx.status();
+  auto ins = db.Prepare("INSERT INTO t (a, b) VALUES (?1, ?2)");
+  ASSERT_TRUE(ins.ok());
+  const std::string blob(1000, 'x');
+  for (int i = 0; i < mb * 1024; ++i) {
+    ins->Bind(1, int64_t{i}).Bind(2, blob);
+    ASSERT_TRUE(ins->Run().ok());
+  }
+  ASSERT_TRUE(tx->Commit().ok());
+}
+
+TEST(CheckpointLaterTest, HoldsTheWalBackUntilAskedThenGivesTheThresholdBack) {
+  TempDir d;
+  const std::string path = d / "t.db";
+  Db db = BulkTestDb(d);
+  const int64_t own = AutoCheckpointPages(db);
+  ASSERT_EQ(own, 1000);  // SQLite's default, which the held-back threshold must exceed
+  const int64_t empty = FileBytes(path);
+  {
+    CheckpointLater later(db);
+    EXPECT_EQ(AutoCheckpointPages(db), CheckpointLater::kPages);
+    WriteMegabytes(db, 6);  // ~1,500 pages: past SQLite's threshold, not past kPages
+    EXPECT_EQ(FileBytes(path), empty) << "the commit checkpointed the WAL";
+    ASSERT_TRUE(later.Checkpoint().ok());
+    EXPECT_GT(FileBytes(path), empty + (5 << 20));
+  }
+  EXPECT_EQ(AutoCheckpointPages(db), own);
+  const int64_t before = FileBytes(path);
+  WriteMegabytes(db, 6);
+  EXPECT_GT(FileBytes(path), before + (5 << 20)) << "the threshold was not given back";
 }
 
 }  // namespace
