@@ -234,6 +234,19 @@ print("  daemon/client/other: CPU cores kept busy during the run by symdexd, dae
       " 2e6 / us/call calls/s);\n  RSS MB: the daemon's VmRSS after the run. Closed loop: each client sends when its"
       " last call returned,\n  so mean latency = clients / calls/s (Little's law). Open loop: calls are due on a"
       " fixed schedule and latency\n  counts from the due time, so a daemon that falls behind shows it as queueing.")
+# Issue 15 item 4: Resolve and Which against the no-op call, same client, same run.
+h = load('health')
+if h and h['qps']:
+    print("\nagainst Health/Check (issue 15 item 4 asks >= 0.9x its calls/s, p99 <= 1.5x its p99):")
+    for key, label in [('which', 'Which (distinct names)'), ('resolve_hot', 'Resolve (4096 specs, warmed)'),
+                       ('resolve_dups', 'Resolve (dup-name canonical specs)'), ('resolve', 'Resolve (all canonical specs)')]:
+        r = load(key)
+        if not r:
+            continue
+        q = r['qps'] / h['qps']
+        p = r['latency_us']['p99'] / h['latency_us']['p99'] if h['latency_us']['p99'] else 0
+        ok = 'met' if q >= 0.9 and p <= 1.5 else 'not met'
+        print(f"  {label:<34} calls/s {q:4.2f}x   p99 {p:4.2f}x   ({ok})")
 print()
 for key, how in [('symbolize_all', 'unary Symbolize calls, one after another'),
                  ('symbolize_stream', 'one SymbolizeStream, batches pipelined')]:
