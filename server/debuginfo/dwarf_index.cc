@@ -697,9 +697,11 @@ std::optional<std::vector<UnitRef>> ListPlainUnits(int fd, const DwarfSections& 
   std::vector<UnitRef> units;
   uint64_t off = 0;
   while (off < size) {
+    // libdw ends its list where fewer than 24 bytes are left (room for a type unit's header),
+    // whatever they hold: that tail goes to libdw to list as it does.
     unsigned char h[8];
-    if (size - off < sizeof h || ::pread(fd, h, sizeof h, static_cast<off_t>(sections.info_file_offset + off)) !=
-                                     static_cast<ssize_t>(sizeof h)) {
+    if (size - off < 24 || ::pread(fd, h, sizeof h, static_cast<off_t>(sections.info_file_offset + off)) !=
+                               static_cast<ssize_t>(sizeof h)) {
       return std::nullopt;
     }
     const uint32_t length = static_cast<uint32_t>(h[0]) | static_cast<uint32_t>(h[1]) << 8 |
