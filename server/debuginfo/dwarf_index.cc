@@ -690,7 +690,8 @@ absl::StatusOr<std::vector<UnitRef>> ListUnits(const std::string& path, Dwarf* d
 // through the mapping, dropping pages every 128, took 11-23 ms). Only the plain case, where
 // dwarf_next_unit would list the same units: 32-bit units of DWARF 2-4, or DWARF 5 compile and
 // partial units, each header whole and each unit inside the section, the last one ending at its
-// end. nullopt on anything else: libdw lists those (and names what is wrong).
+// end and not starting in the section's last 64 bytes. nullopt on anything else: libdw lists
+// those (and names what is wrong).
 std::optional<std::vector<UnitRef>> ListPlainUnits(int fd, const DwarfSections& sections) {
   const uint64_t size = sections.info.size();
   if (fd < 0 || size == 0) return std::nullopt;
@@ -698,9 +699,10 @@ std::optional<std::vector<UnitRef>> ListPlainUnits(int fd, const DwarfSections& 
   uint64_t off = 0;
   while (off < size) {
     // libdw ends its list where fewer than 24 bytes are left (room for a type unit's header),
-    // whatever they hold: that tail goes to libdw to list as it does.
+    // whatever they hold: a unit that starts in the last 64 goes to libdw to list as it does
+    // (a real last unit is far larger; the margin covers a libdw that asks for more room).
     unsigned char h[8];
-    if (size - off < 24 || ::pread(fd, h, sizeof h, static_cast<off_t>(sections.info_file_offset + off)) !=
+    if (size - off < 64 || ::pread(fd, h, sizeof h, static_cast<off_t>(sections.info_file_offset + off)) !=
                                static_cast<ssize_t>(sizeof h)) {
       return std::nullopt;
     }
