@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/die_extent.h"
@@ -706,13 +707,14 @@ std::optional<std::vector<UnitRef>> ListPlainUnits(int fd, const DwarfSections& 
                                static_cast<ssize_t>(sizeof h)) {
       return std::nullopt;
     }
-    const uint32_t length = static_cast<uint32_t>(h[0]) | static_cast<uint32_t>(h[1]) << 8 |
-                            static_cast<uint32_t>(h[2]) << 16 | static_cast<uint32_t>(h[3]) << 24;
-    const unsigned version = h[4] | static_cast<unsigned>(h[5]) << 8;
+    ByteReader r(std::string_view(reinterpret_cast<const char*>(h), sizeof h));
+    const uint32_t length = r.Int<uint32_t>();
+    const unsigned version = r.Int<uint16_t>();
+    const unsigned unit_type = r.Int<uint8_t>();  // DWARF 5; before it, the abbrev offset's first byte
     if (length >= 0xfffffff0u || version < 2 || version > 5) return std::nullopt;
     uint64_t header = 11;  // length 4, version 2, abbrev offset 4, address size 1
     if (version == 5) {
-      if (h[6] != DW_UT_compile && h[6] != DW_UT_partial) return std::nullopt;
+      if (unit_type != DW_UT_compile && unit_type != DW_UT_partial) return std::nullopt;
       header = 12;  // and the unit type
     }
     const uint64_t next = off + 4 + length;
