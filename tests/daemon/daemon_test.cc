@@ -471,20 +471,26 @@ TEST_F(DaemonTest, HostileRequestsGetClearErrorsAndTheDaemonKeepsServing) {
     }
     expect_refused(reader->Finish(), "module");
   }
-  // Bytes that are no protobuf, and a string field that is not UTF-8.
-  for (const std::string& payload :
-       {std::string("\xff\xff\xff\xff\xff\x01garbage", 13), std::string("\x12\x03\xc3\x28\xff", 5)}) {
-    grpc::ClientContext ctx;
-    grpc::ByteBuffer out;
-    grpc::Slice slice(payload);
-    grpc::ByteBuffer in(&slice, 1);
-    auto channel = grpc::CreateChannel("unix:" + sock_, grpc::InsecureChannelCredentials());
-    grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
-        channel.get(),
-        grpc::internal::RpcMethod("/symdex.v1.SymbolService/Which", grpc::internal::RpcMethod::NORMAL_RPC, channel),
-        &ctx, in, &out);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_code() << " " << s.error_message();
-    EXPECT_FALSE(s.error_message().empty());
+  // Bytes that are no protobuf (to a method of each service), and a string field that is not UTF-8
+  // (WhichRequest.name).
+  const std::string garbage("\xff\xff\xff\xff\xff\x01garbage", 13);
+  for (const auto& [method, payload] : std::vector<std::pair<std::string, std::string>>{
+           {"/symdex.v1.SymbolService/Which", garbage},
+           {"/symdex.v1.SymbolService/Which", std::string("\x12\x03\xc3\x28\xff", 5)},
+           {"/symdex.v1.JitService/Addr", garbage}}) {
+    {
+      grpc::ClientContext ctx;
+      grpc::ByteBuffer out;
+      grpc::Slice slice(payload);
+      grpc::ByteBuffer in(&slice, 1);
+      auto channel = grpc::CreateChannel("unix:" + sock_, grpc::InsecureChannelCredentials());
+      grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+          channel.get(), grpc::internal::RpcMethod(method.c_str(), grpc::internal::RpcMethod::NORMAL_RPC, channel),
+          &ctx, in, &out);
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_code() << " " << s.error_message();
+      EXPECT_NE(s.error_message().find(StrCat("the request to ", method, " could not be decoded")), std::string::npos)
+          << s.error_message();
+    }
   }
   {  // an unknown method stays UNIMPLEMENTED
     grpc::ClientContext ctx;
