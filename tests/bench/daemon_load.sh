@@ -9,6 +9,7 @@
 #   DAEMON_CPUS / CLIENT_CPUS    taskset CPU lists; by default, with >= 4 CPUs, the daemon gets 0-1
 #                                and the load generator the rest; with fewer, nothing is pinned and
 #                                both share the machine (said in the output)
+#   FLOOR_ROUNDS=2       Health/Resolve pairs timed against floor_server (step 5); FLOOR_SERVER its binary
 #   KEEP=1               keep the work dir (index, inputs, JSON results, daemon log)
 # Steps: (1) corpus + index (as tests/bench/index_dwarf.sh's "vmlinux + all modules" run);
 # (2) inputs from the index via the CLI; (3) symdexd --no-index-live --modules-poll 0;
@@ -17,7 +18,9 @@
 #     grpc.health.v1.Health/Check (the transport ceiling), Which, Resolve (closed loop over all
 #     canonical specs, over a warmed 4,096-spec working set, over duplicated names' specs, over
 #     ambiguous names; open loop at each of RATES), Symbolize (batch 64), each for SECONDS_PER_RPC with CLIENTS clients;
-# (5) SIGTERM, expect exit 0. Prints a summary table; exits 1 if a check failed.
+# (5) the floor: floor_server (tests/bench/load) replays symdexd's answers to the warmed specs with
+#     gRPC alone, Health/Check and Resolve timed against it as above (FLOOR_ROUNDS=2 pairs);
+# (6) SIGTERM, expect exit 0. Prints a summary table; exits 1 if a check failed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -36,8 +39,10 @@ command -v llvm-symbolizer-14 >/dev/null || { echo "daemon_load.sh: llvm-symboli
 
 work=$(mktemp -d)
 daemon_pid=
+floor_pid=
 cleanup() {
   if [ -n "$daemon_pid" ] && kill -0 "$daemon_pid" 2>/dev/null; then kill -KILL "$daemon_pid" 2>/dev/null || true; fi
+  if [ -n "$floor_pid" ] && kill -0 "$floor_pid" 2>/dev/null; then kill -KILL "$floor_pid" 2>/dev/null || true; fi
   if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -104,11 +109,13 @@ if ! [ -S "$sock" ]; then
   exit 1
 fi
 t_ready=$(now)
-status_kb() { awk -v k="$1:" '$1==k{print $2}' "/proc/$daemon_pid/status"; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$daemon_pid/stat"; }
+# The server a run measures: symdexd, or floor_server for the floor runs (srv_pid/srv_sock set).
+srv_pid=$daemon_pid srv_sock=$sock srv_name=symdexd
+status_kb() { awk -v k="$1:" '$1==k{print $2}' "/proc/$srv_pid/status"; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$srv_pid/stat"; }
 sys_busy_ticks() { awk '$1=="cpu"{print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }  # all CPUs, not idle/iowait
 tck=$(getconf CLK_TCK)
-mem() {  # VmRSS VmHWM RssAnon RssFile (kB) and thread count of the daemon now
+mem() {  # VmRSS VmHWM RssAnon RssFile (kB) and thread count of the server now
   echo "$(status_kb VmRSS) $(status_kb VmHWM) $(status_kb RssAnon) $(status_kb RssFile) $(status_kb Threads)"
 }
 mem >"$work/idle.mem"
@@ -119,13 +126,13 @@ run() {
   shift
   echo "== $name" >&2
   c0=$(cpu_ticks); b0=$(sys_busy_ticks); t0=$(now)
-  "${cpin[@]}" "$DAEMON_LOAD" --connect "unix:$sock" --target "$TARGET" --json "$@" >"$work/$name.json" || rc=$?
+  "${cpin[@]}" "$DAEMON_LOAD" --connect "unix:$srv_sock" --target "$TARGET" --json "$@" >"$work/$name.json" || rc=$?
   c1=$(cpu_ticks); b1=$(sys_busy_ticks); t1=$(now)
   echo "$(( c1 - c0 )) $tck $t0 $t1 $(( b1 - b0 ))" >"$work/$name.cpu"
   mem >"$work/$name.mem"
-  printf '  daemon CPU: %.2f cores busy\n' "$(echo "($c1 - $c0) / $tck / ($t1 - $t0)" | bc -l)" >&2
+  printf '  %s CPU: %.2f cores busy\n' "$srv_name" "$(echo "($c1 - $c0) / $tck / ($t1 - $t0)" | bc -l)" >&2
   [ "$rc" -eq 0 ] || note_fail "$name: daemon_load exited $rc (see its status line above)"
-  kill -0 "$daemon_pid" 2>/dev/null || { note_fail "symdexd died during $name"; tail -n 30 "$work/symdexd.log" >&2; exit 1; }
+  kill -0 "$srv_pid" 2>/dev/null || { note_fail "$srv_name died during $name"; tail -n 30 "$work/$srv_name.log" >&2; exit 1; }
 }
 
 # --- (4) the runs ------------------------------------------------------------------------------
@@ -156,7 +163,35 @@ for r in $RATES; do
 done
 run symbolize --rpc symbolize --clients "$CLIENTS" --seconds "$SECS" --inputs "$work/addrs.txt" --batch 64
 
-# --- (5) SIGTERM -------------------------------------------------------------------------------
+# The floor (issue 15 item 4): symdexd's own answers to the warmed 4,096 specs, served by gRPC
+# alone (floor_server: no symdex code per call), Health/Check then Resolve, FLOOR_ROUNDS times.
+# What Resolve / Health reaches there bounds what any daemon giving these answers can reach here.
+FLOOR_SERVER=${FLOOR_SERVER:-$top/build/bin/floor_server}
+if [ -x "$FLOOR_SERVER" ]; then
+  echo "== floor_server (symdexd's answers, gRPC alone)" >&2
+  fsock=$work/floor.sock
+  "${dpin[@]}" "$FLOOR_SERVER" --listen "unix:$fsock" --upstream "unix:$sock" --target "$TARGET" \
+    --inputs "$work/specs_hot.txt" >"$work/floor_server.log" 2>&1 &
+  floor_pid=$!
+  for _ in $(seq 300); do [ -S "$fsock" ] || { kill -0 "$floor_pid" 2>/dev/null && sleep 0.1 && continue; }; break; done
+  if [ -S "$fsock" ]; then
+    srv_pid=$floor_pid srv_sock=$fsock srv_name=floor_server
+    for i in $(seq "${FLOOR_ROUNDS:-2}"); do
+      run "floor_health_$i" --rpc health --clients "$CLIENTS" --seconds "$SECS"
+      run "floor_resolve_$i" --rpc resolve --clients "$CLIENTS" --seconds "$SECS" --inputs "$work/specs_hot.txt"
+    done
+    srv_pid=$daemon_pid srv_sock=$sock srv_name=symdexd
+  else
+    note_fail "floor_server did not start; log: $(tail -n 3 "$work/floor_server.log")"
+  fi
+  kill -TERM "$floor_pid" 2>/dev/null || true
+  wait "$floor_pid" 2>/dev/null || true
+  floor_pid=
+else
+  echo "== $FLOOR_SERVER not built: no floor runs" >&2
+fi
+
+# --- (6) SIGTERM -------------------------------------------------------------------------------
 kill -TERM "$daemon_pid"
 s=$(now); drc=0
 for _ in $(seq 300); do kill -0 "$daemon_pid" 2>/dev/null || break; sleep 0.1; done
@@ -247,6 +282,18 @@ if h and h['qps']:
         p = r['latency_us']['p99'] / h['latency_us']['p99'] if h['latency_us']['p99'] else 0
         ok = 'met' if q >= 0.9 and p <= 1.5 else 'not met'
         print(f"  {label:<34} calls/s {q:4.2f}x   p99 {p:4.2f}x   ({ok})")
+    floor = [(load(f'floor_health_{i}'), load(f'floor_resolve_{i}')) for i in range(1, 100)
+             if os.path.exists(f'{w}/floor_resolve_{i}.json')]
+    floor = [(fh, fr) for fh, fr in floor if fh and fr and fh['qps']]
+    if floor:
+        print("the floor: symdexd's answers to the same 4,096 specs served by gRPC alone (floor_server: no symdex"
+              " code per call),\nResolve against its own Health/Check, each round a pair of back-to-back runs:")
+        for i, (fh, fr) in enumerate(floor, 1):
+            q = fr['qps'] / fh['qps']
+            p = fr['latency_us']['p99'] / fh['latency_us']['p99'] if fh['latency_us']['p99'] else 0
+            print(f"  round {i}: Health {fh['qps']:7.0f}/s, Resolve {fr['qps']:7.0f}/s   calls/s {q:4.2f}x   p99 {p:4.2f}x")
+        print("  (symdexd's Resolve cannot go above this ratio on this machine with this client without changing"
+              " the answer)")
 print()
 for key, how in [('symbolize_all', 'unary Symbolize calls, one after another'),
                  ('symbolize_stream', 'one SymbolizeStream, batches pipelined')]:

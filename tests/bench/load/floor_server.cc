@@ -1,0 +1,152 @@
+// floor_server: what gRPC alone makes of symdexd's Resolve answers (issue 15 item 4). A benchmark
+// program, run by tests/bench/daemon_load.sh; not a test.
+//
+//   floor_server --listen unix:PATH --upstream unix:SYMDEXD_SOCKET --target T --inputs specs.txt
+//
+// At start it asks a running symdexd (--upstream) to Resolve each spec of --inputs once and keeps
+// the answers. Then it serves, on --listen, gRPC's own health service (grpc.health.v1.Health/Check,
+// as symdexd does) and symdex.v1.SymbolService/Resolve, which answers a spec with the message
+// symdexd gave for it (copied into the response, as symdexd builds one per call) and the trailer
+// symdexd sends with every answer. Nothing of symdex runs per call: no peer lookup, limiter, metric,
+// query or interceptor. daemon_load against it measures the floor, on this machine with this client,
+// of any daemon giving symdex's answers: what Resolve / Health it reaches is as high as symdexd's
+// ratio can go without changing the answer.
+// Server options as symdexd's (message sizes, concurrent streams); gRPC's own unix listener (symdexd
+// accepts its connections itself, for the peer's credentials, then hands them to gRPC).
+// Exit: 0 after SIGTERM/SIGINT, 1 when symdexd answered none of the specs, 2 usage.
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "symdex/v1/symdex.grpc.pb.h"
+
+namespace {
+
+namespace pb = ::symdex::v1;
+
+// As symdexd's server/api/remote_query.h kAnsweredHeader (a bench program does not link the daemon).
+constexpr const char* kAnsweredHeader = "symdex-answered";
+
+struct Options {
+  std::string listen, upstream, target, inputs;
+};
+
+[[noreturn]] void Usage(const char* why) {
+  std::fprintf(stderr,
+               "floor_server: %s\n"
+               "usage: floor_server --listen unix:PATH --upstream unix:SYMDEXD_SOCKET --target T --inputs SPECS\n",
+               why);
+  std::exit(2);
+}
+
+Options Parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) Usage(("missing value for " + a).c_str());
+    std::string v = argv[++i];
+    if (a == "--listen")
+      o.listen = v;
+    else if (a == "--upstream")
+      o.upstream = v;
+    else if (a == "--target")
+      o.target = v;
+    else if (a == "--inputs")
+      o.inputs = v;
+    else
+      Usage(("unknown option " + a).c_str());
+  }
+  if (o.listen.empty() || o.upstream.empty() || o.inputs.empty()) Usage("--listen, --upstream and --inputs are required");
+  return o;
+}
+
+class FloorService final : public pb::SymbolService::CallbackService {
+ public:
+  explicit FloorService(std::unordered_map<std::string, pb::ResolveResponse> answers) : answers_(std::move(answers)) {}
+  grpc::ServerUnaryReactor* Resolve(grpc::CallbackServerContext* ctx, const pb::ResolveRequest* req,
+                                    pb::ResolveResponse* resp) override {
+    auto* r = ctx->DefaultReactor();
+    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
+    auto it = answers_.find(req->spec());
+    if (it == answers_.end()) {
+      r->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "floor_server: no answer kept for this spec"));
+      return r;
+    }
+    resp->CopyFrom(it->second);
+    r->Finish(grpc::Status::OK);
+    return r;
+  }
+
+ private:
+  const std::unordered_map<std::string, pb::ResolveResponse> answers_;  // read-only while serving
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = Parse(argc, argv);
+  std::ifstream in(o.inputs);
+  if (!in) Usage(("cannot open " + o.inputs).c_str());
+
+  // The answers, from symdexd itself.
+  auto channel = grpc::CreateChannel(o.upstream, grpc::InsecureChannelCredentials());
+  auto stub = pb::SymbolService::NewStub(channel);
+  std::unordered_map<std::string, pb::ResolveResponse> answers;
+  size_t asked = 0, refused = 0, bytes = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ++asked;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    pb::ResolveRequest req;
+    req.set_target(o.target);
+    req.set_spec(line);
+    pb::ResolveResponse resp;
+    if (grpc::Status s = stub->Resolve(&ctx, req, &resp); !s.ok()) {
+      if (refused++ == 0) std::fprintf(stderr, "floor_server: '%s': %s\n", line.c_str(), s.error_message().c_str());
+      continue;
+    }
+    bytes += resp.ByteSizeLong();
+    answers.emplace(line, std::move(resp));
+  }
+  if (answers.empty()) {
+    std::fprintf(stderr, "floor_server: symdexd answered none of the %zu specs of %s\n", asked, o.inputs.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "floor_server: %zu answers kept (%zu specs not answered OK), %.0f bytes each on average\n",
+               answers.size(), refused, static_cast<double>(bytes) / static_cast<double>(answers.size()));
+
+  // Signals are taken by sigwait below, not by handlers: blocked before gRPC starts its threads.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  FloorService service(std::move(answers));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(16 << 20);  // as symdexd (server/api/daemon.cc)
+  builder.SetMaxSendMessageSize(256 << 20);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    std::fprintf(stderr, "floor_server: could not listen on %s\n", o.listen.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "floor_server: serving on %s\n", o.listen.c_str());
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
