@@ -2,6 +2,7 @@
 // program, run by tests/bench/daemon_load.sh; not a test.
 //
 //   floor_server --listen unix:PATH --upstream unix:SYMDEXD_SOCKET --target T --inputs specs.txt
+//                [--without TARGET_INFO|MATCH|TRAILER]...
 //
 // At start it asks a running symdexd (--upstream) to Resolve each spec of --inputs once and keeps
 // the answers. Then it serves, on --listen, gRPC's own health service (grpc.health.v1.Health/Check,
@@ -13,6 +14,8 @@
 // ratio can go without changing the answer.
 // Server options as symdexd's (message sizes, concurrent streams); gRPC's own unix listener (symdexd
 // accepts its connections itself, for the peer's credentials, then hands them to gRPC).
+// --without: serve the answers without that part (ResolveResponse.target_info, .match, or the
+// trailer), to see what each part of the answer costs the transport (not what symdexd sends).
 // Exit: 0 after SIGTERM/SIGINT, 1 when symdexd answered none of the specs, 2 usage.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -36,12 +39,14 @@ constexpr const char* kAnsweredHeader = "symdex-answered";
 
 struct Options {
   std::string listen, upstream, target, inputs;
+  bool target_info = true, match = true, trailer = true;
 };
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
                "floor_server: %s\n"
-               "usage: floor_server --listen unix:PATH --upstream unix:SYMDEXD_SOCKET --target T --inputs SPECS\n",
+               "usage: floor_server --listen unix:PATH --upstream unix:SYMDEXD_SOCKET --target T --inputs SPECS\n"
+               "                    [--without TARGET_INFO|MATCH|TRAILER]...\n",
                why);
   std::exit(2);
 }
@@ -60,20 +65,28 @@ Options Parse(int argc, char** argv) {
       o.target = v;
     else if (a == "--inputs")
       o.inputs = v;
+    else if (a == "--without" && v == "TARGET_INFO")
+      o.target_info = false;
+    else if (a == "--without" && v == "MATCH")
+      o.match = false;
+    else if (a == "--without" && v == "TRAILER")
+      o.trailer = false;
     else
       Usage(("unknown option " + a).c_str());
   }
-  if (o.listen.empty() || o.upstream.empty() || o.inputs.empty()) Usage("--listen, --upstream and --inputs are required");
+  if (o.listen.empty() || o.upstream.empty() || o.inputs.empty())
+    Usage("--listen, --upstream and --inputs are required");
   return o;
 }
 
 class FloorService final : public pb::SymbolService::CallbackService {
  public:
-  explicit FloorService(std::unordered_map<std::string, pb::ResolveResponse> answers) : answers_(std::move(answers)) {}
+  FloorService(std::unordered_map<std::string, pb::ResolveResponse> answers, bool trailer)
+      : answers_(std::move(answers)), trailer_(trailer) {}
   grpc::ServerUnaryReactor* Resolve(grpc::CallbackServerContext* ctx, const pb::ResolveRequest* req,
                                     pb::ResolveResponse* resp) override {
     auto* r = ctx->DefaultReactor();
-    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
+    if (trailer_) ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     auto it = answers_.find(req->spec());
     if (it == answers_.end()) {
       r->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "floor_server: no answer kept for this spec"));
@@ -86,6 +99,7 @@ class FloorService final : public pb::SymbolService::CallbackService {
 
  private:
   const std::unordered_map<std::string, pb::ResolveResponse> answers_;  // read-only while serving
+  const bool trailer_;
 };
 
 }  // namespace
@@ -114,6 +128,8 @@ int main(int argc, char** argv) {
       if (refused++ == 0) std::fprintf(stderr, "floor_server: '%s': %s\n", line.c_str(), s.error_message().c_str());
       continue;
     }
+    if (!o.target_info) resp.clear_target_info();
+    if (!o.match) resp.clear_match();
     bytes += resp.ByteSizeLong();
     answers.emplace(line, std::move(resp));
   }
@@ -131,7 +147,7 @@ int main(int argc, char** argv) {
   sigaddset(&sigs, SIGINT);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
-  FloorService service(std::move(answers));
+  FloorService service(std::move(answers), o.trailer);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(16 << 20);  // as symdexd (server/api/daemon.cc)
