@@ -190,9 +190,12 @@ struct Daemon {
           opts.index_live ? "--no-index-live" : "kallsyms shows no addresses: needs root or CAP_SYSLOG");
       return;
     }
+    // The module list is read before the first index, not after it: a module loaded while
+    // indexing (or in the moment after) differs from this snapshot, so the first poll sees it.
+    // Read after, it would be taken as already indexed and missed until the next change.
+    auto last = ReadModules();
     IndexLive("start");
     if (opts.modules_poll <= 0) return;
-    auto last = ReadModules();
     while (!stopper.WaitFor(opts.modules_poll)) {
       auto now = ReadModules();
       bool requested = reindex_requested.exchange(false);
