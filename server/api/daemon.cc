@@ -131,7 +131,7 @@ struct Daemon {
   // One live (re)index. Atomic: on failure the previous index stays as it was.
   // `changed`: the modules /proc/modules says came, went or moved — only those are replaced
   // (indexer::UpdateModules); nullptr: the whole live target.
-  void IndexLive(const std::string& why, const std::set<std::string>* changed = nullptr) {
+  bool IndexLive(const std::string& why, const std::set<std::string>* changed = nullptr) {
     auto start = std::chrono::steady_clock::now();
     absl::StatusOr<indexer::IndexSummary> sum;
     {
@@ -144,7 +144,7 @@ struct Daemon {
       Log(LogLevel::kError, "indexing the live host ({}) failed; the previous index is kept: {}", why,
           sum.status().message());
       registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "error"}}).Inc();
-      return;
+      return false;
     }
     registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "ok"}}).Inc();
     Log(LogLevel::kInfo,
@@ -155,6 +155,7 @@ struct Daemon {
                                    : StrCat("replaced modules ", StrJoin(sum->delta_modules, ",")),
         sum->debug_indexed, sum->debug_cached, sum->debug_missing, secs, sum->load_seconds, sum->store_seconds);
     for (const auto& w : sum->warnings) Log(LogLevel::kWarn, "{}", w);
+    return true;
   }
 
   // /proc/modules as a name -> "address state" map.
@@ -194,12 +195,19 @@ struct Daemon {
     // indexing (or in the moment after) differs from this snapshot, so the first poll sees it.
     // Read after, it would be taken as already indexed and missed until the next change.
     auto last = ReadModules();
-    IndexLive("start");
+    bool failed = !IndexLive("start");
     if (opts.modules_poll <= 0) return;
+    // After a failed re-index (kallsyms unreadable or hidden for a while, a debug file being
+    // replaced) the index is behind the host: it is retried as a whole re-index, first after one
+    // poll, then at doubling intervals up to kMaxRetrySeconds, until one succeeds — a module
+    // change is never dropped because the index failed when it happened.
+    constexpr double kMaxRetrySeconds = 60;
+    double backoff = opts.modules_poll;
+    auto next_retry = std::chrono::steady_clock::now();
     while (!stopper.WaitFor(opts.modules_poll)) {
       auto now = ReadModules();
       bool requested = reindex_requested.exchange(false);
-      if (now == last && !requested) continue;
+      if (failed ? std::chrono::steady_clock::now() < next_retry && !requested : now == last && !requested) continue;
       std::string change;
       std::set<std::string> changed;
       for (const auto& [m, v] : now) {
@@ -218,13 +226,21 @@ struct Daemon {
           changed.insert(m);
         }
       }
-      if (requested) {
-        IndexLive("SIGHUP");
+      bool ok = requested ? IndexLive("SIGHUP")
+                : failed  ? IndexLive(change.empty() ? "retry" : "retry, modules changed:" + change)
+                          : IndexLive("modules changed:" + change, &changed);
+      if (ok) {
+        ++live_updates;
+        last = std::move(now);
+        failed = false;
+        backoff = opts.modules_poll;
       } else {
-        IndexLive("modules changed:" + change, &changed);
+        if (failed) backoff = std::min(backoff * 2, kMaxRetrySeconds);
+        failed = true;
+        next_retry = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                            std::chrono::duration<double>(backoff));
+        Log(LogLevel::kInfo, "live host: retrying in {:.1f} s", backoff);
       }
-      ++live_updates;
-      last = std::move(now);
     }
   }
 

@@ -87,6 +87,22 @@ class DaemonTest : public ::testing::Test {
     return pb::SymbolService::NewStub(ch);
   }
 
+  // The module count of the first target the daemon on sock_ lists (-1: no answer, no target).
+  int64_t ModulesSeen() {
+    grpc::ClientContext ctx;
+    pb::ListTargetsResponse t;
+    if (!Stub()->ListTargets(&ctx, pb::ListTargetsRequest(), &t).ok() || t.targets_size() == 0) return -1;
+    return t.targets(0).modules();
+  }
+  // Polls ModulesSeen() for up to 15 s.
+  bool WaitForModules(int64_t want) {
+    for (int i = 0; i < 150; ++i) {
+      if (ModulesSeen() == want) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  }
+
   static json Json(const std::string& args) {
     CommandResult r = Cli("--local --db '" + db_ + "' --json " + args);
     return json::parse(r.out.empty() ? "null" : r.out);
@@ -862,22 +878,9 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
                    "--debug-dir", dbg_, "--no-debuginfod", "--log-level", "debug"},
                   dir_ / "d.log", "unix:" + sock_);
   ASSERT_TRUE(d.ready()) << d.Log();
-  auto modules_seen = [&]() -> int64_t {
-    grpc::ClientContext ctx;
-    pb::ListTargetsResponse t;
-    if (!Stub()->ListTargets(&ctx, pb::ListTargetsRequest(), &t).ok() || t.targets_size() == 0) return -1;
-    return t.targets(0).modules();
-  };
-  auto wait_for = [&](int64_t want) {
-    for (int i = 0; i < 150; ++i) {
-      if (modules_seen() == want) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  };
-  ASSERT_TRUE(wait_for(0)) << d.Log();  // indexed at start, no module
+  ASSERT_TRUE(WaitForModules(0)) << d.Log();  // indexed at start, no module
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, true);
-  ASSERT_TRUE(wait_for(1)) << d.Log();
+  ASSERT_TRUE(WaitForModules(1)) << d.Log();
   // The module's functions are there, with the debug info of its build-ID.
   CommandResult w = Cli("--connect unix:" + sock_ + " --json dups --module fake_mod");
   ASSERT_EQ(w.exit_code, 0) << w.err;
@@ -913,7 +916,7 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   };
   same_as_full_index("loaded");
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, false);
-  ASSERT_TRUE(wait_for(0)) << d.Log();
+  ASSERT_TRUE(WaitForModules(0)) << d.Log();
   same_as_full_index("unloaded");
   grpc::ClientContext ctx;
   pb::StatusResponse st;
@@ -924,6 +927,43 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   EXPECT_NE(d.Log().find("modules changed: +fake_mod"), std::string::npos) << d.Log();
   EXPECT_NE(d.Log().find("modules changed: -fake_mod"), std::string::npos) << d.Log();
   EXPECT_NE(d.Log().find("replaced modules fake_mod"), std::string::npos) << d.Log();
+}
+
+// A module loaded while kallsyms cannot be read (addresses hidden for a while): the re-index
+// fails and the previous index is kept; once kallsyms reads again the daemon retries on its own
+// and the module is there — the change is not lost because the first attempt failed, though
+// /proc/modules does not change again.
+TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
+  std::string root = dir_ / "live", loaded = dir_ / "loaded";
+  std::string db = dir_ / "live.db";
+  testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/false);
+  testing::MakeLiveSysroot(*fx_, loaded, kFixtureRelease, /*with_module=*/true);
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
+                   "--debug-dir", dbg_, "--no-debuginfod"},
+                  dir_ / "d.log", "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  ASSERT_TRUE(WaitForModules(0)) << d.Log();
+  // The module appears with kallsyms zeroed; /proc/modules is written last, so the daemon's
+  // poll sees the change only once the zeroed kallsyms is in place.
+  Must("sed 's/^[0-9a-f]*/0000000000000000/' '" + loaded + "/proc/kallsyms' > '" + root + "/proc/kallsyms' && cp -r '" +
+       loaded + "/sys/module/fake_mod' '" + root + "/sys/module/' && cp '" + loaded + "/proc/modules' '" + root +
+       "/proc/modules'");
+  for (int i = 0; i < 100 && d.Log().find("retrying in") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(d.Log().find("previous index is kept"), std::string::npos) << d.Log();
+  ASSERT_NE(d.Log().find("retrying in"), std::string::npos) << d.Log();
+  EXPECT_EQ(ModulesSeen(), 0);
+  // kallsyms readable again; /proc/modules stays as it was.
+  Must("cp '" + loaded + "/proc/kallsyms' '" + root + "/proc/kallsyms'");
+  ASSERT_TRUE(WaitForModules(1)) << d.Log();
+  EXPECT_NE(d.Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d.Log();
+  grpc::ClientContext ctx;
+  pb::StatusResponse st;
+  ASSERT_TRUE(Stub()->Status(&ctx, pb::StatusRequest(), &st).ok());
+  EXPECT_EQ(st.live_updates(), 1);  // the one that succeeded; failed attempts are not updates
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
 }
 
 TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
