@@ -955,15 +955,22 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   ASSERT_NE(d.Log().find("previous index is kept"), std::string::npos) << d.Log();
   ASSERT_NE(d.Log().find("retrying in"), std::string::npos) << d.Log();
   EXPECT_EQ(ModulesSeen(), 0);
-  // kallsyms readable again; /proc/modules stays as it was.
-  Must("cp '" + loaded + "/proc/kallsyms' '" + root + "/proc/kallsyms'");
+  // kallsyms readable again (renamed into place: a retry may read it any moment); /proc/modules
+  // stays as it was.
+  Must("cp '" + loaded + "/proc/kallsyms' '" + root + "/proc/kallsyms.new' && mv '" + root + "/proc/kallsyms.new' '" +
+       root + "/proc/kallsyms'");
   ASSERT_TRUE(WaitForModules(1)) << d.Log();
-  EXPECT_NE(d.Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d.Log();
-  grpc::ClientContext ctx;
-  pb::StatusResponse st;
-  ASSERT_TRUE(Stub()->Status(&ctx, pb::StatusRequest(), &st).ok());
-  EXPECT_EQ(st.live_updates(), 1);  // the one that succeeded; failed attempts are not updates
+  // Queries see the new generation once it is committed, a moment before the daemon logs it and
+  // counts it: wait for the count.
+  auto live_updates = [&]() -> int64_t {
+    grpc::ClientContext ctx;
+    pb::StatusResponse st;
+    return Stub()->Status(&ctx, pb::StatusRequest(), &st).ok() ? st.live_updates() : -1;
+  };
+  for (int i = 0; i < 50 && live_updates() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(live_updates(), 1);  // the one that succeeded; failed attempts are not updates
   EXPECT_EQ(d.Stop(), 0) << d.Log();
+  EXPECT_NE(d.Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d.Log();
 }
 
 TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
