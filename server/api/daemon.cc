@@ -207,7 +207,8 @@ struct Daemon {
     while (!stopper.WaitFor(opts.modules_poll)) {
       auto now = ReadModules();
       bool requested = reindex_requested.exchange(false);
-      if (failed ? std::chrono::steady_clock::now() < next_retry && !requested : now == last && !requested) continue;
+      bool due = requested || (failed ? std::chrono::steady_clock::now() >= next_retry : now != last);
+      if (!due) continue;
       std::string change;
       std::set<std::string> changed;
       for (const auto& [m, v] : now) {

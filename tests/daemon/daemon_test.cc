@@ -973,6 +973,42 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   EXPECT_NE(d.Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d.Log();
 }
 
+// SIGHUP re-indexes the whole live target though /proc/modules did not change: a new generation,
+// logged as such, counted as an update.
+TEST_F(DaemonTest, SighupReindexesTheWholeLiveTarget) {
+  std::string root = dir_ / "live";
+  std::string db = dir_ / "live.db";
+  testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/true);
+  sock_ = dir_ / "s.sock";
+  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
+                   "--debug-dir", dbg_, "--no-debuginfod"},
+                  dir_ / "d.log", "unix:" + sock_);
+  ASSERT_TRUE(d.ready()) << d.Log();
+  ASSERT_TRUE(WaitForModules(1)) << d.Log();
+  auto state = [&]() -> std::pair<int64_t, int64_t> {  // generation, live updates
+    grpc::ClientContext c1, c2;
+    pb::ListTargetsResponse t;
+    pb::StatusResponse st;
+    if (!Stub()->ListTargets(&c1, pb::ListTargetsRequest(), &t).ok() || t.targets_size() == 0) return {-1, -1};
+    if (!Stub()->Status(&c2, pb::StatusRequest(), &st).ok()) return {-1, -1};
+    return {t.targets(0).generation(), st.live_updates()};
+  };
+  auto [gen0, updates0] = state();
+  EXPECT_EQ(updates0, 0);
+  ASSERT_EQ(::kill(d.pid(), SIGHUP), 0);
+  for (int i = 0; i < 100 && state().second == updates0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto [gen1, updates1] = state();
+  EXPECT_EQ(updates1, 1);
+  EXPECT_EQ(gen1, gen0 + 1);
+  EXPECT_EQ(ModulesSeen(), 1);
+  EXPECT_EQ(d.Stop(), 0) << d.Log();
+  std::string log = d.Log();
+  size_t at = log.find("indexed the live host (SIGHUP): ");
+  ASSERT_NE(at, std::string::npos) << log;
+  EXPECT_NE(log.substr(at, log.find('\n', at) - at).find(", whole target,"), std::string::npos) << log;
+}
+
 TEST_F(DaemonTest, KptrRestrictedKallsymsKeepsThePreviousIndex) {
   LiveReindexIsRefused([&](const std::string& k) { Must("sed -i 's/^[0-9a-f]*/0000000000000000/' '" + k + "'"); },
                        {"kptr_restrict"});
