@@ -271,7 +271,13 @@ struct Daemon {
           registry.GetCounter("symdex_jit_ingests_total", "jitdump / perf-map ingest runs", {{"status", rep.status}})
               .Inc();
           if (rep.status == "error") {
-            Log(LogLevel::kWarn, "jit ingest {}: {}", f, rep.message);
+            // The index busy past its timeout (a `symdex index` holding the write lock) is no fault
+            // of the file: forget having seen it, so the next scan ingests it even if it never
+            // changes again (a finished perf map, a closed dump). Faults of the file wait for
+            // the file to change.
+            const bool busy = rep.error.code() == absl::StatusCode::kUnavailable;
+            if (busy) seen.erase(f);
+            Log(LogLevel::kWarn, "jit ingest {}: {}{}", f, rep.message, busy ? " (retrying at the next scan)" : "");
           } else if (rep.loads || rep.map_entries) {
             Log(LogLevel::kInfo, "jit ingest {}: {} loads, {} map entries ({})", f, rep.loads, rep.map_entries,
                 rep.status);

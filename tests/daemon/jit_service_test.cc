@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/store/sqlite_db.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 #include "tests/daemon/daemon_harness.h"
 #include "tests/jit/jitdump_writer.h"
@@ -760,6 +761,40 @@ TEST_F(JitServiceTest, PerfMapOnlyPidAnswersWithTheMapSymbol) {
     CommandResult r = ExpectSameThroughDaemon(args);
     EXPECT_NE(r.out.find("perf-8002.map"), std::string::npos) << r.out;
   }
+}
+
+// A perf map written while another process holds the index's write lock past the daemon's busy
+// timeout (10 s; a `symdex index` does for the length of its store phase): the ingest fails as
+// busy, and a scan after the lock is gone ingests the map, though the map never changes again.
+TEST_F(JitServiceTest, PerfMapWrittenWhileTheIndexIsLockedIsIngestedOnceItIsFree) {
+  auto db = store::Db::Open(daemon_->db(), store::Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok()) << db.status();
+  std::optional<store::Transaction> lock;
+  {
+    auto tx = store::Transaction::Begin(*db);
+    ASSERT_TRUE(tx.ok()) << tx.status();
+    lock.emplace(std::move(*tx));
+  }
+  PlaceFile(watch_, "perf-8003.map", "5000 40 LazyCompile:~locked /app/b.js:7\n");
+  const auto busy_deadline = Clock::now() + std::chrono::seconds(40);
+  while (daemon_->log().find("perf-8003.map: ") == std::string::npos && Clock::now() < busy_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(daemon_->log().find("(retrying at the next scan)"), std::string::npos) << daemon_->log();
+  pb::JitAddrResponse resp;
+  EXPECT_EQ(Addr(8003, {0x5004}, &resp).error_code(), grpc::StatusCode::NOT_FOUND);  // not in the index yet
+  lock.reset();  // ROLLBACK: the lock is gone, the map file untouched since it was written
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  grpc::Status s;
+  while (true) {
+    s = Addr(8003, {0x5004}, &resp);
+    if (s.ok() || Clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(s.ok()) << "perf-8003.map not ingested within 15 s of the lock's release: " << s.error_message() << "\n"
+                      << daemon_->log();
+  ASSERT_EQ(resp.results_size(), 1);
+  EXPECT_EQ(resp.results(0).perf_map_symbol(), "LazyCompile:~locked /app/b.js:7");
 }
 
 // ---------------------------------------------------------------------------------------------
