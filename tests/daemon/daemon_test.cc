@@ -87,6 +87,18 @@ class DaemonTest : public ::testing::Test {
     return pb::SymbolService::NewStub(ch);
   }
 
+  // A daemon tracking the live sysroot `root` (/proc/modules polled every 0.2 s), its index `db`,
+  // the fixture's debug files; logging to dir_/d.log.
+  std::unique_ptr<DaemonProcess> StartLiveDaemon(const std::string& root, const std::string& db,
+                                                 const std::vector<std::string>& extra = {}) {
+    sock_ = dir_ / "s.sock";
+    std::vector<std::string> args = {"--listen", "unix:" + sock_,  "--db",           db,    "--sysroot",
+                                     root,       "--index-live",   "--modules-poll", "0.2", "--debug-dir",
+                                     dbg_,       "--no-debuginfod"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<DaemonProcess>(args, dir_ / "d.log", "unix:" + sock_);
+  }
+
   // The module count of the first target the daemon on sock_ lists (-1: no answer, no target).
   int64_t ModulesSeen() {
     grpc::ClientContext ctx;
@@ -117,20 +129,17 @@ class DaemonTest : public ::testing::Test {
     testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, true);
     Must("cp '" + db_ + "' '" + db + "'");
     damage(root + "/proc/kallsyms");
-    sock_ = dir_ / "s.sock";
-    DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll",
-                     "0.2", "--debug-dir", dbg_, "--no-debuginfod"},
-                    dir_ / "d.log", "unix:" + sock_);
-    ASSERT_TRUE(d.ready()) << d.Log();
-    for (int i = 0; i < 100 && d.Log().find("previous index is kept") == std::string::npos; ++i) {
+    auto d = StartLiveDaemon(root, db);
+    ASSERT_TRUE(d->ready()) << d->Log();
+    for (int i = 0; i < 100 && d->Log().find("previous index is kept") == std::string::npos; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    for (const auto& want : log_has) EXPECT_NE(d.Log().find(want), std::string::npos) << want << "\n" << d.Log();
+    for (const auto& want : log_has) EXPECT_NE(d->Log().find(want), std::string::npos) << want << "\n" << d->Log();
     CommandResult local = Cli("--local --db '" + db_ + "' dups");
     CommandResult remote = Cli("--connect unix:" + sock_ + " dups");
     EXPECT_EQ(remote.exit_code, 0) << remote.err;
     EXPECT_EQ(local.out, remote.out);
-    EXPECT_EQ(d.Stop(), 0);
+    EXPECT_EQ(d->Stop(), 0);
   }
 
   static KernelFixture* fx_;
@@ -873,14 +882,11 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   std::string root = dir_ / "live";
   std::string db = dir_ / "live.db";
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/false);
-  sock_ = dir_ / "s.sock";
-  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
-                   "--debug-dir", dbg_, "--no-debuginfod", "--log-level", "debug"},
-                  dir_ / "d.log", "unix:" + sock_);
-  ASSERT_TRUE(d.ready()) << d.Log();
-  ASSERT_TRUE(WaitForModules(0)) << d.Log();  // indexed at start, no module
+  auto d = StartLiveDaemon(root, db, {"--log-level", "debug"});
+  ASSERT_TRUE(d->ready()) << d->Log();
+  ASSERT_TRUE(WaitForModules(0)) << d->Log();  // indexed at start, no module
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, true);
-  ASSERT_TRUE(WaitForModules(1)) << d.Log();
+  ASSERT_TRUE(WaitForModules(1)) << d->Log();
   // The module's functions are there, with the debug info of its build-ID.
   CommandResult w = Cli("--connect unix:" + sock_ + " --json dups --module fake_mod");
   ASSERT_EQ(w.exit_code, 0) << w.err;
@@ -916,17 +922,17 @@ TEST_F(DaemonTest, LiveTargetFollowsModuleLoadAndUnload) {
   };
   same_as_full_index("loaded");
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, false);
-  ASSERT_TRUE(WaitForModules(0)) << d.Log();
+  ASSERT_TRUE(WaitForModules(0)) << d->Log();
   same_as_full_index("unloaded");
   grpc::ClientContext ctx;
   pb::StatusResponse st;
   ASSERT_TRUE(Stub()->Status(&ctx, pb::StatusRequest(), &st).ok());
   EXPECT_GE(st.live_updates(), 2);
   EXPECT_NE(st.live_tracking().find("polling"), std::string::npos);
-  EXPECT_EQ(d.Stop(), 0) << d.Log();
-  EXPECT_NE(d.Log().find("modules changed: +fake_mod"), std::string::npos) << d.Log();
-  EXPECT_NE(d.Log().find("modules changed: -fake_mod"), std::string::npos) << d.Log();
-  EXPECT_NE(d.Log().find("replaced modules fake_mod"), std::string::npos) << d.Log();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+  EXPECT_NE(d->Log().find("modules changed: +fake_mod"), std::string::npos) << d->Log();
+  EXPECT_NE(d->Log().find("modules changed: -fake_mod"), std::string::npos) << d->Log();
+  EXPECT_NE(d->Log().find("replaced modules fake_mod"), std::string::npos) << d->Log();
 }
 
 // A module loaded while kallsyms cannot be read (addresses hidden for a while): the re-index
@@ -938,28 +944,25 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   std::string db = dir_ / "live.db";
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/false);
   testing::MakeLiveSysroot(*fx_, loaded, kFixtureRelease, /*with_module=*/true);
-  sock_ = dir_ / "s.sock";
-  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
-                   "--debug-dir", dbg_, "--no-debuginfod"},
-                  dir_ / "d.log", "unix:" + sock_);
-  ASSERT_TRUE(d.ready()) << d.Log();
-  ASSERT_TRUE(WaitForModules(0)) << d.Log();
+  auto d = StartLiveDaemon(root, db);
+  ASSERT_TRUE(d->ready()) << d->Log();
+  ASSERT_TRUE(WaitForModules(0)) << d->Log();
   // The module appears with kallsyms zeroed; /proc/modules is written last, so the daemon's
   // poll sees the change only once the zeroed kallsyms is in place.
   Must("sed 's/^[0-9a-f]*/0000000000000000/' '" + loaded + "/proc/kallsyms' > '" + root + "/proc/kallsyms' && cp -r '" +
        loaded + "/sys/module/fake_mod' '" + root + "/sys/module/' && cp '" + loaded + "/proc/modules' '" + root +
        "/proc/modules'");
-  for (int i = 0; i < 100 && d.Log().find("retrying in") == std::string::npos; ++i) {
+  for (int i = 0; i < 100 && d->Log().find("retrying in") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  ASSERT_NE(d.Log().find("previous index is kept"), std::string::npos) << d.Log();
-  ASSERT_NE(d.Log().find("retrying in"), std::string::npos) << d.Log();
+  ASSERT_NE(d->Log().find("previous index is kept"), std::string::npos) << d->Log();
+  ASSERT_NE(d->Log().find("retrying in"), std::string::npos) << d->Log();
   EXPECT_EQ(ModulesSeen(), 0);
   // kallsyms readable again (renamed into place: a retry may read it any moment); /proc/modules
   // stays as it was.
   Must("cp '" + loaded + "/proc/kallsyms' '" + root + "/proc/kallsyms.new' && mv '" + root + "/proc/kallsyms.new' '" +
        root + "/proc/kallsyms'");
-  ASSERT_TRUE(WaitForModules(1)) << d.Log();
+  ASSERT_TRUE(WaitForModules(1)) << d->Log();
   // Queries see the new generation once it is committed, a moment before the daemon logs it and
   // counts it: wait for the count.
   auto live_updates = [&]() -> int64_t {
@@ -969,8 +972,8 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   };
   for (int i = 0; i < 50 && live_updates() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(live_updates(), 1);  // the one that succeeded; failed attempts are not updates
-  EXPECT_EQ(d.Stop(), 0) << d.Log();
-  EXPECT_NE(d.Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d.Log();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+  EXPECT_NE(d->Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d->Log();
 }
 
 // SIGHUP re-indexes the whole live target though /proc/modules did not change: a new generation,
@@ -979,12 +982,9 @@ TEST_F(DaemonTest, SighupReindexesTheWholeLiveTarget) {
   std::string root = dir_ / "live";
   std::string db = dir_ / "live.db";
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/true);
-  sock_ = dir_ / "s.sock";
-  DaemonProcess d({"--listen", "unix:" + sock_, "--db", db, "--sysroot", root, "--index-live", "--modules-poll", "0.2",
-                   "--debug-dir", dbg_, "--no-debuginfod"},
-                  dir_ / "d.log", "unix:" + sock_);
-  ASSERT_TRUE(d.ready()) << d.Log();
-  ASSERT_TRUE(WaitForModules(1)) << d.Log();
+  auto d = StartLiveDaemon(root, db);
+  ASSERT_TRUE(d->ready()) << d->Log();
+  ASSERT_TRUE(WaitForModules(1)) << d->Log();
   auto state = [&]() -> std::pair<int64_t, int64_t> {  // generation, live updates
     grpc::ClientContext c1, c2;
     pb::ListTargetsResponse t;
@@ -995,15 +995,15 @@ TEST_F(DaemonTest, SighupReindexesTheWholeLiveTarget) {
   };
   auto [gen0, updates0] = state();
   EXPECT_EQ(updates0, 0);
-  ASSERT_EQ(::kill(d.pid(), SIGHUP), 0);
+  ASSERT_EQ(::kill(d->pid(), SIGHUP), 0);
   for (int i = 0; i < 100 && state().second == updates0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto [gen1, updates1] = state();
   EXPECT_EQ(updates1, 1);
   EXPECT_EQ(gen1, gen0 + 1);
   EXPECT_EQ(ModulesSeen(), 1);
-  EXPECT_EQ(d.Stop(), 0) << d.Log();
-  std::string log = d.Log();
+  EXPECT_EQ(d->Stop(), 0) << d->Log();
+  std::string log = d->Log();
   size_t at = log.find("indexed the live host (SIGHUP): ");
   ASSERT_NE(at, std::string::npos) << log;
   EXPECT_NE(log.substr(at, log.find('\n', at) - at).find(", whole target,"), std::string::npos) << log;
