@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include <map>
+#include <optional>
 
 #include "client/cli_common.h"
 #include "server/common/strings.h"
@@ -149,6 +150,23 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
                k.modules_failed ? fmt::format(" ({} failed)", k.modules_failed) : "", k.index_seconds, k.idle_seconds,
                k.error.empty() ? "" : "\n    " + k.error);
   }
+  // The daemon's live target (through a daemon that tracks the live host only): how it follows
+  // the host, and whether it is behind because its last re-index failed.
+  const bool tracked = !index->live_tracking.empty() && index->live_tracking != "off";
+  const std::optional<query::LiveBehindState>& behind = index->live_behind;
+  if (tracked && !g.json) {
+    fmt::print("\nlive tracking     {}; {} re-index(es) applied since the daemon started\n", index->live_tracking,
+               index->live_updates);
+    if (behind) {
+      fmt::print("  BEHIND the host since {}: re-index ({}) failed, {} attempt(s): {}\n", FormatTime(behind->since),
+                 behind->attempt, behind->failures, behind->error);
+      fmt::print("  the index holds the state before it; {}\n",
+                 behind->next_attempt ? "next attempt " + FormatTime(behind->next_attempt) + " (SIGHUP: at once)"
+                                      : std::string("no attempt scheduled"));
+    } else {
+      fmt::print("  current (the last re-index succeeded)\n");
+    }
+  }
   if (g.json) {
     nlohmann::json j = {{"db", index->database},
                         {"schema_version", index->schema_version},
@@ -156,6 +174,17 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
                         {"addr_map_temp_files", index->addr_map_temp_files},
                         {"targets", jt}};
     if (!index->fleet_cache.empty()) j["fleet"] = {{"cache", index->fleet_cache}, {"kernels", jk}};
+    if (tracked) {
+      nlohmann::json jb = nullptr;
+      if (behind) {
+        jb = {{"since", behind->since},
+              {"attempt", behind->attempt},
+              {"error", behind->error},
+              {"failures", behind->failures},
+              {"next_attempt", behind->next_attempt}};
+      }
+      j["live"] = {{"tracking", index->live_tracking}, {"updates", index->live_updates}, {"behind", jb}};
+    }
     PrintJson(j);
   }
   return kFound;

@@ -15,12 +15,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -110,6 +112,9 @@ struct Daemon {
   std::optional<store::Db> writer;
   Stopper stopper;
   std::atomic<int64_t> live_updates{0};
+  // The live target is behind the host: the last re-index failed (Status's live_behind).
+  std::mutex live_mu;
+  std::optional<::symdex::v1::LiveBehind> live_behind;
   std::atomic<bool> reindex_requested{false};
   std::string live_tracking = "off";
   int64_t started_at = std::time(nullptr);
@@ -128,10 +133,11 @@ struct Daemon {
     return req;
   }
 
-  // One live (re)index. Atomic: on failure the previous index stays as it was.
+  // One live (re)index. Atomic: on failure the previous index stays as it was (the error is
+  // returned, after it is logged).
   // `changed`: the modules /proc/modules says came, went or moved — only those are replaced
   // (indexer::UpdateModules); nullptr: the whole live target.
-  bool IndexLive(const std::string& why, const std::set<std::string>* changed = nullptr) {
+  absl::Status IndexLive(const std::string& why, const std::set<std::string>* changed = nullptr) {
     auto start = std::chrono::steady_clock::now();
     absl::StatusOr<indexer::IndexSummary> sum;
     {
@@ -144,7 +150,7 @@ struct Daemon {
       Log(LogLevel::kError, "indexing the live host ({}) failed; the previous index is kept: {}", why,
           sum.status().message());
       registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "error"}}).Inc();
-      return false;
+      return sum.status();
     }
     registry.GetCounter("symdex_index_runs_total", "Index runs of the live host", {{"result", "ok"}}).Inc();
     Log(LogLevel::kInfo,
@@ -155,7 +161,27 @@ struct Daemon {
                                    : StrCat("replaced modules ", StrJoin(sum->delta_modules, ",")),
         sum->debug_indexed, sum->debug_cached, sum->debug_missing, secs, sum->load_seconds, sum->store_seconds);
     for (const auto& w : sum->warnings) Log(LogLevel::kWarn, "{}", w);
-    return true;
+    return absl::OkStatus();
+  }
+
+  // What Status says of the live target after an index run: nothing when it succeeded; when it
+  // failed, since when the index is behind (the first failure since the last success), what
+  // failed and why, and when the next attempt is (`retry_in` seconds; negative: none).
+  void SetLiveBehind(const std::string& why, const absl::Status& s, double retry_in) {
+    std::lock_guard<std::mutex> l(live_mu);
+    if (s.ok()) {
+      live_behind.reset();
+      return;
+    }
+    const int64_t now = std::time(nullptr);
+    if (!live_behind) {
+      live_behind.emplace();
+      live_behind->set_since(now);
+    }
+    live_behind->set_attempt(why);
+    live_behind->set_error(std::string(s.message()));
+    live_behind->set_failures(live_behind->failures() + 1);
+    live_behind->set_next_attempt(retry_in < 0 ? 0 : now + static_cast<int64_t>(std::ceil(retry_in)));
   }
 
   // /proc/modules as a name -> "address state" map.
@@ -195,8 +221,10 @@ struct Daemon {
     // indexing (or in the moment after) differs from this snapshot, so the first poll sees it.
     // Read after, it would be taken as already indexed and missed until the next change.
     auto last = ReadModules();
-    bool failed = !IndexLive("start");
+    absl::Status first = IndexLive("start");
+    SetLiveBehind("start", first, opts.modules_poll > 0 ? opts.modules_poll : -1);
     if (opts.modules_poll <= 0) return;
+    bool failed = !first.ok();
     // After a failed re-index (kallsyms unreadable or hidden for a while, a debug file being
     // replaced) the index is behind the host: it is retried as a whole re-index, first after one
     // poll, then at doubling intervals up to kMaxRetrySeconds, until one succeeds — a module
@@ -227,10 +255,11 @@ struct Daemon {
           changed.insert(m);
         }
       }
-      bool ok = requested ? IndexLive("SIGHUP")
-                : failed  ? IndexLive(change.empty() ? "retry" : "retry, modules changed:" + change)
-                          : IndexLive("modules changed:" + change, &changed);
-      if (ok) {
+      const std::string why = requested ? "SIGHUP"
+                              : failed  ? (change.empty() ? "retry" : "retry, modules changed:" + change)
+                                        : "modules changed:" + change;
+      absl::Status st = requested || failed ? IndexLive(why) : IndexLive(why, &changed);
+      if (st.ok()) {
         ++live_updates;
         last = std::move(now);
         failed = false;
@@ -242,6 +271,7 @@ struct Daemon {
                                                             std::chrono::duration<double>(backoff));
         Log(LogLevel::kInfo, "live host: retrying in {:.1f} s", backoff);
       }
+      SetLiveBehind(why, st, backoff);
     }
   }
 
@@ -302,6 +332,10 @@ struct Daemon {
     r->set_started_at(started_at);
     r->set_live_tracking(live_tracking);
     r->set_live_updates(live_updates.load());
+    {
+      std::lock_guard<std::mutex> l(live_mu);
+      if (live_behind) *r->mutable_live_behind() = *live_behind;
+    }
     if (kernels) {
       r->set_fleet_cache(opts.fleet_cache);
       r->set_fleet_waiting(kernels->waiting());
@@ -334,6 +368,12 @@ struct Daemon {
         reg.GetGauge("symdex_index_generation", "Index generation, by target", {{"target", t.info.name}})
             .Set(static_cast<double>(t.info.generation));
       }
+    }
+    {
+      std::lock_guard<std::mutex> l(live_mu);
+      reg.GetGauge("symdex_live_behind_since_seconds",
+                   "Unix time since which the live target is behind the host (its re-index failing); 0: current")
+          .Set(live_behind ? static_cast<double>(live_behind->since()) : 0);
     }
     reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)")
         .Set(static_cast<double>(query->DebugFileCount()));

@@ -401,6 +401,16 @@ absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& 
                                  .idle_seconds = k.idle_seconds(),
                                  .error = k.error()});
   }
+  out.live_tracking = resp.live_tracking();
+  out.live_updates = resp.live_updates();
+  if (resp.has_live_behind()) {
+    const pb::LiveBehind& b = resp.live_behind();
+    out.live_behind = query::LiveBehindState{.since = b.since(),
+                                             .attempt = b.attempt(),
+                                             .error = b.error(),
+                                             .failures = b.failures(),
+                                             .next_attempt = b.next_attempt()};
+  }
   return out;
 }
 

@@ -74,16 +74,6 @@ struct ProbeResult {
   std::string ftrace_filter;
 };
 
-struct ServerStatus {
-  std::string version, database;
-  int64_t started_at = 0;
-  std::vector<TargetSummary> targets;
-  int64_t debug_files = 0;
-  int64_t requests_served = 0;
-  std::string live_tracking;
-  int64_t live_updates = 0;
-};
-
 // What `symdex symbols` and `symdex kallsyms` list: every symbol instance of a target.
 struct SymbolsOptions {
   std::string module;      // only this module ("vmlinux" for the core kernel); "" = all
@@ -138,6 +128,13 @@ struct FleetKernelState {
   double idle_seconds = 0;   // since last use
   std::string error;         // state failed: why (and for how much longer it is remembered)
 };
+// The daemon's live target is behind the host: its last re-index failed (proto LiveBehind).
+struct LiveBehindState {
+  int64_t since = 0;  // unix seconds: the first failure since the last success
+  std::string attempt, error;
+  int64_t failures = 0;
+  int64_t next_attempt = 0;  // unix seconds; 0: none scheduled
+};
 struct IndexState {
   std::string database;
   int64_t schema_version = -1;
@@ -150,6 +147,11 @@ struct IndexState {
   // Through a daemon with --fleet-cache: its kernels by build-ID (empty otherwise).
   std::string fleet_cache;
   std::vector<FleetKernelState> fleet_kernels;
+  // Through a daemon that tracks the live host: how, the re-indexes applied since it started,
+  // and whether the live target is behind (empty / 0 / nullopt otherwise).
+  std::string live_tracking;
+  int64_t live_updates = 0;
+  std::optional<LiveBehindState> live_behind;
 };
 
 absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex);

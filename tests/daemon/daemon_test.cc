@@ -944,9 +944,19 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   std::string db = dir_ / "live.db";
   testing::MakeLiveSysroot(*fx_, root, kFixtureRelease, /*with_module=*/false);
   testing::MakeLiveSysroot(*fx_, loaded, kFixtureRelease, /*with_module=*/true);
-  auto d = StartLiveDaemon(root, db);
+  const int mport = testing::FreeTcpPort();
+  auto behind_since = [&]() -> std::string {  // the gauge's value, as /metrics prints it
+    CommandResult m = RunCommand("curl -sS http://127.0.0.1:" + std::to_string(mport) + "/metrics");
+    std::istringstream in(m.out);
+    for (std::string l; std::getline(in, l);) {
+      if (l.starts_with("symdex_live_behind_since_seconds ")) return l.substr(l.find(' ') + 1);
+    }
+    return "(absent)\n" + m.out + m.err;
+  };
+  auto d = StartLiveDaemon(root, db, {"--metrics-listen", "127.0.0.1:" + std::to_string(mport)});
   ASSERT_TRUE(d->ready()) << d->Log();
   ASSERT_TRUE(WaitForModules(0)) << d->Log();
+  EXPECT_EQ(behind_since(), "0");
   // The module appears with kallsyms zeroed; /proc/modules is written last, so the daemon's
   // poll sees the change only once the zeroed kallsyms is in place.
   Must("sed 's/^[0-9a-f]*/0000000000000000/' '" + loaded + "/proc/kallsyms' > '" + root + "/proc/kallsyms' && cp -r '" +
@@ -958,6 +968,19 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   ASSERT_NE(d->Log().find("previous index is kept"), std::string::npos) << d->Log();
   ASSERT_NE(d->Log().find("retrying in"), std::string::npos) << d->Log();
   EXPECT_EQ(ModulesSeen(), 0);
+  // `symdex status` through the daemon says the live target is behind, since when and why.
+  CommandResult st = Cli("--connect unix:" + sock_ + " status");
+  EXPECT_EQ(st.exit_code, 0) << st.err;
+  EXPECT_NE(st.out.find("live tracking     polling "), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("BEHIND the host since "), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("reads as 0"), std::string::npos) << st.out;
+  json behind = json::parse(Cli("--connect unix:" + sock_ + " --json status").out)["live"]["behind"];
+  ASSERT_TRUE(behind.is_object()) << behind.dump();
+  EXPECT_GE(behind["failures"].get<int64_t>(), 1);
+  EXPECT_GE(behind["next_attempt"].get<int64_t>(), behind["since"].get<int64_t>());
+  EXPECT_NE(behind["attempt"].get<std::string>().find("modules changed: +fake_mod"), std::string::npos)
+      << behind.dump();
+  EXPECT_EQ(behind_since(), std::to_string(behind["since"].get<int64_t>()));
   // kallsyms readable again (renamed into place: a retry may read it any moment); /proc/modules
   // stays as it was.
   Must("cp '" + loaded + "/proc/kallsyms' '" + root + "/proc/kallsyms.new' && mv '" + root + "/proc/kallsyms.new' '" +
@@ -972,6 +995,12 @@ TEST_F(DaemonTest, FailedLiveReindexIsRetriedUntilTheChangeIsIndexed) {
   };
   for (int i = 0; i < 50 && live_updates() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_EQ(live_updates(), 1);  // the one that succeeded; failed attempts are not updates
+  json live = json::parse(Cli("--connect unix:" + sock_ + " --json status").out)["live"];
+  EXPECT_TRUE(live["behind"].is_null()) << live.dump();
+  EXPECT_EQ(live["updates"], 1) << live.dump();
+  st = Cli("--connect unix:" + sock_ + " status");
+  EXPECT_NE(st.out.find("  current (the last re-index succeeded)"), std::string::npos) << st.out;
+  EXPECT_EQ(behind_since(), "0");
   EXPECT_EQ(d->Stop(), 0) << d->Log();
   EXPECT_NE(d->Log().find("(retry, modules changed: +fake_mod)"), std::string::npos) << d->Log();
 }
