@@ -137,9 +137,11 @@ void MakeLiveSysroot(const KernelFixture& fx, const std::string& root, const std
     ExtractNotes(fx.module, root + "/sys/module/fake_mod/notes/.note.gnu.build-id");
   }
   WriteFile(root + "/proc/kallsyms", vm.out + extra);
-  WriteFile(root + "/proc/modules", with_module ? "fake_mod 16384 0 - Live 0xffffffffc0000000\n" : "");
   WriteFile(root + "/proc/sys/kernel/osrelease", release + "\n");
   ExtractNotes(fx.vmlinux, root + "/sys/kernel/notes");
+  // Last: a daemon tracking this sysroot re-reads the rest when /proc/modules changes, so every
+  // other file must be whole by then.
+  WriteFile(root + "/proc/modules", with_module ? "fake_mod 16384 0 - Live 0xffffffffc0000000\n" : "");
 }
 
 CommandResult IndexLiveSysroot(const KernelFixture& fx, const std::string& symdex_bin, const std::string& root,
