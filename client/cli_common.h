@@ -113,4 +113,7 @@ void AddPprofCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
 void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 
+// The whole command line (client/cli_main.cc): parses argv, runs the verb, returns the exit code.
+int Main(int argc, char** argv);
+
 }  // namespace symdex::cli

@@ -24,6 +24,7 @@
 #include <unordered_map>
 
 #include "server/common/build_id.h"
+#include "server/common/fault_point.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
@@ -1008,11 +1009,13 @@ absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
     }
     done += static_cast<size_t>(n);
   }
+  FaultPoint("addr-map-temp");  // written, not yet in place
   if (::fsync(fd->get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     return absl::InternalError(StrCat("installing ", path, ": ", why));
   }
+  FaultPoint("addr-map-installed");
   return absl::OkStatus();
 }
 

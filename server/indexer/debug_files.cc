@@ -8,6 +8,7 @@
 #include <memory>
 #include <thread>
 
+#include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/dwarf_index.h"
@@ -129,6 +130,7 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
         if (writer.ok()) {
           if (!(*writer)->Add(so_far, written).ok()) give_up("store error");
           written = debuginfo::SizesOf(so_far);
+          FaultPoint("debug-rows-streamed");  // inside the file's open transaction
         }
         return absl::OkStatus();
       },
@@ -144,6 +146,7 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
     join.Start((*writer)->FunctionIds(idx->functions.size()));
     auto stored = (*writer)->Finish(*idx, written, text_addr, out.seconds);
     if (stored.ok()) {
+      FaultPoint("debug-file-stored");
       out.join = join.Take(*stored);
       out.stored = std::move(*stored);
       out.text_addr = text_addr;
@@ -180,6 +183,7 @@ std::vector<ParsedDebugFile> ParseAll(store::Db& db, const IndexRequest& req, co
     for (size_t j; (j = next.fetch_add(1)) < small.size();) {
       size_t k = small[j];
       ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, 1, parsed[k]);
+      FaultPoint("debug-file-parsed");
       size_t d = done.fetch_add(1) + 1;
       if (report && req.progress) req.progress("module debug info", d, small.size());
     }
@@ -335,6 +339,7 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
         store::StoredDebugFile stored,
         store::InsertDebugFile(db, di, p.record.build_id, p.record.path, parsed[k].stamp, text_addr, parsed[k].seconds,
                                now, [&](const std::vector<int64_t>& ids) { join.Start(ids); }));
+    FaultPoint("debug-file-stored");
     p.record.debug_file_id = stored.id;
     p.debug_text_addr = text_addr;
     if (auto table = join.Take(stored)) p.join = std::move(table);

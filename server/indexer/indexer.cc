@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/indexer/input_checks.h"
@@ -79,6 +80,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
     std::jthread facts_step([&] { AttachElfFacts(t, plan.parts, jobs, &facts); });
     RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
   }
+  FaultPoint("symbols-joined");
   sum.join_seconds = SecondsSince(tj);
   sum.dwarf_seconds = SecondsSince(t1);
   for (auto& p : plan.parts) t.debuginfo.push_back(std::move(p.record));
@@ -132,6 +134,7 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
   RETURN_IF_ERROR(JudgeProbes(
       db, t, [](int) { return true; }, sum));
   sum.probe_seconds = SecondsSince(tp);
+  FaultPoint("probes-judged");
 
   // Step 7, WriteTarget: the whole target in one transaction.
   const auto t2 = Clock::now();
@@ -139,9 +142,11 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
       t, [](const target::SymbolEntry&) { return true; }, sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
+  FaultPoint("target-committed");
   // The run's WAL into the database file while the maps' worker still runs (the index is
   // written: a checkpoint that fails loses nothing, the next one copies the same pages).
   (void)checkpoint.Checkpoint();
+  FaultPoint("checkpointed");
   if (map_step) map_step->Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   return sum;
@@ -159,6 +164,7 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
+  FaultPoint("symbols-read");
   IndexSummary sum;
   sum.load_seconds = SecondsSince(t0);
   return IndexLoaded(db, req, t, sum);
@@ -169,6 +175,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
+  FaultPoint("symbols-read");
   IndexSummary sum;
   sum.load_seconds = SecondsSince(t0);
   // Only a module change with vmlinux as indexed is a delta; anything else is a whole re-index.
@@ -204,6 +211,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
       sum);
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
+  FaultPoint("target-committed");
   if (map_step) map_step->Finish(db, t, sum.generation, sum);
   Summarize(t, sum);
   sum.delta_modules.assign(names.begin(), names.end());

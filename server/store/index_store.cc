@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 
@@ -114,6 +115,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
       ins_sec.Bind(1, module_ids.back()).Bind(2, name).Bind(3, ToDb(addr));
       RETURN_IF_ERROR(ins_sec.Run());
     }
+    FaultPoint("target-module-row");
   }
 
   const bool vmlinux = pick("");
@@ -128,6 +130,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
                                        static_cast<size_t>(std::count_if(t.symbols.begin(), t.symbols.end(), owned))));
   for (const auto& s : t.symbols) {
     if (!owned(s)) continue;
+    FaultPoint("target-symbol-row");
     ASSIGN_OR_RETURN(BulkInsert::Row r, ins_sym.Add());
     r.Bind(1, target_id);
     if (s.module >= 0)
@@ -271,6 +274,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   }
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, [](const std::string&) { return true; }));
   RETURN_IF_ERROR(CheckTargetForeignKeys(db));
+  FaultPoint("target-commit");
   RETURN_IF_ERROR(tx.Commit());
   return generation;
 }
@@ -312,6 +316,7 @@ absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, co
                    db.Prepare("UPDATE targets SET generation = ?2, indexed_at = ?3, warnings = ?4 WHERE id = ?1"));
   upd.Bind(1, target_id).Bind(2, generation).Bind(3, now).Bind(4, StrJoin(t.warnings, "\n"));
   RETURN_IF_ERROR(upd.Run());
+  FaultPoint("target-commit");
   RETURN_IF_ERROR(tx.Commit());
   return generation;
 }

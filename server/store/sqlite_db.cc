@@ -138,7 +138,7 @@ Db::~Db() {
   sqlite3_close_v2(db_);
 }
 
-absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
+void ConfigureSqlite() {
   // Before the library initializes itself on the first open: SQLite's memory statistics take a
   // global mutex on every allocation (symdex never reads them): off. A statement that writes
   // several rows (BulkInsert) keeps the pages it changes in a statement journal, which past
@@ -148,6 +148,10 @@ absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
     sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
     return sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, -1);
   }();
+}
+
+absl::StatusOr<Db> Db::Open(const std::string& path, Mode mode) {
+  ConfigureSqlite();
   Db db;
   db.path_ = path;
   int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;

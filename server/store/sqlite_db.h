@@ -78,6 +78,10 @@ class Stmt {
   StmtCache* cache_ = nullptr;
 };
 
+// SQLite's process-wide settings, made once before the library's first use. Db::Open calls it;
+// a program that calls SQLite itself before opening an index calls it first.
+void ConfigureSqlite();
+
 // "index P is damaged: <detail>; move it away and run 'symdex index' again" (DataLoss). Every
 // SQLITE_CORRUPT / SQLITE_NOTADB a statement meets comes back as this, naming the file.
 absl::Status DamagedIndexError(std::string_view path, std::string_view detail);
