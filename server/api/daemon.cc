@@ -308,9 +308,10 @@ struct Daemon {
             const bool busy = rep.error.code() == absl::StatusCode::kUnavailable;
             if (busy) seen.erase(f);
             Log(LogLevel::kWarn, "jit ingest {}: {}{}", f, rep.message, busy ? " (retrying at the next scan)" : "");
-          } else if (rep.loads || rep.map_entries) {
-            Log(LogLevel::kInfo, "jit ingest {}: {} loads, {} map entries ({})", f, rep.loads, rep.map_entries,
-                rep.status);
+          } else {
+            // Nothing new (a record not yet complete, a file rewritten as it was): debug only.
+            Log(rep.loads || rep.map_entries ? LogLevel::kInfo : LogLevel::kDebug,
+                "jit ingest {}: {} loads, {} map entries ({})", f, rep.loads, rep.map_entries, rep.status);
           }
         }
       }

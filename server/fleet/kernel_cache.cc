@@ -157,7 +157,7 @@ bool KernelCache::Ready(const std::string& build_id, const std::vector<indexer::
     entry = it->second;
   }
   std::lock_guard<std::mutex> l(entry->mu);
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = FailureNow();
   if (entry->failed_until && now < *entry->failed_until) return true;
   if (entry->busy || !entry->q) return false;
   return MissingModules(*entry, modules, now).empty();
@@ -198,12 +198,12 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
   std::unique_lock<std::mutex> l(e.mu);
   bool waited = false;
   for (;;) {
-    const Clock::time_point now = Clock::now();
-    if (e.failed_until && now < *e.failed_until) {
+    const Clock::time_point now = Clock::now(), failure_now = FailureNow();
+    if (e.failed_until && failure_now < *e.failed_until) {
       count("negative");
       return absl::Status(e.failure.code(),
                           StrCat(e.failure.message(), " (remembered; retried after ",
-                                 Seconds(std::chrono::duration<double>(*e.failed_until - now).count()), ")"));
+                                 Seconds(std::chrono::duration<double>(*e.failed_until - failure_now).count()), ")"));
     }
     if (!e.busy && !e.q && e.on_disk) {
       if (absl::Status s = OpenExisting(hex, e); !s.ok()) {
@@ -215,7 +215,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
         }
       }
     }
-    const std::vector<indexer::ModuleByBuildId> missing = MissingModules(e, modules, now);
+    const std::vector<indexer::ModuleByBuildId> missing = MissingModules(e, modules, failure_now);
     if (e.q && missing.empty()) {
       e.last_used = now;
       count(waited ? "waited" : "hit");
@@ -247,7 +247,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
     absl::Status s = RunIndex(hex, e, all);
     l.lock();
     e.busy = false;
-    const auto until = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts_.negative_seconds * 1000));
+    const auto until = FailureNow() + std::chrono::milliseconds(static_cast<int64_t>(opts_.negative_seconds * 1000));
     if (!s.ok() && !e.q) {
       e.failure = s;
       e.failed_until = until;
@@ -413,7 +413,7 @@ std::vector<KernelEntryState> KernelCache::State() {
     all.assign(entries_.begin(), entries_.end());
   }
   std::vector<KernelEntryState> out;
-  const auto now = Clock::now();
+  const auto now = FailureNow();
   for (auto& [hex, e] : all) {
     KernelEntryState s;
     s.build_id = hex;

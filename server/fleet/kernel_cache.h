@@ -37,9 +37,12 @@ struct KernelCacheOptions {
   std::string dir;                          // required; created 0750
   uint64_t max_bytes = uint64_t{20} << 30;  // all indexes and address maps together
   double negative_seconds = 300;            // how long a failure is remembered
-  int max_concurrent_index = 1;             // index runs at once
-  debuginfo::DebugFinderOptions finder;     // debug roots, debuginfod
-  unsigned jobs = 0;                        // threads per index run (0: all cores)
+  // What "now" is when a failure is remembered and when it is asked about again: the steady
+  // clock when empty. Tests move it past negative_seconds instead of sleeping.
+  std::function<std::chrono::steady_clock::time_point()> failure_clock;
+  int max_concurrent_index = 1;          // index runs at once
+  debuginfo::DebugFinderOptions finder;  // debug roots, debuginfod
+  unsigned jobs = 0;                     // threads per index run (0: all cores)
   query::LocalQuery::Options query{.target_cache_seconds = 0.1};
   // One line per index run and eviction, for the daemon's log.
   std::function<void(const std::string&)> log;
@@ -82,6 +85,7 @@ class KernelCache {
                                                               std::chrono::steady_clock::time_point now);
   using Clock = std::chrono::steady_clock;
   KernelCache(KernelCacheOptions opts, metrics::Registry* registry);
+  Clock::time_point FailureNow() const { return opts_.failure_clock ? opts_.failure_clock() : Clock::now(); }
   std::shared_ptr<Entry> EntryFor(const std::string& hex);
   absl::Status RunIndex(const std::string& hex, Entry& e, const std::vector<indexer::ModuleByBuildId>& modules);
   absl::Status OpenExisting(const std::string& hex, Entry& e);

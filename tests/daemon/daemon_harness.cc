@@ -35,6 +35,15 @@ bool Accepts(const std::string& address) {
   return ok;
 }
 
+bool WaitUntil(const std::function<bool()>& cond, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::string& log_path,
                              const std::string& wait_for)
     : log_path_(log_path) {
@@ -73,7 +82,7 @@ DaemonProcess::DaemonProcess(const std::vector<std::string>& args, const std::st
   }
   if (log_fd >= 0) ::close(log_fd);
   if (wait_for.empty()) return;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 1200; ++i) {
     if (Accepts(wait_for)) {
       ready_ = true;
       return;

@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,7 +16,7 @@ namespace symdex::testing {
 class DaemonProcess {
  public:
   // Starts SYMDEXD_BIN with `args`; its stderr goes to `log_path`. Waits until `wait_for`
-  // ("unix:PATH" or "HOST:PORT") accepts connections (up to 30 s); empty = don't wait.
+  // ("unix:PATH" or "HOST:PORT") accepts connections (up to 120 s); empty = don't wait.
   DaemonProcess(const std::vector<std::string>& args, const std::string& log_path, const std::string& wait_for);
   ~DaemonProcess();  // SIGKILL if still running
   DaemonProcess(const DaemonProcess&) = delete;
@@ -25,7 +26,7 @@ class DaemonProcess {
   pid_t pid() const { return pid_; }
   // Sends `sig` and waits (up to timeout_s) for the exit; returns the exit status (-1: still running
   // after the timeout, then killed; 128+N: killed by signal N).
-  int Stop(int sig = 15, double timeout_s = 30);
+  int Stop(int sig = 15, double timeout_s = 120);
   // Waits for the process to exit on its own; same return convention (0 s: just check).
   int Wait(double timeout_s);
   bool running() { return Wait(0) == -1 && pid_ > 0; }
@@ -42,5 +43,10 @@ class DaemonProcess {
 
 // Whether something accepts a connection at "unix:PATH" or "HOST:PORT".
 bool Accepts(const std::string& address);
+
+// Polls `cond` every 50 ms until it holds; false if it still does not after `seconds`. The
+// default is a ceiling for a loaded machine under ASan, not a time anything is expected to take:
+// tests wait for what they look for, never for a guessed while.
+bool WaitUntil(const std::function<bool()>& cond, double seconds = 120);
 
 }  // namespace symdex::testing

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -58,7 +60,10 @@ TEST(KernelCacheTest, LeastRecentlyUsedKernelIsEvictedAndFailuresExpire) {
   fleet::KernelCacheOptions o;
   o.dir = dir / "cache";
   o.max_bytes = 1;  // room for one kernel at a time: the one just indexed is never the one evicted
-  o.negative_seconds = 0.3;
+  o.negative_seconds = 300;
+  // Failures are remembered on a clock the test moves (by `skipped`), not on the time it takes.
+  std::atomic<int64_t> skipped_seconds{0};
+  o.failure_clock = [&] { return std::chrono::steady_clock::now() + std::chrono::seconds(skipped_seconds.load()); };
   o.finder = debuginfo::DebugFinderOptions{.debug_dirs = {root}, .use_debuginfod = false};
   auto cache = fleet::KernelCache::Create(o, &registry);
   ASSERT_TRUE(cache.ok()) << cache.status().message();
@@ -95,7 +100,7 @@ TEST(KernelCacheTest, LeastRecentlyUsedKernelIsEvictedAndFailuresExpire) {
   auto u2 = (*cache)->Get(unknown, {}, later);
   EXPECT_NE(u2.status().message().find("remembered"), std::string::npos) << u2.status().message();
   EXPECT_EQ(Metric(registry, "symdex_fleet_index_runs_total{result=\"error\"}"), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  skipped_seconds += 301;
   auto u3 = (*cache)->Get(unknown, {}, later);
   EXPECT_EQ(u3.status().message().find("remembered"), std::string::npos) << u3.status().message();
   EXPECT_EQ(Metric(registry, "symdex_fleet_index_runs_total{result=\"error\"}"), 2);

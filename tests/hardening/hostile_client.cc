@@ -1,14 +1,18 @@
-// A hostile symdexd client, for tests/hardening and tests/bench/soak.sh: what a local user who
-// wants to wedge or bloat the daemon would do. Each mode opens its calls, holds them for
-// --hold seconds without reading a byte, then reads one answer of each (a refused call ends
-// with its status; an accepted one answers, and is cancelled) and prints one JSON line counting
-// the outcomes.
+// A hostile symdexd client, for tests/hardening and tests/bench (soak.sh, hostile_latency.sh):
+// what a local user who wants to wedge or bloat the daemon would do. Each mode opens its calls,
+// holds them without reading a byte, then reads one answer of each (a refused call ends with its
+// status; an accepted one answers, and is cancelled) and prints one JSON line counting the
+// outcomes.
 //
 //   hostile_client --connect unix:S abandon-dups N          N ListDuplicates streams, never read
 //   hostile_client --connect unix:S unread-streams N ADDRS  N SymbolizeStreams, each sending one
 //                                                           request of ADDRS addresses (--base HEX,
 //                                                           the next 4 KiB over and over), never read
 //   hostile_client --connect unix:S garbage N               N connections that send random bytes
+//
+// How long the calls are held: --hold S seconds (default 5), or with --release FILE until FILE
+// exists (for at most an hour). --ready FILE: FILE is created once every call is open (garbage:
+// sent), so that a test measures while the calls are held, not after a guessed delay.
 //
 // Calls are spread over connections of at most 100 streams each (a connection allows 128).
 #include <grpcpp/grpcpp.h>
@@ -31,6 +35,24 @@
 namespace pb = symdex::v1;
 
 namespace {
+
+std::string g_ready, g_release;  // --ready, --release
+double g_hold = 5;               // --hold
+
+// Says every call is open (--ready), then holds them: until --release exists, or --hold seconds.
+void Hold() {
+  if (!g_ready.empty()) {
+    if (FILE* f = std::fopen(g_ready.c_str(), "w")) std::fclose(f);
+  }
+  if (g_release.empty()) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(g_hold));
+    return;
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  while (::access(g_release.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < end) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const std::string& target, int calls) {
   std::vector<std::shared_ptr<grpc::Channel>> out;
@@ -63,7 +85,7 @@ void Print(const char* mode, int calls, const std::map<std::string, int>& codes)
   std::printf("%s}}\n", j.c_str());
 }
 
-int AbandonDups(const std::string& target, int n, double hold) {
+int AbandonDups(const std::string& target, int n) {
   auto channels = Channels(target, n);
   struct Call {
     grpc::ClientContext ctx;
@@ -76,7 +98,7 @@ int AbandonDups(const std::string& target, int n, double hold) {
     c->reader = stub->ListDuplicates(&c->ctx, pb::ListDuplicatesRequest());
     calls.push_back(std::move(c));
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(hold));
+  Hold();
   std::map<std::string, int> codes;
   // Now read: a refused call has its status waiting; an accepted one its first answer.
   for (auto& c : calls) {
@@ -97,7 +119,7 @@ int AbandonDups(const std::string& target, int n, double hold) {
 
 uint64_t g_base = 0xffffffff81000000ull;
 
-int UnreadStreams(const std::string& target, int n, int addrs, double hold) {
+int UnreadStreams(const std::string& target, int n, int addrs) {
   auto channels = Channels(target, n);
   struct Call {
     grpc::ClientContext ctx;
@@ -113,7 +135,7 @@ int UnreadStreams(const std::string& target, int n, int addrs, double hold) {
     c->stream->Write(req);
     calls.push_back(std::move(c));
   }
-  std::this_thread::sleep_for(std::chrono::duration<double>(hold));
+  Hold();
   std::map<std::string, int> codes;
   for (auto& c : calls) {
     pb::SymbolizeResponse r;
@@ -153,6 +175,9 @@ int Garbage(const std::string& target, int n) {
     ++codes[w > 0 ? "sent" : "send-failed"];
     ::close(fd);
   }
+  if (!g_ready.empty()) {
+    if (FILE* f = std::fopen(g_ready.c_str(), "w")) std::fclose(f);
+  }
   Print("garbage", n, codes);
   return 0;
 }
@@ -161,28 +186,31 @@ int Garbage(const std::string& target, int n) {
 
 int main(int argc, char** argv) {
   std::string target;
-  double hold = 5;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--connect" && i + 1 < argc)
       target = argv[++i];
     else if (a == "--hold" && i + 1 < argc)
-      hold = std::stod(argv[++i]);
+      g_hold = std::stod(argv[++i]);
+    else if (a == "--ready" && i + 1 < argc)
+      g_ready = argv[++i];
+    else if (a == "--release" && i + 1 < argc)
+      g_release = argv[++i];
     else if (a == "--base" && i + 1 < argc)
       g_base = std::stoull(argv[++i], nullptr, 16);
     else
       args.push_back(a);
   }
   if (target.empty() || args.empty()) {
-    std::fprintf(
-        stderr,
-        "usage: hostile_client --connect ADDR [--hold S] abandon-dups N | unread-streams N ADDRS | garbage N\n");
+    std::fprintf(stderr,
+                 "usage: hostile_client --connect ADDR [--hold S | --release FILE] [--ready FILE] abandon-dups N | "
+                 "unread-streams N ADDRS | garbage N\n");
     return 2;
   }
-  if (args[0] == "abandon-dups" && args.size() == 2) return AbandonDups(target, std::stoi(args[1]), hold);
+  if (args[0] == "abandon-dups" && args.size() == 2) return AbandonDups(target, std::stoi(args[1]));
   if (args[0] == "unread-streams" && args.size() == 3) {
-    return UnreadStreams(target, std::stoi(args[1]), std::stoi(args[2]), hold);
+    return UnreadStreams(target, std::stoi(args[1]), std::stoi(args[2]));
   }
   if (args[0] == "garbage" && args.size() == 2) return Garbage(target, std::stoi(args[1]));
   std::fprintf(stderr, "hostile_client: unknown mode\n");

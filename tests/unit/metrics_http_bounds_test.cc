@@ -37,21 +37,20 @@ std::unique_ptr<HttpServer> StartOrDie(Registry& registry, HttpServerOptions opt
   return std::move(server).value();
 }
 
-// Runs server->Stop() and aborts the test binary, with a reason, if it has not returned within 5 s.
-milliseconds StopWithin5s(HttpServer& server) {
-  auto start = Clock::now();
+// Runs server->Stop() and aborts the test binary, with a reason, if it has not returned within
+// 60 s (the tests that call it hold connections whose read timeout is an hour).
+void StopOrAbort(HttpServer& server) {
   std::promise<void> stopped;
   std::future<void> done = stopped.get_future();
   std::thread stopper([&] {
     server.Stop();
     stopped.set_value();
   });
-  if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
-    std::fprintf(stderr, "HttpServer::Stop() did not return within 5 s\n");
+  if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "HttpServer::Stop() did not return within 60 s\n");
     std::abort();
   }
   stopper.join();
-  return std::chrono::duration_cast<milliseconds>(Clock::now() - start);
 }
 
 std::string Gunzip(const std::string& in) {
@@ -73,68 +72,66 @@ std::string Gunzip(const std::string& in) {
 }
 
 // A client that keeps sending a byte of header every 50 ms never resets a per-read timeout into
-// an endless request: the read deadline counts from accept.
+// an endless request: the read deadline counts from accept. The client trickles until the server
+// closes; a server that restarted its deadline at every byte would keep it past the read's
+// one-minute ceiling.
 TEST(MetricsHttpBoundsTest, TrickledHeadersStillTimeOutAtTheReadDeadline) {
   Registry registry;
   HttpServerOptions options;
   options.read_timeout = milliseconds(300);
   auto server = StartOrDie(registry, options);
   ASSERT_NE(server, nullptr);
+  auto start = Clock::now();  // before connect: the deadline counts from accept
   ClientSocket slow(server->port());
   ASSERT_TRUE(slow.connected());
-  auto start = Clock::now();
   ASSERT_TRUE(slow.SendAll("GET /metrics HTTP/1.1\r\nX-Slow: "));
   std::atomic<bool> done{false};
   std::thread trickle([&] {
-    while (!done && Clock::now() - start < std::chrono::seconds(3)) {
+    while (!done) {
       if (!slow.SendAll("a")) break;
       std::this_thread::sleep_for(milliseconds(50));
     }
   });
   std::string raw;
-  bool eof = slow.ReadToEof(raw, milliseconds(3000));
+  bool eof = slow.ReadToEof(raw);
   auto took = Clock::now() - start;
   done = true;
   trickle.join();
-  ASSERT_TRUE(eof) << "still reading after 3 s: " << raw;
+  ASSERT_TRUE(eof) << "still reading after a minute of trickled headers: " << raw;
   EXPECT_EQ(ParseResponse(raw).status, 408) << raw;
-  EXPECT_GE(took, milliseconds(250));
-  EXPECT_LT(took, milliseconds(1500));
+  EXPECT_GE(took, options.read_timeout);
 }
 
 // With one worker and room for two connections, a third client is not accepted (it waits in the
-// kernel's backlog) until the two idle ones are dropped at their read deadline; then it is served.
+// kernel's backlog) while the two idle ones hold their slots; once they go, it is served. (That
+// idle connections are dropped at their read deadline: ReadTimeoutAnswers408OrClosesIdleConnection.)
 TEST(MetricsHttpBoundsTest, ConnectionsBeyondTheLimitWaitInTheBacklog) {
   Registry registry;
   HttpServerOptions options;
   options.threads = 1;
   options.max_connections = 2;
-  options.read_timeout = milliseconds(300);
+  options.read_timeout = std::chrono::hours(1);  // the slots are freed by the clients, below
   auto server = StartOrDie(registry, options);
   ASSERT_NE(server, nullptr);
-  auto start = Clock::now();
   ClientSocket a(server->port());
   ClientSocket b(server->port());
   ClientSocket c(server->port());  // connect() completes in the backlog
   ASSERT_TRUE(a.connected() && b.connected() && c.connected());
   ASSERT_TRUE(WaitFor([&] { return server->connections() == 2; })) << server->connections();
-  std::this_thread::sleep_for(milliseconds(100));
-  EXPECT_EQ(server->connections(), 2u) << "accepted beyond max_connections";
 
   ASSERT_TRUE(c.SendAll("GET /healthz HTTP/1.1\r\n\r\n"));
+  // Not served while both slots are held (however long we look: a short look can only miss a
+  // wrong answer on a slow machine, never invent one).
   std::string raw;
-  ASSERT_TRUE(c.ReadToEof(raw, milliseconds(3000)));
-  auto took = Clock::now() - start;
+  EXPECT_FALSE(c.ReadToEof(raw, milliseconds(300))) << "served beyond max_connections: " << raw;
+  EXPECT_EQ(raw, "");
+  EXPECT_EQ(server->connections(), 2u) << "accepted beyond max_connections";
+
+  a.Close();
+  b.Close();
+  ASSERT_TRUE(c.ReadToEof(raw)) << "not served once the slots were free";
   EXPECT_EQ(ParseResponse(raw).status, 200) << raw;
   EXPECT_EQ(ParseResponse(raw).body, "ok\n");
-  EXPECT_GE(took, milliseconds(250)) << "served before a slot was free";
-  EXPECT_LT(took, milliseconds(2000));
-  // The idle ones were closed without a response.
-  std::string idle;
-  ASSERT_TRUE(a.ReadToEof(idle, milliseconds(1000)));
-  EXPECT_EQ(idle, "");
-  ASSERT_TRUE(b.ReadToEof(idle, milliseconds(1000)));
-  EXPECT_EQ(idle, "");
 }
 
 // Stop() while the accept loop waits for a free slot, every worker busy with an idle client.
@@ -142,7 +139,8 @@ TEST(MetricsHttpBoundsTest, StopWhileFullReturnsPromptly) {
   Registry registry;
   HttpServerOptions options;
   options.threads = 1;
-  options.max_connections = 1;  // read_timeout stays 2 s: Stop must not wait for it
+  options.max_connections = 1;
+  options.read_timeout = std::chrono::hours(1);  // Stop must not wait for it
   auto server = StartOrDie(registry, options);
   ASSERT_NE(server, nullptr);
   int port = server->port();
@@ -153,10 +151,10 @@ TEST(MetricsHttpBoundsTest, StopWhileFullReturnsPromptly) {
   ASSERT_TRUE(WaitFor([&] { return server->connections() == 1; }));
   std::this_thread::sleep_for(milliseconds(50));  // the accept loop now waits in the pool
 
-  EXPECT_LT(StopWithin5s(*server), milliseconds(500));
+  StopOrAbort(*server);
   EXPECT_EQ(server->connections(), 0u);
   std::string raw;
-  ASSERT_TRUE(a.ReadToEof(raw, milliseconds(1000)));
+  ASSERT_TRUE(a.ReadToEof(raw));
   EXPECT_EQ(raw, "");
   ClientSocket late(port);
   EXPECT_FALSE(late.connected());

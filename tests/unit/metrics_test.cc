@@ -324,25 +324,27 @@ TEST_F(MetricsHttpTest, RequestSplitAcrossWritesAndSlowClientDoesNotBlockOthers)
   EXPECT_EQ(ParseResponse(raw).body, "ok\n");
 }
 
+// The configured read timeout, not the default (2 s): longer than the default, so that a lower
+// bound tells them apart (a lower bound holds however loaded the machine is; the reads' ceiling
+// says the timeout fires at all).
 TEST_F(MetricsHttpTest, ReadTimeoutAnswers408OrClosesIdleConnection) {
   HttpServerOptions options;
-  options.read_timeout = milliseconds(200);
+  options.read_timeout = milliseconds(3000);
+  ASSERT_GT(options.read_timeout, HttpServerOptions{}.read_timeout);
   auto server = StartOrDie(options);
   ASSERT_NE(server, nullptr);
+  auto start = Clock::now();  // before the connections: the deadline counts from their accept
   ClientSocket partial(server->port());
   ClientSocket idle(server->port());
   ASSERT_TRUE(partial.connected() && idle.connected());
   ASSERT_TRUE(partial.SendAll("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
-  auto start = Clock::now();
   std::string raw;
-  ASSERT_TRUE(partial.ReadToEof(raw, milliseconds(3000)));
+  ASSERT_TRUE(partial.ReadToEof(raw));
   EXPECT_EQ(ParseResponse(raw).status, 408) << raw;
   std::string idle_raw;
-  ASSERT_TRUE(idle.ReadToEof(idle_raw, milliseconds(3000)));
+  ASSERT_TRUE(idle.ReadToEof(idle_raw));
   EXPECT_EQ(idle_raw, "");
-  auto took = Clock::now() - start;
-  EXPECT_GE(took, milliseconds(150));
-  EXPECT_LT(took, milliseconds(2000));
+  EXPECT_GE(Clock::now() - start, options.read_timeout);
   partial.Close();
   idle.Close();
   EXPECT_TRUE(WaitFor([&] { return server->connections() == 0; }));
@@ -373,7 +375,9 @@ TEST_F(MetricsHttpTest, StartRejectsMalformedAddresses) {
 }
 
 TEST_F(MetricsHttpTest, StopWhileClientHoldsConnectionReturnsPromptly) {
-  auto server = StartOrDie();  // default 2 s read timeout: Stop must not wait for it
+  HttpServerOptions options;
+  options.read_timeout = std::chrono::hours(1);  // Stop must not wait for it
+  auto server = StartOrDie(options);
   ASSERT_NE(server, nullptr);
   int port = server->port();
   ClientSocket holder(port);
@@ -382,30 +386,28 @@ TEST_F(MetricsHttpTest, StopWhileClientHoldsConnectionReturnsPromptly) {
   ASSERT_TRUE(holder.SendAll("GET /metrics HTTP/1.1\r\n"));
   ASSERT_TRUE(WaitFor([&] { return server->connections() == 2; })) << server->connections();
 
-  auto start = Clock::now();
   {
-    // A Stop() that hangs would hang the test binary: abort with a reason instead.
+    // A Stop() that waited for the held connections' read timeout would hang the test binary
+    // for an hour: abort with a reason after a minute instead.
     std::promise<void> stopped;
     std::future<void> done = stopped.get_future();
     std::thread stopper([&] {
       server->Stop();
       stopped.set_value();
     });
-    if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
-      std::fprintf(stderr, "HttpServer::Stop() did not return within 5 s\n");
+    if (done.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+      std::fprintf(stderr, "HttpServer::Stop() did not return within 60 s\n");
       std::abort();
     }
     stopper.join();
   }
-  auto took = Clock::now() - start;
-  EXPECT_LT(took, milliseconds(500));
   EXPECT_EQ(server->connections(), 0u);
 
-  // The held connections were closed (EOF or reset), well before the read timeout.
+  // The held connections were closed (EOF or reset) by Stop, long before the read timeout.
   std::string raw;
-  ASSERT_TRUE(holder.ReadToEof(raw, milliseconds(1000)));
+  ASSERT_TRUE(holder.ReadToEof(raw));
   EXPECT_EQ(raw, "");
-  ASSERT_TRUE(idle.ReadToEof(raw, milliseconds(1000)));
+  ASSERT_TRUE(idle.ReadToEof(raw));
   // And nothing listens any more.
   ClientSocket late(port);
   EXPECT_FALSE(late.connected());
