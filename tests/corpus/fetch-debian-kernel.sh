@@ -18,7 +18,11 @@
 #
 # Environment:
 #   SYMDEX_CORPUS_DIR    cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus)
-#   SYMDEX_KERNEL_META   metapackage to resolve (default linux-image-cloud-amd64)
+#   SYMDEX_KERNEL_ARCH   Debian architecture of the kernel (default amd64). Another architecture's
+#                        kernel (arm64) comes from the same archive once dpkg knows it: this script
+#                        runs `dpkg --add-architecture ARCH && apt-get update` when it does not (as
+#                        root: the packages are only downloaded and unpacked, never installed).
+#   SYMDEX_KERNEL_META   metapackage to resolve (default linux-image-cloud-ARCH)
 #
 # Idempotent: a finished unpack is marked with .symdex-complete and reused without
 # touching the network. Downloads and unpacks go to temp dirs inside the cache and
@@ -28,7 +32,8 @@
 set -euo pipefail
 
 PROG=${0##*/}
-META=${SYMDEX_KERNEL_META:-linux-image-cloud-amd64}
+ARCH=${SYMDEX_KERNEL_ARCH:-amd64}
+META=${SYMDEX_KERNEL_META:-linux-image-cloud-$ARCH}
 CACHE=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
 MARKER=.symdex-complete
 
@@ -44,17 +49,32 @@ for tool in apt-cache apt-get dpkg-deb; do
   command -v "$tool" >/dev/null 2>&1 || die 1 "'$tool' not found (this script needs a Debian/Ubuntu host)"
 done
 
+# --- the architecture -------------------------------------------------------
+# Packages of an architecture other than dpkg's own are named PKG:ARCH.
+NATIVE=$(dpkg --print-architecture)
+QUAL=""
+if [ "$ARCH" != "$NATIVE" ]; then
+  QUAL=":$ARCH"
+  if ! dpkg --print-foreign-architectures | grep -qx "$ARCH"; then
+    [ "$(id -u)" -eq 0 ] || die 1 "dpkg does not know architecture $ARCH: run 'dpkg --add-architecture $ARCH && apt-get update' as root"
+    log "adding architecture $ARCH to dpkg and updating apt's lists"
+    dpkg --add-architecture "$ARCH"
+    apt-get update -qq >&2 || die 1 "apt-get update failed after adding architecture $ARCH"
+  fi
+fi
+
 # --- resolve package names -------------------------------------------------
 # "apt-cache depends linux-image-cloud-amd64" prints e.g.
 #   linux-image-cloud-amd64
 #     Depends: linux-image-6.1.0-57-cloud-amd64
 # The metapackage names the signed image; an -unsigned variant with identical
 # System.map/modules exists too. Accept either, and derive the release from it.
-deps=$(apt-cache depends "$META" 2>/dev/null) ||
+deps=$(apt-cache depends "$META$QUAL" 2>/dev/null) ||
   die 3 "apt cannot find '$META' (run 'apt-get update'? is bookworm main in sources.list?)"
 IMAGE_PKG=$(printf '%s\n' "$deps" |
   sed -n 's/^ *|\{0,1\}Depends: *<\{0,1\}\(linux-image-[0-9][^ >]*\)>\{0,1\}$/\1/p' |
-  grep -E '^linux-image-[0-9].*-amd64(-unsigned)?$' | head -n1 || true)
+  sed 's/:[a-z0-9]*$//' |
+  grep -E "^linux-image-[0-9].*-$ARCH(-unsigned)?\$" | head -n1 || true)
 [ -n "$IMAGE_PKG" ] ||
   die 3 "no 'Depends: linux-image-<ver>-...' line in 'apt-cache depends $META':
 $deps"
@@ -66,7 +86,7 @@ case $MODE in
   dbg)   PKG=linux-image-$KREL-dbg ;;
 esac
 
-VERSION=$(apt-cache policy "$PKG" 2>/dev/null | sed -n 's/^ *Candidate: *//p' | head -n1)
+VERSION=$(apt-cache policy "$PKG$QUAL" 2>/dev/null | sed -n 's/^ *Candidate: *//p' | head -n1)
 if [ -z "$VERSION" ] || [ "$VERSION" = "(none)" ]; then
   die 3 "apt has no installable candidate for '$PKG' (release $KREL); run 'apt-get update'?"
 fi
@@ -98,13 +118,13 @@ DEB=$(find "$CACHE/debs" -maxdepth 1 -name "${PKG}_*.deb" 2>/dev/null |
 if [ -n "$DEB" ]; then
   log "reusing $DEB"
 else
-  size=$(apt-cache show --no-all-versions "$PKG=$VERSION" 2>/dev/null | sed -n 's/^Size: *//p' | head -n1)
+  size=$(apt-cache show --no-all-versions "$PKG$QUAL=$VERSION" 2>/dev/null | sed -n 's/^Size: *//p' | head -n1)
   log "downloading $PKG=$VERSION (${size:-?} bytes) into $CACHE/debs"
   apt_opts=(-q)
   # As root, apt drops to user _apt, which cannot write into our 0700 temp dir.
   [ "$(id -u)" -eq 0 ] && apt_opts+=(-o APT::Sandbox::User=root)
   mkdir "$TMP/dl"
-  if ! out=$(cd "$TMP/dl" && apt-get "${apt_opts[@]}" download "$PKG=$VERSION" 2>&1); then
+  if ! out=$(cd "$TMP/dl" && apt-get "${apt_opts[@]}" download "$PKG$QUAL=$VERSION" 2>&1); then
     printf '%s\n' "$out" >&2
     if printf '%s' "$out" | grep -qE 'Unable to locate|has no installation candidate|Version .* was not found'; then
       die 3 "apt cannot find $PKG=$VERSION"
