@@ -183,12 +183,14 @@ spawn() {  # spawn NAME LOG EXE ARGS...: detached from this shell's session, pid
 }
 
 healthy_grpc() {  # healthy_grpc HOST:PORT: exit 0 when grpc.health.v1 says SERVING
+  # Each check may take 10 s: a loaded machine (or a sanitized build) answers slowly, and a
+  # check that always ran out of time would never pass. A refused connection fails at once.
   "$py" - "$1" <<'EOF' >/dev/null 2>&1
 import sys, grpc
 with grpc.insecure_channel(sys.argv[1]) as ch:
     check = ch.unary_unary("/grpc.health.v1.Health/Check",
                            request_serializer=lambda m: m, response_deserializer=lambda m: m)
-    sys.exit(0 if check(b"", timeout=2) == b"\x08\x01" else 1)  # status: SERVING
+    sys.exit(0 if check(b"", timeout=10) == b"\x08\x01" else 1)  # status: SERVING
 EOF
 }
 

@@ -20,7 +20,8 @@ mini_kernel "$work/served" vmlinux
 bid=$(build_id "$work/served/vmlinux")
 addr=$(symbol_addr "$work/served/vmlinux" beta)
 
-"$src/deploy/fleet-up.sh" up "$work/fleet" --proxy nginx --symdexd "$bin/symdexd" --timeout 30 --wait-scan 30 \
+# Ceilings, not expectations: fleet-up returns as soon as every part is healthy and the scan done.
+"$src/deploy/fleet-up.sh" up "$work/fleet" --proxy nginx --symdexd "$bin/symdexd" --timeout 120 --wait-scan 120 \
   -- -F "$work/served" >"$work/up.out" 2>"$work/up.log" || { cat "$work/up.log"; echo "FAIL: fleet-up"; exit 1; }
 set -a; . "$work/fleet/fleet.env"; set +a
 ask() { "$bin/symdex" --connect "$SYMDEX_FLEET_PROXY" --json frames --kernel-build-id "$bid" --kaslr-offset 0x0 \
@@ -35,8 +36,18 @@ victim=""
 for i in 1 2 3; do [ "$(runs "$i")" = 1 ] && victim=$i; done
 [ -n "$victim" ] || { echo "FAIL: no replica indexed the kernel"; exit 1; }
 echo "ok    replica $victim fetched and indexed kernel $bid and answered"
-kill -KILL "$(eval echo "\$SYMDEX_FLEET_REPLICA_${victim}_PID")"
-sleep 0.3
+vpid=$(eval echo "\$SYMDEX_FLEET_REPLICA_${victim}_PID")
+vport=$(eval echo "\$SYMDEX_FLEET_REPLICA_$victim" | sed 's/.*://')
+kill -KILL "$vpid"
+# Asked before the replica is gone, the request could still be answered by it. Gone: no process
+# (a zombie has no /proc/PID/exe; fleet-up.sh's spawn leaves it to PID 1 to reap) and nothing
+# accepting on its port. Polled, with a generous ceiling.
+gone() { ! readlink "/proc/$vpid/exe" >/dev/null 2>&1 && ! (exec 3<>"/dev/tcp/127.0.0.1/$vport") 2>/dev/null; }
+deadline=$((SECONDS + 120))
+until gone; do
+  [ "$SECONDS" -lt "$deadline" ] || { echo "FAIL: replica $victim (pid $vpid) still runs or accepts 120 s after SIGKILL"; exit 1; }
+  sleep 0.1
+done
 second=$(ask) || { echo "FAIL: after replica $victim was killed the request failed"; exit 1; }
 [ "$second" = "$first" ] || { echo "FAIL: the survivor answered differently"; diff <(echo "$first") <(echo "$second"); exit 1; }
 heir=""

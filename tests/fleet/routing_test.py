@@ -20,6 +20,7 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,34 @@ import time
 
 SKIP = 77
 KEYS = 40
+# Ceilings, not expectations: a loaded or sanitized machine may be slow, and only a condition
+# that never comes (or a call that never returns) should fail the test.
+CEILING = 120
+
+
+def wait_until(done, seconds=CEILING):
+    """Polls `done` every 0.1 s until it is true (True) or `seconds` have gone by (False)."""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def gone(pid, port):
+    """No process `pid` (a zombie has no /proc/PID/exe: fleet-up.sh's spawn leaves it to PID 1
+    to reap) and nothing accepting on 127.0.0.1:`port`."""
+    try:
+        os.readlink(f"/proc/{pid}/exe")
+        return False  # still running
+    except OSError:
+        pass  # no such process, or a zombie
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return False
+    except OSError:
+        return True
 
 
 def skip(why):
@@ -81,7 +110,7 @@ def run(a, work, fleet_up):
     fleet = os.path.join(work, "fleet")
     t0 = time.monotonic()
     up = subprocess.run([fleet_up, "up", fleet, "--proxy", a.proxy, "--symdexd", a.symdexd,
-                         "--timeout", "20"], env=env, capture_output=True, text=True)
+                         "--timeout", str(CEILING)], env=env, capture_output=True, text=True)
     print(up.stderr, end="")
     if up.returncode != 0:
         print(f"FAIL: fleet-up.sh exited {up.returncode}")
@@ -95,7 +124,7 @@ def run(a, work, fleet_up):
 
     def who(key):  # the replica number that answered; raises grpc.RpcError on failure
         md = [("symdex-build-id", key)] if key is not None else []
-        resp = stub.Status(symdex_pb2.StatusRequest(), metadata=md, timeout=10)
+        resp = stub.Status(symdex_pb2.StatusRequest(), metadata=md, timeout=60)
         return replicas[resp.database]
 
     failures = []
@@ -122,8 +151,13 @@ def run(a, work, fleet_up):
 
     # Lose the replica with the most build-IDs: the strongest test of "only its share moves".
     victim = max(share, key=share.get)
-    os.kill(int(kv[f"SYMDEX_FLEET_REPLICA_{victim}_PID"]), signal.SIGKILL)
-    time.sleep(0.2)  # the port is closed now; the proxy has not noticed yet
+    vpid = int(kv[f"SYMDEX_FLEET_REPLICA_{victim}_PID"])
+    vport = int(kv[f"SYMDEX_FLEET_REPLICA_{victim}"].rsplit(":", 1)[1])
+    os.kill(vpid, signal.SIGKILL)
+    # Until the replica is gone (its port refuses connections); the proxy has not noticed yet.
+    if not wait_until(lambda: gone(vpid, vport)):
+        print(f"FAIL: replica {victim} (pid {vpid}) still runs or accepts {CEILING} s after SIGKILL")
+        return 1
     errors = []
     after = {}
     for k in keys:

@@ -116,33 +116,71 @@ void LoopbackServer::Start(std::vector<std::string> argv, const std::function<bo
     ::_exit(127);
   }
   url_ = "http://127.0.0.1:" + port;
-  for (int i = 0; i < 100 && !ready_ && pid_ > 0; ++i) {
+  // A ceiling, not an expectation: the loop ends as soon as the server answers its check.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (pid_ > 0 && !ready_) {
     ready_ = is_ready();
-    if (!ready_) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (ready_) break;
+    if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+      pid_ = -1;  // exited (reaped): it will never be ready
+      break;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
-LoopbackServer::~LoopbackServer() {
+LoopbackServer::~LoopbackServer() { Stop(); }
+
+void LoopbackServer::Stop() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
     ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 }
 
 DebuginfodServer::DebuginfodServer(const std::string& served_dir) {
   Start({"debuginfod", "-F", served_dir, "-p", "{port}", "-d", ":memory:", "-t0", "-g0", "-c1"}, [this] {
-    CommandResult m = RunCommand("curl -s " + url() + "/metrics");
-    return m.out.find("ready 1") != std::string::npos &&
-           m.out.find("thread_work_total{role=\"traverse\"} 1") != std::string::npos;
+    // Ready once -F was traversed and everything it found scanned: the traversal only queues
+    // the files, and a request that raced their scan would be answered 404.
+    const std::string m = "\n" + RunCommand("curl -s " + url() + "/metrics").out;
+    auto has = [&m](const std::string& line) { return m.find("\n" + line + "\n") != std::string::npos; };
+    return has("ready 1") && has("thread_work_total{role=\"traverse\"} 1") && has("thread_busy{role=\"traverse\"} 0") &&
+           has("thread_busy{role=\"scan\"} 0") && has("thread_work_pending{role=\"scan\"} 0");
   });
 }
 
-SlowProxy::SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds) {
+SlowProxy::SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds, bool gated) {
   const std::string ready_file = dir_ / "ready";
-  Start({"python3", script, "{port}", upstream_url.substr(upstream_url.find("://") + 3), "--delay",
-         std::to_string(delay_seconds), "--ready-file", ready_file},
-        [ready_file] { return !Slurp(ready_file).empty(); });
+  std::vector<std::string> argv = {"python3",      script,
+                                   "{port}",       upstream_url.substr(upstream_url.find("://") + 3),
+                                   "--delay",      std::to_string(delay_seconds),
+                                   "--log",        dir_ / "log",
+                                   "--ready-file", ready_file};
+  if (gated) {
+    argv.push_back("--gate");
+    argv.push_back(dir_ / "gate");
+  }
+  Start(std::move(argv), [ready_file] { return !Slurp(ready_file).empty(); });
 }
+
+SlowProxy::~SlowProxy() { Stop(); }
+
+void SlowProxy::OpenGate() { WriteFile(dir_ / "gate", "open\n"); }
+
+namespace {
+int CountLines(const std::string& text, const std::string& line) {
+  int n = 0;
+  for (size_t p = 0; (p = text.find(line + "\n", p)) != std::string::npos; p += line.size() + 1) {
+    n += p == 0 || text[p - 1] == '\n';
+  }
+  return n;
+}
+}  // namespace
+
+int SlowProxy::requests() const { return CountLines(Slurp(dir_ / "log"), "request"); }
+int SlowProxy::released() const { return CountLines(Slurp(dir_ / "log"), "released"); }
 
 std::string ElfBuildIdHex(const std::string& file) {
   CommandResult r = RunCommand("readelf -n '" + file + "' | awk '/Build ID/ {print $3}'");

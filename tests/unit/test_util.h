@@ -64,7 +64,8 @@ struct DirectCall {
 DirectCall ObjdumpDirectCall(const std::string& file, const std::string& function, const std::string& callee);
 
 // A server process on a free loopback port for a test: started in its own process group by the
-// subclass (Start), ready() once its `is_ready` check passed (polled up to 10 s), stopped
+// subclass (Start), ready() once its `is_ready` check passed (polled for up to 120 s: a loaded
+// or sanitized machine starts servers slowly; a server that exits is not waited for), stopped
 // (SIGTERM, reaped) with the object.
 class LoopbackServer {
  public:
@@ -77,8 +78,10 @@ class LoopbackServer {
  protected:
   LoopbackServer() = default;
   // Runs `argv` (PATH lookup) with "{port}" in any argument replaced by the port, then polls
-  // `is_ready` every 100 ms.
+  // `is_ready` every 100 ms until it passes, the process exits, or 120 s have gone by.
   void Start(std::vector<std::string> argv, const std::function<bool()>& is_ready);
+  // SIGTERM, reaped; for a subclass whose members the server uses (they go before the base).
+  void Stop();
 
  private:
   int pid_ = -1;
@@ -94,11 +97,18 @@ class DebuginfodServer : public LoopbackServer {
 };
 
 // A slow network in front of a server: tests/fleet/slow_proxy.py (`script`) forwarding to
-// `upstream_url`'s host:port, each answer held `delay_seconds` after its request; ready once it
-// listens.
+// `upstream_url`'s host:port, each answer held `delay_seconds` after its request and, when
+// `gated`, until OpenGate() (at most 600 s), so that a test ends the slow transfer when it has
+// seen what it needs rather than guessing how long its own steps take. Ready once it listens.
 class SlowProxy : public LoopbackServer {
  public:
-  SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds);
+  SlowProxy(const std::string& script, const std::string& upstream_url, double delay_seconds, bool gated = false);
+  ~SlowProxy();  // stops the proxy before its directory (gate, log) is removed
+  // Lets the held answers (and every later one) go. Idempotent.
+  void OpenGate();
+  // Requests forwarded to the upstream so far, and answers let go so far (from the proxy's log).
+  int requests() const;
+  int released() const;
 
  private:
   TempDir dir_;
