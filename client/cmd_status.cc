@@ -108,7 +108,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     for (const auto& [s, n] : by_status) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, s);
     fmt::print("  input files       {}\n", summary);
     for (const auto& f : ts.files) {
-      if (verbose || f.problem) {
+      // (A System.map's note says which of its symbols the kernel does not keep either.)
+      if (verbose || f.problem || (f.role == "system-map" && !f.detail.empty())) {
         fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
       }
     }

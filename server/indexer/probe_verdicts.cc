@@ -4,9 +4,10 @@
 //  - an fentry site belongs to the symbol kallsyms would name for it: the greatest symbol
 //    address not above it, of the same owner (vmlinux, or the module: for an offline module,
 //    the same section), every alias at that address alike (kallsyms_lookup_size_offset);
-//  - ftrace lists a function when a site is at its entry (the kernel's
-//    FTRACE_MCOUNT_MAX_OFFSET: 0, 4 with IBT's endbr64) — a site further in is code a dropped
-//    weak function left behind, which 6.1 lists as __ftrace_invalid_address___N;
+//  - ftrace lists a function when a site is at its entry (x86-64's FTRACE_MCOUNT_MAX_OFFSET: 0,
+//    4 with IBT's endbr64) — a site further in is code a dropped weak function left behind,
+//    which x86-64 6.1 lists as __ftrace_invalid_address___N and arm64, which has no such limit,
+//    lists under the name of the symbol holding it (common/kernel_arch.h);
 //  - kprobe events' notrace check (trace_kprobe.c within_notrace_func) passes when any site lies
 //    in the symbol's extent, or, for NAME.suffix, in the extent of the first symbol named NAME
 //    (the kernel's kprobe_lookup_name: vmlinux first, then modules in order);
@@ -21,6 +22,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/debuginfo/probe_files.h"
@@ -34,8 +36,9 @@ namespace {
 
 using target::SymbolEntry;
 
-// Where ftrace still calls a site the function's own (x86: 0, or 4 after endbr64 with IBT).
-constexpr uint64_t kFtraceMaxEntryOffset = 4;
+// The blacklist areas every architecture has (kernel/kprobes.c), beside the arch's own.
+constexpr BoundedText kGenericBlacklist[] = {{"__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"},
+                                             {"__noinstr_text_start", "__noinstr_text_end", ".noinstr.text"}};
 
 // The symbols of one address space (vmlinux; a live module; one section of an offline
 // module), sorted by address, ties in input order (kallsyms lists aliases in that order).
@@ -103,11 +106,13 @@ class Judge {
     }
   }
 
-  void Fentry(Space& sp, uint64_t site) {
+  // `max_entry_offset`: how far past the symbol a site is still listed under its name
+  // (KernelArch::ftrace_entry_max_offset).
+  void Fentry(Space& sp, uint64_t site, uint64_t max_entry_offset) {
     auto r = sp.Holding(site);
     if (r.first == r.second) return;
     uint32_t bits = target::kProbeFentryInside;
-    if (site - sp.addrs[r.first] <= kFtraceMaxEntryOffset) bits |= target::kProbeFentryEntry;
+    if (site - sp.addrs[r.first] <= max_entry_offset) bits |= target::kProbeFentryEntry;
     Mark(sp, r, bits);
   }
 
@@ -121,8 +126,10 @@ class Judge {
   void Apply(Owner& o, const ingest::ProbeTables& tab, uint64_t slide, bool kernel_records_fentry) {
     // A module without __mcount_loc of a kernel that records fentry sites has none.
     o.fentry_known = tab.fentry_known || (tab.relocatable && kernel_records_fentry);
+    const KernelArch* arch = ArchOfMachine(tab.machine);
+    const uint64_t max_entry_offset = arch != nullptr ? arch->ftrace_entry_max_offset : 0;
     for (const auto& p : tab.fentry) {
-      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->first, w->second);
+      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->first, w->second, max_entry_offset);
     }
     for (const auto& p : tab.blacklist) {
       if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->first, w->first->Holding(w->second), kBl);
@@ -142,8 +149,9 @@ class Judge {
     }
   }
 
-  // vmlinux areas from its own symbols, when no image was read.
-  void AreasFromSymbols(Owner& o) {
+  // vmlinux areas from its own symbols, when no image was read: the generic ones and those of
+  // `arch` (unknown: .entry.text, which every architecture blacklists).
+  void AreasFromSymbols(Owner& o, const KernelArch* arch) {
     auto it = o.spaces.find("");
     if (it == o.spaces.end()) return;
     std::unordered_map<std::string_view, uint64_t> v;
@@ -153,9 +161,14 @@ class Judge {
       if (a != v.end() && b != v.end() && b->second > a->second) Area(it->second, a->second, b->second, bits, holder);
     };
     area("_sinittext", "_einittext", target::kProbeInit, false);
-    area("__kprobes_text_start", "__kprobes_text_end", kBl, true);
-    area("__noinstr_text_start", "__noinstr_text_end", kBl | target::kProbeNoinstr, true);
-    area("__entry_text_start", "__entry_text_end", kBl, true);
+    for (const BoundedText& b : kGenericBlacklist) {
+      area(b.start, b.end, kBl | (b.what == ".noinstr.text" ? target::kProbeNoinstr : 0u), true);
+    }
+    if (arch != nullptr) {
+      for (const BoundedText& b : arch->blacklist_areas) area(b.start, b.end, kBl, true);
+    } else {
+      area("__entry_text_start", "__entry_text_end", kBl, true);
+    }
   }
 
   // Offline modules: symbols of .init* sections are init text whatever the tables say.
@@ -246,6 +259,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
   ASSIGN_OR_RETURN(auto vml, VmlinuxDebugFile(db, t));
   bool vmlinux_read = false;
   bool kernel_records_fentry = false;
+  uint16_t machine = 0;  // the kernel's architecture, from the first table read
   if (vml && !vml->path.empty()) {
     auto tab = debuginfo::ReadProbeTablesFile(vml->path);
     if (tab.ok() && !tab->relocatable) {
@@ -253,6 +267,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       if (t.text_addr && vml->text_addr) slide = *t.text_addr - *vml->text_addr;
       judge.Apply(judge.owner(-1), *tab, slide, false);
       kernel_records_fentry = tab->fentry_known;
+      machine = tab->machine;
       vmlinux_read = true;
       ++read;
     } else {
@@ -260,8 +275,6 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       failures.push_back(tab.ok() ? StrCat(vml->path, ": not a linked image") : std::string(tab.status().message()));
     }
   }
-  if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1));
-
   // Modules: the debug file the join used, else the module file itself (an offline kernel's
   // .ko keeps __mcount_loc and its relocations when stripped of debug info).
   std::unordered_map<std::string, const target::DebugInfoRecord*> records;
@@ -280,6 +293,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       auto tab = debuginfo::ReadProbeTablesFile(p);
       if (tab.ok() && tab->relocatable) {
         judge.Apply(o, *tab, 0, kernel_records_fentry);
+        if (machine == 0) machine = tab->machine;
         ++read;
         break;
       }
@@ -291,6 +305,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       }
     }
   }
+  if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1), ArchOfMachine(machine));
   judge.Finish();
   sum.probe_tables_read = read;
   if (failed > 0) {

@@ -135,9 +135,17 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   t.source = opts.system_map;
 
   ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(opts.system_map, kMaxSystemMapBytes));
-  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> vsyms, ingest::ParseKallsyms(map_text, opts.system_map));
+  ASSIGN_OR_RETURN(ingest::SystemMapSymbols map, ingest::ParseSystemMap(map_text, opts.system_map));
+  std::vector<ingest::KernelSymbol>& vsyms = map.symbols;
   if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
-  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, ""});
+  std::string dropped;
+  if (map.DroppedTotal() > 0) {
+    std::vector<std::string> why;
+    for (const auto& [rule, n] : map.dropped) why.push_back(StrCat(n, " ", rule));
+    dropped =
+        StrCat(map.DroppedTotal(), " symbols left out, as the kernel's kallsyms leaves them out: ", StrJoin(why, ", "));
+  }
+  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, dropped});
   t.symbols.reserve(vsyms.size());
   for (auto& k : vsyms) {
     if (!k.module.empty()) {
