@@ -78,6 +78,7 @@ nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const st
                       {"verdict", VerdictJson(in.verdict)}};
   j["address"] = in.addr ? nlohmann::json(fmt::format("0x{:x}", *in.addr + offset)) : nlohmann::json(nullptr);
   j["text_offset"] = in.text_offset ? nlohmann::json(*in.text_offset + offset) : nlohmann::json(nullptr);
+  if (in.text_offset) j["text_anchor"] = in.text_anchor;
   if (!in.section.empty()) {
     j["section"] = in.section;
     j["section_offset"] = in.section_offset + offset;
@@ -120,7 +121,7 @@ int ReportResolve(const std::string& text, absl::StatusOr<query::ResolveResult> 
       const auto& m = matches[0].match;
       std::string place =
           m.instance.module.empty() && m.instance.text_offset
-              ? fmt::format("_text+{}", *m.instance.text_offset + m.offset)
+              ? fmt::format("{}+{}", m.instance.text_anchor, *m.instance.text_offset + m.offset)
               : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
       fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance), matches[0].canonical);
     }
@@ -249,12 +250,12 @@ std::vector<std::string> ProbeableAlternatives(query::QueryApi& api, const std::
       const uint64_t at = *caller.text_offset + info->offset;
       if (!seen.insert(at).second) continue;
       if (sites < 8) {
-        out.push_back(
-            fmt::format("symdex kprobe -n _text+{}    # inlined into {}+{:#x}", at, caller.name, info->offset));
+        out.push_back(fmt::format("symdex kprobe -n {}+{}    # inlined into {}+{:#x}", caller.text_anchor, at,
+                                  caller.name, info->offset));
         ++sites;
       }
       if (callers.size() < 5) {
-        auto r = api.Resolve(target, fmt::format("_text+{}", *caller.text_offset));
+        auto r = api.Resolve(target, fmt::format("{}+{}", caller.text_anchor, *caller.text_offset));
         if (r.ok() && r->matches.size() == 1) callers.emplace(r->matches[0].canonical, caller.name);
       }
     }

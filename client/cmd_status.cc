@@ -77,6 +77,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
            {"release", t.release},
            {"build_id", t.build_id},
            {"text_addr", t.text_addr ? nlohmann::json("0x" + Hex(*t.text_addr)) : nlohmann::json(nullptr)},
+           {"text_anchor", t.text_anchor},
+           {"anchor_addr", t.AnchorAddr() ? nlohmann::json("0x" + Hex(*t.AnchorAddr())) : nlohmann::json(nullptr)},
            {"source", t.source},
            {"indexed_at", t.indexed_at},
            {"generation", t.generation},
@@ -96,6 +98,10 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
     fmt::print("  vmlinux build-id  {}\n", t.build_id.empty() ? "(unknown)" : t.build_id);
     fmt::print("  _text             {}\n", t.text_addr ? Hex(*t.text_addr) : "(unknown)");
+    if (t.text_anchor != "_text") {
+      fmt::print("  {:<17} {} (kallsyms lists no _text: KASLR-proof probes are {}+N)\n", t.text_anchor,
+                 t.AnchorAddr() ? Hex(*t.AnchorAddr()) : "(unknown)", t.text_anchor);
+    }
     fmt::print("  indexed           {} (generation {}) from {}\n", FormatTime(t.indexed_at), t.generation, t.source);
     fmt::print("  kernel config     {}\n",
                t.kernel_config.empty()

@@ -151,6 +151,23 @@ const char* KallsymsIgnoreRule(std::string_view name, char type) {
   return nullptr;
 }
 
+const char* MksysmapIgnoreRule(std::string_view name, char type) {
+  if (type == 'a' || type == 'N' || type == 'U' || type == 'w') return "symbols System.map never lists (nm a N U w)";
+  if (name.starts_with("$")) return "mapping symbols ($x, $d)";
+  if (name.starts_with(".L")) return "local labels (.L)";
+  for (std::string_view p : {"__crc_", "__kstrtab_", "__kstrtabns_"}) {
+    if (name.starts_with(p)) return "export table entries (__crc_, __kstrtab_)";
+  }
+  if (name == "L0") return "local labels (.L)";
+  return nullptr;
+}
+
+bool IsMappingSymbol(std::string_view name) {
+  if (name.starts_with(".L")) return true;
+  return name.size() >= 2 && name[0] == '$' && std::string_view("axtd").find(name[1]) != std::string_view::npos &&
+         (name.size() == 2 || name[2] == '.');
+}
+
 bool AllAddressesZero(const std::vector<KernelSymbol>& symbols) {
   if (symbols.empty()) return false;
   for (const auto& s : symbols) {

@@ -57,6 +57,17 @@ absl::StatusOr<SystemMapSymbols> ParseSystemMap(std::string_view text, std::stri
 // kernel keeps it.
 const char* KallsymsIgnoreRule(std::string_view name, char type);
 
+// scripts/mksysmap's rule: System.map is `nm -n vmlinux` without these (mapping symbols $x/$d,
+// local labels .L…, __crc_/__kstrtab_/__kstrtabns_ entries, L0, and symbols of nm type a N U w):
+// the rule's name, or nullptr when System.map lists the symbol. With KallsymsIgnoreRule, what
+// a kernel's own symbol table keeps of a vmlinux symbol table.
+const char* MksysmapIgnoreRule(std::string_view name, char type);
+
+// ARM mapping symbols ($a, $d, $t, $x, optionally with a ".suffix") and local labels (.L…),
+// which a module's symbol table carries and the kernel never names an address by (6.1
+// kernel/module/kallsyms.c is_arm_mapping_symbol): not functions, and never unique.
+bool IsMappingSymbol(std::string_view name);
+
 // True when the table is non-empty and every address is zero: what an unprivileged reader sees
 // under kernel.kptr_restrict.
 bool AllAddressesZero(const std::vector<KernelSymbol>& symbols);

@@ -30,8 +30,8 @@ bool HidesAddresses(AddressAccess access, const store::TargetInfo& t) {
   return access == AddressAccess::kKaslrFree && t.kind == "live";
 }
 
-// vmlinux: _text+N (the `section` _text); a loaded module: SECTION+0xOFF from the section bases
-// /sys/module/M/sections gave; a kprobe target that is an absolute address is dropped.
+// vmlinux: _text+N (the `section` _text, or the target's anchor: _stext on arm64); a loaded module: SECTION+0xOFF from
+// the section bases /sys/module/M/sections gave; a kprobe target that is an absolute address is dropped.
 absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
   if (!HidesAddresses(access_, t)) return absl::OkStatus();
   if (in.probe.starts_with("0x")) in.probe.clear();
@@ -40,7 +40,7 @@ absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
   in.addr.reset();
   if (in.module.empty()) {
     if (in.text_offset) {
-      in.section = "_text";
+      in.section = in.text_anchor;
       in.section_offset = *in.text_offset;
     }
     return absl::OkStatus();

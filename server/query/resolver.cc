@@ -81,12 +81,15 @@ absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInf
 absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
                                            std::vector<Instance>* candidates, std::string* group) {
   std::vector<Match> out;
-  if (!spec.address && spec.name == "_text" && spec.offset && spec.module.empty() && spec.path.empty() &&
-      spec.kas_alias.empty() && !spec.at_addr && spec.cu.empty() && t.text_addr) {
-    // _text+N names an address (the form perf probe -D and symdex kprobe print): resolve it to
-    // the function there, as for 0xADDR.
+  // _text+N (or the target's anchor: _stext+N on arm64) names an address (the form perf probe -D
+  // and symdex kprobe print): resolve it to the function there, as for 0xADDR.
+  const std::optional<uint64_t> base = spec.name == t.text_anchor ? t.AnchorAddr()
+                                       : spec.name == "_text"     ? t.text_addr
+                                                                  : std::nullopt;
+  if (!spec.address && base && spec.offset && spec.module.empty() && spec.path.empty() && spec.kas_alias.empty() &&
+      !spec.at_addr && spec.cu.empty()) {
     Spec as_address;
-    as_address.address = *t.text_addr + spec.offset;
+    as_address.address = *base + spec.offset;
     return Resolve(src, t, as_address, candidates, group);
   }
   if (spec.address) {
@@ -327,7 +330,7 @@ absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions
     target = StrCat(in.module, ":", in.name);
     if (m.offset) target += StrCat("+", m.offset);
   } else if (in.module.empty() && in.text_offset) {
-    target = StrCat("_text+", *in.text_offset + m.offset);
+    target = StrCat(in.text_anchor, "+", *in.text_offset + m.offset);
   } else if (in.addr) {
     target = fmt::format("0x{:x}", *in.addr + m.offset);
   } else {

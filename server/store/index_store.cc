@@ -30,7 +30,7 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 
 constexpr const char* kTargetCols =
     "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
-    "indexed_at, generation, kprobe_events_on_notrace, kernel_config";
+    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr";
 
 TargetInfo ReadTarget(const Stmt& st) {
   TargetInfo t;
@@ -46,6 +46,8 @@ TargetInfo ReadTarget(const Stmt& st) {
   t.generation = st.Int(9);
   if (!st.IsNull(10)) t.kprobe_events_on_notrace = st.Int(10) != 0;
   t.kernel_config = st.Text(11);
+  t.text_anchor = st.Text(12);
+  t.anchor_addr = OptU64(st.OptInt(13));
   return t;
 }
 
@@ -242,8 +244,8 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   }
   ASSIGN_OR_RETURN(Stmt ins_target,
                    db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
-                              "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config) "
-                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"));
+                              "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
+                              "text_anchor, anchor_addr) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"));
   ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
   ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
   ins_target.Bind(9, StrJoin(t.warnings, "\n"));
@@ -252,6 +254,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   else
     ins_target.BindNull(10);
   ins_target.Bind(11, t.kernel_config);
+  ins_target.Bind(12, t.text_anchor).Bind(13, OptAddr(t.anchor_addr));
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 

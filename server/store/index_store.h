@@ -19,7 +19,12 @@ namespace symdex::store {
 struct TargetInfo {
   int64_t id = 0;
   std::string name, kind, release, build_id, source, warnings;
-  std::optional<uint64_t> text_addr;
+  std::optional<uint64_t> text_addr;  // the kernel's _text (KASLR slides)
+  // KASLR-proof probes are ANCHOR+N (target::KernelTarget::text_anchor); anchor_addr is unset in
+  // rows written before it was stored, whose anchor is _text.
+  std::string text_anchor = "_text";
+  std::optional<uint64_t> anchor_addr;
+  std::optional<uint64_t> AnchorAddr() const { return anchor_addr ? anchor_addr : text_addr; }
   int64_t indexed_at = 0;
   int64_t generation = 0;
   std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one

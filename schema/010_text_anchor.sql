@@ -1,0 +1,8 @@
+-- The symbol a KASLR-proof vmlinux probe is written against (ANCHOR+N) and its address: _text
+-- where the kernel's kallsyms lists it; _stext where it does not (arm64 without
+-- CONFIG_KALLSYMS_ALL: kallsyms keeps text symbols only, and _text is the image header before
+-- _stext). text_addr stays the kernel's _text, which KASLR slides are taken from; on a live arm64
+-- host it is derived from the anchor and the vmlinux debug file, NULL without one. A row
+-- written before this column has anchor_addr NULL: its anchor is _text at text_addr.
+ALTER TABLE targets ADD COLUMN text_anchor TEXT NOT NULL DEFAULT '_text';
+ALTER TABLE targets ADD COLUMN anchor_addr INTEGER;
