@@ -78,7 +78,7 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
   ASSIGN_OR_RETURN(FramesResult r, api.Frames(picked.first, ctx, in));
   if (ctx.text || ctx.kaslr_offset) {
     out.slide = ctx.kaslr_offset;
-    if (ctx.text && r.target.text_addr) out.slide = static_cast<int64_t>(*ctx.text - *r.target.text_addr);
+    if (ctx.text && r.target.AnchorAddr()) out.slide = static_cast<int64_t>(*ctx.text - *r.target.AnchorAddr());
     out.slide_reason = "given";
   } else {
     // The slide, from frames that print an address and a vmlinux symbol+offset known by name alone.
@@ -107,8 +107,8 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
     } else {
       out.slide = slide;
       out.slide_reason = StrCat("learnt from ", agree, " frame", agree == 1 ? "" : "s");
-      if (r.target.text_addr) {
-        ctx.text = *r.target.text_addr + static_cast<uint64_t>(*slide);
+      if (r.target.AnchorAddr()) {
+        ctx.text = *r.target.AnchorAddr() + static_cast<uint64_t>(*slide);
       } else {
         ctx.kaslr_offset = slide;
       }

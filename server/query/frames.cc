@@ -489,10 +489,11 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
     // host address - slide = the target's address (vmlinux).
     std::optional<int64_t> slide;
     if (ctx.text) {
-      if (!t.text_addr) {
+      // The host's value of the target's anchor: _text, or _stext where kallsyms lists no _text.
+      if (!t.AnchorAddr()) {
         return absl::FailedPreconditionError(StrCat("target ", t.name, " has no _text: give a KASLR offset"));
       }
-      slide = static_cast<int64_t>(*ctx.text - *t.text_addr);
+      slide = static_cast<int64_t>(*ctx.text - *t.AnchorAddr());
     } else if (ctx.kaslr_offset) {
       if (t.kind != "offline") {
         return absl::FailedPreconditionError(StrCat(

@@ -10,6 +10,19 @@ sys.path.insert(0, __import__('os').path.dirname(__file__))
 from compare_llvm_symbolizer import normalize  # noqa: E402
 
 
+# Objects linked into their own namespace with `objcopy --prefix-symbols` (arm64: the nVHE
+# hypervisor's __kvm_nvhe_, the EFI stub's __efistub_, the early position-independent code's
+# __pi_): their DWARF keeps the source name, llvm-symbolizer prints the prefixed ELF symbol.
+PREFIXES = ('__kvm_nvhe_', '__efistub_', '__pi_')
+
+
+def unprefixed(name):
+    for p in PREFIXES:
+        while name.startswith(p):
+            name = name[len(p):]
+    return name
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('symdex')
@@ -40,9 +53,12 @@ def main():
     assert len(ours) == len(llvm) == len(addrs)
     agree, causes, ex = 0, collections.Counter(), collections.defaultdict(list)
     for addr, o, l in zip(addrs, ours, llvm):
-        lf = [(s.get('FunctionName', ''), normalize(s.get('FileName', '')), s.get('Line', 0)) for s in l.get('Symbol', [])]
+        lf = [(unprefixed(s.get('FunctionName', '')), normalize(s.get('FileName', '')), s.get('Line', 0))
+              for s in l.get('Symbol', [])]
         lf = [x for x in lf if x[2] != 0 or x[0] not in ('', '??')]
-        of = [(f['function'], f['file'], f['line']) for f in o['frames']]
+        # No line on either side: llvm-symbolizer names the unit's file, symdex nothing.
+        lf = [(x[0], '', 0) if x[2] == 0 else x for x in lf]
+        of = [(unprefixed(f['function']), f['file'] if f['line'] else '', f['line']) for f in o['frames']]
         # Where DWARF names no function, llvm-symbolizer prints none ("" / no frame) and symdex
         # names the containing symbol: compare only what llvm knows.
         if not lf and len(of) == 1 and of[0][2] == 0:
