@@ -115,6 +115,25 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
       ASSIGN_OR_RETURN(r, api.Frames(picked.first, ctx, in));
     }
   }
+  // A register dump's frame (RIP:, pc :, the WARNING line) names the faulting instruction, which
+  // the report prints again — arm64 as the first frame of its Call trace, which the call before
+  // the next return address can pin. Left ambiguous, it is that place when a later frame of its
+  // stack (or of the stack right after it: a WARNING line's report) prints the same words and was
+  // pinned.
+  auto pinned = [&](const FrameAnswer& a) {
+    return a.candidates.empty() && a.info && a.info->symbol && a.error.empty();
+  };
+  for (size_t i = 0; i < log.frames.size(); ++i) {
+    if (!log.frames[i].regs || r.frames[i].candidates.empty()) continue;
+    for (size_t j = i + 1; j < log.frames.size() && log.frames[j].trace <= log.frames[i].trace + 1; ++j) {
+      if (log.frames[j].normalized != log.frames[i].normalized || !pinned(r.frames[j])) continue;
+      FrameAnswer same = r.frames[j];
+      same.note = StrCat("the faulting instruction, as line ", log.frames[j].line + 1, " prints it",
+                         same.note.empty() ? "" : ": ", same.note);
+      r.frames[i] = std::move(same);
+      break;
+    }
+  }
   out.target = r.target;
   out.frames.resize(log.frames.size());
   for (size_t i = 0; i < log.frames.size(); ++i) {
