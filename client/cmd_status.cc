@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "client/cli_common.h"
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 
 namespace symdex::cli {
@@ -78,6 +79,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
            {"build_id", t.build_id},
            {"text_addr", t.text_addr ? nlohmann::json("0x" + Hex(*t.text_addr)) : nlohmann::json(nullptr)},
            {"text_anchor", t.text_anchor},
+           {"machine", t.machine},
+           {"arch", ArchOfMachine(t.machine) ? std::string(ArchOfMachine(t.machine)->name) : std::string()},
            {"anchor_addr", t.AnchorAddr() ? nlohmann::json("0x" + Hex(*t.AnchorAddr())) : nlohmann::json(nullptr)},
            {"source", t.source},
            {"indexed_at", t.indexed_at},
@@ -97,6 +100,7 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     }
     fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
     fmt::print("  vmlinux build-id  {}\n", t.build_id.empty() ? "(unknown)" : t.build_id);
+    if (const KernelArch* arch = ArchOfMachine(t.machine)) fmt::print("  architecture      {}\n", arch->name);
     fmt::print("  _text             {}\n", t.text_addr ? Hex(*t.text_addr) : "(unknown)");
     if (t.text_anchor != "_text") {
       fmt::print("  {:<17} {} (kallsyms lists no _text: KASLR-proof probes are {}+N)\n", t.text_anchor,

@@ -6,3 +6,7 @@
 -- written before this column has anchor_addr NULL: its anchor is _text at text_addr.
 ALTER TABLE targets ADD COLUMN text_anchor TEXT NOT NULL DEFAULT '_text';
 ALTER TABLE targets ADD COLUMN anchor_addr INTEGER;
+-- The kernel's architecture, as ELF e_machine (62 x86-64, 183 AArch64) of the files its probe
+-- tables were read from; NULL when none was read. What differs by architecture is
+-- common/kernel_arch.h's.
+ALTER TABLE targets ADD COLUMN machine INTEGER;

@@ -134,6 +134,7 @@ void ToProto(const query::TargetSummary& t, pb::Target* out) {
   if (i.text_addr) out->set_text_address(*i.text_addr);
   if (i.text_anchor != "_text") out->set_text_anchor(i.text_anchor);
   if (i.anchor_addr) out->set_anchor_address(*i.anchor_addr);
+  out->set_machine(i.machine);
   out->set_indexed_at(i.indexed_at);
   out->set_generation(i.generation);
   if (i.kprobe_events_on_notrace) out->set_kprobe_events_on_notrace(*i.kprobe_events_on_notrace);
@@ -156,6 +157,7 @@ query::TargetSummary FromProto(const pb::Target& t) {
   if (t.has_text_address()) i.text_addr = t.text_address();
   if (!t.text_anchor().empty()) i.text_anchor = t.text_anchor();
   if (t.has_anchor_address()) i.anchor_addr = t.anchor_address();
+  i.machine = static_cast<uint16_t>(t.machine());
   i.indexed_at = t.indexed_at();
   i.generation = t.generation();
   if (t.has_kprobe_events_on_notrace()) i.kprobe_events_on_notrace = t.kprobe_events_on_notrace();

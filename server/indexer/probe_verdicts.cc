@@ -306,6 +306,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
     }
   }
   if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1), ArchOfMachine(machine));
+  if (machine != 0) t.machine = machine;
   judge.Finish();
   sum.probe_tables_read = read;
   if (failed > 0) {

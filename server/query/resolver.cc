@@ -4,9 +4,11 @@
 #include <map>
 #include <unordered_map>
 
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/store/debuginfo_store.h"
+#include "server/target/probe_bits.h"
 
 namespace symdex::query {
 namespace {
@@ -254,6 +256,14 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   out.symbol = InstanceOf(t, *hit);
   out.offset = addr - hit->addr;
   const Instance& in = *out.symbol;
+  // An address in a traceable function's patchable-entry NOPs (arm64: before the code its line
+  // table describes, whose rows there are the function before's) is the function's: its frames
+  // are its first instruction's.
+  if (const KernelArch* arch = ArchOfMachine(t.machine); arch && arch->entry_pad_words != 0 &&
+                                                         (in.verdict.bits & target::kProbeFentryEntry) &&
+                                                         out.offset < arch->EntryPad()) {
+    addr = hit->addr + arch->EntryPad();
+  }
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
   absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();
   if (df && !df->relocatable) {

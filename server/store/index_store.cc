@@ -30,7 +30,7 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 
 constexpr const char* kTargetCols =
     "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
-    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr";
+    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr, machine";
 
 TargetInfo ReadTarget(const Stmt& st) {
   TargetInfo t;
@@ -48,6 +48,7 @@ TargetInfo ReadTarget(const Stmt& st) {
   t.kernel_config = st.Text(11);
   t.text_anchor = st.Text(12);
   t.anchor_addr = OptU64(st.OptInt(13));
+  t.machine = static_cast<uint16_t>(st.OptInt(14).value_or(0));
   return t;
 }
 
@@ -242,10 +243,11 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
       RETURN_IF_ERROR(DeleteTarget(db, old_id));
     }
   }
-  ASSIGN_OR_RETURN(Stmt ins_target,
-                   db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
-                              "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
-                              "text_anchor, anchor_addr) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"));
+  ASSIGN_OR_RETURN(
+      Stmt ins_target,
+      db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
+                 "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
+                 "text_anchor, anchor_addr, machine) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
   ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
   ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
   ins_target.Bind(9, StrJoin(t.warnings, "\n"));
@@ -255,6 +257,10 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     ins_target.BindNull(10);
   ins_target.Bind(11, t.kernel_config);
   ins_target.Bind(12, t.text_anchor).Bind(13, OptAddr(t.anchor_addr));
+  if (t.machine != 0)
+    ins_target.Bind(14, int64_t{t.machine});
+  else
+    ins_target.BindNull(14);
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 

@@ -25,6 +25,7 @@ struct TargetInfo {
   std::string text_anchor = "_text";
   std::optional<uint64_t> anchor_addr;
   std::optional<uint64_t> AnchorAddr() const { return anchor_addr ? anchor_addr : text_addr; }
+  uint16_t machine = 0;  // ELF e_machine (target::KernelTarget::machine)
   int64_t indexed_at = 0;
   int64_t generation = 0;
   std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one

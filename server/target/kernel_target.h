@@ -72,6 +72,9 @@ struct KernelTarget {
   // the kernel's kallsyms lists it, else _stext (ChooseTextAnchor).
   std::string text_anchor = "_text";
   std::optional<uint64_t> anchor_addr;
+  // ELF e_machine of the kernel's files (its vmlinux or modules; 0: none read): which row of
+  // common/kernel_arch.h applies.
+  uint16_t machine = 0;
   std::string source;
   std::vector<ModuleInfo> modules;
   std::vector<SymbolEntry> symbols;

@@ -83,6 +83,10 @@ TEST_F(CliArm64Test, SymbolsJoinTheirFunctionsAcrossThePatchableEntry) {
   const json at = json::parse(a.out)["results"][0];
   EXPECT_EQ(at["symbol"], "traced_entry") << a.out;
   EXPECT_EQ(at["offset"], 4) << a.out;
+  ASSERT_EQ(at["frames"].size(), 1u) << a.out;
+  EXPECT_EQ(at["frames"][0]["function"], "traced_entry") << a.out;
+  EXPECT_EQ(at["frames"][0]["line"], 8) << "its first instruction's line, not the rows of the function before: "
+                                        << a.out;
 }
 
 TEST_F(CliArm64Test, VerdictsFromArm64sOwnTables) {
