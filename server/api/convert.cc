@@ -534,7 +534,7 @@ query::DsoMatch FromProto(const pb::DsoMatch& m) {
 }
 
 void ToProto(const std::string& target, const query::FramesContext& ctx, std::span<const query::FrameIn> frames,
-             pb::SymbolizeFramesRequest* out) {
+             pb::SymbolizeFramesRequest* out, uint32_t first) {
   out->set_target(target);
   out->set_kernel_build_id(ctx.kernel_build_id);
   if (ctx.text) out->set_text(*ctx.text);
@@ -562,7 +562,7 @@ void ToProto(const std::string& target, const query::FramesContext& ctx, std::sp
       p->set_text(f.text);
     }
     p->set_return_address(f.return_address);
-    if (f.caller) p->set_caller(*f.caller);
+    if (f.caller) p->set_caller(*f.caller - first);
   }
 }
 

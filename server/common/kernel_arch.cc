@@ -37,6 +37,7 @@ constexpr KernelArch kArchs[] = {
         // between __start_mcount_loc and __stop_mcount_loc and a module keeps under this name.
         .module_ftrace_section = "__patchable_function_entries",
         .ftrace_entry_max_offset = 0,
+        .ftrace_names_far_sites = true,
         .entry_pad_words = 2,
         .nop_word = 0xd503201f,
         .blacklist_areas = kArm64Blacklist,

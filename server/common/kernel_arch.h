@@ -33,6 +33,11 @@ struct KernelArch {
   // function's own (x86-64: the call, at 0 or 4 after endbr64 with IBT; arm64: the recorded
   // address is the symbol itself, the first of its NOPs).
   uint64_t ftrace_entry_max_offset = 0;
+  // What ftrace lists for a recorded site further into a function than that (the body of an
+  // overridden __weak function, which the linker keeps without a symbol): true, another line
+  // under the name of the kallsyms symbol before it (arm64 6.1, no FTRACE_MCOUNT_MAX_OFFSET);
+  // false, "__ftrace_invalid_address___N" (x86-64).
+  bool ftrace_names_far_sites = false;
 
   // Patchable function entry (arm64: -fpatchable-function-entry=2): a traceable function's
   // symbol is this many NOP words before the code its DWARF subprogram and line table

@@ -86,17 +86,34 @@ class Judge {
 
   Owner& owner(int m) { return owners_.at(m); }
 
-  // The space and address a table place maps to in `o`: vmlinux adds the KASLR slide; a live
-  // module turns (section, offset) into an absolute address through its section bases.
-  std::optional<std::pair<Space*, uint64_t>> Locate(Owner& o, const std::string& section, uint64_t addr,
-                                                    uint64_t slide) {
-    if (o.module < 0) return Where(o, "", addr + slide);
-    if (o.spaces.count(section) && !section.empty()) return Where(o, section, addr);
+  // Where a table place lands in `o`: its space, its address there, and the lowest address of
+  // its section in that space (a symbol below it is of another section and cannot hold it).
+  struct Landing {
+    Space* space;
+    uint64_t addr;
+    uint64_t floor;
+  };
+
+  // vmlinux adds the KASLR slide; a live module turns (section, offset) into an absolute
+  // address through its section bases.
+  std::optional<Landing> Locate(Owner& o, const std::string& section, uint64_t addr, uint64_t slide) {
+    if (o.module < 0) return Where(o, "", addr + slide, 0);
+    if (o.spaces.count(section) && !section.empty()) return Where(o, section, addr, 0);
     const auto& m = t_.modules[static_cast<size_t>(o.module)];
     for (const auto& [name, base] : m.sections) {
-      if (name == section) return Where(o, "", base + addr);
+      if (name == section) return Where(o, "", base + addr, base);
     }
     return std::nullopt;
+  }
+
+  // Holding(a), as kallsyms attributes an address (to the symbol before it, whatever its size),
+  // unless that symbol lies below `floor`, the start of the place's own section: a site in text
+  // no listed symbol covers (a loaded module's freed .init.text, mapped past its last listed
+  // function) must not land on the function before it.
+  std::pair<size_t, size_t> Containing(const Space& sp, uint64_t a, uint64_t floor = 0) const {
+    auto r = sp.Holding(a);
+    if (r.first == r.second || sp.addrs[r.first] < floor) return {r.first, r.first};
+    return r;
   }
 
   void Mark(Space& sp, std::pair<size_t, size_t> r, uint32_t bits) {
@@ -106,18 +123,27 @@ class Judge {
     }
   }
 
-  // `max_entry_offset`: how far past the symbol a site is still listed under its name
-  // (KernelArch::ftrace_entry_max_offset).
-  void Fentry(Space& sp, uint64_t site, uint64_t max_entry_offset) {
-    auto r = sp.Holding(site);
+  // `arch`: how far past the symbol a site is still its own (ftrace_entry_max_offset), and
+  // whether a site further in is listed under its name once more (ftrace_names_far_sites).
+  void Fentry(Space& sp, uint64_t site, uint64_t floor, const KernelArch* arch) {
+    auto r = Containing(sp, site, floor);
     if (r.first == r.second) return;
     uint32_t bits = target::kProbeFentryInside;
-    if (site - sp.addrs[r.first] <= max_entry_offset) bits |= target::kProbeFentryEntry;
+    if (site - sp.addrs[r.first] <= (arch != nullptr ? arch->ftrace_entry_max_offset : 0)) {
+      bits |= target::kProbeFentryEntry;
+    } else if (arch != nullptr && arch->ftrace_names_far_sites) {
+      for (size_t k = r.first; k < r.second; ++k) {
+        SymbolEntry& s = t_.symbols[sp.syms[k]];
+        if (IsCodeSymbolType(s.type) && target::FarFtraceSites(s.probe) < 0xff) {
+          s.probe += 1u << target::kProbeFarSitesShift;
+        }
+      }
+    }
     Mark(sp, r, bits);
   }
 
-  void Area(Space& sp, uint64_t lo, uint64_t hi, uint32_t bits, bool with_holder) {
-    if (with_holder) Mark(sp, sp.Holding(lo), bits);
+  void Area(Space& sp, uint64_t lo, uint64_t hi, uint32_t bits, bool with_holder, uint64_t floor = 0) {
+    if (with_holder) Mark(sp, Containing(sp, lo, floor), bits);
     size_t a = static_cast<size_t>(std::lower_bound(sp.addrs.begin(), sp.addrs.end(), lo) - sp.addrs.begin());
     size_t b = static_cast<size_t>(std::lower_bound(sp.addrs.begin(), sp.addrs.end(), hi) - sp.addrs.begin());
     Mark(sp, {a, b}, bits);
@@ -127,24 +153,23 @@ class Judge {
     // A module without __mcount_loc of a kernel that records fentry sites has none.
     o.fentry_known = tab.fentry_known || (tab.relocatable && kernel_records_fentry);
     const KernelArch* arch = ArchOfMachine(tab.machine);
-    const uint64_t max_entry_offset = arch != nullptr ? arch->ftrace_entry_max_offset : 0;
     for (const auto& p : tab.fentry) {
-      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->first, w->second, max_entry_offset);
+      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->space, w->addr, w->floor, arch);
     }
     for (const auto& p : tab.blacklist) {
-      if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->first, w->first->Holding(w->second), kBl);
+      if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->space, Containing(*w->space, w->addr, w->floor), kBl);
     }
     for (const auto& a : tab.blacklist_areas) {
       if (auto w = Locate(o, a.section, a.lo, slide)) {
-        Area(*w->first, w->second, w->second + (a.hi - a.lo), kBl, true);
+        Area(*w->space, w->addr, w->addr + (a.hi - a.lo), kBl, true, w->floor);
         if (a.what == ".noinstr.text") {
-          Area(*w->first, w->second, w->second + (a.hi - a.lo), target::kProbeNoinstr, false);
+          Area(*w->space, w->addr, w->addr + (a.hi - a.lo), target::kProbeNoinstr, false);
         }
       }
     }
     for (const auto& a : tab.init_areas) {
       if (auto w = Locate(o, a.section, a.lo, slide)) {
-        Area(*w->first, w->second, w->second + (a.hi - a.lo), target::kProbeInit, false);
+        Area(*w->space, w->addr, w->addr + (a.hi - a.lo), target::kProbeInit, false);
       }
     }
   }
@@ -224,10 +249,10 @@ class Judge {
  private:
   static constexpr uint32_t kBl = target::kProbeBlacklisted;
 
-  std::optional<std::pair<Space*, uint64_t>> Where(Owner& o, const std::string& section, uint64_t addr) {
+  std::optional<Landing> Where(Owner& o, const std::string& section, uint64_t addr, uint64_t floor) {
     auto it = o.spaces.find(section);
     if (it == o.spaces.end()) return std::nullopt;
-    return std::make_pair(&it->second, addr);
+    return Landing{&it->second, addr, floor};
   }
   target::KernelTarget& t_;
   std::map<int, Owner> owners_;

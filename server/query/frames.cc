@@ -235,7 +235,8 @@ struct LocalQuery::FramesCall {
       {
         std::lock_guard<std::mutex> l(q.sym_mu_);
         q.last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
-        frames = q.symbolizer_.SymbolizeInSection(df->path, df->build_id, p.section, p.offset);
+        frames = q.symbolizer_.SymbolizeInSection(df->path, df->build_id, p.section,
+                                                  c.symbol->addr + CodeOffset(t, in, info->offset));
       }
       if (frames.ok()) {
         info->frames = std::move(*frames);

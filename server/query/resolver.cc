@@ -241,6 +241,15 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
       [&](const std::string& module) { return store::ModuleSections(db, t.id, module); }, t, sym, addr);
 }
 
+uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset) {
+  const KernelArch* arch = ArchOfMachine(t.machine);
+  if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & target::kProbeFentryEntry) &&
+      offset < arch->EntryPad()) {
+    return arch->EntryPad();
+  }
+  return offset;
+}
+
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
                                              const SectionLookup& sections_of, const store::TargetInfo& t,
                                              debuginfo::Symbolizer& sym, uint64_t addr) {
@@ -256,14 +265,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   out.symbol = InstanceOf(t, *hit);
   out.offset = addr - hit->addr;
   const Instance& in = *out.symbol;
-  // An address in a traceable function's patchable-entry NOPs (arm64: before the code its line
-  // table describes, whose rows there are the function before's) is the function's: its frames
-  // are its first instruction's.
-  if (const KernelArch* arch = ArchOfMachine(t.machine); arch && arch->entry_pad_words != 0 &&
-                                                         (in.verdict.bits & target::kProbeFentryEntry) &&
-                                                         out.offset < arch->EntryPad()) {
-    addr = hit->addr + arch->EntryPad();
-  }
+  addr = hit->addr + CodeOffset(t, in, out.offset);
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
   absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();
   if (df && !df->relocatable) {

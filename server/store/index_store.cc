@@ -617,11 +617,11 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
   }
   // Served by the covering index symbols_text_by_addr (schema/005).
   // (The index's WHERE names the same letters; SQLite uses it only when the query's list matches.)
-  ASSIGN_OR_RETURN(Stmt st,
-                   db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
-                                     "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts FROM symbols "
-                                     "WHERE target_id = ?1 AND section IS NULL AND type IN ",
-                                     SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
+  ASSIGN_OR_RETURN(
+      Stmt st, db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
+                                 "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts, probe FROM symbols "
+                                 "WHERE target_id = ?1 AND section IS NULL AND type IN ",
+                                 SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
   st.Bind(1, target_id);
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -650,6 +650,7 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
       e.flags |= kElfKnown;
       e.elf_facts = static_cast<uint8_t>(st.Int(8));
     }
+    e.probe = static_cast<uint32_t>(st.Int(9));
     t->entries_.push_back(e);
   }
   ASSIGN_OR_RETURN(t->extents_, LoadOwnerExtents(db, target_id));
@@ -691,6 +692,7 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
   if (best->flags & kSizeKnown) r.size = best->size;
   r.size_exact = (best->flags & kSizeExact) != 0;
   if (best->flags & kElfKnown) r.elf_facts = best->elf_facts;
+  r.probe = best->probe;
   if (best->flags & kHasDwarf) {
     DwarfInfo d;
     d.has_function = (best->flags & kHasFunction) != 0;

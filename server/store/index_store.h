@@ -170,7 +170,7 @@ absl::StatusOr<std::shared_ptr<const ModuleCodeSymbols>> LoadModuleCodeSymbols(D
 class TextSymbolTable {
  public:
   // What SymbolContaining(addr) returns, in brief: `dwarf` carries has_function only,
-  // dwarf_note is empty.
+  // dwarf_note is empty (the probe bits are there).
   Containment Containing(uint64_t addr) const;
   size_t size() const { return entries_.size(); }
 
@@ -184,6 +184,7 @@ class TextSymbolTable {
     char type;
     uint8_t flags;
     uint8_t elf_facts;  // common/elf_facts.h bits, when flags say they are known
+    uint32_t probe;     // target/probe_bits.h
   };
   std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
   std::string names_;

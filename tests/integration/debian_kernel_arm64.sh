@@ -18,10 +18,15 @@ SYMDEX=$1
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
-fetch() { SYMDEX_KERNEL_ARCH=arm64 "$here/../corpus/fetch-debian-kernel.sh" "$1"; }
-eval "$(fetch dbg)"
+fetch() {
+  local out
+  out=$(SYMDEX_KERNEL_ARCH=arm64 "$here/../corpus/fetch-debian-kernel.sh" "$1") ||
+    { echo "SKIP: the arm64 kernel's '$1' package cannot be fetched (dpkg --add-architecture arm64 needs root)"; exit 77; }
+  eval "$out"
+}
+fetch dbg
 DBG=$ROOT
-eval "$(fetch image)"
+fetch image
 IMG=$ROOT
 MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
 VML=$DBG/usr/lib/debug/boot/vmlinux-$KREL
