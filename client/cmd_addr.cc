@@ -181,9 +181,11 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     const auto& info = *res->results[i];
     std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
     std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
-    // vmlinux: _text+N (KASLR-proof); a loaded module: its address (what kprobe_events takes).
-    std::string probe = !info.symbol               ? ""
-                        : info.symbol->text_offset ? fmt::format("_text+{}", *info.symbol->text_offset + info.offset)
+    // vmlinux: _text+N (KASLR-proof; _stext+N where kallsyms lists no _text); a loaded module: its
+    // address (what kprobe_events takes).
+    std::string probe = !info.symbol ? ""
+                        : info.symbol->text_offset
+                            ? fmt::format("{}+{}", info.symbol->text_anchor, *info.symbol->text_offset + info.offset)
                         : !info.symbol->module.empty() ? fmt::format("0x{:x}", a)
                                                        : "";
     if (g.json) {

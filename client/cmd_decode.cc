@@ -140,7 +140,8 @@ void AddDecodeCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   dc->add_option("--kernel-build-id", o->kernel_build_id,
                  "The vmlinux build-ID of the kernel that printed the log: the target to answer from, and checked");
   auto* text = dc->add_option("--kernel-text", o->text,
-                              "That kernel's _text, for the addresses the log prints (perf script); default: learnt "
+                              "That kernel's _text (_stext on arm64), for the addresses the log prints (perf script); "
+                              "default: learnt "
                               "from frames that print an address and a unique symbol+offset");
   dc->add_option("--kaslr-offset", o->kaslr_offset, "Its KASLR offset (hex), instead of --kernel-text")->excludes(text);
   dc->add_flag("--frames-only", o->only_frames, "Print only the lines that hold kernel frames");

@@ -273,7 +273,8 @@ void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
                  "A copy of the machine's /sys/module (as root: M/sections/* and M/notes/.note.gnu.build-id): "
                  "every loaded module with all its section bases and its build-ID");
   auto* text = fr->add_option("--kernel-text", fo->text,
-                              "The machine's _text (grep ' _text$' /proc/kallsyms as root): addresses are then exact");
+                              "The machine's _text (grep ' _text$' /proc/kallsyms as root; _stext on arm64, whose "
+                              "kallsyms lists no _text): addresses are then exact");
   fr->add_option("--kaslr-offset", fo->kaslr_offset, "The machine's KASLR offset (hex), instead of --kernel-text")
       ->excludes(text);
   fr->add_option("--module", fo->modules,

@@ -69,7 +69,9 @@ void AddPprofCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
       ->required();
   AddTargetOptions(pp, o->target, "Target (default: the one whose build-ID the kernel mapping carries, else 'host')");
   pp->add_option("--kernel-build-id", o->kernel_build_id, "The profiled kernel's vmlinux build-ID (checked)");
-  auto* text = pp->add_option("--kernel-text", o->text, "The profiled host's _text: its addresses are then exact");
+  auto* text = pp->add_option(
+      "--kernel-text", o->text,
+      "The profiled host's _text (_stext on arm64, whose kallsyms lists no _text): its addresses are then exact");
   pp->add_option("--kaslr-offset", o->kaslr_offset, "Its KASLR offset (hex), instead of --kernel-text")->excludes(text);
   pp->footer(
       "Kernel locations are those of mappings named [kernel.kallsyms], vmlinux, [MODULE] or MODULE.ko;\n"

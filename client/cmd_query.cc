@@ -28,6 +28,8 @@ nlohmann::json ToJson(const query::Instance& in) {
                       {"same_name_in_module", in.same_name_in_module}};
   j["address"] = in.addr ? nlohmann::json("0x" + Hex(*in.addr)) : nlohmann::json(nullptr);
   j["text_offset"] = in.text_offset ? nlohmann::json(*in.text_offset) : nlohmann::json(nullptr);
+  // The symbol text_offset counts from: _text, or _stext where kallsyms lists no _text (arm64).
+  if (in.text_offset) j["text_anchor"] = in.text_anchor;
   if (!in.section.empty()) {
     j["section"] = in.section;
     j["section_offset"] = in.section_offset;

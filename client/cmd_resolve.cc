@@ -78,6 +78,7 @@ nlohmann::json InstanceJson(const query::Instance& in, uint64_t offset, const st
                       {"verdict", VerdictJson(in.verdict)}};
   j["address"] = in.addr ? nlohmann::json(fmt::format("0x{:x}", *in.addr + offset)) : nlohmann::json(nullptr);
   j["text_offset"] = in.text_offset ? nlohmann::json(*in.text_offset + offset) : nlohmann::json(nullptr);
+  if (in.text_offset) j["text_anchor"] = in.text_anchor;
   if (!in.section.empty()) {
     j["section"] = in.section;
     j["section_offset"] = in.section_offset + offset;
@@ -120,7 +121,7 @@ int ReportResolve(const std::string& text, absl::StatusOr<query::ResolveResult> 
       const auto& m = matches[0].match;
       std::string place =
           m.instance.module.empty() && m.instance.text_offset
-              ? fmt::format("_text+{}", *m.instance.text_offset + m.offset)
+              ? fmt::format("{}+{}", m.instance.text_anchor, *m.instance.text_offset + m.offset)
               : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
       fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance), matches[0].canonical);
     }
@@ -249,12 +250,12 @@ std::vector<std::string> ProbeableAlternatives(query::QueryApi& api, const std::
       const uint64_t at = *caller.text_offset + info->offset;
       if (!seen.insert(at).second) continue;
       if (sites < 8) {
-        out.push_back(
-            fmt::format("symdex kprobe -n _text+{}    # inlined into {}+{:#x}", at, caller.name, info->offset));
+        out.push_back(fmt::format("symdex kprobe -n {}+{}    # inlined into {}+{:#x}", caller.text_anchor, at,
+                                  caller.name, info->offset));
         ++sites;
       }
       if (callers.size() < 5) {
-        auto r = api.Resolve(target, fmt::format("_text+{}", *caller.text_offset));
+        auto r = api.Resolve(target, fmt::format("{}+{}", caller.text_anchor, *caller.text_offset));
         if (r.ok() && r->matches.size() == 1) callers.emplace(r->matches[0].canonical, caller.name);
       }
     }
@@ -438,27 +439,36 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
     auto all = (*api)->Which(o.target, in.name, true);
     if (!all.ok()) return Fail(g, all.status());
     // ftrace lists only the copies with an fentry call at their entry, and not freed init
-    // code: counting any other copy would select a different line.
+    // code: counting any other copy would select a different line. After a copy's own line
+    // come the lines of the sites ftrace names after it (arm64: overridden __weak bodies).
     // Positions: absolute addresses, or (offline modules) offsets within one section.
     using Pos = std::pair<std::string, uint64_t>;
     auto pos = [](const query::Instance& c) { return c.addr ? Pos{"", *c.addr} : Pos{c.section, c.section_offset}; };
-    std::vector<Pos> same_owner;
+    std::vector<std::pair<Pos, size_t>> same_owner;  // position, lines ftrace lists for it
     for (const auto& c : all->instances) {
-      if (c.module != in.module || !IsTextSymbolType(c.type) || c.name != in.name) continue;
-      if (c.verdict.known() && !c.verdict.ftrace && pos(c) != pos(in)) continue;
-      same_owner.push_back(pos(c));
+      if (c.module != in.module || !IsCodeSymbolType(c.type) || c.name != in.name) continue;
+      const size_t far = c.verdict.far_ftrace_sites();
+      if (c.verdict.known() && !c.verdict.ftrace && far == 0 && pos(c) != pos(in)) continue;
+      same_owner.emplace_back(pos(c), (c.verdict.known() && !c.verdict.ftrace ? 0 : 1) + far);
     }
     std::sort(same_owner.begin(), same_owner.end());
-    const bool one_space =
-        std::all_of(same_owner.begin(), same_owner.end(), [&](const Pos& p) { return p.first == pos(in).first; });
-    size_t rank = std::find(same_owner.begin(), same_owner.end(), pos(in)) - same_owner.begin();
-    if (!one_space || rank >= same_owner.size() || same_owner.size() != lines.size()) {
-      return Fail(g, absl::FailedPreconditionError(
-                         StrCat("cannot tell which of the ", lines.size(), " '", in.name,
-                                "' lines of available_filter_functions is this one", " (", same_owner.size(),
-                                " copies ftrace would list, no available_filter_functions_addrs)")));
+    const bool one_space = std::all_of(same_owner.begin(), same_owner.end(),
+                                       [&](const auto& p) { return p.first.first == pos(in).first; });
+    size_t listed = 0, before = 0;
+    bool found = false;
+    for (const auto& [p, n] : same_owner) {
+      if (p == pos(in)) found = true;
+      if (!found) before += n;
+      listed += n;
     }
-    index = lines[rank];
+    if (!one_space || !found || listed != lines.size()) {
+      return Fail(
+          g, absl::FailedPreconditionError(StrCat("cannot tell which of the ", lines.size(), " '", in.name,
+                                                  "' lines of available_filter_functions is this one", " (", listed,
+                                                  " lines ftrace would list for its ", same_owner.size(),
+                                                  " copies, no available_filter_functions_addrs)")));
+    }
+    index = lines[before];
     method = "address order among the same-named functions ftrace lists";
   }
   if (g.json) {

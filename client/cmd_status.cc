@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "client/cli_common.h"
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 
 namespace symdex::cli {
@@ -77,6 +78,10 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
            {"release", t.release},
            {"build_id", t.build_id},
            {"text_addr", t.text_addr ? nlohmann::json("0x" + Hex(*t.text_addr)) : nlohmann::json(nullptr)},
+           {"text_anchor", t.text_anchor},
+           {"machine", t.machine},
+           {"arch", ArchOfMachine(t.machine) ? std::string(ArchOfMachine(t.machine)->name) : std::string()},
+           {"anchor_addr", t.AnchorAddr() ? nlohmann::json("0x" + Hex(*t.AnchorAddr())) : nlohmann::json(nullptr)},
            {"source", t.source},
            {"indexed_at", t.indexed_at},
            {"generation", t.generation},
@@ -95,7 +100,12 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     }
     fmt::print("\ntarget {} ({}){}\n", t.name, t.kind, t.release.empty() ? "" : "  release " + t.release);
     fmt::print("  vmlinux build-id  {}\n", t.build_id.empty() ? "(unknown)" : t.build_id);
+    if (const KernelArch* arch = ArchOfMachine(t.machine)) fmt::print("  architecture      {}\n", arch->name);
     fmt::print("  _text             {}\n", t.text_addr ? Hex(*t.text_addr) : "(unknown)");
+    if (t.text_anchor != "_text") {
+      fmt::print("  {:<17} {} (kallsyms lists no _text: KASLR-proof probes are {}+N)\n", t.text_anchor,
+                 t.AnchorAddr() ? Hex(*t.AnchorAddr()) : "(unknown)", t.text_anchor);
+    }
     fmt::print("  indexed           {} (generation {}) from {}\n", FormatTime(t.indexed_at), t.generation, t.source);
     fmt::print("  kernel config     {}\n",
                t.kernel_config.empty()
@@ -108,7 +118,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     for (const auto& [s, n] : by_status) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, s);
     fmt::print("  input files       {}\n", summary);
     for (const auto& f : ts.files) {
-      if (verbose || f.problem) {
+      // (A System.map's note says which of its symbols the kernel does not keep either.)
+      if (verbose || f.problem || (f.role == "system-map" && !f.detail.empty())) {
         fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
       }
     }

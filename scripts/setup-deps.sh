@@ -21,8 +21,12 @@ PKGS=(
   # fleet (deploy/, tests/fleet): the consistent-hash proxies, run as the user by fleet-up.sh;
   # python3-yaml for the kustomize check (kubectl itself is not a Debian package)
   nginx-light haproxy python3-yaml
-  # end-to-end: the Debian kernel booted under qemu (TCG)
-  qemu-system-x86 busybox-static cpio
+  # end-to-end: the Debian kernel booted under qemu (TCG); qemu-system-arm boots the arm64 one
+  # (qemu-system-aarch64; its busybox-static:arm64 comes from tests/corpus/fetch-debian-kernel.sh)
+  qemu-system-x86 qemu-system-arm busybox-static cpio
+  # the miniature arm64 kernel of the unit tests (tests/unit/arm64_fixture.cc) is compiled and
+  # linked at test time
+  gcc-aarch64-linux-gnu
   # JIT tests and benchmark (perf record / perf inject -j); perf record -g for `symdex decode`
   linux-perf
   # `go tool pprof` reads the profiles `symdex pprof` writes (tests)

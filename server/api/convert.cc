@@ -17,6 +17,7 @@ void ToProto(const query::Instance& in, pb::Instance* out) {
   if (in.size) out->set_size(*in.size);
   out->set_size_exact(in.size_exact);
   if (in.text_offset) out->set_text_offset(*in.text_offset);
+  if (in.text_anchor != "_text") out->set_text_anchor(in.text_anchor);
   out->set_same_name_total(in.same_name_total);
   out->set_same_name_in_module(in.same_name_in_module);
   out->set_probe(in.probe);
@@ -90,6 +91,7 @@ query::Instance ToInstance(M& in) {
   if (in.has_size()) out.size = in.size();
   out.size_exact = in.size_exact();
   if (in.has_text_offset()) out.text_offset = in.text_offset();
+  if (!in.text_anchor().empty()) out.text_anchor = in.text_anchor();
   out.same_name_total = in.same_name_total();
   out.same_name_in_module = in.same_name_in_module();
   out.probe = SYMDEX_TAKE(in, probe);
@@ -130,6 +132,9 @@ void ToProto(const query::TargetSummary& t, pb::Target* out) {
   out->set_source(i.source);
   out->set_warnings(i.warnings);
   if (i.text_addr) out->set_text_address(*i.text_addr);
+  if (i.text_anchor != "_text") out->set_text_anchor(i.text_anchor);
+  if (i.anchor_addr) out->set_anchor_address(*i.anchor_addr);
+  out->set_machine(i.machine);
   out->set_indexed_at(i.indexed_at);
   out->set_generation(i.generation);
   if (i.kprobe_events_on_notrace) out->set_kprobe_events_on_notrace(*i.kprobe_events_on_notrace);
@@ -150,6 +155,9 @@ query::TargetSummary FromProto(const pb::Target& t) {
   i.source = t.source();
   i.warnings = t.warnings();
   if (t.has_text_address()) i.text_addr = t.text_address();
+  if (!t.text_anchor().empty()) i.text_anchor = t.text_anchor();
+  if (t.has_anchor_address()) i.anchor_addr = t.anchor_address();
+  i.machine = static_cast<uint16_t>(t.machine());
   i.indexed_at = t.indexed_at();
   i.generation = t.generation();
   if (t.has_kprobe_events_on_notrace()) i.kprobe_events_on_notrace = t.kprobe_events_on_notrace();
@@ -526,7 +534,7 @@ query::DsoMatch FromProto(const pb::DsoMatch& m) {
 }
 
 void ToProto(const std::string& target, const query::FramesContext& ctx, std::span<const query::FrameIn> frames,
-             pb::SymbolizeFramesRequest* out) {
+             pb::SymbolizeFramesRequest* out, uint32_t first) {
   out->set_target(target);
   out->set_kernel_build_id(ctx.kernel_build_id);
   if (ctx.text) out->set_text(*ctx.text);
@@ -554,7 +562,7 @@ void ToProto(const std::string& target, const query::FramesContext& ctx, std::sp
       p->set_text(f.text);
     }
     p->set_return_address(f.return_address);
-    if (f.caller) p->set_caller(*f.caller);
+    if (f.caller) p->set_caller(*f.caller - first);
   }
 }
 

@@ -42,8 +42,10 @@ query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a);
 void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out);
 query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
 
+// `first`: the index of frames[0] in the whole batch (a part of one): callers are renumbered
+// from it, and each must lie inside `frames`.
 void ToProto(const std::string& target, const query::FramesContext& ctx, std::span<const query::FrameIn> frames,
-             pb::SymbolizeFramesRequest* out);
+             pb::SymbolizeFramesRequest* out, uint32_t first = 0);
 // `frames` may be null: the target, kernel base and modules only.
 void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query::FramesContext* ctx,
                std::vector<query::FrameIn>* frames);

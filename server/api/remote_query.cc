@@ -221,21 +221,33 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   // A large batch goes as a few concurrent calls over the one connection (frames are answered
   // independently): the daemon answers the later parts while this process decodes the first —
   // on 2 cores a 10k-frame call's wall time was the sum of both sides' CPU.
-  auto split = [&](size_t parts) -> absl::StatusOr<query::FramesResult> {
+  auto split = [&](size_t want) -> absl::StatusOr<query::FramesResult> {
     struct Part {
       // Freed once converted: the next part's answer reuses its memory.
       std::unique_ptr<ResponseArena> arena = std::make_unique<ResponseArena>();
       pb::SymbolizeFramesResponse* resp = arena->Make<pb::SymbolizeFramesResponse>();
       Impl::Attempt attempt;
     };
+    // Even parts, each cut moved forward past the frames whose callers lie after it (a stack's
+    // frames narrow each other: one call must see them all).
+    std::vector<size_t> cut{0};
+    for (size_t i = 1, k = 0, reach = 0; i < want; ++i) {
+      const size_t goal = std::max(cut.back() + 1, frames.size() * i / want);
+      for (; k < frames.size(); ++k) {
+        if (k >= goal && reach < k) break;
+        if (frames[k].caller) reach = std::max<size_t>(reach, *frames[k].caller);
+      }
+      if (k >= frames.size()) break;
+      cut.push_back(k);
+    }
+    cut.push_back(frames.size());
+    const size_t parts = cut.size() - 1;
     std::vector<Part> part(parts);
-    auto bounds = [&](size_t i) {
-      return std::pair<size_t, size_t>{frames.size() * i / parts, frames.size() * (i + 1) / parts};
-    };
+    auto bounds = [&](size_t i) { return std::pair<size_t, size_t>{cut[i], cut[i + 1]}; };
     auto call = [&](size_t i) {
       const auto [begin, end] = bounds(i);
       pb::SymbolizeFramesRequest req;
-      ToProto(target, fc, std::span(frames).subspan(begin, end - begin), &req);
+      ToProto(target, fc, std::span(frames).subspan(begin, end - begin), &req, static_cast<uint32_t>(begin));
       part[i].attempt = impl_->Unary(target, fc.kernel_build_id, [&](grpc::ClientContext& c) {
         return impl_->stub->SymbolizeFrames(&c, req, part[i].resp);
       });

@@ -6,8 +6,10 @@
 
 namespace symdex::debuginfo {
 namespace {
-constexpr uint32_t kRelocPc32 = 2;   // R_X86_64_PC32
-constexpr uint32_t kRelocPlt32 = 4;  // R_X86_64_PLT32: what calls to functions use since binutils 2.31
+constexpr uint32_t kRelocPc32 = 2;      // R_X86_64_PC32
+constexpr uint32_t kRelocPlt32 = 4;     // R_X86_64_PLT32: what calls to functions use since binutils 2.31
+constexpr uint32_t kRelocJump26 = 282;  // R_AARCH64_JUMP26
+constexpr uint32_t kRelocCall26 = 283;  // R_AARCH64_CALL26: a BL's
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CodeFile>> CodeFile::Open(const std::string& path) {
@@ -19,10 +21,12 @@ absl::StatusOr<std::unique_ptr<CodeFile>> CodeFile::Open(const std::string& path
   if (!f->elf_ || elf_kind(f->elf_.get()) != ELF_K_ELF) return LibelfError(StrCat(path, ": not an ELF file"));
   GElf_Ehdr eh;
   if (gelf_getehdr(f->elf_.get(), &eh) == nullptr) return LibelfError(path);
-  if (eh.e_machine != EM_X86_64) {
-    return absl::InvalidArgumentError(StrCat(path, ": machine ", eh.e_machine, ", not x86-64: its calls are not read"));
+  if (eh.e_machine != EM_X86_64 && eh.e_machine != EM_AARCH64) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ": machine ", eh.e_machine, ", neither x86-64 nor AArch64: its calls are not read"));
   }
   f->relocatable_ = eh.e_type == ET_REL;
+  f->machine_ = eh.e_machine;
   size_t shstrndx = 0, count = 0;
   if (elf_getshdrstrndx(f->elf_.get(), &shstrndx) != 0 || elf_getshdrnum(f->elf_.get(), &count) != 0) {
     return LibelfError(path);
@@ -82,9 +86,17 @@ absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view se
                                             : StrCat("address 0x", fmt::format("{:x}", at), " is in no code section"));
   }
   const uint64_t pos = relocatable_ ? at : at - sec->addr;
-  const size_t n = static_cast<size_t>(std::min<uint64_t>(pos, ingest::kMaxCallLength));
   const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + sec->offset);
-  std::optional<ingest::CallInsn> insn = ingest::CallEndingAt({code + pos - n, n});
+  std::optional<ingest::CallInsn> insn;
+  if (machine_ == EM_AARCH64) {
+    if (pos < 4 || pos % 4 != 0) return std::optional<CallSite>();
+    uint32_t word = 0;
+    for (int i = 3; i >= 0; --i) word = word << 8 | code[pos - 4 + static_cast<uint64_t>(i)];
+    insn = ingest::A64CallEndingAt(word);
+  } else {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(pos, ingest::kMaxCallLength));
+    insn = ingest::CallEndingAt({code + pos - n, n});
+  }
   if (!insn) return std::optional<CallSite>();
   CallSite c;
   c.insn = *insn;
@@ -93,10 +105,14 @@ absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view se
     c.target = at + static_cast<uint64_t>(static_cast<int64_t>(insn->rel32));
     return std::optional<CallSite>(std::move(c));
   }
-  // A module's call operand is 0 until it is relocated: the relocation names the callee.
+  // A module's call operand is 0 until it is relocated: the relocation names the callee. It
+  // applies to the operand: x86-64's rel32 is the call's last 4 bytes, AArch64's imm26 is the BL.
   const std::vector<Reloc>& rel = RelocsFor(sec->index);
   auto it = std::lower_bound(rel.begin(), rel.end(), at - 4, [](const Reloc& r, uint64_t o) { return r.offset < o; });
-  if (it == rel.end() || it->offset != at - 4 || (it->type != kRelocPc32 && it->type != kRelocPlt32)) {
+  const bool a64 = machine_ == EM_AARCH64;
+  if (it == rel.end() || it->offset != at - 4 ||
+      (a64 ? it->type != kRelocCall26 && it->type != kRelocJump26
+           : it->type != kRelocPc32 && it->type != kRelocPlt32)) {
     return std::optional<CallSite>(std::move(c));
   }
   Elf_Scn* st = elf_getscn(elf_.get(), symtab_);
@@ -108,8 +124,9 @@ absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view se
     return std::optional<CallSite>(std::move(c));
   }
   const char* name = elf_strptr(elf_.get(), st_sh.sh_link, sym.st_name);
-  // S + A - P is the operand; the callee is P + 4 + operand = S + A + 4.
-  const int64_t a4 = it->addend + 4;
+  // x86-64: S + A - P is the operand; the callee is P + 4 + operand = S + A + 4. AArch64: the
+  // callee is S + A.
+  const int64_t a4 = it->addend + (a64 ? 0 : 4);
   if (sym.st_shndx == SHN_UNDEF) {
     if (a4 == 0 && name != nullptr) c.target_symbol = name;
   } else if (sym.st_shndx < sections_.size() && sym.st_shndx != SHN_ABS) {

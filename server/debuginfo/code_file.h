@@ -16,7 +16,7 @@
 #include "server/common/elf_handle.h"
 #include "server/common/mapped_file.h"
 #include "server/common/status.h"
-#include "server/ingest/x86_call.h"
+#include "server/ingest/call_insn.h"
 
 namespace symdex::debuginfo {
 
@@ -32,7 +32,7 @@ struct CallSite {
 
 class CodeFile {
  public:
-  // NotFound / InvalidArgument naming the path: not readable, not ELF, not x86-64.
+  // NotFound / InvalidArgument naming the path: not readable, not ELF, neither x86-64 nor AArch64.
   static absl::StatusOr<std::unique_ptr<CodeFile>> Open(const std::string& path);
 
   bool relocatable() const { return relocatable_; }
@@ -61,6 +61,7 @@ class CodeFile {
   MappedFile map_;
   ElfPtr elf_;
   bool relocatable_ = false;
+  uint16_t machine_ = 0;
   std::vector<Section> sections_;
   std::map<size_t, std::vector<Reloc>> relocs_;  // by the section they apply to, sorted by offset
   size_t symtab_ = 0;                            // section index of .symtab (0: none)

@@ -18,10 +18,12 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "server/common/byte_reader.h"
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/die_extent.h"
@@ -76,6 +78,62 @@ class AddressMapper {
   std::unordered_map<int, uint16_t> cache_;
 };
 
+// arm64 kernels are built with -fpatchable-function-entry=2: a traceable function's symbol is
+// two NOPs (which the kernel patches for ftrace) before the code its DW_TAG_subprogram and line
+// table describe — GCC's low_pc is the symbol + 8. The symbol is what kallsyms, every stack
+// trace and every probe name, so the function is taken to start there: its first range and its
+// entry move back over the NOPs (its entry line stays that of its first instruction), and the
+// symbol's line is read at that instruction, not at the NOPs (whose rows belong to the function
+// before). Which symbols: those whose code starts with the NOP words (common/kernel_arch.h; the
+// kernel's own test for a patchable site), by DWARF address. Empty for other architectures.
+struct EntryPads {
+  uint64_t bytes = 0;
+  std::unordered_set<uint64_t> at;
+
+  // Where the line of a symbol at `addr` is read.
+  uint64_t LineAddress(uint64_t addr) const { return at.count(addr) ? addr + bytes : addr; }
+};
+
+// Whether the code at `offset` of section `shndx` starts with `arch`'s patchable-entry NOPs.
+bool StartsWithEntryPad(Elf* elf, size_t shndx, uint64_t offset, const KernelArch& arch) {
+  Elf_Scn* scn = elf_getscn(elf, shndx);
+  GElf_Shdr sh;
+  if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_PROGBITS) return false;
+  Elf_Data* d = elf_rawdata(scn, nullptr);
+  const uint64_t need = arch.EntryPad();
+  if (d == nullptr || d->d_buf == nullptr || offset > d->d_size || d->d_size - offset < need) return false;
+  ByteReader r(std::string_view(static_cast<const char*>(d->d_buf) + offset, need), std::endian::little);
+  for (uint32_t i = 0; i < arch.entry_pad_words; ++i) {
+    if (r.Int<uint32_t>() != arch.nop_word) return false;
+  }
+  return r.ok();
+}
+
+// A linked image's EntryPads (its symbol values are DWARF addresses).
+EntryPads LinkedEntryPads(Elf* elf) {
+  EntryPads out;
+  GElf_Ehdr eh;
+  if (gelf_getehdr(elf, &eh) == nullptr) return out;
+  const KernelArch* arch = ArchOfMachine(eh.e_machine);
+  if (arch == nullptr || arch->entry_pad_words == 0) return out;
+  out.bytes = arch->EntryPad();
+  ForEachSymtabSymbol(elf, [&](const GElf_Sym& sym, const char*) {
+    const int type = GELF_ST_TYPE(sym.st_info);
+    if ((type != STT_FUNC && type != STT_NOTYPE) || sym.st_shndx == SHN_UNDEF || sym.st_shndx >= SHN_LORESERVE) {
+      return true;
+    }
+    Elf_Scn* scn = elf_getscn(elf, sym.st_shndx);
+    GElf_Shdr sh;
+    if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || !(sh.sh_flags & SHF_EXECINSTR) ||
+        sym.st_value < sh.sh_addr) {
+      return true;
+    }
+    if (StartsWithEntryPad(elf, sym.st_shndx, sym.st_value - sh.sh_addr, *arch)) out.at.insert(sym.st_value);
+    return true;
+  });
+  return out;
+}
+
 // What one thread collects; file and unit ids are local until Merge().
 struct Partial {
   std::vector<std::string> files;  // raw paths
@@ -87,6 +145,23 @@ struct Partial {
   // The first libdw error met while walking this part (empty: none). A damaged file is failed
   // as a whole: a half-read unit would be cached as a smaller but "successful" index.
   std::string damage;
+  const EntryPads* pads = nullptr;  // the file's, if any
+
+  // `f` (ranges and entry mapped, entry line read) begins with its symbol's patchable-entry NOPs
+  // when its DWARF entry `dwarf_entry` is EntryPads::bytes past a symbol starting with them.
+  void TakeEntryPad(DwarfFunction& f, uint64_t dwarf_entry) const {
+    if (pads == nullptr || pads->bytes == 0 || dwarf_entry < pads->bytes || f.entry < pads->bytes ||
+        !pads->at.count(dwarf_entry - pads->bytes)) {
+      return;
+    }
+    for (AddrRange& r : f.ranges) {
+      if (r.section == f.entry_section && r.lo == f.entry) {
+        r.lo -= pads->bytes;
+        break;
+      }
+    }
+    f.entry -= pads->bytes;
+  }
 
   void Damage(const char* section, uint64_t offset, const char* what, bool from_libdw = true) {
     if (!damage.empty()) return;
@@ -280,6 +355,7 @@ class UnitWalker {
       f.entry_line = static_cast<uint32_t>(lineno);
       f.entry_file = out_.File(dwarf_linesrc(line, nullptr, nullptr), comp_dir_);
     }
+    out_.TakeEntryPad(f, entry);
     f.external = dwarf_hasattr_integrate(die, DW_AT_external);
     Dwarf_Attribute attr;
     Dwarf_Die origin;
@@ -456,6 +532,7 @@ class ScanWalker {
         f.entry_file = out_.File(path ? path->c_str() : nullptr, comp_dir_);
       }
     }
+    out_.TakeEntryPad(f, entry);
     f.external = s_.HasIntegrate(die, At::kExternal);
     if (const ScanAttr* origin_ref = die.get(At::kAbstractOrigin)) {
       ScanDie origin;
@@ -842,6 +919,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   // The line at every text symbol address is read with the walk of the unit dwarf_addrdie gives
   // it, while that unit's line table is loaded. (A unit outside the list: read afterwards.)
   std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first->elf());
+  const EntryPads pads = LinkedEntryPads(first->elf());
   std::sort(syms.begin(), syms.end());
   syms.erase(std::unique(syms.begin(), syms.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
              syms.end());
@@ -855,7 +933,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
     for (size_t i = 0; i < syms.size(); ++i) {
       raw[i].addr = syms[i].first;
       Dwarf_Die cu;
-      if (dwarf_addrdie(first->dwarf(), syms[i].first, &cu) == nullptr) continue;
+      if (dwarf_addrdie(first->dwarf(), pads.LineAddress(syms[i].first), &cu) == nullptr) continue;
       auto it = unit_at.find(dwarf_dieoffset(&cu));
       (it == unit_at.end() ? other_syms : unit_syms[it->second]).push_back(static_cast<uint32_t>(i));
     }
@@ -864,6 +942,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
 
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, units.size()))));
   std::vector<Partial> partials(units.size());
+  for (Partial& p : partials) p.pads = &pads;
   std::optional<PartEmitter> emitter;
   if (streaming) emitter.emplace(partials, units, *on_part);
   std::atomic<size_t> next{0};
@@ -893,7 +972,8 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
             ++scanned_units;
             if (walker.table() != nullptr) ++fast_units;
             for (uint32_t i : unit_syms[u]) {
-              RawSymbolLine r = TableLineAt(walker.cu_offset(), walker.comp_dir(), raw[i].addr, walker.table());
+              RawSymbolLine r =
+                  TableLineAt(walker.cu_offset(), walker.comp_dir(), pads.LineAddress(raw[i].addr), walker.table());
               r.addr = raw[i].addr;
               raw[i] = std::move(r);
             }
@@ -924,7 +1004,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
       walker.Walk(&cu, units[u].end);
       if (walker.table() != nullptr) ++fast_units;
       for (uint32_t i : unit_syms[u]) {
-        RawSymbolLine r = LineAt(&cu, raw[i].addr, walker.table());
+        RawSymbolLine r = LineAt(&cu, pads.LineAddress(raw[i].addr), walker.table());
         r.addr = raw[i].addr;
         raw[i] = std::move(r);
       }
@@ -969,8 +1049,9 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   if (!other_syms.empty()) first->PrepareUnits();
   for (uint32_t i : other_syms) {
     Dwarf_Die cu;
-    if (dwarf_addrdie(first->dwarf(), raw[i].addr, &cu) == nullptr) continue;
-    RawSymbolLine r = LineAt(&cu, raw[i].addr);
+    const uint64_t at = pads.LineAddress(raw[i].addr);
+    if (dwarf_addrdie(first->dwarf(), at, &cu) == nullptr) continue;
+    RawSymbolLine r = LineAt(&cu, at);
     r.addr = raw[i].addr;
     raw[i] = std::move(r);
   }
@@ -1018,7 +1099,46 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
   std::mutex mu;
   AddressMapper mapper(mod, bias, &out.sections, &mu);
   ASSIGN_OR_RETURN(std::vector<UnitRef> units, ListUnits(path, dbg));
+  // The module's text symbols, as libdwfl lays them out: DWARF address (relocated - bias),
+  // and whether each starts with the architecture's patchable-entry NOPs.
+  struct TextSym {
+    uint64_t addr = 0;
+    bool padded = false;
+  };
+  std::vector<TextSym> text_syms;
+  EntryPads pads;
+  {
+    GElf_Ehdr ehm;
+    GElf_Addr elf_bias = 0;
+    Elf* melf = dwfl_module_getelf(mod, &elf_bias);
+    const KernelArch* arch = melf && gelf_getehdr(melf, &ehm) ? ArchOfMachine(ehm.e_machine) : nullptr;
+    if (arch != nullptr) pads.bytes = arch->EntryPad();
+    int nsyms = dwfl_module_getsymtab(mod);
+    for (int i = 1; i < nsyms; ++i) {
+      GElf_Sym sym;
+      GElf_Addr addr;
+      GElf_Word shndx;
+      Elf* elf = nullptr;
+      Dwarf_Addr sym_bias = 0;
+      const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, &sym_bias);
+      int type = GELF_ST_TYPE(sym.st_info);
+      if (name == nullptr || (type != STT_FUNC && type != STT_NOTYPE) || shndx == SHN_UNDEF || shndx == SHN_ABS) {
+        continue;
+      }
+      Elf_Scn* scn = elf ? elf_getscn(elf, shndx) : nullptr;
+      GElf_Shdr sh;
+      if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || !(sh.sh_flags & SHF_EXECINSTR)) continue;
+      // (An ET_REL symbol's value is its offset in its section, whatever address libdwfl gave
+      // the section; a linked one's is an address.)
+      const uint64_t offset = ehm.e_type == ET_REL ? sym.st_value : sym.st_value - sh.sh_addr;
+      const bool padded =
+          arch != nullptr && arch->entry_pad_words != 0 && StartsWithEntryPad(elf, shndx, offset, *arch);
+      text_syms.push_back({addr - bias, padded});
+      if (padded) pads.at.insert(addr - bias);
+    }
+  }
   Partial p;
+  p.pads = &pads;
   for (const auto& u : units) {
     Dwarf_Die cu;
     if (dwarf_offdie(dbg, u.die_offset, &cu) == nullptr) {
@@ -1034,25 +1154,14 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
 
   // Lines at every text symbol of the module's symbol table, in libdwfl's relocated layout.
   std::vector<RawSymbolLine> raw;
-  int nsyms = dwfl_module_getsymtab(mod);
-  for (int i = 1; i < nsyms; ++i) {
-    GElf_Sym sym;
-    GElf_Addr addr;
-    GElf_Word shndx;
-    Elf* elf = nullptr;
-    Dwarf_Addr sym_bias = 0;
-    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, &sym_bias);
-    int type = GELF_ST_TYPE(sym.st_info);
-    if (name == nullptr || (type != STT_FUNC && type != STT_NOTYPE) || shndx == SHN_UNDEF || shndx == SHN_ABS) continue;
-    Elf_Scn* scn = elf ? elf_getscn(elf, shndx) : nullptr;
-    GElf_Shdr sh;
-    if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || !(sh.sh_flags & SHF_EXECINSTR)) continue;
+  for (const TextSym& ts : text_syms) {
     RawSymbolLine r;
     uint64_t mapped;
     uint16_t section;
-    if (!mapper.Map(addr - bias, mapped, section)) continue;
+    if (!mapper.Map(ts.addr, mapped, section)) continue;
+    const uint64_t at = ts.addr + (ts.padded ? pads.bytes : 0) + bias;  // libdwfl's address of the line
     Dwarf_Addr cu_bias = 0;
-    if (Dwarf_Die* cu = dwfl_module_addrdie(mod, addr, &cu_bias)) r = LineAt(cu, addr - cu_bias);
+    if (Dwarf_Die* cu = dwfl_module_addrdie(mod, at, &cu_bias)) r = LineAt(cu, at - cu_bias);
     r.addr = mapped;
     r.section = section;
     raw.push_back(std::move(r));

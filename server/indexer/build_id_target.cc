@@ -1,11 +1,13 @@
 #include "server/indexer/build_id_target.h"
 
 #include <atomic>
+#include <map>
 #include <set>
 #include <thread>
 
 #include "server/common/strings.h"
 #include "server/debuginfo/symtab_file.h"
+#include "server/ingest/kallsyms.h"
 #include "server/target/offline_kernel.h"
 #include "server/target/vmlinux_release.h"
 
@@ -103,8 +105,11 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   t.source = StrCat("build-ID ", id->ToHex(), ": ", path, " (", found.found->origin, ")");
   t.files.push_back({"vmlinux", path, target::InputFileStatus::kUsed, ""});
   t.symbols.reserve(tab.symbols.size());
+  std::map<std::string_view, uint64_t> anchors;
   for (auto& s : tab.symbols) {
-    if (s.name == "_text") t.text_addr = s.value;
+    // What the kernel's own symbol table keeps of its vmlinux's: System.map's rule, then kallsyms'.
+    if (ingest::MksysmapIgnoreRule(s.name, s.type) || ingest::KallsymsIgnoreRule(s.name, s.type)) continue;
+    if (s.name == "_text" || s.name == "_stext") anchors.emplace(s.name == "_text" ? "_text" : "_stext", s.value);
     t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name),
                                             .type = s.type,
                                             .addr = s.value,
@@ -112,7 +117,14 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
                                             .size_exact = s.size != 0});
   }
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
-  if (!t.text_addr) t.warnings.push_back(StrCat(path, " has no _text: _text offsets unavailable"));
+  target::ChooseTextAnchor(
+      t,
+      [&](std::string_view n) {
+        auto it = anchors.find(n);
+        return it == anchors.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+      },
+      /*live=*/false);
+  if (!t.anchor_addr) t.warnings.push_back(StrCat(path, " has no _text or _stext: _text offsets unavailable"));
   size_t failed = 0;
   std::vector<absl::StatusOr<FoundModule>> found_modules = FindModules(finder, t.release, opts.modules);
   for (size_t i = 0; i < opts.modules.size(); ++i) {

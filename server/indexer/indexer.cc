@@ -17,6 +17,7 @@
 #include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
+#include "server/debuginfo/debug_finder.h"
 #include "server/indexer/input_checks.h"
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"
@@ -60,6 +61,19 @@ class AddrMapStep {
   std::jthread thread_;  // declared last: joined (on an early return too) before the rest goes
 };
 
+// A live kernel whose kallsyms lists _stext but no _text (arm64): its _text, which KASLR slides
+// are taken from, is the anchor less the distance between the two in its vmlinux debug file.
+void DeriveTextFromAnchor(target::KernelTarget& t, const std::vector<Part>& parts) {
+  if (t.text_addr || !t.anchor_addr || t.text_anchor == "_text") return;
+  for (const Part& p : parts) {
+    if (p.module >= 0 || !p.record.debug_file_id || !p.debug_text_addr || p.record.path.empty()) continue;
+    auto anchor = debuginfo::ReadElfSymbolValue(p.record.path, t.text_anchor);
+    if (anchor.ok() && *anchor && **anchor >= *p.debug_text_addr) {
+      t.text_addr = *t.anchor_addr - (**anchor - *p.debug_text_addr);
+    }
+  }
+}
+
 // Steps 3-5 for the parts `want` selects: afterwards every selected code symbol carries its
 // DWARF join (or why none), and t.debuginfo one record per selected part. Step 6, the address
 // maps, starts in `map_step` as soon as the debug files are parsed.
@@ -72,6 +86,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), req, jobs);
   RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));
+  DeriveTextFromAnchor(t, plan.parts);
   const auto tj = Clock::now();
   {
     // Steps 5 and 5b side by side. They write different fields of the symbols (the DWARF
@@ -181,9 +196,11 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   // Only a module change with vmlinux as indexed is a delta; anything else is a whole re-index.
   ASSIGN_OR_RETURN(auto old, store::FindTarget(db, t.name));
   const std::string build_id = t.build_id ? t.build_id->ToHex() : "";
-  if (!old || old->kind != t.kind || old->build_id != build_id || old->text_addr != t.text_addr) {
+  // (The anchor, not _text: a live arm64 kernel's _text is derived, by a whole re-index.)
+  if (!old || old->kind != t.kind || old->build_id != build_id || old->AnchorAddr() != t.anchor_addr) {
     return IndexLoaded(db, req, t, sum);
   }
+  if (!t.text_addr) t.text_addr = old->text_addr;  // derived by the whole index (DeriveTextFromAnchor)
   // The changed modules, and every pseudo-module ([bpf], ...): their symbols come and go without
   // /proc/modules saying so, and they are few.
   std::set<std::string> names = changed;

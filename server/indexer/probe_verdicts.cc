@@ -4,9 +4,10 @@
 //  - an fentry site belongs to the symbol kallsyms would name for it: the greatest symbol
 //    address not above it, of the same owner (vmlinux, or the module: for an offline module,
 //    the same section), every alias at that address alike (kallsyms_lookup_size_offset);
-//  - ftrace lists a function when a site is at its entry (the kernel's
-//    FTRACE_MCOUNT_MAX_OFFSET: 0, 4 with IBT's endbr64) — a site further in is code a dropped
-//    weak function left behind, which 6.1 lists as __ftrace_invalid_address___N;
+//  - ftrace lists a function when a site is at its entry (x86-64's FTRACE_MCOUNT_MAX_OFFSET: 0,
+//    4 with IBT's endbr64) — a site further in is code a dropped weak function left behind,
+//    which x86-64 6.1 lists as __ftrace_invalid_address___N and arm64, which has no such limit,
+//    lists under the name of the symbol holding it (common/kernel_arch.h);
 //  - kprobe events' notrace check (trace_kprobe.c within_notrace_func) passes when any site lies
 //    in the symbol's extent, or, for NAME.suffix, in the extent of the first symbol named NAME
 //    (the kernel's kprobe_lookup_name: vmlinux first, then modules in order);
@@ -21,6 +22,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/debuginfo/probe_files.h"
@@ -34,8 +36,9 @@ namespace {
 
 using target::SymbolEntry;
 
-// Where ftrace still calls a site the function's own (x86: 0, or 4 after endbr64 with IBT).
-constexpr uint64_t kFtraceMaxEntryOffset = 4;
+// The blacklist areas every architecture has (kernel/kprobes.c), beside the arch's own.
+constexpr BoundedText kGenericBlacklist[] = {{"__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"},
+                                             {"__noinstr_text_start", "__noinstr_text_end", ".noinstr.text"}};
 
 // The symbols of one address space (vmlinux; a live module; one section of an offline
 // module), sorted by address, ties in input order (kallsyms lists aliases in that order).
@@ -83,17 +86,34 @@ class Judge {
 
   Owner& owner(int m) { return owners_.at(m); }
 
-  // The space and address a table place maps to in `o`: vmlinux adds the KASLR slide; a live
-  // module turns (section, offset) into an absolute address through its section bases.
-  std::optional<std::pair<Space*, uint64_t>> Locate(Owner& o, const std::string& section, uint64_t addr,
-                                                    uint64_t slide) {
-    if (o.module < 0) return Where(o, "", addr + slide);
-    if (o.spaces.count(section) && !section.empty()) return Where(o, section, addr);
+  // Where a table place lands in `o`: its space, its address there, and the lowest address of
+  // its section in that space (a symbol below it is of another section and cannot hold it).
+  struct Landing {
+    Space* space;
+    uint64_t addr;
+    uint64_t floor;
+  };
+
+  // vmlinux adds the KASLR slide; a live module turns (section, offset) into an absolute
+  // address through its section bases.
+  std::optional<Landing> Locate(Owner& o, const std::string& section, uint64_t addr, uint64_t slide) {
+    if (o.module < 0) return Where(o, "", addr + slide, 0);
+    if (o.spaces.count(section) && !section.empty()) return Where(o, section, addr, 0);
     const auto& m = t_.modules[static_cast<size_t>(o.module)];
     for (const auto& [name, base] : m.sections) {
-      if (name == section) return Where(o, "", base + addr);
+      if (name == section) return Where(o, "", base + addr, base);
     }
     return std::nullopt;
+  }
+
+  // Holding(a), as kallsyms attributes an address (to the symbol before it, whatever its size),
+  // unless that symbol lies below `floor`, the start of the place's own section: a site in text
+  // no listed symbol covers (a loaded module's freed .init.text, mapped past its last listed
+  // function) must not land on the function before it.
+  std::pair<size_t, size_t> Containing(const Space& sp, uint64_t a, uint64_t floor = 0) const {
+    auto r = sp.Holding(a);
+    if (r.first == r.second || sp.addrs[r.first] < floor) return {r.first, r.first};
+    return r;
   }
 
   void Mark(Space& sp, std::pair<size_t, size_t> r, uint32_t bits) {
@@ -103,16 +123,27 @@ class Judge {
     }
   }
 
-  void Fentry(Space& sp, uint64_t site) {
-    auto r = sp.Holding(site);
+  // `arch`: how far past the symbol a site is still its own (ftrace_entry_max_offset), and
+  // whether a site further in is listed under its name once more (ftrace_names_far_sites).
+  void Fentry(Space& sp, uint64_t site, uint64_t floor, const KernelArch* arch) {
+    auto r = Containing(sp, site, floor);
     if (r.first == r.second) return;
     uint32_t bits = target::kProbeFentryInside;
-    if (site - sp.addrs[r.first] <= kFtraceMaxEntryOffset) bits |= target::kProbeFentryEntry;
+    if (site - sp.addrs[r.first] <= (arch != nullptr ? arch->ftrace_entry_max_offset : 0)) {
+      bits |= target::kProbeFentryEntry;
+    } else if (arch != nullptr && arch->ftrace_names_far_sites) {
+      for (size_t k = r.first; k < r.second; ++k) {
+        SymbolEntry& s = t_.symbols[sp.syms[k]];
+        if (IsCodeSymbolType(s.type) && target::FarFtraceSites(s.probe) < 0xff) {
+          s.probe += 1u << target::kProbeFarSitesShift;
+        }
+      }
+    }
     Mark(sp, r, bits);
   }
 
-  void Area(Space& sp, uint64_t lo, uint64_t hi, uint32_t bits, bool with_holder) {
-    if (with_holder) Mark(sp, sp.Holding(lo), bits);
+  void Area(Space& sp, uint64_t lo, uint64_t hi, uint32_t bits, bool with_holder, uint64_t floor = 0) {
+    if (with_holder) Mark(sp, Containing(sp, lo, floor), bits);
     size_t a = static_cast<size_t>(std::lower_bound(sp.addrs.begin(), sp.addrs.end(), lo) - sp.addrs.begin());
     size_t b = static_cast<size_t>(std::lower_bound(sp.addrs.begin(), sp.addrs.end(), hi) - sp.addrs.begin());
     Mark(sp, {a, b}, bits);
@@ -121,29 +152,31 @@ class Judge {
   void Apply(Owner& o, const ingest::ProbeTables& tab, uint64_t slide, bool kernel_records_fentry) {
     // A module without __mcount_loc of a kernel that records fentry sites has none.
     o.fentry_known = tab.fentry_known || (tab.relocatable && kernel_records_fentry);
+    const KernelArch* arch = ArchOfMachine(tab.machine);
     for (const auto& p : tab.fentry) {
-      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->first, w->second);
+      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->space, w->addr, w->floor, arch);
     }
     for (const auto& p : tab.blacklist) {
-      if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->first, w->first->Holding(w->second), kBl);
+      if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->space, Containing(*w->space, w->addr, w->floor), kBl);
     }
     for (const auto& a : tab.blacklist_areas) {
       if (auto w = Locate(o, a.section, a.lo, slide)) {
-        Area(*w->first, w->second, w->second + (a.hi - a.lo), kBl, true);
+        Area(*w->space, w->addr, w->addr + (a.hi - a.lo), kBl, true, w->floor);
         if (a.what == ".noinstr.text") {
-          Area(*w->first, w->second, w->second + (a.hi - a.lo), target::kProbeNoinstr, false);
+          Area(*w->space, w->addr, w->addr + (a.hi - a.lo), target::kProbeNoinstr, false);
         }
       }
     }
     for (const auto& a : tab.init_areas) {
       if (auto w = Locate(o, a.section, a.lo, slide)) {
-        Area(*w->first, w->second, w->second + (a.hi - a.lo), target::kProbeInit, false);
+        Area(*w->space, w->addr, w->addr + (a.hi - a.lo), target::kProbeInit, false);
       }
     }
   }
 
-  // vmlinux areas from its own symbols, when no image was read.
-  void AreasFromSymbols(Owner& o) {
+  // vmlinux areas from its own symbols, when no image was read: the generic ones and those of
+  // `arch` (unknown: .entry.text, which every architecture blacklists).
+  void AreasFromSymbols(Owner& o, const KernelArch* arch) {
     auto it = o.spaces.find("");
     if (it == o.spaces.end()) return;
     std::unordered_map<std::string_view, uint64_t> v;
@@ -153,9 +186,14 @@ class Judge {
       if (a != v.end() && b != v.end() && b->second > a->second) Area(it->second, a->second, b->second, bits, holder);
     };
     area("_sinittext", "_einittext", target::kProbeInit, false);
-    area("__kprobes_text_start", "__kprobes_text_end", kBl, true);
-    area("__noinstr_text_start", "__noinstr_text_end", kBl | target::kProbeNoinstr, true);
-    area("__entry_text_start", "__entry_text_end", kBl, true);
+    for (const BoundedText& b : kGenericBlacklist) {
+      area(b.start, b.end, kBl | (b.what == ".noinstr.text" ? target::kProbeNoinstr : 0u), true);
+    }
+    if (arch != nullptr) {
+      for (const BoundedText& b : arch->blacklist_areas) area(b.start, b.end, kBl, true);
+    } else {
+      area("__entry_text_start", "__entry_text_end", kBl, true);
+    }
   }
 
   // Offline modules: symbols of .init* sections are init text whatever the tables say.
@@ -211,10 +249,10 @@ class Judge {
  private:
   static constexpr uint32_t kBl = target::kProbeBlacklisted;
 
-  std::optional<std::pair<Space*, uint64_t>> Where(Owner& o, const std::string& section, uint64_t addr) {
+  std::optional<Landing> Where(Owner& o, const std::string& section, uint64_t addr, uint64_t floor) {
     auto it = o.spaces.find(section);
     if (it == o.spaces.end()) return std::nullopt;
-    return std::make_pair(&it->second, addr);
+    return Landing{&it->second, addr, floor};
   }
   target::KernelTarget& t_;
   std::map<int, Owner> owners_;
@@ -246,6 +284,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
   ASSIGN_OR_RETURN(auto vml, VmlinuxDebugFile(db, t));
   bool vmlinux_read = false;
   bool kernel_records_fentry = false;
+  uint16_t machine = 0;  // the kernel's architecture, from the first table read
   if (vml && !vml->path.empty()) {
     auto tab = debuginfo::ReadProbeTablesFile(vml->path);
     if (tab.ok() && !tab->relocatable) {
@@ -253,6 +292,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       if (t.text_addr && vml->text_addr) slide = *t.text_addr - *vml->text_addr;
       judge.Apply(judge.owner(-1), *tab, slide, false);
       kernel_records_fentry = tab->fentry_known;
+      machine = tab->machine;
       vmlinux_read = true;
       ++read;
     } else {
@@ -260,8 +300,6 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       failures.push_back(tab.ok() ? StrCat(vml->path, ": not a linked image") : std::string(tab.status().message()));
     }
   }
-  if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1));
-
   // Modules: the debug file the join used, else the module file itself (an offline kernel's
   // .ko keeps __mcount_loc and its relocations when stripped of debug info).
   std::unordered_map<std::string, const target::DebugInfoRecord*> records;
@@ -280,6 +318,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       auto tab = debuginfo::ReadProbeTablesFile(p);
       if (tab.ok() && tab->relocatable) {
         judge.Apply(o, *tab, 0, kernel_records_fentry);
+        if (machine == 0) machine = tab->machine;
         ++read;
         break;
       }
@@ -291,6 +330,8 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       }
     }
   }
+  if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1), ArchOfMachine(machine));
+  if (machine != 0) t.machine = machine;
   judge.Finish();
   sum.probe_tables_read = read;
   if (failed > 0) {

@@ -72,14 +72,27 @@ Inside InsideLine(const std::vector<Token>& toks) {
     if (s == "<TASK>" || s == "</TASK>") return Inside::kYes;
   }
   for (size_t i = 0; i + 1 < toks.size(); ++i) {
-    if (toks[i].text == "Call" && toks[i + 1].text.starts_with("Trace")) return Inside::kYes;
+    if (toks[i].text == "Call" && (toks[i + 1].text.starts_with("Trace") || toks[i + 1].text.starts_with("trace"))) {
+      return Inside::kYes;
+    }
   }
-  // Register dumps between RIP: and Call Trace: (x86-64 __show_regs).
-  static constexpr std::string_view kRegs[] = {"Code:", "RSP:", "RAX:", "RDX:", "RBP:", "R10:",  "R13:",     "FS:",
-                                               "CS:",   "CR2:", "DR0:", "DR3:", "DR6:", "PKRU:", "ORIG_RAX:"};
-  for (const Token& t : toks) {
+  // Register dumps between RIP: and Call Trace: (x86-64 __show_regs), pc : and Call trace:
+  // (arm64 __show_regs: "sp : ...", "x29: ... x28: ...", "pstate: ...").
+  static constexpr std::string_view kRegs[] = {
+      "Code:", "RSP:", "RAX:", "RDX:", "RBP:", "R10:",  "R13:",      "FS:",
+      "CS:",   "CR2:", "DR0:", "DR3:", "DR6:", "PKRU:", "ORIG_RAX:", "pstate:"};
+  for (size_t i = 0; i < toks.size(); ++i) {
+    std::string_view t = toks[i].text;
     for (std::string_view r : kRegs) {
-      if (t.text == r) return Inside::kYes;
+      if (t == r) return Inside::kYes;
+    }
+    if (t == "sp" && i + 1 < toks.size() && toks[i + 1].text == ":") return Inside::kYes;
+    // x29: .. x10:, x9 : .. x0 : (arm64's general registers, "x%-2d: ", several a line)
+    std::string_view reg = t.ends_with(':') ? t.substr(0, t.size() - 1) : t;
+    const bool colon = t.ends_with(':') || (i + 1 < toks.size() && toks[i + 1].text == ":");
+    if (colon && reg.size() >= 2 && reg.size() <= 3 && reg.front() == 'x' &&
+        std::all_of(reg.begin() + 1, reg.end(), IsDigit)) {
+      return Inside::kYes;
     }
   }
   return Inside::kNo;
@@ -100,7 +113,7 @@ std::string Normalize(const FrameText& f) {
   return out;
 }
 
-enum class Form { kKernel, kRegs, kPerf, kBpftrace, kFtrace, kEntry };
+enum class Form { kKernel, kRegs, kLinkRegister, kPerf, kBpftrace, kFtrace, kEntry };
 
 // The frame on a line, if any.
 std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const std::vector<Token>& toks) {
@@ -184,6 +197,10 @@ std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const st
       std::string_view t = toks[k].text;
       if (t == "RIP:" || t == "WARNING:" || t == "BUG:" || t.starts_with("RIP:")) form = Form::kRegs;
       if (t == "=>") form = Form::kFtrace;
+      // arm64 __show_regs: "pc : NAME+..." and "lr : NAME+...".
+      if (k + 1 < i && toks[k + 1].text == ":" && (t == "pc" || t == "lr")) {
+        form = t == "pc" ? Form::kRegs : Form::kLinkRegister;
+      }
     }
     if (toks[i].text.starts_with("RIP:")) form = Form::kRegs;
     // The function tracer's "func+0x0/0x30 <-parent+0x18/0x40": the traced function's entry.
@@ -234,6 +251,9 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
   std::optional<size_t> pending;  // the last reliable frame waiting for its caller
   Form trace_form = Form::kKernel;
   size_t frames_in_trace = 0;
+  // arm64: a "pc :" frame was seen in this stack, and a "Call trace:" since: its next frame is
+  // that pc again, not a return address.
+  bool pc_seen = false, pc_first = false;
   for (size_t n = 0; n < out.lines.size(); ++n) {
     std::string_view line = out.lines[n];
     if (line.size() > kMaxFrameLineLength) {
@@ -259,7 +279,14 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
         frames_in_trace = 0;
         pending.reset();
         trace_form = Form::kKernel;
+        pc_seen = false;
       }
+      if (inside != Inside::kNo) {
+        for (size_t i = 0; i + 1 < toks.size(); ++i) {
+          if (toks[i].text == "Call" && toks[i + 1].text == "trace:" && pc_seen) pc_first = true;
+        }
+      }
+      if (inside == Inside::kNo) pc_seen = pc_first = false;
       continue;
     }
     if (out.frames.size() >= kMaxLogFrames) {
@@ -272,20 +299,24 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
       frames_in_trace = 0;
       pending.reset();
       trace_form = form;
+      pc_seen = pc_first = false;
     }
     lf.line = n;
     lf.trace = out.traces - 1;
     lf.normalized = Normalize(lf.frame);
     lf.regs = form == Form::kRegs;
     // The first frame of a sampled stack (perf, bpftrace, ftrace) is where the sample was taken,
-    // not a return address; kernel stack dumps list return addresses only, besides RIP:.
+    // not a return address; kernel stack dumps list return addresses only, besides RIP: (and
+    // arm64's pc, printed again first in its Call trace).
     const bool sampled = trace_form == Form::kPerf || trace_form == Form::kBpftrace || trace_form == Form::kFtrace;
-    lf.return_address = !lf.regs && form != Form::kEntry && !(sampled && frames_in_trace == 0);
+    lf.return_address = !lf.regs && form != Form::kEntry && !(sampled && frames_in_trace == 0) && !pc_first;
+    pc_first = false;
+    if (lf.regs) pc_seen = true;
     ++frames_in_trace;
     const size_t idx = out.frames.size();
     if (lf.regs) pending.reset();  // a register dump: the frames before it ran in another context
-    if (form == Form::kEntry) {
-      pending.reset();  // each function-tracer line stands alone
+    if (form == Form::kEntry || form == Form::kLinkRegister) {
+      pending.reset();  // each function-tracer line stands alone; so does arm64's lr
     } else if (!lf.frame.unreliable) {
       if (pending) out.frames[*pending].caller = idx;
       pending = idx;

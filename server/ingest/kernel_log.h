@@ -7,14 +7,18 @@
 // A line is a frame when it holds one of (anything before it — timestamps, "kernel:", "=>" — is kept):
 //   NAME+0xOFF/0xSIZE [MOD [BUILDID]]     dump_stack, /proc/PID/stack ([<0>] first), ftrace sym-offset
 //   RIP: 0010:NAME+0xOFF/0xSIZE          the registers' ip (the faulting or interrupted instruction)
+//   pc : NAME+0xOFF/0xSIZE [MOD]         arm64's (its "lr : ..." is the link register: a return
+//                                        address, but not the caller's for sure — it stands alone)
 //   [<ffffffff8123abcd>] NAME+0xOFF/...  old kernels: the address too
 //   ffffffff8123abcd NAME+0xOFF (DSO)    perf script -F +symoff; (DSO) [kernel.kallsyms] or a module
 //   ffffffff8123abcd NAME (DSO)          perf script without symoff: the address alone says which
 //   NAME+DECIMAL                         bpftrace kstack (the whole line; decimal offset)
 // A stack (Trace) is a run of frame lines and the lines that sit inside kernel stacks (<IRQ>,
-// </TASK>, register dumps, "Call Trace:"); anything else ends it. Inside a stack each frame's
-// caller is the next reliable frame, unless a context switch (<IRQ>, </IRQ>, <NMI>, a register
-// dump) lies between them.
+// </TASK>, register dumps, "Call Trace:", arm64's "Call trace:"); anything else ends it. Inside a
+// stack each frame's caller is the next reliable frame, unless a context switch (<IRQ>, </IRQ>,
+// <NMI>, a register dump) lies between them. arm64 starts the "Call trace:" of a report with
+// registers at the pc itself (dump_backtrace from regs): that first frame is not a return
+// address; x86-64 lists the frames after RIP only.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +40,7 @@ struct LogFrame {
   FrameText frame;               // what it names; `address` only when it is a kernel-half address
   std::string normalized;        // the frame as ParseFrameText reads it back: [<ADDR>] NAME+0xOFF/0xSIZE [MOD ID]
   bool return_address = false;   // the address follows a call instruction (a stack's saved return address)
-  bool regs = false;             // RIP: — the faulting or interrupted instruction itself
+  bool regs = false;             // RIP: / pc : — the faulting or interrupted instruction itself
   std::optional<size_t> caller;  // index (in KernelLog::frames) of the frame that called this one
   size_t trace = 0;              // which stack
 };

@@ -10,9 +10,11 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 
 #include "server/common/byte_reader.h"
 #include "server/common/elf_handle.h"
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -107,6 +109,15 @@ class Reader {
       out.reserve(n);
       for (uint64_t i = 0; i < n; ++i) out.push_back(WordSize() == 4 ? r.Int<uint32_t>() : r.Int<uint64_t>());
       if (!r.ok()) return absl::InvalidArgumentError(StrCat(what, ": truncated"));
+      // An image linked with --no-apply-dynamic-relocs holds zeros where its R_*_RELATIVE
+      // relocations put addresses at boot: the addends are the values.
+      ASSIGN_OR_RETURN(const auto* relative, RelativeRelocations());
+      if (!relative->empty()) {
+        for (uint64_t i = 0; i < n; ++i) {
+          if (out[i] != 0) continue;
+          if (auto it = relative->find(start + i * WordSize()); it != relative->end()) out[i] = it->second;
+        }
+      }
       return out;
     }
     return absl::InvalidArgumentError(StrCat(what, ": no section holds [", Hex(start), ", ", Hex(stop), ")"));
@@ -153,6 +164,31 @@ class Reader {
     return out;
   }
 
+  // A linked image's R_*_RELATIVE relocations (.rela.dyn and any other SHT_RELA section of
+  // dynamic relocations): place -> addend. Read once; empty for an image without them.
+  absl::StatusOr<const std::unordered_map<uint64_t, uint64_t>*> RelativeRelocations() {
+    if (relative_) return &*relative_;
+    relative_.emplace();
+    const uint64_t relative_type = eh_.e_machine == EM_AARCH64  ? R_AARCH64_RELATIVE
+                                   : eh_.e_machine == EM_X86_64 ? R_X86_64_RELATIVE
+                                                                : 0;
+    if (eh_.e_type != ET_DYN || relative_type == 0) return &*relative_;
+    for (const Section& rs : sections_) {
+      // Dynamic relocations apply to the image as loaded: no target section (sh_info 0).
+      if (rs.hdr.sh_type != SHT_RELA || rs.hdr.sh_info != 0 || !(rs.hdr.sh_flags & SHF_ALLOC)) continue;
+      Elf_Data* rel = elf_getdata(rs.scn, nullptr);
+      if (rel == nullptr || rs.hdr.sh_entsize == 0) return LibelfError(StrCat("cannot read ", rs.name));
+      const uint64_t n = rs.hdr.sh_size / rs.hdr.sh_entsize;
+      if (n > kMaxEntries) return absl::InvalidArgumentError(StrCat(rs.name, ": ", n, " entries is not plausible"));
+      for (uint64_t i = 0; i < n; ++i) {
+        GElf_Rela r;
+        if (gelf_getrela(rel, static_cast<int>(i), &r) == nullptr) return LibelfError(StrCat("bad entry in ", rs.name));
+        if (GELF_R_TYPE(r.r_info) == relative_type) relative_->emplace(r.r_offset, static_cast<uint64_t>(r.r_addend));
+      }
+    }
+    return &*relative_;
+  }
+
   bool HasSection(std::string_view name) const {
     for (const Section& s : sections_) {
       if (s.name == name) return true;
@@ -190,14 +226,23 @@ class Reader {
   std::span<char> image_;
   std::vector<Section> sections_;
   size_t symtab_ = 0;
+  std::optional<std::unordered_map<uint64_t, uint64_t>> relative_;
 };
 
-absl::Status ReadLinked(Reader& rd, ProbeTables& out) {
-  static const std::vector<std::string_view> kWanted = {
-      "__start_mcount_loc",   "__stop_mcount_loc",  "__start_kprobe_blacklist", "__stop_kprobe_blacklist",
-      "_sinittext",           "_einittext",         "__kprobes_text_start",     "__kprobes_text_end",
-      "__noinstr_text_start", "__noinstr_text_end", "__entry_text_start",       "__entry_text_end"};
-  ASSIGN_OR_RETURN(auto v, rd.SymbolValues(kWanted));
+// The blacklist areas of the generic kprobes code (kernel/kprobes.c populate_kprobe_blacklist).
+constexpr BoundedText kGenericBlacklist[] = {{"__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"},
+                                             {"__noinstr_text_start", "__noinstr_text_end", ".noinstr.text"}};
+
+absl::Status ReadLinked(Reader& rd, const KernelArch* arch, ProbeTables& out) {
+  std::vector<std::string_view> wanted = {"__start_mcount_loc",      "__stop_mcount_loc", "__start_kprobe_blacklist",
+                                          "__stop_kprobe_blacklist", "_sinittext",        "_einittext"};
+  std::vector<BoundedText> areas(std::begin(kGenericBlacklist), std::end(kGenericBlacklist));
+  if (arch != nullptr) areas.insert(areas.end(), arch->blacklist_areas.begin(), arch->blacklist_areas.end());
+  for (const BoundedText& b : areas) {
+    wanted.push_back(b.start);
+    wanted.push_back(b.end);
+  }
+  ASSIGN_OR_RETURN(auto v, rd.SymbolValues(wanted));
   auto pair = [&](std::string_view a, std::string_view b) -> std::optional<std::pair<uint64_t, uint64_t>> {
     auto x = v.find(a), y = v.find(b);
     if (x == v.end() || y == v.end() || y->second < x->second) return std::nullopt;
@@ -215,14 +260,9 @@ absl::Status ReadLinked(Reader& rd, ProbeTables& out) {
     ASSIGN_OR_RETURN(auto fns, rd.WordsBetween(b->first, b->second, "the kprobe blacklist"));
     for (uint64_t a : fns) out.blacklist.push_back({"", a});
   }
-  struct Bounds {
-    const char *start, *stop, *what;
-  };
-  for (const Bounds& b : {Bounds{"__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"},
-                          Bounds{"__noinstr_text_start", "__noinstr_text_end", ".noinstr.text"},
-                          Bounds{"__entry_text_start", "__entry_text_end", ".entry.text"}}) {
-    if (auto a = pair(b.start, b.stop); a && a->second > a->first) {
-      out.blacklist_areas.push_back({"", a->first, a->second, b.what});
+  for (const BoundedText& b : areas) {
+    if (auto a = pair(b.start, b.end); a && a->second > a->first) {
+      out.blacklist_areas.push_back({"", a->first, a->second, std::string(b.what)});
     }
   }
   if (auto i = pair("_sinittext", "_einittext"); i && i->second > i->first) {
@@ -231,11 +271,12 @@ absl::Status ReadLinked(Reader& rd, ProbeTables& out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadRelocatable(Reader& rd, ProbeTables& out) {
-  // No __mcount_loc section: either no function of the module has an fentry call, or the
-  // kernel records none at all (no dynamic ftrace). The caller tells them apart (vmlinux's).
-  out.fentry_known = rd.HasSection("__mcount_loc");
-  ASSIGN_OR_RETURN(out.fentry, rd.RelocatedPlaces("__mcount_loc", out.notes));
+absl::Status ReadRelocatable(Reader& rd, const KernelArch* arch, ProbeTables& out) {
+  // No section of ftrace sites: either no function of the module has one, or the kernel
+  // records none at all (no dynamic ftrace). The caller tells them apart (vmlinux's).
+  const std::string_view sites = arch != nullptr ? arch->module_ftrace_section : "__mcount_loc";
+  out.fentry_known = rd.HasSection(sites);
+  ASSIGN_OR_RETURN(out.fentry, rd.RelocatedPlaces(sites, out.notes));
   ASSIGN_OR_RETURN(out.blacklist, rd.RelocatedPlaces("_kprobe_blacklist", out.notes));
   for (std::string_view s : {".kprobes.text", ".noinstr.text"}) {
     for (auto& a : rd.SectionAreas(s, false, false)) out.blacklist_areas.push_back(std::move(a));
@@ -255,11 +296,13 @@ absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image) {
   Reader rd(elf.get(), eh, image);
   RETURN_IF_ERROR(rd.LoadSections());
   ProbeTables out;
+  out.machine = eh.e_machine;
   out.relocatable = eh.e_type == ET_REL;
+  const KernelArch* arch = ArchOfMachine(eh.e_machine);
   if (out.relocatable) {
-    RETURN_IF_ERROR(ReadRelocatable(rd, out));
+    RETURN_IF_ERROR(ReadRelocatable(rd, arch, out));
   } else {
-    RETURN_IF_ERROR(ReadLinked(rd, out));
+    RETURN_IF_ERROR(ReadLinked(rd, arch, out));
   }
   return out;
 }

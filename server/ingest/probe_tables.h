@@ -1,16 +1,20 @@
-// Reads, from a kernel image (vmlinux, ET_EXEC) or a module (.ko, ET_REL), the tables the kernel
-// itself consults when it accepts or refuses a probe. Pure: bytes in, records out (libelf, every
-// Elf* owned; every read bounded by the section it comes from).
+// Reads, from a kernel image (vmlinux: ET_EXEC on x86-64, ET_DYN on arm64) or a module (.ko,
+// ET_REL), the tables the kernel itself consults when it accepts or refuses a probe. Pure: bytes
+// in, records out (libelf, every Elf* owned; every read bounded by the section it comes from).
+// What differs by architecture (common/kernel_arch.h) is taken from the file's e_machine.
 //
-//  - fentry sites: every `call __fentry__` the compiler emitted (-pg -mfentry -mrecord-mcount).
-//    vmlinux: the u64 addresses between the symbols __start_mcount_loc and __stop_mcount_loc
-//    (in .init.data); a module: its __mcount_loc section, whose entries are relocations against
-//    the text sections. ftrace lists a function in available_filter_functions only when it has
-//    one at its entry; kprobe *events* refuse a function without one anywhere in it (unless the
-//    kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE).
+//  - ftrace sites ("fentry" here, after x86-64's `call __fentry__`; arm64's are the two NOPs
+//    of -fpatchable-function-entry): vmlinux: the u64 addresses between the symbols
+//    __start_mcount_loc and __stop_mcount_loc (in .init.data) — in an image linked
+//    with --no-apply-dynamic-relocs (arm64) the words are zero in the file and the addresses
+//    are the addends of their R_*_RELATIVE relocations in .rela.dyn; a module: its
+//    __mcount_loc (x86-64) or __patchable_function_entries (arm64) section, whose entries are
+//    relocations against the text sections. ftrace lists a function in
+//    available_filter_functions when it has one at its entry; kprobe *events* refuse a function
+//    without one anywhere in it (unless the kernel has CONFIG_KPROBE_EVENTS_ON_NOTRACE).
 //  - the kprobe blacklist: NOKPROBE_SYMBOL entries (vmlinux: __start/__stop_kprobe_blacklist;
-//    a module: its _kprobe_blacklist section) and whole areas: .kprobes.text, .noinstr.text and,
-//    on x86, .entry.text (kernel/kprobes.c populate_kprobe_blacklist and the arch hook).
+//    a module: its _kprobe_blacklist section) and whole areas: .kprobes.text, .noinstr.text and
+//    the architecture's own (kernel/kprobes.c populate_kprobe_blacklist and the arch hook).
 //  - init text, freed after boot (vmlinux: _sinittext.._einittext) or after a module's load
 //    (its .init* executable sections).
 #pragma once
@@ -38,6 +42,7 @@ struct ProbeArea {
 };
 
 struct ProbeTables {
+  uint16_t machine = 0;  // the file's e_machine
   bool relocatable = false;
   // The image says where its fentry sites are: a vmlinux built with dynamic ftrace has the
   // __start/__stop_mcount_loc symbols, a module its __mcount_loc section. false: `fentry` is

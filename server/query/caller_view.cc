@@ -6,6 +6,12 @@
 namespace symdex::query {
 namespace {
 
+// The target's KASLR-revealing addresses: the kernel's _text and its anchor symbol's.
+void ForgetKernelBase(store::TargetInfo& t) {
+  t.text_addr.reset();
+  t.anchor_addr.reset();
+}
+
 absl::Status Denied(const store::TargetInfo& t, std::string_view what) {
   return absl::PermissionDeniedError(
       StrCat(what, ": target '", t.name,
@@ -30,8 +36,8 @@ bool HidesAddresses(AddressAccess access, const store::TargetInfo& t) {
   return access == AddressAccess::kKaslrFree && t.kind == "live";
 }
 
-// vmlinux: _text+N (the `section` _text); a loaded module: SECTION+0xOFF from the section bases
-// /sys/module/M/sections gave; a kprobe target that is an absolute address is dropped.
+// vmlinux: _text+N (the `section` _text, or the target's anchor: _stext on arm64); a loaded module: SECTION+0xOFF from
+// the section bases /sys/module/M/sections gave; a kprobe target that is an absolute address is dropped.
 absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
   if (!HidesAddresses(access_, t)) return absl::OkStatus();
   if (in.probe.starts_with("0x")) in.probe.clear();
@@ -40,7 +46,7 @@ absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
   in.addr.reset();
   if (in.module.empty()) {
     if (in.text_offset) {
-      in.section = "_text";
+      in.section = in.text_anchor;
       in.section_offset = *in.text_offset;
     }
     return absl::OkStatus();
@@ -59,7 +65,7 @@ absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
 
 absl::Status CallerView::Hide(ResolveResult& r) {
   if (!HidesAddresses(access_, r.target)) return absl::OkStatus();
-  r.target.text_addr.reset();
+  ForgetKernelBase(r.target);
   for (auto& m : r.matches) {
     RETURN_IF_ERROR(Hide(r.target, m.match.instance));
     // The last-resort canonical spec names the instance by its address (NAME@0xADDR).
@@ -82,7 +88,7 @@ absl::Status CallerView::CheckSpec(const std::string& target, const std::string&
 absl::StatusOr<std::vector<TargetSummary>> CallerView::Targets() {
   ASSIGN_OR_RETURN(auto v, q_.Targets());
   for (auto& s : v) {
-    if (HidesAddresses(access_, s.info)) s.info.text_addr.reset();
+    if (HidesAddresses(access_, s.info)) ForgetKernelBase(s.info);
   }
   return v;
 }
@@ -90,7 +96,7 @@ absl::StatusOr<std::vector<TargetSummary>> CallerView::Targets() {
 absl::StatusOr<WhichResult> CallerView::Which(const std::string& target, const std::string& name, bool exact) {
   ASSIGN_OR_RETURN(auto r, q_.Which(target, name, exact));
   if (!HidesAddresses(access_, r.target)) return r;
-  r.target.text_addr.reset();
+  ForgetKernelBase(r.target);
   for (auto& in : r.instances) RETURN_IF_ERROR(Hide(r.target, in));
   return r;
 }
@@ -114,7 +120,7 @@ absl::StatusOr<SymbolizeResult> CallerView::Symbolize(const std::string& target,
 absl::StatusOr<SymbolizeResult> CallerView::Lines(const std::string& target, const std::string& file, int line) {
   ASSIGN_OR_RETURN(auto r, q_.Lines(target, file, line));
   if (!HidesAddresses(access_, r.target)) return r;
-  r.target.text_addr.reset();
+  ForgetKernelBase(r.target);
   for (size_t i = 0; i < r.results.size(); ++i) {
     r.addresses[i] = 0;
     if (!r.results[i]->symbol) continue;
@@ -128,7 +134,7 @@ absl::StatusOr<SymbolizeResult> CallerView::Lines(const std::string& target, con
 absl::StatusOr<DupsResult> CallerView::Dups(const std::string& target, const DupsOptions& opts) {
   ASSIGN_OR_RETURN(auto r, q_.Dups(target, opts));
   if (!HidesAddresses(access_, r.target)) return r;
-  r.target.text_addr.reset();
+  ForgetKernelBase(r.target);
   auto groups = std::make_shared<std::vector<DupGroup>>(*r.groups);
   for (auto& g : *groups) {
     for (auto& in : g.instances) RETURN_IF_ERROR(Hide(r.target, in));
@@ -154,7 +160,7 @@ absl::StatusOr<ProbeResult> CallerView::Probe(const std::string& target, const s
 absl::StatusOr<SymbolsResult> CallerView::Symbols(const std::string& target, const SymbolsOptions& opts) {
   ASSIGN_OR_RETURN(auto r, q_.Symbols(target, opts));
   if (!HidesAddresses(access_, r.target)) return r;
-  r.target.text_addr.reset();
+  ForgetKernelBase(r.target);
   for (auto& in : r.instances) RETURN_IF_ERROR(Hide(r.target, in));
   for (auto& c : r.canonical) {
     if (c.find("@0x") != std::string::npos) c.clear();
@@ -175,7 +181,7 @@ absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const
 absl::StatusOr<IndexState> CallerView::Index(const IndexOptions& opts) {
   ASSIGN_OR_RETURN(auto r, q_.Index(opts));
   for (auto& t : r.targets) {
-    if (HidesAddresses(access_, t.summary.info)) t.summary.info.text_addr.reset();
+    if (HidesAddresses(access_, t.summary.info)) ForgetKernelBase(t.summary.info);
   }
   return r;
 }

@@ -78,7 +78,7 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
   ASSIGN_OR_RETURN(FramesResult r, api.Frames(picked.first, ctx, in));
   if (ctx.text || ctx.kaslr_offset) {
     out.slide = ctx.kaslr_offset;
-    if (ctx.text && r.target.text_addr) out.slide = static_cast<int64_t>(*ctx.text - *r.target.text_addr);
+    if (ctx.text && r.target.AnchorAddr()) out.slide = static_cast<int64_t>(*ctx.text - *r.target.AnchorAddr());
     out.slide_reason = "given";
   } else {
     // The slide, from frames that print an address and a vmlinux symbol+offset known by name alone.
@@ -107,12 +107,31 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
     } else {
       out.slide = slide;
       out.slide_reason = StrCat("learnt from ", agree, " frame", agree == 1 ? "" : "s");
-      if (r.target.text_addr) {
-        ctx.text = *r.target.text_addr + static_cast<uint64_t>(*slide);
+      if (r.target.AnchorAddr()) {
+        ctx.text = *r.target.AnchorAddr() + static_cast<uint64_t>(*slide);
       } else {
         ctx.kaslr_offset = slide;
       }
       ASSIGN_OR_RETURN(r, api.Frames(picked.first, ctx, in));
+    }
+  }
+  // A register dump's frame (RIP:, pc :, the WARNING line) names the faulting instruction, which
+  // the report prints again — arm64 as the first frame of its Call trace, which the call before
+  // the next return address can pin. Left ambiguous, it is that place when a later frame of its
+  // stack (or of the stack right after it: a WARNING line's report) prints the same words and was
+  // pinned.
+  auto pinned = [&](const FrameAnswer& a) {
+    return a.candidates.empty() && a.info && a.info->symbol && a.error.empty();
+  };
+  for (size_t i = 0; i < log.frames.size(); ++i) {
+    if (!log.frames[i].regs || r.frames[i].candidates.empty()) continue;
+    for (size_t j = i + 1; j < log.frames.size() && log.frames[j].trace <= log.frames[i].trace + 1; ++j) {
+      if (log.frames[j].normalized != log.frames[i].normalized || !pinned(r.frames[j])) continue;
+      FrameAnswer same = r.frames[j];
+      same.note = StrCat("the faulting instruction, as line ", log.frames[j].line + 1, " prints it",
+                         same.note.empty() ? "" : ": ", same.note);
+      r.frames[i] = std::move(same);
+      break;
     }
   }
   out.target = r.target;

@@ -235,7 +235,8 @@ struct LocalQuery::FramesCall {
       {
         std::lock_guard<std::mutex> l(q.sym_mu_);
         q.last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
-        frames = q.symbolizer_.SymbolizeInSection(df->path, df->build_id, p.section, p.offset);
+        frames = q.symbolizer_.SymbolizeInSection(df->path, df->build_id, p.section,
+                                                  c.symbol->addr + CodeOffset(t, in, info->offset));
       }
       if (frames.ok()) {
         info->frames = std::move(*frames);
@@ -489,10 +490,11 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
     // host address - slide = the target's address (vmlinux).
     std::optional<int64_t> slide;
     if (ctx.text) {
-      if (!t.text_addr) {
+      // The host's value of the target's anchor: _text, or _stext where kallsyms lists no _text.
+      if (!t.AnchorAddr()) {
         return absl::FailedPreconditionError(StrCat("target ", t.name, " has no _text: give a KASLR offset"));
       }
-      slide = static_cast<int64_t>(*ctx.text - *t.text_addr);
+      slide = static_cast<int64_t>(*ctx.text - *t.AnchorAddr());
     } else if (ctx.kaslr_offset) {
       if (t.kind != "offline") {
         return absl::FailedPreconditionError(StrCat(

@@ -50,7 +50,7 @@ struct FrameModule {
 
 struct FramesContext {
   std::string kernel_build_id;          // hex; when given, must be the target's vmlinux build-ID
-  std::optional<uint64_t> text;         // the host's _text (runtime)
+  std::optional<uint64_t> text;         // the host's _text (runtime; _stext for a target anchored there)
   std::optional<int64_t> kaslr_offset;  // runtime _text - link-time _text
   std::vector<FrameModule> modules;
 };

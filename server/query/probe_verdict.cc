@@ -38,6 +38,7 @@ std::string NoFentryCause(const store::SymbolRecord& r) {
 }  // namespace
 
 bool ProbeVerdict::unit_without_fentry() const { return (bits & target::kProbeUnitWithoutFentry) != 0; }
+unsigned ProbeVerdict::far_ftrace_sites() const { return target::FarFtraceSites(bits); }
 
 std::string_view ProbeabilityName(Probeability p) {
   for (const auto& [k, n] : kNames) {

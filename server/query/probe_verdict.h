@@ -35,6 +35,8 @@ struct ProbeVerdict {
   bool known() const { return kind != Probeability::kUnknown; }
   // No function of its compilation unit has an fentry call (the whole file is built without).
   bool unit_without_fentry() const;
+  // How many more lines ftrace lists under its name after its own (target/probe_bits.h).
+  unsigned far_ftrace_sites() const;
 };
 
 ProbeVerdict ProbeVerdictOf(const store::TargetInfo& t, const store::SymbolRecord& r);

@@ -4,9 +4,11 @@
 #include <map>
 #include <unordered_map>
 
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/store/debuginfo_store.h"
+#include "server/target/probe_bits.h"
 
 namespace symdex::query {
 namespace {
@@ -81,12 +83,15 @@ absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInf
 absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
                                            std::vector<Instance>* candidates, std::string* group) {
   std::vector<Match> out;
-  if (!spec.address && spec.name == "_text" && spec.offset && spec.module.empty() && spec.path.empty() &&
-      spec.kas_alias.empty() && !spec.at_addr && spec.cu.empty() && t.text_addr) {
-    // _text+N names an address (the form perf probe -D and symdex kprobe print): resolve it to
-    // the function there, as for 0xADDR.
+  // _text+N (or the target's anchor: _stext+N on arm64) names an address (the form perf probe -D
+  // and symdex kprobe print): resolve it to the function there, as for 0xADDR.
+  const std::optional<uint64_t> base = spec.name == t.text_anchor ? t.AnchorAddr()
+                                       : spec.name == "_text"     ? t.text_addr
+                                                                  : std::nullopt;
+  if (!spec.address && base && spec.offset && spec.module.empty() && spec.path.empty() && spec.kas_alias.empty() &&
+      !spec.at_addr && spec.cu.empty()) {
     Spec as_address;
-    as_address.address = *t.text_addr + spec.offset;
+    as_address.address = *base + spec.offset;
     return Resolve(src, t, as_address, candidates, group);
   }
   if (spec.address) {
@@ -236,6 +241,15 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
       [&](const std::string& module) { return store::ModuleSections(db, t.id, module); }, t, sym, addr);
 }
 
+uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset) {
+  const KernelArch* arch = ArchOfMachine(t.machine);
+  if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & target::kProbeFentryEntry) &&
+      offset < arch->EntryPad()) {
+    return arch->EntryPad();
+  }
+  return offset;
+}
+
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
                                              const SectionLookup& sections_of, const store::TargetInfo& t,
                                              debuginfo::Symbolizer& sym, uint64_t addr) {
@@ -251,6 +265,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   out.symbol = InstanceOf(t, *hit);
   out.offset = addr - hit->addr;
   const Instance& in = *out.symbol;
+  addr = hit->addr + CodeOffset(t, in, out.offset);
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
   absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();
   if (df && !df->relocatable) {
@@ -327,7 +342,7 @@ absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions
     target = StrCat(in.module, ":", in.name);
     if (m.offset) target += StrCat("+", m.offset);
   } else if (in.module.empty() && in.text_offset) {
-    target = StrCat("_text+", *in.text_offset + m.offset);
+    target = StrCat(in.text_anchor, "+", *in.text_offset + m.offset);
   } else if (in.addr) {
     target = fmt::format("0x{:x}", *in.addr + m.offset);
   } else {

@@ -73,6 +73,11 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
 // Address -> symbol+offset and the inline chain (leaf first) from the debug file.
 using Frame = debuginfo::Frame;
 
+// The offset into `in` whose line-table row describes an address `offset` into it: past the
+// patchable-entry NOPs of a traceable arm64 function (the line table gives them the function
+// before's last row; ftrace prints its traced function at +0x4), else `offset` itself.
+uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset);
+
 struct AddressInfo {
   std::optional<Instance> symbol;  // the text symbol holding the address (store/symbol_extent.h)
   uint64_t offset = 0;

@@ -35,7 +35,11 @@ Instance MakeInstance(const store::TargetInfo& t, const store::SymbolRecord& r) 
   in.dwarf_note = r.dwarf_note;
   if (r.section.empty()) {
     in.addr = r.addr;
-    if (r.module.empty() && t.text_addr && r.addr >= *t.text_addr) in.text_offset = r.addr - *t.text_addr;
+    const std::optional<uint64_t> anchor = t.AnchorAddr();
+    if (r.module.empty() && anchor && r.addr >= *anchor) {
+      in.text_offset = r.addr - *anchor;
+      in.text_anchor = t.text_anchor;
+    }
   } else {
     in.section = r.section;
     in.section_offset = r.addr;
@@ -51,7 +55,7 @@ void FillProbe(Instance& in) {
   } else if (!in.module.empty() && in.same_name_in_module == 1) {
     in.probe = StrCat(in.module, ":", in.name);
   } else if (in.module.empty() && in.text_offset) {
-    in.probe = StrCat("_text+", *in.text_offset);
+    in.probe = StrCat(in.text_anchor, "+", *in.text_offset);
   } else if (in.addr) {
     in.probe = fmt::format("0x{:016x}", *in.addr);
   }

@@ -22,11 +22,12 @@ struct Instance {
   uint64_t section_offset = 0;
   std::optional<uint64_t> size;
   bool size_exact = false;
-  std::optional<uint64_t> text_offset;  // vmlinux: addr - _text (what `_text+N` probes use)
+  std::optional<uint64_t> text_offset;  // vmlinux: addr - text_anchor (what `_text+N` probes use)
+  std::string text_anchor = "_text";    // the target's (store::TargetInfo::text_anchor)
   int64_t same_name_total = 0;          // symbols of any type with this name in the target
   int64_t same_name_in_module = 0;      // ... inside this instance's module (or vmlinux)
   // The kprobe_events target the kernel accepts for exactly this instance, from kallsyms alone:
-  // NAME when unique, MOD:NAME when unique in MOD, _text+N for vmlinux, 0xADDR for a loaded
+  // NAME when unique, MOD:NAME when unique in MOD, _text+N (_stext+N) for vmlinux, 0xADDR for a loaded
   // module; "" when none exists (offline module symbol whose name repeats inside the module).
   std::string probe;
   // Offline module symbol in .init.* / .exit.*: freed after load (init) or never loaded

@@ -30,7 +30,7 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 
 constexpr const char* kTargetCols =
     "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
-    "indexed_at, generation, kprobe_events_on_notrace, kernel_config";
+    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr, machine";
 
 TargetInfo ReadTarget(const Stmt& st) {
   TargetInfo t;
@@ -46,6 +46,9 @@ TargetInfo ReadTarget(const Stmt& st) {
   t.generation = st.Int(9);
   if (!st.IsNull(10)) t.kprobe_events_on_notrace = st.Int(10) != 0;
   t.kernel_config = st.Text(11);
+  t.text_anchor = st.Text(12);
+  t.anchor_addr = OptU64(st.OptInt(13));
+  t.machine = static_cast<uint16_t>(st.OptInt(14).value_or(0));
   return t;
 }
 
@@ -240,10 +243,11 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
       RETURN_IF_ERROR(DeleteTarget(db, old_id));
     }
   }
-  ASSIGN_OR_RETURN(Stmt ins_target,
-                   db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
-                              "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config) "
-                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"));
+  ASSIGN_OR_RETURN(
+      Stmt ins_target,
+      db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
+                 "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
+                 "text_anchor, anchor_addr, machine) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
   ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
   ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
   ins_target.Bind(9, StrJoin(t.warnings, "\n"));
@@ -252,6 +256,11 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   else
     ins_target.BindNull(10);
   ins_target.Bind(11, t.kernel_config);
+  ins_target.Bind(12, t.text_anchor).Bind(13, OptAddr(t.anchor_addr));
+  if (t.machine != 0)
+    ins_target.Bind(14, int64_t{t.machine});
+  else
+    ins_target.BindNull(14);
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 
@@ -608,11 +617,11 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
   }
   // Served by the covering index symbols_text_by_addr (schema/005).
   // (The index's WHERE names the same letters; SQLite uses it only when the query's list matches.)
-  ASSIGN_OR_RETURN(Stmt st,
-                   db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
-                                     "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts FROM symbols "
-                                     "WHERE target_id = ?1 AND section IS NULL AND type IN ",
-                                     SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
+  ASSIGN_OR_RETURN(
+      Stmt st, db.Prepare(StrCat("SELECT addr, type, name, size, size_exact, module_id, "
+                                 "dwarf_function_id IS NOT NULL, src_line IS NOT NULL, elf_facts, probe FROM symbols "
+                                 "WHERE target_id = ?1 AND section IS NULL AND type IN ",
+                                 SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
   st.Bind(1, target_id);
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
@@ -641,6 +650,7 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
       e.flags |= kElfKnown;
       e.elf_facts = static_cast<uint8_t>(st.Int(8));
     }
+    e.probe = static_cast<uint32_t>(st.Int(9));
     t->entries_.push_back(e);
   }
   ASSIGN_OR_RETURN(t->extents_, LoadOwnerExtents(db, target_id));
@@ -682,6 +692,7 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
   if (best->flags & kSizeKnown) r.size = best->size;
   r.size_exact = (best->flags & kSizeExact) != 0;
   if (best->flags & kElfKnown) r.elf_facts = best->elf_facts;
+  r.probe = best->probe;
   if (best->flags & kHasDwarf) {
     DwarfInfo d;
     d.has_function = (best->flags & kHasFunction) != 0;

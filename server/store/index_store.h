@@ -19,7 +19,13 @@ namespace symdex::store {
 struct TargetInfo {
   int64_t id = 0;
   std::string name, kind, release, build_id, source, warnings;
-  std::optional<uint64_t> text_addr;
+  std::optional<uint64_t> text_addr;  // the kernel's _text (KASLR slides)
+  // KASLR-proof probes are ANCHOR+N (target::KernelTarget::text_anchor); anchor_addr is unset in
+  // rows written before it was stored, whose anchor is _text.
+  std::string text_anchor = "_text";
+  std::optional<uint64_t> anchor_addr;
+  std::optional<uint64_t> AnchorAddr() const { return anchor_addr ? anchor_addr : text_addr; }
+  uint16_t machine = 0;  // ELF e_machine (target::KernelTarget::machine)
   int64_t indexed_at = 0;
   int64_t generation = 0;
   std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one
@@ -164,7 +170,7 @@ absl::StatusOr<std::shared_ptr<const ModuleCodeSymbols>> LoadModuleCodeSymbols(D
 class TextSymbolTable {
  public:
   // What SymbolContaining(addr) returns, in brief: `dwarf` carries has_function only,
-  // dwarf_note is empty.
+  // dwarf_note is empty (the probe bits are there).
   Containment Containing(uint64_t addr) const;
   size_t size() const { return entries_.size(); }
 
@@ -178,6 +184,7 @@ class TextSymbolTable {
     char type;
     uint8_t flags;
     uint8_t elf_facts;  // common/elf_facts.h bits, when flags say they are known
+    uint32_t probe;     // target/probe_bits.h
   };
   std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
   std::string names_;

@@ -83,7 +83,7 @@ absl::StatusOr<OwnerExtents> LoadOwnerExtents(Db& db, int64_t target_id) {
   OwnerExtents e;
   bool offline = false;
   {
-    ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT text_addr, kind FROM targets WHERE id = ?1"));
+    ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT COALESCE(text_addr, anchor_addr), kind FROM targets WHERE id = ?1"));
     st.Bind(1, target_id);
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (row) {

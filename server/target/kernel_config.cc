@@ -50,10 +50,12 @@ absl::Status AttachKernelConfig(KernelTarget& t, const std::string& explicit_pat
                                 const std::vector<std::string>& candidates) {
   const std::string_view kOption = "CONFIG_KPROBE_EVENTS_ON_NOTRACE";
   auto use = [&](const std::string& path, const std::string& text) {
-    // kprobe events check for an fentry site only on kernels whose kprobes use ftrace
-    // (CONFIG_KPROBES_ON_FTRACE: trace_kprobe.c within_notrace_func), and not with this option.
+    // kprobe events check for an ftrace site on every kernel with dynamic ftrace, whatever the
+    // architecture, unless this option is set (6.1 trace_kprobe.c: within_notrace_func under
+    // CONFIG_DYNAMIC_FTRACE && !CONFIG_KPROBE_EVENTS_ON_NOTRACE; arm64 has no
+    // CONFIG_KPROBES_ON_FTRACE and still checks).
     t.kprobe_events_on_notrace = ingest::KernelConfigBool(text, kOption).value_or(false) ||
-                                 !ingest::KernelConfigBool(text, "CONFIG_KPROBES_ON_FTRACE").value_or(false);
+                                 !ingest::KernelConfigBool(text, "CONFIG_DYNAMIC_FTRACE").value_or(false);
     t.kernel_config = path;
     t.files.push_back({"kernel-config", path, InputFileStatus::kUsed, ""});
   };

@@ -5,6 +5,19 @@
 
 namespace symdex::target {
 
+void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_t>(std::string_view)>& symbol_of,
+                      bool live) {
+  const std::optional<uint64_t> text = symbol_of("_text"), stext = symbol_of("_stext");
+  t.text_addr = text;
+  if (text && (live || !stext || *stext == *text)) {
+    t.text_anchor = "_text";
+    t.anchor_addr = text;
+  } else if (stext) {
+    t.text_anchor = "_stext";
+    t.anchor_addr = stext;
+  }
+}
+
 void DeriveSizesAndDedupe(KernelTarget& t) {
   auto& syms = t.symbols;
   std::vector<size_t> order(syms.size());

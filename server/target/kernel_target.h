@@ -67,7 +67,14 @@ struct KernelTarget {
   std::string kind;  // live | offline
   std::string release;
   std::optional<BuildId> build_id;
-  std::optional<uint64_t> text_addr;
+  std::optional<uint64_t> text_addr;  // the kernel's _text: KASLR slides are taken from it
+  // The symbol a KASLR-proof probe is written against (ANCHOR+N) and its address: _text where
+  // the kernel's kallsyms lists it, else _stext (ChooseTextAnchor).
+  std::string text_anchor = "_text";
+  std::optional<uint64_t> anchor_addr;
+  // ELF e_machine of the kernel's files (its vmlinux or modules; 0: none read): which row of
+  // common/kernel_arch.h applies.
+  uint16_t machine = 0;
   std::string source;
   std::vector<ModuleInfo> modules;
   std::vector<SymbolEntry> symbols;
@@ -79,6 +86,15 @@ struct KernelTarget {
   std::optional<bool> kprobe_events_on_notrace;
   std::string kernel_config;
 };
+
+// The anchor of KASLR-proof probes among a kernel's symbols: _text when kallsyms lists it — on a
+// live kernel, when it is there (`live`); from a System.map or a vmlinux, when it is _stext's
+// address too, as on x86-64 (arm64's _text is the image header before _stext, which kallsyms
+// without CONFIG_KALLSYMS_ALL leaves out, as it does everything outside the text) — else _stext,
+// which kallsyms always keeps. Sets t.text_anchor and t.anchor_addr (and t.text_addr from _text).
+// `symbol_of(name)` gives a vmlinux symbol's address.
+void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_t>(std::string_view)>& symbol_of,
+                      bool live);
 
 // Reports progress of long steps: ("modules", 300, 1121).
 using ProgressFn = std::function<void(std::string_view stage, size_t done, size_t total)>;

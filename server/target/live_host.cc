@@ -102,16 +102,33 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   }
 
   t.symbols.reserve(ksyms.size());
+  std::map<std::string_view, uint64_t> anchors;
+  size_t mapping = 0;
   for (auto& k : ksyms) {
+    // A module's mapping symbols ($x, $d: arm64) are listed, but never name an address.
+    if (!k.module.empty() && ingest::IsMappingSymbol(k.name)) {
+      ++mapping;
+      continue;
+    }
     SymbolEntry s;
     s.name = std::move(k.name);
     s.type = k.type;
     s.addr = k.addr;
     s.module = k.module.empty() ? -1 : module_id(k.module);
-    if (s.module < 0 && s.name == "_text") t.text_addr = s.addr;
     t.symbols.push_back(std::move(s));
+    if (t.symbols.back().module < 0 && (t.symbols.back().name == "_text" || t.symbols.back().name == "_stext")) {
+      anchors.emplace(t.symbols.back().name, t.symbols.back().addr);
+    }
   }
-  if (!t.text_addr) t.warnings.push_back("no _text symbol: _text-relative offsets unavailable");
+  if (mapping > 0) t.files.front().detail = StrCat(mapping, " module mapping symbols ($x, $d) left out");
+  ChooseTextAnchor(
+      t,
+      [&](std::string_view n) {
+        auto it = anchors.find(n);
+        return it == anchors.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+      },
+      /*live=*/true);
+  if (!t.anchor_addr) t.warnings.push_back("no _text or _stext symbol: _text-relative offsets unavailable");
 
   size_t unreadable = 0;
   for (ModuleInfo& m : t.modules) {

@@ -116,6 +116,7 @@ int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& pa
   int mi = static_cast<int>(t.modules.size());
   t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
   for (auto& s : tab.symbols) {
+    if (ingest::IsMappingSymbol(s.name)) continue;
     t.symbols.push_back(SymbolEntry{
         .name = std::move(s.name),
         .type = s.type,
@@ -135,9 +136,17 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   t.source = opts.system_map;
 
   ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(opts.system_map, kMaxSystemMapBytes));
-  ASSIGN_OR_RETURN(std::vector<ingest::KernelSymbol> vsyms, ingest::ParseKallsyms(map_text, opts.system_map));
+  ASSIGN_OR_RETURN(ingest::SystemMapSymbols map, ingest::ParseSystemMap(map_text, opts.system_map));
+  std::vector<ingest::KernelSymbol>& vsyms = map.symbols;
   if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
-  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, ""});
+  std::string dropped;
+  if (map.DroppedTotal() > 0) {
+    std::vector<std::string> why;
+    for (const auto& [rule, n] : map.dropped) why.push_back(StrCat(n, " ", rule));
+    dropped =
+        StrCat(map.DroppedTotal(), " symbols left out, as the kernel's kallsyms leaves them out: ", StrJoin(why, ", "));
+  }
+  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, dropped});
   t.symbols.reserve(vsyms.size());
   for (auto& k : vsyms) {
     if (!k.module.empty()) {
@@ -145,10 +154,22 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
                                                ": has module-tagged symbols; this is a kallsyms dump, index it with "
                                                "--sysroot (a tree holding proc/kallsyms)"));
     }
-    if (k.name == "_text") t.text_addr = k.addr;
     t.symbols.push_back(SymbolEntry{.name = std::move(k.name), .type = k.type, .addr = k.addr});
   }
-  if (!t.text_addr) t.warnings.push_back("System.map has no _text: _text offsets unavailable");
+  {
+    std::map<std::string_view, uint64_t> anchors;
+    for (const SymbolEntry& s : t.symbols) {
+      if (s.name == "_text" || s.name == "_stext") anchors.emplace(s.name, s.addr);
+    }
+    ChooseTextAnchor(
+        t,
+        [&](std::string_view n) {
+          auto it = anchors.find(n);
+          return it == anchors.end() ? std::nullopt : std::optional<uint64_t>(it->second);
+        },
+        /*live=*/false);
+  }
+  if (!t.anchor_addr) t.warnings.push_back("System.map has no _text or _stext: _text offsets unavailable");
 
   std::vector<std::string> vermagics;  // each module's release, as its vermagic says
   if (!opts.modules_dir.empty()) {

@@ -31,4 +31,11 @@ enum ProbeBits : uint32_t {
   kProbeNoinstr = 1u << 7,
 };
 
+// Bits 24-31: how many more lines ftrace lists under its name, after its own site's, for
+// recorded sites in no function that kallsyms attributes to it (arm64: the bodies of overridden
+// __weak functions after it; common/kernel_arch.h ftrace_names_far_sites). Saturates at 255.
+constexpr uint32_t kProbeFarSitesShift = 24;
+constexpr uint32_t kProbeFarSitesMask = 0xffu << kProbeFarSitesShift;
+constexpr uint32_t FarFtraceSites(uint32_t bits) { return (bits & kProbeFarSitesMask) >> kProbeFarSitesShift; }
+
 }  // namespace symdex::target

@@ -6,13 +6,15 @@
 #   fetch-debian-kernel.sh dbg     # linux-image-<rel>-dbg : usr/lib/debug/boot/vmlinux-<rel>,
 #                                  #   usr/lib/debug/boot/System.map-<rel> (the real one),
 #                                  #   usr/lib/debug/lib/modules/<rel>/kernel/**.ko
+#   fetch-debian-kernel.sh busybox # busybox-static of SYMDEX_KERNEL_ARCH: bin/busybox, the
+#                                  #   userland of the e2e test's initramfs (tests/e2e)
 # NB: the image package's boot/System.map-<rel> is a one-line placeholder
 # ("The real System.map is in the linux-image-<version>-dbg package"); image
 # modules keep their symbol tables (debug info stripped), so nm works on them.
 # The dbg package is ~280 MB to download and ~1.8 GB unpacked.
 #
 # On success prints, on stdout only (shell-quoted, usable with eval):
-#   KREL=<kernel release, e.g. 6.1.0-57-cloud-amd64>
+#   KREL=<kernel release, e.g. 6.1.0-57-cloud-amd64>   (not for busybox)
 #   ROOT=<directory the package was unpacked into>
 # All progress and errors go to stderr.
 #
@@ -39,11 +41,11 @@ MARKER=.symdex-complete
 
 log() { printf '%s: %s\n' "$PROG" "$*" >&2; }
 die() { local rc=$1; shift; log "error: $*"; exit "$rc"; }
-usage() { echo "usage: $PROG image|dbg" >&2; exit 2; }
+usage() { echo "usage: $PROG image|dbg|busybox" >&2; exit 2; }
 
 [ $# -eq 1 ] || usage
 MODE=$1
-case $MODE in image|dbg) ;; *) usage ;; esac
+case $MODE in image|dbg|busybox) ;; *) usage ;; esac
 
 for tool in apt-cache apt-get dpkg-deb; do
   command -v "$tool" >/dev/null 2>&1 || die 1 "'$tool' not found (this script needs a Debian/Ubuntu host)"
@@ -69,22 +71,28 @@ fi
 #     Depends: linux-image-6.1.0-57-cloud-amd64
 # The metapackage names the signed image; an -unsigned variant with identical
 # System.map/modules exists too. Accept either, and derive the release from it.
-deps=$(apt-cache depends "$META$QUAL" 2>/dev/null) ||
-  die 3 "apt cannot find '$META' (run 'apt-get update'? is bookworm main in sources.list?)"
-IMAGE_PKG=$(printf '%s\n' "$deps" |
-  sed -n 's/^ *|\{0,1\}Depends: *<\{0,1\}\(linux-image-[0-9][^ >]*\)>\{0,1\}$/\1/p' |
-  sed 's/:[a-z0-9]*$//' |
-  grep -E "^linux-image-[0-9].*-$ARCH(-unsigned)?\$" | head -n1 || true)
-[ -n "$IMAGE_PKG" ] ||
-  die 3 "no 'Depends: linux-image-<ver>-...' line in 'apt-cache depends $META':
+if [ "$MODE" = busybox ]; then
+  # Not a kernel package: no release; the package name carries no architecture, the cache dir does.
+  KREL=""
+  PKG=busybox-static
+else
+  deps=$(apt-cache depends "$META$QUAL" 2>/dev/null) ||
+    die 3 "apt cannot find '$META' (run 'apt-get update'? is bookworm main in sources.list?)"
+  IMAGE_PKG=$(printf '%s\n' "$deps" |
+    sed -n 's/^ *|\{0,1\}Depends: *<\{0,1\}\(linux-image-[0-9][^ >]*\)>\{0,1\}$/\1/p' |
+    sed 's/:[a-z0-9]*$//' |
+    grep -E "^linux-image-[0-9].*-$ARCH(-unsigned)?\$" | head -n1 || true)
+  [ -n "$IMAGE_PKG" ] ||
+    die 3 "no 'Depends: linux-image-<ver>-...' line in 'apt-cache depends $META':
 $deps"
-KREL=${IMAGE_PKG#linux-image-}
-KREL=${KREL%-unsigned}
+  KREL=${IMAGE_PKG#linux-image-}
+  KREL=${KREL%-unsigned}
 
-case $MODE in
-  image) PKG=$IMAGE_PKG ;;
-  dbg)   PKG=linux-image-$KREL-dbg ;;
-esac
+  case $MODE in
+    image) PKG=$IMAGE_PKG ;;
+    dbg)   PKG=linux-image-$KREL-dbg ;;
+  esac
+fi
 
 VERSION=$(apt-cache policy "$PKG$QUAL" 2>/dev/null | sed -n 's/^ *Candidate: *//p' | head -n1)
 if [ -z "$VERSION" ] || [ "$VERSION" = "(none)" ]; then
@@ -92,9 +100,10 @@ if [ -z "$VERSION" ] || [ "$VERSION" = "(none)" ]; then
 fi
 
 ROOT=$CACHE/${PKG}_$VERSION
+[ "$MODE" = busybox ] && ROOT=$CACHE/${PKG}_${VERSION//:/%3a}_$ARCH  # no ":" in a path
 
 emit() {
-  printf 'KREL=%q\n' "$KREL"
+  [ -z "$KREL" ] || printf 'KREL=%q\n' "$KREL"
   printf 'ROOT=%q\n' "$ROOT"
 }
 
@@ -110,7 +119,7 @@ trap 'rm -rf "$TMP"' EXIT
 
 # --- download --------------------------------------------------------------
 # apt-get names the file <pkg>_<version with ':' as %3a>_<arch>.deb.
-DEB=$(find "$CACHE/debs" -maxdepth 1 -name "${PKG}_*.deb" 2>/dev/null |
+DEB=$(find "$CACHE/debs" -maxdepth 1 -name "${PKG}_*_$ARCH.deb" 2>/dev/null |
   while read -r f; do
     v=$(dpkg-deb -f "$f" Version 2>/dev/null || true)
     [ "$v" = "$VERSION" ] && { echo "$f"; break; }
@@ -147,6 +156,7 @@ case $MODE in
   image) need=("boot/System.map-$KREL" "boot/vmlinuz-$KREL" "lib/modules/$KREL/kernel") ;;
   dbg)   need=("usr/lib/debug/boot/vmlinux-$KREL" "usr/lib/debug/boot/System.map-$KREL"
                "usr/lib/debug/lib/modules/$KREL/kernel") ;;
+  busybox) need=("bin/busybox") ;;
 esac
 for p in "${need[@]}"; do
   [ -e "$TMP/root/$p" ] || die 1 "$PKG does not contain $p"

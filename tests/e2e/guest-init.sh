@@ -1,12 +1,15 @@
 #!/bin/busybox sh
 # /init of the e2e initramfs (tests/e2e/qemu_kprobes.py builds it). Runs inside the guest.
 #
-# Console (ttyS0) gets the kernel log and this script's progress; the host driver talks to us
-# over a second UART (ttyS1, a unix socket on the host). Everything we send there is framed:
+# The console (ttyS0 on x86_64, ttyAMA0 on arm64) gets the kernel log and this script's progress;
+# the host driver talks to us over a second channel, named in /e2e.conf: CTL_TTY=/dev/ttyS1 (a
+# second UART, x86_64) or CTL_PORT=NAME (a virtio-serial port, arm64: the virt machine has one
+# UART; its modules are loaded first). Everything we send there is framed:
 #   @@E2E <TAG> ...      one-line messages (READY, MOD, RESULT, ...)
 #   @@E2E BEGIN <name> / base64 lines / @@E2E END <name> <sha256 of the decoded bytes>
 # and every line we read is a command from the host: PROBE <kprobe_events line>, LIST, ENABLE,
-# QUIT. The protocol is strictly request/response, so nothing is lost when a side is slow.
+# TRACES, ARMSYSRQ, REGS, QUIT. The protocol is strictly request/response, so nothing is lost
+# when a side is slow.
 /bin/busybox --install -s /bin
 export PATH=/bin
 
@@ -17,13 +20,42 @@ mount -t tracefs tracefs /sys/kernel/tracing
 mount -t debugfs debugfs /sys/kernel/debug
 mkdir -p /tmp && mount -t tmpfs tmpfs /tmp
 
-CTL=/dev/ttyS1
-die() { echo "e2e-init: $*"; echo "@@E2E FATAL $*" >"$CTL"; poweroff -f; }
-[ -c "$CTL" ] || die "no $CTL"
-stty -F "$CTL" raw -echo -echoe -echok -echoctl -echoke -icrnl -onlcr -opost 2>/dev/null ||
-  stty -F "$CTL" raw -echo || die "stty $CTL failed"
+CTL_TTY=""
+CTL_PORT=""
+. /e2e.conf
+fatal() { echo "e2e-init: $*"; [ -n "$CTL" ] && echo "@@E2E FATAL $*" >"$CTL"; poweroff -f; }
+
+# --- modules (in dependency order, as listed by the host) ------------------------------
+# All of them before the channel: on arm64 it needs some (virtio_pci, virtio_console).
+: >/tmp/modules.result
+while read -r m; do
+  [ -n "$m" ] || continue
+  if out=$(insmod "/lib/modules/$m.ko" 2>&1); then echo "MOD $m ok" >>/tmp/modules.result
+  else echo "MOD $m FAIL $(echo "$out" | tr '\n' ' ')" >>/tmp/modules.result
+  fi
+done </modules.order
+
+# --- the control channel ---------------------------------------------------------------
+CTL=""
+if [ -n "$CTL_PORT" ]; then
+  # /dev/vportNpM of the port named $CTL_PORT (devtmpfs makes the node; no udev, no symlink)
+  i=0
+  while [ -z "$CTL" ] && [ $i -lt 300 ]; do
+    for d in /sys/class/virtio-ports/*; do
+      [ "$(cat "$d/name" 2>/dev/null)" = "$CTL_PORT" ] && [ -c "/dev/${d##*/}" ] && CTL=/dev/${d##*/}
+    done
+    [ -n "$CTL" ] || { sleep 0.1; i=$((i + 1)); }
+  done
+  [ -n "$CTL" ] || { cat /tmp/modules.result; fatal "no virtio-serial port named $CTL_PORT"; }
+else
+  CTL=$CTL_TTY
+  [ -c "$CTL" ] || { CTL=""; fatal "no $CTL_TTY"; }
+  stty -F "$CTL" raw -echo -echoe -echok -echoctl -echoke -icrnl -onlcr -opost 2>/dev/null ||
+    stty -F "$CTL" raw -echo || fatal "stty $CTL failed"
+fi
 exec 3<>"$CTL"
 say() { echo "@@E2E $*" >&3; }
+die() { echo "e2e-init: $*"; say "FATAL $*"; poweroff -f; }
 
 # Send file $2 framed as $1: base64 with a checksum the host verifies.
 send_file() {
@@ -33,14 +65,7 @@ send_file() {
 }
 
 say "BOOTED $(cat /proc/sys/kernel/osrelease)"
-
-# --- modules (in dependency order, as listed by the host) ------------------------------
-while read -r m; do
-  [ -n "$m" ] || continue
-  if out=$(insmod "/lib/modules/$m.ko" 2>&1); then say "MOD $m ok"
-  else say "MOD $m FAIL $(echo "$out" | tr '\n' ' ')"
-  fi
-done </modules.order
+while read -r line; do say "$line"; done </tmp/modules.result
 
 # --- capture what 'symdex index --sysroot' reads ---------------------------------------
 C=/tmp/cap
@@ -109,7 +134,8 @@ while read -r cmd arg <&3; do
       for f in $arg; do echo "$f" >>$T/set_ftrace_filter 2>/dev/null; done
       echo 1 >$T/options/func_stack_trace
       echo function >$T/current_tracer
-      # Read sysfs attributes: the *_show functions of many drivers (duplicated names) run. (Not
+      # Read sysfs attributes: the *_show functions of many drivers (duplicated names) run, and
+      # each cat is an exec (fs/binfmt_elf.c's duplicated names, which call one another). (Not
       # /sys/kernel/tracing: reading trace_pipe would consume the trace.)
       timeout 60 sh -c 'for f in /sys/class/*/*/* /sys/bus/*/devices/*/* /sys/module/*/* /sys/kernel/mm/*/*; do
         [ -f "$f" ] && [ -r "$f" ] && cat "$f" >/dev/null 2>&1; done'
@@ -128,6 +154,19 @@ while read -r cmd arg <&3; do
       for p in /proc/[0-9]*; do echo "== $p"; cat "$p/stack" 2>/dev/null; done | gzip >/tmp/stacks.gz
       send_file stacks /tmp/stacks.gz
       say "DONE TRACES"
+      ;;
+    ARMSYSRQ)  # the host is about to send sysrq keys after a serial break on the console
+      echo 1 >/proc/sys/kernel/sysrq  # Debian's default mask (0x1b6) has no dumps (0x8)
+      dmesg -c >/dev/null
+      say "DONE ARMSYSRQ"
+      ;;
+    REGS)  # after the host's sysrq keys, the last one 'h': the log once its help line is there
+      # (the keys are handled one after the other, so the dumps before it are complete)
+      i=0
+      while ! dmesg | grep -q 'sysrq: HELP' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+      dmesg | gzip >/tmp/regs.gz
+      send_file regs /tmp/regs.gz
+      say "DONE REGS"
       ;;
     QUIT)
       say "BYE"

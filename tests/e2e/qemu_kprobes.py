@@ -4,7 +4,8 @@
 In ONE boot (KASLR differs per boot):
   1. build an initramfs: busybox-static, guest-init.sh as /init, a few modules of the image
      package with their dependencies (from each module's .modinfo 'depends=', in load order);
-  2. boot it under qemu (TCG); the guest loads the modules and sends back, over a second UART,
+  2. boot it under qemu (TCG); the guest loads the modules and sends back, over the control
+     channel (a second UART; on arm64 a virtio-serial port),
      /proc/kallsyms, /proc/modules, osrelease, kptr_restrict, /sys/kernel/notes and every loaded
      module's /sys/module/M/{sections/*,notes/.note.gnu.build-id} (a tar.gz, base64, sha256);
   3. the host rebuilds them as a sysroot and runs 'symdex index --sysroot' with the -dbg
@@ -21,7 +22,12 @@ In ONE boot (KASLR differs per boot):
      'p:t/plain name_show' is refused ("Cannot assign requested address" / error_log
      "The symbol is not unique").
 
-usage: qemu_kprobes.py --symdex BIN --image-root DIR --dbg-root DIR --krel REL [--work DIR]
+Architectures (--arch): x86_64 (qemu-system-x86_64, the control channel a second UART) and arm64
+(qemu-system-aarch64 -M virt: one PL011 UART, so the channel is a virtio-serial port; the console
+is a socket the driver drains, which also lets it send a serial break + sysrq keys for register
+dumps - "pc : / lr : / Call trace:" - and a source-line check against llvm-symbolizer).
+
+usage: qemu_kprobes.py --symdex BIN --image-root DIR --dbg-root DIR --krel REL [--arch A] [--work DIR]
 Exit: 0 all checks passed, 1 a check failed, 77 skipped (qemu/corpus/busybox unavailable).
 Env:  SYMDEX_E2E_USE_PROBE_FIELD=1  take each instance's kallsyms-level "probe" field from
       'symdex dups' instead of calling 'symdex kprobe' (development fallback; says so loudly).
@@ -45,10 +51,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 
 import decode_traces
 import fleet_frames
+import source_lines
 import verdicts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,8 +67,29 @@ GROUP = "e2e"
 # vmlinux (uio, mei, virtio: name_show, version_show, modalias_show, ...) or inside
 # themselves (virtio_pci: vp_get, setup_vq, ... in both virtio_pci_modern.c and
 # virtio_pci_legacy.c -> only an address form identifies them), plus nfnetlink_log
-# (seq_show, ...; pulls in nfnetlink as a dependency).
-MODULES = ["uio", "mei", "virtio_pci", "nfnetlink_log"]
+# (seq_show, ...; pulls in nfnetlink as a dependency). arm64 has no mei (x86 only): dax takes
+# its place (align_show, id_show, modalias_show, size_show, ... also in vmlinux); virtio_pci and
+# virtio_console carry the control channel there, a virtio-serial port on PCI.
+# Per architecture: the Debian architecture, qemu and its package, the machine's arguments, the
+# console, the control channel, the link-time address of _text (the KASLR slide's base, logged).
+ARCHS = {
+    "x86_64": {
+        "debian": "amd64", "qemu": "qemu-system-x86_64", "qemu_pkg": "qemu-system-x86",
+        "machine": ["-cpu", "max"], "console": "ttyS0", "ctl": "uart", "elf_machine": 62,
+        "modules": ["uio", "mei", "virtio_pci", "nfnetlink_log"],
+    },
+    "arm64": {
+        # pauth-impdef: Debian's arm64 kernel signs every return address (pac-ret); TCG's
+        # emulation of the architected QARMA algorithm makes the boot ~8x slower (~30 s to /init
+        # instead of ~4 s), the IMPDEF one is as good for a test (-cpu max all the same).
+        "debian": "arm64", "qemu": "qemu-system-aarch64", "qemu_pkg": "qemu-system-arm",
+        "machine": ["-M", "virt", "-cpu", "max,pauth-impdef=on"], "console": "ttyAMA0", "ctl": "virtio",
+        "elf_machine": 183,
+        "modules": ["virtio_pci", "virtio_console", "uio", "dax", "nfnetlink_log"],
+    },
+}
+MODULES = ARCHS["x86_64"]["modules"]
+CTL_PORT = "e2e"  # the virtio-serial port's name (arm64)
 
 # Names tried first (in this order); then any other eligible duplicated name fills up.
 PREFERRED = ["name_show", "version_show", "vp_get", "vp_set_status", "event_show",
@@ -162,14 +191,15 @@ def cpio_newc(entries):
     return out.getvalue()
 
 
-def build_initramfs(dst, busybox, modules):
+def build_initramfs(dst, busybox, modules, arch="x86_64"):
     with open(busybox, "rb") as f:
         bb = f.read()
     with open(os.path.join(HERE, "guest-init.sh"), "rb") as f:
         init = f.read()
     ents = [(d, 0o040755, None) for d in
             ("bin", "dev", "proc", "sys", "tmp", "lib", "lib/modules")]
-    ents += [("bin/busybox", 0o100755, bb), ("init", 0o100755, init),
+    conf = f"CTL_PORT={CTL_PORT}\n" if ARCHS[arch]["ctl"] == "virtio" else "CTL_TTY=/dev/ttyS1\n"
+    ents += [("bin/busybox", 0o100755, bb), ("init", 0o100755, init), ("e2e.conf", 0o100644, conf.encode()),
              ("modules.order", 0o100644, "".join(m + "\n" for m, _ in modules).encode())]
     for m, path in modules:
         with open(path, "rb") as f:
@@ -185,39 +215,103 @@ def build_initramfs(dst, busybox, modules):
 # ------------------------------------------------------------------------------------------
 
 class Guest:
-    """qemu with ttyS0 -> console.log, ttyS1 -> a unix socket carrying the framed protocol."""
+    """qemu with the console -> console.log and a unix socket carrying the framed protocol:
+    x86_64: ttyS0 -> console.log (a file), ttyS1 -> the control socket;
+    arm64 (-M virt, one PL011): ttyAMA0 -> a socket (mux: its escape C-a b sends a serial break)
+    drained into console.log by a thread, a virtio-serial port named e2e -> the control socket."""
 
-    def __init__(self, work, kernel, initrd, timeout):
+    def __init__(self, work, kernel, initrd, timeout, arch="x86_64"):
+        A = ARCHS[arch]
         self.deadline = time.monotonic() + timeout
         self.console = os.path.join(work, "console.log")
         sock = os.path.join(work, "ctl.sock")
-        self.cmd = ["qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1",
-                    "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
-                    "-kernel", kernel, "-initrd", initrd,
-                    "-append", "console=ttyS0 loglevel=4 panic=-1 oops=panic",
-                    "-chardev", f"file,id=con,path={self.console}", "-serial", "chardev:con",
-                    "-chardev", f"socket,id=ctl,path={sock},server=on,wait=on",
-                    "-serial", "chardev:ctl"]
+        consock = os.path.join(work, "con.sock")
+        for p in (sock, consock):
+            if os.path.exists(p):
+                os.unlink(p)
+        self.cmd = [A["qemu"], "-accel", "tcg"] + A["machine"] + [
+            "-m", "1024", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-kernel", kernel, "-initrd", initrd,
+            "-append", f"console={A['console']} loglevel=4 panic=-1 oops=panic"]
+        if A["ctl"] == "uart":
+            self.cmd += ["-chardev", f"file,id=con,path={self.console}", "-serial", "chardev:con",
+                         "-chardev", f"socket,id=ctl,path={sock},server=on,wait=on", "-serial", "chardev:ctl"]
+            socks = [sock]
+        else:
+            self.cmd += ["-chardev", f"socket,id=con,path={consock},server=on,wait=on,mux=on",
+                         "-serial", "chardev:con",
+                         "-chardev", f"socket,id=ctl,path={sock},server=on,wait=on",
+                         "-device", "virtio-serial-pci,id=vs",
+                         "-device", f"virtserialport,bus=vs.0,chardev=ctl,name={CTL_PORT}"]
+            socks = [consock, sock]  # qemu waits for them in this order
         self.qemu_log = os.path.join(work, "qemu.log")
         with open(self.qemu_log, "wb") as qlog:  # never a pipe nobody drains
             self.qemu = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=qlog,
                                          stderr=subprocess.STDOUT)
-        self.s = None
-        while self.s is None:
+        conns = []
+        for path in socks:
+            conns.append(self._connect(path))
+        self.s = conns[-1]
+        self.con = conns[0] if len(conns) > 1 else None
+        self.drain = None
+        self.seen = b""  # the console so far (arm64), for wait_console
+        self.seen_cv = threading.Condition()
+        if self.con is not None:
+            self.drain = threading.Thread(target=self._drain, daemon=True)
+            self.drain.start()
+        self.buf = b""
+        self.noise = 0
+
+    def _connect(self, path):
+        while True:
             if self.qemu.poll() is not None:
                 with open(self.qemu_log, errors="replace") as f:
                     raise Fail(f"qemu exited with {self.qemu.returncode} before the guest started:\n"
                                + f.read())
             if time.monotonic() > self.deadline:
-                raise Fail("qemu did not open its control socket")
+                raise Fail(f"qemu did not open its socket {path}")
             try:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                s.connect(sock)
-                self.s = s
+                s.connect(path)
+                return s
             except OSError:
+                s.close()
                 time.sleep(0.05)
-        self.buf = b""
-        self.noise = 0
+
+    def _drain(self):
+        """The console socket into console.log, until qemu closes it."""
+        with open(self.console, "ab") as f:
+            while True:
+                try:
+                    b = self.con.recv(1 << 16)
+                except OSError:
+                    b = b""
+                with self.seen_cv:
+                    if not b:
+                        self.con_closed = True
+                        self.seen_cv.notify_all()
+                        return
+                    self.seen += b
+                    self.seen_cv.notify_all()
+                f.write(b)
+                f.flush()
+
+    def wait_console(self, text, start=0):
+        """Until the console shows `text` past offset `start` (a console socket only)."""
+        with self.seen_cv:
+            while self.seen.find(text, start) < 0:
+                left = self.deadline - time.monotonic()
+                if left <= 0 or getattr(self, "con_closed", False):
+                    raise Fail(f"the guest console never showed {text!r}")
+                self.seen_cv.wait(left)
+
+    def sysrq(self, keys):
+        """Each key as the kernel's serial console sysrq: a break (the mux's C-a b), then the key.
+        Handled in the UART's interrupt, so show_regs() has the interrupted context's registers."""
+        if self.con is None:
+            raise Fail("no console socket to send a serial break on")
+        for k in keys:
+            self.con.sendall(b"\x01b" + k.encode())
 
     def _line(self):
         while b"\n" not in self.buf:
@@ -282,6 +376,9 @@ class Guest:
         except subprocess.TimeoutExpired:
             self.qemu.kill()
             self.qemu.wait()
+        if self.drain is not None:
+            self.drain.join(timeout=5)
+            self.con.close()
 
     def kill(self):
         if self.qemu.poll() is None:
@@ -294,7 +391,9 @@ class Guest:
 # ------------------------------------------------------------------------------------------
 
 def parse_kallsyms(text):
-    """{(name, module or 'vmlinux'): [addr, ...]} and _text."""
+    """{(name, module or 'vmlinux'): [addr, ...]}, and the KASLR-proof anchor (name, address):
+    _text, or _stext where kallsyms lists no _text (arm64: _text is the image header, outside
+    the text range kallsyms keeps without CONFIG_KALLSYMS_ALL)."""
     syms = collections.defaultdict(list)
     for ln in text.splitlines():
         f = ln.split()
@@ -302,8 +401,29 @@ def parse_kallsyms(text):
             continue
         mod = f[3].strip("[]") if len(f) > 3 else "vmlinux"
         syms[(f[2], mod)].append(int(f[0], 16))
-    text_base = syms.get(("_text", "vmlinux"), [0])[0]
-    return syms, text_base
+    for name in ("_text", "_stext"):
+        if syms.get((name, "vmlinux")):
+            return syms, (name, syms[(name, "vmlinux")][0])
+    return syms, ("_text", 0)
+
+
+def link_anchor(system_map, name):
+    """The link-time address of `name` in the -dbg package's System.map (0 if absent)."""
+    try:
+        with open(system_map) as f:
+            for ln in f:
+                p = ln.split()
+                if len(p) == 3 and p[2] == name:
+                    return int(p[0], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def elf_machine(path):
+    with open(path, "rb") as f:
+        h = f.read(20)
+    return struct.unpack_from("<H", h, 18)[0] if h[:4] == b"\x7fELF" and len(h) == 20 else None
 
 
 def run(cmd, **kw):
@@ -370,8 +490,9 @@ def event_name(i, name):
 
 
 def target_address(target, syms, text_base):
-    """Address a kprobe_events target ([MOD:]SYM[+off] | _text+N | 0xADDR) names, as the kernel
-    would resolve it against the captured kallsyms; None if it is not exactly one."""
+    """Address a kprobe_events target ([MOD:]SYM[+off] | _text+N | _stext+N | 0xADDR) names, as
+    the kernel would resolve it against the captured kallsyms; None if it is not exactly one.
+    (_stext, like any symbol, by its kallsyms line: the kernel knows no _text where it lists none.)"""
     m = re.fullmatch(r"(?:([\w.]+):)?([\w.$]+)(?:\+(0x[0-9a-fA-F]+|\d+))?", target)
     if re.fullmatch(r"0x[0-9a-fA-F]+", target):
         return int(target, 16)
@@ -379,8 +500,6 @@ def target_address(target, syms, text_base):
         return None
     mod, sym, off = m.group(1), m.group(2), m.group(3)
     off = int(off, 0) if off else 0
-    if sym == "_text" and not mod:
-        return text_base + off
     addrs = [a for (n, md), v in syms.items() if n == sym and (mod is None or md == mod) for a in v]
     return addrs[0] + off if len(addrs) == 1 else None
 
@@ -394,14 +513,16 @@ def main():
     ap.add_argument("--dbg-root", required=True)
     ap.add_argument("--krel", required=True)
     ap.add_argument("--busybox", default="/bin/busybox")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="x86_64")
     ap.add_argument("--work")
     a = ap.parse_args()
+    A = ARCHS[a.arch]
     use_probe_field = os.environ.get("SYMDEX_E2E_USE_PROBE_FIELD") == "1"
     verbose = os.environ.get("SYMDEX_E2E_VERBOSE") == "1"
     timeout = float(os.environ.get("SYMDEX_E2E_TIMEOUT", "480"))
 
-    if not shutil.which("qemu-system-x86_64"):
-        raise Skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+    if not shutil.which(A["qemu"]):
+        raise Skip(f"{A['qemu']} not installed (apt-get install {A['qemu_pkg']})")
     kernel = os.path.join(a.image_root, "boot", f"vmlinuz-{a.krel}")
     moddir = os.path.join(a.image_root, "lib", "modules", a.krel, "kernel")
     debug = os.path.join(a.dbg_root, "usr", "lib", "debug")
@@ -411,6 +532,11 @@ def main():
     if not os.path.isfile(a.busybox) or (
             shutil.which("file") and "statically linked" not in run(["file", "-bL", a.busybox]).stdout):
         raise Skip(f"{a.busybox} is not a static busybox (apt-get install busybox-static)")
+    if elf_machine(a.busybox) != A["elf_machine"]:
+        raise Skip(f"{a.busybox} is not an {a.arch} program (busybox-static:{A['debian']}: "
+                   f"SYMDEX_KERNEL_ARCH={A['debian']} tests/corpus/fetch-debian-kernel.sh busybox)")
+    if elf_machine(os.path.join(debug, "boot", f"vmlinux-{a.krel}")) != A["elf_machine"]:
+        raise Fail(f"vmlinux-{a.krel} is not an {a.arch} kernel")
 
     if not use_probe_field:
         top = run([a.symdex, "--help"]).stdout
@@ -421,20 +547,20 @@ def main():
 
     work = a.work or tempfile.mkdtemp(prefix="symdex-e2e.")
     os.makedirs(work, exist_ok=True)
-    log(f"kernel {a.krel}, work dir {work}")
+    log(f"kernel {a.krel} ({a.arch}), work dir {work}")
     if use_probe_field:
         print("*" * 78 + "\n* SYMDEX_E2E_USE_PROBE_FIELD=1: probe lines come from the 'probe' field of\n"
               "* 'symdex dups --json', NOT from 'symdex kprobe' - a development fallback.\n" + "*" * 78,
               flush=True)
 
     # 1. initramfs
-    mods = module_load_order(moddir, MODULES)
+    mods = module_load_order(moddir, A["modules"])
     initrd = os.path.join(work, "initrd.cpio")
-    size = build_initramfs(initrd, a.busybox, mods)
+    size = build_initramfs(initrd, a.busybox, mods, a.arch)
     log(f"initramfs {size // 1024} KiB: busybox + modules {' '.join(m for m, _ in mods)}")
 
     # 2. boot
-    guest = Guest(work, kernel, initrd, timeout)
+    guest = Guest(work, kernel, initrd, timeout, a.arch)
     failures = []
     try:
         rel = guest.expect("BOOTED")
@@ -464,15 +590,17 @@ def main():
             tf.extractall(sysroot, filter="data") if hasattr(tarfile, "data_filter") else tf.extractall(sysroot)
         with open(os.path.join(sysroot, "proc/kallsyms")) as f:
             kallsyms = f.read()
-        syms, text_base = parse_kallsyms(kallsyms)
+        syms, (anchor, text_base) = parse_kallsyms(kallsyms)
         with open(os.path.join(sysroot, "proc/sys/kernel/kptr_restrict")) as f:
             kptr = f.read().strip()
         nmods = len(os.listdir(os.path.join(sysroot, "sys/module")))
-        log(f"sysroot: {len(kallsyms.splitlines())} kallsyms lines, _text {text_base:#x} "
-            f"(KASLR slide {text_base - 0xffffffff81000000:#x}), kptr_restrict {kptr}, "
+        sysmap = os.path.join(debug, "boot", f"System.map-{a.krel}")
+        link = link_anchor(sysmap, anchor)
+        log(f"sysroot: {len(kallsyms.splitlines())} kallsyms lines, {anchor} {text_base:#x} "
+            f"(KASLR slide {(text_base - link) & (2**64 - 1):#x}), kptr_restrict {kptr}, "
             f"{nmods} modules' sections/notes")
         if text_base == 0:
-            raise Fail("captured kallsyms has no _text address (kptr_restrict?)")
+            raise Fail("captured kallsyms has no _text/_stext address (kptr_restrict?)")
 
         db = os.path.join(work, "index.db")
         env = dict(os.environ)
@@ -521,7 +649,7 @@ def main():
                     continue
                 if inst["module"] == "vmlinux" and inst.get("text_offset") is not None \
                         and text_base + inst["text_offset"] != expect:
-                    p["err"] = "text_offset does not match _text + offset"
+                    p["err"] = f"text_offset does not match {anchor} + offset"
                     continue
                 if use_probe_field:
                     if not inst.get("probe"):
@@ -577,6 +705,7 @@ def main():
             if t != "RESULT":
                 raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
             p["guest"] = res.split(" ", 1)[1]
+        log(f"guest: {1 + len([p for p in probes if p['line']]) + len(vsample)} kprobe_events writes done")
         guest.send("LIST")
         events = guest.file("kprobe_events").decode(errors="replace")
         klist = guest.file("kprobes_list").decode(errors="replace")
@@ -587,11 +716,28 @@ def main():
         guest.file("kprobe_events")
         klist_on = guest.file("kprobes_list").decode(errors="replace")
         guest.expect("DONE")
-        # Issue 14: stack traces from the guest for 'symdex decode' (decode_traces.py)
+        # stack traces from the guest for 'symdex decode' (decode_traces.py)
         tnames = trace_names(dups)
+        log("guest: probes listed and armed; tracing")
         guest.send("TRACES " + " ".join(tnames))
         traces = {n: guest.file(n) for n in ("ftrace", "dmesg", "stacks")}
         guest.expect("DONE")
+        if guest.con is not None:
+            # Register dumps as an oops prints them (pc : / lr : / registers / Call trace:), of
+            # what the CPU was doing when the UART interrupt came: sysrq p (this CPU's registers)
+            # and l (its backtrace, with registers in interrupt context), then h, whose help line
+            # on the console says the dumps before it are complete (nothing is sent to the guest
+            # in between). The registers are of whatever the guest was doing: its idle loop, or
+            # still virtio_console's transmit of the previous reply.
+            guest.send("ARMSYSRQ")
+            guest.expect("DONE")
+            with guest.seen_cv:
+                mark = len(guest.seen)
+            guest.sysrq("plh")
+            guest.wait_console(b"sysrq: HELP", mark)
+            guest.send("REGS")
+            traces["regs"] = guest.file("regs")
+            guest.expect("DONE")
         log(f"traces: ftrace over every copy of {len(tnames)} duplicated names, sysrq l/t, /proc/*/stack: "
             + ", ".join(f"{n} {len(v) // 1024} KiB" for n, v in traces.items()))
         guest.send("QUIT")
@@ -628,6 +774,9 @@ def main():
         failures.append(f"plain {PLAIN} was not refused with EADDRNOTAVAIL / 'The symbol is not unique'")
     if not enable.startswith("ENABLE ok"):
         failures.append(f"enabling group {GROUP}: {enable}")
+    if a.arch == "arm64" and "FTRACE" in klist_on:
+        # arm64 6.1 has no KPROBES_ON_FTRACE: its kprobes are never ftrace-based
+        failures.append("kprobes/list shows [FTRACE] probes on arm64, which has no KPROBES_ON_FTRACE")
 
     print(f"\n{'#':>3} {'EVENT':<22} {'MODULE':<14} {'SPEC':<62} {'CANONICAL':<34} {'KPROBE TARGET':<26} "
           f"{'EXPECTED':<18} {'RESULT'}")
@@ -668,11 +817,24 @@ def main():
           f"kprobes/list has {sum(len(v) for v in listed.values())} entries")
     print(f"probe lines from: {'the dups probe field (SYMDEX_E2E_USE_PROBE_FIELD=1)' if use_probe_field else 'symdex kprobe -n -e GRP/EVENT SPEC'}")
     print(canon_note)
-    failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work)
-    failures += decode_traces.check(a.symdex, db, env, sysroot, traces, work, log)
-    # Issue 13: the same guest's frames from a fleet replica fed only by debuginfod -U over the .debs.
+    # arm64's ftrace lists the bodies of overridden __weak functions under the name before them
+    # (x86-64's as __ftrace_invalid_address__): from the vmlinux file, to judge verdicts by.
+    vmlinux = os.path.join(debug, "boot", f"vmlinux-{a.krel}")
+    orphans = verdicts.orphan_sites(vmlinux, text_base - link, kallsyms) if a.arch == "arm64" else {}
+    failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work, orphans)
+    failures += report_ftrace_lines(a.symdex, db, env, vsymbols, sysroot, kallsyms, work, orphans,
+                                    {p["expect"] for p in probes if not p["err"]})
+    code = (source_lines.Elf(vmlinux), text_base - link) if a.arch == "arm64" else None
+    entries = {int(i["address"], 16): (i["dwarf"].get("file"), i["dwarf"].get("line"))
+               for i in vsymbols["symbols"] if i.get("address") and (i.get("dwarf") or {}).get("line")}
+    failures += decode_traces.check(a.symdex, db, env, sysroot, traces, work, log, code, entries)
+    if a.arch == "arm64":
+        failures += source_lines.check(vsymbols, sysroot, debug, a.krel, (anchor, text_base, link), work, log)
+    # The same guest's frames from a fleet replica (an x86_64 symdexd whatever the guest's
+    # architecture) fed only by debuginfod -U over this kernel's .debs.
     failures += fleet_frames.check(a.symdex, db, env, sysroot, os.path.join(os.path.dirname(a.dbg_root), "debs"),
-                                   work, log)
+                                   work, log, krel=a.krel, link_anchor=(anchor, link),
+                                   strict=os.environ.get("SYMDEX_E2E_FLEET_STRICT") == "1")
     elapsed = time.monotonic() - T0
     print(f"total {elapsed:.1f}s")
     if not os.environ.get("SYMDEX_E2E_KEEP") and not a.work and not failures:
@@ -691,13 +853,18 @@ VGROUP = "e2ev"  # the verdict sample's probes: registered, never enabled
 
 
 def trace_names(dups, limit=150):
-    """Duplicated text names the guest's function tracer records every copy of: sysfs *_show
-    functions first (the guest reads sysfs attributes), then the rest, vmlinux and module alike."""
+    """Duplicated text names the guest's function tracer records every copy of: those of
+    fs/binfmt_elf.c first (every exec runs them, and they call one another directly: frames the
+    code pins; fs/compat_binfmt_elf.c #includes the file), then sysfs *_show functions (the
+    guest reads sysfs attributes), then the rest, vmlinux and module alike."""
     names = sorted({g["instances"][0]["name"] for g in dups["duplicates"]
                     if any(i.get("type") in ("t", "T") for i in g["instances"])})
     names = [n for n in names if re.fullmatch(r"[A-Za-z0-9_]+", n)]
-    shows = [n for n in names if n.endswith("_show")]
-    return (shows + [n for n in names if not n.endswith("_show")])[:limit]
+    exec_path = {g["instances"][0]["name"] for g in dups["duplicates"]
+                 if any(((i.get("dwarf") or {}).get("file") or "").endswith("fs/binfmt_elf.c") for i in g["instances"])}
+    first = [n for n in names if n in exec_path]
+    shows = [n for n in names if n.endswith("_show") and n not in exec_path]
+    return (first + shows + [n for n in names if not n.endswith("_show") and n not in exec_path])[:limit]
 
 
 def prepare_verdict_sample(symdex, db, env, dups, sysroot, syms, taken):
@@ -747,8 +914,9 @@ def prepare_verdict_sample(symdex, db, env, dups, sysroot, syms, taken):
     return out, symbols
 
 
-def report_verdicts(symbols, sysroot, kallsyms, vsample, work):
-    """The verdict sample's table, then ftrace and blacklist agreement over the whole guest."""
+def report_verdicts(symbols, sysroot, kallsyms, vsample, work, orphans=None):
+    """The verdict sample's table, then ftrace and blacklist agreement over the whole guest.
+    orphans: ftrace's lines for bodies of overridden __weak functions (verdicts.orphan_sites)."""
     failures = []
     print(f"\nverdict sample ({len(vsample)} instances): symdex kprobe -n on each canonical spec; "
           "printed lines must be accepted at the instance, refused instances must be refused by the "
@@ -788,7 +956,7 @@ def report_verdicts(symbols, sysroot, kallsyms, vsample, work):
 
     with open(os.path.join(sysroot, "verdicts/available_filter_functions")) as f:
         aff = f.read()
-    stats, bad = verdicts.agreement(symbols, kallsyms, aff)
+    stats, bad = verdicts.agreement(symbols, kallsyms, aff, verdicts.by_name(orphans or {}))
     print(f"\nftrace agreement (available_filter_functions of the guest vs symdex's ftrace verdict, "
           f"non-init code symbols): {json.dumps(stats)}")
     with open(os.path.join(work, "ftrace_disagreements.txt"), "w") as f:
@@ -807,6 +975,44 @@ def report_verdicts(symbols, sysroot, kallsyms, vsample, work):
     if bstats["missed"]:
         failures.append(f"{bstats['missed']} functions on the kernel's kprobe blacklist that symdex does not call blacklisted")
     return failures
+
+
+def report_ftrace_lines(symdex, db, env, symbols, sysroot, kallsyms, work, orphans, probed):
+    """'symdex ftrace-index' against the guest's available_filter_functions (a copy as
+    --tracefs): for the probed instances (duplicated names) and, on arm64, every function after
+    which ftrace lists orphan __weak bodies under its name, the line must be the one of the
+    instance's own site (verdicts.ftrace_index_expected)."""
+    tracefs = os.path.join(work, "tracefs")
+    os.makedirs(tracefs, exist_ok=True)
+    shutil.copy(os.path.join(sysroot, "verdicts/available_filter_functions"), tracefs)
+    with open(os.path.join(tracefs, "available_filter_functions")) as f:
+        aff = f.read()
+    if orphans:
+        print(f"\nftrace lists {sum(orphans.values())} sites in no function (bodies of overridden __weak "
+              f"functions, kept without a symbol) under the name of the function before them: "
+              f"{len(orphans)} functions, e.g. "
+              + ", ".join(f"{n} (+{c})" for (n, _m, _a), c in sorted(orphans.items(), key=lambda x: -x[1])[:4]))
+    want = set(probed) | {a for (_n, _m, a) in orphans}
+    expected = verdicts.ftrace_index_expected(symbols, kallsyms, aff, orphans, want)
+    names = {int(i["address"], 16): f"{i['name']} [{i['module']}]" for i in symbols["symbols"] if i.get("address")}
+    bad = []
+    for addr, line in sorted(expected.items()):
+        r = run([symdex, "--db", db, "ftrace-index", "--tracefs", tracefs, f"{addr:#x}"], env=env)
+        got = r.stdout.strip()
+        if r.returncode != 0 or got != str(line):
+            why = (r.stdout + r.stderr).strip().replace("\n", " ")[:200]
+            tag = "orphan __weak bodies after it" if any(a == addr for (_n, _m, a) in orphans) else "probed"
+            bad.append(f"{names.get(addr, hex(addr))} {addr:#x} ({tag}): line {line}, symdex exit {r.returncode}: {why}")
+    n_orph = sum(1 for a in expected if any(a == oa for (_n, _m, oa) in orphans))
+    print(f"ftrace-index (--tracefs: the guest's available_filter_functions): {len(expected) - len(bad)}/{len(expected)} "
+          f"instances given the line of their own site ({len(expected) - n_orph} probed instances, "
+          f"{n_orph} functions with orphan __weak bodies after them)")
+    for b in bad[:10]:
+        print("  " + b)
+    with open(os.path.join(work, "ftrace_index_failures.txt"), "w") as f:
+        f.write("".join(b + "\n" for b in bad))
+    return [f"ftrace-index: {len(bad)} of {len(expected)} instances not given the line of their own site, e.g. {bad[0]}"] \
+        if bad else []
 
 
 def add_line_probes(symdex, db, env, probes, syms, want=3):

@@ -2,12 +2,29 @@
 """Compares `symdex addr` (function, file, line and the inline chain) with llvm-symbolizer-14 on
 N random addresses inside vmlinux text symbols (seeded, reproducible).
 
+An address in the patchable-entry NOPs of a function (arm64: their line-table rows are the
+function before's) is its function's first instruction to symdex: llvm-symbolizer is asked there
+(8 bytes after the symbol) for those.
+
   compare_addr_llvm.py SYMDEX VMLINUX SYSTEM_MAP [--count 5000] [--seed 1] [--min-agree 99.5]
 """
-import argparse, collections, json, random, subprocess, sys
+import argparse, bisect, collections, json, random, subprocess, sys
 
 sys.path.insert(0, __import__('os').path.dirname(__file__))
-from compare_llvm_symbolizer import normalize  # noqa: E402
+from compare_llvm_symbolizer import normalize, patchable_entries  # noqa: E402
+
+
+# Objects linked into their own namespace with `objcopy --prefix-symbols` (arm64: the nVHE
+# hypervisor's __kvm_nvhe_, the EFI stub's __efistub_, the early position-independent code's
+# __pi_): their DWARF keeps the source name, llvm-symbolizer prints the prefixed ELF symbol.
+PREFIXES = ('__kvm_nvhe_', '__efistub_', '__pi_')
+
+
+def unprefixed(name):
+    for p in PREFIXES:
+        while name.startswith(p):
+            name = name[len(p):]
+    return name
 
 
 def main():
@@ -20,12 +37,15 @@ def main():
     ap.add_argument('--min-agree', type=float, default=99.5)
     ap.add_argument('--show', type=int, default=8)
     a = ap.parse_args()
-    syms = []
+    syms, code = [], []
     for line in open(a.system_map):
         f = line.split()
         if len(f) >= 3 and f[1] in 'tT':
             syms.append(int(f[0], 16))
+        if len(f) >= 3 and f[1] in 'tTwW':
+            code.append(int(f[0], 16))
     syms = sorted(set(syms))
+    code = sorted(set(code))
     rnd = random.Random(a.seed)
     addrs = []
     for _ in range(a.count):
@@ -34,15 +54,24 @@ def main():
         addrs.append(lo + rnd.randrange(max(1, min(hi - lo, 4096))))
     text = ''.join(f'0x{x:x}\n' for x in addrs)
     ours = json.loads(subprocess.run([a.symdex, 'addr', '--json', '-'], input=text, capture_output=True, text=True).stdout)['results']
-    out = subprocess.run(['llvm-symbolizer-14', '--obj=' + a.vmlinux, '--output-style=JSON'], input=text,
-                         capture_output=True, text=True, check=True).stdout
+    starts = {x: code[bisect.bisect_right(code, x) - 1] for x in addrs}
+    entry = patchable_entries(a.vmlinux, [f'0x{v:x}' for v in sorted(set(starts.values()))])
+    asked = [entry[f'0x{starts[x]:x}'] if f'0x{starts[x]:x}' in entry and x - starts[x] < 8 else f'0x{x:x}'
+             for x in addrs]
+    print(f'{sum(1 for x, q in zip(addrs, asked) if q != f"0x{x:x}")} addresses in patchable-entry NOPs: '
+          'llvm-symbolizer asked at their function\'s first instruction')
+    out = subprocess.run(['llvm-symbolizer-14', '--obj=' + a.vmlinux, '--output-style=JSON'],
+                         input=''.join(q + '\n' for q in asked), capture_output=True, text=True, check=True).stdout
     llvm = [json.loads(l) for l in out.splitlines() if l.strip()]
     assert len(ours) == len(llvm) == len(addrs)
     agree, causes, ex = 0, collections.Counter(), collections.defaultdict(list)
     for addr, o, l in zip(addrs, ours, llvm):
-        lf = [(s.get('FunctionName', ''), normalize(s.get('FileName', '')), s.get('Line', 0)) for s in l.get('Symbol', [])]
+        lf = [(unprefixed(s.get('FunctionName', '')), normalize(s.get('FileName', '')), s.get('Line', 0))
+              for s in l.get('Symbol', [])]
         lf = [x for x in lf if x[2] != 0 or x[0] not in ('', '??')]
-        of = [(f['function'], f['file'], f['line']) for f in o['frames']]
+        # No line on either side: llvm-symbolizer names the unit's file, symdex nothing.
+        lf = [(x[0], '', 0) if x[2] == 0 else x for x in lf]
+        of = [(unprefixed(f['function']), f['file'] if f['line'] else '', f['line']) for f in o['frames']]
         # Where DWARF names no function, llvm-symbolizer prints none ("" / no frame) and symdex
         # names the containing symbol: compare only what llvm knows.
         if not lf and len(of) == 1 and of[0][2] == 0:

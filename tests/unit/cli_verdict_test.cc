@@ -131,12 +131,18 @@ TEST_F(CliVerdictTest, KernelConfigDecidesAboutFunctionsWithoutFentry) {
   EXPECT_EQ(Symdex("kprobe -n vmlinux:boot_fn").exit_code, 4);
   EXPECT_EQ(Symdex("kprobe -n vmlinux:blocked_fn").exit_code, 4);
 
-  // Kprobes on ftrace without the option: the notrace check applies (Debian's config).
-  WriteFile(dir_ / "debian", "CONFIG_KPROBES_ON_FTRACE=y\n# CONFIG_KPROBE_EVENTS_ON_NOTRACE is not set\n");
+  // Dynamic ftrace without the option: the notrace check applies (Debian's x86-64 config) ...
+  WriteFile(dir_ / "debian",
+            "CONFIG_DYNAMIC_FTRACE=y\nCONFIG_KPROBES_ON_FTRACE=y\n# CONFIG_KPROBE_EVENTS_ON_NOTRACE is not set\n");
   ASSERT_EQ(Index("--kernel-config '" + (dir_ / "debian") + "'").exit_code, 0);
   EXPECT_EQ(Symdex("kprobe -n vmlinux:quiet_fn").exit_code, 4);
-  // A kernel whose kprobes do not use ftrace has no such check.
-  WriteFile(dir_ / "noftrace", "CONFIG_KPROBES=y\n# CONFIG_KPROBES_ON_FTRACE is not set\n");
+  // ... also where kprobes do not use ftrace (Debian's arm64 config: the check is
+  // trace_kprobe.c's, under CONFIG_DYNAMIC_FTRACE alone).
+  WriteFile(dir_ / "arm64", "CONFIG_DYNAMIC_FTRACE=y\n# CONFIG_KPROBES_ON_FTRACE is not set\n");
+  ASSERT_EQ(Index("--kernel-config '" + (dir_ / "arm64") + "'").exit_code, 0);
+  EXPECT_EQ(Symdex("kprobe -n vmlinux:quiet_fn").exit_code, 4);
+  // A kernel without dynamic ftrace has no such check.
+  WriteFile(dir_ / "noftrace", "CONFIG_KPROBES=y\n# CONFIG_DYNAMIC_FTRACE is not set\n");
   ASSERT_EQ(Index("--kernel-config '" + (dir_ / "noftrace") + "'").exit_code, 0);
   EXPECT_EQ(Symdex("kprobe -n vmlinux:quiet_fn").exit_code, 0);
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -44,6 +48,42 @@ TEST(KallsymsTest, SystemMapShortAddresses) {
   auto syms = ParseKallsyms("0000000000000000 A __per_cpu_start\n1000 a VDSO32_NOTE_MASK\n", "System.map");
   ASSERT_TRUE(syms.ok());
   EXPECT_EQ((*syms)[1].addr, 0x1000u);
+}
+
+// Lines of Debian's arm64 6.1 System.map that the kernel's kallsyms leaves out (one of them not
+// even printable), among lines it keeps.
+TEST(KallsymsTest, SystemMapDropsWhatScriptsKallsymsDrops) {
+  constexpr char kText[] =
+      "ffff800008000000 T _text\n"
+      "ffff800008000000 t __efistub__text\n"
+      "0000000000000200 A PECOFF_FILE_ALIGNMENT\n"
+      "ffff800008010000 T _stext\n"
+      "ffff800009370000 t __kvm_nvhe_$x\n"
+      "ffff800009384820 d __kvm_nvhe_.L14472\x01"
+      "1\n"
+      "ffff800009384900 t __kvm_nvhe___kvm_skip_instr\n"
+      "ffff80000877b610 t name_show\n"
+      "ffff80000877b700 t foo_veneer\n"
+      "ffff8000094c29d8 D kallsyms_num_syms\n";
+  auto map = ParseSystemMap(kText, "System.map-6.1.0-57-cloud-arm64");
+  ASSERT_TRUE(map.ok()) << map.status();
+  std::vector<std::string> kept;
+  for (const auto& s : map->symbols) kept.push_back(s.name);
+  EXPECT_EQ(kept, (std::vector<std::string>{"_text", "_stext", "__kvm_nvhe___kvm_skip_instr", "name_show"}));
+  EXPECT_EQ(map->DroppedTotal(), 6u);
+  std::map<std::string, size_t> by_rule(map->dropped.begin(), map->dropped.end());
+  EXPECT_EQ(by_rule["arm64 hypervisor local labels (__kvm_nvhe_.L)"], 1u);
+  EXPECT_EQ(by_rule["arm64 hypervisor mapping symbols (__kvm_nvhe_$)"], 1u);
+  EXPECT_EQ(by_rule["arm64 EFI stub aliases (__efistub_)"], 1u);
+  EXPECT_EQ(by_rule["absolute symbols"], 1u);
+  // The same lines as a kallsyms dump: the unprintable name is an error there (the kernel never
+  // lists it), and a name kallsyms keeps is judged in a System.map as anywhere.
+  EXPECT_FALSE(ParseKallsyms(kText, "/proc/kallsyms").ok());
+  auto bad = ParseSystemMap("ffff800008000000 t bad\x01name\n", "System.map");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("control character"), std::string::npos) << bad.status();
+  EXPECT_EQ(KallsymsIgnoreRule("__kernel_sigtramp", 'A'), nullptr);  // kept: an absolute symbol it keeps
+  EXPECT_EQ(KallsymsIgnoreRule("name_show", 't'), nullptr);
 }
 
 struct BadLine {

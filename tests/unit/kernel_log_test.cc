@@ -1,6 +1,6 @@
 // Kernel logs, perf script and bpftrace output as the decoder reads them (ingest/kernel_log.h).
 #include "server/ingest/kernel_log.h"
-#include "server/ingest/x86_call.h"
+#include "server/ingest/call_insn.h"
 
 #include <gtest/gtest.h>
 
@@ -72,6 +72,58 @@ TEST(KernelLogTest, WarnFramesRolesAndCallers) {
   EXPECT_FALSE(log.frames[6].caller);
   EXPECT_EQ(log.frames[6].frame.symbol, "seq_read_iter");
   EXPECT_EQ(log.frames[6].normalized, "seq_read_iter+0x120/0x480");
+}
+
+// The shape of an arm64 6.1 oops (arch/arm64/kernel/process.c __show_regs, stacktrace.c
+// dump_backtrace): pc and lr in the register dump, and a "Call trace:" that starts with the pc.
+constexpr std::string_view kArm64Oops = R"([   12.345000] Internal error: Oops: 0000000096000005 [#1] SMP
+[   12.345001] Modules linked in: uio
+[   12.345002] CPU: 0 PID: 97 Comm: cat Not tainted 6.1.0-57-cloud-arm64 #1  Debian 6.1.192-3
+[   12.345003] Hardware name: linux,dummy-virt (DT)
+[   12.345004] pstate: 60400005 (nZCv daif +PAN -UAO -TCO -DIT -SSBS BTYPE=--)
+[   12.345005] pc : name_show+0x1c/0x3c [uio]
+[   12.345006] lr : dev_attr_show+0x24/0x64
+[   12.345007] sp : ffff80000a0dbc40
+[   12.345008] x29: ffff80000a0dbc40 x28: ffff00000a3c8000 x27: 0000000000000000
+[   12.345009] x2 : 0000000000000000 x1 : ffff80000895d2a8 x0 : 0000000000000000
+[   12.345010] Call trace:
+[   12.345011]  name_show+0x1c/0x3c [uio]
+[   12.345012]  dev_attr_show+0x24/0x64
+[   12.345013]  sysfs_kf_seq_show+0xa8/0x14c
+[   12.345014] Code: f9400000 b40000a0 d503233f a9bf7bfd (f9400000)
+[   12.345015] ---[ end trace 0000000000000000 ]---
+)";
+
+TEST(KernelLogTest, Arm64OopsPcLrAndCallTrace) {
+  KernelLog log = Scan(kArm64Oops);
+  EXPECT_EQ(log.release, "6.1.0-57-cloud-arm64");
+  ASSERT_EQ(log.frames.size(), 5u);
+  const LogFrame& pc = log.frames[0];
+  EXPECT_EQ(pc.frame.symbol, "name_show");
+  EXPECT_EQ(pc.frame.module, "uio");
+  EXPECT_TRUE(pc.regs);
+  EXPECT_FALSE(pc.return_address);
+  const LogFrame& lr = log.frames[1];
+  EXPECT_EQ(lr.frame.symbol, "dev_attr_show");
+  EXPECT_FALSE(lr.regs);
+  EXPECT_TRUE(lr.return_address) << "the link register follows a BL";
+  EXPECT_FALSE(lr.caller) << "lr stands alone: it may be stale";
+  EXPECT_FALSE(pc.caller) << "nor is it pc's caller";
+  EXPECT_EQ(lr.trace, pc.trace) << "the register dump and 'Call trace:' stay inside the stack";
+  const LogFrame& first = log.frames[2];
+  EXPECT_EQ(first.frame.symbol, "name_show");
+  EXPECT_FALSE(first.return_address) << "arm64's Call trace starts with the pc itself";
+  ASSERT_TRUE(first.caller);
+  EXPECT_EQ(*first.caller, 3u);
+  EXPECT_TRUE(log.frames[3].return_address);
+  ASSERT_TRUE(log.frames[3].caller);
+  EXPECT_EQ(*log.frames[3].caller, 4u);
+  EXPECT_TRUE(log.frames[4].return_address);
+  // Without a pc before it (a dump_stack), the first frame is a return address as any other.
+  KernelLog plain =
+      Scan("[    1.0] Call trace:\n[    1.0]  dump_backtrace+0x0/0x1e0\n[    1.0]  show_stack+0x20/0x30\n");
+  ASSERT_EQ(plain.frames.size(), 2u);
+  EXPECT_TRUE(plain.frames[0].return_address);
 }
 
 TEST(KernelLogTest, ProcStackHidesAddressesAndOldFormatKeepsThem) {
@@ -199,7 +251,7 @@ TEST(KernelLogTest, OversizedInputIsRefused) {
 }  // namespace
 }  // namespace symdex::ingest
 
-// The call before a return address (ingest/x86_call.h), on encodings gcc emits in the kernel.
+// The call before a return address (ingest/call_insn.h), on encodings gcc emits in the kernel.
 namespace symdex::ingest {
 namespace {
 
@@ -228,6 +280,33 @@ TEST(X86CallTest, DirectAndIndirectCalls) {
   EXPECT_FALSE(Before({0xff, 0xe0}));                    // jmp *%rax (FF /4) is no call
   EXPECT_FALSE(Before({0xe8, 0x00, 0x00}));              // too short to be one
   EXPECT_FALSE(Before({}));
+}
+
+}  // namespace
+}  // namespace symdex::ingest
+
+// AArch64 (ingest/call_insn.h A64CallEndingAt): BL, BLR and the pointer-authenticated BLRAA*.
+namespace symdex::ingest {
+namespace {
+
+TEST(A64CallTest, DirectAndIndirectCalls) {
+  auto bl = A64CallEndingAt(0x97fffffe);  // bl .-8
+  ASSERT_TRUE(bl);
+  EXPECT_TRUE(bl->direct);
+  EXPECT_EQ(bl->length, 4u);
+  EXPECT_EQ(bl->rel32, -8 - 4) << "from the return address";
+  auto fwd = A64CallEndingAt(0x94000010);  // bl .+0x40
+  ASSERT_TRUE(fwd);
+  EXPECT_EQ(fwd->rel32, 0x40 - 4);
+  auto blr = A64CallEndingAt(0xd63f0060);  // blr x3
+  ASSERT_TRUE(blr);
+  EXPECT_FALSE(blr->direct);
+  EXPECT_TRUE(A64CallEndingAt(0xd63f081f));   // blraaz x0
+  EXPECT_TRUE(A64CallEndingAt(0xd73f0861));   // blraa x3, x1
+  EXPECT_FALSE(A64CallEndingAt(0x14000010));  // b (a tail call returns nowhere here)
+  EXPECT_FALSE(A64CallEndingAt(0xd65f03c0));  // ret
+  EXPECT_FALSE(A64CallEndingAt(0xd503201f));  // nop
+  EXPECT_FALSE(A64CallEndingAt(0xd61f0060));  // br x3
 }
 
 }  // namespace

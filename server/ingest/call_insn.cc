@@ -1,4 +1,4 @@
-#include "server/ingest/x86_call.h"
+#include "server/ingest/call_insn.h"
 
 #include <cstring>
 
@@ -45,6 +45,21 @@ std::optional<CallInsn> CallEndingAt(std::span<const uint8_t> before) {
       return CallInsn{rex ? len + 1 : len, false, 0};
     }
   }
+  return std::nullopt;
+}
+
+std::optional<CallInsn> A64CallEndingAt(uint32_t insn) {
+  CallInsn c;
+  c.length = 4;
+  if ((insn & 0xfc000000u) == 0x94000000u) {  // BL: imm26 words from the BL itself
+    int32_t imm26 = static_cast<int32_t>(insn << 6) >> 6;
+    c.direct = true;
+    c.rel32 = imm26 * 4 - 4;  // from the return address, which is the BL + 4
+    return c;
+  }
+  if ((insn & 0xfffffc1fu) == 0xd63f0000u) return c;  // BLR Xn
+  // BLRAA/BLRAB Xn, Xm and BLRAAZ/BLRABZ Xn (pointer authentication).
+  if ((insn & 0xfefff800u) == 0xd63f0800u) return c;
   return std::nullopt;
 }
 
