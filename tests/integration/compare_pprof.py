@@ -9,13 +9,22 @@ build-ID when given (written here, by hand-encoded protobuf, as a profiler would
 must be llvm-symbolizer's inline chain: function (the canonical spec of a duplicated name reduced
 to its name), file and line.
 
-  compare_pprof.py SYMDEX VMLINUX SYSTEM_MAP [--build-id HEX | --target T] [--count 3000] [--min-agree 99.5]
+--kaslr-offset HEX: the profile holds the addresses of a kernel booted that far from its link-time
+addresses (as a profiler on a KASLR host records them), and `symdex pprof` is given the offset.
+An address in the patchable-entry NOPs of a function (arm64) is asked of llvm-symbolizer at the
+function's first instruction, as compare_addr_llvm.py does.
+
+  compare_pprof.py SYMDEX VMLINUX SYSTEM_MAP [--build-id HEX | --target T] [--kaslr-offset HEX] [--count 3000]
+                   [--min-agree 99.5]
 """
-import argparse, collections, json, os, random, re, shutil, subprocess, sys, tempfile
+import argparse, bisect, collections, json, os, random, re, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from compare_llvm_symbolizer import normalize  # noqa: E402
+from compare_llvm_symbolizer import normalize, patchable_entries  # noqa: E402
 from perf_to_pprof import field_bytes as fb, field_varint as fv, varint  # noqa: E402
+
+
+KALLSYMS_DROPS = ("__efistub_", "__pi_", "__kvm_nvhe_")
 
 
 def profile(addrs, build_id):
@@ -44,6 +53,7 @@ def main():
     ap.add_argument("system_map")
     ap.add_argument("--build-id", default="", help="put on the kernel mapping (the target is then found by it)")
     ap.add_argument("--target", default="")
+    ap.add_argument("--kaslr-offset", default="", help="hex: the profiled kernel's distance from its link-time addresses")
     ap.add_argument("--count", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--min-agree", type=float, default=99.5)
@@ -52,7 +62,10 @@ def main():
     if not shutil.which("go"):
         print("pprof: SKIP (no 'go' for 'go tool pprof'; scripts/setup-deps.sh installs golang-go)")
         return 0
-    syms = sorted({int(l.split()[0], 16) for l in open(a.system_map) if len(l.split()) >= 3 and l.split()[1] in "tT"})
+    # Code a profiler can see: what kallsyms keeps (not the EFI stub's, the early PI code's or the
+    # nVHE hypervisor's prefixed copies, which a running arm64 kernel never samples).
+    syms = sorted({int(l.split()[0], 16) for l in open(a.system_map)
+                   if len(l.split()) >= 3 and l.split()[1] in "tT" and not l.split()[2].startswith(KALLSYMS_DROPS)})
     rnd = random.Random(a.seed)
     addrs = []
     for _ in range(a.count):
@@ -61,9 +74,11 @@ def main():
     work = tempfile.mkdtemp()
     try:
         src, dst = os.path.join(work, "in.pb"), os.path.join(work, "out.pb.gz")
+        slide = int(a.kaslr_offset, 16) if a.kaslr_offset else 0
         with open(src, "wb") as f:
-            f.write(profile(addrs, a.build_id))
-        r = subprocess.run([a.symdex, "--json", "pprof", src, "-o", dst] + (["-t", a.target] if a.target else []),
+            f.write(profile([(x + slide) & (2**64 - 1) for x in addrs], a.build_id))
+        r = subprocess.run([a.symdex, "--json", "pprof", src, "-o", dst] + (["-t", a.target] if a.target else [])
+                           + (["--kaslr-offset", a.kaslr_offset] if a.kaslr_offset else []),
                            capture_output=True, text=True)
         if r.returncode not in (0, 1):
             print(f"symdex pprof failed ({r.returncode}): {r.stdout}{r.stderr}")
@@ -88,7 +103,7 @@ def main():
             continue
         m = re.match(r"^\s+(\d+): 0x([0-9a-f]+) M=\d+ ?(.*)$", line)
         if m:
-            cur = int(m.group(1))
+            cur = int(m.group(2), 16)  # by address: go tool pprof numbers locations its own way
             ours[cur] = []
             rest = m.group(3)
         else:
@@ -96,7 +111,11 @@ def main():
         fm = re.match(r"^(\S+) (\S*):(-?\d+) s=", rest)
         if cur is not None and fm:
             ours[cur].append((base_name(fm.group(1)), fm.group(2), int(fm.group(3))))
-    text = "".join(f"0x{x:x}\n" for x in addrs)
+    code = sorted({int(l.split()[0], 16) for l in open(a.system_map) if len(l.split()) >= 3 and l.split()[1] in "tTwW"})
+    starts = {x: code[bisect.bisect_right(code, x) - 1] for x in addrs}
+    entry = patchable_entries(a.vmlinux, [f"0x{v:x}" for v in sorted(set(starts.values()))])
+    text = "".join((entry[f"0x{starts[x]:x}"] if f"0x{starts[x]:x}" in entry and x - starts[x] < 8 else f"0x{x:x}") + "\n"
+                   for x in addrs)
     out = subprocess.run(["llvm-symbolizer-14", "--obj=" + a.vmlinux, "--output-style=JSON"], input=text,
                          capture_output=True, text=True, check=True).stdout
     llvm = [json.loads(l) for l in out.splitlines() if l.strip()]
@@ -105,7 +124,7 @@ def main():
         lf = [(s.get("FunctionName", "").split(".")[0], normalize(s.get("FileName", "")), s.get("Line", 0))
               for s in l.get("Symbol", [])]
         lf = [x for x in lf if x[2] != 0 or x[0] not in ("", "??")]
-        of = ours.get(i + 1, [])
+        of = ours.get((addr + slide) & (2**64 - 1), [])
         if not lf and len(of) == 1 and of[0][2] == 0:
             of = []  # DWARF names no function here; symdex names the symbol
         if [x[1:] for x in of] == [x[1:] for x in lf] and all(o[0] == l2[0] or not l2[0] for o, l2 in zip(of, lf)):

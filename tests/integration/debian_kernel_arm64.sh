@@ -5,7 +5,8 @@
 #   - System.map lines the kernel's kallsyms leaves out are left out and counted, not refused;
 #   - every text symbol's entry line equals llvm-symbolizer's at the function's first instruction
 #     (after the patchable-entry NOPs), all of them for duplicated names;
-#   - random addresses in vmlinux text: function, file, line and inline chain as llvm-symbolizer;
+#   - random addresses in vmlinux text: function, file, line and inline chain as llvm-symbolizer,
+#     through `symdex addr` and through `symdex pprof --kaslr-offset` (read back by go tool pprof);
 #   - every canonical spec resolves back to its symbol; vmlinux probes are _stext+N (no _text in
 #     an arm64 kallsyms);
 #   - verdicts from arm64's tables: ftrace sites from .rela.dyn and __patchable_function_entries,
@@ -67,6 +68,11 @@ echo "--- entry lines vs llvm-symbolizer-14 (all text symbols >= 99.9%, duplicat
 "$here/compare_llvm_symbolizer.py" "$SYMDEX" "$VML" --min-agree 99.9 --dups-min-agree 100 --show 3 || fail=1
 echo "--- symdex addr vs llvm-symbolizer-14 on 20000 random vmlinux text addresses (>= 99.9%)"
 "$here/compare_addr_llvm.py" "$SYMDEX" "$VML" "$MAP" --count 20000 --min-agree 99.9 --show 3 || fail=1
+# A profile as a KASLR host's profiler records it (0x3324e5000000: the offset one boot of the
+# qemu guest had), symbolized with that offset and read back by Go's pprof.
+echo "--- symdex pprof --kaslr-offset: 3000 vmlinux text addresses, read by go tool pprof, vs llvm-symbolizer-14 (>= 99.9%)"
+"$here/compare_pprof.py" "$SYMDEX" "$VML" "$MAP" --target arm64 --kaslr-offset 0x3324e5000000 --count 3000 \
+  --min-agree 99.9 --show 3 || fail=1
 
 # --- probes -----------------------------------------------------------------------------------
 check_eq "vmlinux duplicated-name instances without an _stext+N probe" "0" \
