@@ -1,6 +1,7 @@
 #include "server/query/decode.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "server/common/strings.h"
@@ -43,6 +44,46 @@ std::vector<FrameModule> ModulesOf(const ingest::KernelLog& log) {
   return out;
 }
 
+// api.Frames over `in`, in requests of at most kMaxAddressesPerRequest frames, each cut where no
+// frame's caller lies past it (a stack's frames narrow each other: they go in one request), its
+// callers renumbered. One answer comes from one generation of the target.
+absl::StatusOr<FramesResult> FramesInParts(QueryApi& api, const std::string& target, const FramesContext& ctx,
+                                           const std::vector<FrameIn>& in) {
+  if (in.size() <= kMaxAddressesPerRequest) return api.Frames(target, ctx, in);
+  FramesResult out;
+  for (size_t begin = 0; begin < in.size();) {
+    size_t end = std::min(in.size(), begin + kMaxAddressesPerRequest);
+    if (end < in.size()) {
+      size_t cut = begin, reach = 0;  // the furthest caller of the frames before k
+      for (size_t k = begin; k < end; ++k) {
+        if (k > begin && reach < k) cut = k;
+        if (in[k].caller) reach = std::max<size_t>(reach, *in[k].caller);
+      }
+      if (reach < end) cut = end;
+      if (cut == begin) {
+        return absl::InvalidArgumentError(
+            StrCat("a stack of more than ", kMaxAddressesPerRequest, " frames: split the log"));
+      }
+      end = cut;
+    }
+    std::vector<FrameIn> part(in.begin() + static_cast<std::ptrdiff_t>(begin),
+                              in.begin() + static_cast<std::ptrdiff_t>(end));
+    for (FrameIn& f : part) {
+      if (f.caller) *f.caller -= static_cast<uint32_t>(begin);
+    }
+    ASSIGN_OR_RETURN(FramesResult r, api.Frames(target, ctx, part));
+    if (begin == 0) {
+      out = std::move(r);
+    } else if (r.target.name != out.target.name || r.target.generation != out.target.generation) {
+      return absl::AbortedError(StrCat("target ", out.target.name, " was re-indexed while the log was decoded"));
+    } else {
+      std::move(r.frames.begin(), r.frames.end(), std::back_inserter(out.frames));
+    }
+    begin = end;
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<FrameModule>> DecodeModules(std::string_view text) {
@@ -64,10 +105,6 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
   ASSIGN_OR_RETURN(auto picked, PickTarget(api, req, log));
   out.target_reason = picked.second;
   if (log.frames.empty()) return out;
-  if (log.frames.size() > kMaxAddressesPerRequest) {
-    return absl::InvalidArgumentError(
-        StrCat(log.frames.size(), " frames in one log; the limit is ", kMaxAddressesPerRequest, " (split it)"));
-  }
   std::vector<FrameIn> in(log.frames.size());
   for (size_t i = 0; i < log.frames.size(); ++i) {
     const ingest::LogFrame& f = log.frames[i];
@@ -75,7 +112,7 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
     in[i].return_address = f.return_address;
     if (f.caller) in[i].caller = static_cast<uint32_t>(*f.caller);
   }
-  ASSIGN_OR_RETURN(FramesResult r, api.Frames(picked.first, ctx, in));
+  ASSIGN_OR_RETURN(FramesResult r, FramesInParts(api, picked.first, ctx, in));
   if (ctx.text || ctx.kaslr_offset) {
     out.slide = ctx.kaslr_offset;
     if (ctx.text && r.target.AnchorAddr()) out.slide = static_cast<int64_t>(*ctx.text - *r.target.AnchorAddr());
@@ -112,7 +149,7 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
       } else {
         ctx.kaslr_offset = slide;
       }
-      ASSIGN_OR_RETURN(r, api.Frames(picked.first, ctx, in));
+      ASSIGN_OR_RETURN(r, FramesInParts(api, picked.first, ctx, in));
     }
   }
   // A register dump's frame (RIP:, pc :, the WARNING line) names the faulting instruction, which

@@ -150,5 +150,35 @@ TEST_F(CliArm64Test, DecodePinsTheCopyTheCallerBranchedTo) {
   EXPECT_EQ(dup_frames, 3u) << "the WARNING line, pc and the Call trace's first frame: " << r.out;
 }
 
+TEST_F(CliArm64Test, DecodeOfMoreFramesThanOneRequestHoldsKeepsEachStackWhole) {
+  // 13,200 reports of the same WARN (66,000 frames, over the 65,536 of one frames request): the log
+  // is answered in requests cut between stacks, each frame pinned by its caller as in one report.
+  const std::string report = fmt::format(
+      "[    1.000000] WARNING: CPU: 0 PID: 1 at kernel/traced.c:1 dup_fn+0x8/0x10\n"
+      "[    1.000001] pc : dup_fn+0x8/0x10\n"
+      "[    1.000002] lr : traced_entry+{0:#x}/0x80\n"
+      "[    1.000004] Call trace:\n"
+      "[    1.000005]  dup_fn+0x8/0x10\n"
+      "[    1.000006]  traced_entry+{0:#x}/0x80\n"
+      "[    1.000007] ---[ end trace 0000000000000000 ]---\n",
+      fx_->traced_entry_ret);
+  std::string log;
+  constexpr int kReports = 13200;
+  for (int i = 0; i < kReports; ++i) log += report;
+  testing::WriteFile(*db_ / "warns.txt", log);
+  CommandResult r = Symdex("--json decode '" + (*db_ / "warns.txt") + "'");
+  ASSERT_EQ(r.exit_code, 0) << "every frame pinned\n" << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["frames"].size(), size_t{kReports} * 5) << r.err;
+  size_t dup_frames = 0;
+  for (const auto& f : j["frames"]) {
+    if (!f["text"].get<std::string>().starts_with("dup_fn")) continue;
+    ++dup_frames;
+    ASSERT_EQ(f["spec"], "vmlinux:dup_fn@traced.c") << f.dump();
+  }
+  EXPECT_EQ(dup_frames, size_t{kReports} * 3);
+  EXPECT_EQ(j["pinned"], kReports * 5);
+}
+
 }  // namespace
 }  // namespace symdex
