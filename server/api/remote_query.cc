@@ -228,17 +228,14 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
       pb::SymbolizeFramesResponse* resp = arena->Make<pb::SymbolizeFramesResponse>();
       Impl::Attempt attempt;
     };
-    // Even parts, each cut moved forward past the frames whose callers lie after it (a stack's
-    // frames narrow each other: one call must see them all).
+    // Even parts, each cut moved forward to where no stack is split (a stack's frames narrow
+    // each other: one call must see them all).
+    const std::vector<size_t> cuts = query::StackCuts(frames);
     std::vector<size_t> cut{0};
-    for (size_t i = 1, k = 0, reach = 0; i < want; ++i) {
-      const size_t goal = std::max(cut.back() + 1, frames.size() * i / want);
-      for (; k < frames.size(); ++k) {
-        if (k >= goal && reach < k) break;
-        if (frames[k].caller) reach = std::max<size_t>(reach, *frames[k].caller);
-      }
-      if (k >= frames.size()) break;
-      cut.push_back(k);
+    for (size_t i = 1; i < want; ++i) {
+      auto at = std::lower_bound(cuts.begin(), cuts.end(), std::max(cut.back() + 1, frames.size() * i / want));
+      if (at == cuts.end()) break;
+      cut.push_back(*at);
     }
     cut.push_back(frames.size());
     const size_t parts = cut.size() - 1;

@@ -50,21 +50,18 @@ std::vector<FrameModule> ModulesOf(const ingest::KernelLog& log) {
 absl::StatusOr<FramesResult> FramesInParts(QueryApi& api, const std::string& target, const FramesContext& ctx,
                                            const std::vector<FrameIn>& in) {
   if (in.size() <= kMaxAddressesPerRequest) return api.Frames(target, ctx, in);
+  const std::vector<size_t> cuts = StackCuts(in);
   FramesResult out;
   for (size_t begin = 0; begin < in.size();) {
     size_t end = std::min(in.size(), begin + kMaxAddressesPerRequest);
     if (end < in.size()) {
-      size_t cut = begin, reach = 0;  // the furthest caller of the frames before k
-      for (size_t k = begin; k < end; ++k) {
-        if (k > begin && reach < k) cut = k;
-        if (in[k].caller) reach = std::max<size_t>(reach, *in[k].caller);
-      }
-      if (reach < end) cut = end;
-      if (cut == begin) {
+      // the last cut at or before `end`, past `begin`
+      auto at = std::upper_bound(cuts.begin(), cuts.end(), end);
+      if (at == cuts.begin() || *std::prev(at) <= begin) {
         return absl::InvalidArgumentError(
             StrCat("a stack of more than ", kMaxAddressesPerRequest, " frames: split the log"));
       }
-      end = cut;
+      end = *std::prev(at);
     }
     std::vector<FrameIn> part(in.begin() + static_cast<std::ptrdiff_t>(begin),
                               in.begin() + static_cast<std::ptrdiff_t>(end));

@@ -48,6 +48,16 @@ struct Plan {
 
 }  // namespace
 
+std::vector<size_t> StackCuts(const std::vector<FrameIn>& frames) {
+  std::vector<size_t> out;
+  size_t reach = 0;  // the furthest caller of the frames before k
+  for (size_t k = 0; k < frames.size(); ++k) {
+    if (k > 0 && reach < k) out.push_back(k);
+    if (frames[k].caller) reach = std::max<size_t>(reach, *frames[k].caller);
+  }
+  return out;
+}
+
 const std::shared_ptr<const AddressInfo>& NoAddressInfo() {
   static const auto* none = new std::shared_ptr<const AddressInfo>(std::make_shared<const AddressInfo>());
   return *none;

@@ -68,6 +68,11 @@ struct FrameIn {
   std::optional<uint32_t> caller;  // index in the request of the frame that called this one
 };
 
+// Where a batch of frames may be cut into requests with each stack whole (its frames narrow each
+// other): every c in (0, frames.size()) such that no frame before c has its caller at or past c.
+// Ascending.
+std::vector<size_t> StackCuts(const std::vector<FrameIn>& frames);
+
 // The empty answer every FrameAnswer starts with.
 const std::shared_ptr<const AddressInfo>& NoAddressInfo();
 

@@ -25,6 +25,8 @@ import re
 import struct
 import subprocess
 
+from source_lines import NOP2
+
 ADDR = re.compile(r" <([0-9a-f]{16})>")
 FRAME = re.compile(r"^ => (\S+?)\+0x[0-9a-f]+/0x[0-9a-f]+(?: \[(\S+)\])? <([0-9a-f]{16})>$")
 
@@ -115,7 +117,6 @@ def _pc_by_lr(frames, lines, insts, code):
     return out
 
 
-NOP2 = struct.pack("<II", 0xD503201F, 0xD503201F)
 
 
 def _in_patchable_entry(frames, code, entries):

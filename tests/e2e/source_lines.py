@@ -18,28 +18,16 @@ import os
 import re
 import struct
 import subprocess
+import sys
+
+import verdicts
+
+# llvm-symbolizer's paths made source-tree relative, as the offline comparisons do
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from compare_llvm_symbolizer import normalize  # noqa: E402
 
 CODE = ("t", "T", "w", "W")
 NOP2 = struct.pack("<II", 0xD503201F, 0xD503201F)  # AArch64 NOP, twice
-TOP = ("arch block certs crypto drivers fs include init io_uring ipc kernel lib mm net rust samples "
-       "scripts security sound tools usr virt").split()
-
-
-def normalize(path):
-    """A source path as a tree-relative one, whatever the build prefix llvm-symbolizer prints."""
-    parts = []
-    for p in path.split("/"):
-        if p in ("", "."):
-            continue
-        if p == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(p)
-    for i, p in enumerate(parts):
-        if p in TOP and i + 1 < len(parts):
-            return "/".join(parts[i:])
-    return "/".join(parts)
 
 
 class Elf:
@@ -51,19 +39,8 @@ class Elf:
         self.code = []
         self.text = None
         with open(path, "rb") as f:
-            h = f.read(64)
-            if h[:4] != b"\x7fELF" or h[4] != 2 or h[5] != 1:
-                return
-            self.type, = struct.unpack_from("<H", h, 16)
-            shoff, = struct.unpack_from("<Q", h, 40)
-            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", h, 58)
-            f.seek(shoff)
-            sh = f.read(shentsize * shnum)
-            hdrs = [struct.unpack_from("<IIQQQQ", sh, i * shentsize) for i in range(shnum)]
-            f.seek(hdrs[shstrndx][4])
-            names = f.read(hdrs[shstrndx][5])
-        for name, stype, flags, addr, off, size in hdrs:
-            n = names[name:names.index(b"\0", name)].decode()
+            secs = verdicts.elf_sections(f)
+        for n, stype, addr, off, size, _link, flags in secs:
             if stype == 1 and flags & 4:  # SHT_PROGBITS, SHF_EXECINSTR
                 self.code.append((addr, off, size, n))
                 if n == ".text":

@@ -186,8 +186,8 @@ def blacklist(symbols, text):
         [(hex(a), ours[a], "symdex only") for a in extra[:20]]
 
 
-def _elf_sections(f):
-    """[(name, type, addr, offset, size, link)] of an ELF64 little-endian file."""
+def elf_sections(f):
+    """[(name, type, addr, offset, size, link, flags)] of an ELF64 little-endian file (open, binary)."""
     f.seek(0)
     h = f.read(64)
     if h[:4] != b"\x7fELF" or h[4] != 2 or h[5] != 1:
@@ -199,7 +199,7 @@ def _elf_sections(f):
     hdrs = [struct.unpack_from("<IIQQQQI", raw, i * shentsize) for i in range(shnum)]
     f.seek(hdrs[shstrndx][4])
     names = f.read(hdrs[shstrndx][5])
-    return [(names[n:names.index(b"\0", n)].decode(), t, a, o, sz, lk) for n, t, _fl, a, o, sz, lk in hdrs]
+    return [(names[n:names.index(b"\0", n)].decode(), t, a, o, sz, lk, fl) for n, t, fl, a, o, sz, lk in hdrs]
 
 
 def ftrace_sites(vmlinux):
@@ -208,9 +208,9 @@ def ftrace_sites(vmlinux):
     R_*_RELATIVE relocation: arm64 links with --no-apply-dynamic-relocs) and its FUNC symbols as
     sorted (value, end) ranges."""
     with open(vmlinux, "rb") as f:
-        secs = _elf_sections(f)
+        secs = elf_sections(f)
         byname = {s[0]: s for s in secs}
-        _n, _t, _a, off, size, link = byname[".symtab"]
+        _n, _t, _a, off, size, link, _fl = byname[".symtab"]
         f.seek(off)
         symtab = f.read(size)
         f.seek(secs[link][3])

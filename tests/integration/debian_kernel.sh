@@ -169,19 +169,7 @@ check_eq "address maps rebuilt on the second run" "0" "$(jq_num 'd["addr_maps"][
 # Round trip: every text symbol's canonical spec resolves back to exactly that symbol.
 "$SYMDEX" symbols --canonical >"$work/canonical.tsv"
 cut -f1 "$work/canonical.tsv" | "$SYMDEX" resolve --json - >"$work/roundtrip.json" || true
-check_eq "canonical specs that do not resolve back to their symbol" "0" "$(/usr/bin/python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-rows = [l.rstrip('\n').split('\t') for l in open(w + '/canonical.tsv')]
-res = json.load(open(w + '/roundtrip.json'))['results']
-bad = len(rows) != len(res)
-for (spec, loc, mod), r in zip(rows, res):
-    i = r.get('instance')
-    got = None if not i else (i['address'][2:].rjust(16, '0') if i['address'] else f"{i['section']}+{hex(i['section_offset'])}")
-    bad += r['status'] != 'ok' or got != loc or i['module'] != mod or i['canonical'] != spec
-print(bad)
-PY
-)"
+check_eq "canonical specs that do not resolve back to their symbol" "0" "$(roundtrip_mismatches "$work")"
 check_eq "text symbols with a canonical spec" "$nm_text" "$(wc -l <"$work/canonical.tsv")"
 
 # Every vmlinux instance of a duplicated name gets a _text+N probe; every module one a MOD:sym,

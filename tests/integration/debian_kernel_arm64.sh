@@ -95,19 +95,7 @@ check_eq "_stext+N of name_show@drivers/pnp/card.c resolves back to it" "drivers
 "$SYMDEX" symbols --canonical >"$work/canonical.tsv"
 cut -f1 "$work/canonical.tsv" | "$SYMDEX" resolve --json - >"$work/roundtrip.json" || true
 check_eq "canonical specs that do not resolve back to their symbol (of $(wc -l <"$work/canonical.tsv"))" "0" \
-  "$(/usr/bin/python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-rows = [l.rstrip('\n').split('\t') for l in open(w + '/canonical.tsv')]
-res = json.load(open(w + '/roundtrip.json'))['results']
-bad = len(rows) != len(res)
-for (spec, loc, mod), r in zip(rows, res):
-    i = r.get('instance')
-    got = None if not i else (i['address'][2:].rjust(16, '0') if i['address'] else f"{i['section']}+{hex(i['section_offset'])}")
-    bad += r['status'] != 'ok' or got != loc or i['module'] != mod or i['canonical'] != spec
-print(bad)
-PY
-)"
+  "$(roundtrip_mismatches "$work")"
 
 # --- by build-ID: the vmlinux's own symbol table, as the kernel keeps it -------------------------
 bid=$(jq_num '[x["build_id"] for x in d["targets"][0]["debuginfo"] if x["module"]=="vmlinux"][0]' <"$work/status.json")
