@@ -12,16 +12,35 @@ scripts/setup-deps.sh
 # (TCG) keeps one core busy. No test measures time or waits for a guessed while (latency figures
 # are tests/bench/'s), so none needs the machine to itself; scripts/test-busy.sh runs this with
 # two CPU hogs beside it. Tests that read the Debian corpus share one fetch (ctest fixture).
+# A failed test's own words last: a log viewer that keeps the head and tail of a long run still
+# shows why each test failed (the last lines of its output, from ctest's log).
+run_ctest() {
+  local dir=$1
+  shift
+  ctest "$@" && return 0
+  local rc=$? t
+  local log="$dir/Testing/Temporary/LastTest.log" failed="$dir/Testing/Temporary/LastTestsFailed.log"
+  if [ -r "$failed" ] && [ -r "$log" ]; then
+    while IFS=: read -r _ t; do
+      echo "== the end of $t's output =="
+      awk -v t="$t" '$0 ~ "^[0-9]+/[0-9]+ Test: " && $3 == t {on = 1; n = 0; next}
+        on && /^<end of output>$/ {on = 0}
+        on {line[n++] = $0}
+        END {for (i = (n > 40 ? n - 40 : 0); i < n; i++) print line[i]}' "$log"
+    done < "$failed"
+  fi
+  return $rc
+}
 cmake --preset default >/dev/null
 cmake --build --preset default
-ctest --preset default --parallel 2
+run_ctest build --preset default --parallel 2
 if [ "${SYMDEX_QUICK:-0}" = 1 ]; then exit 0; fi
 echo "== ASan + UBSan (clang-14; the same build holds the fuzzers) =="
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 # (The tests that index the whole Debian kernel run in the default build only: left out by label
 # here, which also replaces the preset's name filter.)
-ctest --preset asan -LE '^corpus$' --parallel 2
+run_ctest build-asan --preset asan -LE '^corpus$' --parallel 2
 echo "== fuzzers =="
 scripts/fuzz-smoke.sh "${SYMDEX_FUZZ_SECONDS:-10}"
 echo "== all tests passed =="

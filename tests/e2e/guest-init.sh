@@ -158,12 +158,18 @@ while read -r cmd arg <&3; do
     ARMSYSRQ)  # the host is about to send sysrq keys after a serial break on the console
       echo 1 >/proc/sys/kernel/sysrq  # Debian's default mask (0x1b6) has no dumps (0x8)
       dmesg -c >/dev/null
+      # A task that spends its time in the kernel (zeroing 1 MiB per read), so the UART's
+      # interrupt most likely lands in kernel context; the host checks and asks again if not.
+      dd if=/dev/zero of=/dev/null bs=1M count=1000000 2>/dev/null &
+      KERNEL_BUSY=$!
       say "DONE ARMSYSRQ"
       ;;
     REGS)  # after the host's sysrq keys, the last one 'h': the log once its help line is there
       # (the keys are handled one after the other, so the dumps before it are complete)
       i=0
       while ! dmesg | grep -q 'sysrq: HELP' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+      kill "$KERNEL_BUSY" 2>/dev/null
+      wait "$KERNEL_BUSY" 2>/dev/null
       dmesg | gzip >/tmp/regs.gz
       send_file regs /tmp/regs.gz
       say "DONE REGS"

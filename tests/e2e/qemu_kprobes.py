@@ -38,6 +38,7 @@ Env:  SYMDEX_E2E_USE_PROBE_FIELD=1  take each instance's kallsyms-level "probe" 
 import argparse
 import base64
 import collections
+import gzip
 import hashlib
 import io
 import json
@@ -98,6 +99,7 @@ PREFERRED = ["name_show", "version_show", "vp_get", "vp_set_status", "event_show
              # file:line shared by several copies -> NAME@FILE:LINE#CU
              "load_elf_binary", "elf_core_dump"]  # fs/binfmt_elf.c, #included by compat_binfmt_elf.c
 MIN_NAMES = 10
+KERNEL_REGS_TRIES = 20  # sysrq register dumps until one interrupts the kernel (arm64)
 MAX_PER_NAME = 9
 # Functions the kernel frees after init or cannot probe, whatever symdex says.
 NEVER = {"init_module", "cleanup_module"}
@@ -727,17 +729,27 @@ def main():
             # what the CPU was doing when the UART interrupt came: sysrq p (this CPU's registers)
             # and l (its backtrace, with registers in interrupt context), then h, whose help line
             # on the console says the dumps before it are complete (nothing is sent to the guest
-            # in between). The registers are of whatever the guest was doing: its idle loop, or
-            # still virtio_console's transmit of the previous reply.
-            guest.send("ARMSYSRQ")
-            guest.expect("DONE")
-            with guest.seen_cv:
-                mark = len(guest.seen)
-            guest.sysrq("plh")
-            guest.wait_console(b"sysrq: HELP", mark)
-            guest.send("REGS")
-            traces["regs"] = guest.file("regs")
-            guest.expect("DONE")
+            # in between). The registers are of whatever the guest was doing: mostly the task
+            # ARMSYSRQ starts, which reads /dev/zero (in the kernel), else its idle loop or its
+            # shell in user space (a dump with a raw user pc and no frames): the keys go again
+            # until one dump shows a kernel pc ("pc : name+0x..."), at most KERNEL_REGS_TRIES times.
+            for tries in range(1, KERNEL_REGS_TRIES + 1):
+                guest.send("ARMSYSRQ")
+                guest.expect("DONE")
+                with guest.seen_cv:
+                    mark = len(guest.seen)
+                guest.sysrq("plh")
+                guest.wait_console(b"sysrq: HELP", mark)
+                guest.send("REGS")
+                traces["regs"] = guest.file("regs")
+                guest.expect("DONE")
+                regs = gzip.decompress(traces["regs"])
+                if re.search(rb"pc : [A-Za-z_.$][\w.$]*\+0x", regs):
+                    break
+            else:
+                raise Fail(f"{KERNEL_REGS_TRIES} sysrq register dumps, none of kernel context (the last: {regs[:300]!r})")
+            if tries > 1:
+                log(f"sysrq register dump of kernel context at try {tries} (the earlier ones caught user space)")
         log(f"traces: ftrace over every copy of {len(tnames)} duplicated names, sysrq l/t, /proc/*/stack: "
             + ", ".join(f"{n} {len(v) // 1024} KiB" for n, v in traces.items()))
         guest.send("QUIT")
