@@ -110,11 +110,10 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
     // What the kernel's own symbol table keeps of its vmlinux's: System.map's rule, then kallsyms'.
     if (ingest::MksysmapIgnoreRule(s.name, s.type) || ingest::KallsymsIgnoreRule(s.name, s.type)) continue;
     if (s.name == "_text" || s.name == "_stext") anchors.emplace(s.name == "_text" ? "_text" : "_stext", s.value);
-    t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name),
-                                            .type = s.type,
-                                            .addr = s.value,
-                                            .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
-                                            .size_exact = s.size != 0});
+    // No .symtab size: a vmlinux symbol's extent is the kernel's, up to the next symbol kallsyms
+    // keeps (what it prints as "+0x4/0x50" and what a live target of the same kernel holds);
+    // DeriveSizesAndDedupe derives it from the symbols kept here.
+    t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name), .type = s.type, .addr = s.value});
   }
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
   target::ChooseTextAnchor(

@@ -32,21 +32,27 @@ void DeriveSizesAndDedupe(KernelTarget& t) {
   for (size_t k = 1; k < order.size(); ++k) {
     if (key(order[k]) == key(order[k - 1])) drop[order[k]] = true;
   }
-  // In that order each owner's section-less symbols form one run sorted by address: a size-less
-  // one ends where the next higher address of its run starts. One backward pass (a forward scan
-  // from every symbol was quadratic in a run of equal addresses: 9,121 of the Debian vmlinux's
-  // .symtab symbols share one address).
+  // In that order each owner's symbols form runs sorted by address, one per section (one run of
+  // absolute addresses for vmlinux and a live module). A symbol's extent is the kernel's: up to
+  // the next higher address of its run, as kallsyms and a module's symbol lookup measure it (what
+  // a stack trace prints as "+0x4/0x50"). In a section of a module file the last symbol's end
+  // depends on where the kernel lays out the next section, so it keeps its .symtab size; with
+  // absolute addresses it stays unknown. One backward pass (a forward scan from every symbol was
+  // quadratic in a run of equal addresses: 9,121 of the Debian vmlinux's .symtab symbols share
+  // one address).
   uint64_t above = 0;  // the lowest address above the current one, in this run (0: none)
   for (size_t k = order.size(); k-- > 0;) {
     SymbolEntry& s = syms[order[k]];
-    if (!s.section.empty()) continue;
     const SymbolEntry* next = k + 1 < order.size() ? &syms[order[k + 1]] : nullptr;
-    if (next == nullptr || next->module != s.module || !next->section.empty()) {
+    if (next == nullptr || next->module != s.module || next->section != s.section) {
       above = 0;  // s is the last of its run
     } else if (next->addr > s.addr) {
       above = next->addr;
     }
-    if (!s.size && above != 0) s.size = above - s.addr;
+    if (above != 0) {
+      s.size = above - s.addr;
+      s.size_exact = false;
+    }
   }
   size_t w = 0;
   for (size_t i = 0; i < syms.size(); ++i) {

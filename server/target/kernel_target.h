@@ -99,9 +99,10 @@ void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_
 // Reports progress of long steps: ("modules", 300, 1121).
 using ProgressFn = std::function<void(std::string_view stage, size_t done, size_t total)>;
 
-// Fills in `size` (not exact) for symbols with absolute addresses and no size: the distance to
-// the next higher address owned by the same vmlinux/module. The last symbol of each owner stays
-// unknown. Also drops exact duplicates (same owner, name, type, address).
+// Sets each symbol's `size` (not exact) to the kernel's extent: the distance to the next higher
+// address of the same vmlinux/module (and section, for a module file's section-relative symbols).
+// The last of each run keeps what it had (a module file's .symtab size; none for absolute
+// addresses). Also drops exact duplicates (same owner, name, type, address).
 void DeriveSizesAndDedupe(KernelTarget& target);
 
 }  // namespace symdex::target

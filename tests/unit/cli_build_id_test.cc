@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -63,11 +64,22 @@ TEST_F(CliBuildIdTest, AKernelKnownByItsBuildIdFromALocalDebugRoot) {
   ASSERT_EQ(w.exit_code, 0) << w.err;
   json jw = json::parse(w.out);
   ASSERT_EQ(jw["count"], 2);
+  // Sizes are the kernel's extents, up to the next kallsyms symbol: the same as a target made
+  // from the System.map of the same vmlinux gives (not the .symtab's st_size).
+  ASSERT_EQ(
+      Symdex("index -q --system-map '" + fx_->system_map + "' --debug-dir '" + root + "' --no-debuginfod --name by-map")
+          .exit_code,
+      0);
+  json jm = json::parse(Symdex("--json which -t by-map dup_fn").out);
+  std::map<std::string, uint64_t> map_size;
+  for (const auto& in : jm["instances"]) map_size[in["address"].get<std::string>()] = in["size"].get<uint64_t>();
+  ASSERT_EQ(map_size.size(), 2u) << jm;
   std::set<std::string> cus, kinds;
   for (const auto& in : jw["instances"]) {
     cus.insert(in["dwarf"]["cu"].get<std::string>());
     kinds.insert(in["verdict"]["kind"].get<std::string>());
-    EXPECT_TRUE(in["size_exact"].get<bool>()) << in;  // sizes from the .symtab, not gaps
+    EXPECT_FALSE(in["size_exact"].get<bool>()) << in;
+    EXPECT_EQ(in["size"].get<uint64_t>(), map_size[in["address"].get<std::string>()]) << in;
   }
   EXPECT_EQ(cus, (std::set<std::string>{"kernel/traced.c", "kernel/trace/untraced.c"}));
   EXPECT_EQ(kinds, (std::set<std::string>{"traceable", "no-fentry"}));

@@ -11,8 +11,9 @@
 namespace symdex::target {
 namespace {
 
-// The definition: an absolute symbol without a size ends at the next higher address among the
-// section-less symbols of its owner; exact duplicates (owner, section, address, name, type) go.
+// The definition: every symbol ends at the next higher address among the symbols of its owner
+// and section (the kernel's extent, not exact); the last of such a run keeps the size it had;
+// exact duplicates (owner, section, address, name, type) go.
 std::vector<SymbolEntry> Reference(std::vector<SymbolEntry> in) {
   std::vector<SymbolEntry> out;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -23,12 +24,14 @@ std::vector<SymbolEntry> Reference(std::vector<SymbolEntry> in) {
     }
     if (dup) continue;
     SymbolEntry s = in[i];
-    if (!s.size && s.section.empty()) {
-      std::optional<uint64_t> above;
-      for (const auto& n : in) {
-        if (n.module == s.module && n.section.empty() && n.addr > s.addr && (!above || n.addr < *above)) above = n.addr;
-      }
-      if (above) s.size = *above - s.addr;
+    std::optional<uint64_t> above;
+    for (const auto& n : in) {
+      if (n.module == s.module && n.section == s.section && n.addr > s.addr && (!above || n.addr < *above))
+        above = n.addr;
+    }
+    if (above) {
+      s.size = *above - s.addr;
+      s.size_exact = false;
     }
     out.push_back(s);
   }
@@ -47,7 +50,10 @@ TEST(KernelTargetTest, DerivedSizesAndDedupeMatchTheDefinition) {
       s.addr = 0x1000 + 0x10 * (rng() % 8);  // few addresses: long runs of equal ones
       s.module = static_cast<int>(rng() % 3) - 1;
       if (rng() % 4 == 0) s.section = rng() % 2 ? ".text" : ".init.text";
-      if (rng() % 3 == 0) s.size = rng() % 3;  // a known size, 0 included
+      if (rng() % 3 == 0) {
+        s.size = rng() % 3;  // a known size, 0 included
+        s.size_exact = true;
+      }
       t.symbols.push_back(s);
     }
     const auto want = Reference(t.symbols);
@@ -59,7 +65,8 @@ TEST(KernelTargetTest, DerivedSizesAndDedupeMatchTheDefinition) {
       EXPECT_EQ(std::tie(g.name, g.type, g.addr, g.module, g.section),
                 std::tie(w.name, w.type, w.addr, w.module, w.section))
           << "round " << round << " #" << i;
-      EXPECT_EQ(g.size, w.size) << "round " << round << " #" << i << " " << g.name << " at " << g.addr;
+      EXPECT_EQ(std::tie(g.size, g.size_exact), std::tie(w.size, w.size_exact))
+          << "round " << round << " #" << i << " " << g.name << " at " << g.addr;
     }
   }
 }
