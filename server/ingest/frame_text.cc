@@ -41,6 +41,28 @@ bool ParseSymbolOffset(std::string_view tok, FrameText& out) {
   return true;
 }
 
+// "(drivers/pnp/card.c:188)": CONFIG_KALLSYMS_LINEINFO's source of the frame, after the symbol
+// and module. Not a perf DSO ("([kernel.kallsyms])", "(pnp)"): a path, a colon and a line number.
+bool ParseSourceAnnotation(std::string_view tok, FrameText& out) {
+  if (tok.size() < 5 || !tok.starts_with("(") || !tok.ends_with(")")) return false;
+  std::string_view inner = tok.substr(1, tok.size() - 2);
+  const size_t colon = inner.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == inner.size()) return false;
+  std::string_view file = inner.substr(0, colon), line = inner.substr(colon + 1);
+  if (file.size() > kMaxFrameSourceLength || line.size() > 9 || file.starts_with("[")) return false;
+  uint32_t n = 0;
+  for (char c : line) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint32_t>(c - '0');
+  }
+  for (char c : file) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == '(' || c == ')' || c == 0x7f) return false;
+  }
+  out.source_file = std::string(file);
+  out.source_line = n;
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<FrameText> ParseFrameText(std::string_view line) {
@@ -104,6 +126,7 @@ absl::StatusOr<FrameText> ParseFrameText(std::string_view line) {
           }
         }
       }
+      if (i + 1 < toks.size() && ParseSourceAnnotation(toks[i + 1], out)) ++i;
       continue;
     }
     // A bare address: 0x-prefixed, or 8+ hex digits (a log's "[   12.3456]" is not one).

@@ -10,6 +10,8 @@
 //   [<ffffffff8123abcd>] name_show+0x1c/0x40   old kernels: the address, then symbol+offset
 //   ffffffff8123abcd name_show+0x1c ([kernel.kallsyms])   perf script (-F ip,sym,symoff,dso)
 //   0xffffffff8123abcd | ffffffff8123abcd      a bare address
+//   name_show+0x19/0x30 (drivers/pnp/card.c:188)   CONFIG_KALLSYMS_LINEINFO: the kernel's own
+//                                              file:line for the frame, after the symbol [module]
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,7 @@ constexpr bool IsFrameSymbolChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
 }
 inline constexpr size_t kMaxFrameSymbolLength = 1024;  // the kernel's KSYM_NAME_LEN is 512
+inline constexpr size_t kMaxFrameSourceLength = 1024;  // a source path as LINEINFO prints it
 
 struct FrameText {
   std::optional<uint64_t> address;  // a runtime address printed on the line
@@ -37,6 +40,9 @@ struct FrameText {
   std::string module;               // [mod] or (mod) after the symbol; "" = vmlinux or not said
   std::string module_build_id;      // [mod HEX] (CONFIG_STACKTRACE_BUILD_ID), lower-case hex
   bool unreliable = false;          // "? " before the symbol
+  // "(FILE:LINE)" after it (CONFIG_KALLSYMS_LINEINFO): the printing kernel's source of the frame.
+  std::string source_file;  // "" = none printed
+  uint32_t source_line = 0;
 };
 
 // InvalidArgument (quoting at most 80 characters) when the line has neither an address nor a

@@ -110,6 +110,7 @@ std::string Normalize(const FrameText& f) {
     if (!f.module_build_id.empty()) out += " " + f.module_build_id;
     out += "]";
   }
+  if (!f.source_file.empty()) out += fmt::format(" ({}:{})", f.source_file, f.source_line);
   return out;
 }
 
@@ -182,6 +183,11 @@ std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const st
     if (i + 1 < toks.size() && toks[i + 1].text.starts_with("[") && !toks[i + 1].text.starts_with("[<")) {
       last = i + 1;
       if (!toks[last].text.ends_with("]") && last + 1 < toks.size() && toks[last + 1].text.ends_with("]")) ++last;
+    }
+    // CONFIG_KALLSYMS_LINEINFO's "(FILE:LINE)" after it: part of the frame (ParseFrameText reads it).
+    if (last + 1 < toks.size() && toks[last + 1].text.starts_with("(") && !toks[last + 1].text.starts_with("([") &&
+        toks[last + 1].text.ends_with(")")) {
+      ++last;
     }
     size_t begin = first == i ? toks[i].pos + *name_at : toks[first].pos;
     size_t end = toks[last].pos + toks[last].text.size();

@@ -44,7 +44,24 @@ struct Plan {
   std::string where;        // "vmlinux" or the module
   std::string sized;        // ", N of size compatible with 0xSIZE" when the frame printed a size
   bool size_chose = false;  // the size left fewer copies than the name
+  // The frame's source as the printing kernel gave it (CONFIG_KALLSYMS_LINEINFO); "" = none.
+  std::string printed_file;
+  uint32_t printed_line = 0;
 };
+
+// A source path the kernel printed names the file the debug info names: the same path, or one
+// ends with the other after a '/' (a build prefix the kernel's table kept or left off).
+bool SamePath(std::string_view a, std::string_view b) {
+  if (a.empty() || b.empty()) return false;
+  if (a.size() < b.size()) std::swap(a, b);
+  return a.ends_with(b) && (a.size() == b.size() || a[a.size() - b.size() - 1] == '/');
+}
+
+// The answer's line-table row (its innermost frame) is the printed file, and the line (0 = any).
+bool SaysSource(const AddressInfo& info, std::string_view file, uint32_t line) {
+  return !info.frames.empty() && SamePath(info.frames.front().file, file) &&
+         (line == 0 || info.frames.front().line == static_cast<int>(line));
+}
 
 }  // namespace
 
@@ -338,6 +355,30 @@ struct LocalQuery::FramesCall {
     }
   }
 
+  // Where a copy's code `off` bytes in is in the source (leaf first), as its answer would say.
+  absl::StatusOr<std::shared_ptr<const AddressInfo>> SourceAt(const Instance& in, uint64_t off) {
+    if (in.addr) {
+      ASSIGN_OR_RETURN(AddressInfo info, sz.At(*in.addr + off));
+      return std::make_shared<const AddressInfo>(std::move(info));
+    }
+    Plan p;
+    p.kind = Plan::kModuleOffset;
+    p.module = in.module;
+    p.section = in.section;
+    p.offset = in.section_offset + off;
+    FrameAnswer a;
+    RETURN_IF_ERROR(AnswerModuleOffset(p, a));
+    return a.info;
+  }
+
+  // The copy's code at the frame says the printed file (and line, unless 0): looked up where the
+  // answer looks (a return address one byte back, in its call).
+  absl::StatusOr<bool> PrintedSourceFits(const Instance& in, const Plan& p, bool return_address, uint32_t line) {
+    const uint64_t back = return_address && p.sym_offset > 0 ? 1 : 0;
+    ASSIGN_OR_RETURN(auto info, SourceAt(in, p.sym_offset - back));
+    return SaysSource(*info, p.printed_file, line);
+  }
+
   // Frames of one stack narrow each other's candidates (call_evidence.h). Each test keeps the
   // copies that pass it, and is ignored when none does (a tail call, a frame that is not what
   // its stack says): evidence only ever chooses among copies the name and size allow.
@@ -369,6 +410,21 @@ struct LocalQuery::FramesCall {
         };
         keep("its offset fitting",
              [&](const Instance& in) { return !(in.size && in.size_exact && p.sym_offset >= *in.size); });
+        // The printing kernel's own file:line (CONFIG_KALLSYMS_LINEINFO): the copy whose code
+        // there is that line; else (a log of another build, lines moved) that file.
+        if (!p.printed_file.empty()) {
+          absl::Status failed;
+          auto fits = [&](uint32_t line) {
+            return [&, line](const Instance& in) {
+              absl::StatusOr<bool> ok = PrintedSourceFits(in, p, frames[i].return_address, line);
+              if (!ok.ok() && failed.ok()) failed = ok.status();
+              return ok.value_or(false);
+            };
+          };
+          keep("its printed source line", fits(p.printed_line));
+          keep("its printed source file", fits(0));
+          RETURN_IF_ERROR(failed);
+        }
         if (frames[i].return_address) {
           keep("the call before its return address",
                [&](const Instance& in) { return code.FollowsCall(in, p.sym_offset).value_or(false); });
@@ -572,6 +628,8 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
           a.basis = FrameBasis::kSymbolOffset;
           ASSIGN_OR_RETURN(plans[i], call.PlanSymbol(*ft, a));
         }
+        plans[i].printed_file = std::move(ft->source_file);
+        plans[i].printed_line = ft->source_line;
       }
     }
     RETURN_IF_ERROR(call.Narrow(frames, plans, out.frames));
@@ -653,6 +711,17 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
       }
       if (a.canonical.empty()) {
         ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info->symbol));
+      }
+      // The printing kernel's file:line against the debug info's: another file is another build
+      // (or a wrong target), not this frame; another line alone, lines that moved.
+      if (const Plan& p = plans[i];
+          !p.printed_file.empty() && !a.info->frames.empty() && !SaysSource(*a.info, p.printed_file, p.printed_line)) {
+        const debuginfo::Frame& leaf = a.info->frames.front();
+        const bool same_file = SaysSource(*a.info, p.printed_file, 0);
+        if (!same_file) a.exact = false;
+        a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the log prints ", p.printed_file, ":", p.printed_line,
+                        ", the debug info says ", leaf.file.empty() ? "no file" : leaf.file, ":", leaf.line,
+                        same_file ? "" : " (a log of another build?)");
       }
       if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info->symbol->name) {
         // Another name of the same code (kallsyms aliases: __x64_sys_vfork = __do_sys_vfork) is

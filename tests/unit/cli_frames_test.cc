@@ -5,6 +5,11 @@
 // query/frames.h.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
+#include <absl/strings/str_split.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/probe_fixture.h"
@@ -187,6 +192,55 @@ TEST_F(CliFramesTest, DecodePinsADuplicatedFrameByItsCallersCall) {
   json ja = json::parse(amb.out);
   EXPECT_EQ(ja["frames"][0]["candidates"].size(), 2u) << ja.dump(1);
   EXPECT_EQ(ja["ambiguous"], 1);
+}
+
+// CONFIG_KALLSYMS_LINEINFO: the printing kernel's "(file:line)" after a frame names which copy
+// it is. For each of the two dup_fn copies (nm), the line symdex gives for that copy's address is
+// printed after an otherwise ambiguous frame: decode pins exactly that copy by it alone.
+TEST_F(CliFramesTest, DecodePinsADuplicatedFrameByItsPrintedSourceLine) {
+  CommandResult nm = RunCommand("nm '" + fx_->vmlinux + "' | awk '$3 == \"dup_fn\" {print $1}'");
+  ASSERT_EQ(nm.exit_code, 0) << nm.err;
+  std::vector<uint64_t> copies;
+  for (absl::string_view l : absl::StrSplit(nm.out, '\n', absl::SkipEmpty())) {
+    copies.push_back(std::stoull(std::string(l), nullptr, 16));
+  }
+  ASSERT_EQ(copies.size(), 2u) << nm.out;
+  auto log = [&](const std::string& source) {
+    std::string path = *dir_ / "lineinfo.txt";
+    testing::WriteFile(path, "[    1.000001] Call Trace:\n[    1.000002]  <TASK>\n[    1.000003]  dup_fn+0x2/0x10 (" +
+                                 source + ")\n[    1.000004]  </TASK>\n");
+    return path;
+  };
+  std::set<std::string> sources;
+  for (uint64_t copy : copies) {
+    // A stack's return address: its line is the call's, one byte back.
+    CommandResult a = Symdex("--json addr --build-id " + vmlinux_id_ + " " + testing::HexAddress(copy + 1));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    const json leaf = json::parse(a.out)["results"][0]["frames"][0];
+    const std::string source = leaf["file"].get<std::string>() + ":" + std::to_string(leaf["line"].get<int>());
+    sources.insert(source);
+    CommandResult r = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + log(source) + "'");
+    ASSERT_EQ(r.exit_code, 0) << source << "\n" << r.out << r.err;
+    const json f = json::parse(r.out)["frames"][0];
+    EXPECT_EQ(f["target_address"], testing::HexAddress(copy + 2)) << f.dump(1);
+    EXPECT_NE(f["note"].get<std::string>().find("its printed source line"), std::string::npos) << f.dump(1);
+    // The decoded text keeps the annotation, the instance after it.
+    CommandResult t = Symdex("decode --build-id " + vmlinux_id_ + " '" + log(source) + "'");
+    EXPECT_NE(t.out.find("dup_fn+0x2/0x10 (" + source + ") {vmlinux:dup_fn@"), std::string::npos) << t.out;
+  }
+  EXPECT_EQ(sources.size(), 2u) << "the copies' lines differ";
+  // A file neither copy is in leaves both (a log of another kernel pins nothing).
+  CommandResult other = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + log("kernel/elsewhere.c:3") + "'");
+  EXPECT_EQ(other.exit_code, 2) << other.out << other.err;
+  // A unique frame whose printed file is not the debug info's is answered and flagged.
+  const std::string unique = *dir_ / "lineinfo-unique.txt";
+  testing::WriteFile(unique, " RIP: 0010:quiet_fn+0x1/0x10 (kernel/elsewhere.c:3)\n");
+  CommandResult u = Symdex("--json decode --build-id " + vmlinux_id_ + " '" + unique + "'");
+  const json fu = json::parse(u.out)["frames"][0];
+  EXPECT_EQ(fu["symbol"], "quiet_fn");
+  EXPECT_FALSE(fu["exact"].get<bool>()) << fu.dump(1);
+  EXPECT_NE(fu["note"].get<std::string>().find("the log prints kernel/elsewhere.c:3"), std::string::npos) << fu.dump(1);
+  EXPECT_NE(fu["note"].get<std::string>().find("a log of another build?"), std::string::npos) << fu.dump(1);
 }
 
 TEST_F(CliFramesTest, ModuleFramesByBaseOrNameAgreeWithTheModulesDwarf) {

@@ -52,6 +52,28 @@ TEST(FrameTextTest, PerfScriptLines) {
   EXPECT_EQ(m.module, "nf_tables");
 }
 
+// CONFIG_KALLSYMS_LINEINFO's "(file:line)" after the frame, with and without a module; a perf
+// DSO in parentheses is not one, nor is a parenthesis without a line number.
+TEST(FrameTextTest, LineinfoSourceAnnotation) {
+  FrameText v = Parse("[   11.206749]  dump_stack_lvl+0x5d/0x80 (lib/dump_stack.c:123)");
+  EXPECT_EQ(v.symbol, "dump_stack_lvl");
+  EXPECT_EQ(v.source_file, "lib/dump_stack.c");
+  EXPECT_EQ(v.source_line, 123u);
+  FrameText m = Parse(" my_func+0x30/0x100 [my_driver] (drivers/foo/bar.c:77)");
+  EXPECT_EQ(m.module, "my_driver");
+  EXPECT_EQ(m.source_file, "drivers/foo/bar.c");
+  EXPECT_EQ(m.source_line, 77u);
+  FrameText b = Parse(" f+0x1/0x2 [mod 0123456789abcdef0123456789abcdef01234567] (a/b.c:9)");
+  EXPECT_EQ(b.module_build_id, "0123456789abcdef0123456789abcdef01234567");
+  EXPECT_EQ(b.source_file, "a/b.c");
+  FrameText perf = Parse("ffffffff8123abcd name_show+0x1c ([kernel.kallsyms])");
+  EXPECT_EQ(perf.source_file, "");
+  for (const char* no : {" f+0x1/0x2 (lib/x.c)", " f+0x1/0x2 (lib/x.c:)", " f+0x1/0x2 (:12)", " f+0x1/0x2 (a b.c:1)",
+                         " f+0x1/0x2 (lib/x.c:12a)", " f+0x1/0x2 (lib/x.c:1234567890)"}) {
+    EXPECT_EQ(Parse(no).source_file, "") << no;
+  }
+}
+
 TEST(FrameTextTest, BareAddresses) {
   EXPECT_EQ(*Parse("0xffffffffc0a01234").address, 0xffffffffc0a01234ull);
   EXPECT_EQ(*Parse("ffffffff81000000").address, 0xffffffff81000000ull);
