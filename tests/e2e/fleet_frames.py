@@ -173,8 +173,8 @@ def check(symdex, db, env, sysroot, debs, work, log, seed=13, krel=None, link_an
     shown). A target_address that is the live one less the KASLR slide is the same place: a
     build-ID target's addresses are its link-time ones; so is a module frame's section and offset
     that the request's section base puts at the live target's address; and a size the live target
-    cannot know (a live module's last symbol: kallsyms ends a symbol at the next one) that the
-    module file's .symtab gives."""
+    cannot know (a live module section's last symbol: kallsyms ends a symbol at the next one,
+    across the padding to the next section) where the module file's .symtab gives its own size."""
     symdexd = os.path.join(os.path.dirname(symdex), "symdexd")
     if os.environ.get("SYMDEX_E2E_FLEET") == "0":
         print("fleet: SKIP (SYMDEX_E2E_FLEET=0)")
@@ -327,9 +327,11 @@ def check(symdex, db, env, sysroot, debs, work, log, seed=13, krel=None, link_an
                     and mods[f["module"]][1] + f.get("section_offset", 0) == int(l["target_address"], 16)):
                 differ = [k for k in differ if k not in ("section", "section_offset", "target_address")]
             differ = [k for k in differ if k != "target_address at link time"]
-            # kallsyms ends a symbol at the next one: a live module's last symbol has no known
-            # end, where its module file's .symtab gives one (more known, not another answer)
-            if "size" in differ and l.get("size") is None and f.get("module") not in (None, "vmlinux"):
+            # kallsyms ends a symbol at the next one: the last symbol of a live module's section
+            # ends at the next section's first symbol (padding included) or is unknown, where the
+            # module file's .symtab gives the symbol's own size (not another answer)
+            if ("size" in differ and f.get("module") not in (None, "vmlinux") and f.get("size") is not None
+                    and (l.get("size") is None or l["size"] > f["size"])):
                 differ.remove("size")
             if not differ:
                 identical += 1

@@ -98,6 +98,34 @@ check_eq "duplicated names whose instances share (CU, file:line)" "0" \
 # kas_alias's own example: name_show in drivers/pnp/card.c at line 186.
 check_eq "name_show@drivers/pnp/card.c entry line" "186" \
   "$(jq_num '[i["dwarf"]["line"] for i in d["instances"] if i["dwarf"] and i["dwarf"]["file"]=="drivers/pnp/card.c"][0]' <"$work/which.json")"
+# A CONFIG_KALLSYMS_LINEINFO trace: each vmlinux name_show as a return address 0x11 bytes in,
+# annotated with the file:line symdex gives one byte back (the call). Every name_show has a
+# twin of its size, so the annotation alone must pin each to its own copy.
+python3 - "$SYMDEX" "$work" >"$work/lineinfo.out" <<'PY' || fail=1
+import json, subprocess, sys
+symdex, work = sys.argv[1], sys.argv[2]
+insts = [i for i in json.load(open(f"{work}/which.json"))["instances"]
+         if i["type"] in "tT" and i.get("module", "vmlinux") in ("", "vmlinux") and (i.get("size") or 0) > 0x20]
+pinned = 0
+for i in insts:
+    a = int(i["address"], 16)
+    leaf = json.loads(subprocess.run([symdex, "--json", "addr", hex(a + 0x10)], capture_output=True, text=True,
+                                     check=True).stdout)["results"][0]["frames"][0]
+    log = f"{work}/lineinfo.txt"
+    with open(log, "w") as f:
+        f.write(f"Call Trace:\n <TASK>\n name_show+0x11/{i['size']:#x} ({leaf['file']}:{leaf['line']})\n </TASK>\n")
+    r = subprocess.run([symdex, "--json", "decode", log], capture_output=True, text=True)
+    fr = json.loads(r.stdout)["frames"][0]
+    ok = r.returncode == 0 and fr.get("target_address") == hex(a + 0x11)
+    pinned += ok
+    if not ok:
+        print(f"  {i['address']} {leaf['file']}:{leaf['line']}: {fr.get('target_address')} {fr.get('note')}",
+              file=sys.stderr)
+print(f"{pinned}/{len(insts)}")
+PY
+check_eq "LINEINFO-annotated name_show frames pinned by the annotation alone" \
+  "$(jq_num 'sum(1 for i in d["instances"] if i["type"] in "tT" and i.get("module", "vmlinux") in ("", "vmlinux") and (i.get("size") or 0) > 0x20)' <"$work/which.json")/$(jq_num 'sum(1 for i in d["instances"] if i["type"] in "tT" and i.get("module", "vmlinux") in ("", "vmlinux") and (i.get("size") or 0) > 0x20)' <"$work/which.json")" \
+  "$(cat "$work/lineinfo.out")"
 echo "--- entry lines vs llvm-symbolizer-14 (acceptance: >= 99.5%)"
 "$here/compare_llvm_symbolizer.py" "$SYMDEX" "$DBG/usr/lib/debug/boot/vmlinux-$KREL" --min-agree 99.5 --show 3 || fail=1
 echo "--- symdex addr vs llvm-symbolizer-14 on 5000 random vmlinux text addresses (acceptance: >= 99.5%)"
