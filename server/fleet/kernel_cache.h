@@ -1,4 +1,4 @@
-// Kernels known only by build-ID, indexed on demand (issue 13): a fleet replica's cache.
+// Kernels known only by build-ID, indexed on demand: a fleet replica's cache.
 //
 // Each kernel's index is its own file, DIR/<build-id>.db (+ -addrmaps/, -wal), written by the
 // same indexer `symdex index --build-id` runs: the debug vmlinux fetched by build-ID (a local

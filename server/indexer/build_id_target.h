@@ -1,4 +1,4 @@
-// A kernel known only by its vmlinux build-ID (issue 13: the fleet holds build-IDs, not
+// A kernel known only by its vmlinux build-ID (the fleet holds build-IDs, not
 // files): its debug vmlinux is found by build-ID — a local debug root (.build-id/ab/cdef.debug,
 // ...) or debuginfod — and becomes the target's input: the symbol table kallsyms would list is the
 // file's .symtab (sizes exact), _text and the release (linux_banner) come from the same file.

@@ -1,4 +1,4 @@
-// The kernel frames in a text as people paste it (issue 14, `symdex decode`): an oops, a WARN,
+// The kernel frames in a text as people paste it (`symdex decode`): an oops, a WARN,
 // a KASAN/KFENCE report, lockdep, sysrq backtraces, /proc/PID/stack, an ftrace stacktrace,
 // `perf script` output, bpftrace `kstack` output. Pure: the text in; where each frame is, what it
 // names, and how the frames of one stack relate; what they mean on which kernel is the query

@@ -1,4 +1,4 @@
-// Which copy of a duplicated name a stack frame is, from the machine code around it (issue 14):
+// Which copy of a duplicated name a stack frame is, from the machine code around it:
 //   - a return address follows a call instruction: a copy whose code at NAME+OFF does not end
 //     a call there is not the frame;
 //   - a direct call names its callee: the caller's call before its return address lands on the

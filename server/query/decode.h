@@ -1,4 +1,4 @@
-// `symdex decode` (issue 14): the kernel frames of a log — an oops, a WARN, sysrq backtraces,
+// `symdex decode`: the kernel frames of a log — an oops, a WARN, sysrq backtraces,
 // /proc/PID/stack, ftrace and perf script and bpftrace stacks (ingest/kernel_log.h) — each pinned to
 // the one instance it is, with file:line:column and inline chain; the frames that cannot be
 // pinned, with the candidates left and why.

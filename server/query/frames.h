@@ -1,4 +1,4 @@
-// Frames that come from elsewhere (issue 13): a fleet host's stack frames, symbolized against a
+// Frames that come from elsewhere: a fleet host's stack frames, symbolized against a
 // target indexed here — typically the host's kernel, known by build-ID. The host says where its
 // kernel and modules were loaded; each frame is an address, a module-relative offset, or a line as
 // a kernel log or perf printed it (ingest/frame_text.h).

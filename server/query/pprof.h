@@ -1,4 +1,4 @@
-// `symdex pprof` (issue 14): the kernel locations of a pprof profile — the kernel's and its
+// `symdex pprof`: the kernel locations of a pprof profile — the kernel's and its
 // modules' mappings ("[kernel.kallsyms]", "vmlinux", "[MOD]" or "MOD.ko") — given their functions,
 // file:line:column and inline frames, every other location and field left as they were, so the
 // most common profile format gets symdex's answers (duplicated names are told apart: a copy's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for `symdex addr` (issue 4): the 46k vmlinux text-symbol addresses of the Debian
+# Benchmark for `symdex addr`: the 46k vmlinux text-symbol addresses of the Debian
 # cloud kernel (System.map t/T), symbolized by
 #   - llvm-symbolizer-14 --obj=vmlinux             (the peer tool: fresh process, one batch)
 #   - symdex addr -  with the vmlinux address map   (what `symdex index` leaves; embedded, no daemon)

@@ -163,7 +163,7 @@ for r in $RATES; do
 done
 run symbolize --rpc symbolize --clients "$CLIENTS" --seconds "$SECS" --inputs "$work/addrs.txt" --batch 64
 
-# The floor (issue 15 item 4): symdexd's own answers to the warmed 4,096 specs, served by gRPC
+# The floor: symdexd's own answers to the warmed 4,096 specs, served by gRPC
 # alone (floor_server: no symdex code per call), Health/Check then Resolve, FLOOR_ROUNDS times.
 # What Resolve / Health reaches there bounds what any daemon giving these answers can reach here.
 FLOOR_SERVER=${FLOOR_SERVER:-$top/build/bin/floor_server}
@@ -269,10 +269,10 @@ print("  daemon/client/other: CPU cores kept busy during the run by symdexd, dae
       " 2e6 / us/call calls/s);\n  RSS MB: the daemon's VmRSS after the run. Closed loop: each client sends when its"
       " last call returned,\n  so mean latency = clients / calls/s (Little's law). Open loop: calls are due on a"
       " fixed schedule and latency\n  counts from the due time, so a daemon that falls behind shows it as queueing.")
-# Issue 15 item 4: Resolve and Which against the no-op call, same client, same run.
+# Resolve and Which against the no-op call, same client, same run.
 h = load('health')
 if h and h['qps']:
-    print("\nagainst Health/Check (issue 15 item 4 asks >= 0.9x its calls/s, p99 <= 1.5x its p99):")
+    print("\nagainst Health/Check (the goal: >= 0.9x its calls/s, p99 <= 1.5x its p99):")
     for key, label in [('which', 'Which (distinct names)'), ('resolve_hot', 'Resolve (4096 specs, warmed)'),
                        ('resolve_dups', 'Resolve (dup-name canonical specs)'), ('resolve', 'Resolve (all canonical specs)')]:
         r = load(key)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`symdex decode` side by side with the kernel's scripts/decode_stacktrace.sh (issue 14).
+"""`symdex decode` side by side with the kernel's scripts/decode_stacktrace.sh.
 
 Input: the work dir the qemu e2e test keeps (SYMDEX_E2E_KEEP=1 ctest -R qemu_kprobes): the guest's
 ftrace stack traces with every frame's address (ftrace.txt), the guest's capture (sysroot/), and

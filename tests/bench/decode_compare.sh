@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `symdex decode` side by side with the kernel's own scripts/decode_stacktrace.sh (issue 14), on
+# `symdex decode` side by side with the kernel's own scripts/decode_stacktrace.sh, on
 # real stack traces: the qemu e2e test boots the Debian cloud kernel, runs the function tracer over
 # every copy of 150 duplicated names with a stack per call and each frame's address (the truth),
 # and keeps its work dir; both tools then decode the same text with the addresses cut out.

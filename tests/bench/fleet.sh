@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's acceptance figures, all from one run on this machine:
+# The fleet's figures, all from one run on this machine:
 #   1. first request for an unseen kernel through the fleet (proxy -> replica: fetch from a
 #      loopback debuginfod + index + answer 10,000 frames) vs the peer path a user has today
 #      (debuginfod-find debuginfo + llvm-symbolizer-14 over the same addresses), both from cold

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's first figure: a kernel never seen before, known only by its vmlinux build-ID, served
+# A kernel never seen before, known only by its vmlinux build-ID, served
 # by a real debuginfod (`debuginfod -U` over the Debian -dbg and image .deb files, as a distro's
 # server holds them), and a batch of 10,000 addresses of it to symbolize. Two paths, same run:
 #   peer:   debuginfod-find debuginfo BUILD-ID  +  llvm-symbolizer-14 --obj=FILE  (what a user has)

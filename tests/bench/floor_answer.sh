@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What each part of symdexd's Resolve answer costs the transport (issue 15 item 4): four
+# What each part of symdexd's Resolve answer costs the transport: four
 # floor_server processes (tests/bench/load/floor_server.cc: symdexd's own answers served by gRPC
 # alone) answering with the whole answer, without target_info, without target_info and the
 # trailer, and with nothing; ROUNDS rounds, the four alternating, each a Health/Check run then a
@@ -87,5 +87,5 @@ for v in variants:
     q = [float(r[4]) / float(r[2]) for r in rows if r[1] == v]
     p = [float(r[5]) / float(r[3]) for r in rows if r[1] == v]
     print(f"  {v:<28} {size[v]:>6}  {statistics.median(q):4.2f} ({min(q):.2f}-{max(q):.2f}){'':<26} {statistics.median(p):4.2f}")
-print("  (issue 15 item 4 asks symdexd's Resolve for >= 0.9x Health/Check's calls/s; these servers run no symdex code)")
+print("  (the goal: symdexd's Resolve at >= 0.9x Health/Check's calls/s; these servers run no symdex code)")
 EOF

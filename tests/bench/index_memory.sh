@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 15 item 1): where a cold `symdex index` holds its memory. Indexes the Debian
+# Benchmark: where a cold `symdex index` holds its memory. Indexes the Debian
 # cloud kernel into a new database and samples every process of the run every 0.1 s
 # (/proc/PID/status: VmHWM, RssAnon, RssFile), so the peak of each DWARF worker (the index
 # worker, the address-map worker) is told apart from the CLI's; /usr/bin/time gives the run's peak

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark (issue 15 item 6): how `symdex index` time and memory grow with the work. Three inputs
+# Benchmark: how `symdex index` time and memory grow with the work. Three inputs
 # from the Debian cloud kernel, each indexed into a new database with 1 and with 2 threads:
 #   vmlinux          System.map + vmlinux's DWARF (no modules)
 #   + half modules   ... + every other module (sorted by path) and its debug file

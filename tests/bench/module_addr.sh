@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark for module addresses (issue 15 item 3): every function symbol in the .text section of
+# Benchmark for module addresses: every function symbol in the .text section of
 # every module debug file of the Debian cloud kernel (~1,100 .ko files), placed as a machine would
 # have loaded them (a /sys/module capture with each module's .text base and build-ID note, written
 # here; each .text page-aligned after the previous one, as in the kernel's module area), symbolized by

@@ -543,7 +543,7 @@ def main():
     if not use_probe_field:
         top = run([a.symdex, "--help"]).stdout
         if not re.search(r"^\s+kprobe\s", top, re.M):
-            raise Fail(f"{a.symdex} has no 'kprobe' verb (issue 4 item 5); to exercise the rest of "
+            raise Fail(f"{a.symdex} has no 'kprobe' verb; to exercise the rest of "
                        "the harness with each instance's kallsyms-level 'probe' field from 'symdex dups' "
                        "instead, run with SYMDEX_E2E_USE_PROBE_FIELD=1")
 

@@ -1,4 +1,4 @@
-// Issue 11 "safe to expose": the files that hold live kernel addresses (the index, its -wal/-shm,
+// Safe to expose: the files that hold live kernel addresses (the index, its -wal/-shm,
 // the address maps and their directories) are for their owner and the `symdex` group only,
 // whatever the umask; over-readable ones are fixed or refused; a killed address-map writer's
 // temporary file is cleaned up; a damaged index is reported with its path and the cure.

@@ -60,7 +60,7 @@ for mode in offline live; do
     slide=$((SLIDE))
     "$SYMDEX" index -q --sysroot "$S" --debug-dir "$DBG" --name live
   fi
-  # The three pairs of issue 16, and a size-0 STT_FUNC beside a sized one.
+  # Three pairs of symbols sharing a name and address, and a size-0 STT_FUNC beside a sized one.
   check_eq "$mode: _sinittext's address" "early_idt_handler_array early_idt_handler_array" \
     "$(name_at $slide _sinittext | xargs)"
   check_eq "$mode: __irqentry_text_end's address" "common_interrupt_return common_interrupt_return" \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's corner cases on the real Debian cloud kernel (tests/corpus/fetch-debian-kernel.sh):
+# Corner cases of duplicated names on the real Debian cloud kernel (tests/corpus/fetch-debian-kernel.sh):
 #  1. an offline index over a renamed, symlinked layout (System.map called `map`, modules under
 #     `mods/`, debug files under DIR/lib/modules/<another name>/) still learns the release from
 #     the modules' vermagic and finds vmlinux's and every module's debug file;
@@ -46,7 +46,7 @@ check_eq "module debug files whose build-ID is not the module's" "0" \
   "$(jq_num 'sum(1 for x in d["targets"][0]["debuginfo"] if x["module"]!="vmlinux" and not x["detail"].endswith(": used"))' <"$work/status.json")"
 check_eq "warnings" "0" "$(jq_num 'len(d.get("warnings", []))' <"$work/index.json")"
 
-# --- probe verdicts on the whole kernel (issue 16): the issue's three refusals, and the copies
+# --- probe verdicts on the whole kernel: three refusals, and the copies
 # of t_start / s_next ftrace lists (what the booted 6.1 kernel lists: 1 of 6, 2 of 4) ----------
 verdicts() {  # NAME -> "kind,kind,..." of its instances (exact name), and how many ftrace lists
   "$SYMDEX" --json which --exact "$1" | python3 -c '
@@ -95,7 +95,7 @@ for n in watchdog verbose event_function set_root kern_path sysrq_handler pt_reg
     "$DBG/usr/lib/debug/boot/System.map-$KREL" || { echo "note: $n is not text + data in $KREL"; continue; }
   check_eq "$n (text + data): alias line" "1" "$(grep -c " $n@[A-Za-z0-9_]*_[0-9]*\$" "$work/kallsyms" || true)"
 done
-# --- the same kernel known only by its vmlinux build-ID (issue 13, first part): found by
+# --- the same kernel known only by its vmlinux build-ID: found by
 # build-ID under the renamed debug dir, symbols from its .symtab: the same vmlinux text symbols,
 # each with the same source line, as the System.map target ------------------------------------
 bid=$(readelf -n "$DBG/usr/lib/debug/boot/vmlinux-$KREL" | awk '/Build ID/ {print $3}')

@@ -23,7 +23,7 @@ nko=$(find "$MODS" -name '*.ko*' | wc -l)
 echo "kernel $KREL: $(wc -l <"$MAP") System.map lines, $nko module files"
 start=$(date +%s.%N)
 # Peak RSS of the whole run as /usr/bin/time reports it (the largest of symdex and its DWARF
-# workers, file-backed pages included): issue 15 bounds a cold whole-kernel index to 300 MB.
+# workers, file-backed pages included): a cold whole-kernel index is bounded to 300 MB.
 /usr/bin/time -f %M -o "$work/peak_kb" \
   "$SYMDEX" index --system-map "$MAP" --modules-dir "$MODS" --debug-dir "$DBG/usr/lib/debug" --name debian \
   >"$work/index.out"

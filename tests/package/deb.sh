@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 item 3: the Debian package. Builds it (CPack, from the default build), checks it with
+# The Debian package. Builds it (CPack, from the default build), checks it with
 # lintian (no error, no warning), installs it into a clean Debian 12 chroot (debootstrap
 # --variant=minbase, cached as a tarball in ~/.cache/symdex-package) with apt resolving its
 # dependencies, and runs the installed programs there: --version, man pages, an index of a small

@@ -1,4 +1,4 @@
-// A kernel known only by its vmlinux build-ID (issue 13, first part): `symdex index --build-id
+// A kernel known only by its vmlinux build-ID: `symdex index --build-id
 // HEX` finds the debug vmlinux by build-ID — in a local .build-id tree, or from a real debuginfod
 // server — and indexes it as a target (symbols from its .symtab); hostile build-IDs are refused
 // with the reason, and a file whose build-ID is not the one asked for is never used.

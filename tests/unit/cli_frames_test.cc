@@ -1,4 +1,4 @@
-// Frames from another machine (issue 13): `symdex frames` against a kernel known by its build-ID,
+// Frames from another machine: `symdex frames` against a kernel known by its build-ID,
 // with modules by build-ID (the compiled mini kernel of probe_fixture: a vmlinux and a module,
 // both with DWARF). Each answer is checked against what the ELF files themselves say (nm for
 // addresses, eu-addr2line for lines), and every input form against the exactness rules of

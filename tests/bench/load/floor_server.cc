@@ -1,4 +1,4 @@
-// floor_server: what gRPC alone makes of symdexd's Resolve answers (issue 15 item 4). A benchmark
+// floor_server: what gRPC alone makes of symdexd's Resolve answers. A benchmark
 // program, run by tests/bench/daemon_load.sh; not a test.
 //
 //   floor_server --listen unix:PATH --upstream unix:SYMDEXD_SOCKET --target T --inputs specs.txt
