@@ -12,8 +12,8 @@
 # Env:  SYMDEX_E2E_USE_PROBE_FIELD=1 (probe lines from 'symdex dups' instead of 'symdex kprobe'),
 #       SYMDEX_E2E_KEEP=1, SYMDEX_E2E_VERBOSE=1, SYMDEX_E2E_TIMEOUT=SECONDS (guest session, 480),
 #       SYMDEX_E2E_WORK=DIR (the work dir, kept; tests/bench/decode_compare.sh reads it),
-#       SYMDEX_E2E_FLEET=0 (skip the fleet replica check), SYMDEX_E2E_FLEET_STRICT=1 (every
-#       field of the replica's answers as the live index's, sizes included), SYMDEX_E2E_BUSYBOX=PATH (x86_64:
+#       SYMDEX_E2E_FLEET=0 (skip the fleet replica check), SYMDEX_E2E_FLEET_STRICT=0 (only
+#       symbol, module, offset and inline chain as the live index's; by default every field), SYMDEX_E2E_BUSYBOX=PATH (x86_64:
 #       default /bin/busybox; arm64: busybox-static:arm64, fetched into the corpus cache).
 # Needs: qemu-system-x86 (x86_64) or qemu-system-arm (arm64), busybox-static (x86_64), python3
 # (cpio is not needed: the driver writes newc); arm64 also llvm-14 (llvm-symbolizer).
