@@ -241,6 +241,16 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetI
       [&](const std::string& module) { return store::ModuleSections(db, t.id, module); }, t, sym, addr);
 }
 
+std::string_view PaddedFunction(const Instance& in) {
+  if (!IsCodeSymbolType(in.type)) return {};
+  for (std::string_view prefix : {"__pfx_", "__cfi_"}) {
+    if (in.name.size() > prefix.size() && std::string_view(in.name).starts_with(prefix)) {
+      return std::string_view(in.name).substr(prefix.size());
+    }
+  }
+  return {};
+}
+
 uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset) {
   const KernelArch* arch = ArchOfMachine(t.machine);
   if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & target::kProbeFentryEntry) &&
@@ -265,6 +275,11 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   out.symbol = InstanceOf(t, *hit);
   out.offset = addr - hit->addr;
   const Instance& in = *out.symbol;
+  if (std::string_view padded = PaddedFunction(in); !padded.empty()) {
+    // No source line: the line table's row there is the end of the function before.
+    out.note = StrCat("function padding before ", padded, " (no source line)");
+    return out;
+  }
   addr = hit->addr + CodeOffset(t, in, out.offset);
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
   absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();

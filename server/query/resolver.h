@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/debuginfo/symbolizer.h"
@@ -97,6 +98,11 @@ using SectionLookup =
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
                                              const SectionLookup& sections_of, const store::TargetInfo& t,
                                              debuginfo::Symbolizer& sym, uint64_t addr);
+
+// The function whose padding `in` is ("" = none): objtool's __pfx_NAME (CONFIG_FUNCTION_PADDING,
+// x86-64 since 6.2) and kCFI's __cfi_NAME are the bytes before NAME's entry — NOPs, a call thunk
+// or a type hash the kernel patches — code of no source line.
+std::string_view PaddedFunction(const Instance& in);
 
 struct KprobeOptions {
   std::string group = "symdex";
