@@ -26,6 +26,7 @@ constexpr KernelArch kArchs[] = {
         .debian = "amd64",
         .module_ftrace_section = "__mcount_loc",
         .ftrace_entry_max_offset = 4,  // FTRACE_MCOUNT_MAX_OFFSET with IBT (endbr64)
+        .kprobe_entry_pad = 4,         // ENDBR64
         .blacklist_areas = kX86Blacklist,
     },
     {

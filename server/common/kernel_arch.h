@@ -38,6 +38,10 @@ struct KernelArch {
   // under the name of the kallsyms symbol before it (arm64 6.1, no FTRACE_MCOUNT_MAX_OFFSET);
   // false, "__ftrace_invalid_address___N" (x86-64).
   bool ftrace_names_far_sites = false;
+  // A landing pad at a function's entry that the kernel moves a kprobe at the entry past
+  // (arch_adjust_kprobe_addr): x86-64's ENDBR64 with IBT, 4 bytes, known from an fentry site that
+  // far in. 0: none (arm64 probes its BTI landing pad where asked).
+  uint64_t kprobe_entry_pad = 0;
 
   // Patchable function entry (arm64: -fpatchable-function-entry=2): a traceable function's
   // symbol is this many NOP words before the code its DWARF subprogram and line table

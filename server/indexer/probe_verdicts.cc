@@ -131,6 +131,10 @@ class Judge {
     uint32_t bits = target::kProbeFentryInside;
     if (site - sp.addrs[r.first] <= (arch != nullptr ? arch->ftrace_entry_max_offset : 0)) {
       bits |= target::kProbeFentryEntry;
+      // A site past the entry that is still the function's own follows a landing pad.
+      if (arch->kprobe_entry_pad != 0 && site - sp.addrs[r.first] == arch->kprobe_entry_pad) {
+        bits |= target::kProbeEntryEndbr;
+      }
     } else if (arch != nullptr && arch->ftrace_names_far_sites) {
       for (size_t k = r.first; k < r.second; ++k) {
         SymbolEntry& s = t_.symbols[sp.syms[k]];

@@ -254,6 +254,10 @@ struct LocalQuery::FramesCall {
     info->symbol = InstanceOf(t, *c.symbol);
     info->offset = p.offset - c.symbol->addr;
     const Instance& in = *info->symbol;
+    if (std::string_view padded = PaddedFunction(in); !padded.empty()) {
+      info->note = StrCat("function padding before ", padded, " (no source line)");  // as SymbolizeAddress
+      return absl::OkStatus();
+    }
     ASSIGN_OR_RETURN(auto df, sz.debug_file_of(p.module));
     if (!df) {
       info->note = "no debug info for this module";

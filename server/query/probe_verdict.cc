@@ -93,6 +93,8 @@ ProbeVerdict ProbeVerdictOf(const store::TargetInfo& t, const store::SymbolRecor
                         "' has one (the kernel checks a clone's base name); ftrace does not list it");
     } else if (!v.ftrace) {
       v.reason = "its fentry call is not at its entry: ftrace does not list it";
+    } else if (b & kProbeEntryEndbr) {
+      v.reason = "a probe at its entry lands at +0x4, past its ENDBR64 (IBT): kprobes/list shows NAME+0x4";
     }
     return v;
   }

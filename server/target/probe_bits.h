@@ -29,6 +29,9 @@ enum ProbeBits : uint32_t {
   kProbeUnitWithoutFentry = 1u << 6,
   // In .noinstr.text (noinstr: no instrumentation at all).
   kProbeNoinstr = 1u << 7,
+  // Its fentry call is 4 bytes in, after an ENDBR64 (x86-64 with IBT, Debian's 6.12): the kernel
+  // moves a probe at its entry past the ENDBR64 (arch_adjust_kprobe_addr), to NAME+0x4.
+  kProbeEntryEndbr = 1u << 8,
 };
 
 // Bits 24-31: how many more lines ftrace lists under its name, after its own site's, for

@@ -76,6 +76,10 @@ def _field(k, live, fleet, slide):
     lv, fv = live.get(k), fleet.get(k)
     if k == "target_address" and lv and fv and int(lv, 16) - slide == int(fv, 16):
         return "target_address at link time"
+    # a symbol with no DWARF to name its copy is named by its address: the target's own
+    if (k == "spec" and lv and fv and "@0x" in lv and "@0x" in fv and lv.split("@0x")[0] == fv.split("@0x")[0]
+            and int(lv.split("@0x")[1], 16) - slide == int(fv.split("@0x")[1], 16)):
+        return "target_address at link time"
     return k
 
 
