@@ -255,7 +255,7 @@ struct LocalQuery::FramesCall {
     info->offset = p.offset - c.symbol->addr;
     const Instance& in = *info->symbol;
     if (std::string_view padded = PaddedFunction(in); !padded.empty()) {
-      info->note = StrCat("function padding before ", padded, " (no source line)");  // as SymbolizeAddress
+      info->note = PaddingNote(padded);
       return absl::OkStatus();
     }
     ASSIGN_OR_RETURN(auto df, sz.debug_file_of(p.module));

@@ -251,6 +251,10 @@ std::string_view PaddedFunction(const Instance& in) {
   return {};
 }
 
+std::string PaddingNote(std::string_view padded) {
+  return StrCat("function padding before ", padded, " (no source line)");
+}
+
 uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset) {
   const KernelArch* arch = ArchOfMachine(t.machine);
   if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & target::kProbeFentryEntry) &&
@@ -277,7 +281,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   const Instance& in = *out.symbol;
   if (std::string_view padded = PaddedFunction(in); !padded.empty()) {
     // No source line: the line table's row there is the end of the function before.
-    out.note = StrCat("function padding before ", padded, " (no source line)");
+    out.note = PaddingNote(padded);
     return out;
   }
   addr = hit->addr + CodeOffset(t, in, out.offset);

@@ -103,6 +103,8 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
 // x86-64 since 6.2) and kCFI's __cfi_NAME are the bytes before NAME's entry — NOPs, a call thunk
 // or a type hash the kernel patches — code of no source line.
 std::string_view PaddedFunction(const Instance& in);
+// What an address in that padding answers instead of a source line.
+std::string PaddingNote(std::string_view padded);
 
 struct KprobeOptions {
   std::string group = "symdex";

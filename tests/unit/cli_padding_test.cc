@@ -16,6 +16,21 @@ using nlohmann::json;
 using testing::CommandResult;
 using testing::RunCommand;
 
+// symdex over the index in `dir`.
+CommandResult Symdex(const testing::TempDir& dir, const std::string& args) {
+  return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (dir / "index.db") + "' " + args);
+}
+
+// Indexes `vmlinux` by its build-ID from a debug directory in `dir`; its build-ID, "" on failure.
+std::string IndexByBuildId(const testing::TempDir& dir, const std::string& vmlinux) {
+  const std::string id = testing::ElfBuildIdHex(vmlinux);
+  testing::MustRun("mkdir -p '" + (dir / "dbg/.build-id/") + id.substr(0, 2) + "' && cp '" + vmlinux + "' '" +
+                   (dir / "dbg/.build-id/") + id.substr(0, 2) + "/" + id.substr(2) + ".debug'");
+  CommandResult ix = Symdex(dir, "index -q --build-id " + id + " --debug-dir '" + (dir / "dbg") + "' --no-debuginfod");
+  EXPECT_EQ(ix.exit_code, 0) << ix.out << ix.err;
+  return ix.exit_code == 0 ? id : std::string();
+}
+
 TEST(CliPaddingTest, APaddingAddressSaysSoAndBorrowsNoLine) {
   testing::TempDir dir;
   const std::string src = dir / "src";
@@ -35,15 +50,9 @@ __attribute__((noinline, aligned(16))) int padded_fn(int x) { return before_fn(x
   const uint64_t pfx = testing::NmValue(vmlinux, "__pfx_padded_fn");
   const uint64_t fn = testing::NmValue(vmlinux, "padded_fn");
   ASSERT_EQ(fn, pfx + 16) << "the padding sits right before its function";
-  const std::string id = testing::ElfBuildIdHex(vmlinux);
-  testing::MustRun("mkdir -p '" + (dir / "dbg/.build-id/") + id.substr(0, 2) + "' && cp '" + vmlinux + "' '" +
-                   (dir / "dbg/.build-id/") + id.substr(0, 2) + "/" + id.substr(2) + ".debug'");
-  auto symdex = [&](const std::string& args) {
-    return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (dir / "index.db") + "' " +
-                      args);
-  };
-  CommandResult ix = symdex("index -q --build-id " + id + " --debug-dir '" + (dir / "dbg") + "' --no-debuginfod");
-  ASSERT_EQ(ix.exit_code, 0) << ix.out << ix.err;
+  const std::string id = IndexByBuildId(dir, vmlinux);
+  ASSERT_FALSE(id.empty());
+  auto symdex = [&](const std::string& args) { return Symdex(dir, args); };
   // Control: the line table does cover the padding (with the row before it), so the answer
   // would borrow a line if symdex followed it.
   CommandResult l2a = RunCommand("eu-addr2line -e '" + vmlinux + "' " + testing::HexAddress(pfx + 8));
@@ -84,15 +93,9 @@ TEST(CliPaddingTest, AnIbtFunctionsVerdictSaysAProbeLandsPastItsEndbr) {
   // Control: the code is as described (objdump), so the verdicts have something to tell apart.
   CommandResult dis = RunCommand("objdump -d --no-show-raw-insn '" + vmlinux + "' | grep -A1 '<ibt_fn>:'");
   ASSERT_NE(dis.out.find("endbr64"), std::string::npos) << dis.out;
-  const std::string id = testing::ElfBuildIdHex(vmlinux);
-  testing::MustRun("mkdir -p '" + (dir / "dbg/.build-id/") + id.substr(0, 2) + "' && cp '" + vmlinux + "' '" +
-                   (dir / "dbg/.build-id/") + id.substr(0, 2) + "/" + id.substr(2) + ".debug'");
-  auto symdex = [&](const std::string& args) {
-    return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (dir / "index.db") + "' " +
-                      args);
-  };
-  CommandResult ix = symdex("index -q --build-id " + id + " --debug-dir '" + (dir / "dbg") + "' --no-debuginfod");
-  ASSERT_EQ(ix.exit_code, 0) << ix.out << ix.err;
+  const std::string id = IndexByBuildId(dir, vmlinux);
+  ASSERT_FALSE(id.empty());
+  auto symdex = [&](const std::string& args) { return Symdex(dir, args); };
   for (const auto& [name, lands] : {std::pair{"ibt_fn", true}, std::pair{"plain_fn", false}}) {
     CommandResult w = symdex("--json which --build-id " + id + " " + name);
     ASSERT_EQ(w.exit_code, 0) << w.out << w.err;
