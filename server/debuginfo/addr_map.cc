@@ -31,6 +31,7 @@
 #include "server/debuginfo/die_scanner.h"
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/line_table.h"
+#include "server/debuginfo/plain_elf.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -771,22 +772,17 @@ class Assembler {
 
 namespace {
 
-// The aranges in libdw's order, and the CUs they name (each once, in first-seen order).
+// The aranges in libdw's order (UnitsByAddress), and the CUs they name (each once, in first-seen order).
 void CollectAranges(Dwarf* dbg, std::vector<Arange>& aranges, std::vector<Dwarf_Off>& unit_offsets) {
   std::unordered_map<Dwarf_Off, uint32_t> unit_of;
-  Dwarf_Aranges* ar = nullptr;
-  size_t n = 0;
-  if (dwarf_getaranges(dbg, &ar, &n) != 0) n = 0;
-  for (size_t i = 0; i < n; ++i) {
-    Dwarf_Addr addr = 0;
-    Dwarf_Word length = 0;
-    Dwarf_Off off = 0;
+  const UnitsByAddress units(dbg);  // .debug_aranges, else the units' own ranges
+  for (const UnitsByAddress::Entry& e : units.entries()) {
     Arange a{0, 0, kNone, 0};
-    if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &addr, &length, &off) == 0) {
-      a.addr = addr;
-      a.length = length;
-      auto [it, fresh] = unit_of.try_emplace(off, static_cast<uint32_t>(unit_offsets.size()));
-      if (fresh) unit_offsets.push_back(off);
+    if (e.die != 0 || e.length != 0) {
+      a.addr = e.addr;
+      a.length = e.length;
+      auto [it, fresh] = unit_of.try_emplace(e.die, static_cast<uint32_t>(unit_offsets.size()));
+      if (fresh) unit_offsets.push_back(e.die);
       a.unit = it->second;
     }
     aranges.push_back(a);
@@ -846,9 +842,12 @@ absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, 
 
 }  // namespace
 
-absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs, AddrMapStats* stats,
+absl::StatusOr<std::string> BuildAddrMap(const std::string& original, unsigned jobs, AddrMapStats* stats,
                                          uint64_t handle_budget) {
   if (handle_budget == 0) handle_budget = kUnitBytesPerDwarfHandle;
+  // Compressed sections: read from a decompressed copy (plain_elf.h), as a plain file is.
+  ASSIGN_OR_RETURN(const PlainElf plain, PlainElf::Open(original, std::max(1u, jobs)));
+  const std::string& path = plain.path();
   const bool use_scanner = !LibdwDiesForced() && !LibdwLinesForced();
   auto map = BuildLinked(path, jobs, stats, handle_budget, use_scanner);
   // A unit the scanner declines (a form it does not read, or damage) sends the whole file to
@@ -857,6 +856,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& path, unsigned jobs,
   if (use_scanner && !map.ok() && map.status().message() == kScannerDeclined) {
     map = BuildLinked(path, jobs, stats, handle_budget, false);
   }
+  if (!map.ok()) return plain.Explain(map.status());
   return map;
 }
 

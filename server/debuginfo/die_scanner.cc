@@ -64,19 +64,22 @@ uint8_t WantOf(uint64_t name) {
       return static_cast<uint8_t>(At::kCompDir);
     case DW_AT_stmt_list:
       return static_cast<uint8_t>(At::kStmtList);
+    case DW_AT_str_offsets_base:
+      return static_cast<uint8_t>(At::kStrOffsetsBase);
+    case DW_AT_addr_base:
+      return static_cast<uint8_t>(At::kAddrBase);
+    case DW_AT_rnglists_base:
+      return static_cast<uint8_t>(At::kRnglistsBase);
     default:
       return kNoWant;
   }
 }
 
-// Unit-DIE attributes that make libdw read ranges, strings or addresses relative to a base
-// (split DWARF, DWARF 5 index tables): a unit carrying one is libdw's.
+// Unit-DIE attributes of split DWARF (a skeleton unit and its .dwo, GNU's DWARF 4 extension):
+// a unit carrying one is libdw's. DWARF 5's own bases (str_offsets, addr, rnglists, loclists)
+// are read by the scanner.
 bool BaseAttribute(uint64_t name) {
   switch (name) {
-    case DW_AT_str_offsets_base:
-    case DW_AT_addr_base:
-    case DW_AT_rnglists_base:
-    case DW_AT_loclists_base:
     case DW_AT_dwo_name:
     case DW_AT_GNU_dwo_name:
     case DW_AT_GNU_dwo_id:
@@ -214,7 +217,8 @@ absl::StatusOr<DwarfSections> LinkedDwarfSections(Dwarf* dbg) {
   } slots[] = {{".debug_info", &out.info, false},         {".debug_abbrev", &out.abbrev, false},
                {".debug_str", &out.str, false},           {".debug_line_str", &out.line_str, false},
                {".debug_rnglists", &out.rnglists, false}, {".debug_ranges", &out.ranges, false},
-               {".debug_line", &out.line, false}};
+               {".debug_line", &out.line, false},         {".debug_str_offsets", &out.str_offsets, false},
+               {".debug_addr", &out.addr, false}};
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
     if (gelf_getshdr(scn, &sh) == nullptr) continue;
@@ -250,6 +254,7 @@ bool UnitScanner::Open(const DwarfSections& sections, uint64_t header_offset) {
   sec_ = sections;
   why_.clear();
   have_base_ = false;
+  have_bases_ = have_str_base_ = have_rng_base_ = false;
   if (header_offset >= sec_.info.size()) return Fail(header_offset, "unit header past .debug_info");
   const uint8_t* p = reinterpret_cast<const uint8_t*>(sec_.info.data()) + header_offset;
   const uint8_t* info_end = reinterpret_cast<const uint8_t*>(sec_.info.data()) + sec_.info.size();
@@ -614,12 +619,102 @@ bool UnitScanner::Addr(const ScanAttr& a, uint64_t& v) {
     case DW_FORM_addrx1:
     case DW_FORM_addrx2:
     case DW_FORM_addrx3:
-    case DW_FORM_addrx4:
+    case DW_FORM_addrx4: {
+      uint64_t index = 0;
+      return Index(a, index) && AddrIndex(index, v, Offset(a.value));
+    }
     case DW_FORM_GNU_addr_index:
-      return Fail(Offset(a.value), "address through .debug_addr");
+      return Fail(Offset(a.value), "address through split DWARF's .debug_addr");
     default:
       return false;
   }
+}
+
+// The index of an strx* / addrx* / rnglistx value.
+bool UnitScanner::Index(const ScanAttr& a, uint64_t& index) {
+  switch (a.form) {
+    case DW_FORM_strx1:
+    case DW_FORM_addrx1:
+      index = a.value[0];
+      return true;
+    case DW_FORM_strx2:
+    case DW_FORM_addrx2:
+      index = ReadLe(a.value, 2);
+      return true;
+    case DW_FORM_strx3:
+    case DW_FORM_addrx3:
+      index = ReadLe(a.value, 3);
+      return true;
+    case DW_FORM_strx4:
+    case DW_FORM_addrx4:
+      index = ReadLe(a.value, 4);
+      return true;
+    default: {  // the ULEB128 forms (ReadDie found the value inside the unit)
+      const uint8_t* p = a.value;
+      return ReadUleb(p, end_, index) || Fail(Offset(a.value), "unreadable index");
+    }
+  }
+}
+
+// The unit DIE's DWARF 5 bases (libdwP.h str_offsets_base_off, __libdw_cu_addr_base,
+// __libdw_cu_ranges_base), where it states them. An absent str_offsets or rnglists base, which
+// libdw would guess from the first table's header, fails the unit at first use instead; an
+// absent addr base is 0, as in libdw.
+bool UnitScanner::Bases() {
+  if (have_bases_) return true;
+  ScanDie cu;
+  if (!ReadAt(die_offset_, cu)) return false;
+  auto base = [&](At at, uint64_t& v) {
+    const ScanAttr* a = cu.get(at);
+    if (a == nullptr) return false;
+    if (a->form == DW_FORM_sec_offset) {
+      v = ReadLe(a->value, offset_size_);
+      return true;
+    }
+    return Udata(*a, v);
+  };
+  have_str_base_ = base(At::kStrOffsetsBase, str_base_);
+  if (!have_str_base_ && version_ < 5) {
+    str_base_ = 0;
+    have_str_base_ = true;
+  }
+  addr_base_ = 0;
+  base(At::kAddrBase, addr_base_);
+  have_rng_base_ = base(At::kRnglistsBase, rng_base_);
+  if (failed()) return false;
+  have_bases_ = true;
+  return true;
+}
+
+bool UnitScanner::SingleAddress(const ScanAttr& loc, uint64_t& addr) {
+  if (loc.form == DW_FORM_sec_offset || loc.form == DW_FORM_loclistx) return false;  // a list
+  if (loc.form == DW_FORM_data4 || loc.form == DW_FORM_data8) return false;          // a list before DWARF 4
+  const uint8_t* p = nullptr;
+  uint64_t len = 0;
+  if (!Block(loc, p, len)) return false;  // (fails the unit: a form the scanner does not read)
+  if (len > static_cast<uint64_t>(end_ - p)) return Fail(Offset(loc.value), "block runs past its unit");
+  if (len == 1u + address_size_ && p[0] == DW_OP_addr) {
+    addr = ReadLe(p + 1, address_size_);
+    return true;
+  }
+  if (len >= 2 && p[0] == DW_OP_addrx) {
+    const uint8_t* q = p + 1;
+    uint64_t index = 0;
+    if (!ReadUleb(q, p + len, index) || q != p + len) return false;  // more than one op
+    return AddrIndex(index, addr, Offset(loc.value));
+  }
+  return false;
+}
+
+bool UnitScanner::AddrIndex(uint64_t index, uint64_t& v, uint64_t at) {
+  if (!Bases()) return false;
+  const std::string_view t = sec_.addr;
+  const uint64_t width = address_size_;
+  if (t.size() < width || addr_base_ > t.size() - width || index > (t.size() - addr_base_ - width) / width) {
+    return Fail(at, "address index past .debug_addr");
+  }
+  v = ReadLe(reinterpret_cast<const uint8_t*>(t.data()) + addr_base_ + index * width, width);
+  return true;
 }
 
 // dwarf_formstring.c.
@@ -638,7 +733,28 @@ const char* UnitScanner::String(const ScanAttr& a) {
     case DW_FORM_strx1:
     case DW_FORM_strx2:
     case DW_FORM_strx3:
-    case DW_FORM_strx4:
+    case DW_FORM_strx4: {
+      // dwarf_formstring.c: entry `index` of the unit's .debug_str_offsets table, an offset
+      // into .debug_str.
+      uint64_t index = 0;
+      if (!Index(a, index) || !Bases()) return nullptr;
+      if (!have_str_base_) {
+        Fail(Offset(a.value), "strx without DW_AT_str_offsets_base");
+        return nullptr;
+      }
+      const std::string_view t = sec_.str_offsets;
+      if (str_base_ > t.size() || index >= (t.size() - str_base_) / offset_size_) {
+        Fail(Offset(a.value), "string index past .debug_str_offsets");
+        return nullptr;
+      }
+      const uint64_t off =
+          ReadLe(reinterpret_cast<const uint8_t*>(t.data()) + str_base_ + index * offset_size_, offset_size_);
+      if (off >= sec_.str.size() || std::memchr(sec_.str.data() + off, 0, sec_.str.size() - off) == nullptr) {
+        Fail(Offset(a.value), "string offset past its section");
+        return nullptr;
+      }
+      return sec_.str.data() + off;
+    }
     case DW_FORM_GNU_str_index:
     case DW_FORM_strp_sup:
     case DW_FORM_GNU_strp_alt:
@@ -783,7 +899,21 @@ bool UnitScanner::Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uin
   uint64_t base = 0;
   if (!CuBase(base)) return false;
   uint64_t offset = 0;
-  if (!SecOffset(*r, offset)) return false;
+  if (r->form == DW_FORM_rnglistx) {
+    // dwarf_ranges.c initial_offset: entry `index` of the offsets table at the unit's
+    // DW_AT_rnglists_base, an offset from that base.
+    uint64_t index = 0;
+    if (!Index(*r, index) || !Bases()) return false;
+    if (!have_rng_base_) return Fail(die.offset, "rnglistx without DW_AT_rnglists_base");
+    const std::string_view t = sec_.rnglists;
+    if (rng_base_ >= t.size() || index >= (t.size() - rng_base_) / offset_size_) {
+      return Fail(die.offset, "range list index past .debug_rnglists");
+    }
+    offset =
+        rng_base_ + ReadLe(reinterpret_cast<const uint8_t*>(t.data()) + rng_base_ + index * offset_size_, offset_size_);
+  } else if (!SecOffset(*r, offset)) {
+    return false;
+  }
   const std::string_view sec = version_ >= 5 ? sec_.rnglists : sec_.ranges;
   if (offset >= sec.size()) return Fail(die.offset, "range list offset past its section");
   const uint8_t* p = reinterpret_cast<const uint8_t*>(sec.data()) + offset;
@@ -835,7 +965,24 @@ bool UnitScanner::Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uin
         if (p >= end || !ReadUleb(p, end, e)) return bad();
         out.emplace_back(b, b + e);
         break;
-      default:  // the x forms (.debug_addr) and unknown codes
+      case DW_RLE_base_addressx:
+        if (p >= end || !ReadUleb(p, end, b) || !AddrIndex(b, base, die.offset)) return bad();
+        break;
+      case DW_RLE_startx_endx: {
+        uint64_t bi = 0, ei = 0;
+        if (p >= end || !ReadUleb(p, end, bi) || p >= end || !ReadUleb(p, end, ei)) return bad();
+        if (!AddrIndex(bi, b, die.offset) || !AddrIndex(ei, e, die.offset)) return false;
+        out.emplace_back(b, e);
+        break;
+      }
+      case DW_RLE_startx_length: {
+        uint64_t bi = 0;
+        if (p >= end || !ReadUleb(p, end, bi) || p >= end || !ReadUleb(p, end, e)) return bad();
+        if (!AddrIndex(bi, b, die.offset)) return false;
+        out.emplace_back(b, b + e);
+        break;
+      }
+      default:  // unknown codes
         return Fail(die.offset, fmt::format("range list entry {:#x} the scanner does not read", code));
     }
   }
@@ -845,7 +992,10 @@ bool UnitScanner::Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uin
 // form (DWARF 5 allows a constant) fails the unit: elfutils versions differ there.
 bool UnitScanner::EntryPc(const ScanDie& die, uint64_t& pc) {
   const ScanAttr* a = die.get(At::kEntryPc);
-  if (a != nullptr && a->form != DW_FORM_addr) return Fail(die.offset, "DW_AT_entry_pc not an address");
+  if (a != nullptr && a->form != DW_FORM_addr && (a->form < DW_FORM_addrx1 || a->form > DW_FORM_addrx4) &&
+      a->form != DW_FORM_addrx) {
+    return Fail(die.offset, "DW_AT_entry_pc not an address");
+  }
   if (a == nullptr) a = die.get(At::kLowPc);
   return a != nullptr && Addr(*a, pc);
 }

@@ -6,16 +6,18 @@
 // in one pass that notes where the ~19 attributes symdex reads are and skips the rest by size.
 //
 // The scanner answers only where it answers exactly as libdw does: a linked (ET_EXEC/ET_DYN),
-// little-endian file without compressed sections or a dwz alternate file, units of DWARF 2-5
-// that are plain compile/partial units, attribute forms that need no .debug_addr /
-// .debug_str_offsets / other units (strx, addrx, rnglistx, ref_addr, ref_sig8, indirect: none in
-// gcc's kernels). Anything else — those forms, a value out of bounds, an unknown abbreviation,
-// a sibling pointing backwards, a DIE of tag 0 — fails the unit (failed() and why()), and the
-// caller then reads the WHOLE FILE through libdw (not just that unit: libdw's answers for a
-// damaged file depend on which units it was asked for before): damage is reported in libdw's
-// words, and a file the scanner read is one libdw reads the same way. libdw is the oracle in
-// tests/unit/die_scanner_test.cc (the DWARF index and the address map of the fixture kernel at
-// DWARF 4 and 5 and of the Debian vmlinux, byte for byte; damaged copies, the same answer).
+// little-endian file without compressed sections (plain_elf.h decompresses those first) or a
+// dwz alternate file, units of DWARF 2-5 that are plain compile/partial units (not split DWARF),
+// attribute forms within the unit or DWARF 5's index tables — gcc's forms and clang's strx*,
+// addrx*, rnglistx (.debug_str_offsets, .debug_addr, .debug_rnglists from the unit DIE's
+// DW_AT_str_offsets_base / addr_base / rnglists_base), the DW_RLE_*x range entries and
+// DW_OP_addrx locations — but not ref_addr, ref_sig8, indirect or GNU split forms. Anything else — those forms, a value
+// out of bounds, an unknown abbreviation, a sibling pointing backwards, a DIE of tag 0 — fails the unit (failed() and
+// why()), and the caller then reads the WHOLE FILE through libdw (not just that unit: libdw's answers for a damaged
+// file depend on which units it was asked for before): damage is reported in libdw's words, and a file the scanner read
+// is one libdw reads the same way. libdw is the oracle in tests/unit/die_scanner_test.cc (the DWARF index and the
+// address map of the fixture kernel at DWARF 4 and 5 and of the Debian vmlinux, byte for byte; damaged copies, the same
+// answer).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,8 @@ namespace symdex::debuginfo {
 // in a section group): views into the file's mapping.
 struct DwarfSections {
   std::string_view info, abbrev, str, line_str, rnglists, ranges, line;
+  // DWARF 5's index tables (clang's strx / addrx / rnglistx forms).
+  std::string_view str_offsets, addr;
   // Where .debug_info lies in the file. With `fd` set (>= 0), each unit is read with pread()
   // into the scanner's own buffer instead of through the mapping: a walk over vmlinux through
   // the mapping spent ~40% of its time in the kernel mapping pages and dropping them again.
@@ -76,6 +80,10 @@ enum class At : uint8_t {
   kCallColumn,
   kCompDir,
   kStmtList,
+  // The unit DIE's bases of DWARF 5's index tables (read by the strx, addrx, rnglistx forms).
+  kStrOffsetsBase,
+  kAddrBase,
+  kRnglistsBase,
   kCount
 };
 
@@ -165,6 +173,12 @@ class UnitScanner {
   bool Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uint64_t>>& out);
   // dwarf_entrypc. False: no entry pc (or failed).
   bool EntryPc(const ScanDie& die, uint64_t& pc);
+  // A variable's DW_AT_location when it is one address, as dwarf_getlocation reads it: a
+  // single DW_OP_addr, or a single DW_OP_addrx (dwarf_getlocation_attr + dwarf_formaddr).
+  // False: a location list, another expression, or failed (check failed()).
+  bool SingleAddress(const ScanAttr& loc, uint64_t& addr);
+  // __libdw_addrx: entry `index` of the unit's .debug_addr table. False: failed (the unit too).
+  bool AddrIndex(uint64_t index, uint64_t& v, uint64_t at);
 
   // Fails the unit.
   bool Fail(uint64_t offset, std::string_view what);
@@ -176,6 +190,8 @@ class UnitScanner {
   bool CompileAbbrevs(uint64_t offset);
   bool SubtreeEnd(const ScanDie& die, uint64_t& end, int depth);
   bool CuBase(uint64_t& base);
+  bool Bases();
+  bool Index(const ScanAttr& a, uint64_t& index);
   uint64_t Offset(const uint8_t* p) const { return unit_offset_ + static_cast<uint64_t>(p - start_); }
   const uint8_t* Ptr(uint64_t offset) const { return start_ + (offset - unit_offset_); }
 
@@ -192,6 +208,8 @@ class UnitScanner {
   std::string why_;
   bool have_base_ = false;
   uint64_t base_ = 0;
+  bool have_bases_ = false, have_str_base_ = false, have_rng_base_ = false;
+  uint64_t str_base_ = 0, addr_base_ = 0, rng_base_ = 0;
   ScanDie hop_[2];  // Integrate's chain
 };
 

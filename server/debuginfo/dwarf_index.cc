@@ -30,6 +30,7 @@
 #include "server/debuginfo/die_scanner.h"
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/line_table.h"
+#include "server/debuginfo/plain_elf.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -374,13 +375,20 @@ class UnitWalker {
     if (dwarf_attr(die, DW_AT_location, &attr) == nullptr) return;
     Dwarf_Op* ops;
     size_t nops;
-    if (dwarf_getlocation(&attr, &ops, &nops) != 0 || nops != 1 || ops[0].atom != DW_OP_addr) return;
+    if (dwarf_getlocation(&attr, &ops, &nops) != 0 || nops != 1) return;
+    Dwarf_Addr addr = ops[0].number;
+    if (ops[0].atom == DW_OP_addrx) {  // clang's DWARF 5: the address is .debug_addr's
+      Dwarf_Attribute in_table;
+      if (dwarf_getlocation_attr(&attr, &ops[0], &in_table) != 0 || dwarf_formaddr(&in_table, &addr) != 0) return;
+    } else if (ops[0].atom != DW_OP_addr) {
+      return;
+    }
     const char* name = dwarf_diename(die);
     if (name == nullptr) return;
     DwarfVariable v;
     v.name = name;
-    if (!mapper_.Map(ops[0].number, v.addr, v.section)) return;
-    if (!mapper_.relocatable() && ops[0].number == 0) return;
+    if (!mapper_.Map(addr, v.addr, v.section)) return;
+    if (!mapper_.relocatable() && addr == 0) return;
     v.cu = unit_id_;
     v.decl_file = FileOf(die, DW_AT_decl_file);
     v.decl_line = LineOf(die, DW_AT_decl_line);
@@ -551,15 +559,8 @@ class ScanWalker {
     if (die.has(At::kDeclaration)) return;
     const ScanAttr* loc = die.get(At::kLocation);
     if (loc == nullptr) return;
-    // dwarf_getlocation: one DW_OP_addr op, i.e. a block of exactly that op.
-    const uint8_t* p = nullptr;
-    uint64_t len = 0;
-    if (loc->form == DW_FORM_sec_offset || loc->form == DW_FORM_data4 || loc->form == DW_FORM_data8) return;
-    if (!s_.Block(*loc, p, len)) return;  // (fails the unit: a form the scanner does not read)
-    const unsigned width = s_.address_size();
-    if (len != 1u + width || p[0] != DW_OP_addr) return;
     uint64_t addr = 0;
-    std::memcpy(&addr, p + 1, width);
+    if (!s_.SingleAddress(*loc, addr)) return;  // one DW_OP_addr or DW_OP_addrx op
     const char* name = s_.Name(die);
     if (name == nullptr) return;
     DwarfVariable v;
@@ -927,13 +928,14 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   std::vector<std::vector<uint32_t>> unit_syms(units.size());
   std::vector<uint32_t> other_syms;
   first->PrepareUnits();
+  const UnitsByAddress units_by_address(first->dwarf());  // dwarf_addrdie, also without .debug_aranges
   {
     std::unordered_map<Dwarf_Off, size_t> unit_at;
     for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
     for (size_t i = 0; i < syms.size(); ++i) {
       raw[i].addr = syms[i].first;
       Dwarf_Die cu;
-      if (dwarf_addrdie(first->dwarf(), pads.LineAddress(syms[i].first), &cu) == nullptr) continue;
+      if (units_by_address.Die(first->dwarf(), pads.LineAddress(syms[i].first), &cu) == nullptr) continue;
       auto it = unit_at.find(dwarf_dieoffset(&cu));
       (it == unit_at.end() ? other_syms : unit_syms[it->second]).push_back(static_cast<uint32_t>(i));
     }
@@ -1050,7 +1052,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   for (uint32_t i : other_syms) {
     Dwarf_Die cu;
     const uint64_t at = pads.LineAddress(raw[i].addr);
-    if (dwarf_addrdie(first->dwarf(), at, &cu) == nullptr) continue;
+    if (units_by_address.Die(first->dwarf(), at, &cu) == nullptr) continue;
     RawSymbolLine r = LineAt(&cu, at);
     r.addr = raw[i].addr;
     raw[i] = std::move(r);
@@ -1152,16 +1154,18 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
   std::unordered_map<std::string, uint32_t> file_ids;
   Merge(p, out, file_ids);
 
-  // Lines at every text symbol of the module's symbol table, in libdwfl's relocated layout.
+  // Lines at every text symbol of the module's symbol table, in libdwfl's relocated layout
+  // (dwfl_module_addrdie: the unit of a dwfl address less the module's bias).
   std::vector<RawSymbolLine> raw;
+  const UnitsByAddress units_by_address(dbg);
   for (const TextSym& ts : text_syms) {
     RawSymbolLine r;
     uint64_t mapped;
     uint16_t section;
     if (!mapper.Map(ts.addr, mapped, section)) continue;
     const uint64_t at = ts.addr + (ts.padded ? pads.bytes : 0) + bias;  // libdwfl's address of the line
-    Dwarf_Addr cu_bias = 0;
-    if (Dwarf_Die* cu = dwfl_module_addrdie(mod, at, &cu_bias)) r = LineAt(cu, at - cu_bias);
+    Dwarf_Die cu;
+    if (units_by_address.Die(dbg, at - bias, &cu) != nullptr) r = LineAt(&cu, at - bias);
     r.addr = mapped;
     r.section = section;
     raw.push_back(std::move(r));
@@ -1176,10 +1180,7 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIndexOptions& opts) {
-  InitLibelf();
+absl::StatusOr<DwarfIndex> IndexPlainFile(const std::string& path, unsigned jobs, const DwarfIndexOptions& opts) {
   bool relocatable = false;
   {
     OpenedDwarf probe;
@@ -1193,10 +1194,21 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIn
     relocatable = eh.e_type == ET_REL;
   }
   if (relocatable) return IndexRelocatable(path);
-  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle,
                      opts.units_fast_lines, opts.units_scanned, opts.scan_misses,
                      !LibdwDiesForced() && !LibdwLinesForced(), &opts.on_part);
+}
+
+}  // namespace
+
+absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& original, const DwarfIndexOptions& opts) {
+  InitLibelf();
+  // Compressed sections: read from a decompressed copy (plain_elf.h), as a plain file is.
+  unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
+  ASSIGN_OR_RETURN(const PlainElf plain, PlainElf::Open(original, jobs));
+  auto idx = IndexPlainFile(plain.path(), jobs, opts);
+  if (!idx.ok()) return plain.Explain(idx.status());
+  return idx;
 }
 
 }  // namespace symdex::debuginfo

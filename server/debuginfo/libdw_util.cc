@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
 #include "server/common/strings.h"
 
@@ -251,6 +252,61 @@ std::vector<FunctionRange> CollectFunctionRanges(Dwarf_Die* cu) {
   // Stable: equal starts keep DIE order, so every reader finds the same function.
   std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.lo < y.lo; });
   return out;
+}
+
+UnitsByAddress::UnitsByAddress(Dwarf* dbg) {
+  Dwarf_Aranges* ar = nullptr;
+  size_t n = 0;
+  if (dwarf_getaranges(dbg, &ar, &n) != 0) n = 0;
+  std::unordered_set<Dwarf_Off> covered;
+  for (size_t i = 0; i < n; ++i) {
+    Entry e;
+    Dwarf_Addr addr = 0;
+    Dwarf_Word length = 0;
+    Dwarf_Off off = 0;
+    if (dwarf_getarangeinfo(dwarf_onearange(ar, i), &addr, &length, &off) == 0) {
+      e.addr = addr;
+      e.length = length;
+      e.die = off;
+      covered.insert(off);
+    }
+    entries_.push_back(e);
+  }
+  // Units .debug_aranges does not name (all of them without the section; with clang, every C
+  // unit — its aranges cover the assembler's units only): their own ranges.
+  Dwarf_Off off = 0, next = 0;
+  size_t header = 0;
+  for (; dwarf_next_unit(dbg, off, &next, &header, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0;
+       off = next) {
+    if (covered.contains(off + header)) continue;
+    Dwarf_Die cu;
+    if (dwarf_offdie(dbg, off + header, &cu) == nullptr) continue;
+    if (dwarf_tag(&cu) != DW_TAG_compile_unit && dwarf_tag(&cu) != DW_TAG_partial_unit) continue;
+    Dwarf_Addr base = 0, start = 0, end = 0;
+    for (ptrdiff_t r = 0; (r = dwarf_ranges(&cu, r, &base, &start, &end)) > 0;) {
+      if (end > start) entries_.push_back(Entry{start, end - start, off + header});
+      from_units_ = true;
+    }
+  }
+  if (from_units_) {
+    std::stable_sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.addr < b.addr; });
+  }
+}
+
+Dwarf_Die* UnitsByAddress::Die(Dwarf* dbg, uint64_t addr, Dwarf_Die* out) const {
+  size_t l = 0, u = entries_.size();
+  while (l < u) {  // dwarf_getarange_addr's search
+    const size_t i = (l + u) / 2;
+    const Entry& e = entries_[i];
+    if (addr < e.addr) {
+      u = i;
+    } else if (addr > e.addr && addr - e.addr >= e.length) {
+      l = i + 1;
+    } else {
+      return e.die == 0 && e.length == 0 ? nullptr : dwarf_offdie(dbg, e.die, out);
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace symdex::debuginfo

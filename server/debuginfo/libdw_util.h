@@ -27,6 +27,29 @@ struct DwflEnd {
 using DwarfPtr = std::unique_ptr<Dwarf, DwarfEnd>;
 using DwflPtr = std::unique_ptr<Dwfl, DwflEnd>;
 
+// Which unit holds an address, as dwarf_addrdie answers it from .debug_aranges: the same entries
+// in libdw's order and the same binary search (dwarf_getarange_addr). Units .debug_aranges does
+// not name — clang emits aranges only for assembler units unless asked (-gdwarf-aranges), and
+// libdw 0.188 then finds no C unit for any address — add entries from their unit DIE's address
+// ranges (DW_AT_low_pc / high_pc or DW_AT_ranges), all then sorted by address, as LLVM does.
+// gcc names every unit: its files keep libdw's entries exactly.
+class UnitsByAddress {
+ public:
+  struct Entry {
+    uint64_t addr = 0, length = 0;
+    Dwarf_Off die = 0;  // the unit DIE's offset
+  };
+  explicit UnitsByAddress(Dwarf* dbg);
+  const std::vector<Entry>& entries() const { return entries_; }
+  bool from_units() const { return from_units_; }  // some entries come from the units' ranges
+  // dwarf_addrdie: the unit DIE holding `addr` into *out; nullptr when none does.
+  Dwarf_Die* Die(Dwarf* dbg, uint64_t addr, Dwarf_Die* out) const;
+
+ private:
+  std::vector<Entry> entries_;
+  bool from_units_ = false;
+};
+
 // A debug file opened for DWARF reading (read-only mmap).
 struct OpenedDwarf {
   UniqueFd fd;  // declared first: closed after the Elf and Dwarf made from it are ended

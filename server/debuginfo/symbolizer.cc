@@ -39,6 +39,7 @@ struct Symbolizer::File {
   Dwarf_Addr bias = 0;                           // dwfl address = DWARF address + bias
   std::map<std::string, uint64_t> section_base;  // relocatable: section -> dwfl address
   std::unordered_map<Dwarf_Off, CuFunctions> cus;
+  std::unique_ptr<UnitsByAddress> units;  // made at the first address asked
   ~File() {
     if (dwfl) {
       dwfl_end(dwfl);
@@ -222,7 +223,8 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path
 std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
   std::vector<Frame> frames;
   Dwarf_Die cu;
-  if (dwarf_addrdie(f->dwarf, addr, &cu) == nullptr) return frames;
+  if (!f->units) f->units = std::make_unique<UnitsByAddress>(f->dwarf);
+  if (f->units->Die(f->dwarf, addr, &cu) == nullptr) return frames;
   auto [it, fresh] = f->cus.try_emplace(dwarf_dieoffset(&cu));
   CuFunctions& fns = it->second;
   if (fresh) {

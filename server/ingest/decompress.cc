@@ -116,8 +116,72 @@ absl::StatusOr<std::string> Decompress(std::string_view data, Compression kind, 
       return Zstd(data, max_out);
     case Compression::kGzip:
       return Gzip(data, max_out);
+    case Compression::kZlib: {
+      std::string out;
+      RETURN_IF_ERROR(DecompressStream(data, kind, max_out, [&](std::string_view piece) {
+        out.append(piece);
+        return absl::OkStatus();
+      }));
+      return out;
+    }
   }
   return absl::InternalError("unknown compression");
+}
+
+absl::Status DecompressStream(std::string_view data, Compression kind, size_t max_out,
+                              const std::function<absl::Status(std::string_view)>& sink) {
+  constexpr size_t kPiece = size_t{1} << 20;
+  std::unique_ptr<char[]> buf(new char[kPiece]);
+  size_t total = 0;
+  auto emit = [&](size_t n) -> absl::Status {
+    total += n;
+    if (total > max_out) return TooLarge(max_out);
+    return n == 0 ? absl::OkStatus() : sink(std::string_view(buf.get(), n));
+  };
+  if (kind == Compression::kZstd) {
+    std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+    if (!ctx) return absl::InternalError("cannot initialise the zstd decoder");
+    ZSTD_inBuffer ib{data.data(), data.size(), 0};
+    size_t last = 1;
+    while (ib.pos < ib.size || last != 0) {
+      ZSTD_outBuffer ob{buf.get(), kPiece, 0};
+      last = ZSTD_decompressStream(ctx.get(), &ob, &ib);
+      if (ZSTD_isError(last)) return absl::InvalidArgumentError(StrCat("corrupt zstd data: ", ZSTD_getErrorName(last)));
+      RETURN_IF_ERROR(emit(ob.pos));
+      if (ib.pos == ib.size && ob.pos < kPiece && last != 0) return absl::InvalidArgumentError("truncated zstd data");
+    }
+    return absl::OkStatus();
+  }
+  if (kind != Compression::kZlib && kind != Compression::kGzip) {
+    return absl::UnimplementedError("only zstd, gzip and zlib data are decompressed as a stream");
+  }
+  z_stream strm{};
+  if (inflateInit2(&strm, kind == Compression::kGzip ? 16 + MAX_WBITS : MAX_WBITS) != Z_OK) {
+    return absl::InternalError("cannot initialise zlib");
+  }
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&strm, inflateEnd);
+  const char* const what = kind == Compression::kGzip ? "gzip" : "zlib";
+  size_t fed = 0;
+  for (;;) {
+    if (strm.avail_in == 0 && fed < data.size()) {  // zlib counts in 32 bits: feed at most 1 GiB
+      const size_t n = std::min(data.size() - fed, size_t{1} << 30);
+      strm.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data() + fed));
+      strm.avail_in = static_cast<uInt>(n);
+      fed += n;
+    }
+    strm.next_out = reinterpret_cast<Bytef*>(buf.get());
+    strm.avail_out = static_cast<uInt>(kPiece);
+    const int r = inflate(&strm, Z_NO_FLUSH);
+    if (r != Z_OK && r != Z_STREAM_END && r != Z_BUF_ERROR) {
+      return absl::InvalidArgumentError(StrCat("corrupt ", what, " data"));
+    }
+    const size_t made = kPiece - strm.avail_out;
+    RETURN_IF_ERROR(emit(made));
+    if (r == Z_STREAM_END) return absl::OkStatus();
+    if (made == 0 && strm.avail_in == 0 && fed == data.size()) {
+      return absl::InvalidArgumentError(StrCat("truncated ", what, " data"));
+    }
+  }
 }
 
 absl::StatusOr<std::string> GzipCompress(std::string_view in) {

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -136,10 +137,22 @@ size_t ExpectPartsMakeTheWhole(const std::string& path, unsigned jobs) {
   return parts;
 }
 
-class DieScannerTest : public ::testing::TestWithParam<int> {};
+// gcc's DWARF 4 and 5 as Debian's kernels carry them, clang's DWARF 5 (strx / addrx / rnglistx
+// forms, .debug_str_offsets, .debug_addr, DW_OP_addrx, no .debug_aranges).
+using symdex::testing::Toolchain;
+class DieScannerTest : public ::testing::TestWithParam<Toolchain> {
+ protected:
+  void SetUp() override {
+    if (!GetParam().Installed()) GTEST_SKIP() << GetParam().cc << " not installed";
+  }
+  std::unique_ptr<symdex::testing::KernelFixture> Fixture() const {
+    return std::make_unique<symdex::testing::KernelFixture>(GetParam());
+  }
+};
 
 TEST_P(DieScannerTest, TheFixtureKernelsIndexInPartsIsTheWholeIndex) {
-  symdex::testing::KernelFixture fx(GetParam());
+  const auto fixture = Fixture();
+  const symdex::testing::KernelFixture& fx = *fixture;
   const size_t units = IndexDwarfFile(fx.vmlinux, {.jobs = 1})->units.size();
   for (unsigned jobs : {1u, 2u}) {
     const size_t parts = ExpectPartsMakeTheWhole(fx.vmlinux, jobs);
@@ -150,18 +163,22 @@ TEST_P(DieScannerTest, TheFixtureKernelsIndexInPartsIsTheWholeIndex) {
 }
 
 TEST_P(DieScannerTest, TheFixtureKernelsIndexIsTheSameAsLibdws) {
-  symdex::testing::KernelFixture fx(GetParam());
+  const auto fixture = Fixture();
+  const symdex::testing::KernelFixture& fx = *fixture;
   ExpectSameIndex(fx.vmlinux, 1);
   ExpectSameIndex(fx.vmlinux, 2);
 }
 
 TEST_P(DieScannerTest, TheFixtureKernelsAddressMapIsTheSameAsLibdws) {
-  symdex::testing::KernelFixture fx(GetParam());
+  const auto fixture = Fixture();
+  const symdex::testing::KernelFixture& fx = *fixture;
   ExpectSameMap(fx.vmlinux, 1);
   ExpectSameMap(fx.vmlinux, 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dwarf, DieScannerTest, ::testing::Values(4, 5));
+INSTANTIATE_TEST_SUITE_P(Dwarf, DieScannerTest,
+                         ::testing::Values(Toolchain{4, "gcc"}, Toolchain{5, "gcc"}, Toolchain{5, "clang"}),
+                         [](const ::testing::TestParamInfo<Toolchain>& i) { return i.param.Name(); });
 
 TEST(DieScannerCorpusTest, TheDebianDwarfIndexIsTheSameAsLibdws) {
   const std::string vmlinux = ScannerCorpusVmlinux();
@@ -205,19 +222,21 @@ std::pair<size_t, size_t> SectionBytes(const std::string& elf, const std::string
 // declines a unit it cannot read exactly and libdw reads it; a unit the scanner reads where libdw
 // would fail or read otherwise shows up here as a difference.)
 TEST_P(DieScannerTest, DamagedFilesReadTheSameAsWithLibdwAlone) {
-  symdex::testing::KernelFixture fx(GetParam());
+  const auto fixture = Fixture();
+  const symdex::testing::KernelFixture& fx = *fixture;
   symdex::testing::TempDir dir;
   const std::string good = symdex::testing::Slurp(fx.vmlinux);
   ASSERT_FALSE(good.empty());
-  const std::vector<std::string> names = {".debug_info",   ".debug_info",
-                                          ".debug_info",   ".debug_info",
-                                          ".debug_abbrev", GetParam() >= 5 ? ".debug_rnglists" : ".debug_ranges",
-                                          ".debug_str",    ".debug_line"};
+  std::vector<std::string> names = {".debug_info",   ".debug_info",
+                                    ".debug_info",   ".debug_info",
+                                    ".debug_abbrev", GetParam().dwarf >= 5 ? ".debug_rnglists" : ".debug_ranges",
+                                    ".debug_str",    ".debug_line"};
+  if (std::string(GetParam().cc) == "clang") names.insert(names.end(), {".debug_str_offsets", ".debug_addr"});
   // SYMDEX_DAMAGE_ROUNDS / SYMDEX_DAMAGE_SEED: a longer or different run by hand.
   const char* rounds_env = std::getenv("SYMDEX_DAMAGE_ROUNDS");
   const char* seed_env = std::getenv("SYMDEX_DAMAGE_SEED");
   const int rounds = rounds_env ? std::atoi(rounds_env) : 120;
-  std::mt19937 rng((seed_env ? static_cast<unsigned>(std::atoi(seed_env)) : 1234u) + GetParam());
+  std::mt19937 rng((seed_env ? static_cast<unsigned>(std::atoi(seed_env)) : 1234u) + GetParam().dwarf);
   size_t same_error = 0, same_output = 0, damaged_but_read = 0;
   for (int round = 0; round < rounds; ++round) {
     const std::string& name = names[rng() % names.size()];

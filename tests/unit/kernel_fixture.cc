@@ -54,7 +54,9 @@ const std::map<std::string, std::string>& Sources() {
 
 }  // namespace
 
-KernelFixture::KernelFixture(int dwarf_version) {
+bool Toolchain::Installed() const { return RunCommand(std::string("command -v ") + cc + " >/dev/null").exit_code == 0; }
+
+KernelFixture::KernelFixture(int dwarf_version, const std::string& cc) {
   // Sources live under a build-prefix-like path, as in a distribution build.
   src = dir / "build/reproducible-path/linux";
   std::string objs;
@@ -69,8 +71,8 @@ KernelFixture::KernelFixture(int dwarf_version) {
     if (rel.ends_with(".c")) {
       std::string obj = dir / (rel.substr(rel.rfind('/') + 1) + ".o");
       // Compile from the source root with relative paths, as kbuild does.
-      MustRun("cd '" + src + "' && gcc -g -gdwarf-" + std::to_string(dwarf_version) + " -O2 -c " + rel + " -o '" + obj +
-              "'");
+      MustRun("cd '" + src + "' && " + cc + " -g -gdwarf-" + std::to_string(dwarf_version) + " -O2 -c " + rel +
+              " -o '" + obj + "'");
       objs += " '" + obj + "'";
     }
   }

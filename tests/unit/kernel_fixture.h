@@ -14,8 +14,19 @@ namespace symdex::testing {
 // The release string tests give the fixture kernel (its osrelease, the index's target name).
 inline constexpr char kFixtureRelease[] = "6.1.0-99-fixture";
 
+// Which compiler and DWARF version a fixture is built with (test parameters).
+struct Toolchain {
+  int dwarf = 5;
+  const char* cc = "gcc";
+  std::string Name() const { return std::string(cc) + "_dwarf" + std::to_string(dwarf); }
+  bool Installed() const;  // the compiler is on PATH
+};
+
 struct KernelFixture {
-  explicit KernelFixture(int dwarf_version);
+  explicit KernelFixture(const Toolchain& t) : KernelFixture(t.dwarf, t.cc) {}
+  // `cc`: the compiler of the sources, "gcc" or "clang" (clang's DWARF 5 uses the strx / addrx /
+  // rnglistx forms and DW_OP_addrx); the link is gcc's and ld's either way.
+  explicit KernelFixture(int dwarf_version, const std::string& cc = "gcc");
 
   TempDir dir;
   std::string src;              // sources
