@@ -19,7 +19,8 @@ nlohmann::json DebugJson(const std::vector<query::DebugFileState>& dbg) {
                    {"status", d.status},
                    {"path", d.path},
                    {"origin", d.origin},
-                   {"detail", d.detail}});
+                   {"detail", d.detail},
+                   {"reader", d.reader}});
   }
   return out;
 }
@@ -129,9 +130,10 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
       fmt::print("  debug info        {}\n", ds);
       for (const auto& d : ts.debuginfo) {
         if (verbose || (!d.usable && d.module.empty())) {
-          fmt::print("    {:<18} {:<10} {}{}{}\n", d.module.empty() ? "vmlinux" : d.module, d.status,
+          fmt::print("    {:<18} {:<10} {}{}{}{}\n", d.module.empty() ? "vmlinux" : d.module, d.status,
                      d.path.empty() ? "" : d.path, d.origin.empty() ? "" : " (" + d.origin + ")",
-                     d.detail.empty() || (d.usable && !verbose) ? "" : "\n      " + d.detail);
+                     d.detail.empty() || (d.usable && !verbose) ? "" : "\n      " + d.detail,
+                     d.reader.empty() || !verbose ? "" : "\n      read by " + d.reader);
         }
       }
       if (!verbose && dbg_status.size() > 1) fmt::print("    ('symdex status -v' lists every module)\n");

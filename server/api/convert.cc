@@ -306,6 +306,7 @@ void ToProto(const query::IndexState& s, pb::IndexState* out) {
       o->set_origin(d.origin);
       o->set_detail(d.detail);
       o->set_usable(d.usable);
+      o->set_reader(d.reader);
     }
     pb::AddrMap* am = ot->mutable_addr_map();
     am->set_status(std::string(query::AddrMapStatusName(t.addr_map.status)));
@@ -326,7 +327,8 @@ absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s) {
     ts.summary = FromProto(t.target());
     for (const auto& f : t.files()) ts.files.push_back({f.role(), f.path(), f.status(), f.detail(), f.problem()});
     for (const auto& d : t.debuginfo()) {
-      ts.debuginfo.push_back({d.module(), d.build_id(), d.status(), d.path(), d.origin(), d.detail(), d.usable()});
+      ts.debuginfo.push_back(
+          {d.module(), d.build_id(), d.status(), d.path(), d.origin(), d.detail(), d.usable(), d.reader()});
     }
     ASSIGN_OR_RETURN(ts.addr_map.status, query::ParseAddrMapStatus(t.addr_map().status()));
     ts.addr_map.path = t.addr_map().path();

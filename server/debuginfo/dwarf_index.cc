@@ -1206,8 +1206,23 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& original, const Dwa
   // Compressed sections: read from a decompressed copy (plain_elf.h), as a plain file is.
   unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
   ASSIGN_OR_RETURN(const PlainElf plain, PlainElf::Open(original, jobs));
-  auto idx = IndexPlainFile(plain.path(), jobs, opts);
+  size_t scanned = 0;
+  std::vector<std::string> misses;
+  DwarfIndexOptions o = opts;
+  o.units_scanned = &scanned;
+  o.scan_misses = &misses;
+  auto idx = IndexPlainFile(plain.path(), jobs, o);
+  if (opts.units_scanned != nullptr) *opts.units_scanned = scanned;
+  if (opts.scan_misses != nullptr) *opts.scan_misses = misses;
   if (!idx.ok()) return plain.Explain(idx.status());
+  if (idx->relocatable) {
+    idx->reader = "libdwfl";
+  } else if (scanned > 0 && misses.empty()) {  // (streamed: the parts' units are not in idx)
+    idx->reader = "symdex";
+  } else {
+    idx->reader = misses.empty() ? "libdw" : StrCat("libdw (the scanner declined ", misses.front(), ")");
+  }
+  if (!plain.compression().empty()) idx->reader += StrCat(", ", plain.compression(), " sections decompressed");
   return idx;
 }
 

@@ -89,6 +89,10 @@ struct DwarfIndex {
   std::vector<DwarfFunction> functions;
   std::vector<DwarfVariable> variables;
   std::vector<DwarfSymbolLine> symbol_lines;  // sorted by (section, addr), unique
+  // Which reader read the DWARF (symdex status shows it): "symdex" (the DIE scanner and line
+  // reader, every unit), "libdw (the scanner declined: WHY)", "libdwfl" (a relocatable module),
+  // each followed by ", zstd sections decompressed" (or zlib) where plain_elf.h did that first.
+  std::string reader;
 };
 
 // How many entries of each table an index holds: where the rows of a part appended to it start

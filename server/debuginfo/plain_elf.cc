@@ -50,7 +50,8 @@ absl::Status WriteAt(int fd, const char* p, size_t n, uint64_t off) {
   while (n > 0) {
     const ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(off));
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return absl::ResourceExhaustedError(StrCat("cannot write the decompressed copy: ", std::strerror(errno)));
+    if (r <= 0)
+      return absl::ResourceExhaustedError(StrCat("cannot write the decompressed copy: ", std::strerror(errno)));
     p += r;
     n -= static_cast<size_t>(r);
     off += static_cast<uint64_t>(r);
@@ -162,8 +163,8 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
           StrCat(where, ": compressed with algorithm ", ch.ch_type, " (symdex reads zlib (1) and zstd (2))"));
     }
     if (ch.ch_size > limits.max_section) {
-      return absl::ResourceExhaustedError(StrCat(where, ": declares ", ch.ch_size,
-                                                 " bytes uncompressed, over the limit of ", limits.max_section));
+      return absl::ResourceExhaustedError(
+          StrCat(where, ": declares ", ch.ch_size, " bytes uncompressed, over the limit of ", limits.max_section));
     }
     c.type = ch.ch_type;
     c.size = ch.ch_size;
@@ -172,9 +173,8 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
     c.new_offset = (end + a - 1) / a * a;
     end = c.new_offset + c.size;
     if (end > limits.max_total) {
-      return absl::ResourceExhaustedError(
-          StrCat(path, ": its decompressed sections would make a copy of ", end, " bytes, over the limit of ",
-                 limits.max_total));
+      return absl::ResourceExhaustedError(StrCat(path, ": its decompressed sections would make a copy of ", end,
+                                                 " bytes, over the limit of ", limits.max_total));
     }
     (ch.ch_type == ELFCOMPRESS_ZLIB ? zlib : zstd) = true;
   }
@@ -182,10 +182,11 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
   const std::string dir = TempDir();
   ASSIGN_OR_RETURN(UniqueFd copy, Unlinked(dir));
   if (int e = ::posix_fallocate(copy.get(), 0, static_cast<off_t>(end)); e != 0 && e != EOPNOTSUPP && e != EINVAL) {
-    return absl::ResourceExhaustedError(StrCat("no room in ", dir, " for the decompressed copy of ", path, " (", end,
-                                               " bytes): ", std::strerror(e)));
+    return absl::ResourceExhaustedError(
+        StrCat("no room in ", dir, " for the decompressed copy of ", path, " (", end, " bytes): ", std::strerror(e)));
   }
-  if (auto s = CopyAll(fd.get(), copy.get(), file_size); !s.ok()) return absl::Status(s.code(), StrCat(path, ": ", s.message()));
+  if (auto s = CopyAll(fd.get(), copy.get(), file_size); !s.ok())
+    return absl::Status(s.code(), StrCat(path, ": ", s.message()));
 
   void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
   if (map == MAP_FAILED) return absl::InternalError(StrCat("cannot map ", path, ": ", std::strerror(errno)));
@@ -206,8 +207,7 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
             return absl::OkStatus();
           });
       if (s.ok() && at != c.new_offset + c.size) {
-        s = absl::InvalidArgumentError(
-            StrCat("holds ", at - c.new_offset, " bytes, its header declares ", c.size));
+        s = absl::InvalidArgumentError(StrCat("holds ", at - c.new_offset, " bytes, its header declares ", c.size));
       }
       // The compressed bytes are read once: drop their pages from this process.
       const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -235,8 +235,8 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
     sh.sh_offset = c.new_offset;
     sh.sh_size = c.size;
     sh.sh_addralign = c.align;
-    RETURN_IF_ERROR(WriteAt(copy.get(), reinterpret_cast<const char*>(&sh), sizeof sh,
-                            eh.e_shoff + c.index * sizeof(Elf64_Shdr)));
+    RETURN_IF_ERROR(
+        WriteAt(copy.get(), reinterpret_cast<const char*>(&sh), sizeof sh, eh.e_shoff + c.index * sizeof(Elf64_Shdr)));
   }
   out.compression_ = zlib && zstd ? "zlib+zstd" : zlib ? "zlib" : "zstd";
   out.sections_ = todo.size();

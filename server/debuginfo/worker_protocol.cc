@@ -101,6 +101,7 @@ std::string EncodeDwarfIndex(const DwarfIndex& idx) {
   w.Int(uint8_t{idx.build_id.has_value()});
   w.Str(idx.build_id ? idx.build_id->raw() : "");
   w.Int(uint8_t{idx.relocatable});
+  w.Str(idx.reader);
   w.Int(static_cast<uint32_t>(idx.sections.size()));
   for (const auto& s : idx.sections) w.Str(s);
   w.Int(static_cast<uint32_t>(idx.files.size()));
@@ -175,6 +176,7 @@ absl::Status AppendDwarfIndex(std::string_view bytes, DwarfIndex& into) {
     idx.build_id = BuildId::FromRaw(id);
   }
   idx.relocatable = rd.Int<uint8_t>() != 0;
+  idx.reader = rd.Str(kMaxString);
   for (size_t n = rd.Count(4); n-- > 0 && rd.ok();) idx.sections.push_back(rd.Str(kMaxString));
   // Counts are bounded by the bytes left (Count), so reserving them is bounded by the payload.
   for (size_t n = ReserveCount(rd.Count(8), idx.files, idx.raw_files); n-- > 0 && rd.ok();) {
@@ -261,6 +263,7 @@ absl::Status AppendDwarfIndex(std::string_view bytes, DwarfIndex& into) {
   };
   into.build_id = idx.build_id;
   into.relocatable = idx.relocatable;
+  if (!idx.reader.empty()) into.reader = std::move(idx.reader);  // the parts before the rest have none
   append(into.sections, idx.sections);
   append(into.files, idx.files);
   append(into.raw_files, idx.raw_files);

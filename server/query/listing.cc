@@ -148,7 +148,8 @@ absl::StatusOr<IndexState> LocalQuery::Index(const IndexOptions& opts) {
     for (auto& d : dbg) {
       const bool usable = d.status == target::DebugFileStatus::kUsed || d.status == target::DebugFileStatus::kCached;
       ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::string(target::Name(d.status)),
-                              std::move(d.path), std::move(d.origin), std::move(d.detail), usable});
+                              std::move(d.path), std::move(d.origin), std::move(d.detail), usable,
+                              std::move(d.reader)});
     }
     ts.summary.info = std::move(t);
     out.targets.push_back(std::move(ts));

@@ -97,6 +97,7 @@ struct DebugFileState {
   std::string module;  // "" = vmlinux
   std::string build_id, status, path, origin, detail;
   bool usable = false;  // its DWARF answers queries (used or cached)
+  std::string reader;   // which reader read its DWARF (dwarf_index.h DwarfIndex::reader)
 };
 // vmlinux's address map (debuginfo/addr_map.h) next to the index.
 enum class AddrMapStatus { kNone, kPresent, kMissing, kInvalid };  // kNone: no vmlinux debug file to map

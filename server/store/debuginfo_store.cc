@@ -213,7 +213,7 @@ absl::StatusOr<StoredDebugFile> DebugFileWriter::Finish(const debuginfo::DwarfIn
   if (!writes_) return StoredDebugFile{.id = id_};
   RETURN_IF_ERROR(Add(idx, from));
   ASSIGN_OR_RETURN(Stmt upd, db_.Prepare("UPDATE debug_files SET relocatable = ?1, text_addr = ?2, index_seconds = ?3, "
-                                         "units = ?4, functions = ?5, variables = ?6 WHERE id = ?7"));
+                                         "units = ?4, functions = ?5, variables = ?6, reader = ?8 WHERE id = ?7"));
   upd.Bind(1, int64_t{idx.relocatable});
   if (text_addr)
     upd.Bind(2, ToDb(*text_addr));
@@ -221,7 +221,7 @@ absl::StatusOr<StoredDebugFile> DebugFileWriter::Finish(const debuginfo::DwarfIn
     upd.BindNull(2);
   upd.Bind(3, index_seconds).Bind(4, static_cast<int64_t>(idx.units.size()));
   upd.Bind(5, static_cast<int64_t>(idx.functions.size())).Bind(6, static_cast<int64_t>(idx.variables.size()));
-  upd.Bind(7, id_);
+  upd.Bind(7, id_).Bind(8, idx.reader);
   RETURN_IF_ERROR(upd.Run());
   for (IndexesAfterLoad& l : later_) RETURN_IF_ERROR(l.Rebuild());
   RETURN_IF_ERROR(tx_->Commit());

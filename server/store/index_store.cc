@@ -399,16 +399,18 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
 }
 
 absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t id) {
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT module, COALESCE(build_id,''), status, COALESCE(path,''), "
-                                       "COALESCE(origin,''), COALESCE(detail,''), debug_file_id "
-                                       "FROM target_debuginfo WHERE target_id = ?1 ORDER BY module"));
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT t.module, COALESCE(t.build_id,''), t.status, COALESCE(t.path,''), "
+                                       "COALESCE(t.origin,''), COALESCE(t.detail,''), t.debug_file_id, "
+                                       "COALESCE(d.reader,'') FROM target_debuginfo t "
+                                       "LEFT JOIN debug_files d ON d.id = t.debug_file_id "
+                                       "WHERE t.target_id = ?1 ORDER BY t.module"));
   st.Bind(1, id);
   std::vector<DebugInfoStatus> out;
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     ASSIGN_OR_RETURN(auto status, target::ParseDebugFileStatus(st.Text(2)));
-    out.push_back({st.Text(0), st.Text(1), status, st.Text(3), st.Text(4), st.Text(5), st.OptInt(6)});
+    out.push_back({st.Text(0), st.Text(1), status, st.Text(3), st.Text(4), st.Text(5), st.OptInt(6), st.Text(7)});
   }
   return out;
 }

@@ -107,6 +107,7 @@ struct DebugInfoStatus {
   target::DebugFileStatus status = target::DebugFileStatus::kNotFound;
   std::string path, origin, detail;
   std::optional<int64_t> debug_file_id;
+  std::string reader;  // debug_files.reader of its file ("" when none or not recorded)
 };
 absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t target_id);
 

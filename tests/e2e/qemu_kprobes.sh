@@ -12,6 +12,8 @@
 # Env:  SYMDEX_E2E_USE_PROBE_FIELD=1 (probe lines from 'symdex dups' instead of 'symdex kprobe'),
 #       SYMDEX_E2E_KEEP=1, SYMDEX_E2E_VERBOSE=1, SYMDEX_E2E_TIMEOUT=SECONDS (guest session, 480),
 #       SYMDEX_E2E_WORK=DIR (the work dir, kept; tests/bench/decode_compare.sh reads it),
+#       SYMDEX_KERNEL_META=linux-image-6.12-cloud-amd64 (another Debian kernel),
+#       SYMDEX_KERNEL_BUILD=clang (x86_64: tests/corpus/build-clang-kernel.sh's clang-built kernel),
 #       SYMDEX_E2E_FLEET=0 (skip the fleet replica check), SYMDEX_E2E_FLEET_STRICT=0 (only
 #       symbol, module, offset and inline chain as the live index's; by default every field), SYMDEX_E2E_BUSYBOX=PATH (x86_64:
 #       default /bin/busybox; arm64: busybox-static:arm64, fetched into the corpus cache).
@@ -53,8 +55,16 @@ else
   fi
   command -v llvm-symbolizer-14 >/dev/null || skip "llvm-symbolizer-14 not installed (apt-get install llvm-14)"
 fi
-fetch dbg;   DBG=$ROOT
-fetch image; IMG=$ROOT
+if [ "${SYMDEX_KERNEL_BUILD:-}" = clang ]; then
+  # linux-source-6.1 built with clang (LLVM=1, DWARF 5), laid out as Debian's packages.
+  [ "$ARCH" = x86_64 ] || { echo "$0: the clang kernel is built for x86_64" >&2; exit 2; }
+  out=$("$here/../corpus/build-clang-kernel.sh") || skip "the clang kernel could not be built (tests/corpus/build-clang-kernel.sh)"
+  eval "$out"
+  DBG=$DBG_ROOT IMG=$IMAGE_ROOT
+else
+  fetch dbg;   DBG=$ROOT
+  fetch image; IMG=$ROOT
+fi
 
 exec "$PY" "$here/qemu_kprobes.py" --arch "$ARCH" --symdex "$SYMDEX" --image-root "$IMG" --dbg-root "$DBG" \
   --krel "$KREL" --busybox "$BUSYBOX" ${SYMDEX_E2E_WORK:+--work "$SYMDEX_E2E_WORK"}

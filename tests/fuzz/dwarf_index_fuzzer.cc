@@ -17,6 +17,7 @@
 
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
+#include "tests/unit/dwarf_rows.h"
 
 using namespace symdex::debuginfo;
 
@@ -44,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto libdw = IndexDwarfFile(path, {.jobs = 1});
     ::unsetenv("SYMDEX_DIE_READER");
     if (idx.ok() != libdw.ok()) __builtin_trap();
-    if (idx.ok() && EncodeDwarfIndex(*idx) != EncodeDwarfIndex(*libdw)) __builtin_trap();
+    if (idx.ok() && symdex::testing::EncodedRows(*idx) != symdex::testing::EncodedRows(*libdw)) __builtin_trap();
     // Handed out in parts (as the worker streams vmlinux) and appended as the indexer does: the
     // same index; or a failure — Aborted (the scanner declined after parts went out: the indexer
     // then asks again in one piece) or the one the whole read gives.
@@ -56,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (part_refused) __builtin_trap();
     if (rest.ok()) {
       if (!idx.ok() || !AppendDwarfIndex(EncodeDwarfIndex(*rest), joined).ok()) __builtin_trap();
-      if (EncodeDwarfIndex(joined) != EncodeDwarfIndex(*idx)) __builtin_trap();
+      if (symdex::testing::EncodedRows(joined) != symdex::testing::EncodedRows(*idx)) __builtin_trap();
     } else if (rest.status().code() != absl::StatusCode::kAborted && idx.ok()) {
       __builtin_trap();
     }

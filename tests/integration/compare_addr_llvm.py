@@ -38,12 +38,14 @@ def main():
     ap.add_argument('--show', type=int, default=8)
     a = ap.parse_args()
     syms, code = [], []
+    addr_of = collections.defaultdict(set)  # name -> addresses (aliases share one)
     for line in open(a.system_map):
         f = line.split()
         if len(f) >= 3 and f[1] in 'tT':
             syms.append(int(f[0], 16))
         if len(f) >= 3 and f[1] in 'tTwW':
             code.append(int(f[0], 16))
+            addr_of[f[2]].add(int(f[0], 16))
     syms = sorted(set(syms))
     code = sorted(set(code))
     rnd = random.Random(a.seed)
@@ -76,7 +78,20 @@ def main():
         # names the containing symbol: compare only what llvm knows.
         if not lf and len(of) == 1 and of[0][2] == 0:
             of = []
+        # Where DWARF names no function and no line, llvm-symbolizer may still print the nearest
+        # symbol-table label (__kprobes_text_end, ...): no function to compare.
+        if not of and len(lf) == 1 and lf[0][2] == 0:
+            lf = []
         of = [(lfn[0] if lfn[0] == '' else f[0],) + f[1:] if lfn else f for f, lfn in zip(of, lf + [()] * len(of))]
+        # The outermost function under another name of the same code: llvm-symbolizer prints the
+        # symbol table's name for a function whose DWARF has no linkage name, and where that code
+        # has several names (__alias: __x64_sys_getuid for DWARF's __do_sys_getuid, the weak
+        # crc32_le for crc32_le_base) it may print another than DWARF's: the same function if
+        # it is the symbol symdex found the address in, or an alias of the same address.
+        if of and lf and len(of) == len(lf) and of[-1][0] != lf[-1][0] and of[-1][1:] == lf[-1][1:] and (
+                lf[-1][0] == unprefixed(o.get('symbol', '')) or
+                addr_of.get(of[-1][0], set()) & addr_of.get(lf[-1][0], set())):
+            of = of[:-1] + [lf[-1]]
         if of == lf:
             agree += 1
             continue

@@ -121,7 +121,13 @@ TEST_F(CliDwarfTest, OfflineWithDebugDirGivesEachCopyItsSourceAndCachesByBuildId
 
   json st = Json("status");
   ASSERT_EQ(st["targets"][0]["debuginfo"].size(), 2u);
-  for (const auto& d : st["targets"][0]["debuginfo"]) EXPECT_EQ(d["status"], "cached");
+  for (const auto& d : st["targets"][0]["debuginfo"]) {
+    EXPECT_EQ(d["status"], "cached");
+    // Which reader read each file, as recorded when it was parsed: symdex's own for vmlinux,
+    // libdwfl (which relocates) for the ET_REL module.
+    EXPECT_EQ(d["reader"], d["module"] == "vmlinux" ? "symdex" : "libdwfl") << d.dump();
+  }
+  EXPECT_NE(Symdex("status -v").out.find("read by symdex"), std::string::npos);
 }
 
 TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {

@@ -19,6 +19,7 @@
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_client.h"
 #include "server/debuginfo/worker_protocol.h"
+#include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 
 namespace symdex::debuginfo {
@@ -195,10 +196,10 @@ TEST_F(WorkerTest, SameResultAsInProcess) {
   auto a = w.Index(fx_.module, 1);
   ASSERT_TRUE(a.ok()) << a.status();
   auto b = IndexDwarfFile(fx_.module, {.jobs = 1});
-  EXPECT_EQ(EncodeDwarfIndex(*a), EncodeDwarfIndex(*b));
+  EXPECT_EQ(symdex::testing::EncodedRows(*a), symdex::testing::EncodedRows(*b));
   auto v = w.Index(fx_.vmlinux, 2);  // the same worker, another file, threads
   ASSERT_TRUE(v.ok()) << v.status();
-  EXPECT_EQ(EncodeDwarfIndex(*v), EncodeDwarfIndex(*IndexDwarfFile(fx_.vmlinux, {.jobs = 2})));
+  EXPECT_EQ(symdex::testing::EncodedRows(*v), symdex::testing::EncodedRows(*IndexDwarfFile(fx_.vmlinux, {.jobs = 2})));
 }
 
 TEST_F(WorkerTest, CrashFailsThatFileOnlyAndTheWorkerRestarts) {
@@ -301,7 +302,7 @@ TEST_F(WorkerTest, StreamedIndexIsTheIndex) {
   });
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   EXPECT_GE(parts, 1u);
-  EXPECT_TRUE(EncodeDwarfIndex(*streamed) == EncodeDwarfIndex(*plain));
+  EXPECT_TRUE(symdex::testing::EncodedRows(*streamed) == symdex::testing::EncodedRows(*plain));
 
   size_t module_parts = 0;
   auto module = w.IndexStream(fx_.module, 1, [&](const DwarfIndex&, const DwarfIndexSizes&) {
@@ -310,7 +311,7 @@ TEST_F(WorkerTest, StreamedIndexIsTheIndex) {
   });
   ASSERT_TRUE(module.ok()) << module.status();
   EXPECT_EQ(module_parts, 0u);
-  EXPECT_TRUE(EncodeDwarfIndex(*module) == EncodeDwarfIndex(*w.Index(fx_.module, 1)));
+  EXPECT_TRUE(symdex::testing::EncodedRows(*module) == symdex::testing::EncodedRows(*w.Index(fx_.module, 1)));
 
   const pid_t pid = w.pid();
   auto stopped = w.IndexStream(fx_.vmlinux, 2, [](const DwarfIndex&, const DwarfIndexSizes&) {

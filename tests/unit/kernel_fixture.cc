@@ -54,6 +54,12 @@ const std::map<std::string, std::string>& Sources() {
 
 }  // namespace
 
+std::string Toolchain::Name() const {
+  std::string n = std::string(cc) + "_dwarf" + std::to_string(dwarf);
+  for (char& c : n) c = c == '-' ? '_' : c;
+  return n;
+}
+
 bool Toolchain::Installed() const { return RunCommand(std::string("command -v ") + cc + " >/dev/null").exit_code == 0; }
 
 KernelFixture::KernelFixture(int dwarf_version, const std::string& cc) {

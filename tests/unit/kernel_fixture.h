@@ -18,13 +18,13 @@ inline constexpr char kFixtureRelease[] = "6.1.0-99-fixture";
 struct Toolchain {
   int dwarf = 5;
   const char* cc = "gcc";
-  std::string Name() const { return std::string(cc) + "_dwarf" + std::to_string(dwarf); }
-  bool Installed() const;  // the compiler is on PATH
+  std::string Name() const;  // a test name part: gcc_dwarf5, clang_14_dwarf5
+  bool Installed() const;    // the compiler is on PATH
 };
 
 struct KernelFixture {
   explicit KernelFixture(const Toolchain& t) : KernelFixture(t.dwarf, t.cc) {}
-  // `cc`: the compiler of the sources, "gcc" or "clang" (clang's DWARF 5 uses the strx / addrx /
+  // `cc`: the compiler of the sources, "gcc" or "clang-14" (clang's DWARF 5 uses the strx / addrx /
   // rnglistx forms and DW_OP_addrx); the link is gcc's and ld's either way.
   explicit KernelFixture(int dwarf_version, const std::string& cc = "gcc");
 

@@ -19,6 +19,7 @@
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_protocol.h"
+#include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 
 namespace symdex::debuginfo {
@@ -203,7 +204,7 @@ TEST(LineTableCorpusTest, TheDebianDwarfIndexIsTheSameFromEitherReader) {
   EXPECT_EQ(fast_units, fast->units.size());
   EXPECT_EQ(libdw_units, 0u);
   EXPECT_GT(fast->symbol_lines.size(), 40000u);
-  EXPECT_TRUE(EncodeDwarfIndex(*fast) == EncodeDwarfIndex(*libdw));
+  EXPECT_TRUE(symdex::testing::EncodedRows(*fast) == symdex::testing::EncodedRows(*libdw));
   std::printf("DWARF index, 2 threads: line tables by ReadLineTable %.2f s, by libdw %.2f s\n",
               std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
 }

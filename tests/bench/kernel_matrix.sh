@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# The kernel matrix: the same checks over every kernel build symdex claims to read, each against
+# llvm-symbolizer-14 measured in the same run.
+#
+#   tests/bench/kernel_matrix.sh [--boot] [--kernels K1,K2,...] [--out FILE] [SYMDEX_BIN]
+#
+# Kernels (default: all):
+#   debian-6.1-amd64   Debian 12's cloud kernel (gcc 12, DWARF 5)
+#   debian-6.1-arm64   the same release for arm64
+#   debian-6.12-amd64  Debian 12's 6.12 cloud kernel (__pfx_ padding, IBT, .ko.xz modules)
+#   clang-6.1-amd64    linux-source-6.1 built with LLVM=1 (clang's DWARF 5; tests/corpus/build-clang-kernel.sh)
+#   zlib-6.1-amd64     debian-6.1-amd64 with vmlinux's debug sections compressed by objcopy (zlib)
+#   zstd-6.1-amd64     the same with zstd
+# Per kernel: a cold whole-kernel index (System.map + every module + every debug file: time, peak
+# RSS, debug files used, which reader read vmlinux); a cold vmlinux-only index against
+# llvm-symbolizer's batch over the vmlinux text symbols (time and peak RSS); entry lines of every
+# vmlinux text symbol and of every instance of a duplicated name against llvm-symbolizer; 5,000
+# random in-function addresses against llvm-symbolizer; every text symbol's canonical spec
+# resolved back to itself. --boot also boots the kernel under qemu (tests/e2e/qemu_kprobes.sh:
+# definitions accepted, refusals predicted, verdicts = the guest's lists) where it boots (not the
+# compressed copies: their running kernel is debian-6.1-amd64's).
+# Prints one table (markdown) and writes it to --out; exits 1 if any check fails.
+# Corpora are fetched or built once into ~/.cache/symdex-corpus (several GB; the clang kernel
+# takes ~15 min to build on 2 cores): outside CI's budget.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+BOOT=0
+KERNELS=debian-6.1-amd64,debian-6.1-arm64,debian-6.12-amd64,clang-6.1-amd64,zlib-6.1-amd64,zstd-6.1-amd64
+OUT=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --boot) BOOT=1; shift ;;
+    --kernels) KERNELS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "kernel_matrix: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+SYMDEX=$(realpath "${1:-$root/build/bin/symdex}")
+WORKER=$(dirname "$SYMDEX")/symdex-debuginfo-worker
+unset DEBUGINFOD_URLS
+command -v llvm-symbolizer-14 >/dev/null || { echo "kernel_matrix: needs llvm-symbolizer-14 (apt-get install llvm-14)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+CACHE=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
+now() { date +%s.%N; }
+log() { printf '[kernel_matrix] %s\n' "$*" >&2; }
+rows=()
+failed=0
+row() {  # row KERNEL CHECK RESULT PASS(yes|no|-)
+  rows+=("| $1 | $2 | $3 | $4 |")
+  [ "$4" = no ] && failed=1
+  printf '  %-20s %-58s %s %s\n' "$1" "$2" "$3" "$( [ "$4" = no ] && echo FAIL || true)" >&2
+}
+pct() { python3 -c "import sys; print(f'{100*$1/max($2,1):.2f}%')"; }
+
+# kernel K -> KREL DBG (the debug root: DBG/usr/lib/debug) IMG MAP VML MODS ARCH BOOTENV
+fetch() {  # fetch ARCH META MODE
+  SYMDEX_KERNEL_ARCH=$1 SYMDEX_KERNEL_META=$2 "$root/tests/corpus/fetch-debian-kernel.sh" "$3"
+}
+kernel() {
+  local k=$1 base
+  ARCH=x86_64 BOOTENV=""
+  case $k in
+    debian-6.1-amd64|zlib-6.1-amd64|zstd-6.1-amd64)
+      eval "$(fetch amd64 linux-image-cloud-amd64 dbg)"; DBG=$ROOT
+      eval "$(fetch amd64 linux-image-cloud-amd64 image)"; IMG=$ROOT ;;
+    debian-6.1-arm64)
+      eval "$(fetch arm64 linux-image-cloud-arm64 dbg)"; DBG=$ROOT
+      eval "$(fetch arm64 linux-image-cloud-arm64 image)"; IMG=$ROOT
+      ARCH=arm64 ;;
+    debian-6.12-amd64)
+      eval "$(fetch amd64 linux-image-6.12-cloud-amd64 dbg)"; DBG=$ROOT
+      eval "$(fetch amd64 linux-image-6.12-cloud-amd64 image)"; IMG=$ROOT
+      BOOTENV="SYMDEX_KERNEL_META=linux-image-6.12-cloud-amd64" ;;
+    clang-6.1-amd64)
+      eval "$("$root/tests/corpus/build-clang-kernel.sh")"
+      DBG=$DBG_ROOT IMG=$IMAGE_ROOT BOOTENV="SYMDEX_KERNEL_BUILD=clang" ;;
+    *) echo "kernel_matrix: unknown kernel $k" >&2; exit 2 ;;
+  esac
+  MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
+  VML=$DBG/usr/lib/debug/boot/vmlinux-$KREL
+  MODS=$IMG/lib/modules/$KREL
+  case $k in
+    zlib-*|zstd-*)
+      # A debug tree whose vmlinux is the compressed copy; the modules' debug files as they are.
+      local how=${k%%-*} packed=$CACHE/compressed/vmlinux-$KREL-${k%%-*}
+      if [ ! -s "$packed" ]; then
+        mkdir -p "$CACHE/compressed"
+        log "compressing $(basename "$VML") with $how"
+        objcopy --compress-debug-sections="$how" "$VML" "$packed.tmp" && mv "$packed.tmp" "$packed"
+      fi
+      base=$work/dbg-$how
+      rm -rf "$base" && mkdir -p "$base/usr/lib/debug/boot" "$base/usr/lib/debug/lib"
+      ln -s "$packed" "$base/usr/lib/debug/boot/vmlinux-$KREL"
+      cp "$MAP" "$base/usr/lib/debug/boot/"
+      ln -s "$DBG/usr/lib/debug/lib/modules" "$base/usr/lib/debug/lib/modules"
+      PLAIN=$VML DBG=$base VML=$packed BOOTENV=none ;;
+  esac
+  # The peer reads the same file, except zstd sections, which llvm-symbolizer-14 cannot
+  # decompress ("unsupported compression type"): it reads the plain file there, whose answers the
+  # compressed copy must give.
+  PEER_VML=$VML PEER_NOTE=""
+  case $k in zstd-*) PEER_VML=$PLAIN PEER_NOTE=" (llvm-symbolizer-14 reads no zstd: it reads the plain file)" ;; esac
+}
+
+IFS=, read -r -a list <<<"$KERNELS"
+for k in "${list[@]}"; do
+  log "== $k"
+  kernel "$k"
+  db=$work/$k.db
+  export SYMDEX_DB=$db
+  nko=$(find "$MODS" -name '*.ko*' | wc -l)
+  cat "$VML" "$MAP" >/dev/null  # the page cache warm for every reader alike
+
+  # Whole kernel, cold.
+  rm -rf "$db"*
+  s=$(now)
+  /usr/bin/time -f %M -o "$work/peak" "$SYMDEX" index -q --json --system-map "$MAP" --modules-dir "$MODS" \
+    --debug-dir "$DBG/usr/lib/debug" --name "$k" >"$work/all.json" 2>"$work/all.err" || true
+  e=$(now)
+  all=$(echo "$e - $s" | bc)
+  "$SYMDEX" status --json >"$work/status.json"
+  used=$(python3 -c "import json; d=json.load(open('$work/status.json')); print(sum(1 for x in d['targets'][0]['debuginfo'] if x['status'] in ('used','cached')))")
+  row "$k" "whole kernel cold index ($nko modules)" "$(printf '%.2f s, peak RSS %d MiB' "$all" $(($(cat "$work/peak") / 1024)))" -
+  row "$k" "debug files used (vmlinux + every module)" "$used/$((nko + 1))" "$([ "$used" = $((nko + 1)) ] && echo yes || echo no)"
+
+  # Which reader read vmlinux: symdex's DIE scanner for every unit, or libdw for the file.
+  scan=$("$WORKER" --print -j "$(nproc)" "$VML" | sed -n 's/.* units=\([0-9]*\) .* scanned=\([0-9]*\)$/\2\/\1/p')
+  row "$k" "vmlinux units read by symdex's own DIE scanner (no libdw fallback)" "$scan" \
+    "$([ -n "$scan" ] && [ "${scan%/*}" = "${scan#*/}" ] && echo yes || echo no)"
+
+  # vmlinux alone, cold, against llvm-symbolizer's batch over its text symbols.
+  awk '$2=="t"||$2=="T"{print "0x"$1}' "$MAP" | sort -u >"$work/addrs"
+  rm -rf "$work/v.db"*
+  /usr/bin/time -f %M -o "$work/vpeak" "$SYMDEX" --db "$work/v.db" index -q --json --system-map "$MAP" \
+    --debug-dir "$DBG/usr/lib/debug" --name "$k" >"$work/v.json"
+  vsec=$(python3 -c "import json; print(json.load(open('$work/v.json'))['seconds'])")
+  s=$(now)
+  /usr/bin/time -f %M -o "$work/lpeak" llvm-symbolizer-14 --obj="$PEER_VML" <"$work/addrs" >/dev/null
+  e=$(now)
+  lsec=$(echo "$e - $s" | bc)
+  ratio=$(echo "$vsec / $lsec" | bc -l)
+  row "$k" "vmlinux cold index / llvm-symbolizer batch ($(wc -l <"$work/addrs") addresses)$PEER_NOTE" \
+    "$(printf '%.2f s / %.2f s = %.2f; peak RSS %d / %d MiB' "$vsec" "$lsec" "$ratio" $(($(cat "$work/vpeak") / 1024)) \
+      $(($(cat "$work/lpeak") / 1024)))" "$(python3 -c "print('yes' if $ratio <= 1.0 else 'no')")"
+
+  # Entry lines: every vmlinux text symbol, every instance of a duplicated name.
+  "$root/tests/integration/compare_llvm_symbolizer.py" "$SYMDEX" "$PEER_VML" --min-agree 0 --dups-min-agree 0 --show 3 \
+    >"$work/lines.out" 2>&1 || true
+  all_l=$(sed -n 's/.*text symbols: \([0-9]*\); entry file:line agree with llvm-symbolizer-14: \([0-9]*\) .*/\2\/\1/p' "$work/lines.out")
+  dup_l=$(sed -n 's/.*instances of duplicated names: \([0-9]*\); agree: \([0-9]*\) .*/\2\/\1/p' "$work/lines.out")
+  row "$k" "entry lines of duplicated-name instances = llvm-symbolizer" "$dup_l" \
+    "$([ -n "$dup_l" ] && [ "${dup_l%/*}" = "${dup_l#*/}" ] && echo yes || echo no)"
+  row "$k" "entry lines of every vmlinux text symbol = llvm-symbolizer" "$all_l" -
+
+  # Random in-function addresses (function, file, line, inline chain).
+  "$root/tests/integration/compare_addr_llvm.py" "$SYMDEX" "$PEER_VML" "$MAP" --count 5000 --min-agree 99.9 --show 3 \
+    >"$work/addr.out" 2>&1 && ok=yes || ok=no
+  row "$k" "5,000 random in-function addresses = llvm-symbolizer (>= 99.9%)" \
+    "$(grep -Eo '[0-9]+ \([0-9.]+%\)' "$work/addr.out" | head -1)" "$ok"
+
+  # Round trip.
+  "$SYMDEX" symbols --canonical >"$work/canonical.tsv"
+  cut -f1 "$work/canonical.tsv" | "$SYMDEX" resolve --json - >"$work/roundtrip.json" || true
+  . "$root/tests/integration/lib.sh"
+  bad=$(roundtrip_mismatches "$work")
+  row "$k" "canonical specs resolving back to their symbol" "$(($(wc -l <"$work/canonical.tsv") - bad))/$(wc -l <"$work/canonical.tsv")" \
+    "$([ "$bad" = 0 ] && echo yes || echo no)"
+
+  if [ "$BOOT" = 1 ] && [ "$BOOTENV" != none ]; then
+    log "booting $k"
+    args=()
+    [ "$ARCH" = arm64 ] && args=(--arch arm64)
+    if env $BOOTENV "$root/tests/e2e/qemu_kprobes.sh" "${args[@]}" "$SYMDEX" >"$work/boot.out" 2>&1; then ok=yes; else ok=no; fi
+    summary=$(grep -E 'probes accepted|verdicts|ftrace|blacklist' "$work/boot.out" | tail -4 | tr '\n' ';' | cut -c1-200)
+    row "$k" "booted guest (tests/e2e/qemu_kprobes.sh)" "${summary:-see log}" "$ok"
+    cp "$work/boot.out" "${OUT:-$work/matrix}.boot-$k.log" 2>/dev/null || true
+  fi
+done
+unset SYMDEX_DB
+
+{
+  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores, $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh${BOOT:+ }$([ "$BOOT" = 1 ] && echo --boot)\`"
+  echo
+  echo "| kernel | check | result | pass |"
+  echo "|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee "${OUT:-/dev/null}"
+exit $failed
