@@ -97,10 +97,16 @@ absl::Status CopyAll(int from, int to, uint64_t size) {
 
 }  // namespace
 
+std::string PlainElf::SharedPath() const {
+  return copy_ ? StrCat("/proc/", ::getpid(), "/fd/", copy_.get()) : original_;
+}
+
 absl::Status PlainElf::Explain(const absl::Status& s) const {
   if (s.ok() || path_ == original_) return s;
   std::string msg(s.message());
-  for (size_t at; (at = msg.find(path_)) != std::string::npos;) msg.replace(at, path_.size(), original_);
+  for (const std::string& name : {SharedPath(), path_}) {
+    for (size_t at; (at = msg.find(name)) != std::string::npos;) msg.replace(at, name.size(), original_);
+  }
   return absl::Status(s.code(), msg);
 }
 

@@ -45,7 +45,11 @@ class PlainElf {
   // "" when nothing was compressed, else what was: "zlib", "zstd" or "zlib+zstd".
   const std::string& compression() const { return compression_; }
   uint64_t sections_decompressed() const { return sections_; }
-  // A message about path() with the copy's name replaced by the original's.
+  // The copy as another process of this user opens it while this object lives
+  // (/proc/PID/fd/N): a DWARF worker reads the copy its parent made. The original path when
+  // nothing was decompressed.
+  std::string SharedPath() const;
+  // A message about path() or SharedPath() with the copy's name replaced by the original's.
   absl::Status Explain(const absl::Status& s) const;
 
  private:

@@ -64,7 +64,8 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
     // from the old file's DWARF) must not be opened for the new generation meanwhile. Without
     // it, readers read DWARF until the new map is in place.
     if (existing.ok()) ::unlink(path.c_str());
-    builds.push_back({debug_path, path, relocatable});
+    auto copy = plan.plain.find(debug_path);
+    builds.push_back({debug_path, path, relocatable, copy == plan.plain.end() ? nullptr : copy->second});
   }
   return builds;
 }
@@ -77,6 +78,7 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
   if (req.progress) req.progress("DWARF into address maps", 0, builds.size());
   auto finish = [&](const AddrMapBuild& b, const absl::StatusOr<std::string>& bytes) {
     absl::Status written = bytes.ok() ? debuginfo::WriteAddrMapFile(b.map_path, *bytes) : bytes.status();
+    if (b.plain) written = b.plain->Explain(written);
     std::lock_guard<std::mutex> l(mu);
     if (written.ok()) {
       ++out.built;
@@ -113,14 +115,14 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
       if (b.relocatable) {
         modules.push_back(&b);
       } else {
-        finish(b, w.AddrMap(b.debug_path, jobs));
+        finish(b, w.AddrMap(b.ReadPath(), jobs));
       }
     }
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
     debuginfo::DwarfWorker w(*exe, limits);
-    for (size_t i; (i = next.fetch_add(1)) < modules.size();) finish(*modules[i], w.AddrMap(modules[i]->debug_path, 1));
+    for (size_t i; (i = next.fetch_add(1)) < modules.size();) finish(*modules[i], w.AddrMap(modules[i]->ReadPath(), 1));
   };
   {
     std::vector<std::jthread> threads;

@@ -79,15 +79,28 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> CurrentStoredIndex(store::Db
 }
 
 // Parses one debug file in a worker process (debug files are untrusted input).
+// An index read from the decompressed copy `plain` (or from the file itself: null): its messages
+// name the original file, its reader says what was decompressed.
+void FromCopy(const debuginfo::PlainElf* plain, absl::StatusOr<debuginfo::DwarfIndex>& idx) {
+  if (plain == nullptr) return;
+  if (!idx.ok()) {
+    idx = plain->Explain(idx.status());
+    return;
+  }
+  idx->reader += StrCat(", ", plain->compression(), " sections decompressed");
+}
+
 void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
-                   const std::string& path, unsigned jobs, ParsedDebugFile& out) {
+                   const std::string& path, unsigned jobs, ParsedDebugFile& out,
+                   const debuginfo::PlainElf* plain = nullptr) {
   auto s = Clock::now();
   out.stamp = debuginfo::StampOf(path);
   if (!exe.ok()) {
     out.index = exe.status();
   } else {
     if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
-    out.index = worker->Index(path, jobs);
+    out.index = worker->Index(plain ? plain->SharedPath() : path, jobs);
+    FromCopy(plain, out.index);
   }
   out.seconds = SecondsSince(s);
 }
@@ -104,15 +117,16 @@ bool PartsOff() {
 // transaction rolls back) and leaves `out` as ParseInWorker would, for StoreDebugFiles.
 void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worker,
                    const absl::StatusOr<std::string>& exe, const Part& p, unsigned jobs, int64_t now,
-                   ParsedDebugFile& out) {
+                   ParsedDebugFile& out, const debuginfo::PlainElf* plain) {
   const std::string& path = p.path_to_index;
+  const std::string read_path = plain ? plain->SharedPath() : path;
   auto s = Clock::now();
   out.stamp = debuginfo::StampOf(path);
   auto writer = store::DebugFileWriter::Begin(db, p.record.build_id, p.record.path, out.stamp,
                                               /*relocatable=*/false, now);
   if (!exe.ok() || !writer.ok() || !(*writer)->writes()) {
     writer = absl::CancelledError("not written here");
-    ParseInWorker(worker, exe, path, jobs, out);
+    ParseInWorker(worker, exe, path, jobs, out, plain);
     return;
   }
   if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
@@ -124,7 +138,7 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
   auto give_up = [&](const char* why) { writer = absl::CancelledError(why); };
   debuginfo::DwarfIndexSizes written;
   auto idx = worker->IndexStream(
-      path, jobs,
+      read_path, jobs,
       [&](const debuginfo::DwarfIndex& so_far, const debuginfo::DwarfIndexSizes&) {
         if (writer.ok() && other_build_id(so_far)) give_up("another build-ID");
         if (writer.ok()) {
@@ -137,8 +151,9 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
       [&] { give_up("worker silent"); });                   // a file that makes the parser hang?
   if (idx.status().code() == absl::StatusCode::kAborted) {  // the scanner declined a unit late
     give_up("scanner declined");
-    idx = worker->Index(path, jobs);
+    idx = worker->Index(read_path, jobs);
   }
+  FromCopy(plain, idx);
   out.seconds = SecondsSince(s);
   if (idx.ok() && writer.ok() && !other_build_id(*idx)) {
     const std::optional<uint64_t> text_addr = LinkedTextAddr(*idx, p.record.path);
@@ -170,10 +185,12 @@ std::vector<ParsedDebugFile> ParseAll(store::Db& db, const IndexRequest& req, co
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   for (size_t k : big) {
     std::unique_ptr<debuginfo::DwarfWorker> w;
+    const auto copy = plan.plain.find(parts[to_parse[k]].path_to_index);
+    const debuginfo::PlainElf* plain = copy == plan.plain.end() ? nullptr : copy->second.get();
     if (PartsOff()) {
-      ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, jobs, parsed[k]);
+      ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, jobs, parsed[k], plain);
     } else {
-      ParseAndStore(db, w, worker_exe, parts[to_parse[k]], jobs, now, parsed[k]);
+      ParseAndStore(db, w, worker_exe, parts[to_parse[k]], jobs, now, parsed[k], plain);
     }
   }
   std::atomic<size_t> next{0}, done{0};
@@ -282,6 +299,17 @@ absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& 
     plan.to_parse.push_back(i);
   }
   return plan;
+}
+
+void MakePlainCopies(DebugFilePlan& plan, unsigned jobs) {
+  for (size_t i : plan.to_parse) {
+    const Part& p = plan.parts[i];
+    if (p.module >= 0 || p.path_to_index.empty() || plan.plain.contains(p.path_to_index)) continue;
+    auto copy = debuginfo::PlainElf::Open(p.path_to_index, jobs);
+    if (copy.ok() && !copy->compression().empty()) {
+      plan.plain.emplace(p.path_to_index, std::make_shared<const debuginfo::PlainElf>(std::move(*copy)));
+    }
+  }
 }
 
 std::vector<ParsedDebugFile> ParseDebugFiles(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,

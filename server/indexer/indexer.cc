@@ -82,6 +82,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   const auto t1 = Clock::now();
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
   ElfFactsAhead facts(plan.parts);  // beside the parse, the store and the join
+  MakePlainCopies(plan, jobs);
   std::vector<ParsedDebugFile> parsed = ParseDebugFiles(db, req, plan, jobs, sum);
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), req, jobs);

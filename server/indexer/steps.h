@@ -27,6 +27,7 @@
 
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/file_stamp.h"
+#include "server/debuginfo/plain_elf.h"
 #include "server/debuginfo/symbol_join.h"
 #include "server/indexer/indexer.h"
 #include "server/store/debuginfo_store.h"
@@ -73,7 +74,15 @@ struct DebugFilePlan {
   std::vector<Part> parts;
   std::vector<size_t> to_parse;  // indices into parts
   std::unordered_map<std::string, size_t> first_part_for_build_id;
+  // path_to_index -> the decompressed copy of a vmlinux-style file with compressed sections
+  // (MakePlainCopies): made once here, read by the parse and the address map workers alike.
+  std::map<std::string, std::shared_ptr<const debuginfo::PlainElf>> plain;
 };
+
+// Step 3b: the decompressed copy of each vmlinux-style file to parse whose debug sections are
+// compressed (debuginfo/plain_elf.h), into plan.plain. A file that cannot be decompressed gets
+// none: its worker says what is wrong with it.
+void MakePlainCopies(DebugFilePlan& plan, unsigned jobs);
 
 // Step 1 (LoadTarget, "read symbols"): the kernel target, live or offline, with every symbol, module and
 // input file; no debug info yet.
@@ -148,9 +157,11 @@ void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned 
 // write the debug files and the target) builds them. A failure is a warning on the target
 // (answers stay right, only slower), not an error.
 struct AddrMapBuild {
-  std::string debug_path;    // the debug file
-  std::string map_path;      // where its map goes
-  bool relocatable = false;  // a module's (ET_REL)
+  std::string debug_path;                            // the debug file
+  std::string map_path;                              // where its map goes
+  bool relocatable = false;                          // a module's (ET_REL)
+  std::shared_ptr<const debuginfo::PlainElf> plain;  // set: read its decompressed copy instead
+  std::string ReadPath() const { return plain ? plain->SharedPath() : debug_path; }
 };
 struct AddrMapOutcome {
   size_t built = 0;
