@@ -114,6 +114,13 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   if (!sum.ok()) return Fail(g, sum.status(), true);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const indexer::IndexSummary& s = *sum;
+  // A vmlinux named with --vmlinux that cannot be read is an input error (its symbols are indexed
+  // all the same); otherwise a warning: the debug files are whatever the host has.
+  if (!s.vmlinux_debug_error.empty()) {
+    fmt::print(stderr, "symdex: {}: vmlinux's debug info not read: {}\n", o.vmlinux.empty() ? "warning" : "error",
+               s.vmlinux_debug_error);
+  }
+  const int done = o.vmlinux.empty() || s.vmlinux_debug_error.empty() ? kFound : kEnvError;
   if (g.json) {
     PrintJson({{"target", s.name},
                {"kind", s.kind},
@@ -165,7 +172,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                  s.probe_seconds);
     }
   }
-  return kFound;
+  return done;
 }
 
 }  // namespace

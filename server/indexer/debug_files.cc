@@ -344,6 +344,7 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
         p.record.detail += StrCat("; using the index made from ", p.stale->path, " before it changed");
       }
       ++sum.debug_failed;
+      if (p.module < 0 && sum.vmlinux_debug_error.empty()) sum.vmlinux_debug_error = p.record.detail;
       continue;
     }
     const debuginfo::DwarfIndex& di = *parsed[k].index;

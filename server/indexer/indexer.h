@@ -50,6 +50,9 @@ struct IndexSummary {
   // it is read), storing the other files' rows, the symbol join with the ELF facts.
   double dwarf_parse_seconds = 0, dwarf_store_seconds = 0, join_seconds = 0;
   std::vector<std::string> warnings;
+  // Why vmlinux's debug file could not be read (a parse error: damaged, or a form or compression
+  // symdex does not read), "" when it was or there was none to read.
+  std::string vmlinux_debug_error;
   std::vector<std::string> delta_modules;  // UpdateModules: the modules replaced (empty: whole target)
 };
 

@@ -2,7 +2,8 @@
 # Build a small x86_64 kernel with clang (LLVM=1, DWARF 5) from Debian's linux-source-6.1 and lay
 # it out as Debian's packages are, so every tool that takes the Debian corpus takes it too:
 #
-#   IMAGE/boot/vmlinuz-KREL, IMAGE/boot/System.map-KREL, IMAGE/lib/modules/KREL/kernel/**.ko
+#   IMAGE/boot/vmlinuz-KREL, IMAGE/boot/System.map-KREL, IMAGE/boot/config-KREL,
+#   IMAGE/lib/modules/KREL/kernel/**.ko
 #     (modules stripped of their debug info, as the image package ships them)
 #   DBG/usr/lib/debug/boot/vmlinux-KREL, DBG/usr/lib/debug/boot/System.map-KREL,
 #   DBG/usr/lib/debug/lib/modules/KREL/kernel/**.ko (with debug info)
@@ -11,7 +12,8 @@
 # LLVM carry: DW_FORM_strx*/addrx*/rnglistx/loclistx, .debug_str_offsets, .debug_addr,
 # .debug_rnglists. The config is the smallest that the e2e guest (tests/e2e) boots and probes:
 # tinyconfig plus serial console, initramfs, proc/sys/debugfs/tracefs, modules, kprobes, ftrace,
-# sysrq, and the modules the e2e test loads (uio, mei, virtio_pci, nfnetlink_log, dax).
+# sysrq, the ORC unwinder and KASLR (as distributions build: exact stack traces, a slid _text), and
+# the modules the e2e test loads (uio, mei, virtio_pci, nfnetlink_log, dax).
 #
 # On success prints, on stdout only (shell-quoted, usable with eval):
 #   KREL=<kernel release>  IMAGE_ROOT=<dir>  DBG_ROOT=<dir>
@@ -127,11 +129,14 @@ CONFIG_KVM_GUEST=y
 CONFIG_RD_GZIP=y
 CONFIG_JUMP_LABEL=y
 CONFIG_MODULE_COMPRESS_NONE=y
+CONFIG_UNWINDER_ORC=y
+CONFIG_RELOCATABLE=y
+CONFIG_RANDOMIZE_BASE=y
 EOF
 (cd "$src" && scripts/kconfig/merge_config.sh -m .config "$frag" >&2)
 mk olddefconfig
 for opt in DEBUG_INFO_DWARF5 KPROBES KPROBE_EVENTS DYNAMIC_FTRACE MODULES MAGIC_SYSRQ VIRTIO_PCI \
-  UIO NETFILTER_NETLINK_LOG SERIAL_8250_CONSOLE; do
+  UIO NETFILTER_NETLINK_LOG SERIAL_8250_CONSOLE UNWINDER_ORC RANDOMIZE_BASE; do
   grep -qE "^CONFIG_$opt=[ym]" "$src/.config" || die 1 "CONFIG_$opt did not survive olddefconfig"
 done
 
@@ -145,6 +150,7 @@ stage=$OUT.tmp
 rm -rf "$stage" && mkdir -p "$stage/image/boot" "$stage/dbg/usr/lib/debug/boot"
 cp "$src/arch/x86/boot/bzImage" "$stage/image/boot/vmlinuz-$krel"
 cp "$src/System.map" "$stage/image/boot/System.map-$krel"
+cp "$src/.config" "$stage/image/boot/config-$krel"
 cp "$src/System.map" "$stage/dbg/usr/lib/debug/boot/System.map-$krel"
 cp "$src/vmlinux" "$stage/dbg/usr/lib/debug/boot/vmlinux-$krel"
 make -C "$src" LLVM=1 -s INSTALL_MOD_PATH="$stage/image" INSTALL_MOD_STRIP=--strip-debug modules_install >&2

@@ -187,6 +187,32 @@ TEST_F(CliDwarfTest, ZstdCompressedVmlinuxAnswersAsThePlainOne) {
   EXPECT_EQ(st["targets"][0]["addr_map"]["status"], "present");
 }
 
+// A --vmlinux symdex cannot read (here: a compressed section of an unknown algorithm) says what
+// and why, exits 3, and keeps nothing wrong: the symbols are indexed, without DWARF.
+TEST_F(CliDwarfTest, AnUnreadableVmlinuxIsAnInputError) {
+  const std::string map = SystemMap();
+  const std::string packed = fx_.dir / "vmlinux.zstd";
+  if (RunCommand("objcopy --compress-debug-sections=zstd '" + fx_.vmlinux + "' '" + packed + "'").exit_code != 0) {
+    GTEST_SKIP() << "objcopy cannot compress with zstd";
+  }
+  // The compression header's algorithm (ch_type, the first word of .debug_info) becomes 9.
+  Must(
+      "python3 -c \"import struct,sys; b=bytearray(open(sys.argv[1],'rb').read()); "
+      "o=struct.unpack_from('<Q',b,0x28)[0]; "
+      "n=struct.unpack_from('<H',b,0x3c)[0]; x=struct.unpack_from('<H',b,0x3e)[0]; h=lambda i: "
+      "struct.unpack_from('<IIQQQQ',b,o+i*64); "
+      "t=h(x)[4]; [struct.pack_into('<I',b,h(i)[4],9) for i in range(n) if "
+      "b[t+h(i)[0]:].split(b'\\0')[0]==b'.debug_info']; "
+      "open(sys.argv[1],'wb').write(b)\" '" +
+      packed + "'");
+  CommandResult r = Symdex("index --system-map '" + map + "' --vmlinux '" + packed + "'");
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find(packed + ": .debug_info: compressed with algorithm 9"), std::string::npos) << r.err;
+  json w = Json("which name_show --exact");
+  ASSERT_EQ(w["count"], 2);
+  for (const auto& in : w["instances"]) EXPECT_TRUE(in["dwarf"].is_null()) << in.dump();
+}
+
 TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
   ASSERT_EQ(Symdex(OfflineVmlinuxIndexArgs()).exit_code, 0);
 
