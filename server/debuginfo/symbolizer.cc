@@ -18,6 +18,7 @@
 
 #include "server/common/strings.h"
 #include "server/debuginfo/libdw_util.h"
+#include "server/debuginfo/plain_elf.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -32,7 +33,8 @@ struct CuFunctions {
 };
 
 struct Symbolizer::File {
-  UniqueFd fd;  // closed by its destructor, after ~File has ended the handles made from it
+  std::optional<PlainElf> plain;  // a file with compressed sections: its decompressed copy, read instead
+  UniqueFd fd;                    // closed by its destructor, after ~File has ended the handles made from it
   Elf* elf = nullptr;
   Dwarf* dwarf = nullptr;                        // owned unless dwfl is set (then libdwfl owns it)
   Dwfl* dwfl = nullptr;                          // relocatable files: libdwfl's relocated view
@@ -87,7 +89,8 @@ absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
   if (it != files_.end()) return it->second.get();
   InitLibelf();
   auto f = std::make_unique<File>();
-  f->fd.Reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSIGN_OR_RETURN(f->plain, PlainElf::Open(path));  // compressed sections (plain_elf.h)
+  f->fd.Reset(::open(f->plain->path().c_str(), O_RDONLY | O_CLOEXEC));
   if (!f->fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
   f->elf = elf_begin(f->fd.get(), ELF_C_READ_MMAP, nullptr);
   if (f->elf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
@@ -170,9 +173,11 @@ absl::StatusOr<Symbolizer::File*> Symbolizer::OpenRelocatable(const std::string&
   const std::string key = "rel:" + path;
   auto it = files_.find(key);
   if (it != files_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(PlainElf plain, PlainElf::Open(path));  // compressed sections (plain_elf.h)
   RelocatedDwarf r;
-  RETURN_IF_ERROR(OpenRelocated(path, r));
+  if (absl::Status s = OpenRelocated(plain.path(), r); !s.ok()) return plain.Explain(s);
   auto f = std::make_unique<File>();
+  f->plain = std::move(plain);
   for (auto& [name, base] : r.SectionBases()) f->section_base.emplace(std::move(name), base);
   f->dwarf = r.dwarf;
   f->bias = r.bias;

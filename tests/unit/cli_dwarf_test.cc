@@ -1,6 +1,7 @@
 // `symdex index` with debug info, end to end on the miniature kernel (tests/unit/kernel_fixture.h):
 // offline with --debug-dir, and a live-host sysroot whose debug files come from a real
 // debuginfod server on loopback.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -161,6 +162,11 @@ TEST_F(CliDwarfTest, WrongOrCorruptDebugFilesAreRefusedAndReported) {
 // A vmlinux whose debug sections objcopy compressed with zstd (which libdw 0.188 cannot read):
 // the whole index run — the parse and the address map, workers reading the one decompressed copy
 // symdex made — answers byte for byte as from the plain file, and status says what was done.
+std::string FirstInstancePlusOne(const std::string& which_json) {  // the first instance's address + 1
+  const json w = json::parse(which_json);
+  return fmt::format("{:#x}", std::stoull(w["instances"][0]["address"].get<std::string>(), nullptr, 16) + 1);
+}
+
 TEST_F(CliDwarfTest, ZstdCompressedVmlinuxAnswersAsThePlainOne) {
   const std::string plain_args = OfflineVmlinuxIndexArgs();
   ASSERT_EQ(Symdex(plain_args).exit_code, 0);
@@ -185,6 +191,12 @@ TEST_F(CliDwarfTest, ZstdCompressedVmlinuxAnswersAsThePlainOne) {
   ASSERT_EQ(st["targets"][0]["debuginfo"].size(), 1u);
   EXPECT_EQ(st["targets"][0]["debuginfo"][0]["reader"], "symdex, zstd sections decompressed");
   EXPECT_EQ(st["targets"][0]["addr_map"]["status"], "present");
+  // Without the address map, `addr` reads the compressed file's DWARF itself: the same frames.
+  const std::string entry = FirstInstancePlusOne(which);
+  const std::string with_map = Symdex("addr " + entry).out;
+  Must("rm -rf '" + (fx_.dir / "index.db-addrmaps") + "'");
+  EXPECT_EQ(Symdex("addr " + entry).out, with_map);
+  EXPECT_NE(with_map.find("name_show"), std::string::npos) << with_map;
 }
 
 // A --vmlinux symdex cannot read (here: a compressed section of an unknown algorithm) says what
