@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compares `symdex addr` (function, file, line and the inline chain) with llvm-symbolizer-14 on
-N random addresses inside vmlinux text symbols (seeded, reproducible).
+N random addresses inside vmlinux text symbols (seeded, reproducible), function padding
+(`__pfx_NAME`, `__cfi_NAME`: no function's code) excepted.
 
 An address in the patchable-entry NOPs of a function (arm64: their line-table rows are the
 function before's) is its function's first instruction to symdex: llvm-symbolizer is asked there
@@ -37,21 +38,26 @@ def main():
     ap.add_argument('--min-agree', type=float, default=99.5)
     ap.add_argument('--show', type=int, default=8)
     a = ap.parse_args()
-    syms, code = [], []
+    syms, code, padding = [], [], set()
     addr_of = collections.defaultdict(set)  # name -> addresses (aliases share one)
     for line in open(a.system_map):
         f = line.split()
         if len(f) >= 3 and f[1] in 'tT':
             syms.append(int(f[0], 16))
+            # Function padding (6.2+: the NOPs before each function that call thunks patch,
+            # __pfx_NAME and CFI's __cfi_NAME) is no function: no address is taken there.
+            if f[2].startswith(('__pfx_', '__cfi_')):
+                padding.add(int(f[0], 16))
         if len(f) >= 3 and f[1] in 'tTwW':
             code.append(int(f[0], 16))
             addr_of[f[2]].add(int(f[0], 16))
     syms = sorted(set(syms))
     code = sorted(set(code))
+    functions = [i for i in range(len(syms) - 1) if syms[i] not in padding]
     rnd = random.Random(a.seed)
     addrs = []
     for _ in range(a.count):
-        i = rnd.randrange(len(syms) - 1)
+        i = functions[rnd.randrange(len(functions))]
         lo, hi = syms[i], syms[i + 1]
         addrs.append(lo + rnd.randrange(max(1, min(hi - lo, 4096))))
     text = ''.join(f'0x{x:x}\n' for x in addrs)
