@@ -116,7 +116,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
   const indexer::IndexSummary& s = *sum;
   // A vmlinux named with --vmlinux that cannot be read is an input error (its symbols are indexed
   // all the same); otherwise a warning: the debug files are whatever the host has.
-  if (!s.vmlinux_debug_error.empty()) {
+  if (!s.vmlinux_debug_error.empty() && !g.json) {  // (--json: the "vmlinux_debug_error" field)
     fmt::print(stderr, "symdex: {}: vmlinux's debug info not read: {}\n", o.vmlinux.empty() ? "warning" : "error",
                s.vmlinux_debug_error);
   }
@@ -132,6 +132,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                {"file_errors", s.file_errors},
                {"text_symbols", s.text_symbols},
                {"text_symbols_with_dwarf", s.text_with_dwarf},
+               {"vmlinux_debug_error", s.vmlinux_debug_error},
                {"debug_files",
                 {{"indexed", s.debug_indexed},
                  {"cached", s.debug_cached},

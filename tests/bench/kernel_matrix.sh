@@ -106,6 +106,36 @@ kernel() {
   case $k in zstd-*) PEER_VML=$PLAIN PEER_NOTE=" (llvm-symbolizer-14 reads no zstd: it reads the plain file)" ;; esac
 }
 
+# The e2e driver's verdicts in one cell: probes placed where symdex said, sampled verdicts equal
+# to the kernel's, available_filter_functions lines predicted, blacklist missed/extra, decode.
+boot_summary() {
+  python3 - "$1" <<'PY'
+import json, re, sys
+t = open(sys.argv[1], errors="replace").read()
+out = []
+m = re.search(r"(\d+)/(\d+) probes placed at the intended instance", t)
+out.append(f"probes {m.group(1)}/{m.group(2)}" if m else "probes ?")
+m = re.search(r"(\d+)/(\d+) sampled instances: symdex and the kernel agree", t)
+out.append(f"verdicts {m.group(1)}/{m.group(2)}" if m else "verdicts ?")
+m = re.search(r'ftrace agreement .*?: (\{.*\})', t)
+if m:
+    d = json.loads(m.group(1))
+    other = d["listed_lines"] - d["predicted"]  # orphan __weak bodies, addresses in no symbol
+    out.append(f"ftrace lines predicted {d['predicted']}/{d['listed_lines']}"
+               + (f" (+{other} orphan/unsymbolized)" if other else "") + f", {d['disagreements']} disagree")
+m = re.search(r'kprobe blacklist .*?: (\{.*\})', t)
+if m:
+    d = json.loads(m.group(1))
+    out.append(f"blacklist missed {d['missed']} extra {d['extra']}")
+m = re.search(r"wrong: (\d+)", t)
+if m:
+    out.append(f"decode wrong {m.group(1)}")
+if "e2e PASSED" not in t:
+    out.append("FAILED: " + (re.findall(r"^(?:FAIL|SKIP).*$", t, re.M) or ["see log"])[-1][:120])
+print("; ".join(out))
+PY
+}
+
 IFS=, read -r -a list <<<"$KERNELS"
 for k in "${list[@]}"; do
   log "== $k"
@@ -175,9 +205,8 @@ for k in "${list[@]}"; do
     args=()
     [ "$ARCH" = arm64 ] && args=(--arch arm64)
     if env $BOOTENV "$root/tests/e2e/qemu_kprobes.sh" "${args[@]}" "$SYMDEX" >"$work/boot.out" 2>&1; then ok=yes; else ok=no; fi
-    summary=$(grep -E 'probes accepted|verdicts|ftrace|blacklist' "$work/boot.out" | tail -4 | tr '\n' ';' | cut -c1-200)
-    row "$k" "booted guest (tests/e2e/qemu_kprobes.sh)" "${summary:-see log}" "$ok"
-    cp "$work/boot.out" "${OUT:-$work/matrix}.boot-$k.log" 2>/dev/null || true
+    [ -n "$OUT" ] && cp "$work/boot.out" "$OUT.boot-$k.log"
+    row "$k" "booted guest (tests/e2e/qemu_kprobes.sh)" "$(boot_summary "$work/boot.out")" "$ok"
   fi
 done
 unset SYMDEX_DB
