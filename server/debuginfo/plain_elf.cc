@@ -59,20 +59,33 @@ absl::Status WriteAt(int fd, const char* p, size_t n, uint64_t off) {
   return absl::OkStatus();
 }
 
-std::string TempDir() {
-  const char* t = std::getenv("TMPDIR");
-  return t != nullptr && *t != '\0' ? t : "/var/tmp";
+// Where the copy may go: TMPDIR, else /var/tmp (disk, not tmpfs, where it differs), else /tmp.
+std::vector<std::string> TempDirs() {
+  std::vector<std::string> out;
+  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') out.emplace_back(t);
+  out.emplace_back("/var/tmp");
+  out.emplace_back("/tmp");
+  return out;
 }
 
-// An unlinked file in `dir`: O_TMPFILE, else a named one removed at once.
-absl::StatusOr<UniqueFd> Unlinked(const std::string& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-  if (fd) return fd;
-  std::string tmpl = dir + "/symdex-plain-XXXXXX";
-  fd.Reset(::mkostemp(tmpl.data(), O_CLOEXEC));
-  if (!fd) return absl::FailedPreconditionError(StrCat("cannot create a file in ", dir, ": ", std::strerror(errno)));
-  ::unlink(tmpl.c_str());
-  return fd;
+// An unlinked file in the first of `dirs` that takes one (O_TMPFILE, else a named file removed
+// at once); `dir` says which.
+absl::StatusOr<UniqueFd> Unlinked(const std::vector<std::string>& dirs, std::string& dir) {
+  std::string why;
+  for (const std::string& d : dirs) {
+    dir = d;
+    UniqueFd fd(::open(d.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (fd) return fd;
+    std::string tmpl = d + "/symdex-plain-XXXXXX";
+    fd.Reset(::mkostemp(tmpl.data(), O_CLOEXEC));
+    if (fd) {
+      ::unlink(tmpl.c_str());
+      return fd;
+    }
+    why += StrCat(why.empty() ? "" : ", ", d, ": ", std::strerror(errno));
+  }
+  return absl::FailedPreconditionError(
+      StrCat("no directory takes a temporary file (", why, "); set TMPDIR to a writable one"));
 }
 
 absl::Status CopyAll(int from, int to, uint64_t size) {
@@ -185,8 +198,13 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
     (ch.ch_type == ELFCOMPRESS_ZLIB ? zlib : zstd) = true;
   }
 
-  const std::string dir = TempDir();
-  ASSIGN_OR_RETURN(UniqueFd copy, Unlinked(dir));
+  std::string dir;
+  auto made = Unlinked(TempDirs(), dir);
+  if (!made.ok()) {
+    return absl::Status(made.status().code(),
+                        StrCat("cannot decompress ", path, "'s compressed sections: ", made.status().message()));
+  }
+  UniqueFd copy = std::move(*made);
   if (int e = ::posix_fallocate(copy.get(), 0, static_cast<off_t>(end)); e != 0 && e != EOPNOTSUPP && e != EINVAL) {
     return absl::ResourceExhaustedError(
         StrCat("no room in ", dir, " for the decompressed copy of ", path, " (", end, " bytes): ", std::strerror(e)));

@@ -10,7 +10,7 @@
 // Everything else reads the copy exactly as it reads an uncompressed file — the DIE scanner, the
 // line reader, the bounded libdw handles — so the answers are the plain file's.
 //
-// The copy lives on disk (TMPDIR, else /var/tmp), never in this process's memory: sections are
+// The copy lives on disk (TMPDIR, else /var/tmp, else /tmp), never in this process's memory: sections are
 // streamed through 1 MiB buffers, several at once. Untrusted sizes are bounded: each section's
 // declared size and the copy's total are checked against limits before anything is written, and
 // a stream that yields more or fewer bytes than its header declares is an error naming the

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -92,6 +93,25 @@ TEST(PlainElfTest, AnUncompressedFileIsReadInPlace) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->path(), fx.vmlinux);
   EXPECT_EQ(p->compression(), "");
+}
+
+// A TMPDIR that takes no file (a read-only sandbox's, or a typo) is passed over for /var/tmp.
+TEST(PlainElfTest, AnUnwritableTmpdirFallsBack) {
+  symdex::testing::KernelFixture fx(5);
+  const std::string copy = Compressed(fx.vmlinux, fx.dir.path(), "zlib");
+  ASSERT_FALSE(copy.empty());
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TMPDIR", (fx.dir / "no/such/dir").c_str(), 1);
+  auto p = PlainElf::Open(copy);
+  if (old) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->compression(), "zlib");
+  EXPECT_NE(p->path(), copy);
 }
 
 // Where .debug_info's section header and compression header lie in the copy's bytes.
