@@ -193,6 +193,14 @@ inline uint64_t ReadLe(const uint8_t* p, unsigned n) {
   return v;
 }
 
+// Entry `index` of a table of `width`-byte values at `base` of `table` (.debug_str_offsets,
+// .debug_addr, the offsets after a .debug_rnglists header): false when it lies outside.
+bool TableEntry(std::string_view table, uint64_t base, uint64_t index, unsigned width, uint64_t& v) {
+  if (base > table.size() || index >= (table.size() - base) / width) return false;
+  v = ReadLe(reinterpret_cast<const uint8_t*>(table.data()) + base + index * width, width);
+  return true;
+}
+
 }  // namespace
 
 bool LibdwDiesForced() {
@@ -708,13 +716,7 @@ bool UnitScanner::SingleAddress(const ScanAttr& loc, uint64_t& addr) {
 
 bool UnitScanner::AddrIndex(uint64_t index, uint64_t& v, uint64_t at) {
   if (!Bases()) return false;
-  const std::string_view t = sec_.addr;
-  const uint64_t width = address_size_;
-  if (t.size() < width || addr_base_ > t.size() - width || index > (t.size() - addr_base_ - width) / width) {
-    return Fail(at, "address index past .debug_addr");
-  }
-  v = ReadLe(reinterpret_cast<const uint8_t*>(t.data()) + addr_base_ + index * width, width);
-  return true;
+  return TableEntry(sec_.addr, addr_base_, index, address_size_, v) || Fail(at, "address index past .debug_addr");
 }
 
 // dwarf_formstring.c.
@@ -742,13 +744,11 @@ const char* UnitScanner::String(const ScanAttr& a) {
         Fail(Offset(a.value), "strx without DW_AT_str_offsets_base");
         return nullptr;
       }
-      const std::string_view t = sec_.str_offsets;
-      if (str_base_ > t.size() || index >= (t.size() - str_base_) / offset_size_) {
+      uint64_t off = 0;
+      if (!TableEntry(sec_.str_offsets, str_base_, index, offset_size_, off)) {
         Fail(Offset(a.value), "string index past .debug_str_offsets");
         return nullptr;
       }
-      const uint64_t off =
-          ReadLe(reinterpret_cast<const uint8_t*>(t.data()) + str_base_ + index * offset_size_, offset_size_);
       if (off >= sec_.str.size() || std::memchr(sec_.str.data() + off, 0, sec_.str.size() - off) == nullptr) {
         Fail(Offset(a.value), "string offset past its section");
         return nullptr;
@@ -905,12 +905,10 @@ bool UnitScanner::Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uin
     uint64_t index = 0;
     if (!Index(*r, index) || !Bases()) return false;
     if (!have_rng_base_) return Fail(die.offset, "rnglistx without DW_AT_rnglists_base");
-    const std::string_view t = sec_.rnglists;
-    if (rng_base_ >= t.size() || index >= (t.size() - rng_base_) / offset_size_) {
+    if (!TableEntry(sec_.rnglists, rng_base_, index, offset_size_, offset)) {
       return Fail(die.offset, "range list index past .debug_rnglists");
     }
-    offset =
-        rng_base_ + ReadLe(reinterpret_cast<const uint8_t*>(t.data()) + rng_base_ + index * offset_size_, offset_size_);
+    offset += rng_base_;
   } else if (!SecOffset(*r, offset)) {
     return false;
   }

@@ -1222,7 +1222,7 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& original, const Dwa
   } else {
     idx->reader = misses.empty() ? "libdw" : StrCat("libdw (the scanner declined ", misses.front(), ")");
   }
-  if (!plain.compression().empty()) idx->reader += StrCat(", ", plain.compression(), " sections decompressed");
+  idx->reader = plain.ReadBy(idx->reader);
   return idx;
 }
 

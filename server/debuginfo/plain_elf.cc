@@ -110,6 +110,10 @@ absl::Status CopyAll(int from, int to, uint64_t size) {
 
 }  // namespace
 
+std::string PlainElf::ReadBy(const std::string& reader) const {
+  return compression_.empty() ? reader : StrCat(reader, ", ", compression_, " sections decompressed");
+}
+
 std::string PlainElf::SharedPath() const {
   return copy_ ? StrCat("/proc/", ::getpid(), "/fd/", copy_.get()) : original_;
 }

@@ -45,6 +45,8 @@ class PlainElf {
   // "" when nothing was compressed, else what was: "zlib", "zstd" or "zlib+zstd".
   const std::string& compression() const { return compression_; }
   uint64_t sections_decompressed() const { return sections_; }
+  // DwarfIndex::reader of an index read from path(): `reader`, and what was decompressed.
+  std::string ReadBy(const std::string& reader) const;
   // The copy as another process of this user opens it while this object lives
   // (/proc/PID/fd/N): a DWARF worker reads the copy its parent made. The original path when
   // nothing was decompressed.

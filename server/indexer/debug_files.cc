@@ -78,7 +78,6 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> CurrentStoredIndex(store::Db
   return cached;
 }
 
-// Parses one debug file in a worker process (debug files are untrusted input).
 // An index read from the decompressed copy `plain` (or from the file itself: null): its messages
 // name the original file, its reader says what was decompressed.
 void FromCopy(const debuginfo::PlainElf* plain, absl::StatusOr<debuginfo::DwarfIndex>& idx) {
@@ -87,8 +86,10 @@ void FromCopy(const debuginfo::PlainElf* plain, absl::StatusOr<debuginfo::DwarfI
     idx = plain->Explain(idx.status());
     return;
   }
-  idx->reader += StrCat(", ", plain->compression(), " sections decompressed");
+  idx->reader = plain->ReadBy(idx->reader);
 }
+
+// Parses one debug file in a worker process (debug files are untrusted input).
 
 void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
                    const std::string& path, unsigned jobs, ParsedDebugFile& out,

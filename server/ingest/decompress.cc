@@ -44,55 +44,6 @@ absl::StatusOr<std::string> Xz(std::string_view in, size_t max_out) {
   return out;
 }
 
-absl::StatusOr<std::string> Zstd(std::string_view in, size_t max_out) {
-  std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> ctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-  if (!ctx) return absl::InternalError("cannot initialise the zstd decoder");
-  std::string out;
-  ZSTD_inBuffer ib{in.data(), in.size(), 0};
-  size_t last = 1;
-  while (ib.pos < ib.size || last != 0) {
-    size_t old = out.size();
-    if (old >= max_out + 1) return TooLarge(max_out);
-    size_t grow = std::min(std::max<size_t>(1 << 16, old), max_out + 1 - old);
-    out.resize(old + grow);
-    ZSTD_outBuffer ob{out.data() + old, grow, 0};
-    last = ZSTD_decompressStream(ctx.get(), &ob, &ib);
-    out.resize(old + ob.pos);
-    if (ZSTD_isError(last)) {
-      return absl::InvalidArgumentError(StrCat("corrupt zstd data: ", ZSTD_getErrorName(last)));
-    }
-    if (ib.pos == ib.size && ob.pos < grow && last != 0) {
-      return absl::InvalidArgumentError("truncated zstd data");
-    }
-  }
-  if (out.size() > max_out) return TooLarge(max_out);
-  return out;
-}
-
-absl::StatusOr<std::string> Gzip(std::string_view in, size_t max_out) {
-  z_stream strm{};
-  if (inflateInit2(&strm, 16 + MAX_WBITS) != Z_OK) return absl::InternalError("cannot initialise zlib");
-  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&strm, inflateEnd);
-  strm.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  strm.avail_in = static_cast<uInt>(std::min<size_t>(in.size(), UINT32_MAX));
-  std::string out;
-  for (;;) {
-    size_t old = out.size();
-    if (old >= max_out + 1) return TooLarge(max_out);
-    size_t grow = std::min({std::max<size_t>(1 << 16, old), max_out + 1 - old, size_t{1} << 30});
-    out.resize(old + grow);
-    strm.next_out = reinterpret_cast<Bytef*>(out.data() + old);
-    strm.avail_out = static_cast<uInt>(grow);
-    int r = inflate(&strm, Z_NO_FLUSH);
-    out.resize(old + grow - strm.avail_out);
-    if (r == Z_STREAM_END) break;
-    if (r == Z_BUF_ERROR && strm.avail_out != 0) return absl::InvalidArgumentError("truncated gzip data");
-    if (r != Z_OK && r != Z_BUF_ERROR) return absl::InvalidArgumentError("corrupt gzip data");
-  }
-  if (out.size() > max_out) return TooLarge(max_out);
-  return out;
-}
-
 }  // namespace
 
 Compression DetectCompression(std::string_view d) {
@@ -113,10 +64,8 @@ absl::StatusOr<std::string> Decompress(std::string_view data, Compression kind, 
     case Compression::kXz:
       return Xz(data, max_out);
     case Compression::kZstd:
-      return Zstd(data, max_out);
     case Compression::kGzip:
-      return Gzip(data, max_out);
-    case Compression::kZlib: {
+    case Compression::kZlib: {  // the stream, collected
       std::string out;
       RETURN_IF_ERROR(DecompressStream(data, kind, max_out, [&](std::string_view piece) {
         out.append(piece);

@@ -45,6 +45,8 @@ command -v llvm-symbolizer-14 >/dev/null || { echo "kernel_matrix: needs llvm-sy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 CACHE=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
+# shellcheck source=tests/integration/lib.sh
+. "$root/tests/integration/lib.sh"  # roundtrip_mismatches
 now() { date +%s.%N; }
 log() { printf '[kernel_matrix] %s\n' "$*" >&2; }
 rows=()
@@ -195,7 +197,6 @@ for k in "${list[@]}"; do
   # Round trip.
   "$SYMDEX" symbols --canonical >"$work/canonical.tsv"
   cut -f1 "$work/canonical.tsv" | "$SYMDEX" resolve --json - >"$work/roundtrip.json" || true
-  . "$root/tests/integration/lib.sh"
   bad=$(roundtrip_mismatches "$work")
   row "$k" "canonical specs resolving back to their symbol" "$(($(wc -l <"$work/canonical.tsv") - bad))/$(wc -l <"$work/canonical.tsv")" \
     "$([ "$bad" = 0 ] && echo yes || echo no)"

@@ -77,6 +77,27 @@ INSTANTIATE_TEST_SUITE_P(Formats, DecompressTest,
                          ::testing::Values(Case{Compression::kXz, XzCompress}, Case{Compression::kZstd, ZstdCompress},
                                            Case{Compression::kGzip, GzipCompress}));
 
+// A bare zlib stream (what an ELF section compressed as ELFCOMPRESS_ZLIB holds): never detected
+// by magic bytes, decompressed when named, bounded and checked as the others.
+TEST(DecompressTest, BareZlibStream) {
+  const std::string plain = Payload();
+  uLongf n = compressBound(static_cast<uLong>(plain.size()));
+  std::string packed(n, '\0');
+  ASSERT_EQ(compress2(reinterpret_cast<Bytef*>(packed.data()), &n, reinterpret_cast<const Bytef*>(plain.data()),
+                      static_cast<uLong>(plain.size()), 6),
+            Z_OK);
+  packed.resize(n);
+  EXPECT_EQ(DetectCompression(packed), Compression::kNone);
+  auto out = Decompress(packed, Compression::kZlib, plain.size());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, plain);
+  EXPECT_EQ(Decompress(packed, Compression::kZlib, plain.size() - 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  auto truncated = Decompress(packed.substr(0, packed.size() / 2), Compression::kZlib, plain.size());
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(std::string(truncated.status().message()).find("truncated zlib data"), std::string::npos);
+}
+
 TEST(DecompressTest, PlainElfIsNotCompressed) {
   EXPECT_EQ(DetectCompression("\x7f"
                               "ELF\x02\x01\x01"),
