@@ -21,7 +21,7 @@
 # compressed copies: their running kernel is debian-6.1-amd64's).
 # Prints one table (markdown) and writes it to --out; exits 1 if any check fails.
 # Corpora are fetched or built once into ~/.cache/symdex-corpus (several GB; the clang kernel
-# takes ~15 min to build on 2 cores): outside CI's budget.
+# took 11-13 min to build on 2 cores): outside CI's budget.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..

@@ -17,7 +17,7 @@
 #
 # On success prints, on stdout only (shell-quoted, usable with eval):
 #   KREL=<kernel release>  IMAGE_ROOT=<dir>  DBG_ROOT=<dir>
-# Progress goes to stderr. The build takes ~15-25 min on 2 cores the first time, then is reused
+# Progress goes to stderr. The build took 675-759 s on 2 cores (clang 14) the first time, then is reused
 # (a finished build is marked with .symdex-complete). Not part of CI: tests/bench/kernel_matrix.sh
 # and tests/e2e/qemu_kprobes.sh (SYMDEX_KERNEL_BUILD=clang) call it.
 #
