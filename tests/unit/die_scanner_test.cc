@@ -137,7 +137,9 @@ size_t ExpectPartsMakeTheWhole(const std::string& path, unsigned jobs) {
   ::unsetenv("SYMDEX_DIE_READER");
   EXPECT_TRUE(by_libdw.ok()) << by_libdw.status();
   EXPECT_EQ(libdw_parts, 0u);
-  if (by_libdw.ok()) EXPECT_TRUE(symdex::testing::EncodedRows(*by_libdw) == symdex::testing::EncodedRows(*whole));
+  if (by_libdw.ok()) {
+    EXPECT_TRUE(symdex::testing::EncodedRows(*by_libdw) == symdex::testing::EncodedRows(*whole));
+  }
   return parts;
 }
 
@@ -161,7 +163,9 @@ TEST_P(DieScannerTest, TheFixtureKernelsIndexInPartsIsTheWholeIndex) {
   for (unsigned jobs : {1u, 2u}) {
     const size_t parts = ExpectPartsMakeTheWhole(fx.vmlinux, jobs);
     // A part per eighth of .debug_info, the last kept: as many as the units allow.
-    if (units >= 2) EXPECT_GE(parts, 1u) << units << " units";
+    if (units >= 2) {
+      EXPECT_GE(parts, 1u) << units << " units";
+    }
     EXPECT_LT(parts, std::max<size_t>(units, 1));
   }
 }
@@ -294,7 +298,9 @@ TEST_P(DieScannerTest, DamagedFilesReadTheSameAsWithLibdwAlone) {
       libdw_map = BuildAddrMap(path, 1);
     }
     ASSERT_EQ(scan_map.ok(), libdw_map.ok()) << where;
-    if (scan_map.ok()) ASSERT_TRUE(*scan_map == *libdw_map) << where << ": address maps differ";
+    if (scan_map.ok()) {
+      ASSERT_TRUE(*scan_map == *libdw_map) << where << ": address maps differ";
+    }
   }
   EXPECT_GT(same_error, 0u);
   EXPECT_GT(same_output, 0u);
