@@ -120,6 +120,12 @@ void JsonArrayOut::Add(const nlohmann::json& element) {
   AppendIndented(element.dump(2), 4, elements_);
 }
 
+std::string& JsonArrayOut::Next() {
+  if (!elements_.empty()) elements_ += ",\n";
+  elements_.append(4, ' ');
+  return elements_;
+}
+
 void JsonArrayOut::Print(const nlohmann::json& rest) const {
   std::string out = "{\n  " + nlohmann::json(key_).dump() + ": ";
   if (elements_.empty()) {

@@ -66,6 +66,9 @@ class JsonArrayOut {
  public:
   explicit JsonArrayOut(std::string key) : key_(std::move(key)) {}
   void Add(const nlohmann::json& element);
+  // Where the next element is to be written as text, already separated from the one before and
+  // indented: JsonText(out, 4) writes it (json_text.h), as Add would have.
+  std::string& Next();
   void Print(const nlohmann::json& rest) const;
 
  private:

@@ -1,5 +1,6 @@
 // The address verbs: addr (address -> symbol+offset, file:line, inline chain, like addr2line) and
 // lines (source line -> every address, like perf probe's SRC:ALN).
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <poll.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <charconv>
 
 #include "client/cli_common.h"
+#include "client/json_text.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
 
@@ -27,40 +29,48 @@ void PrintAddress(uint64_t a, const query::AddressInfo& info, fmt::memory_buffer
   if (!info.symbol) {
     // One line, addr2line's "??" and why: "not in vmlinux or any module", ...
     if (info.note.empty()) {
-      fmt::format_to(to, "0x{:x}: ??\n", a);
+      fmt::format_to(to, FMT_COMPILE("0x{:x}: ??\n"), a);
     } else {
-      fmt::format_to(to, "0x{:x}: ?? ({})\n", a, info.note);
+      fmt::format_to(to, FMT_COMPILE("0x{:x}: ?? ({})\n"), a, info.note);
     }
     return;
   }
   const auto& s = *info.symbol;
-  fmt::format_to(to, "0x{:x}: {}+{:#x}", a, s.name, info.offset);
-  if (s.size) fmt::format_to(to, "/{:#x}", *s.size);
-  fmt::format_to(to, " [{}]\n", s.module.empty() ? "vmlinux" : s.module);
+  fmt::format_to(to, FMT_COMPILE("0x{:x}: {}+{:#x}"), a, s.name, info.offset);
+  if (s.size) fmt::format_to(to, FMT_COMPILE("/{:#x}"), *s.size);
+  fmt::format_to(to, FMT_COMPILE(" [{}]\n"), s.module.empty() ? std::string_view("vmlinux") : s.module);
   for (size_t i = 0; i < info.frames.size(); ++i) {
     const auto& f = info.frames[i];
-    fmt::format_to(to, "    {}{} at {}:{}", i ? "(inlined by) " : "", f.function, f.file.empty() ? "??" : f.file,
-                   f.line);
-    if (f.column) fmt::format_to(to, ":{}", f.column);
+    fmt::format_to(to, FMT_COMPILE("    {}{} at {}:{}"), i ? "(inlined by) " : "", f.function,
+                   f.file.empty() ? std::string_view("??") : f.file, f.line);
+    if (f.column) fmt::format_to(to, FMT_COMPILE(":{}"), f.column);
     out.push_back('\n');
   }
-  if (!info.note.empty()) fmt::format_to(to, "    [{}]\n", info.note);
+  if (!info.note.empty()) fmt::format_to(to, FMT_COMPILE("    [{}]\n"), info.note);
 }
 
-nlohmann::json AddressJson(uint64_t a, const query::AddressInfo& info) {
-  nlohmann::json frames = nlohmann::json::array();
+// {address, frames: [{column, file, function, line}], module, note, offset, size, symbol}, the
+// symbol's four only when there is one and the note only when set, written as text (json_text.h).
+void AddressJson(uint64_t a, const query::AddressInfo& info, std::string& out) {
+  JsonText j(out, 4);
+  j.BeginObject().Key("address").String(fmt::format("0x{:x}", a)).Key("frames").BeginArray();
   for (const auto& f : info.frames) {
-    frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+    j.BeginObject().Key("column").Int(f.column).Key("file").String(f.file).Key("function").String(f.function);
+    j.Key("line").Int(f.line).EndObject();
   }
-  nlohmann::json j = {{"address", fmt::format("0x{:x}", a)}, {"frames", frames}};
+  j.EndArray();
+  if (info.symbol) j.Key("module").String(info.symbol->module.empty() ? "vmlinux" : info.symbol->module);
+  if (!info.note.empty()) j.Key("note").String(info.note);
   if (info.symbol) {
-    j["symbol"] = info.symbol->name;
-    j["module"] = info.symbol->module.empty() ? "vmlinux" : info.symbol->module;
-    j["offset"] = info.offset;
-    j["size"] = info.symbol->size ? nlohmann::json(*info.symbol->size) : nlohmann::json(nullptr);
+    j.Key("offset").UInt(info.offset).Key("size");
+    if (info.symbol->size) {
+      j.UInt(*info.symbol->size);
+    } else {
+      j.Null();
+    }
+    j.Key("symbol").String(info.symbol->name);
   }
-  if (!info.note.empty()) j["note"] = info.note;
-  return j;
+  j.EndObject();
 }
 
 // Addresses from the arguments, and from stdin for '-', answered in batches: a batch is sent
@@ -108,7 +118,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
       const auto& info = *res.results[i];
       if (!info.symbol) worst = std::max(worst, int{kNotFound});
       if (g.json) {
-        arr.Add(AddressJson(batch[i], info));
+        AddressJson(batch[i], info, arr.Next());
       } else {
         PrintAddress(batch[i], info, out);
       }

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "server/common/fault_point.h"
 #include "server/common/strings.h"
 
 namespace symdex {
@@ -204,6 +205,46 @@ int RemoveStaleTempFiles(const std::string& dir, const std::string& marker) {
     if (t.stale && ::unlink(t.path.c_str()) == 0) ++removed;
   }
   return removed;
+}
+
+absl::Status InstallPrivateFileFrom(const std::string& path, std::string_view marker, std::string_view temp_fault,
+                                    std::string_view installed_fault,
+                                    const std::function<absl::Status(int fd)>& write) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
+    return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
+  }
+  const std::string tmp = StrCat(path, marker, ::getpid());
+  auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
+  if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));
+  if (absl::Status written = write(fd->get()); !written.ok()) {
+    ::unlink(tmp.c_str());
+    return written;
+  }
+  FaultPoint(temp_fault);
+  if (::fsync(fd->get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    return absl::InternalError(StrCat("installing ", path, ": ", why));
+  }
+  FaultPoint(installed_fault);
+  return absl::OkStatus();
+}
+
+absl::Status InstallPrivateFile(const std::string& path, std::string_view bytes, std::string_view marker,
+                                std::string_view temp_fault, std::string_view installed_fault) {
+  return InstallPrivateFileFrom(path, marker, temp_fault, installed_fault, [&](int fd) -> absl::Status {
+    for (size_t done = 0; done < bytes.size();) {
+      ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return absl::ResourceExhaustedError(
+            StrCat("writing ", path, marker, ::getpid(), ": ", n == 0 ? "no progress" : std::strerror(errno)));
+      }
+      done += static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
+  });
 }
 
 bool UnixSocketAnswers(const std::string& path) {

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/common/status.h"
@@ -70,6 +72,16 @@ struct TempFile {
 std::vector<TempFile> FindTempFiles(const std::string& dir, const std::string& marker);
 // Removes the stale ones; returns how many were removed.
 int RemoveStaleTempFiles(const std::string& dir, const std::string& marker);
+
+// Writes `bytes` to "<path><marker><pid>" (a private file, in a private directory made as
+// needed), fsyncs it and renames it over `path`: a reader sees the old file or the new one,
+// never a part. The fault points `temp_fault` (written, not in place) and `installed_fault`
+// are named by the caller. On failure the temporary file is gone and the old file untouched.
+absl::Status InstallPrivateFile(const std::string& path, std::string_view bytes, std::string_view marker,
+                                std::string_view temp_fault, std::string_view installed_fault);
+// The same with the bytes written by `write` into the temporary file's descriptor.
+absl::Status InstallPrivateFileFrom(const std::string& path, std::string_view marker, std::string_view temp_fault,
+                                    std::string_view installed_fault, const std::function<absl::Status(int fd)>& write);
 
 // Does something accept a connection on this Unix socket? (A stale socket file does not.)
 bool UnixSocketAnswers(const std::string& path);

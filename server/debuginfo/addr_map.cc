@@ -988,35 +988,15 @@ std::vector<TempFile> AddrMapTempFiles(const std::string& dir) { return FindTemp
 int RemoveStaleAddrMapTempFiles(const std::string& dir) { return RemoveStaleTempFiles(dir, kAddrMapTempMarker); }
 
 absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
   // The map holds live addresses: the directory and the file are 0750/0640 from the start.
-  if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
-    return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
-  }
   // (Temporary files a killed writer left behind are removed once per index run, by
   // open_index.cc and BuildAddrMaps: not here, where a kernel's 1,100 module maps would scan the
-  // directory 1,100 times.)
-  std::string tmp = StrCat(path, ".tmp.", ::getpid());  // "<id>.addrmap.tmp.<pid>": kAddrMapTempMarker
-  auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
-  if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));
-  for (size_t done = 0; done < bytes.size();) {
-    ssize_t n = ::write(fd->get(), bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      std::string why = std::strerror(errno);
-      ::unlink(tmp.c_str());
-      return absl::ResourceExhaustedError(StrCat("writing ", tmp, ": ", why));
-    }
-    done += static_cast<size_t>(n);
-  }
-  FaultPoint("addr-map-temp");  // written, not yet in place
-  if (::fsync(fd->get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    return absl::InternalError(StrCat("installing ", path, ": ", why));
-  }
-  FaultPoint("addr-map-installed");
-  return absl::OkStatus();
+  // directory 1,100 times.) "<id>.addrmap.tmp.<pid>": kAddrMapTempMarker.
+  return InstallPrivateFile(path, bytes, ".tmp.", "addr-map-temp", "addr-map-installed");
+}
+
+absl::Status WriteAddrMapFileFrom(const std::string& path, const std::function<absl::Status(int fd)>& write) {
+  return InstallPrivateFileFrom(path, ".tmp.", "addr-map-temp", "addr-map-installed", write);
 }
 
 }  // namespace symdex::debuginfo

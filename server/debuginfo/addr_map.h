@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -162,8 +163,11 @@ std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex)
 
 // Writes `bytes` to `path` through a temporary file ("<path>.tmp.<pid>") and rename: readers
 // see the old file or the whole new one. Creates the directory; both are private (0750/0640,
-// server/common/file_util.h). Removes temporary files that killed writers left behind first.
+// server/common/file_util.h). (Temporary files killed writers left behind are removed once
+// per index run: RemoveStaleAddrMapTempFiles.)
 absl::Status WriteAddrMapFile(const std::string& path, std::string_view bytes);
+// The same with the bytes written by `write` into the temporary file's descriptor.
+absl::Status WriteAddrMapFileFrom(const std::string& path, const std::function<absl::Status(int fd)>& write);
 
 inline constexpr char kAddrMapTempMarker[] = ".addrmap.tmp.";
 // Temporary maps in `dir` (in progress, or left by a killed writer: TempFile::stale).

@@ -187,7 +187,7 @@ std::string DwarfWorker::Stop(bool kill) {
 
 absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs,
                                               const std::function<absl::Status(std::string&&)>& on_part,
-                                              const std::function<void()>& on_quiet) {
+                                              const std::function<void()>& on_quiet, const PayloadSink& sink) {
   struct stat sb {};
   if (::stat(path.c_str(), &sb) != 0)
     return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
@@ -265,6 +265,22 @@ absl::StatusOr<std::string> DwarfWorker::Call(WorkerRequest::Kind kind, const st
       return absl::DataLossError(StrCat(path, ": invalid response from the parser: parts of ", answer_bytes,
                                         " bytes exceed the limit of ", kMaxResponsePayload));
     }
+    if (sink && header->ok && !header->part) {
+      constexpr uint64_t kPiece = uint64_t{1} << 20;
+      payload.resize(std::min(header->payload_size, kPiece));
+      for (uint64_t left = header->payload_size; left > 0;) {
+        const size_t n = static_cast<size_t>(std::min(left, kPiece));
+        if (ReadResult r = ReadFull(fd_.get(), payload.data(), n, deadline); r != ReadResult::kOk) {
+          return failed(r, "sending results");
+        }
+        if (absl::Status s = sink(std::string_view(payload.data(), n)); !s.ok()) {
+          Stop(true);  // the rest of the answer is still coming: out of step
+          return s;
+        }
+        left -= n;
+      }
+      return std::string();
+    }
     payload.assign(header->payload_size, '\0');
     if (ReadResult r = ReadFull(fd_.get(), payload.data(), payload.size(), deadline); r != ReadResult::kOk) {
       return failed(r, "sending results");
@@ -314,8 +330,17 @@ absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned 
   return idx;
 }
 
-absl::StatusOr<std::string> DwarfWorker::AddrMap(const std::string& path, unsigned jobs) {
-  return Call(WorkerRequest::Kind::kAddrMap, path, jobs);
+absl::Status DwarfWorker::AddrMapInto(const std::string& path, unsigned jobs, int fd) {
+  auto write = [fd](std::string_view piece) -> absl::Status {
+    while (!piece.empty()) {
+      const ssize_t n = ::write(fd, piece.data(), piece.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return absl::ResourceExhaustedError(StrCat("writing the address map: ", std::strerror(errno)));
+      piece.remove_prefix(static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  };
+  return Call(WorkerRequest::Kind::kAddrMap, path, jobs, {}, {}, write).status();
 }
 
 }  // namespace symdex::debuginfo

@@ -67,9 +67,10 @@ class DwarfWorker {
   using PartHandler = std::function<absl::Status(const DwarfIndex& so_far, const DwarfIndexSizes& part_from)>;
   absl::StatusOr<DwarfIndex> IndexStream(const std::string& path, unsigned jobs, const PartHandler& on_part,
                                          const std::function<void()>& on_quiet = {});
-  // The address map of a linked debug file (addr_map.h BuildAddrMap), built in the worker under
-  // the same limits. The bytes are untrusted too: MappedAddrMap checks them when opened.
-  absl::StatusOr<std::string> AddrMap(const std::string& path, unsigned jobs);
+  // The address map of a debug file (addr_map.h BuildAddrMap), built in the worker under the
+  // same limits, written to `fd` as it arrives (vmlinux's is ~50 MB: never held whole). The
+  // bytes are untrusted too: MappedAddrMap checks them when opened.
+  absl::Status AddrMapInto(const std::string& path, unsigned jobs, int fd);
 
   pid_t pid() const { return pid_; }
 
@@ -77,9 +78,12 @@ class DwarfWorker {
   absl::Status Start();
   // Sends `kind` for `path` and returns the response's payload (ok) or the failure.
   // Parts of a streamed answer go to `on_part` (a part where none is expected: invalid response).
+  // With `sink`, an ok answer's payload goes to it in pieces of at most 1 MiB as it is read, and
+  // "" is returned; an error `sink` returns ends the call (the worker is killed).
+  using PayloadSink = std::function<absl::Status(std::string_view piece)>;
   absl::StatusOr<std::string> Call(WorkerRequest::Kind kind, const std::string& path, unsigned jobs,
                                    const std::function<absl::Status(std::string&&)>& on_part = {},
-                                   const std::function<void()>& on_quiet = {});
+                                   const std::function<void()>& on_quiet = {}, const PayloadSink& sink = {});
   // Kills (SIGKILL) and reaps the worker; returns how it ended ("" if it was not running).
   std::string Stop(bool kill);
 

@@ -76,8 +76,12 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
   std::mutex mu;  // guards out and the progress count
   size_t done = 0;
   if (req.progress) req.progress("DWARF into address maps", 0, builds.size());
-  auto finish = [&](const AddrMapBuild& b, const absl::StatusOr<std::string>& bytes) {
-    absl::Status written = bytes.ok() ? debuginfo::WriteAddrMapFile(b.map_path, *bytes) : bytes.status();
+  // The worker's answer goes straight into the map's temporary file (vmlinux's is ~50 MB).
+  auto build = [](debuginfo::DwarfWorker& w, const AddrMapBuild& b, unsigned threads) {
+    return debuginfo::WriteAddrMapFileFrom(b.map_path,
+                                           [&](int fd) { return w.AddrMapInto(b.ReadPath(), threads, fd); });
+  };
+  auto finish = [&](const AddrMapBuild& b, absl::Status written) {
     if (b.plain) written = b.plain->Explain(written);
     std::lock_guard<std::mutex> l(mu);
     if (written.ok()) {
@@ -115,14 +119,14 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
       if (b.relocatable) {
         modules.push_back(&b);
       } else {
-        finish(b, w.AddrMap(b.ReadPath(), jobs));
+        finish(b, build(w, b, jobs));
       }
     }
   }
   std::atomic<size_t> next{0};
   auto work = [&] {
     debuginfo::DwarfWorker w(*exe, limits);
-    for (size_t i; (i = next.fetch_add(1)) < modules.size();) finish(*modules[i], w.AddrMap(modules[i]->ReadPath(), 1));
+    for (size_t i; (i = next.fetch_add(1)) < modules.size();) finish(*modules[i], build(w, *modules[i], 1));
   };
   {
     std::vector<std::jthread> threads;

@@ -166,6 +166,13 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
       out.join = join.Take(*stored);
       out.stored = std::move(*stored);
       out.text_addr = text_addr;
+      // Its rows are in the store: what the steps after still read of it (the address-map plan,
+      // the build-ID check) is kept, not the ~30 MB of rows while the modules are parsed.
+      debuginfo::DwarfIndex brief;
+      brief.build_id = idx->build_id;
+      brief.relocatable = idx->relocatable;
+      brief.reader = std::move(idx->reader);
+      idx = std::move(brief);
     }
   }
   out.index = std::move(idx);

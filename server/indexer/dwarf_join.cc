@@ -2,6 +2,7 @@
 // and line-table row, by address (debuginfo/symbol_join.h says why never by name).
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 #include <unordered_map>
 
 #include "server/common/strings.h"
@@ -39,22 +40,56 @@ std::shared_ptr<const JoinTable> JoinTableOf(const debuginfo::DwarfIndex& idx,
       spans.push_back({function_ids[i], SectionName(idx, r.section), r.lo, r.hi, f.entry, entry_section});
     }
   }
-  auto table = std::make_shared<JoinTable>(std::move(spans));
+  std::vector<store::SymbolLine> rows;
+  rows.reserve(idx.symbol_lines.size());
   for (const debuginfo::DwarfSymbolLine& l : idx.symbol_lines) {
     store::SymbolLine row{.section = SectionName(idx, l.section), .addr = l.addr, .line = int64_t{l.line}};
     if (l.cu != UINT32_MAX) row.unit = int64_t{l.cu};
     if (l.file != debuginfo::kNoFile) row.file = int64_t{l.file};
-    table->lines.insert_or_assign({row.section, row.addr}, std::move(row));
+    rows.push_back(std::move(row));
   }
-  return table;
+  return std::make_shared<JoinTable>(std::move(spans), std::move(rows));
+}
+
+JoinTable::JoinTable(std::vector<debuginfo::FunctionSpan> spans, std::vector<store::SymbolLine> rows)
+    : locator(std::move(spans)) {
+  lines.reserve(rows.size());
+  for (const store::SymbolLine& r : rows) {
+    auto sec = std::find(sections.begin(), sections.end(), r.section);
+    if (sec == sections.end()) sec = sections.insert(sec, r.section);
+    // Ids and line numbers come from the store's integers; one that does not fit is no row.
+    auto id32 = [](const std::optional<int64_t>& v) {
+      return v && *v >= 0 && *v <= INT32_MAX ? static_cast<int32_t>(*v) : -1;
+    };
+    lines.push_back({r.addr, r.line, static_cast<uint32_t>(sec - sections.begin()), id32(r.unit), id32(r.file)});
+  }
+  // By key; of equal keys the later row last, and kept.
+  std::stable_sort(lines.begin(), lines.end(), [](const Line& a, const Line& b) {
+    return std::tie(a.section, a.addr) < std::tie(b.section, b.addr);
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i + 1 < lines.size() && lines[i + 1].section == lines[i].section && lines[i + 1].addr == lines[i].addr)
+      continue;
+    lines[out++] = lines[i];
+  }
+  lines.resize(out);
+  lines.shrink_to_fit();
+}
+
+const JoinTable::Line* JoinTable::LineAt(std::string_view section, uint64_t addr) const {
+  auto sec = std::find(sections.begin(), sections.end(), section);
+  if (sec == sections.end()) return nullptr;
+  const auto si = static_cast<uint32_t>(sec - sections.begin());
+  auto it = std::lower_bound(lines.begin(), lines.end(), std::pair(si, addr),
+                             [](const Line& l, const auto& key) { return std::pair(l.section, l.addr) < key; });
+  return it != lines.end() && it->section == si && it->addr == addr ? &*it : nullptr;
 }
 
 absl::StatusOr<std::shared_ptr<const JoinTable>> LoadJoinTable(store::Db& db, int64_t debug_file_id) {
   ASSIGN_OR_RETURN(auto spans, store::LoadFunctionSpans(db, debug_file_id));
-  auto table = std::make_shared<JoinTable>(std::move(spans));
   ASSIGN_OR_RETURN(auto rows, store::LoadSymbolLines(db, debug_file_id));
-  for (auto& l : rows) table->lines.insert_or_assign({l.section, l.addr}, std::move(l));
-  return table;
+  return std::make_shared<JoinTable>(std::move(spans), std::move(rows));
 }
 
 absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum) {
@@ -66,8 +101,13 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     auto it = part_of_module.find(t.symbols[s].module);
     if (it != part_of_module.end()) symbols_by_part[it->second].push_back(s);
   }
-  // Debug files indexed by an earlier run: read from the store once each.
+  // Debug files indexed by an earlier run: read from the store once each, and let go once the
+  // last part using it is joined (a table is only ever needed while its parts are joined).
   std::unordered_map<int64_t, std::shared_ptr<const JoinTable>> loaded;
+  std::unordered_map<int64_t, size_t> uses_left;
+  for (const Part& p : parts) {
+    if (p.record.debug_file_id && !p.join) ++uses_left[*p.record.debug_file_id];
+  }
   for (size_t i = 0; i < parts.size(); ++i) {
     Part& p = parts[i];
     if (p.record.status == DebugFileStatus::kCached) ++sum.debug_cached;
@@ -79,13 +119,17 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
       continue;
     }
     if (!p.join) {
-      auto& table = loaded[*p.record.debug_file_id];
+      const int64_t id = *p.record.debug_file_id;
+      auto& table = loaded[id];
       if (!table) {
-        ASSIGN_OR_RETURN(table, LoadJoinTable(db, *p.record.debug_file_id));
+        ASSIGN_OR_RETURN(table, LoadJoinTable(db, id));
       }
       p.join = table;
+      if (--uses_left[id] == 0) loaded.erase(id);
     }
-    const JoinTable& join = *p.join;
+    // The part's table goes when its symbols are joined (a shared one with its last part).
+    const std::shared_ptr<const JoinTable> held = std::move(p.join);
+    const JoinTable& join = *held;
     int64_t slide = 0;
     if (p.module < 0 && t.text_addr && p.debug_text_addr)
       slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
@@ -109,10 +153,10 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
         section = sym.section;
       }
       sym.debug_file_id = p.record.debug_file_id;
-      if (auto l = join.lines.find({section, addr}); l != join.lines.end() && l->second.line > 0) {
-        sym.src_unit = l->second.unit;
-        sym.src_file = l->second.file;
-        sym.src_line = l->second.line;
+      if (const JoinTable::Line* l = join.LineAt(section, addr); l != nullptr && l->line > 0) {
+        if (l->unit >= 0) sym.src_unit = l->unit;
+        if (l->file >= 0) sym.src_file = l->file;
+        sym.src_line = l->line;
       }
       auto hit = join.locator.Find(section, addr);
       if (!hit) {

@@ -8,11 +8,13 @@
 // earlier run (or an older symdex) and is reused without parsing; and the parse is the same
 // bounds-checked ingest::ReadElfSymbols that reads offline .ko files here already. The cost:
 // a debug file deleted since its DWARF was indexed gives no facts (the name rule then ranks).
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "server/common/elf_facts.h"
@@ -22,30 +24,36 @@
 #include "server/indexer/steps.h"
 
 namespace symdex::indexer {
-namespace {
 
-// A symbol of the table by section (relocatable files; "" for linked ones), address and name:
-// views into the table read for the part, which outlives the map.
-struct SymbolKey {
-  std::string_view section;
-  uint64_t addr;
-  std::string_view name;
-  bool operator==(const SymbolKey&) const = default;
-};
-struct SymbolKeyHash {
-  size_t operator()(const SymbolKey& k) const {
-    const size_t h = std::hash<std::string_view>()(k.name);
-    return (h ^ (k.addr * 0x9e3779b97f4a7c15ull)) + std::hash<std::string_view>()(k.section);
-  }
-};
-
-}  // namespace
-
-// A debug file's symbol table, keyed for the lookups: `facts` views into `table`.
+// A debug file's code symbols, in brief, for the lookups by (section, address, name): the facts
+// of each, the names and section names packed in one string (vmlinux's whole table read as
+// ElfSymbols was ~30 MB held through the parse, the store and the join; this is ~2 MB).
 struct ElfFactsTable {
+  struct Key {
+    uint64_t addr;
+    uint32_t name, name_size;  // in `names`
+    uint32_t section;          // index into `sections`
+    uint8_t facts;
+  };
   std::string path;
-  absl::StatusOr<ingest::ElfSymbolTable> table;
-  std::unordered_map<SymbolKey, uint8_t, SymbolKeyHash> facts;
+  absl::Status status;  // the table could not be read: why
+  std::optional<BuildId> build_id;
+  std::vector<std::string> sections;  // "" for a linked file's symbols
+  std::string names;
+  std::vector<Key> keys;  // by (section, addr, name)
+
+  std::string_view NameOf(const Key& k) const { return std::string_view(names).substr(k.name, k.name_size); }
+  // The facts of the code symbol `name` at `addr` in `section`, if the table has it.
+  std::optional<uint8_t> Find(std::string_view section, uint64_t addr, std::string_view name) const {
+    auto sec = std::find(sections.begin(), sections.end(), section);
+    if (sec == sections.end()) return std::nullopt;
+    const auto si = static_cast<uint32_t>(sec - sections.begin());
+    auto it = std::lower_bound(keys.begin(), keys.end(), std::tuple(si, addr, name), [&](const Key& k, const auto& v) {
+      return std::tuple(k.section, k.addr, NameOf(k)) < v;
+    });
+    if (it == keys.end() || it->section != si || it->addr != addr || NameOf(*it) != name) return std::nullopt;
+    return it->facts;
+  }
 };
 
 namespace {
@@ -53,15 +61,32 @@ namespace {
 std::unique_ptr<ElfFactsTable> ReadFactsTable(const std::string& path) {
   auto out = std::make_unique<ElfFactsTable>();
   out->path = path;
-  out->table = debuginfo::ReadSymtabFile(path);
-  if (!out->table.ok()) return out;
-  const ingest::ElfSymbolTable& table = *out->table;
-  out->facts.reserve(table.symbols.size());
-  for (const ingest::ElfSymbol& s : table.symbols) {
-    if (!IsCodeSymbolType(s.type)) continue;
-    out->facts.emplace(SymbolKey{table.relocatable ? std::string_view(s.section) : std::string_view(), s.value, s.name},
-                       ElfFacts(s.function, s.size));
+  absl::StatusOr<ingest::ElfSymbolTable> table = debuginfo::ReadSymtabFile(path);
+  if (!table.ok()) {
+    out->status = table.status();
+    return out;
   }
+  out->build_id = table->build_id;
+  for (const ingest::ElfSymbol& s : table->symbols) {
+    if (!IsCodeSymbolType(s.type) || out->names.size() + s.name.size() > UINT32_MAX) continue;
+    const std::string_view section = table->relocatable ? std::string_view(s.section) : std::string_view();
+    auto sec = std::find(out->sections.begin(), out->sections.end(), section);
+    if (sec == out->sections.end()) sec = out->sections.insert(sec, std::string(section));
+    out->keys.push_back({s.value, static_cast<uint32_t>(out->names.size()), static_cast<uint32_t>(s.name.size()),
+                         static_cast<uint32_t>(sec - out->sections.begin()), ElfFacts(s.function, s.size)});
+    out->names += s.name;
+  }
+  const ElfFactsTable& t = *out;
+  std::stable_sort(out->keys.begin(), out->keys.end(), [&](const ElfFactsTable::Key& a, const ElfFactsTable::Key& b) {
+    return std::tuple(a.section, a.addr, t.NameOf(a)) < std::tuple(b.section, b.addr, t.NameOf(b));
+  });
+  // One entry per key, the first the table listed (what the map this replaces kept).
+  out->keys.erase(std::unique(out->keys.begin(), out->keys.end(),
+                              [&](const ElfFactsTable::Key& a, const ElfFactsTable::Key& b) {
+                                return a.section == b.section && a.addr == b.addr && t.NameOf(a) == t.NameOf(b);
+                              }),
+                  out->keys.end());
+  out->keys.shrink_to_fit();
   return out;
 }
 
@@ -79,14 +104,12 @@ void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& sym
     own = ReadFactsTable(p.record.path);
     ahead = own.get();
   }
-  const auto& table = ahead->table;
-  if (!table.ok()) {
+  if (!ahead->status.ok()) {
     p.record.detail = StrCat(p.record.detail, p.record.detail.empty() ? "" : "; ", "symbol table unreadable (",
-                             table.status().message(), "): aliases at one address ranked by name");
+                             ahead->status.message(), "): aliases at one address ranked by name");
     return;
   }
-  if (table->build_id && !p.record.build_id.empty() && table->build_id->ToHex() != p.record.build_id) return;
-  const auto& facts = ahead->facts;
+  if (ahead->build_id && !p.record.build_id.empty() && ahead->build_id->ToHex() != p.record.build_id) return;
   uint64_t slide = 0;
   if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = *t.text_addr - *p.debug_text_addr;
   const std::vector<std::pair<std::string, uint64_t>>* sections =
@@ -103,7 +126,7 @@ void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& sym
       section = std::move(so->first);
       addr = so->second;
     }
-    if (auto it = facts.find(SymbolKey{section, addr, sym.name}); it != facts.end()) sym.elf_facts = it->second;
+    if (auto facts = ahead->Find(section, addr, sym.name)) sym.elf_facts = facts;
   }
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -42,11 +43,24 @@ inline double SecondsSince(std::chrono::steady_clock::time_point t) {
 }
 
 // What the symbol join needs of one debug file: its function ranges (with their store row
-// ids) and the line-table rows at its symbols' addresses, keyed by (section, address).
+// ids) and the line-table rows at its symbols' addresses, found by (section, address). The rows
+// are packed (32 bytes each, a section by its index): a kernel's tables are all made before the
+// join and were the largest thing an index run held after the symbols.
 struct JoinTable {
-  explicit JoinTable(std::vector<debuginfo::FunctionSpan> spans) : locator(std::move(spans)) {}
+  struct Line {
+    uint64_t addr;
+    int64_t line;
+    uint32_t section;    // index into `sections`
+    int32_t unit, file;  // -1: none
+  };
+  // `rows` in any order; of two for one (section, address), the later is kept.
+  JoinTable(std::vector<debuginfo::FunctionSpan> spans, std::vector<store::SymbolLine> rows);
+  // The row at `addr` of `section` ("" for a linked image), if any.
+  const Line* LineAt(std::string_view section, uint64_t addr) const;
+
   debuginfo::FunctionLocator locator;
-  std::map<std::pair<std::string, uint64_t>, store::SymbolLine> lines;
+  std::vector<std::string> sections;
+  std::vector<Line> lines;  // by (section, addr), one per key
 };
 
 // One part of the target that has its own debug file: vmlinux (module == -1) or a module.

@@ -15,6 +15,7 @@
 #include "server/query/local_query_impl.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
+#include "server/store/text_symbol_file.h"
 
 namespace symdex::query {
 
@@ -280,7 +281,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
   }
   if (want_table) {
     ASSIGN_OR_RETURN(store::Db * db, s.Db());
-    ASSIGN_OR_RETURN(auto table, store::LoadTextSymbolTable(*db, t.id));
+    ASSIGN_OR_RETURN(auto table, store::OpenTextSymbolTable(*db, t));
     std::lock_guard<std::mutex> l(use.mu);
     if (!use.text_symbols) use.text_symbols = std::move(table);
   }

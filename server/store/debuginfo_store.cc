@@ -1,6 +1,7 @@
 #include "server/store/debuginfo_store.h"
 
 #include "server/common/strings.h"
+#include "server/store/index_store.h"
 
 namespace symdex::store {
 
@@ -69,6 +70,11 @@ absl::StatusOr<std::unique_ptr<DebugFileWriter>> DebugFileWriter::Begin(
     // at other functions: their DWARF columns are cleared (no answer rather than a wrong one)
     // until those targets are indexed again. The target being indexed rewrites its own.
     id = existing->id;
+    // Their symbol rows change: so does their stamp (a text-symbol file made before is stale).
+    ASSIGN_OR_RETURN(Stmt restamp, db.Prepare("UPDATE targets SET symbols_stamp = ?2 WHERE id IN "
+                                              "(SELECT DISTINCT target_id FROM symbols WHERE debug_file_id = ?1)"));
+    restamp.Bind(1, id).Bind(2, NewSymbolsStamp());
+    RETURN_IF_ERROR(restamp.Run());
     ASSIGN_OR_RETURN(Stmt forget,
                      db.Prepare("UPDATE symbols SET dwarf_function_id = NULL, src_unit = NULL, src_file = NULL, "
                                 "src_line = NULL, dwarf_note = ?2 WHERE debug_file_id = ?1"));

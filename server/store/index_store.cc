@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <random>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -30,7 +31,7 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 
 constexpr const char* kTargetCols =
     "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
-    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr, machine";
+    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr, machine, symbols_stamp";
 
 TargetInfo ReadTarget(const Stmt& st) {
   TargetInfo t;
@@ -49,6 +50,7 @@ TargetInfo ReadTarget(const Stmt& st) {
   t.text_anchor = st.Text(12);
   t.anchor_addr = OptU64(st.OptInt(13));
   t.machine = static_cast<uint16_t>(st.OptInt(14).value_or(0));
+  t.symbols_stamp = st.Int(15);
   return t;
 }
 
@@ -146,13 +148,13 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
       r.BindNull(8);
     else
       r.BindStatic(8, s.section);
-    r.Bind(9, s.dwarf_function_id);
+    r.Bind(9, s.dwarf_function_id.get());
     if (s.dwarf_note.empty())
       r.BindNull(10);
     else
       r.BindStatic(10, s.dwarf_note);
-    r.Bind(11, s.debug_file_id);
-    r.Bind(12, s.src_unit).Bind(13, s.src_file).Bind(14, s.src_line).Bind(15, int64_t{s.probe});
+    r.Bind(11, s.debug_file_id.get());
+    r.Bind(12, s.src_unit.get()).Bind(13, s.src_file.get()).Bind(14, s.src_line.get()).Bind(15, int64_t{s.probe});
     if (s.elf_facts)
       r.Bind(16, int64_t{*s.elf_facts});
     else
@@ -225,6 +227,14 @@ absl::Status CheckTargetForeignKeys(Db& db) {
 
 }  // namespace
 
+int64_t NewSymbolsStamp() {
+  static thread_local std::mt19937_64 gen{std::random_device{}()};
+  for (;;) {
+    const int64_t v = static_cast<int64_t>(gen() >> 1);
+    if (v != 0) return v;
+  }
+}
+
 absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now) {
   // Every child row of the old target is deleted here and the references checked once before the
   // commit (CheckTargetForeignKeys); with enforcement on, "DELETE FROM symbols" would visit and
@@ -243,11 +253,11 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
       RETURN_IF_ERROR(DeleteTarget(db, old_id));
     }
   }
-  ASSIGN_OR_RETURN(
-      Stmt ins_target,
-      db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
-                 "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
-                 "text_anchor, anchor_addr, machine) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"));
+  ASSIGN_OR_RETURN(Stmt ins_target,
+                   db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
+                              "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
+                              "text_anchor, anchor_addr, machine, symbols_stamp) "
+                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"));
   ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
   ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
   ins_target.Bind(9, StrJoin(t.warnings, "\n"));
@@ -261,6 +271,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     ins_target.Bind(14, int64_t{t.machine});
   else
     ins_target.BindNull(14);
+  ins_target.Bind(15, NewSymbolsStamp());
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 
@@ -322,8 +333,10 @@ absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, co
   RETURN_IF_ERROR(InsertOwned(db, target_id, t, pick));
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, pick));
   ASSIGN_OR_RETURN(Stmt upd,
-                   db.Prepare("UPDATE targets SET generation = ?2, indexed_at = ?3, warnings = ?4 WHERE id = ?1"));
+                   db.Prepare("UPDATE targets SET generation = ?2, indexed_at = ?3, warnings = ?4, symbols_stamp = ?5 "
+                              "WHERE id = ?1"));
   upd.Bind(1, target_id).Bind(2, generation).Bind(3, now).Bind(4, StrJoin(t.warnings, "\n"));
+  upd.Bind(5, NewSymbolsStamp());
   RETURN_IF_ERROR(upd.Run());
   FaultPoint("target-commit");
   RETURN_IF_ERROR(tx.Commit());
@@ -633,10 +646,12 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
     std::string type = st.Text(1);
     e.type = type.empty() ? '?' : type[0];
     std::string name = st.Text(2);
-    if (t->names_.size() + name.size() + 1 > UINT32_MAX) return absl::ResourceExhaustedError("too many symbol names");
-    e.name = static_cast<uint32_t>(t->names_.size());
-    t->names_ += name;
-    t->names_.push_back('\0');
+    if (t->own_names_.size() + name.size() + 1 > UINT32_MAX) {
+      return absl::ResourceExhaustedError("too many symbol names");
+    }
+    e.name = static_cast<uint32_t>(t->own_names_.size());
+    t->own_names_ += name;
+    t->own_names_.push_back('\0');
     if (!st.IsNull(3)) {
       e.size = static_cast<uint64_t>(st.Int(3));
       e.flags |= kSizeKnown;
@@ -653,8 +668,10 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
       e.elf_facts = static_cast<uint8_t>(st.Int(8));
     }
     e.probe = static_cast<uint32_t>(st.Int(9));
-    t->entries_.push_back(e);
+    t->own_entries_.push_back(e);
   }
+  t->entries_ = t->own_entries_;
+  t->names_ = t->own_names_;
   ASSIGN_OR_RETURN(t->extents_, LoadOwnerExtents(db, target_id));
   return std::shared_ptr<const TextSymbolTable>(std::move(t));
 }

@@ -7,9 +7,12 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "server/common/mapped_file.h"
 #include "server/store/sqlite_db.h"
 #include "server/store/symbol_extent.h"
 #include "server/target/kernel_target.h"
@@ -28,6 +31,7 @@ struct TargetInfo {
   uint16_t machine = 0;  // ELF e_machine (target::KernelTarget::machine)
   int64_t indexed_at = 0;
   int64_t generation = 0;
+  int64_t symbols_stamp = 0;  // changes with every change of its symbol rows (schema/013); 0: unknown
   std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one
   std::string kernel_config;                     // where that was read
 };
@@ -76,6 +80,9 @@ struct SymbolRecord {
   uint32_t probe = 0;                // target::ProbeBits
   std::optional<uint8_t> elf_facts;  // common/elf_facts.h bits; absent: no ELF symbol table said
 };
+
+// A new symbols_stamp: random, never 0.
+int64_t NewSymbolsStamp();
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.
 absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now_unix);
@@ -175,8 +182,6 @@ class TextSymbolTable {
   Containment Containing(uint64_t addr) const;
   size_t size() const { return entries_.size(); }
 
- private:
-  friend absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id);
   struct Entry {
     int64_t addr;  // as stored: kernel addresses are negative, and so sort below user ones
     uint64_t size;
@@ -185,10 +190,19 @@ class TextSymbolTable {
     char type;
     uint8_t flags;
     uint8_t elf_facts;  // common/elf_facts.h bits, when flags say they are known
+    uint8_t reserved;   // 0 (no padding: the records are written to a file as they are)
     uint32_t probe;     // target/probe_bits.h
   };
-  std::vector<Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
-  std::string names_;
+
+ private:
+  friend absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& db, int64_t target_id);
+  friend struct TextSymbolFileAccess;  // store/text_symbol_file.cc: the table as a file and back
+  // Read from the database into own_*, or viewed in a mapped text-symbol file (file_).
+  std::vector<Entry> own_entries_;
+  std::string own_names_;
+  std::shared_ptr<const MappedFile> file_;
+  std::span<const Entry> entries_;  // by (addr, row id), as SymbolContaining reads them
+  std::string_view names_;          // NUL-terminated names
   std::vector<std::string> modules_;
   OwnerExtents extents_;
 };

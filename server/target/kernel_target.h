@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "server/common/build_id.h"
+#include "server/common/compact_optional.h"
 #include "server/target/file_status.h"
 
 namespace symdex::target {
@@ -36,9 +37,11 @@ struct SymbolEntry {
   // of vmlinux/a module): absent when none covered this symbol.
   std::optional<uint8_t> elf_facts;
   // The DWARF join (debuginfo/symbol_join.h): the function instance, or why there is none.
-  std::optional<int64_t> debug_file_id;
-  std::optional<int64_t> dwarf_function_id;
-  std::optional<int64_t> src_unit, src_file, src_line;  // line-table row at the symbol address
+  // (Row ids and line numbers: never the smallest int64, which says "none" in 8 bytes.)
+  using Id = CompactOptional<int64_t, INT64_MIN>;
+  Id debug_file_id;
+  Id dwarf_function_id;
+  Id src_unit, src_file, src_line;  // line-table row at the symbol address
   std::string dwarf_note;
   uint32_t probe = 0;  // target::ProbeBits (probe_bits.h), set by the indexer's probe step
 };

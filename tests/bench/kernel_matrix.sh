@@ -58,55 +58,8 @@ row() {  # row KERNEL CHECK RESULT PASS(yes|no|-)
 }
 pct() { python3 -c "import sys; print(f'{100*$1/max($2,1):.2f}%')"; }
 
-# kernel K -> KREL DBG (the debug root: DBG/usr/lib/debug) IMG MAP VML MODS ARCH BOOTENV
-fetch() {  # fetch ARCH META MODE
-  SYMDEX_KERNEL_ARCH=$1 SYMDEX_KERNEL_META=$2 "$root/tests/corpus/fetch-debian-kernel.sh" "$3"
-}
-kernel() {
-  local k=$1 base
-  ARCH=x86_64 BOOTENV=""
-  case $k in
-    debian-6.1-amd64|zlib-6.1-amd64|zstd-6.1-amd64)
-      eval "$(fetch amd64 linux-image-cloud-amd64 dbg)"; DBG=$ROOT
-      eval "$(fetch amd64 linux-image-cloud-amd64 image)"; IMG=$ROOT ;;
-    debian-6.1-arm64)
-      eval "$(fetch arm64 linux-image-cloud-arm64 dbg)"; DBG=$ROOT
-      eval "$(fetch arm64 linux-image-cloud-arm64 image)"; IMG=$ROOT
-      ARCH=arm64 ;;
-    debian-6.12-amd64)
-      eval "$(fetch amd64 linux-image-6.12-cloud-amd64 dbg)"; DBG=$ROOT
-      eval "$(fetch amd64 linux-image-6.12-cloud-amd64 image)"; IMG=$ROOT
-      BOOTENV="SYMDEX_KERNEL_META=linux-image-6.12-cloud-amd64" ;;
-    clang-6.1-amd64)
-      eval "$("$root/tests/corpus/build-clang-kernel.sh")"
-      DBG=$DBG_ROOT IMG=$IMAGE_ROOT BOOTENV="SYMDEX_KERNEL_BUILD=clang" ;;
-    *) echo "kernel_matrix: unknown kernel $k" >&2; exit 2 ;;
-  esac
-  MAP=$DBG/usr/lib/debug/boot/System.map-$KREL
-  VML=$DBG/usr/lib/debug/boot/vmlinux-$KREL
-  MODS=$IMG/lib/modules/$KREL
-  case $k in
-    zlib-*|zstd-*)
-      # A debug tree whose vmlinux is the compressed copy; the modules' debug files as they are.
-      local how=${k%%-*} packed=$CACHE/compressed/vmlinux-$KREL-${k%%-*}
-      if [ ! -s "$packed" ]; then
-        mkdir -p "$CACHE/compressed"
-        log "compressing $(basename "$VML") with $how"
-        objcopy --compress-debug-sections="$how" "$VML" "$packed.tmp" && mv "$packed.tmp" "$packed"
-      fi
-      base=$work/dbg-$how
-      rm -rf "$base" && mkdir -p "$base/usr/lib/debug/boot" "$base/usr/lib/debug/lib"
-      ln -s "$packed" "$base/usr/lib/debug/boot/vmlinux-$KREL"
-      cp "$MAP" "$base/usr/lib/debug/boot/"
-      ln -s "$DBG/usr/lib/debug/lib/modules" "$base/usr/lib/debug/lib/modules"
-      PLAIN=$VML DBG=$base VML=$packed BOOTENV=none ;;
-  esac
-  # The peer reads the same file, except zstd sections, which llvm-symbolizer-14 cannot
-  # decompress ("unsupported compression type"): it reads the plain file there, whose answers the
-  # compressed copy must give.
-  PEER_VML=$VML PEER_NOTE=""
-  case $k in zstd-*) PEER_VML=$PLAIN PEER_NOTE=" (llvm-symbolizer-14 reads no zstd: it reads the plain file)" ;; esac
-}
+# shellcheck source=tests/bench/kernels.sh
+. "$here/kernels.sh"  # kernel K -> KREL DBG IMG MAP VML MODS ARCH BOOTENV PEER_VML PEER_NOTE
 
 # The e2e driver's verdicts in one cell: probes placed where symdex said, sampled verdicts equal
 # to the kernel's, available_filter_functions lines predicted, blacklist missed/extra, decode.

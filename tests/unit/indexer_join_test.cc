@@ -67,13 +67,17 @@ TEST(IndexerJoin, InMemoryTableAnswersAsTheStoredOne) {
     }
   }
   ASSERT_EQ(mem->lines.size(), (*loaded)->lines.size());
-  for (const auto& [key, line] : mem->lines) {
-    auto it = (*loaded)->lines.find(key);
-    ASSERT_NE(it, (*loaded)->lines.end()) << key.first << "+" << key.second;
-    EXPECT_EQ(line.unit, it->second.unit);
-    EXPECT_EQ(line.file, it->second.file);
-    EXPECT_EQ(line.line, it->second.line);
+  for (const JoinTable::Line& line : mem->lines) {
+    const std::string& section = mem->sections.at(line.section);
+    const JoinTable::Line* it = (*loaded)->LineAt(section, line.addr);
+    ASSERT_NE(it, nullptr) << section << "+" << line.addr;
+    EXPECT_EQ(line.unit, it->unit);
+    EXPECT_EQ(line.file, it->file);
+    EXPECT_EQ(line.line, it->line);
+    EXPECT_EQ(mem->LineAt(section, line.addr), &line);
   }
+  EXPECT_EQ(mem->LineAt(".text", 0x12345), nullptr);
+  EXPECT_EQ(mem->LineAt(".no_such_section", 0x100), nullptr);
   // The tie between the three aliases goes the same way in both; which one it is follows the
   // store's order (by name), not the order the parser produced them in.
   auto hit = mem->locator.Find(".text", 0x100);

@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 
+#include "server/common/file_util.h"
 #include "server/store/index_store.h"
 #include "server/store/migrations.h"
+#include "server/store/text_symbol_file.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::store {
@@ -90,6 +94,11 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
   const int64_t id = (*info)->id;
   auto table = LoadTextSymbolTable(*db, id);
   ASSERT_TRUE(table.ok()) << table.status();
+  // The same table as the file beside the index, mapped (store/text_symbol_file.h).
+  ASSERT_TRUE(WriteTextSymbolFile(*db, **info).ok());
+  auto mapped = MapTextSymbolFile(TextSymbolFilePath(d / "i.db-addrmaps", id), **info);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  EXPECT_EQ((*mapped)->size(), (*table)->size());
 
   const Want cases[] = {
       {kV, "startup_64", nullptr},  // a function beats _text/_stext at its address
@@ -117,6 +126,15 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
     auto single = SymbolContaining(*db, id, w.addr);
     ASSERT_TRUE(single.ok()) << single.status();
     Containment batch = (*table)->Containing(w.addr);
+    Containment from_file = (*mapped)->Containing(w.addr);
+    EXPECT_EQ(from_file.symbol.has_value(), batch.symbol.has_value());
+    EXPECT_EQ(from_file.why, batch.why);
+    if (from_file.symbol && batch.symbol) {
+      EXPECT_EQ(from_file.symbol->name, batch.symbol->name);
+      EXPECT_EQ(from_file.symbol->module, batch.symbol->module);
+      EXPECT_EQ(from_file.symbol->addr, batch.symbol->addr);
+      EXPECT_EQ(from_file.symbol->size, batch.symbol->size);
+    }
     if (w.symbol == nullptr) {
       EXPECT_FALSE(single->symbol.has_value()) << single->symbol->name;
       EXPECT_FALSE(batch.symbol.has_value()) << batch.symbol->name;
@@ -145,6 +163,65 @@ TEST(SymbolExtentTest, AnOfflineTargetSaysItsModulesHaveNoAddresses) {
   ASSERT_TRUE(r.ok());
   EXPECT_FALSE(r->symbol);
   EXPECT_EQ(r->why, "not in vmlinux (this offline target's modules have no addresses)");
+}
+
+// The text-symbol file is a cache: one made before the target's symbols changed, or damaged in
+// any of its parts, is refused with the reason, and the table is read from the database.
+TEST(SymbolExtentTest, AStaleOrDamagedTextSymbolFileIsNotUsed) {
+  TempDir d;
+  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE(ReplaceTarget(*db, LaidOutTarget(), 1).ok());
+  auto info = FindTarget(*db, "host");
+  ASSERT_TRUE(info.ok() && info->has_value());
+  ASSERT_NE((*info)->symbols_stamp, 0);
+  const std::string path = TextSymbolFilePath(d / "i.db-addrmaps", (*info)->id);
+  ASSERT_TRUE(WriteTextSymbolFile(*db, **info).ok());
+  bool from_file = false;
+  auto current = OpenTextSymbolTable(*db, **info, &from_file);
+  ASSERT_TRUE(current.ok());
+  EXPECT_TRUE(from_file);
+  auto read = ReadFileBounded(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const std::string good = *read;
+
+  // The target written again (same name, same symbols): the old file is stale.
+  ASSERT_TRUE(ReplaceTarget(*db, LaidOutTarget(), 2).ok());
+  auto again = FindTarget(*db, "host");
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_NE((*again)->symbols_stamp, (*info)->symbols_stamp);
+  auto stale = MapTextSymbolFile(path, **again);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  auto fallback = OpenTextSymbolTable(*db, **again, &from_file);
+  ASSERT_TRUE(fallback.ok());
+  EXPECT_FALSE(from_file);
+  EXPECT_EQ((*fallback)->Containing(kV + 0x150).symbol->name, "foo");
+
+  // Damaged copies of the good file, each refused for what is wrong with it.
+  struct Damage {
+    const char* what;
+    std::function<void(std::string&)> apply;
+    const char* says;
+  };
+  const size_t header = 112;  // the file's header (text_symbol_file.cc)
+  const Damage damages[] = {
+      {"cut short", [](std::string& b) { b.resize(b.size() - 3); }, "past the end"},
+      {"a byte more", [](std::string& b) { b.push_back('x'); }, "after its last part"},
+      {"not ours", [](std::string& b) { b[0] = 'X'; }, "not a text-symbol file"},
+      {"a name past the names", [&](std::string& b) { std::memset(&b[header + 16], 0xff, 4); }, "does not have"},
+      {"a module past the modules", [&](std::string& b) { std::memset(&b[header + 20], 0x7f, 4); }, "does not have"},
+      {"out of order", [&](std::string& b) { std::memset(&b[header + 32], 0x7f, 8); }, "address order"},
+      {"only a header", [&](std::string& b) { b.resize(40); }, "shorter than its header"},
+  };
+  for (const Damage& dmg : damages) {
+    SCOPED_TRACE(dmg.what);
+    std::string bytes = good;
+    dmg.apply(bytes);
+    testing::WriteFile(path, bytes);
+    auto bad = MapTextSymbolFile(path, **info);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.status().message().find(dmg.says), std::string::npos) << bad.status();
+  }
 }
 
 }  // namespace

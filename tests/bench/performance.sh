@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# symdex's speed and memory against its peers, every ratio from one run, per kernel:
+#
+#   tests/bench/performance.sh [--kernels K1,K2,...] [--runs N] [--out FILE] [SYMDEX_BIN]
+#
+# Kernels: those of tests/bench/kernels.sh (default: debian-6.1-amd64, debian-6.1-arm64,
+# debian-6.12-amd64). The peer is llvm-symbolizer-14 on the same debug file, timed in the same run
+# (medians of --runs, default 5, page cache warm for everyone):
+#   - whole-kernel cold index: `symdex index` of System.map + every module + every debug file into a
+#     new database (wall; peak RSS of the largest process, /usr/bin/time %M) against one
+#     llvm-symbolizer batch over vmlinux's text-symbol addresses. Goal: <= 2x the batch, <= 200 MiB.
+#   - `symdex addr -` over those addresses from a new process, on that whole-kernel index. Goal >= 10x.
+#   - by build-ID, warm: 10,000 of them, `symdex addr --build-id ID -` (text, then --json) from a
+#     new process on an index made by `symdex index --build-id` against llvm-symbolizer on the
+#     debug file. Goal >= 20x.
+# Prints one markdown table and writes it to --out. Corpora as tests/bench/kernel_matrix.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$here/../..
+KERNELS=debian-6.1-amd64,debian-6.1-arm64,debian-6.12-amd64
+RUNS=5
+OUT=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kernels) KERNELS=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "performance: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+SYMDEX=$(realpath "${1:-$root/build/bin/symdex}")
+unset DEBUGINFOD_URLS SYMDEX_DB
+command -v llvm-symbolizer-14 >/dev/null || { echo "performance: needs llvm-symbolizer-14 (apt-get install llvm-14)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+CACHE=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
+log() { printf '[performance] %s\n' "$*" >&2; }
+# shellcheck source=tests/bench/kernels.sh
+. "$here/kernels.sh"
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+rows=()
+row() {  # row KERNEL MEASURE SYMDEX PEER RATIO GOAL MET
+  rows+=("| $1 | $2 | $3 | $4 | $5 | $6 | $7 |")
+  printf '  %-18s %-52s %-22s %-14s %-8s %-8s %s\n' "$@" >&2
+}
+met() { python3 -c "import sys; print('yes' if $1 else 'no')"; }
+timed() {  # timed IN OUT CMD... -> seconds (symdex addr exits 1 for an address in no function)
+  local in=$1 out=$2 s e
+  shift 2
+  s=$(now); "$@" <"$in" >"$out" || [ $? = 1 ]; e=$(now)
+  echo "$e - $s" | bc
+}
+med_of() {  # med_of IN OUT CMD... -> the median of RUNS timed runs
+  local in=$1 out=$2 i
+  shift 2
+  for i in $(seq "$RUNS"); do timed "$in" "$out" "$@"; done | median
+}
+peak_mib() { echo $(($(cat "$1") / 1024)); }
+warm() {  # the page cache warm for every reader alike
+  cat "$VML" "$MAP" >/dev/null
+  find "$DBG/usr/lib/debug/lib/modules" "$MODS" -type f -print0 2>/dev/null | xargs -0 cat >/dev/null 2>&1 || true
+}
+index_whole() {  # index_whole DB NAME [MAP MODS DEBUG_DIR] -> prints "seconds peak_kib"
+  local db=$1 name=$2 s e
+  rm -rf "$db"*
+  s=$(now)
+  /usr/bin/time -f %M -o "$work/peak" "$SYMDEX" --db "$db" index -q --json --system-map "${3:-$MAP}" \
+    --modules-dir "${4:-$MODS}" --debug-dir "${5:-$DBG/usr/lib/debug}" --name "$name" >"$work/index.json" \
+    2>"$work/index.err" || { cat "$work/index.err" >&2; return 1; }
+  e=$(now)
+  echo "$(echo "$e - $s" | bc) $(cat "$work/peak")"
+}
+
+IFS=, read -r -a list <<<"$KERNELS"
+for k in "${list[@]}"; do
+  log "== $k"
+  kernel "$k"
+  warm
+  awk '$2=="t"||$2=="T"{print "0x"$1}' "$MAP" | sort -u >"$work/addrs"
+  awk '$2=="t"||$2=="T"{print "0x"$1}' "$MAP" | sort -u | shuf -n 10000 --random-source=<(yes) >"$work/addrs10k"
+  n=$(wc -l <"$work/addrs")
+  nko=$(find "$MODS" -name '*.ko*' | wc -l)
+
+  # The peer's batch over every text address, and over the 10,000.
+  llvm=$(med_of "$work/addrs" "$work/llvm.out" llvm-symbolizer-14 --obj="$PEER_VML")
+  llvm10k=$(med_of "$work/addrs10k" "$work/llvm10k.out" llvm-symbolizer-14 --obj="$PEER_VML")
+
+  # Whole kernel, cold (one run: a cold index is what a host does once per kernel).
+  read -r whole peak < <(index_whole "$work/w.db" "$k")
+  r=$(echo "$whole / $llvm" | bc -l)
+  row "$k" "whole-kernel cold index ($nko modules) / llvm batch ($n)" "$(printf '%.2f s' "$whole")" \
+    "$(printf '%.2f s' "$llvm")" "$(printf '%.2f' "$r")" "<= 2" "$(met "$r <= 2")"
+  row "$k" "whole-kernel cold index: peak RSS" "$(peak_mib "$work/peak") MiB" - - "<= 200 MiB" \
+    "$(met "$(peak_mib "$work/peak") <= 200")"
+
+  # addr over every text address on the whole-kernel index, from a new process.
+  t=$(med_of "$work/addrs" "$work/addr.out" "$SYMDEX" --db "$work/w.db" addr -)
+  r=$(echo "$llvm / $t" | bc -l)
+  row "$k" "addr - ($n addresses), whole-kernel index" "$(printf '%.3f s' "$t")" "$(printf '%.2f s' "$llvm")" \
+    "$(printf '%.1f' "$r")" ">= 10" "$(met "$r >= 10")"
+
+  # By build-ID, warm, 10,000 addresses from a new process, text and --json.
+  bid=$(readelf -n "$VML" | awk '/Build ID/ {print $3; exit}')
+  rm -rf "$work/b.db"*
+  "$SYMDEX" --db "$work/b.db" index -q --build-id "$bid" --debug-dir "$DBG/usr/lib/debug" --no-debuginfod >/dev/null
+  "$SYMDEX" --db "$work/b.db" addr --build-id "$bid" - <"$work/addrs10k" >/dev/null || true  # first touch
+  t=$(med_of "$work/addrs10k" "$work/b.out" "$SYMDEX" --db "$work/b.db" addr --build-id "$bid" -)
+  r=$(echo "$llvm10k / $t" | bc -l)
+  row "$k" "addr --build-id - (10,000 addresses), warm" "$(printf '%.3f s' "$t")" "$(printf '%.2f s' "$llvm10k")" \
+    "$(printf '%.1f' "$r")" ">= 20" "$(met "$r >= 20")"
+  t=$(med_of "$work/addrs10k" "$work/b.json" "$SYMDEX" --db "$work/b.db" --json addr --build-id "$bid" -)
+  r=$(echo "$llvm10k / $t" | bc -l)
+  row "$k" "addr --json --build-id - (10,000 addresses), warm" "$(printf '%.3f s' "$t")" \
+    "$(printf '%.2f s' "$llvm10k")" "$(printf '%.1f' "$r")" ">= 20" "$(met "$r >= 20")"
+  # The answers name the function llvm-symbolizer names (the outermost frame's, clone suffixes aside).
+  same=$(python3 - "$work/llvm10k.out" "$work/b.json" <<'PY'
+import json, sys
+blocks = open(sys.argv[1]).read().strip().split("\n\n")
+res = json.load(open(sys.argv[2]))["results"]
+print(sum(1 for b, r in zip(blocks, res) if r.get("frames") and
+          r["frames"][-1]["function"].split(".")[0] == b.split("\n")[-2].split(".")[0]))
+PY
+)
+  row "$k" "  ... same outermost function as llvm-symbolizer" "$same/10000" - - ">= 99%" "$(met "$same >= 9900")"
+done
+
+{
+  echo "Performance, $(date -u +%Y-%m-%d), $(nproc) cores, $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/performance.sh --kernels $KERNELS --runs $RUNS\`"
+  echo
+  echo "| kernel | measure | symdex | peer | ratio | goal | met |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+} | tee "${OUT:-/dev/null}"
