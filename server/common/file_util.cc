@@ -10,13 +10,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 
 #include "server/common/fault_point.h"
 #include "server/common/strings.h"
@@ -89,13 +92,22 @@ gid_t PrivateGroup() {
   // Only root may give a file to a group it is not in; a member could too, but then one user's
   // own index would become readable by every other member, which nobody asked for.
   if (::geteuid() != 0) return static_cast<gid_t>(-1);
+  // Looked up at most once a minute: an index run writes a file per module (1,100+), and each
+  // lookup reads /etc/group through NSS (a third of a CPU-second per run); a group made meanwhile
+  // (the package's postinst) is seen within the minute.
+  static std::mutex mu;
+  static gid_t cached = static_cast<gid_t>(-1);
+  static std::chrono::steady_clock::time_point until{};
+  std::lock_guard<std::mutex> l(mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (now < until) return cached;
   group g{};
   group* out = nullptr;
   std::vector<char> buf(16384);
-  if (::getgrnam_r("symdex", &g, buf.data(), buf.size(), &out) != 0 || out == nullptr) {
-    return static_cast<gid_t>(-1);
-  }
-  return out->gr_gid;
+  cached = ::getgrnam_r("symdex", &g, buf.data(), buf.size(), &out) != 0 || out == nullptr ? static_cast<gid_t>(-1)
+                                                                                           : out->gr_gid;
+  until = now + std::chrono::seconds(60);
+  return cached;
 }
 
 absl::Status CreatePrivateDir(const std::string& dir) {
@@ -245,6 +257,55 @@ absl::Status InstallPrivateFile(const std::string& path, std::string_view bytes,
     }
     return absl::OkStatus();
   });
+}
+
+PrivateFileBatch::~PrivateFileBatch() {
+  for (const auto& [tmp, path] : pending_) ::unlink(tmp.c_str());
+}
+
+absl::Status PrivateFileBatch::Write(const std::string& path, const std::function<absl::Status(int fd)>& write) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
+    return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
+  }
+  const std::string tmp = StrCat(path, marker_, ::getpid());  // (a path written twice: the last write wins)
+  auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
+  if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));
+  if (absl::Status written = write(fd->get()); !written.ok()) {
+    ::unlink(tmp.c_str());
+    return written;
+  }
+  FaultPoint(temp_fault_);
+  std::lock_guard<std::mutex> l(mu_);
+  if (std::find_if(pending_.begin(), pending_.end(), [&](const auto& e) { return e.first == tmp; }) == pending_.end()) {
+    pending_.emplace_back(tmp, path);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, absl::Status>> PrivateFileBatch::Commit() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::pair<std::string, absl::Status>> out;
+  if (pending_.empty()) return out;
+  // One flush of the file system the files are on, then the renames: each file is whole on disk
+  // before its name points at it, as with a per-file fsync.
+  absl::Status synced = absl::OkStatus();
+  if (UniqueFd dir(::open(std::filesystem::path(pending_.front().first).parent_path().c_str(),
+                          O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      !dir || ::syncfs(dir.get()) != 0) {
+    synced = absl::InternalError(StrCat("flushing the files to disk: ", std::strerror(errno)));
+  }
+  for (const auto& [tmp, path] : pending_) {
+    absl::Status st = synced;
+    if (st.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+      st = absl::InternalError(StrCat("installing ", path, ": ", std::strerror(errno)));
+    }
+    if (!st.ok()) ::unlink(tmp.c_str());
+    if (st.ok()) FaultPoint(installed_fault_);
+    out.emplace_back(path, std::move(st));
+  }
+  pending_.clear();
+  return out;
 }
 
 bool UnixSocketAnswers(const std::string& path) {

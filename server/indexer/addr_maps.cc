@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
@@ -81,7 +83,10 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
     return debuginfo::WriteAddrMapFileFrom(b.map_path,
                                            [&](int fd) { return w.AddrMapInto(b.ReadPath(), threads, fd); });
   };
-  auto finish = [&](const AddrMapBuild& b, absl::Status written) {
+  auto progress = [&] {  // (under mu)
+    if (req.progress) req.progress("DWARF into address maps", ++done, builds.size());
+  };
+  auto finish = [&](const AddrMapBuild& b, absl::Status written, bool counted = false) {
     if (b.plain) written = b.plain->Explain(written);
     std::lock_guard<std::mutex> l(mu);
     if (written.ok()) {
@@ -91,7 +96,7 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
       out.warnings.push_back(
           StrCat("no address map for ", b.debug_path, " (symdex addr reads DWARF instead): ", written.message()));
     }
-    if (req.progress) req.progress("DWARF into address maps", ++done, builds.size());
+    if (!counted) progress();
   };
   // In worker processes, as the DWARF index was: the files are untrusted input.
   auto exe = debuginfo::FindWorkerExecutable();
@@ -123,16 +128,33 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
       }
     }
   }
+  // The modules' maps, many and small, are installed together: written as they come, then one
+  // flush of the file system and the renames (common/file_util.h: PrivateFileBatch).
+  PrivateFileBatch batch(".tmp.", "addr-map-temp", "addr-map-installed");  // <id>.addrmap.tmp.<pid>
   std::atomic<size_t> next{0};
   auto work = [&] {
     debuginfo::DwarfWorker w(*exe, limits);
-    for (size_t i; (i = next.fetch_add(1)) < modules.size();) finish(*modules[i], build(w, *modules[i], 1));
+    for (size_t i; (i = next.fetch_add(1)) < modules.size();) {
+      const AddrMapBuild& b = *modules[i];
+      absl::Status written = batch.Write(b.map_path, [&](int fd) { return w.AddrMapInto(b.ReadPath(), 1, fd); });
+      if (!written.ok()) {
+        finish(b, std::move(written));
+      } else {
+        std::lock_guard<std::mutex> l(mu);
+        progress();
+      }
+    }
   };
   {
     std::vector<std::jthread> threads;
     const size_t n = std::min<size_t>(std::max(1u, jobs), modules.size());
     for (size_t t = 1; t < n; ++t) threads.emplace_back(work);
     if (n > 0) work();
+  }
+  {
+    std::unordered_map<std::string, const AddrMapBuild*> by_path;
+    for (const AddrMapBuild* b : modules) by_path.emplace(b->map_path, b);
+    for (auto& [path, st] : batch.Commit()) finish(*by_path.at(path), std::move(st), /*counted=*/true);
   }
   std::sort(out.warnings.begin(), out.warnings.end());  // the same order whatever the threads did
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -2,10 +2,12 @@
 // parsing and storing the ones not indexed yet.
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "server/common/fault_point.h"
@@ -89,6 +91,17 @@ void FromCopy(const debuginfo::PlainElf* plain, absl::StatusOr<debuginfo::DwarfI
   idx->reader = plain->ReadBy(idx->reader);
 }
 
+// An index whose rows are in the store: what the steps after still read of it (the address-map
+// plan, the build-ID check) is kept, not its rows.
+void KeepBrief(absl::StatusOr<debuginfo::DwarfIndex>& idx) {
+  if (!idx.ok()) return;
+  debuginfo::DwarfIndex brief;
+  brief.build_id = idx->build_id;
+  brief.relocatable = idx->relocatable;
+  brief.reader = std::move(idx->reader);
+  idx = std::move(brief);
+}
+
 // Parses one debug file in a worker process (debug files are untrusted input).
 
 void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
@@ -166,23 +179,72 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
       out.join = join.Take(*stored);
       out.stored = std::move(*stored);
       out.text_addr = text_addr;
-      // Its rows are in the store: what the steps after still read of it (the address-map plan,
-      // the build-ID check) is kept, not the ~30 MB of rows while the modules are parsed.
-      debuginfo::DwarfIndex brief;
-      brief.build_id = idx->build_id;
-      brief.relocatable = idx->relocatable;
-      brief.reader = std::move(idx->reader);
-      idx = std::move(brief);
+      KeepBrief(idx);  // not the ~30 MB of rows while the modules are parsed
     }
   }
   out.index = std::move(idx);
 }
 
+// Step 4b for one parsed file (plan.to_parse[k]): stored under its build-ID in its own
+// transaction (unless stored as it was read), its part given the row and the join table; or the
+// reason it is not usable. What the steps after read of the parse (the address-map plan: build-ID,
+// relocatable) is kept, not its rows. Called as each module's parse arrives, and by
+// StoreDebugFiles for whatever is left; foreign-key enforcement off meanwhile (switching it for
+// each of a kernel's 1,122 files would have SQLite compile every statement again for each).
+absl::Status StoreParsed(store::Db& db, DebugFilePlan& plan, ParsedDebugFile& f, size_t k, int64_t now,
+                         IndexSummary& sum) {
+  f.settled = true;
+  Part& p = plan.parts[plan.to_parse[k]];
+  if (!f.index.ok()) {
+    // Never stored: the next run tries again. An index made from the file before it changed
+    // stays, and is used meanwhile.
+    p.record.status = DebugFileStatus::kParseError;
+    p.record.detail = std::string(f.index.status().message());
+    if (p.stale) {
+      p.record.debug_file_id = p.stale->id;
+      p.debug_text_addr = p.stale->text_addr;
+      p.record.detail += StrCat("; using the index made from ", p.stale->path, " before it changed");
+    }
+    ++sum.debug_failed;
+    if (p.module < 0 && sum.vmlinux_debug_error.empty()) sum.vmlinux_debug_error = p.record.detail;
+    return absl::OkStatus();
+  }
+  const debuginfo::DwarfIndex& di = *f.index;
+  if (di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id) {
+    p.record.status = DebugFileStatus::kBuildIdMismatch;
+    p.record.detail = StrCat(p.record.path, " changed while being read");
+    return absl::OkStatus();
+  }
+  if (f.stored) {  // stored as it was read (ParseDebugFiles)
+    p.record.debug_file_id = f.stored->id;
+    p.debug_text_addr = f.text_addr;
+    p.join = std::move(f.join);
+    KeepBrief(f.index);
+    ++sum.debug_indexed;
+    ++sum.debug_stored_as_read;
+    return absl::OkStatus();
+  }
+  const std::optional<uint64_t> text_addr = LinkedTextAddr(di, p.record.path);
+  JoinBeside join(di);
+  ASSIGN_OR_RETURN(store::StoredDebugFile stored,
+                   store::InsertDebugFile(db, di, p.record.build_id, p.record.path, f.stamp, text_addr, f.seconds, now,
+                                          [&](const std::vector<int64_t>& ids) { join.Start(ids); }));
+  FaultPoint("debug-file-stored");
+  p.record.debug_file_id = stored.id;
+  p.debug_text_addr = text_addr;
+  if (auto table = join.Take(stored)) p.join = std::move(table);
+  KeepBrief(f.index);  // its rows are not needed any more
+  ++sum.debug_indexed;
+  return absl::OkStatus();
+}
+
 // Parses plan.to_parse: vmlinux-style files with all threads (and stored as they are read),
-// modules one thread (and one worker) each, in parallel. parsed[k] is the result for
-// plan.to_parse[k].
-std::vector<ParsedDebugFile> ParseAll(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,
-                                      unsigned jobs) {
+// then the modules, one thread (and one worker) each, in parallel, each stored by this thread as
+// its parse arrives (StoreParsed): a parse's rows are held until they are stored, not until the
+// last module is parsed, and the parsers wait while a few parses are waiting to be stored.
+// parsed[k] is the result for plan.to_parse[k].
+absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const IndexRequest& req, DebugFilePlan& plan,
+                                                      unsigned jobs, IndexSummary& sum) {
   const auto& parts = plan.parts;
   const auto& to_parse = plan.to_parse;
   std::vector<ParsedDebugFile> parsed(to_parse.size());
@@ -201,22 +263,74 @@ std::vector<ParsedDebugFile> ParseAll(store::Db& db, const IndexRequest& req, co
       ParseAndStore(db, w, worker_exe, parts[to_parse[k]], jobs, now, parsed[k], plain);
     }
   }
-  std::atomic<size_t> next{0}, done{0};
-  std::vector<std::thread> pool;
-  auto worker = [&](bool report) {
+  {
+    // Their records settled before the modules', and a file not stored as it was read stored now:
+    // every file's rows get their ids in plan order.
+    store::ForeignKeysOff fk(db);  // (StoreParsed says why)
+    for (size_t k : big) {
+      const auto ts = Clock::now();
+      RETURN_IF_ERROR(StoreParsed(db, plan, parsed[k], k, now, sum));
+      sum.dwarf_store_seconds += SecondsSince(ts);
+    }
+  }
+  if (small.empty()) return parsed;
+
+  // Stored in plan order (the rows get the same ids whatever the threads did); a parser starts a
+  // file at most `ahead` places past the last one stored.
+  const size_t ahead = 4 * std::max(1u, jobs);
+  std::mutex mu;
+  std::condition_variable arrived, room;
+  std::vector<bool> ready(small.size(), false);
+  size_t next = 0, stored = 0;
+  bool stop = false;
+  auto parse = [&] {
     std::unique_ptr<debuginfo::DwarfWorker> w;  // this thread's, for all its files
-    for (size_t j; (j = next.fetch_add(1)) < small.size();) {
-      size_t k = small[j];
+    for (;;) {
+      size_t j;
+      {
+        std::unique_lock<std::mutex> l(mu);
+        room.wait(l, [&] { return stop || next >= small.size() || next < stored + ahead; });
+        if (stop || next >= small.size()) return;
+        j = next++;
+      }
+      const size_t k = small[j];
       ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, 1, parsed[k]);
       FaultPoint("debug-file-parsed");
-      size_t d = done.fetch_add(1) + 1;
-      if (report && req.progress) req.progress("module debug info", d, small.size());
+      {
+        std::lock_guard<std::mutex> l(mu);
+        ready[j] = true;
+      }
+      arrived.notify_all();
     }
   };
-  for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(worker, false);
-  worker(true);
-  for (auto& th : pool) th.join();
-  if (req.progress && !small.empty()) req.progress("module debug info", small.size(), small.size());
+  absl::Status failed;
+  {
+    std::vector<std::jthread> pool;
+    for (unsigned j = 0; j < std::max(1u, jobs) && j < small.size(); ++j) pool.emplace_back(parse);
+    store::ForeignKeysOff fk(db);  // (StoreParsed says why)
+    for (size_t j = 0; j < small.size(); ++j) {
+      {
+        std::unique_lock<std::mutex> l(mu);
+        arrived.wait(l, [&] { return ready[j]; });
+      }
+      const auto ts = Clock::now();
+      failed = StoreParsed(db, plan, parsed[small[j]], small[j], now, sum);
+      sum.dwarf_store_seconds += SecondsSince(ts);
+      if (!failed.ok()) break;
+      {
+        std::lock_guard<std::mutex> l(mu);
+        stored = j + 1;
+      }
+      room.notify_all();
+      if (req.progress) req.progress("module debug info", j + 1, small.size());
+    }
+    {
+      std::lock_guard<std::mutex> l(mu);
+      stop = true;  // (after an error: the parses under way end, no new one starts)
+    }
+    room.notify_all();
+  }
+  RETURN_IF_ERROR(failed);
   return parsed;
 }
 
@@ -320,10 +434,10 @@ void MakePlainCopies(DebugFilePlan& plan, unsigned jobs) {
   }
 }
 
-std::vector<ParsedDebugFile> ParseDebugFiles(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,
-                                             unsigned jobs, IndexSummary& sum) {
+absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
+                                                             DebugFilePlan& plan, unsigned jobs, IndexSummary& sum) {
   const auto tp = Clock::now();
-  std::vector<ParsedDebugFile> parsed = ParseAll(db, req, plan, jobs);
+  auto parsed = ParseAll(db, req, plan, jobs, sum);
   sum.dwarf_parse_seconds = SecondsSince(tp);
   return parsed;
 }
@@ -332,58 +446,12 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
                              std::vector<ParsedDebugFile>& parsed, IndexSummary& sum) {
   std::vector<Part>& parts = plan.parts;
   const auto ts = Clock::now();
-
-  // Store each parsed file under its build-ID (immutable, own transaction), and keep what the
-  // symbol join needs of it.
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  // InsertDebugFile writes with foreign-key enforcement off; switching it for each of a
-  // kernel's 1,122 files would have SQLite compile every statement again for each.
-  store::ForeignKeysOff fk(db);
+  store::ForeignKeysOff fk(db);  // (StoreParsed says why)
   for (size_t k = 0; k < plan.to_parse.size(); ++k) {
-    Part& p = parts[plan.to_parse[k]];
-    if (!parsed[k].index.ok()) {
-      // Never stored: the next run tries again. An index made from the file before it changed
-      // stays, and is used meanwhile.
-      p.record.status = DebugFileStatus::kParseError;
-      p.record.detail = std::string(parsed[k].index.status().message());
-      if (p.stale) {
-        p.record.debug_file_id = p.stale->id;
-        p.debug_text_addr = p.stale->text_addr;
-        p.record.detail += StrCat("; using the index made from ", p.stale->path, " before it changed");
-      }
-      ++sum.debug_failed;
-      if (p.module < 0 && sum.vmlinux_debug_error.empty()) sum.vmlinux_debug_error = p.record.detail;
-      continue;
-    }
-    const debuginfo::DwarfIndex& di = *parsed[k].index;
-    if (di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id) {
-      p.record.status = DebugFileStatus::kBuildIdMismatch;
-      p.record.detail = StrCat(p.record.path, " changed while being read");
-      continue;
-    }
-    if (parsed[k].stored) {  // stored as it was read (ParseDebugFiles)
-      p.record.debug_file_id = parsed[k].stored->id;
-      p.debug_text_addr = parsed[k].text_addr;
-      p.join = std::move(parsed[k].join);
-      parsed[k].index = absl::CancelledError("stored");
-      ++sum.debug_indexed;
-      ++sum.debug_stored_as_read;
-      continue;
-    }
-    const std::optional<uint64_t> text_addr = LinkedTextAddr(di, p.record.path);
-    JoinBeside join(di);
-    ASSIGN_OR_RETURN(
-        store::StoredDebugFile stored,
-        store::InsertDebugFile(db, di, p.record.build_id, p.record.path, parsed[k].stamp, text_addr, parsed[k].seconds,
-                               now, [&](const std::vector<int64_t>& ids) { join.Start(ids); }));
-    FaultPoint("debug-file-stored");
-    p.record.debug_file_id = stored.id;
-    p.debug_text_addr = text_addr;
-    if (auto table = join.Take(stored)) p.join = std::move(table);
-    parsed[k].index = absl::CancelledError("stored");  // its memory is not needed any more
-    ++sum.debug_indexed;
+    if (!parsed[k].settled) RETURN_IF_ERROR(StoreParsed(db, plan, parsed[k], k, now, sum));
   }
-  sum.dwarf_store_seconds = SecondsSince(ts);
+  sum.dwarf_store_seconds += SecondsSince(ts);
   for (Part& p : parts) {
     if (p.record.debug_file_id || p.record.build_id.empty()) continue;
     auto it = plan.first_part_for_build_id.find(p.record.build_id);

@@ -86,7 +86,7 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
   ElfFactsAhead facts(plan.parts);  // beside the parse, the store and the join
   MakePlainCopies(plan, jobs);
-  std::vector<ParsedDebugFile> parsed = ParseDebugFiles(db, req, plan, jobs, sum);
+  ASSIGN_OR_RETURN(std::vector<ParsedDebugFile> parsed, ParseDebugFiles(db, req, plan, jobs, sum));
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), req, jobs);
   RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));

@@ -119,6 +119,10 @@ struct ParsedDebugFile {
   std::optional<store::StoredDebugFile> stored;
   std::optional<uint64_t> text_addr;
   std::shared_ptr<const JoinTable> join;
+  // Its part's record is settled (stored, or the reason it is not): by ParseDebugFiles for a
+  // module, as its parse arrives, else by StoreDebugFiles. `index` keeps only what the steps
+  // after read (build-ID, relocatable) once its rows are stored.
+  bool settled = false;
 };
 
 // Step 4: parses every file FindDebugFiles left in path_to_index, each in a worker process
@@ -126,11 +130,12 @@ struct ParsedDebugFile {
 // by every thread) is also stored as it is read: its rows go in part by part while the worker
 // reads on (worker_client.h IndexStream); should anything be out of the ordinary, nothing of it
 // is stored here and step 4b stores it as it does every other file. SYMDEX_DWARF_PARTS=off in
-// the environment: never (benchmarks, and the tests that compare both ways).
-std::vector<ParsedDebugFile> ParseDebugFiles(store::Db& db, const IndexRequest& req, const DebugFilePlan& plan,
-                                             unsigned jobs, IndexSummary& sum);
+// the environment: never (benchmarks, and the tests that compare both ways). Each module is
+// stored (step 4b for it) by the calling thread as its parse arrives, while the others are parsed.
+absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
+                                                             DebugFilePlan& plan, unsigned jobs, IndexSummary& sum);
 
-// Step 4b: stores each parsed file under its build-ID and keeps its JoinTable in memory. Gives
+// Step 4b: stores each parsed file not stored yet under its build-ID and keeps its JoinTable in memory. Gives
 // every part whose debug info is usable a debug_file_id; counts indexed/failed into `sum`.
 // Also refuses an offline vmlinux debug file whose _text disagrees with the System.map.
 absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, DebugFilePlan& plan,

@@ -1,6 +1,7 @@
 // The shared pieces in server/common/: hex parser, fd owner, bounds-checked reader, symbol-type
-// rule. Each is the only copy of its logic, so a bug here is a bug everywhere.
+// rule, batched private files. Each is the only copy of its logic, so a bug here is a bug everywhere.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,9 +9,11 @@
 #include <gtest/gtest.h>
 
 #include "server/common/byte_reader.h"
+#include "server/common/file_util.h"
 #include "server/common/hex.h"
 #include "server/common/symbol_type.h"
 #include "server/common/unique_fd.h"
+#include "tests/unit/test_util.h"
 
 namespace symdex {
 namespace {
@@ -193,6 +196,46 @@ TEST(SymbolType, TextIsTTAndCodeAddsWeakAndIndirect) {
   EXPECT_FALSE(IsCodeSymbolType('\0'));
   EXPECT_EQ(SqlTypeList(kTextSymbolTypes), "('t','T')");
   EXPECT_EQ(SqlTypeList(kCodeSymbolTypes), "('t','T','w','W','i')");
+}
+
+// PrivateFileBatch: nothing at the paths until Commit, everything there (private, whole) after it;
+// a write that fails leaves nothing; a batch never committed leaves no temporary file behind.
+TEST(PrivateFileBatch, InstallsTogetherOnCommitAndLeavesNothingOtherwise) {
+  symdex::testing::TempDir d;
+  auto bytes = [](std::string text) {
+    return [text](int fd) -> absl::Status {
+      return ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size())
+                 ? absl::OkStatus()
+                 : absl::InternalError("short write");
+    };
+  };
+  auto exists = [](const std::string& p) { return ::access(p.c_str(), F_OK) == 0; };
+  auto listing = [&] { return symdex::testing::RunCommand("ls -A '" + d.path() + "/maps'").out; };
+  {
+    PrivateFileBatch batch(".tmp.", "test-temp", "test-installed");
+    ASSERT_TRUE(batch.Write(d / "maps/a", bytes("alpha")).ok());
+    ASSERT_TRUE(batch.Write(d / "maps/b", bytes("beta")).ok());
+    EXPECT_FALSE(batch.Write(d / "maps/c", [](int) { return absl::DataLossError("the worker died"); }).ok());
+    EXPECT_FALSE(exists(d / "maps/a"));
+    EXPECT_FALSE(exists(d / "maps/c"));
+    auto done = batch.Commit();
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_EQ(done[0].first, d / "maps/a");
+    EXPECT_TRUE(done[0].second.ok()) << done[0].second;
+    EXPECT_TRUE(done[1].second.ok()) << done[1].second;
+  }
+  EXPECT_EQ(ReadFileBounded(d / "maps/a").value_or(""), "alpha");
+  EXPECT_EQ(ReadFileBounded(d / "maps/b").value_or(""), "beta");
+  EXPECT_EQ(listing(), "a\nb\n");  // no temporary file, no c
+  struct stat st;
+  ASSERT_EQ(::stat((d / "maps/a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, kPrivateFileMode);
+  {
+    PrivateFileBatch abandoned(".tmp.", "test-temp", "test-installed");
+    ASSERT_TRUE(abandoned.Write(d / "maps/a", bytes("changed")).ok());
+  }
+  EXPECT_EQ(ReadFileBounded(d / "maps/a").value_or(""), "alpha");
+  EXPECT_EQ(listing(), "a\nb\n");
 }
 
 }  // namespace
