@@ -219,22 +219,33 @@ int RemoveStaleTempFiles(const std::string& dir, const std::string& marker) {
   return removed;
 }
 
-absl::Status InstallPrivateFileFrom(const std::string& path, std::string_view marker, std::string_view temp_fault,
-                                    std::string_view installed_fault,
-                                    const std::function<absl::Status(int fd)>& write) {
+namespace {
+// An install's temporary file: `path`'s directory made as needed, "<path><marker><pid>" written
+// by `write` (removed again if that fails), and its descriptor.
+absl::StatusOr<std::pair<std::string, UniqueFd>> WriteTemporary(const std::string& path, std::string_view marker,
+                                                                const std::function<absl::Status(int fd)>& write) {
   const std::string dir = std::filesystem::path(path).parent_path().string();
   if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
     return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
   }
-  const std::string tmp = StrCat(path, marker, ::getpid());
+  std::string tmp = StrCat(path, marker, ::getpid());
   auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
   if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));
   if (absl::Status written = write(fd->get()); !written.ok()) {
     ::unlink(tmp.c_str());
     return written;
   }
+  return std::pair<std::string, UniqueFd>(std::move(tmp), std::move(*fd));
+}
+}  // namespace
+
+absl::Status InstallPrivateFileFrom(const std::string& path, std::string_view marker, std::string_view temp_fault,
+                                    std::string_view installed_fault,
+                                    const std::function<absl::Status(int fd)>& write) {
+  ASSIGN_OR_RETURN(auto temporary, WriteTemporary(path, marker, write));
+  auto& [tmp, fd] = temporary;
   FaultPoint(temp_fault);
-  if (::fsync(fd->get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (::fsync(fd.get()) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
     std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     return absl::InternalError(StrCat("installing ", path, ": ", why));
@@ -259,22 +270,51 @@ absl::Status InstallPrivateFile(const std::string& path, std::string_view bytes,
   });
 }
 
+std::vector<std::string> ScratchDirs() {
+  std::vector<std::string> out;
+  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') out.emplace_back(t);
+  out.emplace_back("/var/tmp");
+  out.emplace_back("/tmp");
+  return out;
+}
+
+absl::StatusOr<UniqueFd> UnlinkedScratchFile(std::string_view stem, std::string& dir) {
+  std::string why;
+  for (const std::string& d : ScratchDirs()) {
+    dir = d;
+    UniqueFd fd(::open(d.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (fd) return fd;
+    std::string tmpl = StrCat(d, "/", stem, "-XXXXXX");
+    fd.Reset(::mkostemp(tmpl.data(), O_CLOEXEC));
+    if (fd) {
+      ::unlink(tmpl.c_str());
+      return fd;
+    }
+    why += StrCat(why.empty() ? "" : ", ", d, ": ", std::strerror(errno));
+  }
+  return absl::FailedPreconditionError(
+      StrCat("no directory takes a temporary file (", why, "); set TMPDIR to a writable one"));
+}
+
+absl::Status WriteAllAt(int fd, std::string_view bytes, uint64_t offset, std::string_view what) {
+  while (!bytes.empty()) {
+    const ssize_t r = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return absl::ResourceExhaustedError(StrCat("cannot write ", what, ": ", std::strerror(errno)));
+    bytes.remove_prefix(static_cast<size_t>(r));
+    offset += static_cast<uint64_t>(r);
+  }
+  return absl::OkStatus();
+}
+
 PrivateFileBatch::~PrivateFileBatch() {
   for (const auto& [tmp, path] : pending_) ::unlink(tmp.c_str());
 }
 
 absl::Status PrivateFileBatch::Write(const std::string& path, const std::function<absl::Status(int fd)>& write) {
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  if (absl::Status made = CreatePrivateDir(dir); !made.ok()) {
-    return absl::PermissionDeniedError(StrCat("cannot create ", dir, ": ", made.message()));
-  }
-  const std::string tmp = StrCat(path, marker_, ::getpid());  // (a path written twice: the last write wins)
-  auto fd = OpenPrivateFile(tmp, O_WRONLY | O_TRUNC);
-  if (!fd.ok()) return absl::PermissionDeniedError(StrCat("cannot write ", tmp, ": ", fd.status().message()));
-  if (absl::Status written = write(fd->get()); !written.ok()) {
-    ::unlink(tmp.c_str());
-    return written;
-  }
+  // (A path written twice: the last write wins.)
+  ASSIGN_OR_RETURN(auto temporary, WriteTemporary(path, marker_, write));
+  const std::string& tmp = temporary.first;
   FaultPoint(temp_fault_);
   std::lock_guard<std::mutex> l(mu_);
   if (std::find_if(pending_.begin(), pending_.end(), [&](const auto& e) { return e.first == tmp; }) == pending_.end()) {

@@ -108,6 +108,17 @@ class PrivateFileBatch {
   std::vector<std::pair<std::string, std::string>> pending_;  // (temporary file, path)
 };
 
+// ---- scratch files ------------------------------------------------------------------------------
+// Where a private scratch copy of a large file may go: $TMPDIR, else /var/tmp (disk, not tmpfs,
+// where they differ), else /tmp.
+std::vector<std::string> ScratchDirs();
+// An unlinked file (O_TMPFILE, else a named "<stem>-XXXXXX" removed at once) in the first of
+// ScratchDirs() that takes one; `dir` says which. FailedPrecondition naming each directory when
+// none does.
+absl::StatusOr<UniqueFd> UnlinkedScratchFile(std::string_view stem, std::string& dir);
+// pwrite() of all of `bytes` at `offset`; ResourceExhausted "cannot write <what>: <errno>".
+absl::Status WriteAllAt(int fd, std::string_view bytes, uint64_t offset, std::string_view what);
+
 // Does something accept a connection on this Unix socket? (A stale socket file does not.)
 bool UnixSocketAnswers(const std::string& path);
 

@@ -32,6 +32,7 @@
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/line_table.h"
 #include "server/debuginfo/plain_elf.h"
+#include "server/debuginfo/relocated_elf.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
@@ -838,7 +839,26 @@ namespace {
 constexpr char kScannerDeclined[] = "the DIE scanner declined a unit";
 
 absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, AddrMapStats* stats,
-                                        uint64_t handle_budget, bool use_scanner);
+                                        uint64_t handle_budget, bool use_scanner,
+                                        const SectionLayout* layout = nullptr);
+
+// A module (ET_REL): its relocated copy (relocated_elf.h) built as a linked file is, by the DIE
+// scanner and the line reader, carrying the copy's layout — the map libdwfl's relocated view
+// gives, byte for byte (the same sections at the same addresses, the same DWARF bytes). Through
+// libdwfl (BuildRelocatableAddrMap) when symdex declines to relocate it, when the scanner
+// declines a unit or the build fails, and when SYMDEX_MODULES_VIA=libdwfl or libdw's readers
+// are asked for: one reader per file.
+absl::StatusOr<std::string> BuildModule(const std::string& path, unsigned jobs, AddrMapStats* stats,
+                                        uint64_t handle_budget, bool use_scanner) {
+  if (use_scanner && !ModulesViaLibdwflForced()) {
+    if (auto copy = RelocatedElf::Make(path); copy.ok()) {
+      auto map = BuildLinked(copy->path(), jobs, stats, handle_budget, true, &copy->layout());
+      if (map.ok()) return map;
+    }
+  }
+  if (stats != nullptr) *stats = AddrMapStats();
+  return BuildRelocatableAddrMap(path, stats);
+}
 
 }  // namespace
 
@@ -863,7 +883,7 @@ absl::StatusOr<std::string> BuildAddrMap(const std::string& original, unsigned j
 namespace {
 
 absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, AddrMapStats* stats,
-                                        uint64_t handle_budget, bool use_scanner) {
+                                        uint64_t handle_budget, bool use_scanner, const SectionLayout* layout) {
   // One bounded handle per thread (libdw_util.h), all ended before the map is assembled.
   auto first = std::make_unique<BoundedDwarf>();
   RETURN_IF_ERROR(first->Open(path, handle_budget));
@@ -871,9 +891,10 @@ absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, 
   if (gelf_getehdr(first->elf(), &eh) == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no ELF header"));
   if (eh.e_type == ET_REL) {
     first.reset();
-    return BuildRelocatableAddrMap(path, stats);
+    return BuildModule(path, jobs, stats, handle_budget, use_scanner);
   }
-  std::optional<BuildId> build_id = ElfBuildId(first->elf());
+  // (A module's copy: the build-ID as BuildRelocatableAddrMap's dwfl_module_build_id finds it.)
+  std::optional<BuildId> build_id = layout != nullptr ? LibdwflBuildId(first->elf()) : ElfBuildId(first->elf());
   if (!build_id || build_id->raw().size() > sizeof(Header{}.build_id)) {
     return absl::FailedPreconditionError(StrCat(path, " has no usable GNU build-ID"));
   }
@@ -968,7 +989,12 @@ absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, 
   }
   first.reset();  // the file's pages and libdw's caches go before the map is assembled
 
-  std::string bytes = map.Finish(MakeHeader(*build_id), aranges, {}, stats);
+  // A module's copy: its sections as libdwfl lays them out, in the order it reports them.
+  std::vector<std::pair<std::string, uint64_t>> sections;
+  if (layout != nullptr) {
+    for (const LaidOutSection& s : layout->sections()) sections.emplace_back(s.name, s.start);
+  }
+  std::string bytes = map.Finish(MakeHeader(*build_id), aranges, sections, stats);
   if (stats) {
     stats->handle_recycles = recycles;
     stats->units_fast_lines = fast_units.load();

@@ -10,8 +10,10 @@
 //             then the concrete inline nesting at pc, flattened into address intervals (the
 //             nesting only changes where some range of the function's tree starts or ends).
 // A module's (ET_REL) map is built over libdwfl's relocated layout of its sections, the same
-// view SymbolizeInSection reads, and carries that layout: section name -> the address its
-// offset 0 has in the map. A linked file's map has no sections.
+// view SymbolizeInSection reads — from symdex's relocated copy (relocated_elf.h: the same layout,
+// the same relocated bytes) by the scanner and line reader, else through libdwfl, the same bytes
+// either way — and carries that layout: section name -> the address its offset 0 has in the map.
+// A linked file's map has no sections.
 //
 // File layout (host byte order, checked; every section 8-byte aligned):
 //   Header | strings (NUL-terminated, offset 0 = "") | aranges | units | lines | spans |
@@ -151,8 +153,8 @@ struct AddrMapStats {
 
 // Builds the address map of a debug file. A linked one (ET_EXEC/ET_DYN): `jobs` threads, each
 // with its own libdw handle; the result does not depend on it. A relocatable one (a module,
-// ET_REL): one thread over libdwfl's relocated view (modules are small; callers build several
-// at once). Memory is bounded as for the DWARF index
+// ET_REL): as a linked one, from its relocated copy (relocated_elf.h), else one thread over
+// libdwfl's relocated view (modules are small; callers build several at once). Memory is bounded as for the DWARF index
 // (dwarf_index.h): handles recycled every `handle_budget` bytes of units (0: 16 MiB), each
 // unit's part merged as soon as the units before it are, the sections kept in 1 MiB chunks.
 absl::StatusOr<std::string> BuildAddrMap(const std::string& debug_file_path, unsigned jobs = 1,

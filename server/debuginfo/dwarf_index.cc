@@ -1,6 +1,7 @@
-// Indexing a debug file's functions (libdw): every DW_TAG_subprogram instance with its CU, decl
-// and entry line, ranges and inline flag. Over ~500 lines because the DIE walk, its attribute
-// reading and the CU-level caches are one algorithm over one libdw handle.
+// Indexing a debug file's functions: every DW_TAG_subprogram instance with its CU, decl and entry
+// line, ranges and inline flag, read by symdex's scanner or by libdw (a module: from symdex's
+// relocated copy, or through libdwfl). Over ~500 lines because the DIE walk, its attribute
+// reading and the CU-level caches are one algorithm, walked the same way by each reader.
 #include "server/debuginfo/dwarf_index.h"
 
 #include <dwarf.h>
@@ -31,34 +32,51 @@
 #include "server/debuginfo/libdw_util.h"
 #include "server/debuginfo/line_table.h"
 #include "server/debuginfo/plain_elf.h"
+#include "server/debuginfo/relocated_elf.h"
 #include "server/debuginfo/source_path.h"
 
 namespace symdex::debuginfo {
 namespace {
 
 // Maps a DWARF address to what the index stores: identity for linked images; section + offset
-// for ET_REL modules (through libdwfl's layout of the relocated sections).
+// for ET_REL modules, through libdwfl's layout of the relocated sections or through symdex's
+// copy of that layout (relocated_elf.h; the same sections at the same addresses, found by the
+// same search). Section ids are given in the order sections are first met.
 class AddressMapper {
  public:
   AddressMapper() = default;
   AddressMapper(Dwfl_Module* mod, Dwarf_Addr bias, std::vector<std::string>* sections, std::mutex* mu)
       : mod_(mod), bias_(bias), sections_(sections), mu_(mu) {}
+  AddressMapper(const SectionLayout* layout, std::vector<std::string>* sections, std::mutex* mu)
+      : layout_(layout), sections_(sections), mu_(mu) {}
 
-  bool relocatable() const { return mod_ != nullptr; }
+  bool relocatable() const { return mod_ != nullptr || layout_ != nullptr; }
 
   bool Map(uint64_t dwarf_addr, uint64_t& out, uint16_t& section) {
-    if (mod_ == nullptr) {
+    if (!relocatable()) {
       out = dwarf_addr;
       section = kNoSection;
       return true;
     }
-    Dwarf_Addr a = dwarf_addr + bias_;
-    int idx = dwfl_module_relocate_address(mod_, &a);
+    int idx = -1;
+    uint64_t offset = 0;
+    if (layout_ != nullptr) {
+      if (auto at = layout_->Find(dwarf_addr, &offset)) idx = static_cast<int>(*at);
+    } else {
+      Dwarf_Addr a = dwarf_addr + bias_;
+      idx = dwfl_module_relocate_address(mod_, &a);
+      offset = a;
+    }
     if (idx < 0) return false;
     auto it = cache_.find(idx);
     if (it == cache_.end()) {
-      GElf_Word shndx;
-      const char* name = dwfl_module_relocation_info(mod_, static_cast<unsigned>(idx), &shndx);
+      const char* name = nullptr;
+      if (layout_ != nullptr) {
+        name = layout_->sections()[static_cast<size_t>(idx)].name.c_str();
+      } else {
+        GElf_Word shndx;
+        name = dwfl_module_relocation_info(mod_, static_cast<unsigned>(idx), &shndx);
+      }
       std::lock_guard<std::mutex> lock(*mu_);
       std::string n = name ? name : "?";
       auto pos = std::find(sections_->begin(), sections_->end(), n);
@@ -66,7 +84,7 @@ class AddressMapper {
       if (pos == sections_->end()) sections_->push_back(n);
       it = cache_.emplace(idx, id).first;
     }
-    out = a;
+    out = offset;
     section = it->second;
     return true;
   }
@@ -74,6 +92,7 @@ class AddressMapper {
  private:
   Dwfl_Module* mod_ = nullptr;
   Dwarf_Addr bias_ = 0;
+  const SectionLayout* layout_ = nullptr;
   std::vector<std::string>* sections_ = nullptr;
   std::mutex* mu_ = nullptr;
   std::unordered_map<int, uint16_t> cache_;
@@ -409,14 +428,15 @@ class UnitWalker {
   std::vector<uint32_t> local_files_;
 };
 
-// UnitWalker's walk over one unit of a linked file, read by the DIE scanner (die_scanner.h)
-// and ReadLineTable: the same rows, the same order. Walk() false: the scanner does not read
-// this unit as libdw would (or it is damaged); the caller then reads the whole file with libdw,
-// which also words the damage.
+// UnitWalker's walk over one unit of a linked file (or of a module's relocated copy), read by
+// the DIE scanner (die_scanner.h) and ReadLineTable: the same rows, the same order, the same
+// addresses mapped in the same order. Walk() false: the scanner does not read this unit as libdw
+// would (or it is damaged); the caller then reads the whole file with libdw (a module: with
+// libdwfl), which also words the damage.
 class ScanWalker {
  public:
-  ScanWalker(Partial& out, UnitScanner& scan, const DwarfSections& sections)
-      : out_(out), s_(scan), sections_(sections) {}
+  ScanWalker(Partial& out, UnitScanner& scan, const DwarfSections& sections, AddressMapper& mapper)
+      : out_(out), s_(scan), sections_(sections), mapper_(mapper) {}
 
   const LineTable* table() const { return table_ ? &*table_ : nullptr; }
   uint64_t cu_offset() const { return s_.die_offset(); }
@@ -518,9 +538,14 @@ class ScanWalker {
     uint64_t first_lo = 0;
     for (const auto& [start, end] : ranges_) {
       if (end <= start) continue;
+      AddrRange r;
+      uint64_t lo = 0;
+      if (!mapper_.Map(start, lo, r.section)) continue;
+      r.lo = lo;
+      r.hi = lo + (end - start);
       if (first) first_lo = start;
       first = false;
-      f.ranges.push_back(AddrRange{start, end, kNoSection});
+      f.ranges.push_back(r);
     }
     if (f.ranges.empty()) return;
     uint64_t entry = 0;
@@ -528,8 +553,8 @@ class ScanWalker {
       if (s_.failed()) return;
       entry = first_lo;
     }
-    f.entry = entry;
-    if (entry == 0) return;  // discarded by the linker
+    if (!mapper_.Map(entry, f.entry, f.entry_section)) return;
+    if (!mapper_.relocatable() && entry == 0) return;  // discarded by the linker
     f.cu = unit_id_;
     f.decl_file = FileOf(die, At::kDeclFile);
     f.decl_line = LineOf(die, At::kDeclLine);
@@ -565,8 +590,8 @@ class ScanWalker {
     if (name == nullptr) return;
     DwarfVariable v;
     v.name = name;
-    v.addr = addr;
-    if (addr == 0) return;
+    if (!mapper_.Map(addr, v.addr, v.section)) return;
+    if (!mapper_.relocatable() && addr == 0) return;
     v.cu = unit_id_;
     v.decl_file = FileOf(die, At::kDeclFile);
     v.decl_line = LineOf(die, At::kDeclLine);
@@ -578,6 +603,7 @@ class ScanWalker {
   Partial& out_;
   UnitScanner& s_;
   const DwarfSections& sections_;
+  AddressMapper& mapper_;
   uint32_t unit_id_ = 0;
   std::string comp_dir_;
   std::optional<LineTable> table_;
@@ -969,7 +995,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
         std::string why;
         if (sections.ok()) {
           sections->fd = h->fd();
-          ScanWalker walker(partials[u], scanner, *sections);
+          ScanWalker walker(partials[u], scanner, *sections, mapper);
           if (walker.Walk(units[u].end - units[u].size)) {
             ++scanned_units;
             if (walker.table() != nullptr) ++fast_units;
@@ -1085,6 +1111,17 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   return out;
 }
 
+// A module's symbol lines in (section, offset) order, one per place (several text symbols may
+// share one).
+void SortUnique(std::vector<RawSymbolLine>& raw) {
+  std::sort(raw.begin(), raw.end(), [](const RawSymbolLine& a, const RawSymbolLine& b) {
+    return std::tie(a.section, a.addr) < std::tie(b.section, b.addr);
+  });
+  raw.erase(std::unique(raw.begin(), raw.end(),
+                        [](const auto& a, const auto& b) { return a.section == b.section && a.addr == b.addr; }),
+            raw.end());
+}
+
 absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
   RelocatedDwarf rd;
   RETURN_IF_ERROR(OpenRelocated(path, rd));
@@ -1170,14 +1207,159 @@ absl::StatusOr<DwarfIndex> IndexRelocatable(const std::string& path) {
     r.section = section;
     raw.push_back(std::move(r));
   }
-  std::sort(raw.begin(), raw.end(), [](const RawSymbolLine& a, const RawSymbolLine& b) {
-    return std::tie(a.section, a.addr) < std::tie(b.section, b.addr);
-  });
-  raw.erase(std::unique(raw.begin(), raw.end(),
-                        [](const auto& a, const auto& b) { return a.section == b.section && a.addr == b.addr; }),
-            raw.end());
+  SortUnique(raw);
   AddSymbolLines(raw, out, file_ids);
   return out;
+}
+
+// What DwarfIndex::reader says of a module read by IndexRelocatedCopy.
+constexpr char kRelocatedReader[] = "symdex (relocated by symdex)";
+
+// An ET_REL module read as a linked file is: by the DIE scanner and the line reader, from
+// symdex's relocated copy of it (relocated_elf.h), each address mapped to section + offset
+// through the copy's layout — IndexRelocatable's index, built the way it builds it: one thread,
+// the units in order (sections are numbered as first met), then the text symbols in symbol
+// table order. Any error — the scanner declines a unit, the file is damaged — is the caller's
+// cue to read the module with IndexRelocatable instead (which words any damage).
+absl::StatusOr<DwarfIndex> IndexRelocatedCopy(const std::string& path, const RelocatedElf& copy,
+                                              size_t* units_fast_lines, size_t* units_scanned) {
+  BoundedDwarf h;
+  RETURN_IF_ERROR(h.Open(copy.path(), kUnitBytesPerDwarfHandle));
+  DwarfIndex out;
+  out.relocatable = true;
+  out.build_id = LibdwflBuildId(h.elf());  // as IndexRelocatable's dwfl_module_build_id
+  std::mutex mu;
+  AddressMapper mapper(&copy.layout(), &out.sections, &mu);
+  std::optional<std::vector<UnitRef>> listed;
+  if (auto sections = LinkedDwarfSections(h.dwarf()); sections.ok()) {
+    listed = ListPlainUnits(h.fd(), *sections);
+  } else {
+    return sections.status();
+  }
+  if (!listed) {
+    ASSIGN_OR_RETURN(listed, ListUnits(path, h.dwarf(), &h));
+  }
+  const std::vector<UnitRef> units = std::move(*listed);
+  std::vector<Dwarf_Off> unit_offsets;
+  for (const UnitRef& u : units) unit_offsets.push_back(u.die_offset);
+  h.SetUnits(unit_offsets);
+
+  // The text symbols, as IndexRelocatable takes them from libdwfl: named FUNC/NOTYPE symbols of
+  // executable sections, in symbol table order, at their layout addresses (the copy's values).
+  struct TextSym {
+    uint64_t addr = 0;
+    bool padded = false;
+  };
+  std::vector<TextSym> text_syms;
+  EntryPads pads;
+  {
+    Elf* elf = h.elf();
+    GElf_Ehdr eh;
+    const KernelArch* arch = gelf_getehdr(elf, &eh) ? ArchOfMachine(eh.e_machine) : nullptr;
+    if (arch != nullptr) pads.bytes = arch->EntryPad();
+    ForEachSymtabSymbol(elf, [&](const GElf_Sym& sym, const char* name) {
+      const int type = GELF_ST_TYPE(sym.st_info);
+      if (name == nullptr || (type != STT_FUNC && type != STT_NOTYPE) || sym.st_shndx == SHN_UNDEF ||
+          sym.st_shndx == SHN_ABS) {
+        return true;
+      }
+      Elf_Scn* scn = elf_getscn(elf, sym.st_shndx);
+      GElf_Shdr sh;
+      if (scn == nullptr || gelf_getshdr(scn, &sh) == nullptr || !(sh.sh_flags & SHF_EXECINSTR)) return true;
+      const uint64_t offset = (sh.sh_flags & SHF_ALLOC) ? sym.st_value - sh.sh_addr : sym.st_value;
+      const bool padded =
+          arch != nullptr && arch->entry_pad_words != 0 && StartsWithEntryPad(elf, sym.st_shndx, offset, *arch);
+      text_syms.push_back({sym.st_value, padded});
+      if (padded) pads.at.insert(sym.st_value);
+      return true;
+    });
+  }
+  // Each symbol's line is read with its unit (dwarf_addrdie's), while the unit's table is loaded.
+  std::vector<RawSymbolLine> lines(text_syms.size());
+  std::vector<std::vector<uint32_t>> unit_syms(units.size());
+  std::vector<uint32_t> other_syms;
+  h.PrepareUnits();
+  const UnitsByAddress units_by_address(h.dwarf());
+  {
+    std::unordered_map<Dwarf_Off, size_t> unit_at;
+    for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
+    for (size_t i = 0; i < text_syms.size(); ++i) {
+      Dwarf_Die cu;
+      if (units_by_address.Die(h.dwarf(), pads.LineAddress(text_syms[i].addr), &cu) == nullptr) continue;
+      auto it = unit_at.find(dwarf_dieoffset(&cu));
+      (it == unit_at.end() ? other_syms : unit_syms[it->second]).push_back(static_cast<uint32_t>(i));
+    }
+  }
+  h.DropPages();
+
+  Partial p;
+  p.pads = &pads;
+  UnitScanner scanner;
+  size_t fast = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    ASSIGN_OR_RETURN(DwarfSections sections, LinkedDwarfSections(h.dwarf()));  // a recycled handle maps anew
+    sections.fd = h.fd();
+    ScanWalker walker(p, scanner, sections, mapper);
+    if (!walker.Walk(units[u].end - units[u].size)) {
+      return absl::FailedPreconditionError(StrCat("unit at ", units[u].die_offset, ": ", scanner.why()));
+    }
+    if (walker.table() != nullptr) ++fast;
+    for (uint32_t i : unit_syms[u]) {
+      lines[i] =
+          TableLineAt(walker.cu_offset(), walker.comp_dir(), pads.LineAddress(text_syms[i].addr), walker.table());
+    }
+    RETURN_IF_ERROR(h.Read(units[u].size).status());
+  }
+  RETURN_IF_ERROR(CheckParts(path, {&p}));
+  if (!other_syms.empty()) h.PrepareUnits();
+  for (uint32_t i : other_syms) {
+    Dwarf_Die cu;
+    const uint64_t at = pads.LineAddress(text_syms[i].addr);
+    if (units_by_address.Die(h.dwarf(), at, &cu) != nullptr) lines[i] = LineAt(&cu, at);
+  }
+  std::unordered_map<std::string, uint32_t> file_ids;
+  Merge(p, out, file_ids);
+
+  // IndexRelocatable's symbol lines: mapped in symbol table order (sections not met in the
+  // units are numbered here), sorted, one per (section, offset).
+  std::vector<RawSymbolLine> raw;
+  for (size_t i = 0; i < text_syms.size(); ++i) {
+    uint64_t mapped;
+    uint16_t section;
+    if (!mapper.Map(text_syms[i].addr, mapped, section)) continue;
+    RawSymbolLine r = std::move(lines[i]);
+    r.addr = mapped;
+    r.section = section;
+    raw.push_back(std::move(r));
+  }
+  SortUnique(raw);
+  AddSymbolLines(raw, out, file_ids);
+  if (units_fast_lines != nullptr) *units_fast_lines = fast;
+  if (units_scanned != nullptr) *units_scanned = units.size();
+  out.reader = kRelocatedReader;
+  return out;
+}
+
+// A module (ET_REL): relocated and read by symdex (IndexRelocatedCopy), else through libdwfl
+// (IndexRelocatable) — when symdex declines to relocate it, when the scanner declines one of its
+// units, when anything is wrong with it, and when SYMDEX_MODULES_VIA=libdwfl or
+// SYMDEX_DIE_READER/SYMDEX_LINE_READER=libdw ask for libdw's readers. One reader per file: a
+// module is never read partly by one and partly by the other.
+absl::StatusOr<DwarfIndex> IndexModule(const std::string& path, const DwarfIndexOptions& opts) {
+  if (!ModulesViaLibdwflForced() && !LibdwDiesForced() && !LibdwLinesForced()) {
+    std::string why;
+    if (auto copy = RelocatedElf::Make(path); copy.ok()) {
+      auto idx = IndexRelocatedCopy(path, *copy, opts.units_fast_lines, opts.units_scanned);
+      if (idx.ok()) return idx;
+      why = StrCat(path, ": the relocated copy was not read by symdex (", idx.status().message(), ")");
+    } else {
+      why = std::string(copy.status().message());
+    }
+    if (opts.scan_misses != nullptr) opts.scan_misses->push_back(std::move(why));
+  }
+  if (opts.units_fast_lines != nullptr) *opts.units_fast_lines = 0;
+  if (opts.units_scanned != nullptr) *opts.units_scanned = 0;
+  return IndexRelocatable(path);
 }
 
 absl::StatusOr<DwarfIndex> IndexPlainFile(const std::string& path, unsigned jobs, const DwarfIndexOptions& opts) {
@@ -1193,7 +1375,7 @@ absl::StatusOr<DwarfIndex> IndexPlainFile(const std::string& path, unsigned jobs
     }
     relocatable = eh.e_type == ET_REL;
   }
-  if (relocatable) return IndexRelocatable(path);
+  if (relocatable) return IndexModule(path, opts);
   return IndexLinked(path, jobs, opts.handle_budget ? opts.handle_budget : kUnitBytesPerDwarfHandle,
                      opts.units_fast_lines, opts.units_scanned, opts.scan_misses,
                      !LibdwDiesForced() && !LibdwLinesForced(), &opts.on_part);
@@ -1216,8 +1398,8 @@ absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& original, const Dwa
   if (opts.scan_misses != nullptr) *opts.scan_misses = misses;
   if (!idx.ok()) return plain.Explain(idx.status());
   if (idx->relocatable) {
-    idx->reader = "libdwfl";
-  } else if (scanned > 0 && misses.empty()) {  // (streamed: the parts' units are not in idx)
+    if (idx->reader.empty()) idx->reader = "libdwfl";  // (IndexRelocatedCopy names itself)
+  } else if (scanned > 0 && misses.empty()) {          // (streamed: the parts' units are not in idx)
     idx->reader = "symdex";
   } else {
     idx->reader = misses.empty() ? "libdw" : StrCat("libdw (the scanner declined ", misses.front(), ")");

@@ -1,5 +1,6 @@
 // Indexes the functions and variables of one debug file (a vmlinux, or a kernel module .ko,
-// i.e. ET_REL) from its DWARF, with libdw/libdwfl.
+// i.e. ET_REL) from its DWARF: with symdex's DIE scanner and line reader (die_scanner.h,
+// line_table.h), libdw/libdwfl their fallback.
 //
 // For every concrete function instance (DW_TAG_subprogram with code): its name (through
 // DW_AT_abstract_origin / DW_AT_specification), address ranges (hot part and .cold parts),
@@ -11,8 +12,9 @@
 // Speed: a vmlinux is read by `jobs` threads, each with its own Elf/Dwarf handles over the same
 // mmap()ed file, taking whole CUs (largest first) from a shared counter. Memory: each handle is
 // recycled every 16 MiB of units, so what libdw caches and which file pages stay resident do not
-// grow with the file (~110 MB peak for the Debian vmlinux); a module (ET_REL) is
-// relocated by libdwfl and read by one thread (modules are indexed in parallel by the caller).
+// grow with the file (~110 MB peak for the Debian vmlinux); a module (ET_REL) is read by one
+// thread (modules are indexed in parallel by the caller) from a copy symdex relocated
+// (relocated_elf.h: libdwfl's layout and relocations), else through libdwfl.
 //
 // Addresses: a vmlinux's are link-time virtual addresses. A module's are section offsets, with
 // the section named in `sections` (".text", ".text.unlikely", ".init.text", ...).
@@ -90,8 +92,10 @@ struct DwarfIndex {
   std::vector<DwarfVariable> variables;
   std::vector<DwarfSymbolLine> symbol_lines;  // sorted by (section, addr), unique
   // Which reader read the DWARF (symdex status shows it): "symdex" (the DIE scanner and line
-  // reader, every unit), "libdw (the scanner declined: WHY)", "libdwfl" (a relocatable module),
-  // each followed by ", zstd sections decompressed" (or zlib) where plain_elf.h did that first.
+  // reader, every unit), "libdw (the scanner declined: WHY)"; for a relocatable module "symdex
+  // (relocated by symdex)" (the same readers over relocated_elf.h's copy), else "libdwfl" (symdex
+  // declined to relocate it, or the scanner a unit of it: DwarfIndexOptions::scan_misses says
+  // why); each followed by ", zstd sections decompressed" (or zlib) where plain_elf.h did that first.
   std::string reader;
 };
 

@@ -1,6 +1,7 @@
 #include "server/debuginfo/libdw_util.h"
 
 #include <dwarf.h>
+#include <elfutils/libdwelf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <sys/mman.h>
@@ -64,6 +65,13 @@ std::vector<std::pair<std::string, uint64_t>> RelocatedDwarf::SectionBases() con
     out.emplace_back(name, shdr.sh_addr + elf_bias);
   }
   return out;
+}
+
+std::optional<BuildId> LibdwflBuildId(Elf* elf) {
+  const void* bits = nullptr;
+  const ssize_t len = elf ? dwelf_elf_gnu_build_id(elf, &bits) : -1;
+  if (len <= 0 || bits == nullptr) return std::nullopt;
+  return BuildId::FromRaw(std::string_view(static_cast<const char*>(bits), static_cast<size_t>(len)));
 }
 
 absl::Status OpenDwarf(const std::string& path, OpenedDwarf& o) {

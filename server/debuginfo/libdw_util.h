@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "server/common/build_id.h"
 #include "server/common/elf_handle.h"  // ElfPtr
 #include "server/common/status.h"
 #include "server/common/unique_fd.h"
@@ -49,6 +51,11 @@ class UnitsByAddress {
   std::vector<Entry> entries_;
   bool from_units_ = false;
 };
+
+// The GNU build-ID as libdwfl finds it (dwelf_elf_gnu_build_id: what dwfl_module_build_id gives
+// a module), nullopt when it finds none: a module read from symdex's relocated copy
+// (relocated_elf.h) names the build-ID its libdwfl reading would.
+std::optional<BuildId> LibdwflBuildId(Elf* elf);
 
 // A debug file opened for DWARF reading (read-only mmap).
 struct OpenedDwarf {

@@ -15,11 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/ingest/decompress.h"
 
 namespace symdex::debuginfo {
 namespace {
+
+constexpr char kPlainCopyName[] = "the decompressed copy";
 
 #ifndef ELFCOMPRESS_ZSTD
 constexpr uint32_t ELFCOMPRESS_ZSTD = 2;  // glibc 2.36's elf.h predates it
@@ -46,48 +49,6 @@ absl::Status ReadAt(int fd, void* buf, size_t n, uint64_t off, const std::string
   return absl::OkStatus();
 }
 
-absl::Status WriteAt(int fd, const char* p, size_t n, uint64_t off) {
-  while (n > 0) {
-    const ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return absl::ResourceExhaustedError(StrCat("cannot write the decompressed copy: ", std::strerror(errno)));
-    p += r;
-    n -= static_cast<size_t>(r);
-    off += static_cast<uint64_t>(r);
-  }
-  return absl::OkStatus();
-}
-
-// Where the copy may go: TMPDIR, else /var/tmp (disk, not tmpfs, where it differs), else /tmp.
-std::vector<std::string> TempDirs() {
-  std::vector<std::string> out;
-  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') out.emplace_back(t);
-  out.emplace_back("/var/tmp");
-  out.emplace_back("/tmp");
-  return out;
-}
-
-// An unlinked file in the first of `dirs` that takes one (O_TMPFILE, else a named file removed
-// at once); `dir` says which.
-absl::StatusOr<UniqueFd> Unlinked(const std::vector<std::string>& dirs, std::string& dir) {
-  std::string why;
-  for (const std::string& d : dirs) {
-    dir = d;
-    UniqueFd fd(::open(d.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (fd) return fd;
-    std::string tmpl = d + "/symdex-plain-XXXXXX";
-    fd.Reset(::mkostemp(tmpl.data(), O_CLOEXEC));
-    if (fd) {
-      ::unlink(tmpl.c_str());
-      return fd;
-    }
-    why += StrCat(why.empty() ? "" : ", ", d, ": ", std::strerror(errno));
-  }
-  return absl::FailedPreconditionError(
-      StrCat("no directory takes a temporary file (", why, "); set TMPDIR to a writable one"));
-}
-
 absl::Status CopyAll(int from, int to, uint64_t size) {
   uint64_t done = 0;
   while (done < size) {
@@ -102,7 +63,7 @@ absl::Status CopyAll(int from, int to, uint64_t size) {
     const ssize_t r = ::pread(from, buf.data(), std::min<uint64_t>(buf.size(), size - done), static_cast<off_t>(done));
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return absl::InternalError(StrCat("cannot copy the file: ", std::strerror(errno)));
-    RETURN_IF_ERROR(WriteAt(to, buf.data(), static_cast<size_t>(r), done));
+    RETURN_IF_ERROR(WriteAllAt(to, std::string_view(buf.data(), static_cast<size_t>(r)), done, kPlainCopyName));
     done += static_cast<uint64_t>(r);
   }
   return absl::OkStatus();
@@ -203,7 +164,7 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
   }
 
   std::string dir;
-  auto made = Unlinked(TempDirs(), dir);
+  auto made = UnlinkedScratchFile("symdex-plain", dir);
   if (!made.ok()) {
     return absl::Status(made.status().code(),
                         StrCat("cannot decompress ", path, "'s compressed sections: ", made.status().message()));
@@ -230,7 +191,7 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
       absl::Status s = ingest::DecompressStream(
           in, c.type == ELFCOMPRESS_ZLIB ? ingest::Compression::kZlib : ingest::Compression::kZstd, c.size,
           [&](std::string_view piece) {
-            RETURN_IF_ERROR(WriteAt(copy.get(), piece.data(), piece.size(), at));
+            RETURN_IF_ERROR(WriteAllAt(copy.get(), piece, at, kPlainCopyName));
             at += piece.size();
             return absl::OkStatus();
           });
@@ -263,8 +224,8 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
     sh.sh_offset = c.new_offset;
     sh.sh_size = c.size;
     sh.sh_addralign = c.align;
-    RETURN_IF_ERROR(
-        WriteAt(copy.get(), reinterpret_cast<const char*>(&sh), sizeof sh, eh.e_shoff + c.index * sizeof(Elf64_Shdr)));
+    RETURN_IF_ERROR(WriteAllAt(copy.get(), std::string_view(reinterpret_cast<const char*>(&sh), sizeof sh),
+                               eh.e_shoff + c.index * sizeof(Elf64_Shdr), kPlainCopyName));
   }
   out.compression_ = zlib && zstd ? "zlib+zstd" : zlib ? "zlib" : "zstd";
   out.sections_ = todo.size();

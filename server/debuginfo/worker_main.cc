@@ -9,7 +9,9 @@
 //
 //   symdex-debuginfo-worker --print [-j N] FILE...       index FILEs in-process and print counts
 //   symdex-debuginfo-worker --print-map [-j N] FILE...   build their address maps in-process
-// (debugging and timing; nothing is written)
+// (debugging and timing; nothing is written). Each line carries a digest of what was made — the
+// index's rows (not the name of the reader) or the map's bytes — so that two ways of reading a
+// file (SYMDEX_MODULES_VIA=libdwfl, SYMDEX_DIE_READER=libdw) can be compared over a whole corpus.
 //
 // Test hooks (environment): SYMDEX_WORKER_TEST_CRASH_ON=S aborts, SYMDEX_WORKER_TEST_HANG_ON=S
 // sleeps forever, on a path containing S; SYMDEX_WORKER_TEST_CRASH_MAP_ON=S aborts building the
@@ -155,6 +157,13 @@ void TestHooks(const WorkerRequest& req) {
   }
 }
 
+// FNV-1a: a digest to compare outputs by, not a checksum against tampering.
+uint64_t Digest(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
 std::string GiB(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
@@ -226,7 +235,8 @@ int Print(int argc, char** argv) {
         rc = 1;
         continue;
       }
-      std::printf("ok %s address map of %zu bytes\n", argv[i], bytes->size());
+      std::printf("ok %s address map of %zu bytes digest=%016llx\n", argv[i], bytes->size(),
+                  static_cast<unsigned long long>(Digest(*bytes)));
       continue;
     }
     size_t scanned = 0;
@@ -238,8 +248,10 @@ int Print(int argc, char** argv) {
       rc = 1;
       continue;
     }
-    std::printf("ok %s units=%zu functions=%zu variables=%zu lines=%zu scanned=%zu\n", argv[i], idx->units.size(),
-                idx->functions.size(), idx->variables.size(), idx->symbol_lines.size(), scanned);
+    idx->reader.clear();  // the rows, whichever reader made them
+    std::printf("ok %s units=%zu functions=%zu variables=%zu lines=%zu digest=%016llx scanned=%zu\n", argv[i],
+                idx->units.size(), idx->functions.size(), idx->variables.size(), idx->symbol_lines.size(),
+                static_cast<unsigned long long>(Digest(EncodeDwarfIndex(*idx))), scanned);
   }
   return rc;
 }

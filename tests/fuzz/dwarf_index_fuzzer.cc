@@ -6,7 +6,9 @@
 // worker's isolation exists for; one in symdex's code is a bug to fix.
 // Linked files are also read a second time with SYMDEX_DIE_READER=libdw: the DIE scanner must give
 // what libdw alone gives (an error, or the same index) — die_scanner.h's contract; and a third
-// time in parts (DwarfIndexOptions::on_part), which appended must be the same index.
+// time in parts (DwarfIndexOptions::on_part), which appended must be the same index. Modules
+// (ET_REL), which symdex relocates and scans itself where it can (relocated_elf.h), are read a
+// second time through libdwfl (SYMDEX_MODULES_VIA=libdwfl): the same answer.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -36,11 +38,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string bytes = EncodeDwarfIndex(*idx);
     if (!DecodeDwarfIndex(bytes).ok()) __builtin_trap();
   }
-  // Linked files only (e_type is not ET_REL; modules never reach the scanner). The error texts
-  // are not compared: they quote libdw's last error, which is per-thread state left by whatever
-  // libdw call failed before (in a fuzzer, the previous input's).
+  // The error texts are not compared: they quote libdw's last error, which is per-thread state
+  // left by whatever libdw call failed before (in a fuzzer, the previous input's).
   const bool relocatable = size >= 18 && data[16] == 1 && data[17] == 0;
-  if (!relocatable) {
+  if (relocatable) {
+    ::setenv("SYMDEX_MODULES_VIA", "libdwfl", 1);
+    auto libdwfl = IndexDwarfFile(path, {.jobs = 1});
+    ::unsetenv("SYMDEX_MODULES_VIA");
+    if (idx.ok() != libdwfl.ok()) __builtin_trap();
+    if (idx.ok() && symdex::testing::EncodedRows(*idx) != symdex::testing::EncodedRows(*libdwfl)) __builtin_trap();
+  } else {
     ::setenv("SYMDEX_DIE_READER", "libdw", 1);
     auto libdw = IndexDwarfFile(path, {.jobs = 1});
     ::unsetenv("SYMDEX_DIE_READER");
