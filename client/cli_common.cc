@@ -127,13 +127,15 @@ std::string& JsonArrayOut::Next() {
 }
 
 void JsonArrayOut::Print(const nlohmann::json& rest) const {
+  // (The elements, megabytes for a large batch, are written where they are, not copied.)
   std::string out = "{\n  " + nlohmann::json(key_).dump() + ": ";
   if (elements_.empty()) {
     out += "[]";
   } else {
     out += "[\n";
-    out += elements_;
-    out += "\n  ]";
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fwrite(elements_.data(), 1, elements_.size(), stdout);
+    out = "\n  ]";
   }
   for (const auto& [k, v] : rest.items()) {
     out += ",\n  " + nlohmann::json(k).dump() + ": ";

@@ -53,7 +53,10 @@ void PrintAddress(uint64_t a, const query::AddressInfo& info, fmt::memory_buffer
 // symbol's four only when there is one and the note only when set, written as text (json_text.h).
 void AddressJson(uint64_t a, const query::AddressInfo& info, std::string& out) {
   JsonText j(out, 4);
-  j.BeginObject().Key("address").String(fmt::format("0x{:x}", a)).Key("frames").BeginArray();
+  char hex[24];
+  const char* end = fmt::format_to(hex, FMT_COMPILE("0x{:x}"), a);
+  j.BeginObject().Key("address").String(std::string_view(hex, static_cast<size_t>(end - hex))).Key("frames");
+  j.BeginArray();
   for (const auto& f : info.frames) {
     j.BeginObject().Key("column").Int(f.column).Key("file").String(f.file).Key("function").String(f.function);
     j.Key("line").Int(f.line).EndObject();

@@ -15,7 +15,7 @@ class JsonText {
  public:
   // Appends to `out`; the value's own lines are nested `indent` spaces deep (its first line is
   // where `out` ends: the caller wrote what goes before it).
-  JsonText(std::string& out, size_t indent) : out_(out), base_(indent) {}
+  JsonText(std::string& out, size_t indent) : out_(out), base_(indent) { levels_.reserve(8); }
 
   JsonText& BeginObject() { return Open('{'); }
   JsonText& EndObject() { return Close('}'); }

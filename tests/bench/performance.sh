@@ -115,16 +115,20 @@ for k in "${list[@]}"; do
   r=$(echo "$llvm10k / $t" | bc -l)
   row "$k" "addr --json --build-id - (10,000 addresses), warm" "$(printf '%.3f s' "$t")" \
     "$(printf '%.2f s' "$llvm10k")" "$(printf '%.1f' "$r")" ">= 20" "$(met "$r >= 20")"
-  # The answers name the function llvm-symbolizer names (the outermost frame's, clone suffixes aside).
-  same=$(python3 - "$work/llvm10k.out" "$work/b.json" <<'PY'
+  # The answers name the function llvm-symbolizer names (the outermost frame's, clone suffixes
+  # aside), where both name one: not at __pfx_/__cfi_ padding, which symdex reports as padding
+  # before its function and llvm-symbolizer as the end of the function before.
+  read -r same of < <(python3 - "$work/llvm10k.out" "$work/b.json" <<'PY'
 import json, sys
 blocks = open(sys.argv[1]).read().strip().split("\n\n")
 res = json.load(open(sys.argv[2]))["results"]
-print(sum(1 for b, r in zip(blocks, res) if r.get("frames") and
-          r["frames"][-1]["function"].split(".")[0] == b.split("\n")[-2].split(".")[0]))
+pairs = [(b, r) for b, r in zip(blocks, res) if not r.get("symbol", "").startswith(("__pfx_", "__cfi_"))]
+print(sum(1 for b, r in pairs if r.get("frames") and
+          r["frames"][-1]["function"].split(".")[0] == b.split("\n")[-2].split(".")[0]), len(pairs))
 PY
 )
-  row "$k" "  ... same outermost function as llvm-symbolizer" "$same/10000" - - ">= 99%" "$(met "$same >= 9900")"
+  row "$k" "  ... same outermost function as llvm-symbolizer (padding aside)" "$same/$of" - - ">= 99%" \
+    "$(met "$same >= 0.99 * $of")"
 done
 
 {
