@@ -39,7 +39,7 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
     // A map made from an earlier file of this build-ID (which changed since) is made again.
     bool reparsed = false;
     if (const ParsedDebugFile* f = parse_of[i]) {
-      // Parsed in this run: StoreDebugFiles stores it under p.record.path, unless its parse failed
+      // Parsed in this run: step 4b stored it under p.record.path, unless its parse failed
       // or the file turned out not to be the build-ID's.
       if (!f->index.ok()) continue;
       if (f->index->build_id && p.verified && f->index->build_id->ToHex() != p.record.build_id) continue;

@@ -128,7 +128,7 @@ bool PartsOff() {
 // reads on (DwarfWorker::IndexStream, store::DebugFileWriter), its join table made beside the
 // last rows. Anything out of the ordinary — the store has this file already, the build-ID is
 // another, the scanner declines a unit, a store error — stores nothing here (the writer's
-// transaction rolls back) and leaves `out` as ParseInWorker would, for StoreDebugFiles.
+// transaction rolls back) and leaves `out` as ParseInWorker would, for StoreParsed.
 void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worker,
                    const absl::StatusOr<std::string>& exe, const Part& p, unsigned jobs, int64_t now,
                    ParsedDebugFile& out, const debuginfo::PlainElf* plain) {
@@ -188,12 +188,11 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
 // Step 4b for one parsed file (plan.to_parse[k]): stored under its build-ID in its own
 // transaction (unless stored as it was read), its part given the row and the join table; or the
 // reason it is not usable. What the steps after read of the parse (the address-map plan: build-ID,
-// relocatable) is kept, not its rows. Called as each module's parse arrives, and by
-// StoreDebugFiles for whatever is left; foreign-key enforcement off meanwhile (switching it for
-// each of a kernel's 1,122 files would have SQLite compile every statement again for each).
+// relocatable) is kept, not its rows. Called by ParseAll for every file, vmlinux-style ones first,
+// each module as its parse arrives; foreign-key enforcement off meanwhile (switching it for each
+// of a kernel's 1,122 files would have SQLite compile every statement again for each).
 absl::Status StoreParsed(store::Db& db, DebugFilePlan& plan, ParsedDebugFile& f, size_t k, int64_t now,
                          IndexSummary& sum) {
-  f.settled = true;
   Part& p = plan.parts[plan.to_parse[k]];
   if (!f.index.ok()) {
     // Never stored: the next run tries again. An index made from the file before it changed
@@ -442,16 +441,8 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, cons
   return parsed;
 }
 
-absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, DebugFilePlan& plan,
-                             std::vector<ParsedDebugFile>& parsed, IndexSummary& sum) {
+void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan) {
   std::vector<Part>& parts = plan.parts;
-  const auto ts = Clock::now();
-  const int64_t now = static_cast<int64_t>(std::time(nullptr));
-  store::ForeignKeysOff fk(db);  // (StoreParsed says why)
-  for (size_t k = 0; k < plan.to_parse.size(); ++k) {
-    if (!parsed[k].settled) RETURN_IF_ERROR(StoreParsed(db, plan, parsed[k], k, now, sum));
-  }
-  sum.dwarf_store_seconds += SecondsSince(ts);
   for (Part& p : parts) {
     if (p.record.debug_file_id || p.record.build_id.empty()) continue;
     auto it = plan.first_part_for_build_id.find(p.record.build_id);
@@ -472,7 +463,6 @@ absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, Debug
       vml.join.reset();
     }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace symdex::indexer

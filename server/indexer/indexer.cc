@@ -1,5 +1,5 @@
 // The index run as a pipeline of named steps (steps.h): 1 LoadTarget -> 2 CheckInputLooksComplete
-// -> 3 FindDebugFiles -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf beside
+// -> 3 FindDebugFiles -> 4 ParseDebugFiles (4b: each file stored) -> 4c SettleDebugFiles -> 5 JoinSymbolsToDwarf beside
 // 5b AttachElfFacts -> 5b JudgeProbes -> 7 WriteTarget, with 6 (the address maps) built on a
 // thread of its own (a niced worker) from the end of 4 to the end of 7. Beside 4b too: vmlinux's
 // join table (from the function ids its insert hands out) and its ELF symbol table read.
@@ -89,13 +89,13 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   ASSIGN_OR_RETURN(std::vector<ParsedDebugFile> parsed, ParseDebugFiles(db, req, plan, jobs, sum));
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), req, jobs);
-  RETURN_IF_ERROR(StoreDebugFiles(db, t, plan, parsed, sum));
+  SettleDebugFiles(t, plan);
   DeriveTextFromAnchor(t, plan.parts);
   const auto tj = Clock::now();
   {
     // Steps 5 and 5b side by side. They write different fields of the symbols (the DWARF
     // columns; elf_facts) and of the parts (join; the record's detail), and read of a part only
-    // what step 4b settled; the join alone uses the store.
+    // what steps 4b and 4c settled; the join alone uses the store.
     std::jthread facts_step([&] { AttachElfFacts(t, plan.parts, jobs, &facts); });
     RETURN_IF_ERROR(JoinSymbolsToDwarf(db, t, plan.parts, sum));
   }

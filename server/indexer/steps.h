@@ -1,13 +1,14 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
 //   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles
-//     -> 4 ParseDebugFiles -> 4b StoreDebugFiles -> 5 JoinSymbolsToDwarf (beside it 5b AttachElfFacts)
+//     -> 4 ParseDebugFiles (4b each file stored) -> 4c SettleDebugFiles -> 5 JoinSymbolsToDwarf (beside it 5b
+//     AttachElfFacts)
 //     -> 5b JudgeProbes -> 7 WriteTarget
-//                         \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 4b to 7) -/
+//                         \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 4c to 7) -/
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
 // made; nothing is written to SQLite and read back. Debug files are the one exception to
-// "written once, at the end": each is stored by StoreDebugFiles in its own transaction, because it
+// "written once, at the end": each is stored in step 4b in its own transaction, because it
 // is keyed by build-ID, immutable and shared by every target that uses it (a later failure of
 // this run should not cost the next run the parse).
 // Internal to server/indexer/.
@@ -73,7 +74,7 @@ struct Part {
   // The stored index of this build-ID, made from a file that has changed since: parsed again;
   // kept (and used) if the new parse fails.
   std::optional<store::DebugFileInfo> stale;
-  // Set by StoreDebugFiles for a file parsed and stored in this run (built from the parse, not
+  // Set by step 4b for a file parsed and stored in this run (built from the parse, not
   // read back); parts that use an index stored earlier have none and JoinSymbolsToDwarf
   // loads it.
   std::shared_ptr<const JoinTable> join;
@@ -114,32 +115,29 @@ struct ParsedDebugFile {
   absl::StatusOr<debuginfo::DwarfIndex> index = absl::UnknownError("not run");
   std::optional<debuginfo::FileStamp> stamp;  // of the file, taken before parsing it
   double seconds = 0;
-  // Set when the file was stored as it was read (ParseDebugFiles: vmlinux-style files), with
-  // what StoreDebugFiles keeps of it; otherwise StoreDebugFiles stores it.
+  // Set when the file was stored as it was read (vmlinux-style files), with what step 4b keeps of
+  // it; otherwise step 4b stores it. Once its rows are stored, `index` keeps only what the steps
+  // after read (build-ID, relocatable).
   std::optional<store::StoredDebugFile> stored;
   std::optional<uint64_t> text_addr;
   std::shared_ptr<const JoinTable> join;
-  // Its part's record is settled (stored, or the reason it is not): by ParseDebugFiles for a
-  // module, as its parse arrives, else by StoreDebugFiles. `index` keeps only what the steps
-  // after read (build-ID, relocatable) once its rows are stored.
-  bool settled = false;
 };
 
 // Step 4: parses every file FindDebugFiles left in path_to_index, each in a worker process
-// (untrusted input); result k is plan.to_parse[k]'s. A vmlinux-style file (one large file, read
-// by every thread) is also stored as it is read: its rows go in part by part while the worker
-// reads on (worker_client.h IndexStream); should anything be out of the ordinary, nothing of it
-// is stored here and step 4b stores it as it does every other file. SYMDEX_DWARF_PARTS=off in
-// the environment: never (benchmarks, and the tests that compare both ways). Each module is
-// stored (step 4b for it) by the calling thread as its parse arrives, while the others are parsed.
+// (untrusted input); result k is plan.to_parse[k]'s. Step 4b, within it: each parsed file is
+// stored under its build-ID (own transaction) and its part given the row and its JoinTable, or
+// the reason there is none; counts indexed/failed into `sum`. A vmlinux-style file (one large
+// file, read by every thread) is stored as it is read: its rows go in part by part while the
+// worker reads on (worker_client.h IndexStream); should anything be out of the ordinary, nothing
+// of it is stored then and it is stored whole after its parse. SYMDEX_DWARF_PARTS=off in the
+// environment: never as it is read (benchmarks, and the tests that compare both ways). Each
+// module is stored by the calling thread as its parse arrives, while the others are parsed.
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
                                                              DebugFilePlan& plan, unsigned jobs, IndexSummary& sum);
 
-// Step 4b: stores each parsed file not stored yet under its build-ID and keeps its JoinTable in memory. Gives
-// every part whose debug info is usable a debug_file_id; counts indexed/failed into `sum`.
-// Also refuses an offline vmlinux debug file whose _text disagrees with the System.map.
-absl::Status StoreDebugFiles(store::Db& db, const target::KernelTarget& t, DebugFilePlan& plan,
-                             std::vector<ParsedDebugFile>& parsed, IndexSummary& sum);
+// Step 4c: a part whose build-ID another part's file was parsed for gets that file's row; an
+// offline vmlinux debug file whose _text disagrees with the System.map is refused.
+void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan);
 
 // Step 5: joins every code symbol of the parts to its DWARF function and line-table row by
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
