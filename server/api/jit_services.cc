@@ -5,6 +5,18 @@
 
 namespace symdex::api {
 
+JitServiceImpl::JitServiceImpl(query::LocalQuery& q, jit::Ingester& ingester, RpcStats& stats, CallControl control)
+    : q_(q), ingester_(ingester), stats_(stats), control_(control) {
+  auto decoded_here = [this](std::string_view name, auto method) {
+    MethodName m = MethodOf("JitService", name);
+    MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
+  };
+  decoded_here("Addr", &JitServiceImpl::Addr);
+  decoded_here("MatchDsos", &JitServiceImpl::MatchDsos);
+  decoded_here("Collisions", &JitServiceImpl::Collisions);
+  decoded_here("Ingest", &JitServiceImpl::Ingest);
+}
+
 grpc::ServerUnaryReactor* JitServiceImpl::Addr(grpc::CallbackServerContext* ctx, const pb::JitAddrRequest* req,
                                                pb::JitAddrResponse* resp) {
   return Serve(ctx, control_, stats_, "JitAddr", true, [=, this](const Peer& peer, auto&) {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -112,10 +113,14 @@ class UnixListener {
 
 namespace symdex::api {
 
-// gRPC answers a request it cannot decode (bytes that are no protobuf, a string field that is not
-// UTF-8) with UNIMPLEMENTED and no message (CallbackUnaryHandler in gRPC 1.51); none of symdex's
-// handlers ever does. This interceptor turns exactly that answer, for symdex's own methods, into
-// INVALID_ARGUMENT saying what was wrong.
+// What symdexd answers a request it cannot decode (bytes that are no protobuf, a string field that
+// is not UTF-8) to `method` ("/symdex.v1.SymbolService/Which"): INVALID_ARGUMENT saying so.
+grpc::Status UndecodableRequest(std::string_view method);
+
+// gRPC answers such a request with UNIMPLEMENTED and no message (its callback handlers in 1.51);
+// none of symdex's handlers ever does. The unary methods decode their requests themselves (serve.h:
+// DecodedHere); for the streaming ones, this interceptor turns exactly that answer into
+// UndecodableRequest's.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> UndecodableRequestInterceptor();
 
 }  // namespace symdex::api

@@ -29,10 +29,9 @@ bool QueryRouter::WouldWait(const std::string& target, const std::vector<query::
 absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::For(const std::string& target,
                                                                     const std::vector<query::FrameModule>& modules,
                                                                     std::chrono::system_clock::time_point deadline) {
-  std::shared_ptr<query::LocalQuery> own(&own_, [](query::LocalQuery*) {});
-  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return own;
+  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return own_shared_;
   // Indexed here already (symdex index --build-id into the daemon's own index): answered from it.
-  if (own_.Target(target).ok()) return own;
+  if (own_.Target(target).ok()) return own_shared_;
   const std::vector<indexer::ModuleByBuildId> mods = WithBuildIds(modules);
   // The call's deadline as a steady-clock point; no deadline (gRPC's infinite future) = 10 min.
   const auto now_sys = std::chrono::system_clock::now();

@@ -22,7 +22,8 @@ namespace symdex::api {
 class QueryRouter {
  public:
   // `kernels` may be null (no --fleet-cache): every call goes to `own`.
-  QueryRouter(query::LocalQuery& own, fleet::KernelCache* kernels) : own_(own), kernels_(kernels) {}
+  QueryRouter(query::LocalQuery& own, fleet::KernelCache* kernels)
+      : own_(own), own_shared_(&own, [](query::LocalQuery*) {}), kernels_(kernels) {}
 
   // The query for `target`; `modules` (frames requests) are indexed into a fleet kernel first.
   // `deadline`: how long the call may wait for an index run.
@@ -47,6 +48,8 @@ class QueryRouter {
 
  private:
   query::LocalQuery& own_;
+  // `own_` as For returns it (it does not own it), made once: not a control block per call.
+  const std::shared_ptr<query::LocalQuery> own_shared_;
   fleet::KernelCache* kernels_;
 };
 

@@ -1,7 +1,5 @@
 #include "server/api/services.h"
 
-#include <grpcpp/support/message_allocator.h>
-
 #include <map>
 #include <tuple>
 
@@ -14,26 +12,6 @@ namespace symdex::api {
 namespace {
 
 void TargetInfoTo(const query::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
-
-// Request and response of a unary call on one protobuf arena: a Symbolize answer is thousands
-// of small messages and strings, which the arena allocates by bumping a pointer and frees at once.
-template <typename Req, typename Resp>
-class ArenaAllocator : public grpc::MessageAllocator<Req, Resp> {
-  class Holder : public grpc::MessageHolder<Req, Resp> {
-   public:
-    Holder() {
-      this->set_request(google::protobuf::Arena::CreateMessage<Req>(&arena_));
-      this->set_response(google::protobuf::Arena::CreateMessage<Resp>(&arena_));
-    }
-    void Release() override { delete this; }
-
-   private:
-    google::protobuf::Arena arena_;
-  };
-
- public:
-  grpc::MessageHolder<Req, Resp>* AllocateMessages() override { return new Holder; }
-};
 
 // A server stream of one computed answer (ListDuplicates, ListSymbols): computed on the pool
 // (the heavy part: its heavy slot is given back once the answer is built), then written one
@@ -163,19 +141,36 @@ std::function<void()> SymbolServiceImpl::WaitFirst(const std::string& target,
   return [this, target, modules, deadline] { (void)router_.For(target, modules, deadline); };
 }
 
+MethodName MethodOf(std::string_view service, std::string_view method) {
+  const google::protobuf::ServiceDescriptor* s =
+      pb::ResolveRequest::descriptor()->file()->FindServiceByName(std::string(service));
+  const google::protobuf::MethodDescriptor* m = s == nullptr ? nullptr : s->FindMethodByName(std::string(method));
+  if (m == nullptr) {  // a name below that is not the proto's
+    std::fprintf(stderr, "symdexd: no method %.*s.%.*s in symdex.proto\n", static_cast<int>(service.size()),
+                 service.data(), static_cast<int>(method.size()), method.data());
+    std::abort();
+  }
+  return {m->index(), StrCat("/", s->full_name(), "/", m->name())};
+}
+
 SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                                      std::function<void(pb::StatusResponse*)> status)
     : q_(router.own()), router_(router), stats_(stats), control_(control), status_(std::move(status)) {
-  static ArenaAllocator<pb::SymbolizeRequest, pb::SymbolizeResponse> symbolize_alloc;
-  static ArenaAllocator<pb::LinesRequest, pb::LinesResponse> lines_alloc;
-  static ArenaAllocator<pb::WhichRequest, pb::WhichResponse> which_alloc;
-  static ArenaAllocator<pb::ResolveRequest, pb::ResolveResponse> resolve_alloc;
-  static ArenaAllocator<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse> frames_alloc;
-  SetMessageAllocatorFor_Symbolize(&symbolize_alloc);
-  SetMessageAllocatorFor_Lines(&lines_alloc);
-  SetMessageAllocatorFor_Which(&which_alloc);
-  SetMessageAllocatorFor_Resolve(&resolve_alloc);
-  SetMessageAllocatorFor_SymbolizeFrames(&frames_alloc);
+  auto decoded_here = [this](std::string_view name, auto method) {
+    MethodName m = MethodOf("SymbolService", name);
+    MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
+  };
+  decoded_here("ListTargets", &SymbolServiceImpl::ListTargets);
+  decoded_here("Which", &SymbolServiceImpl::Which);
+  decoded_here("Resolve", &SymbolServiceImpl::Resolve);
+  decoded_here("Symbolize", &SymbolServiceImpl::Symbolize);
+  decoded_here("Lines", &SymbolServiceImpl::Lines);
+  decoded_here("ProbeDefinition", &SymbolServiceImpl::ProbeDefinition);
+  decoded_here("LookupBuildId", &SymbolServiceImpl::LookupBuildId);
+  decoded_here("Status", &SymbolServiceImpl::Status);
+  decoded_here("SymbolizeFrames", &SymbolServiceImpl::SymbolizeFrames);
+  decoded_here("Decode", &SymbolServiceImpl::Decode);
+  decoded_here("SymbolizePprof", &SymbolServiceImpl::SymbolizePprof);
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerContext* ctx,

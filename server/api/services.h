@@ -128,8 +128,7 @@ class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
  public:
   // Every JIT call is for privileged peers: the records hold other users' process addresses
   // and file paths, and Ingest reads files with the daemon's rights.
-  JitServiceImpl(query::LocalQuery& q, jit::Ingester& ingester, RpcStats& stats, CallControl control)
-      : q_(q), ingester_(ingester), stats_(stats), control_(control) {}
+  JitServiceImpl(query::LocalQuery& q, jit::Ingester& ingester, RpcStats& stats, CallControl control);
 
   grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,
                                  ::symdex::v1::JitAddrResponse* resp) override;

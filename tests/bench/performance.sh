@@ -13,6 +13,13 @@
 #   - by build-ID, warm: 10,000 of them, `symdex addr --build-id ID -` (text, then --json) from a
 #     new process on an index made by `symdex index --build-id` against llvm-symbolizer on the
 #     debug file. Goal >= 20x.
+#   - the daemon at its floor (the first kernel only; --daemon-seconds 0 skips it): symdexd serving
+#     the whole-kernel index on a unix socket, Resolve over 4,096 canonical specs and Which over
+#     4,096 names, warmed, 16 clients (build/bin/daemon_load), against tests/bench/load/floor_server
+#     replaying symdexd's own answers to the same requests with gRPC alone; --daemon-rounds (5) pairs
+#     of --daemon-seconds (10) runs, symdexd and the floor back to back; the ratio is the median of
+#     the rounds' ratios. Goal: calls/s >= 0.95x the floor's, p99 <= 1.2x. Health/Check (the no-op
+#     call) of each is reported.
 # Prints one markdown table and writes it to --out. Corpora as tests/bench/kernel_matrix.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,11 +27,15 @@ root=$here/../..
 KERNELS=debian-6.1-amd64,debian-6.1-arm64,debian-6.12-amd64
 RUNS=5
 OUT=
+DAEMON_SECONDS=10
+DAEMON_ROUNDS=5
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) KERNELS=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --daemon-seconds) DAEMON_SECONDS=$2; shift 2 ;;
+    --daemon-rounds) DAEMON_ROUNDS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "performance: unknown option $1" >&2; exit 2 ;;
     *) break ;;
@@ -33,8 +44,10 @@ done
 SYMDEX=$(realpath "${1:-$root/build/bin/symdex}")
 unset DEBUGINFOD_URLS SYMDEX_DB
 command -v llvm-symbolizer-14 >/dev/null || { echo "performance: needs llvm-symbolizer-14 (apt-get install llvm-14)" >&2; exit 2; }
+bin=$(dirname "$SYMDEX")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+pids=()
+trap 'for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 CACHE=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
 log() { printf '[performance] %s\n' "$*" >&2; }
 # shellcheck source=tests/bench/kernels.sh
@@ -74,7 +87,77 @@ index_whole() {  # index_whole DB NAME [MAP MODS DEBUG_DIR] -> prints "seconds p
   echo "$(echo "$e - $s" | bc) $(cat "$work/peak")"
 }
 
+# daemon_pairs K DB: symdexd on DB against floor_server, Resolve and Which (see the header).
+daemon_pairs() {
+  local k=$1 db=$2 target i srv sock rpc
+  for b in symdexd daemon_load floor_server; do
+    [ -x "$bin/$b" ] || { log "$bin/$b not built: no daemon figures"; return 0; }
+  done
+  target=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["target"])' <"$work/index.json")
+  "$SYMDEX" --db "$db" symbols --canonical --json -t "$target" | python3 -c '
+import json, random, sys
+syms = json.load(sys.stdin)["symbols"]
+rnd = random.Random(1)
+specs, names = sorted({s["canonical"] for s in syms}), sorted({s["name"] for s in syms})
+rnd.shuffle(specs); rnd.shuffle(names)
+open(sys.argv[1], "w").write("".join(x + "\n" for x in specs[:4096]))
+open(sys.argv[2], "w").write("".join(x + "\n" for x in names[:4096]))' "$work/specs" "$work/names"
+  "$bin/symdexd" --listen "unix:$work/d.sock" --db "$db" --no-index-live --modules-poll 0 >"$work/symdexd.log" 2>&1 &
+  pids+=($!)
+  for i in $(seq 600); do [ -S "$work/d.sock" ] && break; sleep 0.1; done
+  "$bin/floor_server" --listen "unix:$work/f.sock" --upstream "unix:$work/d.sock" --target "$target" \
+    --inputs "$work/specs" --which-inputs "$work/names" >"$work/floor.log" 2>&1 &
+  pids+=($!)
+  for i in $(seq 600); do [ -S "$work/f.sock" ] && break; sleep 0.1; done
+  [ -S "$work/d.sock" ] && [ -S "$work/f.sock" ] || { log "symdexd or floor_server did not start"; cat "$work/symdexd.log" "$work/floor.log" >&2; return 1; }
+  load() {  # load SERVER RPC ROUND [INPUTS]
+    local in=()
+    [ -n "${4:-}" ] && in=(--inputs "$4")
+    "$bin/daemon_load" --connect "unix:$work/$1.sock" --target "$target" --rpc "$2" --clients 16 \
+      --seconds "$DAEMON_SECONDS" --warmup 2 "${in[@]}" --json >"$work/load-$1-$2-$3.json" 2>/dev/null
+  }
+  for i in $(seq "$DAEMON_ROUNDS"); do
+    log "daemon round $i of $DAEMON_ROUNDS"
+    for srv in d f; do
+      load "$srv" health "$i"
+      load "$srv" resolve "$i" "$work/specs"
+      load "$srv" which "$i" "$work/names"
+    done
+  done
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  wait "${pids[@]}" 2>/dev/null || true
+  pids=()
+  for rpc in health resolve which; do
+    # Medians of symdexd's and the floor's figures, and of the per-round ratios (each round's pair
+    # ran back to back: the ratio does not carry the machine's drift between rounds).
+    read -r dq fq rq dp fp rp < <(python3 - "$work" "$rpc" "$DAEMON_ROUNDS" <<'PY'
+import json, statistics, sys
+w, rpc, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+runs = {s: [json.load(open(f"{w}/load-{s}-{rpc}-{i}.json")) for i in range(1, n + 1)] for s in "df"}
+q = {s: [r["qps"] for r in runs[s]] for s in "df"}
+p = {s: [r["latency_us"]["p99"] for r in runs[s]] for s in "df"}
+med = statistics.median
+print(med(q["d"]), med(q["f"]), med(a / b for a, b in zip(q["d"], q["f"])),
+      med(p["d"]), med(p["f"]), med(a / b for a, b in zip(p["d"], p["f"])))
+PY
+)
+    local what=$rpc goal_q=">= 0.95" goal_p="<= 1.2" mq mp
+    case $rpc in
+      health) what="Health/Check (the no-op call)" goal_q=- goal_p=- ;;
+      resolve) what="Resolve (4,096 canonical specs, warmed)" ;;
+      which) what="Which (4,096 names, warmed)" ;;
+    esac
+    r=$rq; mq=-; [ "$goal_q" = - ] || mq=$(met "$r >= 0.95")
+    row "$k" "symdexd $what: calls/s / floor_server" "$(printf '%.0f/s' "$dq")" "$(printf '%.0f/s' "$fq")" \
+      "$(printf '%.2f' "$r")" "$goal_q" "$mq"
+    r=$rp; mp=-; [ "$goal_p" = - ] || mp=$(met "$r <= 1.2")
+    row "$k" "symdexd $what: p99 / floor_server" "$(printf '%.0f us' "$dp")" "$(printf '%.0f us' "$fp")" \
+      "$(printf '%.2f' "$r")" "$goal_p" "$mp"
+  done
+}
+
 IFS=, read -r -a list <<<"$KERNELS"
+daemon_done=0
 for k in "${list[@]}"; do
   log "== $k"
   kernel "$k"
@@ -95,6 +178,10 @@ for k in "${list[@]}"; do
     "$(printf '%.2f s' "$llvm")" "$(printf '%.2f' "$r")" "<= 2" "$(met "$r <= 2")"
   row "$k" "whole-kernel cold index: peak RSS" "$(peak_mib "$work/peak") MiB" - - "<= 200 MiB" \
     "$(met "$(peak_mib "$work/peak") <= 200")"
+  if [ "$daemon_done" = 0 ] && [ "$DAEMON_SECONDS" != 0 ]; then
+    daemon_pairs "$k" "$work/w.db"
+    daemon_done=1
+  fi
 
   # addr over every text address on the whole-kernel index, from a new process.
   t=$(med_of "$work/addrs" "$work/addr.out" "$SYMDEX" --db "$work/w.db" addr -)
