@@ -45,11 +45,19 @@ absl::StatusOr<std::string> ReadFileBounded(const std::string& path, size_t max_
   UniqueFd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!f) return ErrnoStatus(errno, StrCat("cannot open ", path));
   std::string out;
-  // procfs/sysfs files report st_size 0, so read in chunks until EOF instead of trusting fstat.
-  size_t chunk = 1 << 16;
+  // procfs/sysfs files report st_size 0, so read in chunks until EOF instead of trusting fstat;
+  // a regular file's size is where the first read starts (one buffer, not one per doubling).
+  size_t chunk = 1 << 16, expect = 0;
+  struct stat st {};
+  if (::fstat(f.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    expect = std::min(static_cast<size_t>(st.st_size), max_bytes + 1);
+    chunk = std::max(chunk, expect);
+    out.reserve(expect + 1);
+  }
   for (;;) {
     if (out.size() >= max_bytes + 1) break;
-    size_t want = std::min(chunk, max_bytes + 1 - out.size());
+    // At the size fstat gave, one byte more is asked for: the end of the file, without growing.
+    size_t want = std::min(expect > 0 && out.size() == expect ? 1 : chunk, max_bytes + 1 - out.size());
     size_t old = out.size();
     out.resize(old + want);
     ssize_t n = ::read(f.get(), out.data() + old, want);

@@ -8,6 +8,7 @@
 
 #include "server/common/elf_facts.h"
 #include "server/common/file_util.h"
+#include "server/common/mapped_file.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/ingest/decompress.h"
@@ -37,6 +38,21 @@ struct ModuleResult {
 };
 
 absl::StatusOr<ingest::ElfSymbolTable> ReadModule(const std::string& path) {
+  auto checked = [](absl::StatusOr<ingest::ElfSymbolTable> table) -> absl::StatusOr<ingest::ElfSymbolTable> {
+    if (table.ok() && !table->relocatable) {
+      return absl::InvalidArgumentError("not a relocatable object (ET_REL): not a kernel module");
+    }
+    return table;
+  };
+  // An uncompressed module is read where it lies (mapped: no copy of its ~100 KB-10 MB, of which
+  // the symbol table, the notes and .modinfo are read). Anything else — compressed, empty, not a
+  // regular file — is read whole, as the errors say it.
+  if (auto mapped = MappedFile::MapPrivate(path); mapped.ok() && mapped->bytes().size() <= kMaxModuleFileBytes) {
+    std::span<char> bytes = mapped->bytes();
+    if (ingest::DetectCompression(std::string_view(bytes.data(), bytes.size())) == ingest::Compression::kNone) {
+      return checked(ingest::ReadElfSymbols(bytes.data(), bytes.size()));
+    }
+  }
   ASSIGN_OR_RETURN(std::string raw, ReadFileBounded(path, kMaxModuleFileBytes));
   ingest::Compression c = ingest::DetectCompression(raw);
   std::string image;
@@ -45,11 +61,7 @@ absl::StatusOr<ingest::ElfSymbolTable> ReadModule(const std::string& path) {
   } else {
     ASSIGN_OR_RETURN(image, ingest::Decompress(raw, c, kMaxModuleImageBytes));
   }
-  ASSIGN_OR_RETURN(ingest::ElfSymbolTable table, ingest::ReadElfSymbols(image));
-  if (!table.relocatable) {
-    return absl::InvalidArgumentError("not a relocatable object (ET_REL): not a kernel module");
-  }
-  return table;
+  return checked(ingest::ReadElfSymbols(image));
 }
 
 // The last resort: a release read off the file names.
