@@ -17,6 +17,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -774,9 +775,11 @@ class Assembler {
 namespace {
 
 // The aranges in libdw's order (UnitsByAddress), and the CUs they name (each once, in first-seen order).
-void CollectAranges(Dwarf* dbg, std::vector<Arange>& aranges, std::vector<Dwarf_Off>& unit_offsets) {
+// `after_unit`: as UnitsByAddress's.
+void CollectAranges(Dwarf* dbg, std::vector<Arange>& aranges, std::vector<Dwarf_Off>& unit_offsets,
+                    const std::function<void()>& after_unit = {}) {
   std::unordered_map<Dwarf_Off, uint32_t> unit_of;
-  const UnitsByAddress units(dbg);  // .debug_aranges, else the units' own ranges
+  const UnitsByAddress units(dbg, after_unit);  // .debug_aranges, else the units' own ranges
   for (const UnitsByAddress::Entry& e : units.entries()) {
     Arange a{0, 0, kNone, 0};
     if (e.die != 0 || e.length != 0) {
@@ -901,7 +904,7 @@ absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, 
 
   std::vector<Arange> aranges;
   std::vector<Dwarf_Off> unit_offsets;
-  CollectAranges(first->dwarf(), aranges, unit_offsets);
+  CollectAranges(first->dwarf(), aranges, unit_offsets, [&] { first->HeaderRead(); });
   // What each unit costs a handle's budget: its size in .debug_info.
   std::vector<uint64_t> unit_bytes(unit_offsets.size(), 0);
   std::vector<uint64_t> unit_header(unit_offsets.size(), UINT64_MAX);  // UINT64_MAX: unknown

@@ -954,7 +954,8 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   std::vector<std::vector<uint32_t>> unit_syms(units.size());
   std::vector<uint32_t> other_syms;
   first->PrepareUnits();
-  const UnitsByAddress units_by_address(first->dwarf());  // dwarf_addrdie, also without .debug_aranges
+  // dwarf_addrdie, also without .debug_aranges
+  const UnitsByAddress units_by_address(first->dwarf(), [&] { first->HeaderRead(); });
   {
     std::unordered_map<Dwarf_Off, size_t> unit_at;
     for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
@@ -1279,7 +1280,7 @@ absl::StatusOr<DwarfIndex> IndexRelocatedCopy(const std::string& path, const Rel
   std::vector<std::vector<uint32_t>> unit_syms(units.size());
   std::vector<uint32_t> other_syms;
   h.PrepareUnits();
-  const UnitsByAddress units_by_address(h.dwarf());
+  const UnitsByAddress units_by_address(h.dwarf(), [&] { h.HeaderRead(); });
   {
     std::unordered_map<Dwarf_Off, size_t> unit_at;
     for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);

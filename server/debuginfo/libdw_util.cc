@@ -262,7 +262,7 @@ std::vector<FunctionRange> CollectFunctionRanges(Dwarf_Die* cu) {
   return out;
 }
 
-UnitsByAddress::UnitsByAddress(Dwarf* dbg) {
+UnitsByAddress::UnitsByAddress(Dwarf* dbg, const std::function<void()>& after_unit) {
   Dwarf_Aranges* ar = nullptr;
   size_t n = 0;
   if (dwarf_getaranges(dbg, &ar, &n) != 0) n = 0;
@@ -286,6 +286,7 @@ UnitsByAddress::UnitsByAddress(Dwarf* dbg) {
   size_t header = 0;
   for (; dwarf_next_unit(dbg, off, &next, &header, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0;
        off = next) {
+    if (after_unit) after_unit();
     if (covered.contains(off + header)) continue;
     Dwarf_Die cu;
     if (dwarf_offdie(dbg, off + header, &cu) == nullptr) continue;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,7 +42,9 @@ class UnitsByAddress {
     uint64_t addr = 0, length = 0;
     Dwarf_Off die = 0;  // the unit DIE's offset
   };
-  explicit UnitsByAddress(Dwarf* dbg);
+  // `after_unit` (optional) runs after each unit header the walk for unnamed units reads: a
+  // BoundedDwarf's HeaderRead, so that the walk's pages are dropped as its other walks' are.
+  explicit UnitsByAddress(Dwarf* dbg, const std::function<void()>& after_unit = {});
   const std::vector<Entry>& entries() const { return entries_; }
   bool from_units() const { return from_units_; }  // some entries come from the units' ranges
   // dwarf_addrdie: the unit DIE holding `addr` into *out; nullptr when none does.
