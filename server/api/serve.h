@@ -90,30 +90,22 @@ grpc::internal::MethodHandler* DecodedHere(Svc* svc,
                                            grpc::ServerUnaryReactor* (Svc::*method)(grpc::CallbackServerContext*,
                                                                                     const Req*, Resp*),
                                            std::string path) {
-  class Messages final : public DecodedMessages {
-   public:
-    explicit Messages(grpc::ByteBuffer* out)
-        : req(google::protobuf::Arena::CreateMessage<Req>(&arena_)),
-          resp(google::protobuf::Arena::CreateMessage<Resp>(&arena_)),
-          out_(out) {}
+  // (A local class: nothing else makes one. Its members in the order they are made: the arena
+  // before the messages on it.)
+  struct Messages final : DecodedMessages {
+    explicit Messages(grpc::ByteBuffer* encoded) : encoded(encoded) {}
     bool Decode(const grpc::ByteBuffer& in) {
       grpc::ByteBuffer bytes(in);  // (shares the slices; gRPC's reader consumes the buffer it reads)
       return grpc::SerializationTraits<Req>::Deserialize(&bytes, req).ok();
     }
     grpc::Status Encode() override {
       bool own = false;
-      return grpc::SerializationTraits<Resp>::Serialize(*resp, out_, &own);
+      return grpc::SerializationTraits<Resp>::Serialize(*resp, encoded, &own);
     }
-
-   private:
-    google::protobuf::Arena arena_;
-
-   public:
-    Req* const req;
-    Resp* const resp;
-
-   private:
-    grpc::ByteBuffer* const out_;
+    google::protobuf::Arena arena;
+    Req* const req = google::protobuf::Arena::CreateMessage<Req>(&arena);
+    Resp* const resp = google::protobuf::Arena::CreateMessage<Resp>(&arena);
+    grpc::ByteBuffer* const encoded;  // what gRPC sends
   };
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
       [svc, method, path = std::move(path)](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,

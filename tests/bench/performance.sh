@@ -89,7 +89,7 @@ index_whole() {  # index_whole DB NAME [MAP MODS DEBUG_DIR] -> prints "seconds p
 
 # daemon_pairs K DB: symdexd on DB against floor_server, Resolve and Which (see the header).
 daemon_pairs() {
-  local k=$1 db=$2 target i srv sock rpc
+  local k=$1 db=$2 target i srv rpc
   for b in symdexd daemon_load floor_server; do
     [ -x "$bin/$b" ] || { log "$bin/$b not built: no daemon figures"; return 0; }
   done
