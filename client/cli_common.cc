@@ -116,25 +116,29 @@ void AppendIndented(std::string_view text, size_t by, std::string& out) {
 }  // namespace
 
 void JsonArrayOut::Add(const nlohmann::json& element) {
-  if (!elements_.empty()) elements_ += ",\n";
-  AppendIndented(element.dump(2), 4, elements_);
+  std::string& out = Next();
+  out.resize(out.size() - 4);  // AppendIndented indents the first line itself
+  AppendIndented(element.dump(2), 4, out);
 }
 
 std::string& JsonArrayOut::Next() {
-  if (!elements_.empty()) elements_ += ",\n";
-  elements_.append(4, ' ');
-  return elements_;
+  if (!chunks_.empty()) chunks_.back() += ",\n";
+  if (chunks_.empty() || chunks_.back().size() >= kChunk) {
+    chunks_.emplace_back().reserve(kChunk + kChunk / 4);
+  }
+  chunks_.back().append(4, ' ');
+  return chunks_.back();
 }
 
 void JsonArrayOut::Print(const nlohmann::json& rest) const {
   // (The elements, megabytes for a large batch, are written where they are, not copied.)
   std::string out = "{\n  " + nlohmann::json(key_).dump() + ": ";
-  if (elements_.empty()) {
+  if (chunks_.empty()) {
     out += "[]";
   } else {
     out += "[\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
-    std::fwrite(elements_.data(), 1, elements_.size(), stdout);
+    for (const std::string& c : chunks_) std::fwrite(c.data(), 1, c.size(), stdout);
     out = "\n  ]";
   }
   for (const auto& [k, v] : rest.items()) {

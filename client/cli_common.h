@@ -73,7 +73,10 @@ class JsonArrayOut {
 
  private:
   std::string key_;
-  std::string elements_;  // ",\n"-separated, indented as inside the array
+  // ",\n"-separated, indented as inside the array, in chunks of about kChunk bytes: megabytes of
+  // answers are written once, not copied again each time one string doubles.
+  static constexpr size_t kChunk = size_t{1} << 20;
+  std::vector<std::string> chunks_;
 };
 
 // Standard input a line at a time (read in 64 KiB chunks, not through stdio), the last line

@@ -83,7 +83,7 @@ void AddressJson(uint64_t a, const query::AddressInfo& info, std::string& out) {
 int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  constexpr size_t kBatch = 16384;
+  constexpr size_t kBatch = 4096;  // one batch's answers freed before the next is made: the same pages reused
   int worst = kFound;
   std::vector<uint64_t> batch;
   JsonArrayOut arr("results");
