@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -378,7 +379,17 @@ absl::Status ApplyRelocation(const RelocationPlan& plan, std::string_view in, st
   const SymbolValues syms = ResolveSymbols(symtab, sh, plan.addresses);
 
   uint64_t applied = 0;
-  std::string buf;
+  // One buffer for every section of every file this thread relocates: a module's .debug_info
+  // (megabytes) is then not a fresh mapping to fault in and unmap each time. Its memory is
+  // given back when it grew over kKeepBuffer.
+  constexpr size_t kKeepBuffer = size_t{64} << 20;
+  thread_local std::string buf;
+  struct ReleaseLarge {
+    std::string& b;
+    ~ReleaseLarge() {
+      if (b.capacity() > kKeepBuffer) std::string().swap(b);
+    }
+  } release{buf};
   for (const RelocationPlan::Target& t : plan.targets) {
     const Elf64_Shdr& tsh = sh[t.index];
     buf.assign(in.substr(tsh.sh_offset, tsh.sh_size));  // inside the file: ReadSections checked
@@ -404,13 +415,16 @@ absl::Status ApplyRelocation(const RelocationPlan& plan, std::string_view in, st
           return Decline(name, StrCat(where(), ": offset ", rel.r_offset, " outside ", s.names[t.index], " (",
                                       buf.size(), " bytes)"));
         }
-        for (unsigned b = 0; b < width; ++b) buf[rel.r_offset + b] = static_cast<char>(value >> (8 * b));
+        if constexpr (std::endian::native == std::endian::little) {  // (both machines relocated are)
+          std::memcpy(buf.data() + rel.r_offset, &value, width);
+        } else {
+          for (unsigned b = 0; b < width; ++b) buf[rel.r_offset + b] = static_cast<char>(value >> (8 * b));
+        }
         ++applied;
       }
     }
     RETURN_IF_ERROR(write(tsh.sh_offset, buf));
   }
-  std::string().swap(buf);
 
   // The symbol table at the layout's addresses, as a linked file's.
   std::string symbols(symtab.bytes);
