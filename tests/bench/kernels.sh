@@ -6,6 +6,9 @@
 #   clang-6.1-amd64    linux-source-6.1 built with LLVM=1 (clang's DWARF 5; tests/corpus/build-clang-kernel.sh)
 #   zlib-6.1-amd64     debian-6.1-amd64 with vmlinux's debug sections compressed by objcopy (zlib)
 #   zstd-6.1-amd64     the same with zstd
+#   double-amd64       debian-6.1-amd64 with Debian 6.12's modules beside its own (renamed so they
+#                      load as other modules: tests/bench/double_kernel.py): twice the modules and
+#                      their debug files, for what an index run holds as the kernel grows
 # `kernel K` fetches (or builds) it once into $CACHE and sets KREL, DBG (DBG/usr/lib/debug is the
 # debug tree), IMG, MAP, VML, MODS, ARCH, BOOTENV (what tests/e2e/qemu_kprobes.sh needs to boot
 # it; "none": it does not boot), PEER_VML / PEER_NOTE (the file llvm-symbolizer-14 reads).
@@ -29,6 +32,12 @@ kernel() {
       eval "$(fetch amd64 linux-image-6.12-cloud-amd64 dbg)"; DBG=$ROOT
       eval "$(fetch amd64 linux-image-6.12-cloud-amd64 image)"; IMG=$ROOT
       BOOTENV="SYMDEX_KERNEL_META=linux-image-6.12-cloud-amd64" ;;
+    double-amd64)
+      eval "$(fetch amd64 linux-image-6.12-cloud-amd64 dbg)"; local dbg2=$ROOT
+      eval "$(fetch amd64 linux-image-6.12-cloud-amd64 image)"; local img2=$ROOT krel2=$KREL
+      eval "$(fetch amd64 linux-image-cloud-amd64 dbg)"; DBG=$ROOT
+      eval "$(fetch amd64 linux-image-cloud-amd64 image)"; IMG=$ROOT
+      BOOTENV=none ;;
     clang-6.1-amd64)
       eval "$("$root/tests/corpus/build-clang-kernel.sh")"
       DBG=$DBG_ROOT IMG=$IMAGE_ROOT BOOTENV="SYMDEX_KERNEL_BUILD=clang" ;;
@@ -53,6 +62,24 @@ kernel() {
       ln -s "$DBG/usr/lib/debug/lib/modules" "$base/usr/lib/debug/lib/modules"
       PLAIN=$VML DBG=$base VML=$packed BOOTENV=none ;;
   esac
+  if [ "$k" = double-amd64 ]; then
+    # Built once into the cache: the first release's module tree (symlinks) plus the second's
+    # modules under 6.12/; a debug root with the first's vmlinux and both releases' module debug
+    # files (the second's found by build-ID under any release directory).
+    base=$CACHE/double-$KREL+$krel2
+    if [ ! -e "$base/done" ]; then
+      log "making the double kernel in $base"
+      rm -rf "$base" && mkdir -p "$base/lib/modules/$KREL" "$base/usr/lib/debug/lib/modules"
+      cp -rs "$MODS/kernel" "$base/lib/modules/$KREL/kernel"
+      python3 "$root/tests/bench/double_kernel.py" "$img2/lib/modules/$krel2/kernel" \
+        "$base/lib/modules/$KREL/6.12" "$KREL" >/dev/null
+      ln -s "$DBG/usr/lib/debug/boot" "$base/usr/lib/debug/boot"
+      ln -s "$DBG/usr/lib/debug/lib/modules/$KREL" "$base/usr/lib/debug/lib/modules/$KREL"
+      ln -s "$dbg2/usr/lib/debug/lib/modules/$krel2" "$base/usr/lib/debug/lib/modules/$krel2"
+      touch "$base/done"
+    fi
+    DBG=$base IMG=$base MODS=$base/lib/modules/$KREL
+  fi
   # The peer reads the same file, except zstd sections, which llvm-symbolizer-14 cannot
   # decompress ("unsupported compression type"): it reads the plain file there, whose answers the
   # compressed copy must give.
