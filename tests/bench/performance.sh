@@ -7,8 +7,10 @@
 # debian-6.12-amd64). The peer is llvm-symbolizer-14 on the same debug file, timed in the same run
 # (medians of --runs, default 5, page cache warm for everyone):
 #   - whole-kernel cold index: `symdex index` of System.map + every module + every debug file into a
-#     new database (wall; peak RSS of the largest process, /usr/bin/time %M) against one
-#     llvm-symbolizer batch over vmlinux's text-symbol addresses. Goal: <= 2x the batch, <= 200 MiB.
+#     new database (wall, the median of --runs; peak RSS of the largest process, /usr/bin/time %M,
+#     the highest of the runs) against the llvm-symbolizer batch over vmlinux's text-symbol
+#     addresses. Goal: <= 2x the batch, <= 200 MiB. The kernel double-amd64 (tests/bench/kernels.sh:
+#     Debian 6.1 with twice the modules) gets these two rows only: what grows with the kernel.
 #   - `symdex addr -` over those addresses from a new process, on that whole-kernel index. Goal >= 10x.
 #   - by build-ID, warm: 10,000 of them, `symdex addr --build-id ID -` (text, then --json) from a
 #     new process on an index made by `symdex index --build-id` against llvm-symbolizer on the
@@ -74,7 +76,7 @@ med_of() {  # med_of IN OUT CMD... -> the median of RUNS timed runs
 peak_mib() { echo $(($(cat "$1") / 1024)); }
 warm() {  # the page cache warm for every reader alike
   cat "$VML" "$MAP" >/dev/null
-  find "$DBG/usr/lib/debug/lib/modules" "$MODS" -type f -print0 2>/dev/null | xargs -0 cat >/dev/null 2>&1 || true
+  find -L "$DBG/usr/lib/debug/lib/modules" "$MODS" -type f -print0 2>/dev/null | xargs -0 cat >/dev/null 2>&1 || true
 }
 index_whole() {  # index_whole DB NAME [MAP MODS DEBUG_DIR] -> prints "seconds peak_kib"
   local db=$1 name=$2 s e
@@ -171,13 +173,19 @@ for k in "${list[@]}"; do
   llvm=$(med_of "$work/addrs" "$work/llvm.out" llvm-symbolizer-14 --obj="$PEER_VML")
   llvm10k=$(med_of "$work/addrs10k" "$work/llvm10k.out" llvm-symbolizer-14 --obj="$PEER_VML")
 
-  # Whole kernel, cold (one run: a cold index is what a host does once per kernel).
-  read -r whole peak < <(index_whole "$work/w.db" "$k")
+  # Whole kernel, cold: a new database each run, the median time and the highest peak.
+  for i in $(seq "$RUNS"); do
+    index_whole "$work/w.db" "$k" >>"$work/whole-$k"
+    cat "$work/peak" >>"$work/peaks-$k"
+  done
+  whole=$(awk '{print $1}' "$work/whole-$k" | median)
+  sort -n "$work/peaks-$k" | tail -1 >"$work/peak"
   r=$(echo "$whole / $llvm" | bc -l)
   row "$k" "whole-kernel cold index ($nko modules) / llvm batch ($n)" "$(printf '%.2f s' "$whole")" \
     "$(printf '%.2f s' "$llvm")" "$(printf '%.2f' "$r")" "<= 2" "$(met "$r <= 2")"
   row "$k" "whole-kernel cold index: peak RSS" "$(peak_mib "$work/peak") MiB" - - "<= 200 MiB" \
     "$(met "$(peak_mib "$work/peak") <= 200")"
+  [ "$k" = double-amd64 ] && continue
   if [ "$daemon_done" = 0 ] && [ "$DAEMON_SECONDS" != 0 ]; then
     daemon_pairs "$k" "$work/w.db"
     daemon_done=1

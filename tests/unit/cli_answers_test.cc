@@ -97,7 +97,8 @@ TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
     EXPECT_EQ(Symdex(std::string("resolve ") + addr).exit_code, 1) << addr;
   }
 
-  // A batch (>= 1,024 addresses: one read of the symbol table) answers exactly as one by one.
+  // Batches (>= 1,024 addresses: one read of the symbol table; 12,000 of them: several batches,
+  // and --json text over several of its chunks) answer exactly as one by one.
   std::string some =
       "0xffffffffa0e00110\n0xffffffffc0000000\n0xffffffffa0e00280\n0xffffffffc0a05fff\n"
       "0xffffffffc0a06000\n0xffffffffa0e00210\n";
@@ -106,7 +107,7 @@ TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
   ASSERT_EQ(one_by_one.exit_code, 1);
   ASSERT_EQ(std::count(one_by_one.out.begin(), one_by_one.out.end(), '?'), 6) << one_by_one.out;
   std::string many, want;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 2000; ++i) {
     many += some;
     want += one_by_one.out;
   }
@@ -114,6 +115,19 @@ TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
   CommandResult batch = Symdex("addr - < '" + (dir_ / "many") + "'");
   EXPECT_EQ(batch.exit_code, 1);
   EXPECT_TRUE(batch.out == want) << "the batch answers differently";
+
+  const json one_json = json::parse(Symdex("--json addr - < '" + (dir_ / "some") + "'").out);
+  ASSERT_EQ(one_json["results"].size(), 6u) << one_json.dump();
+  CommandResult batch_json = Symdex("--json addr - < '" + (dir_ / "many") + "'");
+  EXPECT_EQ(batch_json.exit_code, 1);
+  ASSERT_GT(batch_json.out.size(), size_t{3} << 19);  // over one 1 MiB chunk
+  const json j = json::parse(batch_json.out);
+  EXPECT_EQ(batch_json.out, j.dump(2) + "\n");  // one document, as PrintJson prints it
+  ASSERT_EQ(j["results"].size(), 12000u);
+  for (size_t i = 0; i < j["results"].size(); ++i) {
+    ASSERT_EQ(j["results"][i], one_json["results"][i % 6]) << i;
+  }
+  EXPECT_EQ(j["target"], one_json["target"]);
 }
 
 TEST_F(CliAnswersTest, TruncatedSystemMapIsRefusedUnlessForced) {
