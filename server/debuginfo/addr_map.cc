@@ -865,6 +865,10 @@ absl::StatusOr<std::string> BuildModule(const std::string& path, unsigned jobs, 
 
 }  // namespace
 
+absl::StatusOr<std::string> BuildAddrMapFromCopy(const RelocatedElf& copy, AddrMapStats* stats) {
+  return BuildLinked(copy.path(), 1, stats, kUnitBytesPerDwarfHandle, true, &copy.layout());
+}
+
 absl::StatusOr<std::string> BuildAddrMap(const std::string& original, unsigned jobs, AddrMapStats* stats,
                                          uint64_t handle_budget) {
   if (handle_budget == 0) handle_budget = kUnitBytesPerDwarfHandle;

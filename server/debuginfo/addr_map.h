@@ -33,6 +33,7 @@
 #include "server/common/file_util.h"
 #include "server/common/status.h"
 #include "server/debuginfo/frame.h"
+#include "server/debuginfo/relocated_elf.h"
 
 namespace symdex::debuginfo {
 
@@ -159,6 +160,12 @@ struct AddrMapStats {
 // unit's part merged as soon as the units before it are, the sections kept in 1 MiB chunks.
 absl::StatusOr<std::string> BuildAddrMap(const std::string& debug_file_path, unsigned jobs = 1,
                                          AddrMapStats* stats = nullptr, uint64_t handle_budget = 0);
+
+// The address map of a module from the relocated copy its DWARF index was read from
+// (DwarfIndexOptions::relocated_copy): what BuildAddrMap gives for that module when symdex reads
+// the copy, without relocating the file again. Any error: call BuildAddrMap, which has the
+// fallbacks.
+absl::StatusOr<std::string> BuildAddrMapFromCopy(const RelocatedElf& copy, AddrMapStats* stats = nullptr);
 
 // `<dir>/<build-id>.addrmap`
 std::string AddrMapPath(const std::string& dir, const std::string& build_id_hex);

@@ -1351,7 +1351,10 @@ absl::StatusOr<DwarfIndex> IndexModule(const std::string& path, const DwarfIndex
     std::string why;
     if (auto copy = RelocatedElf::Make(path); copy.ok()) {
       auto idx = IndexRelocatedCopy(path, *copy, opts.units_fast_lines, opts.units_scanned);
-      if (idx.ok()) return idx;
+      if (idx.ok()) {
+        if (opts.relocated_copy != nullptr) opts.relocated_copy->emplace(std::move(*copy));
+        return idx;
+      }
       why = StrCat(path, ": the relocated copy was not read by symdex (", idx.status().message(), ")");
     } else {
       why = std::string(copy.status().message());

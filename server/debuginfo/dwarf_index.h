@@ -22,12 +22,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "server/common/build_id.h"
 #include "server/common/status.h"
+#include "server/debuginfo/relocated_elf.h"
 
 namespace symdex::debuginfo {
 
@@ -128,6 +130,10 @@ struct DwarfIndexOptions {
   // returns without on_part. Should the scanner decline a unit after a part went out, the call
   // fails (Aborted): index the file again without on_part. Other files: no parts.
   std::function<void(DwarfIndex&& part)> on_part;
+  // When set, a module that symdex relocated and read (relocated_elf.h) hands its relocated copy
+  // over here, for the address map to be built from it (addr_map.h BuildAddrMapFromCopy) without
+  // relocating the file again; left empty for a file read otherwise.
+  std::optional<RelocatedElf>* relocated_copy = nullptr;
 };
 
 absl::StatusOr<DwarfIndex> IndexDwarfFile(const std::string& path, const DwarfIndexOptions& opts = {});

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_format.h"
 
@@ -328,6 +329,27 @@ absl::StatusOr<DwarfIndex> DwarfWorker::Index(const std::string& path, unsigned 
     return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", idx.status().message()));
   }
   return idx;
+}
+
+absl::StatusOr<DwarfIndex> DwarfWorker::IndexThenMap(const std::string& path, unsigned jobs,
+                                                     absl::StatusOr<std::string>& map) {
+  std::optional<DwarfIndex> idx;
+  auto answer = Call(WorkerRequest::Kind::kIndexThenMap, path, jobs, [&](std::string&& part) -> absl::Status {
+    if (idx) return absl::DataLossError(StrCat(path, ": invalid response from the parser: a second index"));
+    auto decoded = DecodeDwarfIndex(part);
+    if (!decoded.ok()) {
+      return absl::DataLossError(StrCat(path, ": invalid response from the parser: ", decoded.status().message()));
+    }
+    idx = std::move(*decoded);
+    return absl::OkStatus();
+  });
+  if (!idx) {
+    map = absl::CancelledError("no index");
+    if (answer.ok()) return absl::DataLossError(StrCat(path, ": invalid response from the parser: no index"));
+    return answer.status();
+  }
+  map = std::move(answer);
+  return std::move(*idx);
 }
 
 absl::Status DwarfWorker::AddrMapInto(const std::string& path, unsigned jobs, int fd) {

@@ -71,6 +71,11 @@ class DwarfWorker {
   // same limits, written to `fd` as it arrives (vmlinux's is ~50 MB: never held whole). The
   // bytes are untrusted too: MappedAddrMap checks them when opened.
   absl::Status AddrMapInto(const std::string& path, unsigned jobs, int fd);
+  // Index, then the address map (AddrMapInto's bytes, whole: a module's), the map built from the
+  // relocated copy the index was read from: a module relocated once for both. `map` gets the map
+  // or why there is none — the index stands either way (a worker that dies building the map
+  // costs only the map).
+  absl::StatusOr<DwarfIndex> IndexThenMap(const std::string& path, unsigned jobs, absl::StatusOr<std::string>& map);
 
   pid_t pid() const { return pid_; }
 

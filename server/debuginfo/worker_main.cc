@@ -29,6 +29,7 @@
 #include <deque>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -142,13 +143,15 @@ void ApplyLimits(const WorkerRequest& req) {
   setrlimit(RLIMIT_CPU, &cpu);
 }
 
+// SYMDEX_WORKER_TEST_CRASH_MAP_ON: a worker that dies building `path`'s address map.
+void MapTestHook(const std::string& path) {
+  const char* map_crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_MAP_ON");
+  if (map_crash && *map_crash && path.find(map_crash) != std::string::npos) std::abort();
+}
+
 void TestHooks(const WorkerRequest& req) {
   const std::string& path = req.path;
-  const char* map_crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_MAP_ON");
-  if (req.kind == WorkerRequest::Kind::kAddrMap && map_crash && *map_crash &&
-      path.find(map_crash) != std::string::npos) {
-    std::abort();
-  }
+  if (req.kind == WorkerRequest::Kind::kAddrMap) MapTestHook(path);
   const char* crash = std::getenv("SYMDEX_WORKER_TEST_CRASH_ON");
   if (crash && *crash && path.find(crash) != std::string::npos) std::abort();
   const char* hang = std::getenv("SYMDEX_WORKER_TEST_HANG_ON");
@@ -191,6 +194,25 @@ int Serve() {
         auto map = BuildAddrMap(req.path, req.jobs);
         ok = map.ok();
         payload = ok ? std::move(*map) : std::string(map.status().message());
+      } else if (req.kind == WorkerRequest::Kind::kIndexThenMap) {
+        // The index first (the caller has it whatever becomes of the map), then the map from the
+        // module's relocated copy the index was read from: the file relocated once for both.
+        std::optional<RelocatedElf> copy;
+        auto idx = IndexDwarfFile(req.path, {.jobs = req.jobs, .relocated_copy = &copy});
+        if (idx.ok()) {
+          const std::string bytes = EncodeDwarfIndex(*idx);
+          idx = DwarfIndex();
+          if (!WriteAll(1, EncodePartHeader(bytes.size())) || !WriteAll(1, bytes)) return 2;
+          MapTestHook(req.path);
+          absl::StatusOr<std::string> map = absl::UnknownError("");
+          if (copy) map = BuildAddrMapFromCopy(*copy);
+          copy.reset();
+          if (!map.ok()) map = BuildAddrMap(req.path, req.jobs);
+          ok = map.ok();
+          payload = ok ? std::move(*map) : std::string(map.status().message());
+        } else {
+          payload = std::string(idx.status().message());
+        }
       } else if (req.kind == WorkerRequest::Kind::kIndexStream) {
         auto hook = [&](const char* name) {
           const char* v = std::getenv(name);

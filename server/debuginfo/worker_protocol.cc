@@ -32,9 +32,10 @@ class Writer {
 
 std::string EncodeRequest(const WorkerRequest& r) {
   Writer w;
-  w.Int(r.kind == WorkerRequest::Kind::kAddrMap       ? kAddrMapRequestMagic
-        : r.kind == WorkerRequest::Kind::kIndexStream ? kStreamRequestMagic
-                                                      : kRequestMagic);
+  w.Int(r.kind == WorkerRequest::Kind::kAddrMap        ? kAddrMapRequestMagic
+        : r.kind == WorkerRequest::Kind::kIndexStream  ? kStreamRequestMagic
+        : r.kind == WorkerRequest::Kind::kIndexThenMap ? kIndexMapRequestMagic
+                                                       : kRequestMagic);
   w.Int(r.jobs);
   w.Int(r.memory_limit);
   w.Int(r.cpu_seconds);
@@ -45,12 +46,14 @@ std::string EncodeRequest(const WorkerRequest& r) {
 absl::StatusOr<uint32_t> DecodeRequestHeader(std::string_view header, WorkerRequest& r) {
   ByteReader rd(header.substr(0, kRequestHeaderSize));
   const uint32_t magic = rd.Int<uint32_t>();
-  if (magic != kRequestMagic && magic != kStreamRequestMagic && magic != kAddrMapRequestMagic) {
+  if (magic != kRequestMagic && magic != kStreamRequestMagic && magic != kAddrMapRequestMagic &&
+      magic != kIndexMapRequestMagic) {
     return absl::InvalidArgumentError("bad request magic");
   }
-  r.kind = magic == kAddrMapRequestMagic  ? WorkerRequest::Kind::kAddrMap
-           : magic == kStreamRequestMagic ? WorkerRequest::Kind::kIndexStream
-                                          : WorkerRequest::Kind::kIndex;
+  r.kind = magic == kAddrMapRequestMagic    ? WorkerRequest::Kind::kAddrMap
+           : magic == kStreamRequestMagic   ? WorkerRequest::Kind::kIndexStream
+           : magic == kIndexMapRequestMagic ? WorkerRequest::Kind::kIndexThenMap
+                                            : WorkerRequest::Kind::kIndex;
   r.jobs = rd.Int<uint32_t>();
   r.memory_limit = rd.Int<uint64_t>();
   r.cpu_seconds = rd.Int<uint32_t>();

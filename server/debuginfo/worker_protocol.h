@@ -4,13 +4,15 @@
 //
 // One request, then its response, repeated over one socketpair (the worker's stdin/stdout):
 //   request:  u32 magic (kRequestMagic: index the file; kStreamRequestMagic: index it, handing
-//             out parts as they are read; kAddrMapRequestMagic: build its address map), u32 jobs,
+//             out parts as they are read; kAddrMapRequestMagic: build its address map;
+//             kIndexMapRequestMagic: index it, then build its address map), u32 jobs,
 //             u64 memory limit (bytes), u32 CPU limit (s), u32 path length, path
 //   response: u32 kResponseMagic, u32 status (0 ok, 1 error, 2 part: more follows), u64 payload
 //             length, payload (ok: EncodeDwarfIndex, or the address map's bytes; error: the
 //             message; part: EncodeDwarfIndex of the part). A streamed index is zero or more parts
 //             and then ok or error; each part and the final ok add to the ones before
-//             (AppendDwarfIndex).
+//             (AppendDwarfIndex). Index-then-map is the index as its one part (or an error: no
+//             index), then ok (the map's bytes) or error (no map; the index stands).
 // All integers little-endian. The parent treats the response as untrusted too: its length is
 // bounded, every count is checked against the bytes left, every id against its table.
 #pragma once
@@ -24,10 +26,11 @@
 
 namespace symdex::debuginfo {
 
-inline constexpr uint32_t kRequestMagic = 0x51574453;         // "SDWQ"
-inline constexpr uint32_t kStreamRequestMagic = 0x53574453;   // "SDWS"
-inline constexpr uint32_t kAddrMapRequestMagic = 0x4d574453;  // "SDWM"
-inline constexpr uint32_t kResponseMagic = 0x52574453;        // "SDWR"
+inline constexpr uint32_t kRequestMagic = 0x51574453;          // "SDWQ"
+inline constexpr uint32_t kStreamRequestMagic = 0x53574453;    // "SDWS"
+inline constexpr uint32_t kAddrMapRequestMagic = 0x4d574453;   // "SDWM"
+inline constexpr uint32_t kIndexMapRequestMagic = 0x42574453;  // "SDWB"
+inline constexpr uint32_t kResponseMagic = 0x52574453;         // "SDWR"
 inline constexpr size_t kRequestHeaderSize = 24;
 inline constexpr size_t kResponseHeaderSize = 16;
 inline constexpr uint32_t kMaxPathLength = 4096;
@@ -36,7 +39,7 @@ inline constexpr uint32_t kMaxPathLength = 4096;
 inline constexpr uint64_t kMaxResponsePayload = uint64_t{1} << 30;
 
 struct WorkerRequest {
-  enum class Kind { kIndex, kIndexStream, kAddrMap };
+  enum class Kind { kIndex, kIndexStream, kAddrMap, kIndexThenMap };
   Kind kind = Kind::kIndex;
   std::string path;
   uint32_t jobs = 1;

@@ -57,8 +57,9 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
     }
     const std::string path = debuginfo::AddrMapPath(map_dir, build_id);
     if (!planned.insert(path).second) continue;
+    const bool made = parse_of[i] != nullptr && parse_of[i]->map_made;  // (ModuleMapsAhead's rule is this one)
     auto existing = debuginfo::MappedAddrMap::Open(path, build_id);
-    if (existing.ok() && !reparsed) {
+    if (existing.ok() && !reparsed && !made) {
       ++sum.addr_maps_present;
       continue;
     }
@@ -67,12 +68,17 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
     // it, readers read DWARF until the new map is in place.
     if (existing.ok()) ::unlink(path.c_str());
     auto copy = plan.plain.find(debug_path);
-    builds.push_back({debug_path, path, relocatable, copy == plan.plain.end() ? nullptr : copy->second});
+    builds.push_back({.debug_path = debug_path,
+                      .map_path = path,
+                      .relocatable = relocatable,
+                      .plain = copy == plan.plain.end() ? nullptr : copy->second,
+                      .made = made});
   }
   return builds;
 }
 
-AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs) {
+AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs,
+                             PrivateFileBatch* made) {
   const auto start = std::chrono::steady_clock::now();
   AddrMapOutcome out;
   std::mutex mu;  // guards out and the progress count
@@ -117,20 +123,26 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
   limits.nice = debuginfo::kBackgroundNice;
   // Linked files (vmlinux) one at a time with every thread; then the modules, one per thread at
   // a time (most are small: a worker each, reused for many).
-  std::vector<const AddrMapBuild*> modules;
+  std::vector<const AddrMapBuild*> modules, installed;  // (installed: the modules' maps, made or built)
   {
     debuginfo::DwarfWorker w(*exe, limits);
     for (const AddrMapBuild& b : builds) {
-      if (b.relocatable) {
+      if (b.made) {
+        installed.push_back(&b);
+        std::lock_guard<std::mutex> l(mu);
+        progress();
+      } else if (b.relocatable) {
         modules.push_back(&b);
       } else {
         finish(b, build(w, b, jobs));
       }
     }
   }
+  installed.insert(installed.end(), modules.begin(), modules.end());
   // The modules' maps, many and small, are installed together: written as they come, then one
   // flush of the file system and the renames (common/file_util.h: PrivateFileBatch).
-  PrivateFileBatch batch(".tmp.", "addr-map-temp", "addr-map-installed");  // <id>.addrmap.tmp.<pid>
+  PrivateFileBatch own(".tmp.", "addr-map-temp", "addr-map-installed");  // <id>.addrmap.tmp.<pid>
+  PrivateFileBatch& batch = made != nullptr ? *made : own;
   std::atomic<size_t> next{0};
   auto work = [&] {
     debuginfo::DwarfWorker w(*exe, limits);
@@ -153,8 +165,10 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
   }
   {
     std::unordered_map<std::string, const AddrMapBuild*> by_path;
-    for (const AddrMapBuild* b : modules) by_path.emplace(b->map_path, b);
-    for (auto& [path, st] : batch.Commit()) finish(*by_path.at(path), std::move(st), /*counted=*/true);
+    for (const AddrMapBuild* b : installed) by_path.emplace(b->map_path, b);
+    for (auto& [path, st] : batch.Commit()) {
+      if (auto it = by_path.find(path); it != by_path.end()) finish(*it->second, std::move(st), /*counted=*/true);
+    }
   }
   std::sort(out.warnings.begin(), out.warnings.end());  // the same order whatever the threads did
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

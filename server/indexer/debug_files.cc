@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "server/common/fault_point.h"
+#include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/debug_finder.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/worker_client.h"
@@ -117,6 +119,27 @@ void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::
     FromCopy(plain, out.index);
   }
   out.seconds = SecondsSince(s);
+}
+
+// A module parsed with its address map (ModuleMapsAhead): the map goes to its temporary file when
+// the parse is one step 6 would build a map for (good, and of the part's build-ID); otherwise, or
+// when the worker made none, step 6 builds it as it builds the others.
+void ParseModuleInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
+                         const Part& p, ModuleMapsAhead& maps, ParsedDebugFile& out) {
+  const std::string map_path = debuginfo::AddrMapPath(maps.dir, p.record.build_id);
+  if (!exe.ok() || (debuginfo::MappedAddrMap::Open(map_path, p.record.build_id).ok() && !p.stale)) {
+    ParseInWorker(worker, exe, p.path_to_index, 1, out);  // no map to make
+    return;
+  }
+  auto s = Clock::now();
+  out.stamp = debuginfo::StampOf(p.path_to_index);
+  if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
+  absl::StatusOr<std::string> map = absl::UnknownError("");
+  out.index = worker->IndexThenMap(p.path_to_index, 1, map);
+  out.seconds = SecondsSince(s);
+  if (!out.index.ok() || !map.ok() || !out.index->relocatable) return;
+  if (out.index->build_id && p.verified && out.index->build_id->ToHex() != p.record.build_id) return;
+  out.map_made = maps.batch.Write(map_path, [&](int fd) { return WriteAllAt(fd, *map, 0, "the address map"); }).ok();
 }
 
 bool PartsOff() {
@@ -243,7 +266,7 @@ absl::Status StoreParsed(store::Db& db, DebugFilePlan& plan, ParsedDebugFile& f,
 // last module is parsed, and the parsers wait while a few parses are waiting to be stored.
 // parsed[k] is the result for plan.to_parse[k].
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const IndexRequest& req, DebugFilePlan& plan,
-                                                      unsigned jobs, IndexSummary& sum) {
+                                                      unsigned jobs, IndexSummary& sum, ModuleMapsAhead* maps) {
   const auto& parts = plan.parts;
   const auto& to_parse = plan.to_parse;
   std::vector<ParsedDebugFile> parsed(to_parse.size());
@@ -293,7 +316,12 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
         j = next++;
       }
       const size_t k = small[j];
-      ParseInWorker(w, worker_exe, parts[to_parse[k]].path_to_index, 1, parsed[k]);
+      const Part& p = parts[to_parse[k]];
+      if (maps != nullptr && !maps->dir.empty() && !p.record.build_id.empty()) {
+        ParseModuleInWorker(w, worker_exe, p, *maps, parsed[k]);
+      } else {
+        ParseInWorker(w, worker_exe, p.path_to_index, 1, parsed[k]);
+      }
       FaultPoint("debug-file-parsed");
       {
         std::lock_guard<std::mutex> l(mu);
@@ -434,9 +462,10 @@ void MakePlainCopies(DebugFilePlan& plan, unsigned jobs) {
 }
 
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
-                                                             DebugFilePlan& plan, unsigned jobs, IndexSummary& sum) {
+                                                             DebugFilePlan& plan, unsigned jobs, IndexSummary& sum,
+                                                             ModuleMapsAhead* maps) {
   const auto tp = Clock::now();
-  auto parsed = ParseAll(db, req, plan, jobs, sum);
+  auto parsed = ParseAll(db, req, plan, jobs, sum, maps);
   sum.dwarf_parse_seconds = SecondsSince(tp);
   return parsed;
 }

@@ -37,8 +37,13 @@ using Clock = std::chrono::steady_clock;
 // It runs from the end of the parse (step 4) to the end of step 7.
 class AddrMapStep {
  public:
-  AddrMapStep(std::vector<AddrMapBuild> builds, const IndexRequest& req, unsigned jobs) : builds_(std::move(builds)) {
-    if (!builds_.empty()) thread_ = std::jthread([this, &req, jobs] { outcome_ = BuildAddrMaps(builds_, req, jobs); });
+  AddrMapStep(std::vector<AddrMapBuild> builds, std::unique_ptr<ModuleMapsAhead> made, const IndexRequest& req,
+              unsigned jobs)
+      : builds_(std::move(builds)), made_(std::move(made)) {
+    if (!builds_.empty()) {
+      thread_ = std::jthread(
+          [this, &req, jobs] { outcome_ = BuildAddrMaps(builds_, req, jobs, made_ ? &made_->batch : nullptr); });
+    }
   }
   AddrMapStep(const AddrMapStep&) = delete;  // the thread holds `this`
   AddrMapStep& operator=(const AddrMapStep&) = delete;
@@ -60,6 +65,7 @@ class AddrMapStep {
 
  private:
   std::vector<AddrMapBuild> builds_;
+  std::unique_ptr<ModuleMapsAhead> made_;  // the modules' maps made in step 4, not installed yet
   AddrMapOutcome outcome_;
   std::jthread thread_;  // declared last: joined (on an early return too) before the rest goes
 };
@@ -86,9 +92,11 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
   ElfFactsAhead facts(plan.parts);  // beside the parse, the store and the join
   MakePlainCopies(plan, jobs);
-  ASSIGN_OR_RETURN(std::vector<ParsedDebugFile> parsed, ParseDebugFiles(db, req, plan, jobs, sum));
+  auto made = std::make_unique<ModuleMapsAhead>();
+  if (req.addr_maps) made->dir = AddrMapDirFor(db.path());
+  ASSIGN_OR_RETURN(std::vector<ParsedDebugFile> parsed, ParseDebugFiles(db, req, plan, jobs, sum, made.get()));
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
-  map_step.emplace(std::move(maps), req, jobs);
+  map_step.emplace(std::move(maps), std::move(made), req, jobs);
   SettleDebugFiles(t, plan);
   DeriveTextFromAnchor(t, plan.parts);
   const auto tj = Clock::now();

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/file_util.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/file_stamp.h"
 #include "server/debuginfo/plain_elf.h"
@@ -121,6 +122,19 @@ struct ParsedDebugFile {
   std::optional<store::StoredDebugFile> stored;
   std::optional<uint64_t> text_addr;
   std::shared_ptr<const JoinTable> join;
+  // A module's address map made by the worker that parsed it (ModuleMapsAhead): written to its
+  // temporary file, installed by step 6 with the maps it builds.
+  bool map_made = false;
+};
+
+// Step 6 begun in step 4 for the modules: the worker that indexes a module builds its address
+// map next, from the relocated copy it read the DWARF from (one relocation of the file for both;
+// worker_client.h IndexThenMap), and the map goes to a temporary file of `batch` at once. Made
+// for a module whose map is missing or whose file changed (PlanAddrMaps' rule), and only when its
+// parse is good; any trouble with the map and step 6 builds it as it builds the others.
+struct ModuleMapsAhead {
+  std::string dir;                                                         // the index's map directory ("": no maps)
+  PrivateFileBatch batch{".tmp.", "addr-map-temp", "addr-map-installed"};  // <id>.addrmap.tmp.<pid>
 };
 
 // Step 4: parses every file FindDebugFiles left in path_to_index, each in a worker process
@@ -133,7 +147,8 @@ struct ParsedDebugFile {
 // environment: never as it is read (benchmarks, and the tests that compare both ways). Each
 // module is stored by the calling thread as its parse arrives, while the others are parsed.
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
-                                                             DebugFilePlan& plan, unsigned jobs, IndexSummary& sum);
+                                                             DebugFilePlan& plan, unsigned jobs, IndexSummary& sum,
+                                                             ModuleMapsAhead* maps = nullptr);
 
 // Step 4c: a part whose build-ID another part's file was parsed for gets that file's row; an
 // offline vmlinux debug file whose _text disagrees with the System.map is refused.
@@ -178,6 +193,7 @@ struct AddrMapBuild {
   std::string map_path;                              // where its map goes
   bool relocatable = false;                          // a module's (ET_REL)
   std::shared_ptr<const debuginfo::PlainElf> plain;  // set: read its decompressed copy instead
+  bool made = false;                                 // made in step 4 (ModuleMapsAhead): install only
   std::string ReadPath() const { return plain ? plain->SharedPath() : debug_path; }
 };
 struct AddrMapOutcome {
@@ -188,7 +204,10 @@ struct AddrMapOutcome {
 absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const IndexRequest& req,
                                                        const DebugFilePlan& plan,
                                                        const std::vector<ParsedDebugFile>& parsed, IndexSummary& sum);
-AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs);
+// `made`: the batch that holds the maps step 4 made (builds marked `made`, installed with the
+// rest), which the modules' maps built here join; nullptr: none were made.
+AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs,
+                             PrivateFileBatch* made = nullptr);
 
 // Step 5b: the probe bits (target/probe_bits.h) of the code symbols of vmlinux and of the
 // modules `want` selects, from the kernel's own tables in each part's debug file (else the

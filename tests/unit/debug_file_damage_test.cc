@@ -181,6 +181,7 @@ class WorkerTest : public ::testing::Test {
     unsetenv("SYMDEX_WORKER_TEST_HANG_ON");
     unsetenv("SYMDEX_WORKER_TEST_CRASH_AFTER_PART");
     unsetenv("SYMDEX_WORKER_TEST_HANG_AFTER_PART");
+    unsetenv("SYMDEX_WORKER_TEST_CRASH_MAP_ON");
   }
   std::string Exe() {
     auto exe = FindWorkerExecutable();
@@ -200,6 +201,47 @@ TEST_F(WorkerTest, SameResultAsInProcess) {
   auto v = w.Index(fx_.vmlinux, 2);  // the same worker, another file, threads
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(symdex::testing::EncodedRows(*v), symdex::testing::EncodedRows(*IndexDwarfFile(fx_.vmlinux, {.jobs = 2})));
+}
+
+// Index-then-map is the index Index gives and the map AddrMapInto gives, for a module (the map
+// from the copy the index was read from) and for a linked file; a worker dying on the map costs
+// the map only, and the next call gets a new worker.
+TEST_F(WorkerTest, IndexThenMapIsTheIndexAndTheMap) {
+  DwarfWorker w(Exe(), {});
+  for (const std::string& file : {fx_.module, fx_.vmlinux}) {
+    auto index = w.Index(file, 1);
+    ASSERT_TRUE(index.ok()) << index.status();
+    const std::string map_file = dir_ / "map";
+    UniqueFd fd(::open(map_file.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    ASSERT_TRUE(w.AddrMapInto(file, 1, fd.get()).ok()) << file;
+    absl::StatusOr<std::string> map = absl::UnknownError("not set");
+    auto both = w.IndexThenMap(file, 1, map);
+    ASSERT_TRUE(both.ok()) << both.status();
+    ASSERT_TRUE(map.ok()) << map.status();
+    EXPECT_EQ(symdex::testing::EncodedRows(*both), symdex::testing::EncodedRows(*index)) << file;
+    EXPECT_TRUE(*map == Slurp(map_file)) << file << ": the map differs from AddrMapInto's";
+    EXPECT_GT(map->size(), 100u);
+  }
+
+  const std::string crash = dir_ / "crashme.ko";
+  std::filesystem::copy_file(fx_.module, crash);
+  setenv("SYMDEX_WORKER_TEST_CRASH_MAP_ON", "crashme", 1);  // (a worker reads it when it starts)
+  DwarfWorker crashing(Exe(), {});
+  absl::StatusOr<std::string> map = absl::UnknownError("not set");
+  auto index = crashing.IndexThenMap(crash, 1, map);
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(symdex::testing::EncodedRows(*index), symdex::testing::EncodedRows(*w.Index(fx_.module, 1)));
+  ASSERT_FALSE(map.ok());
+  EXPECT_NE(std::string(map.status().message()).find("parser killed by SIGABRT"), std::string::npos) << map.status();
+  auto again = crashing.IndexThenMap(fx_.module, 1, map);
+  EXPECT_TRUE(again.ok() && map.ok()) << again.status() << " / " << map.status();
+
+  // A file that cannot be indexed: no index, and so no map.
+  const std::string junk = dir_ / "junk.ko";
+  WriteFile(junk, "not an ELF file");
+  auto bad = w.IndexThenMap(junk, 1, map);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_FALSE(map.ok());
 }
 
 TEST_F(WorkerTest, CrashFailsThatFileOnlyAndTheWorkerRestarts) {
