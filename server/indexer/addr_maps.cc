@@ -42,7 +42,7 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
       // Parsed in this run: step 4b stored it under p.record.path, unless its parse failed
       // or the file turned out not to be the build-ID's.
       if (!f->index.ok()) continue;
-      if (f->index->build_id && p.verified && f->index->build_id->ToHex() != p.record.build_id) continue;
+      if (p.OtherBuildId(*f->index)) continue;
       debug_path = p.record.path;
       relocatable = f->index->relocatable;
       reparsed = p.stale.has_value();

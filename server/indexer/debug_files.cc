@@ -104,18 +104,20 @@ void KeepBrief(absl::StatusOr<debuginfo::DwarfIndex>& idx) {
   idx = std::move(brief);
 }
 
-// Parses one debug file in a worker process (debug files are untrusted input).
+// Parses one debug file in a worker process (debug files are untrusted input). With `map`, its
+// address map too, from the same relocated copy (DwarfWorker::IndexThenMap): the map or why none.
 
 void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
                    const std::string& path, unsigned jobs, ParsedDebugFile& out,
-                   const debuginfo::PlainElf* plain = nullptr) {
+                   const debuginfo::PlainElf* plain = nullptr, absl::StatusOr<std::string>* map = nullptr) {
   auto s = Clock::now();
   out.stamp = debuginfo::StampOf(path);
   if (!exe.ok()) {
     out.index = exe.status();
   } else {
     if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
-    out.index = worker->Index(plain ? plain->SharedPath() : path, jobs);
+    const std::string read = plain ? plain->SharedPath() : path;
+    out.index = map != nullptr ? worker->IndexThenMap(read, jobs, *map) : worker->Index(read, jobs);
     FromCopy(plain, out.index);
   }
   out.seconds = SecondsSince(s);
@@ -127,18 +129,13 @@ void ParseInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::
 void ParseModuleInWorker(std::unique_ptr<debuginfo::DwarfWorker>& worker, const absl::StatusOr<std::string>& exe,
                          const Part& p, ModuleMapsAhead& maps, ParsedDebugFile& out) {
   const std::string map_path = debuginfo::AddrMapPath(maps.dir, p.record.build_id);
-  if (!exe.ok() || (debuginfo::MappedAddrMap::Open(map_path, p.record.build_id).ok() && !p.stale)) {
+  if (debuginfo::MappedAddrMap::Open(map_path, p.record.build_id).ok() && !p.stale) {
     ParseInWorker(worker, exe, p.path_to_index, 1, out);  // no map to make
     return;
   }
-  auto s = Clock::now();
-  out.stamp = debuginfo::StampOf(p.path_to_index);
-  if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
-  absl::StatusOr<std::string> map = absl::UnknownError("");
-  out.index = worker->IndexThenMap(p.path_to_index, 1, map);
-  out.seconds = SecondsSince(s);
-  if (!out.index.ok() || !map.ok() || !out.index->relocatable) return;
-  if (out.index->build_id && p.verified && out.index->build_id->ToHex() != p.record.build_id) return;
+  absl::StatusOr<std::string> map = absl::UnknownError("not made");
+  ParseInWorker(worker, exe, p.path_to_index, 1, out, nullptr, &map);
+  if (!out.index.ok() || !map.ok() || !out.index->relocatable || p.OtherBuildId(*out.index)) return;
   out.map_made = maps.batch.Write(map_path, [&](int fd) { return WriteAllAt(fd, *map, 0, "the address map"); }).ok();
 }
 
@@ -167,9 +164,6 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
     return;
   }
   if (!worker) worker = std::make_unique<debuginfo::DwarfWorker>(*exe, debuginfo::WorkerLimits::FromEnvironment());
-  auto other_build_id = [&](const debuginfo::DwarfIndex& di) {
-    return di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id;
-  };
   // Once anything is off, the transaction (which every other writer of the index waits for)
   // is given up at once; the parse goes on, and its rows are stored after it.
   auto give_up = [&](const char* why) { writer = absl::CancelledError(why); };
@@ -177,7 +171,7 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
   auto idx = worker->IndexStream(
       read_path, jobs,
       [&](const debuginfo::DwarfIndex& so_far, const debuginfo::DwarfIndexSizes&) {
-        if (writer.ok() && other_build_id(so_far)) give_up("another build-ID");
+        if (writer.ok() && p.OtherBuildId(so_far)) give_up("another build-ID");
         if (writer.ok()) {
           if (!(*writer)->Add(so_far, written).ok()) give_up("store error");
           written = debuginfo::SizesOf(so_far);
@@ -192,7 +186,7 @@ void ParseAndStore(store::Db& db, std::unique_ptr<debuginfo::DwarfWorker>& worke
   }
   FromCopy(plain, idx);
   out.seconds = SecondsSince(s);
-  if (idx.ok() && writer.ok() && !other_build_id(*idx)) {
+  if (idx.ok() && writer.ok() && !p.OtherBuildId(*idx)) {
     const std::optional<uint64_t> text_addr = LinkedTextAddr(*idx, p.record.path);
     JoinBeside join(*idx);
     join.Start((*writer)->FunctionIds(idx->functions.size()));
@@ -232,7 +226,7 @@ absl::Status StoreParsed(store::Db& db, DebugFilePlan& plan, ParsedDebugFile& f,
     return absl::OkStatus();
   }
   const debuginfo::DwarfIndex& di = *f.index;
-  if (di.build_id && p.verified && di.build_id->ToHex() != p.record.build_id) {
+  if (p.OtherBuildId(di)) {
     p.record.status = DebugFileStatus::kBuildIdMismatch;
     p.record.detail = StrCat(p.record.path, " changed while being read");
     return absl::OkStatus();

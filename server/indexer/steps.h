@@ -75,6 +75,11 @@ struct Part {
   // The stored index of this build-ID, made from a file that has changed since: parsed again;
   // kept (and used) if the new parse fails.
   std::optional<store::DebugFileInfo> stale;
+  // A parse of this part's file that says it is another build-ID than the part's (the file
+  // changed while being read): not this part's index.
+  bool OtherBuildId(const debuginfo::DwarfIndex& di) const {
+    return di.build_id && verified && di.build_id->ToHex() != record.build_id;
+  }
   // Set by step 4b for a file parsed and stored in this run (built from the parse, not
   // read back); parts that use an index stored earlier have none and JoinSymbolsToDwarf
   // loads it.
