@@ -96,8 +96,10 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
   }
   if (spec.address) {
     ASSIGN_OR_RETURN(store::Containment found, src.Containing(*spec.address));
-    if (!found.symbol) return out;
-    const store::SymbolRecord* hit = &*found.symbol;
+    // Exactly at a region's end label: that label's instance (its verdict says what a probe
+    // there meets), though no function holds the address.
+    if (!found.symbol && !found.end_label) return out;
+    const store::SymbolRecord* hit = found.symbol ? &*found.symbol : &*found.end_label;
     ASSIGN_OR_RETURN(auto all, src.Which(hit->name, false));
     if (group) *group = hit->name;
     for (const auto& in : *all) {

@@ -524,7 +524,11 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) 
   Candidate c;
   if (best) c = CandidateOf(*best);
   ASSIGN_OR_RETURN(auto why, WhyNotContained(best ? &c : nullptr, addr, load));
-  if (why) return Containment{std::nullopt, std::move(*why)};
+  if (why) {
+    Containment out{std::nullopt, std::move(*why), std::nullopt};
+    if (best && best->addr == addr && IsRegionEndLabel(best->name)) out.end_label = std::move(best);
+    return out;
+  }
   return Containment{std::move(best), ""};
 }
 

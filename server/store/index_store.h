@@ -139,6 +139,11 @@ absl::StatusOr<int64_t> CountSymbolsNamed(Db& db, int64_t target_id, const std::
 struct Containment {
   std::optional<SymbolRecord> symbol;
   std::string why;  // set when !symbol: "not in vmlinux or any module", ...
+  // When !symbol because `addr` is exactly a label that ends a code region (__end_*,
+  // __*_text_end, ...; store/symbol_extent.h): that label. It holds no code, but it is the
+  // name kallsyms gives the address (label+0x0) and an instance 'which' lists there, so an
+  // address spec names it (and its probe verdict) rather than nothing.
+  std::optional<SymbolRecord> end_label;
 };
 
 // The text symbol holding `addr` (absolute addresses only): the function an address is in,

@@ -94,8 +94,27 @@ TEST_F(CliAnswersTest, AddressesOutsideEverySymbolAreNotFound) {
     json j = json::parse(Symdex(std::string("--json addr ") + addr).out);
     EXPECT_FALSE(j["results"][0].contains("symbol")) << j.dump();
     EXPECT_FALSE(j["results"][0]["note"].get<std::string>().empty());
-    EXPECT_EQ(Symdex(std::string("resolve ") + addr).exit_code, 1) << addr;
+    // Exactly at _etext, resolve names the label (below); past it, nothing.
+    if (std::string_view(addr) != "0xffffffffa0e00280") {
+      EXPECT_EQ(Symdex(std::string("resolve ") + addr).exit_code, 1) << addr;
+    }
   }
+  // An address that is exactly a region's end label: no function holds it, but kallsyms names
+  // it so and 'which' lists that instance there, so a spec by address names it as its name
+  // does: the same instance, the same kprobe answer (verdict and all), not "no instance".
+  const CommandResult by_name = Symdex("kprobe -n _etext");
+  for (const char* spec : {"0xffffffffa0e00280", "_text+0x280"}) {
+    CommandResult r = Symdex(std::string("--json resolve ") + spec);
+    EXPECT_EQ(r.exit_code, 0) << spec << "\n" << r.out << r.err;
+    json j = json::parse(r.out);
+    ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+    EXPECT_EQ(j["results"][0]["instance"]["name"], "_etext") << j.dump();
+    EXPECT_EQ(j["results"][0]["instance"]["address"], "0xffffffffa0e00280") << j.dump();
+    CommandResult k = Symdex(std::string("kprobe -n ") + spec);
+    EXPECT_EQ(k.exit_code, by_name.exit_code) << spec << "\n" << k.out << k.err;
+    EXPECT_EQ(k.out + k.err, by_name.out + by_name.err) << spec;
+  }
+  EXPECT_EQ(Symdex("kprobe -n 0xffffffffa0e00281").exit_code, 1);
 
   // Batches (>= 1,024 addresses: one read of the symbol table; 12,000 of them: several batches,
   // and --json text over several of its chunks) answer exactly as one by one.
