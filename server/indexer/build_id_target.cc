@@ -113,7 +113,7 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
     // No .symtab size: a vmlinux symbol's extent is the kernel's, up to the next symbol kallsyms
     // keeps (what it prints as "+0x4/0x50" and what a live target of the same kernel holds);
     // DeriveSizesAndDedupe derives it from the symbols kept here.
-    t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name), .type = s.type, .addr = s.value});
+    t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name), .addr = s.value, .type = s.type});
   }
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
   target::ChooseTextAnchor(

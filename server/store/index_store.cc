@@ -147,12 +147,12 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
     if (s.section.empty())
       r.BindNull(8);
     else
-      r.BindStatic(8, s.section);
+      r.BindStatic(8, s.section.str());
     r.Bind(9, s.dwarf_function_id.get());
     if (s.dwarf_note.empty())
       r.BindNull(10);
     else
-      r.BindStatic(10, s.dwarf_note);
+      r.BindStatic(10, s.dwarf_note.str());
     r.Bind(11, s.debug_file_id.get());
     r.Bind(12, s.src_unit.get()).Bind(13, s.src_file.get()).Bind(14, s.src_line.get()).Bind(15, int64_t{s.probe});
     if (s.elf_facts)

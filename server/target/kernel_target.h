@@ -11,6 +11,7 @@
 
 #include "server/common/build_id.h"
 #include "server/common/compact_optional.h"
+#include "server/common/shared_text.h"
 #include "server/target/file_status.h"
 
 namespace symdex::target {
@@ -25,26 +26,29 @@ struct ModuleInfo {
   std::vector<std::pair<std::string, uint64_t>> sections;
 };
 
+// One symbol of the target. A kernel has hundreds of thousands, all held from the load to the
+// write: fields ordered so that none pads, the recurring strings shared (common/shared_text.h).
 struct SymbolEntry {
   std::string name;
-  char type = '?';
   uint64_t addr = 0;  // absolute, or the offset into `section` when section is non-empty
   std::optional<uint64_t> size;
-  bool size_exact = false;
-  int module = -1;      // index into KernelTarget::modules; -1 = vmlinux
-  std::string section;  // offline module symbols only
-  // common/elf_facts.h bits from an ELF symbol table (the module's own .ko, or the debug file
-  // of vmlinux/a module): absent when none covered this symbol.
-  std::optional<uint8_t> elf_facts;
   // The DWARF join (debuginfo/symbol_join.h): the function instance, or why there is none.
   // (Row ids and line numbers: never the smallest int64, which says "none" in 8 bytes.)
   using Id = CompactOptional<int64_t, INT64_MIN>;
   Id debug_file_id;
   Id dwarf_function_id;
   Id src_unit, src_file, src_line;  // line-table row at the symbol address
-  std::string dwarf_note;
+  SharedText section;               // offline module symbols only
+  SharedText dwarf_note;
+  int module = -1;     // index into KernelTarget::modules; -1 = vmlinux
   uint32_t probe = 0;  // target::ProbeBits (probe_bits.h), set by the indexer's probe step
+  char type = '?';
+  bool size_exact = false;
+  // common/elf_facts.h bits from an ELF symbol table (the module's own .ko, or the debug file
+  // of vmlinux/a module): absent when none covered this symbol.
+  std::optional<uint8_t> elf_facts;
 };
+static_assert(sizeof(SymbolEntry) <= 128, "a kernel's symbols are all held at once: keep each small");
 
 // Which debug file a part of the target (vmlinux or a module) uses, or why none.
 struct DebugInfoRecord {

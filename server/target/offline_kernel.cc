@@ -131,12 +131,12 @@ int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& pa
     if (ingest::IsMappingSymbol(s.name)) continue;
     t.symbols.push_back(SymbolEntry{
         .name = std::move(s.name),
-        .type = s.type,
         .addr = s.value,
         .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
-        .size_exact = s.size != 0,
+        .section = s.section,
         .module = mi,
-        .section = std::move(s.section),
+        .type = s.type,
+        .size_exact = s.size != 0,
         .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size)) : std::nullopt});
   }
   return mi;
@@ -170,7 +170,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
                                                ": has module-tagged symbols; this is a kallsyms dump, index it with "
                                                "--sysroot (a tree holding proc/kallsyms)"));
     }
-    t.symbols.push_back(SymbolEntry{.name = std::move(k.name), .type = k.type, .addr = k.addr});
+    t.symbols.push_back(SymbolEntry{.name = std::move(k.name), .addr = k.addr, .type = k.type});
   }
   std::vector<ingest::KernelSymbol>().swap(vsyms);
   {

@@ -128,7 +128,7 @@ TEST(AliasRankTest, TheIndexerCarriesTheDebugFilesFactsToBothLookups) {
   for (const auto& s : elf->symbols) {
     if (s.section == "*ABS*") continue;
     addr_of[s.name] = s.value;
-    t.symbols.push_back({.name = s.name, .type = s.type, .addr = s.value + kSlide});
+    t.symbols.push_back({.name = s.name, .addr = s.value + kSlide, .type = s.type});
   }
   ASSERT_TRUE(addr_of.count("_sinittext") && addr_of.count("_end"));
   t.text_addr = addr_of["_sinittext"] + kSlide;
@@ -215,7 +215,7 @@ __asm__(".section .note.gnu.build-id,\"a\",@note\n.long 4\n.long 20\n.long 3\n.a
   for (const auto& s : elf->symbols) {
     if (s.section != ".text") continue;
     addr_of[s.name] = kBase + s.value;
-    t.symbols.push_back({.name = s.name, .type = s.type, .addr = kBase + s.value, .module = 0});
+    t.symbols.push_back({.name = s.name, .addr = kBase + s.value, .module = 0, .type = s.type});
   }
   ASSERT_EQ(addr_of.size(), 4u);
   indexer::Part mod{.module = 0};

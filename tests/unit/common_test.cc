@@ -1,16 +1,19 @@
 // The shared pieces in server/common/: hex parser, fd owner, bounds-checked reader, symbol-type
-// rule, batched private files. Each is the only copy of its logic, so a bug here is a bug everywhere.
+// rule, batched private files, shared strings. Each is the only copy of its logic, so a bug here is a bug everywhere.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "server/common/byte_reader.h"
 #include "server/common/file_util.h"
 #include "server/common/hex.h"
+#include "server/common/shared_text.h"
 #include "server/common/symbol_type.h"
 #include "server/common/unique_fd.h"
 #include "tests/unit/test_util.h"
@@ -236,6 +239,49 @@ TEST(PrivateFileBatch, InstallsTogetherOnCommitAndLeavesNothingOtherwise) {
   }
   EXPECT_EQ(ReadFileBounded(d / "maps/a").value_or(""), "alpha");
   EXPECT_EQ(listing(), "a\nb\n");
+}
+
+TEST(SharedText, ReadsAsItsStringAndSharesRecentValues) {
+  SharedText none;
+  EXPECT_TRUE(none.empty());
+  EXPECT_EQ(none.str(), "");
+  EXPECT_TRUE(SharedText("").empty());  // "" is the empty text, as a NULL column reads back
+
+  const std::string built = std::string(".init") + ".text";
+  SharedText a(".init.text"), b(built), c = a;
+  EXPECT_EQ(a, ".init.text");
+  EXPECT_EQ(a.size(), 10u);
+  EXPECT_STREQ(a.c_str(), ".init.text");
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(&a.str(), &b.str());  // one copy for two values made one after the other
+  EXPECT_EQ(&a.str(), &c.str());
+  EXPECT_NE(a, SharedText(".text"));
+  EXPECT_LT(SharedText(".data"), a);
+  EXPECT_EQ(fmt::format("[{}]", a), "[.init.text]");
+
+  // Many distinct values: each reads back as itself (the recent-value table is bounded and
+  // recycled; nothing it let go of is still read).
+  std::vector<SharedText> many;
+  for (int i = 0; i < 1000; ++i) many.emplace_back(".text." + std::to_string(i % 100));
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(many[static_cast<size_t>(i)], ".text." + std::to_string(i % 100));
+
+  // Copies outlive the original and cross threads; moved-from is empty.
+  SharedText moved = std::move(c);
+  EXPECT_TRUE(c.empty());  // NOLINT: a moved-from value is specified here
+  std::vector<std::thread> threads;
+  std::vector<std::vector<SharedText>> made(4);
+  for (size_t t = 0; t < made.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) made[t].push_back(i % 2 ? moved : SharedText(".exit.text"));
+    });
+  }
+  for (auto& th : threads) th.join();
+  many.clear();
+  a = SharedText();
+  b = none;
+  for (const auto& v : made) {
+    for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], i % 2 ? ".init.text" : ".exit.text");
+  }
 }
 
 }  // namespace

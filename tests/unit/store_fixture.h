@@ -17,7 +17,7 @@ inline target::KernelTarget SmallTarget(const std::string& name, const std::stri
   t.modules.push_back({.name = "mei"});
   auto add = [&](std::string n, char type, uint64_t addr, int module = -1, std::string section = "") {
     t.symbols.push_back(
-        {.name = std::move(n), .type = type, .addr = addr, .module = module, .section = std::move(section)});
+        {.name = std::move(n), .addr = addr, .section = std::move(section), .module = module, .type = type});
   };
   add("_text", 'T', 0xffffffff81000000ull);
   add("name_show", 't', 0xffffffff81111dd0ull);

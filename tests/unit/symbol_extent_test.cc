@@ -50,7 +50,7 @@ target::KernelTarget LaidOutTarget() {
   t.modules.push_back({.name = "nosize", .text_addr = 0xffffffffc0b00000ull});
   t.modules.push_back({.name = "mei", .text_addr = 0xffffffffc0c00000ull, .size = 0x1000});
   auto add = [&](std::string n, char type, uint64_t addr, int module = -1) {
-    t.symbols.push_back({.name = std::move(n), .type = type, .addr = addr, .module = module});
+    t.symbols.push_back({.name = std::move(n), .addr = addr, .module = module, .type = type});
   };
   add("_text", 'T', kV);
   add("_stext", 'T', kV);
