@@ -21,7 +21,7 @@ namespace symdex {
 class SharedText {
  public:
   SharedText() = default;
-  SharedText(std::string_view s);                                       // NOLINT: as std::string converts
+  SharedText(std::string_view s);                                        // NOLINT: as std::string converts
   SharedText(const std::string& s) : SharedText(std::string_view(s)) {}  // NOLINT
   SharedText(const char* s) : SharedText(std::string_view(s)) {}         // NOLINT
   SharedText(const SharedText& o) : node_(o.node_) { Ref(); }
@@ -43,9 +43,7 @@ class SharedText {
   size_t size() const { return str().size(); }
   const char* c_str() const { return str().c_str(); }
 
-  friend bool operator==(const SharedText& a, const SharedText& b) {
-    return a.node_ == b.node_ || a.str() == b.str();
-  }
+  friend bool operator==(const SharedText& a, const SharedText& b) { return a.node_ == b.node_ || a.str() == b.str(); }
   friend bool operator==(const SharedText& a, std::string_view b) { return a.str() == b; }
   friend bool operator==(const SharedText& a, const char* b) { return a.str() == b; }
   friend bool operator==(const SharedText& a, const std::string& b) { return a.str() == b; }
