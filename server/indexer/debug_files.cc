@@ -260,7 +260,8 @@ absl::Status StoreParsed(store::Db& db, DebugFilePlan& plan, ParsedDebugFile& f,
 // last module is parsed, and the parsers wait while a few parses are waiting to be stored.
 // parsed[k] is the result for plan.to_parse[k].
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const IndexRequest& req, DebugFilePlan& plan,
-                                                      unsigned jobs, IndexSummary& sum, ModuleMapsAhead* maps) {
+                                                      unsigned jobs, IndexSummary& sum, ModuleMapsAhead* maps,
+                                                      const PartHook& module_stored) {
   const auto& parts = plan.parts;
   const auto& to_parse = plan.to_parse;
   std::vector<ParsedDebugFile> parsed(to_parse.size());
@@ -338,6 +339,7 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
       failed = StoreParsed(db, plan, parsed[small[j]], small[j], now, sum);
       sum.dwarf_store_seconds += SecondsSince(ts);
       if (!failed.ok()) break;
+      if (module_stored) module_stored(plan.parts[to_parse[small[j]]]);
       {
         std::lock_guard<std::mutex> l(mu);
         stored = j + 1;
@@ -457,9 +459,9 @@ void MakePlainCopies(DebugFilePlan& plan, unsigned jobs) {
 
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
                                                              DebugFilePlan& plan, unsigned jobs, IndexSummary& sum,
-                                                             ModuleMapsAhead* maps) {
+                                                             ModuleMapsAhead* maps, const PartHook& module_stored) {
   const auto tp = Clock::now();
-  auto parsed = ParseAll(db, req, plan, jobs, sum, maps);
+  auto parsed = ParseAll(db, req, plan, jobs, sum, maps, module_stored);
   sum.dwarf_parse_seconds = SecondsSince(tp);
   return parsed;
 }

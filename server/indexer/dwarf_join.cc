@@ -18,6 +18,49 @@ std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
   return section < idx.sections.size() ? idx.sections[section] : std::string();
 }
 
+// One part's code symbols joined to its table (step 5, and ModuleJoin in step 4b).
+void JoinPart(target::KernelTarget& t, const Part& p, const JoinTable& join, const std::vector<size_t>& symbols) {
+  int64_t slide = 0;
+  if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
+  std::vector<std::pair<std::string, uint64_t>> sections;
+  if (p.module >= 0) sections = t.modules[static_cast<size_t>(p.module)].sections;
+  for (size_t s : symbols) {
+    target::SymbolEntry& sym = t.symbols[s];
+    std::string section;
+    uint64_t addr = sym.addr;
+    if (p.module < 0) {
+      addr = sym.addr - static_cast<uint64_t>(slide);
+    } else if (sym.section.empty()) {
+      auto so = debuginfo::SectionOffset(sections, sym.addr);
+      if (!so) {
+        sym.dwarf_note = "module section bases unknown (/sys/module/M/sections unreadable)";
+        continue;
+      }
+      section = so->first;
+      addr = so->second;
+    } else {
+      section = sym.section;
+    }
+    sym.debug_file_id = p.record.debug_file_id;
+    if (const JoinTable::Line* l = join.LineAt(section, addr); l != nullptr && l->line > 0) {
+      if (l->unit >= 0) sym.src_unit = l->unit;
+      if (l->file >= 0) sym.src_file = l->file;
+      sym.src_line = l->line;
+    }
+    auto hit = join.locator.Find(section, addr);
+    if (!hit) {
+      sym.dwarf_note = sym.src_line ? "no DW_TAG_subprogram here (assembly or a compiler alias): line-table only"
+                                    : "no DWARF function or line at this address";
+      continue;
+    }
+    sym.dwarf_function_id = hit->function_id;
+    if (!hit->at_entry) {
+      sym.dwarf_note = hit->offset == 0 ? "start of a non-entry range (a .cold/.part split)"
+                                        : StrCat("inside a function, +", hit->offset, " from its range start");
+    }
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const JoinTable> JoinTableOf(const debuginfo::DwarfIndex& idx,
@@ -106,7 +149,7 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
   std::unordered_map<int64_t, std::shared_ptr<const JoinTable>> loaded;
   std::unordered_map<int64_t, size_t> uses_left;
   for (const Part& p : parts) {
-    if (p.record.debug_file_id && !p.join) ++uses_left[*p.record.debug_file_id];
+    if (p.record.debug_file_id && !p.join && !p.joined) ++uses_left[*p.record.debug_file_id];
   }
   for (size_t i = 0; i < parts.size(); ++i) {
     Part& p = parts[i];
@@ -118,6 +161,7 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
       }
       continue;
     }
+    if (p.joined) continue;
     if (!p.join) {
       const int64_t id = *p.record.debug_file_id;
       auto& table = loaded[id];
@@ -129,49 +173,31 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     }
     // The part's table goes when its symbols are joined (a shared one with its last part).
     const std::shared_ptr<const JoinTable> held = std::move(p.join);
-    const JoinTable& join = *held;
-    int64_t slide = 0;
-    if (p.module < 0 && t.text_addr && p.debug_text_addr)
-      slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
-    std::vector<std::pair<std::string, uint64_t>> sections;
-    if (p.module >= 0) sections = t.modules[static_cast<size_t>(p.module)].sections;
-    for (size_t s : symbols_by_part[i]) {
-      target::SymbolEntry& sym = t.symbols[s];
-      std::string section;
-      uint64_t addr = sym.addr;
-      if (p.module < 0) {
-        addr = sym.addr - static_cast<uint64_t>(slide);
-      } else if (sym.section.empty()) {
-        auto so = debuginfo::SectionOffset(sections, sym.addr);
-        if (!so) {
-          sym.dwarf_note = "module section bases unknown (/sys/module/M/sections unreadable)";
-          continue;
-        }
-        section = so->first;
-        addr = so->second;
-      } else {
-        section = sym.section;
-      }
-      sym.debug_file_id = p.record.debug_file_id;
-      if (const JoinTable::Line* l = join.LineAt(section, addr); l != nullptr && l->line > 0) {
-        if (l->unit >= 0) sym.src_unit = l->unit;
-        if (l->file >= 0) sym.src_file = l->file;
-        sym.src_line = l->line;
-      }
-      auto hit = join.locator.Find(section, addr);
-      if (!hit) {
-        sym.dwarf_note = sym.src_line ? "no DW_TAG_subprogram here (assembly or a compiler alias): line-table only"
-                                      : "no DWARF function or line at this address";
-        continue;
-      }
-      sym.dwarf_function_id = hit->function_id;
-      if (!hit->at_entry) {
-        sym.dwarf_note = hit->offset == 0 ? "start of a non-entry range (a .cold/.part split)"
-                                          : StrCat("inside a function, +", hit->offset, " from its range start");
-      }
-    }
+    JoinPart(t, p, *held, symbols_by_part[i]);
   }
   return absl::OkStatus();
+}
+
+ModuleJoin::ModuleJoin(target::KernelTarget& t, const std::vector<Part>& parts) : t_(t) {
+  for (const Part& p : parts) {
+    if (p.module < 0) continue;
+    symbols_.try_emplace(p.module);
+    if (!p.record.build_id.empty()) ++uses_[p.record.build_id];
+  }
+  for (size_t s = 0; s < t.symbols.size(); ++s) {
+    if (t.symbols[s].module < 0 || !IsCodeSymbolType(t.symbols[s].type)) continue;
+    if (auto it = symbols_.find(t.symbols[s].module); it != symbols_.end()) it->second.push_back(s);
+  }
+}
+
+void ModuleJoin::operator()(Part& p) {
+  if (p.module < 0 || !p.join || !p.record.debug_file_id) return;
+  auto it = symbols_.find(p.module);
+  if (it == symbols_.end()) return;
+  JoinPart(t_, p, *p.join, it->second);
+  symbols_.erase(it);
+  p.joined = true;
+  if (uses_[p.record.build_id] <= 1) p.join.reset();
 }
 
 }  // namespace symdex::indexer

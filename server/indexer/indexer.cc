@@ -94,7 +94,11 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
   MakePlainCopies(plan, jobs);
   auto made = std::make_unique<ModuleMapsAhead>();
   if (req.addr_maps) made->dir = AddrMapDirFor(db.path());
-  ASSIGN_OR_RETURN(std::vector<ParsedDebugFile> parsed, ParseDebugFiles(db, req, plan, jobs, sum, made.get()));
+  std::vector<ParsedDebugFile> parsed;
+  {
+    ModuleJoin join_module(t, plan.parts);  // step 5 for each module as it is stored
+    ASSIGN_OR_RETURN(parsed, ParseDebugFiles(db, req, plan, jobs, sum, made.get(), std::ref(join_module)));
+  }
   ASSIGN_OR_RETURN(std::vector<AddrMapBuild> maps, PlanAddrMaps(db, req, plan, parsed, sum));
   map_step.emplace(std::move(maps), std::move(made), req, jobs);
   SettleDebugFiles(t, plan);

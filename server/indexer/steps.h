@@ -84,6 +84,9 @@ struct Part {
   // read back); parts that use an index stored earlier have none and JoinSymbolsToDwarf
   // loads it.
   std::shared_ptr<const JoinTable> join;
+  // A module whose symbols step 4b joined as soon as its file was stored (ModuleJoin): step 5
+  // only counts it. Its table went with the join instead of waiting for every module's.
+  bool joined = false;
 };
 
 // Which modules a run covers: -1 is vmlinux, i >= 0 is t.modules[i].
@@ -151,9 +154,13 @@ struct ModuleMapsAhead {
 // of it is stored then and it is stored whole after its parse. SYMDEX_DWARF_PARTS=off in the
 // environment: never as it is read (benchmarks, and the tests that compare both ways). Each
 // module is stored by the calling thread as its parse arrives, while the others are parsed.
+// `module_stored`, if given, is called (on the calling thread) for each module part as soon as its
+// file is stored: ModuleJoin.
+using PartHook = std::function<void(Part&)>;
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
                                                              DebugFilePlan& plan, unsigned jobs, IndexSummary& sum,
-                                                             ModuleMapsAhead* maps = nullptr);
+                                                             ModuleMapsAhead* maps = nullptr,
+                                                             const PartHook& module_stored = nullptr);
 
 // Step 4c: a part whose build-ID another part's file was parsed for gets that file's row; an
 // offline vmlinux debug file whose _text disagrees with the System.map is refused.
@@ -163,6 +170,23 @@ void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan);
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
 // Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.
 absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum);
+
+// Step 5 for one module at a time, in step 4b: a module's symbols joined the moment its file is
+// stored, and its table let go then, so that what step 4 holds does not grow with the number of
+// modules (a kernel's 1,122 module tables were ~10 MB held to the end of the parse). The join is
+// step 5's, symbol for symbol. A module whose build-ID another part shares keeps its table for
+// that part (SettleDebugFiles hands it on).
+class ModuleJoin {
+ public:
+  ModuleJoin(target::KernelTarget& t, const std::vector<Part>& parts);
+  // Joins p's symbols if p is a module with a table, and marks it joined.
+  void operator()(Part& p);
+
+ private:
+  target::KernelTarget& t_;
+  std::unordered_map<int, std::vector<size_t>> symbols_;  // module -> its code symbols
+  std::unordered_map<std::string, int> uses_;             // build-ID -> parts that use it
+};
 
 // Step 5b: the ELF symbol table facts (common/elf_facts.h) of every code symbol of the parts
 // that have a debug file, read from that file (elf_facts.cc says why here). A part whose file

@@ -316,5 +316,33 @@ TEST_F(CliDebugFileTest, AddressMapBuiltInTheWorkerACrashCostsOnlyTheMap) {
   EXPECT_EQ(with.out, without.out);
 }
 
+// Two modules of one build-ID (a module file copied under another name): one debug file, parsed
+// once; each module's symbols are joined to it, the first as soon as the file is stored, the
+// second from the same table afterwards, and both answer with the same source lines.
+TEST_F(CliDebugFileTest, ModulesSharingABuildIdAreBothJoined) {
+  std::string twin = Slurp(fx_.module_stripped);
+  const size_t at = twin.find("name=fake_mod");
+  ASSERT_NE(at, std::string::npos);
+  twin.replace(at, 13, "name=twin_mod");
+  WriteFile(mods_ + "/kernel/drivers/twin_mod.ko", twin);
+  Must("cp '" + fx_.module + "' '" + mod_debug_ + "'");
+  Must("cp '" + fx_.module + "' '" + dbg_ + "/lib/modules/" + kFixtureRelease + "/kernel/drivers/twin_mod.ko'");
+  json d = Index();
+  EXPECT_EQ(d["indexed"], 2) << d.dump();  // vmlinux and the one module file
+  CommandResult r =
+      RunCommand(std::string(SYMDEX_BIN) + " --db '" + (fx_.dir / "i.db") + "' which name_show --exact --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::vector<std::string>> lines;  // module -> file:line of each instance
+  const json w = json::parse(r.out);
+  for (const auto& in : w["instances"]) {
+    ASSERT_FALSE(in["dwarf"].is_null()) << in.dump();
+    lines[in["module"].get<std::string>()].push_back(std::string(in["dwarf"]["file"]) + ":" +
+                                                     std::to_string(int(in["dwarf"]["line"])));
+  }
+  ASSERT_EQ(lines.count("fake_mod"), 1u) << r.out;
+  ASSERT_FALSE(lines["fake_mod"].empty());
+  EXPECT_EQ(lines["twin_mod"], lines["fake_mod"]) << r.out;
+}
+
 }  // namespace
 }  // namespace symdex
