@@ -30,14 +30,6 @@ absl::Status CheckSystemMapMarkers(const target::KernelTarget& t) {
                                               "refusing to index it (--force indexes it anyway)"));
 }
 
-absl::StatusOr<int64_t> StoredVmlinuxSymbols(store::Db& db, int64_t target_id) {
-  ASSIGN_OR_RETURN(store::Stmt st,
-                   db.Prepare("SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NULL"));
-  st.Bind(1, target_id);
-  ASSIGN_OR_RETURN(bool row, st.Step());
-  return row ? st.Int(0) : 0;
-}
-
 }  // namespace
 
 absl::Status CheckInputLooksComplete(store::Db& db, const target::KernelTarget& t, bool force) {
@@ -45,7 +37,7 @@ absl::Status CheckInputLooksComplete(store::Db& db, const target::KernelTarget& 
   if (t.kind == "offline") RETURN_IF_ERROR(CheckSystemMapMarkers(t));
   ASSIGN_OR_RETURN(auto old, store::FindTarget(db, t.name));
   if (!old) return absl::OkStatus();
-  ASSIGN_OR_RETURN(int64_t had, StoredVmlinuxSymbols(db, old->id));
+  ASSIGN_OR_RETURN(int64_t had, store::CountVmlinuxSymbols(db, old->id));
   int64_t has = 0;
   for (const auto& s : t.symbols) has += s.module < 0;
   if (had == 0 || static_cast<double>(has) >= kMinVmlinuxSymbolShare * static_cast<double>(had)) {

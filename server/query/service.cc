@@ -43,21 +43,10 @@ absl::Status CheckKprobeOptions(const KprobeOptions& o) {
 }
 
 absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex) {
+  ASSIGN_OR_RETURN(auto owners, store::KernelObjectsWithBuildId(db, hex));
   std::vector<BuildIdHit> out;
-  const std::pair<const char*, const char*> kQueries[] = {
-      {"target", "SELECT name, '' FROM targets WHERE build_id=?"},
-      {"module", "SELECT m.name, t.name FROM modules m JOIN targets t ON t.id = m.target_id WHERE m.build_id=?"},
-      {"debug-file", "SELECT path, '' FROM debug_files WHERE build_id=?"},
-  };
-  for (const auto& [kind, sql] : kQueries) {
-    ASSIGN_OR_RETURN(auto q, db.Prepare(sql));
-    q.Bind(1, hex);
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      out.push_back(BuildIdHit{kind, q.Text(0), q.Text(1)});
-    }
-  }
+  out.reserve(owners.size());
+  for (auto& o : owners) out.push_back(BuildIdHit{std::move(o.kind), std::move(o.name), std::move(o.target)});
   return out;
 }
 
@@ -162,10 +151,8 @@ absl::StatusOr<std::shared_ptr<const std::vector<std::pair<std::string, uint64_t
 int64_t LocalQuery::DebugFileCount() {
   auto c = Acquire();
   if (!c.ok()) return 0;
-  auto q = (*c)->db.Prepare("SELECT count(*) FROM debug_files");
-  if (!q.ok()) return 0;
-  auto row = q->Step();
-  return row.ok() && *row ? q->Int(0) : 0;
+  auto n = store::CountDebugFiles((*c)->db);
+  return n.ok() ? *n : 0;
 }
 
 absl::StatusOr<std::vector<TargetSummary>> LocalQuery::Targets() {

@@ -43,6 +43,12 @@ absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFileById(Db& db, int64_t i
   return FindDebugFileWhere(db, "id = CAST(?1 AS INTEGER)", std::to_string(id));
 }
 
+absl::StatusOr<int64_t> CountDebugFiles(Db& db) {
+  ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT count(*) FROM debug_files"));
+  ASSIGN_OR_RETURN(bool row, q.Step());
+  return row ? q.Int(0) : 0;
+}
+
 bool StoredIndexIsCurrent(const DebugFileInfo& d) {
   auto now = debuginfo::StampOf(d.path);
   if (!now) return true;

@@ -30,6 +30,8 @@ struct DebugFileInfo {
 
 absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFile(Db& db, const std::string& build_id_hex);
 absl::StatusOr<std::optional<DebugFileInfo>> FindDebugFileById(Db& db, int64_t id);
+// How many debug files the index holds.
+absl::StatusOr<int64_t> CountDebugFiles(Db& db);
 
 // Stores `idx` under `build_id_hex` in one transaction and returns its id. If the build-ID is
 // already stored from the same file with the same stamp (another run got there first) nothing

@@ -459,6 +459,32 @@ absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, cons
   return out;
 }
 
+absl::StatusOr<int64_t> CountVmlinuxSymbols(Db& db, int64_t target_id) {
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND module_id IS NULL"));
+  st.Bind(1, target_id);
+  ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? st.Int(0) : 0;
+}
+
+absl::StatusOr<std::vector<BuildIdOwner>> KernelObjectsWithBuildId(Db& db, const std::string& hex) {
+  std::vector<BuildIdOwner> out;
+  const std::pair<const char*, const char*> kQueries[] = {
+      {"target", "SELECT name, '' FROM targets WHERE build_id=?"},
+      {"module", "SELECT m.name, t.name FROM modules m JOIN targets t ON t.id = m.target_id WHERE m.build_id=?"},
+      {"debug-file", "SELECT path, '' FROM debug_files WHERE build_id=?"},
+  };
+  for (const auto& [kind, sql] : kQueries) {
+    ASSIGN_OR_RETURN(Stmt q, db.Prepare(sql));
+    q.Bind(1, hex);
+    while (true) {
+      ASSIGN_OR_RETURN(bool row, q.Step());
+      if (!row) break;
+      out.push_back(BuildIdOwner{kind, q.Text(0), q.Text(1)});
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<int64_t> CountSymbolsNamed(Db& db, int64_t id, const std::string& name) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT COUNT(*) FROM symbols WHERE target_id = ?1 AND name = ?2"));
   st.Bind(1, id).Bind(2, name);

@@ -131,6 +131,19 @@ struct NameCounts {
   int64_t in_module = 0;
 };
 absl::StatusOr<NameCounts> CountName(Db& db, int64_t target_id, const std::string& name, const std::string& module);
+// How many of the target's symbols are vmlinux's (not a module's).
+absl::StatusOr<int64_t> CountVmlinuxSymbols(Db& db, int64_t target_id);
+
+// What of the kernel index carries build-ID `hex` (lowercase hex): targets (kind "target", `name`
+// the target's), modules ("module", the module's name and its target's) and debug files
+// ("debug-file", `name` the file's path), in that order.
+struct BuildIdOwner {
+  std::string kind;
+  std::string name;
+  std::string target;
+};
+absl::StatusOr<std::vector<BuildIdOwner>> KernelObjectsWithBuildId(Db& db, const std::string& hex);
+
 // How many symbols of the target, of any type, are named exactly `name` (from the covering
 // index symbols_by_name alone: no row is read).
 absl::StatusOr<int64_t> CountSymbolsNamed(Db& db, int64_t target_id, const std::string& name);

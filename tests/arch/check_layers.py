@@ -13,7 +13,9 @@ Fails (exit 1, one line per offence: file:line, the include or call, the rule) w
   stay local (and the JIT verbs that work on local files) are listed below by file, each with
   its reason;
 - the gRPC handlers (server/api/services.*) include the store or run SQL or file I/O themselves:
-  what they answer must come from the query layer, which the CLI uses too.
+  what they answer must come from the query layer, which the CLI uses too;
+- SQL is written outside server/store/ (a statement in a string literal, or a statement prepared
+  on the database handle): the schema's one owner is the store.
 
 Usage: check_layers.py SOURCE_DIR
 """
@@ -71,6 +73,10 @@ HANDLER_FORBIDDEN = [
 ]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# SQL outside the store: a statement in a string literal, or one prepared on the database handle.
+SQL_TEXT = re.compile(r'"[^"]*\b(SELECT\s.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|'
+                      r'CREATE\s+(TABLE|INDEX)|PRAGMA)\b')
+SQL_CALL = re.compile(r'\bdb_?(\.|->)Prepare\s*\(|\bsqlite3_(prepare|exec)')
 
 
 def includes(path):
@@ -95,6 +101,11 @@ def main(root):
         if allowed is None:
             bad.append(f"{rel}: directory server/{layer}/ has no place in the layering (add it to LAYERS with its rule)")
             continue
+        if layer != "store":
+            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+                code = line.split("//")[0] if not line.lstrip().startswith('"') else line
+                if SQL_TEXT.search(code) or SQL_CALL.search(code):
+                    bad.append(f"{rel}:{n}: SQL outside server/store/: give the store a function for it")
         for n, inc in includes(p):
             if not inc.startswith("server/"):
                 continue
@@ -103,6 +114,9 @@ def main(root):
                 bad.append(f"{rel}:{n}: includes {inc}: server/{layer}/ may include only {sorted(allowed)}")
     for p in clients:
         rel = p.relative_to(root).as_posix()
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            if SQL_TEXT.search(line) or SQL_CALL.search(line):
+                bad.append(f"{rel}:{n}: SQL in client/: the CLI asks the query API")
         extra, _ = CLIENT_LOCAL.get(rel, (set(), ""))
         for n, inc in includes(p):
             if not inc.startswith("server/") or inc in extra:
