@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <memory>
+#include <optional>
 
 #include "server/common/strings.h"
 
@@ -13,6 +14,31 @@ namespace {
 
 absl::Status TooLarge(size_t max_out) {
   return absl::ResourceExhaustedError(StrCat("decompressed data exceeds the limit of ", max_out, " bytes"));
+}
+
+// The uncompressed size the index of `in`'s last xz stream records, when `in` ends with a
+// well-formed stream footer and index: the size of a one-stream file (a compressed kernel
+// module), known before decoding, so the output is allocated once instead of grown by doubling
+// (each step a copy and fresh pages to fault in). A hint only: believed up to kMaxXzRatio times
+// the input, and the decoder still checks every byte against the limit.
+constexpr uint64_t kMaxXzRatio = 32;
+std::optional<uint64_t> XzSizeHint(std::string_view in) {
+  if (in.size() < 2 * LZMA_STREAM_HEADER_SIZE) return std::nullopt;
+  const auto* end = reinterpret_cast<const uint8_t*>(in.data()) + in.size();
+  lzma_stream_flags footer;
+  if (lzma_stream_footer_decode(&footer, end - LZMA_STREAM_HEADER_SIZE) != LZMA_OK) return std::nullopt;
+  if (footer.backward_size > in.size() - 2 * LZMA_STREAM_HEADER_SIZE) return std::nullopt;
+  lzma_index* index = nullptr;
+  uint64_t memlimit = uint64_t{1} << 20;
+  size_t pos = 0;
+  if (lzma_index_buffer_decode(&index, &memlimit, nullptr, end - LZMA_STREAM_HEADER_SIZE - footer.backward_size, &pos,
+                               static_cast<size_t>(footer.backward_size)) != LZMA_OK) {
+    return std::nullopt;
+  }
+  const uint64_t size = lzma_index_uncompressed_size(index);
+  lzma_index_end(index, nullptr);
+  if (size == 0 || size / kMaxXzRatio > in.size()) return std::nullopt;
+  return size;
 }
 
 absl::StatusOr<std::string> Xz(std::string_view in, size_t max_out) {
@@ -24,9 +50,14 @@ absl::StatusOr<std::string> Xz(std::string_view in, size_t max_out) {
   std::string out;
   strm.next_in = reinterpret_cast<const uint8_t*>(in.data());
   strm.avail_in = in.size();
+  // The first step: the whole output when its size is known (one byte more, so that a stream
+  // that ends there is seen to end without another step).
+  std::optional<uint64_t> hint = XzSizeHint(in);
   for (;;) {
     size_t old = out.size();
     size_t grow = std::max<size_t>(1 << 16, old);
+    if (hint) grow = static_cast<size_t>(std::min<uint64_t>(*hint + 1, max_out + 1));
+    hint.reset();
     if (old >= max_out + 1) return TooLarge(max_out);
     grow = std::min(grow, max_out + 1 - old);
     out.resize(old + grow);

@@ -254,7 +254,10 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     pos = nl + 1;
   }
   bool in_trace = false;
-  std::optional<size_t> pending;  // the last reliable frame waiting for its caller
+  // The last reliable frame waiting for its caller (kNone: none). (Not std::optional: GCC 12 sees
+  // its value read uninitialized where it is not.)
+  constexpr size_t kNone = SIZE_MAX;
+  size_t pending = kNone;
   Form trace_form = Form::kKernel;
   size_t frames_in_trace = 0;
   // arm64: a "pc :" frame was seen in this stack, and a "Call trace:" since: its next frame is
@@ -264,7 +267,7 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     std::string_view line = out.lines[n];
     if (line.size() > kMaxFrameLineLength) {
       in_trace = false;
-      pending.reset();
+      pending = kNone;
       continue;
     }
     std::vector<Token> toks = Tokens(line);
@@ -276,14 +279,14 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
       Inside inside = InsideLine(toks);
       if (inside == Inside::kNo) {
         in_trace = false;
-        pending.reset();
+        pending = kNone;
       } else if (inside == Inside::kBreak) {
-        pending.reset();
+        pending = kNone;
       } else if (!in_trace) {
         in_trace = true;  // "Call Trace:" or <TASK> opens a stack
         ++out.traces;
         frames_in_trace = 0;
-        pending.reset();
+        pending = kNone;
         trace_form = Form::kKernel;
         pc_seen = false;
       }
@@ -303,7 +306,7 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
       in_trace = true;
       ++out.traces;
       frames_in_trace = 0;
-      pending.reset();
+      pending = kNone;
       trace_form = form;
       pc_seen = pc_first = false;
     }
@@ -320,11 +323,11 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     if (lf.regs) pc_seen = true;
     ++frames_in_trace;
     const size_t idx = out.frames.size();
-    if (lf.regs) pending.reset();  // a register dump: the frames before it ran in another context
+    if (lf.regs) pending = kNone;  // a register dump: the frames before it ran in another context
     if (form == Form::kEntry || form == Form::kLinkRegister) {
-      pending.reset();  // each function-tracer line stands alone; so does arm64's lr
+      pending = kNone;  // each function-tracer line stands alone; so does arm64's lr
     } else if (!lf.frame.unreliable) {
-      if (pending) out.frames[*pending].caller = idx;
+      if (pending != kNone) out.frames[pending].caller = idx;
       pending = idx;
     }
     out.frames.push_back(std::move(lf));

@@ -77,6 +77,30 @@ INSTANTIATE_TEST_SUITE_P(Formats, DecompressTest,
                          ::testing::Values(Case{Compression::kXz, XzCompress}, Case{Compression::kZstd, ZstdCompress},
                                            Case{Compression::kGzip, GzipCompress}));
 
+// xz output is allocated once from the size its index records (a module's one stream); what the
+// index does not tell — several streams, stream padding, a ratio past belief — is grown as read.
+TEST(DecompressTest, XzSizedFromItsIndexOrGrownAsRead) {
+  const std::string a = Payload(), b = Payload() + "and a second stream";
+  auto one = Decompress(XzCompress(a), Compression::kXz, a.size());
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(*one, a);
+  // Two streams: the last one's index gives only its own size.
+  auto two = Decompress(XzCompress(a) + XzCompress(b), Compression::kXz, a.size() + b.size());
+  ASSERT_TRUE(two.ok()) << two.status();
+  EXPECT_EQ(*two, a + b);
+  EXPECT_EQ(Decompress(XzCompress(a) + XzCompress(b), Compression::kXz, a.size() + b.size() - 1).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  // Stream padding after the footer (four zero bytes): no footer at the end.
+  auto padded = Decompress(XzCompress(a) + std::string(4, '\0'), Compression::kXz, a.size());
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_EQ(*padded, a);
+  // 4 MiB of zeros compress far past the ratio the index is believed up to.
+  const std::string zeros(size_t{4} << 20, '\0');
+  auto z = Decompress(XzCompress(zeros), Compression::kXz, zeros.size());
+  ASSERT_TRUE(z.ok()) << z.status();
+  EXPECT_TRUE(*z == zeros);
+}
+
 // A bare zlib stream (what an ELF section compressed as ELFCOMPRESS_ZLIB holds): never detected
 // by magic bytes, decompressed when named, bounded and checked as the others.
 TEST(DecompressTest, BareZlibStream) {
