@@ -41,13 +41,13 @@ std::optional<uint64_t> XzSizeHint(std::string_view in) {
   return size;
 }
 
-absl::StatusOr<std::string> Xz(std::string_view in, size_t max_out) {
+absl::Status Xz(std::string_view in, size_t max_out, std::string& out) {
   lzma_stream strm = LZMA_STREAM_INIT;
   if (lzma_stream_decoder(&strm, UINT64_MAX, LZMA_CONCATENATED) != LZMA_OK) {
     return absl::InternalError("cannot initialise the xz decoder");
   }
   std::unique_ptr<lzma_stream, void (*)(lzma_stream*)> guard(&strm, lzma_end);
-  std::string out;
+  out.clear();
   strm.next_in = reinterpret_cast<const uint8_t*>(in.data());
   strm.avail_in = in.size();
   // The first step: the whole output when its size is known (one byte more, so that a stream
@@ -72,7 +72,7 @@ absl::StatusOr<std::string> Xz(std::string_view in, size_t max_out) {
     }
   }
   if (out.size() > max_out) return TooLarge(max_out);
-  return out;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -88,22 +88,27 @@ Compression DetectCompression(std::string_view d) {
 }
 
 absl::StatusOr<std::string> Decompress(std::string_view data, Compression kind, size_t max_out) {
+  std::string out;
+  RETURN_IF_ERROR(DecompressInto(data, kind, max_out, out));
+  return out;
+}
+
+absl::Status DecompressInto(std::string_view data, Compression kind, size_t max_out, std::string& out) {
+  out.clear();
   switch (kind) {
     case Compression::kNone:
       if (data.size() > max_out) return TooLarge(max_out);
-      return std::string(data);
+      out.assign(data);
+      return absl::OkStatus();
     case Compression::kXz:
-      return Xz(data, max_out);
+      return Xz(data, max_out, out);
     case Compression::kZstd:
     case Compression::kGzip:
-    case Compression::kZlib: {  // the stream, collected
-      std::string out;
-      RETURN_IF_ERROR(DecompressStream(data, kind, max_out, [&](std::string_view piece) {
+    case Compression::kZlib:  // the stream, collected
+      return DecompressStream(data, kind, max_out, [&](std::string_view piece) {
         out.append(piece);
         return absl::OkStatus();
-      }));
-      return out;
-    }
+      });
   }
   return absl::InternalError("unknown compression");
 }

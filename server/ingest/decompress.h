@@ -18,6 +18,10 @@ enum class Compression { kNone, kXz, kZstd, kGzip, kZlib };
 Compression DetectCompression(std::string_view data);
 
 absl::StatusOr<std::string> Decompress(std::string_view data, Compression kind, size_t max_out);
+// The same into `out`, which it replaces, reusing its capacity: a caller that decompresses file
+// after file keeps one buffer, whose pages are not faulted in again for each. On an error `out`
+// holds no meaningful bytes.
+absl::Status DecompressInto(std::string_view data, Compression kind, size_t max_out, std::string& out);
 
 // The same, streamed: the decompressed bytes go to `sink` in pieces of at most 1 MiB as they are
 // made, so nothing holds the whole output. Fails when the output would exceed max_out bytes, when

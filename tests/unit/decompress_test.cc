@@ -99,6 +99,17 @@ TEST(DecompressTest, XzSizedFromItsIndexOrGrownAsRead) {
   auto z = Decompress(XzCompress(zeros), Compression::kXz, zeros.size());
   ASSERT_TRUE(z.ok()) << z.status();
   EXPECT_TRUE(*z == zeros);
+  // Into one buffer, file after file: each result whole and alone, the buffer's memory kept.
+  std::string buf;
+  ASSERT_TRUE(DecompressInto(XzCompress(zeros), Compression::kXz, zeros.size(), buf).ok());
+  const size_t kept = buf.capacity();
+  ASSERT_TRUE(DecompressInto(XzCompress(a), Compression::kXz, a.size(), buf).ok());
+  EXPECT_EQ(buf, a);
+  EXPECT_EQ(buf.capacity(), kept);
+  ASSERT_TRUE(DecompressInto(GzipCompress(b), Compression::kGzip, b.size(), buf).ok());
+  EXPECT_EQ(buf, b);
+  ASSERT_TRUE(DecompressInto(b, Compression::kNone, b.size(), buf).ok());
+  EXPECT_EQ(buf, b);
 }
 
 // A bare zlib stream (what an ELF section compressed as ELFCOMPRESS_ZLIB holds): never detected
