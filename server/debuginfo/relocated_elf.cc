@@ -17,6 +17,7 @@
 #include "server/common/byte_reader.h"
 #include "server/common/file_util.h"
 #include "server/common/mapped_file.h"
+#include "server/common/scratch_buffer.h"
 #include "server/common/strings.h"
 
 namespace symdex::debuginfo {
@@ -380,16 +381,9 @@ absl::Status ApplyRelocation(const RelocationPlan& plan, std::string_view in, st
 
   uint64_t applied = 0;
   // One buffer for every section of every file this thread relocates: a module's .debug_info
-  // (megabytes) is then not a fresh mapping to fault in and unmap each time. Its memory is
-  // given back when it grew over kKeepBuffer.
-  constexpr size_t kKeepBuffer = size_t{64} << 20;
+  // (megabytes) is then not a fresh mapping to fault in and unmap each time.
   thread_local std::string buf;
-  struct ReleaseLarge {
-    std::string& b;
-    ~ReleaseLarge() {
-      if (b.capacity() > kKeepBuffer) std::string().swap(b);
-    }
-  } release{buf};
+  const ScratchUse use(buf);
   for (const RelocationPlan::Target& t : plan.targets) {
     const Elf64_Shdr& tsh = sh[t.index];
     buf.assign(in.substr(tsh.sh_offset, tsh.sh_size));  // inside the file: ReadSections checked

@@ -339,7 +339,7 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
       failed = StoreParsed(db, plan, parsed[small[j]], small[j], now, sum);
       sum.dwarf_store_seconds += SecondsSince(ts);
       if (!failed.ok()) break;
-      if (module_stored) module_stored(plan.parts[to_parse[small[j]]]);
+      if (module_stored) module_stored(to_parse[small[j]]);
       {
         std::lock_guard<std::mutex> l(mu);
         stored = j + 1;

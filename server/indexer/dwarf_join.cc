@@ -18,6 +18,19 @@ std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
   return section < idx.sections.size() ? idx.sections[section] : std::string();
 }
 
+// The code symbols of each part (by index into `parts`), in symbol order.
+std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts) {
+  std::vector<std::vector<size_t>> out(parts.size());
+  std::unordered_map<int, size_t> part_of_module;
+  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
+  for (size_t s = 0; s < t.symbols.size(); ++s) {
+    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
+    auto it = part_of_module.find(t.symbols[s].module);
+    if (it != part_of_module.end()) out[it->second].push_back(s);
+  }
+  return out;
+}
+
 // One part's code symbols joined to its table (step 5, and ModuleJoin in step 4b).
 void JoinPart(target::KernelTarget& t, const Part& p, const JoinTable& join, const std::vector<size_t>& symbols) {
   int64_t slide = 0;
@@ -136,14 +149,7 @@ absl::StatusOr<std::shared_ptr<const JoinTable>> LoadJoinTable(store::Db& db, in
 }
 
 absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum) {
-  std::vector<std::vector<size_t>> symbols_by_part(parts.size());
-  std::unordered_map<int, size_t> part_of_module;
-  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
-  for (size_t s = 0; s < t.symbols.size(); ++s) {
-    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
-    auto it = part_of_module.find(t.symbols[s].module);
-    if (it != part_of_module.end()) symbols_by_part[it->second].push_back(s);
-  }
+  const std::vector<std::vector<size_t>> symbols_by_part = CodeSymbolsByPart(t, parts);
   // Debug files indexed by an earlier run: read from the store once each, and let go once the
   // last part using it is joined (a table is only ever needed while its parts are joined).
   std::unordered_map<int64_t, std::shared_ptr<const JoinTable>> loaded;
@@ -178,26 +184,20 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
   return absl::OkStatus();
 }
 
-ModuleJoin::ModuleJoin(target::KernelTarget& t, const std::vector<Part>& parts) : t_(t) {
+ModuleJoin::ModuleJoin(target::KernelTarget& t, std::vector<Part>& parts)
+    : t_(t), parts_(parts), symbols_(CodeSymbolsByPart(t, parts)) {
   for (const Part& p : parts) {
-    if (p.module < 0) continue;
-    symbols_.try_emplace(p.module);
     if (!p.record.build_id.empty()) ++uses_[p.record.build_id];
-  }
-  for (size_t s = 0; s < t.symbols.size(); ++s) {
-    if (t.symbols[s].module < 0 || !IsCodeSymbolType(t.symbols[s].type)) continue;
-    if (auto it = symbols_.find(t.symbols[s].module); it != symbols_.end()) it->second.push_back(s);
   }
 }
 
-void ModuleJoin::operator()(Part& p) {
+void ModuleJoin::operator()(size_t i) {
+  Part& p = parts_[i];
   if (p.module < 0 || !p.join || !p.record.debug_file_id) return;
-  auto it = symbols_.find(p.module);
-  if (it == symbols_.end()) return;
-  JoinPart(t_, p, *p.join, it->second);
-  symbols_.erase(it);
+  JoinPart(t_, p, *p.join, symbols_[i]);
+  std::vector<size_t>().swap(symbols_[i]);
   p.joined = true;
-  if (uses_[p.record.build_id] <= 1) p.join.reset();
+  if (auto it = uses_.find(p.record.build_id); it == uses_.end() || it->second <= 1) p.join.reset();
 }
 
 }  // namespace symdex::indexer

@@ -154,9 +154,9 @@ struct ModuleMapsAhead {
 // of it is stored then and it is stored whole after its parse. SYMDEX_DWARF_PARTS=off in the
 // environment: never as it is read (benchmarks, and the tests that compare both ways). Each
 // module is stored by the calling thread as its parse arrives, while the others are parsed.
-// `module_stored`, if given, is called (on the calling thread) for each module part as soon as its
-// file is stored: ModuleJoin.
-using PartHook = std::function<void(Part&)>;
+// `module_stored`, if given, is called (on the calling thread) with each module part's index into
+// plan.parts as soon as its file is stored: ModuleJoin.
+using PartHook = std::function<void(size_t part)>;
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
                                                              DebugFilePlan& plan, unsigned jobs, IndexSummary& sum,
                                                              ModuleMapsAhead* maps = nullptr,
@@ -173,19 +173,20 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
 
 // Step 5 for one module at a time, in step 4b: a module's symbols joined the moment its file is
 // stored, and its table let go then, so that what step 4 holds does not grow with the number of
-// modules (a kernel's 1,122 module tables were ~10 MB held to the end of the parse). The join is
-// step 5's, symbol for symbol. A module whose build-ID another part shares keeps its table for
-// that part (SettleDebugFiles hands it on).
+// modules (a kernel's 1,122 module tables are ~10 MB). The join is step 5's, symbol for symbol.
+// A module whose build-ID another part shares keeps its table for that part (SettleDebugFiles
+// hands it on).
 class ModuleJoin {
  public:
-  ModuleJoin(target::KernelTarget& t, const std::vector<Part>& parts);
-  // Joins p's symbols if p is a module with a table, and marks it joined.
-  void operator()(Part& p);
+  ModuleJoin(target::KernelTarget& t, std::vector<Part>& parts);
+  // Joins parts[i]'s symbols if it is a module with a table, and marks it joined.
+  void operator()(size_t i);
 
  private:
   target::KernelTarget& t_;
-  std::unordered_map<int, std::vector<size_t>> symbols_;  // module -> its code symbols
-  std::unordered_map<std::string, int> uses_;             // build-ID -> parts that use it
+  std::vector<Part>& parts_;
+  std::vector<std::vector<size_t>> symbols_;   // each part's code symbols, until joined
+  std::unordered_map<std::string, int> uses_;  // build-ID -> parts that use it
 };
 
 // Step 5b: the ELF symbol table facts (common/elf_facts.h) of every code symbol of the parts

@@ -527,6 +527,17 @@ absl::StatusOr<std::optional<SymbolRecord>> PreferredAlias(Stmt& st) {
   return best;
 }
 
+// The rule's verdict (WhyNotContained's `why` for candidate `c`, which views record `r`; both
+// null when there is none) as an answer: the symbol, or why none holds `addr`, with the region's
+// end label when `addr` is exactly it. `r` is moved from only after `c` is read. Both address
+// lookups answer through this, so that they never disagree.
+Containment Verdict(std::optional<std::string> why, const Candidate* c, SymbolRecord* r, uint64_t addr) {
+  if (!why) return Containment{std::move(*r), "", std::nullopt};
+  Containment out{std::nullopt, std::move(*why), std::nullopt};
+  if (c != nullptr && c->addr == addr && IsRegionEndLabel(c->name)) out.end_label = std::move(*r);
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) {
@@ -550,12 +561,7 @@ absl::StatusOr<Containment> SymbolContaining(Db& db, int64_t id, uint64_t addr) 
   Candidate c;
   if (best) c = CandidateOf(*best);
   ASSIGN_OR_RETURN(auto why, WhyNotContained(best ? &c : nullptr, addr, load));
-  if (why) {
-    Containment out{std::nullopt, std::move(*why), std::nullopt};
-    if (best && best->addr == addr && IsRegionEndLabel(best->name)) out.end_label = std::move(best);
-    return out;
-  }
-  return Containment{std::move(best), ""};
+  return Verdict(std::move(why), best ? &c : nullptr, best ? &*best : nullptr, addr);
 }
 
 namespace {
@@ -713,9 +719,8 @@ Containment TextSymbolTable::Containing(uint64_t addr) const {
   auto answer = [&](const Candidate* c, SymbolRecord* r) {
     // The extents are in memory: the rule cannot fail here.
     auto why = WhyNotContained(c, addr, extents);
-    if (!why.ok()) return Containment{std::nullopt, std::string(why.status().message())};
-    if (*why) return Containment{std::nullopt, std::move(**why)};
-    return Containment{std::move(*r), ""};
+    if (!why.ok()) return Containment{std::nullopt, std::string(why.status().message()), std::nullopt};
+    return Verdict(std::move(*why), c, r, addr);
   };
   // The greatest address <= key, in the same half of the address space (as SymbolContaining).
   auto hi =

@@ -9,6 +9,7 @@
 #include "server/common/elf_facts.h"
 #include "server/common/file_util.h"
 #include "server/common/mapped_file.h"
+#include "server/common/scratch_buffer.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/ingest/decompress.h"
@@ -56,15 +57,11 @@ absl::StatusOr<ingest::ElfSymbolTable> ReadModule(const std::string& path) {
   ASSIGN_OR_RETURN(std::string raw, ReadFileBounded(path, kMaxModuleFileBytes));
   ingest::Compression c = ingest::DetectCompression(raw);
   if (c == ingest::Compression::kNone) return checked(ingest::ReadElfSymbols(raw));
-  // Decompressed into this thread's buffer, kept from module to module (a fresh one per module
-  // was a third of reading Debian 6.12's 1,138 .ko.xz: its pages faulted in, then unmapped), and
-  // let go when a module made it larger than any Debian one.
+  // Decompressed into this thread's buffer, kept from module to module (with a fresh one per
+  // module, faulting its pages in and unmapping them was a third of reading Debian 6.12's 1,138
+  // .ko.xz).
   thread_local std::string image;
-  struct ReleaseLarge {
-    ~ReleaseLarge() {
-      if (image.capacity() > (size_t{64} << 20)) std::string().swap(image);
-    }
-  } release;
+  const ScratchUse use(image);
   RETURN_IF_ERROR(ingest::DecompressInto(raw, c, kMaxModuleImageBytes, image));
   return checked(ingest::ReadElfSymbols(image));
 }

@@ -129,6 +129,14 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
     Containment from_file = (*mapped)->Containing(w.addr);
     EXPECT_EQ(from_file.symbol.has_value(), batch.symbol.has_value());
     EXPECT_EQ(from_file.why, batch.why);
+    // Exactly at a region's end label, all three name it (an address spec resolves to it).
+    ASSERT_EQ(single->end_label.has_value(), batch.end_label.has_value());
+    ASSERT_EQ(from_file.end_label.has_value(), batch.end_label.has_value());
+    if (batch.end_label) {
+      EXPECT_EQ(single->end_label->name, batch.end_label->name);
+      EXPECT_EQ(from_file.end_label->name, batch.end_label->name);
+    }
+    EXPECT_EQ(batch.end_label.has_value(), w.addr == kV + 0x500 || w.addr == kV + 0x1000200);
     if (from_file.symbol && batch.symbol) {
       EXPECT_EQ(from_file.symbol->name, batch.symbol->name);
       EXPECT_EQ(from_file.symbol->module, batch.symbol->module);
