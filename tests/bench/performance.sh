@@ -4,8 +4,9 @@
 #   tests/bench/performance.sh [--kernels K1,K2,...] [--runs N] [--out FILE] [SYMDEX_BIN]
 #
 # Kernels: those of tests/bench/kernels.sh (default: debian-6.1-amd64, debian-6.1-arm64,
-# debian-6.12-amd64). The peer is llvm-symbolizer-14 on the same debug file, timed in the same run
-# (medians of --runs, default 5, page cache warm for everyone):
+# debian-6.12-amd64). The peer is llvm-symbolizer-14 on the same debug file, timed in the same run:
+# each of --runs (default 5) times the peer and symdex back to back, the figures are medians and
+# each ratio the median of the runs' own ratios (page cache warm for everyone):
 #   - whole-kernel cold index: `symdex index` of System.map + every module + every debug file into a
 #     new database (wall, the median of --runs; peak RSS of the largest process, /usr/bin/time %M,
 #     the highest of the runs) against the llvm-symbolizer batch over vmlinux's text-symbol
@@ -55,6 +56,14 @@ log() { printf '[performance] %s\n' "$*" >&2; }
 # shellcheck source=tests/bench/kernels.sh
 . "$here/kernels.sh"
 now() { date +%s.%N; }
+# pair_medians FILE PEER_COL SYM_COL sym/peer|peer/sym -> "peer_median sym_median ratio_median":
+# each line one run of the peer and of symdex back to back; the ratio is the median of the runs'.
+pair_medians() {
+  awk -v p="$2" -v s="$3" -v d="$4" '{pp[NR]=$p; ss[NR]=$s; rr[NR]=(d=="sym/peer") ? $s/$p : $p/$s}
+    function med(a, n,  i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    END { n = NR; printf "%s %s %s\n", med(pp, n), med(ss, n), med(rr, n) }' "$1"
+}
 median() { sort -n | awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 rows=()
 row() {  # row KERNEL MEASURE SYMDEX PEER RATIO GOAL MET
@@ -67,11 +76,6 @@ timed() {  # timed IN OUT CMD... -> seconds (symdex addr exits 1 for an address 
   shift 2
   s=$(now); "$@" <"$in" >"$out" || [ $? = 1 ]; e=$(now)
   echo "$e - $s" | bc
-}
-med_of() {  # med_of IN OUT CMD... -> the median of RUNS timed runs
-  local in=$1 out=$2 i
-  shift 2
-  for i in $(seq "$RUNS"); do timed "$in" "$out" "$@"; done | median
 }
 peak_mib() { echo $(($(cat "$1") / 1024)); }
 warm() {  # the page cache warm for every reader alike
@@ -169,16 +173,20 @@ for k in "${list[@]}"; do
   n=$(wc -l <"$work/addrs")
   nko=$(find "$MODS" -name '*.ko*' | wc -l)
 
-  # The peer's batch over every text address.
-  llvm=$(med_of "$work/addrs" "$work/llvm.out" llvm-symbolizer-14 --obj="$PEER_VML")
-
-  # Whole kernel, cold: a new database each run, the median time and the highest peak.
-  for i in $(seq "$RUNS"); do index_whole "$work/w.db" "$k" >>"$work/whole-$k"; done
-  whole=$(awk '{print $1}' "$work/whole-$k" | median)
-  awk '{print $2}' "$work/whole-$k" | sort -n | tail -1 >"$work/peak"
-  r=$(echo "$whole / $llvm" | bc -l)
+  # Whole kernel, cold, then `addr -` on the index just made, each run beside a run of the peer's
+  # batch over every text address: a new database each run, the highest peak; each ratio the
+  # median of the runs' own ratios (a run's pair shares the machine's load of the moment).
+  for i in $(seq "$RUNS"); do
+    p=$(timed "$work/addrs" "$work/llvm.out" llvm-symbolizer-14 --obj="$PEER_VML")
+    read -r w peak < <(index_whole "$work/w.db" "$k")
+    a=-
+    [ "$k" = double-amd64 ] || a=$(timed "$work/addrs" "$work/addr.out" "$SYMDEX" --db "$work/w.db" addr -)
+    echo "$p $w $a $peak" >>"$work/whole-$k"
+  done
+  read -r llvm whole rw <<<"$(pair_medians "$work/whole-$k" 1 2 sym/peer)"
+  awk '{print $4}' "$work/whole-$k" | sort -n | tail -1 >"$work/peak"
   row "$k" "whole-kernel cold index ($nko modules) / llvm batch ($n)" "$(printf '%.2f s' "$whole")" \
-    "$(printf '%.2f s' "$llvm")" "$(printf '%.2f' "$r")" "<= 2" "$(met "$r <= 2")"
+    "$(printf '%.2f s' "$llvm")" "$(printf '%.2f' "$rw")" "<= 2" "$(met "$rw <= 2")"
   row "$k" "whole-kernel cold index: peak RSS" "$(peak_mib "$work/peak") MiB" - - "<= 200 MiB" \
     "$(met "$(peak_mib "$work/peak") <= 200")"
   [ "$k" = double-amd64 ] && continue
@@ -187,24 +195,26 @@ for k in "${list[@]}"; do
     daemon_done=1
   fi
 
-  # addr over every text address on the whole-kernel index, from a new process.
-  t=$(med_of "$work/addrs" "$work/addr.out" "$SYMDEX" --db "$work/w.db" addr -)
-  r=$(echo "$llvm / $t" | bc -l)
+  # addr over every text address on the whole-kernel index, from a new process (timed above).
+  read -r _ t r <<<"$(pair_medians "$work/whole-$k" 1 3 peer/sym)"
   row "$k" "addr - ($n addresses), whole-kernel index" "$(printf '%.3f s' "$t")" "$(printf '%.2f s' "$llvm")" \
     "$(printf '%.1f' "$r")" ">= 10" "$(met "$r >= 10")"
 
-  # By build-ID, warm, 10,000 addresses from a new process, text and --json.
-  llvm10k=$(med_of "$work/addrs10k" "$work/llvm10k.out" llvm-symbolizer-14 --obj="$PEER_VML")
+  # By build-ID, warm, 10,000 addresses from a new process, text and --json, each run beside a
+  # run of the peer over the same 10,000.
   bid=$(readelf -n "$VML" | awk '/Build ID/ {print $3; exit}')
   rm -rf "$work/b.db"*
   "$SYMDEX" --db "$work/b.db" index -q --build-id "$bid" --debug-dir "$DBG/usr/lib/debug" --no-debuginfod >/dev/null
   "$SYMDEX" --db "$work/b.db" addr --build-id "$bid" - <"$work/addrs10k" >/dev/null || true  # first touch
-  t=$(med_of "$work/addrs10k" "$work/b.out" "$SYMDEX" --db "$work/b.db" addr --build-id "$bid" -)
-  r=$(echo "$llvm10k / $t" | bc -l)
+  for i in $(seq "$RUNS"); do
+    echo "$(timed "$work/addrs10k" "$work/llvm10k.out" llvm-symbolizer-14 --obj="$PEER_VML")" \
+      "$(timed "$work/addrs10k" "$work/b.out" "$SYMDEX" --db "$work/b.db" addr --build-id "$bid" -)" \
+      "$(timed "$work/addrs10k" "$work/b.json" "$SYMDEX" --db "$work/b.db" --json addr --build-id "$bid" -)"
+  done >"$work/bid-$k"
+  read -r llvm10k t r <<<"$(pair_medians "$work/bid-$k" 1 2 peer/sym)"
   row "$k" "addr --build-id - (10,000 addresses), warm" "$(printf '%.3f s' "$t")" "$(printf '%.2f s' "$llvm10k")" \
     "$(printf '%.1f' "$r")" ">= 20" "$(met "$r >= 20")"
-  t=$(med_of "$work/addrs10k" "$work/b.json" "$SYMDEX" --db "$work/b.db" --json addr --build-id "$bid" -)
-  r=$(echo "$llvm10k / $t" | bc -l)
+  read -r llvm10k t r <<<"$(pair_medians "$work/bid-$k" 1 3 peer/sym)"
   row "$k" "addr --json --build-id - (10,000 addresses), warm" "$(printf '%.3f s' "$t")" \
     "$(printf '%.2f s' "$llvm10k")" "$(printf '%.1f' "$r")" ">= 20" "$(met "$r >= 20")"
   # The answers name the function llvm-symbolizer names (the outermost frame's, clone suffixes
