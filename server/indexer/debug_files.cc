@@ -339,7 +339,10 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
       failed = StoreParsed(db, plan, parsed[small[j]], small[j], now, sum);
       sum.dwarf_store_seconds += SecondsSince(ts);
       if (!failed.ok()) break;
-      if (module_stored) module_stored(to_parse[small[j]]);
+      if (module_stored) {
+        failed = module_stored(to_parse[small[j]]);
+        if (!failed.ok()) break;
+      }
       {
         std::lock_guard<std::mutex> l(mu);
         stored = j + 1;

@@ -8,6 +8,7 @@
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/indexer/steps.h"
+#include "server/target/symbol_spill.h"
 
 namespace symdex::indexer {
 namespace {
@@ -18,7 +19,8 @@ std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
   return section < idx.sections.size() ? idx.sections[section] : std::string();
 }
 
-// The code symbols of each part (by index into `parts`), in symbol order.
+// The code symbols of each part (by index into `parts`) held in t.symbols, in symbol order: a
+// spilled module's are in t.spill (JoinModule).
 std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts) {
   std::vector<std::vector<size_t>> out(parts.size());
   std::unordered_map<int, size_t> part_of_module;
@@ -31,14 +33,16 @@ std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t
   return out;
 }
 
-// One part's code symbols joined to its table (step 5, and ModuleJoin in step 4b).
-void JoinPart(target::KernelTarget& t, const Part& p, const JoinTable& join, const std::vector<size_t>& symbols) {
+// One part's code symbols `symbols` (indices into `syms`) joined to its table (step 5, and
+// ModuleJoin in step 4b).
+void JoinPart(const target::KernelTarget& t, const Part& p, const JoinTable& join,
+              std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& symbols) {
   int64_t slide = 0;
   if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
   std::vector<std::pair<std::string, uint64_t>> sections;
   if (p.module >= 0) sections = t.modules[static_cast<size_t>(p.module)].sections;
   for (size_t s : symbols) {
-    target::SymbolEntry& sym = t.symbols[s];
+    target::SymbolEntry& sym = syms[s];
     std::string section;
     uint64_t addr = sym.addr;
     if (p.module < 0) {
@@ -72,6 +76,17 @@ void JoinPart(target::KernelTarget& t, const Part& p, const JoinTable& join, con
                                         : StrCat("inside a function, +", hit->offset, " from its range start");
     }
   }
+}
+
+// `change` on each code symbol of a part: those in t.symbols (`in_memory`), and a spilled
+// module's, taken out of the spill and put back (`spilled` then true).
+using PartChange = std::function<void(std::vector<target::SymbolEntry>&, const std::vector<size_t>&, bool spilled)>;
+absl::Status ForPartSymbols(target::KernelTarget& t, const Part& p, const std::vector<size_t>& in_memory,
+                            const PartChange& change) {
+  if (!in_memory.empty()) change(t.symbols, in_memory, false);
+  if (!t.spill || p.module < 0) return absl::OkStatus();
+  return t.spill->Update(p.module,
+                         [&](std::vector<target::SymbolEntry>& syms) { change(syms, CodeSymbols(syms), true); });
 }
 
 }  // namespace
@@ -162,9 +177,11 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     if (p.record.status == DebugFileStatus::kCached) ++sum.debug_cached;
     if (!p.record.debug_file_id && p.record.status != DebugFileStatus::kParseError) ++sum.debug_missing;
     if (!p.record.debug_file_id) {
-      for (size_t s : symbols_by_part[i]) {
-        t.symbols[s].dwarf_note = StrCat("no debug info (", Name(p.record.status), ")");
-      }
+      const std::string note = StrCat("no debug info (", Name(p.record.status), ")");
+      RETURN_IF_ERROR(ForPartSymbols(
+          t, p, symbols_by_part[i], [&](std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& code, bool) {
+            for (size_t s : code) syms[s].dwarf_note = note;
+          }));
       continue;
     }
     if (p.joined) continue;
@@ -179,7 +196,14 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     }
     // The part's table goes when its symbols are joined (a shared one with its last part).
     const std::shared_ptr<const JoinTable> held = std::move(p.join);
-    JoinPart(t, p, *held, symbols_by_part[i]);
+    // A spilled module's ELF facts too, while its symbols are out (an in-memory part's are step
+    // 5b's, beside this one).
+    RETURN_IF_ERROR(
+        ForPartSymbols(t, p, symbols_by_part[i],
+                       [&](std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& code, bool spilled) {
+                         JoinPart(t, p, *held, syms, code);
+                         if (spilled) AttachModuleFacts(t, p, syms, code);
+                       }));
   }
   return absl::OkStatus();
 }
@@ -191,13 +215,18 @@ ModuleJoin::ModuleJoin(target::KernelTarget& t, std::vector<Part>& parts)
   }
 }
 
-void ModuleJoin::operator()(size_t i) {
+absl::Status ModuleJoin::operator()(size_t i) {
   Part& p = parts_[i];
-  if (p.module < 0 || !p.join || !p.record.debug_file_id) return;
-  JoinPart(t_, p, *p.join, symbols_[i]);
+  if (p.module < 0 || !p.join || !p.record.debug_file_id) return absl::OkStatus();
+  RETURN_IF_ERROR(ForPartSymbols(
+      t_, p, symbols_[i], [&](std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& code, bool spilled) {
+        JoinPart(t_, p, *p.join, syms, code);
+        if (spilled) AttachModuleFacts(t_, p, syms, code);
+      }));
   std::vector<size_t>().swap(symbols_[i]);
   p.joined = true;
   if (auto it = uses_.find(p.record.build_id); it == uses_.end() || it->second <= 1) p.join.reset();
+  return absl::OkStatus();
 }
 
 }  // namespace symdex::indexer

@@ -90,15 +90,18 @@ std::unique_ptr<ElfFactsTable> ReadFactsTable(const std::string& path) {
   return out;
 }
 
+// Whether a part's symbols get facts from its debug file: it has one, and (p.stale, not re-parsed:
+// a stored index whose file has changed since) that file is still this build-ID's.
+bool HasFacts(const Part& p) {
+  return p.record.debug_file_id && !p.record.path.empty() && !(p.stale && p.path_to_index.empty());
+}
+
 // Sets elf_facts on the part's symbols found (by section, address and name) in its debug
 // file's symbol table — `ahead`'s when it read that file. Symbols of a part are touched by this
 // call only.
-void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& symbols, const ElfFactsTable* ahead) {
-  // A stored index whose file has changed since (p.stale, not re-parsed): that file is not
-  // this build-ID's any more.
-  if (symbols.empty() || !p.record.debug_file_id || p.record.path.empty() || (p.stale && p.path_to_index.empty())) {
-    return;
-  }
+void AttachPart(const target::KernelTarget& t, Part& p, std::vector<target::SymbolEntry>& syms,
+                const std::vector<size_t>& symbols, const ElfFactsTable* ahead) {
+  if (symbols.empty() || !HasFacts(p)) return;
   std::unique_ptr<ElfFactsTable> own;
   if (ahead == nullptr || ahead->path != p.record.path) {
     own = ReadFactsTable(p.record.path);
@@ -115,7 +118,7 @@ void AttachPart(target::KernelTarget& t, Part& p, const std::vector<size_t>& sym
   const std::vector<std::pair<std::string, uint64_t>>* sections =
       p.module >= 0 ? &t.modules[static_cast<size_t>(p.module)].sections : nullptr;
   for (size_t i : symbols) {
-    target::SymbolEntry& sym = t.symbols[i];
+    target::SymbolEntry& sym = syms[i];
     std::string section = sym.section;
     uint64_t addr = sym.addr;
     if (p.module < 0) {
@@ -160,12 +163,18 @@ void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned 
   // Parts own disjoint symbols: each thread writes only those of the parts it takes.
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < parts.size();) AttachPart(t, parts[i], symbols_by_part[i], read);
+    for (size_t i; (i = next.fetch_add(1)) < parts.size();)
+      AttachPart(t, parts[i], t.symbols, symbols_by_part[i], read);
   };
   std::vector<std::thread> pool;
   for (unsigned j = 1; j < std::max(1u, jobs); ++j) pool.emplace_back(work);
   work();
   for (auto& th : pool) th.join();
+}
+
+void AttachModuleFacts(const target::KernelTarget& t, Part& p, std::vector<target::SymbolEntry>& syms,
+                       const std::vector<size_t>& code) {
+  AttachPart(t, p, syms, code, nullptr);
 }
 
 }  // namespace symdex::indexer

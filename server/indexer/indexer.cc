@@ -26,6 +26,7 @@
 #include "server/store/index_store.h"
 #include "server/store/text_symbol_file.h"
 #include "server/target/kernel_config.h"
+#include "server/target/symbol_spill.h"
 
 namespace symdex::indexer {
 namespace {
@@ -130,21 +131,29 @@ void Summarize(const target::KernelTarget& t, IndexSummary& sum) {
   sum.kind = t.kind;
   sum.release = t.release;
   sum.build_id = t.build_id ? t.build_id->ToHex() : "";
-  sum.symbols = t.symbols.size();
+  sum.symbols = target::SymbolCount(t);
   sum.modules = t.modules.size();
   for (const auto& f : t.files) sum.file_errors += f.status == target::InputFileStatus::kError;
   sum.warnings = t.warnings;
 }
 
-// The summary's text-symbol counts over the symbols `counted` selects: code symbols, and how
-// many of them the join gave a function or a source line.
-void CountJoined(const target::KernelTarget& t, const std::function<bool(const target::SymbolEntry&)>& counted,
-                 IndexSummary& sum) {
-  for (const auto& s : t.symbols) {
-    if (!IsCodeSymbolType(s.type) || !counted(s)) continue;
+// The summary's text-symbol counts over the parts `counted` selects (-1: vmlinux): code symbols,
+// and how many of them the join gave a function or a source line.
+absl::Status CountJoined(const target::KernelTarget& t, const PartFilter& counted, IndexSummary& sum) {
+  auto count = [&](char type, bool joined) {
+    if (!IsCodeSymbolType(type)) return;
     ++sum.text_symbols;
-    sum.text_with_dwarf += s.dwarf_function_id.has_value() || s.src_line.has_value();
+    sum.text_with_dwarf += joined;
+  };
+  for (const auto& s : t.symbols) {
+    if (counted(s.module)) count(s.type, s.dwarf_function_id.has_value() || s.src_line.has_value());
   }
+  if (!t.spill) return absl::OkStatus();
+  for (const int m : t.spill->Modules()) {
+    if (!counted(m)) continue;
+    RETURN_IF_ERROR(t.spill->VisitBriefs(m, [&](const target::SymbolSpill::Brief& b) { count(b.type, b.joined); }));
+  }
+  return absl::OkStatus();
 }
 
 // The target's text-symbol file (store/text_symbol_file.h) for what was just committed: a cache
@@ -201,8 +210,8 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
 
   // Step 7, WriteTarget: the whole target in one transaction.
   const auto t2 = Clock::now();
-  CountJoined(
-      t, [](const target::SymbolEntry&) { return true; }, sum);
+  RETURN_IF_ERROR(CountJoined(
+      t, [](int) { return true; }, sum));
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceTarget(db, t, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
   FaultPoint("target-committed");
@@ -228,6 +237,7 @@ absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req)
   BoundHeapRetention();
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
+  RETURN_IF_ERROR(target::SpillModuleSymbols(t));  // each module's symbols out until a step works on them
   ::malloc_trim(0);  // the symbol files read and parsed to load the target: freed, given back
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
   FaultPoint("symbols-read");
@@ -241,6 +251,7 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   BoundHeapRetention();
   const auto t0 = Clock::now();
   ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
+  RETURN_IF_ERROR(target::SpillModuleSymbols(t));
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
   FaultPoint("symbols-read");
   IndexSummary sum;
@@ -272,12 +283,8 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   sum.probe_seconds = SecondsSince(tp);
   // Step 7, WriteTarget: just these modules, in one transaction.
   const auto t2 = Clock::now();
-  CountJoined(
-      t,
-      [&](const target::SymbolEntry& s) {
-        return s.module >= 0 && names.count(t.modules[static_cast<size_t>(s.module)].name);
-      },
-      sum);
+  RETURN_IF_ERROR(CountJoined(
+      t, [&](int m) { return m >= 0 && names.count(t.modules[static_cast<size_t>(m)].name); }, sum));
   ASSIGN_OR_RETURN(sum.generation, store::ReplaceModules(db, t, names, static_cast<int64_t>(std::time(nullptr))));
   sum.store_seconds = SecondsSince(t2);
   FaultPoint("target-committed");

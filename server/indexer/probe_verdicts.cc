@@ -19,7 +19,9 @@
 // (_sinittext, __noinstr_text_start, ...), so init and blacklist verdicts need no debug file.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "server/common/kernel_arch.h"
@@ -30,6 +32,7 @@
 #include "server/ingest/kallsyms.h"
 #include "server/store/index_store.h"
 #include "server/target/probe_bits.h"
+#include "server/target/symbol_spill.h"
 
 namespace symdex::indexer {
 namespace {
@@ -64,12 +67,13 @@ struct Owner {
 
 class Judge {
  public:
-  Judge(target::KernelTarget& t) : t_(t) {}
+  // Judges `syms`, the symbols of t's owners Build is given (t.symbols, or a spilled module's).
+  Judge(const target::KernelTarget& t, std::vector<SymbolEntry>& syms) : t_(t), syms_(syms) {}
 
   void Build(const std::vector<int>& owners) {
     for (int m : owners) owners_.emplace(m, Owner{.module = m});
-    for (size_t i = 0; i < t_.symbols.size(); ++i) {
-      const SymbolEntry& s = t_.symbols[i];
+    for (size_t i = 0; i < syms_.size(); ++i) {
+      const SymbolEntry& s = syms_[i];
       auto it = owners_.find(s.module);
       if (it == owners_.end()) continue;
       it->second.spaces[s.section].syms.push_back(i);
@@ -77,9 +81,9 @@ class Judge {
     for (auto& [m, o] : owners_) {
       for (auto& [sec, sp] : o.spaces) {
         std::stable_sort(sp.syms.begin(), sp.syms.end(),
-                         [&](size_t a, size_t b) { return t_.symbols[a].addr < t_.symbols[b].addr; });
+                         [&](size_t a, size_t b) { return syms_[a].addr < syms_[b].addr; });
         sp.addrs.reserve(sp.syms.size());
-        for (size_t i : sp.syms) sp.addrs.push_back(t_.symbols[i].addr);
+        for (size_t i : sp.syms) sp.addrs.push_back(syms_[i].addr);
       }
     }
   }
@@ -118,7 +122,7 @@ class Judge {
 
   void Mark(Space& sp, std::pair<size_t, size_t> r, uint32_t bits) {
     for (size_t k = r.first; k < r.second; ++k) {
-      SymbolEntry& s = t_.symbols[sp.syms[k]];
+      SymbolEntry& s = syms_[sp.syms[k]];
       if (IsCodeSymbolType(s.type)) s.probe |= bits;
     }
   }
@@ -137,7 +141,7 @@ class Judge {
       }
     } else if (arch != nullptr && arch->ftrace_names_far_sites) {
       for (size_t k = r.first; k < r.second; ++k) {
-        SymbolEntry& s = t_.symbols[sp.syms[k]];
+        SymbolEntry& s = syms_[sp.syms[k]];
         if (IsCodeSymbolType(s.type) && target::FarFtraceSites(s.probe) < 0xff) {
           s.probe += 1u << target::kProbeFarSitesShift;
         }
@@ -184,7 +188,7 @@ class Judge {
     auto it = o.spaces.find("");
     if (it == o.spaces.end()) return;
     std::unordered_map<std::string_view, uint64_t> v;
-    for (size_t i : it->second.syms) v.emplace(t_.symbols[i].name, t_.symbols[i].addr);
+    for (size_t i : it->second.syms) v.emplace(syms_[i].name, syms_[i].addr);
     auto area = [&](std::string_view s, std::string_view e, uint32_t bits, bool holder) {
       auto a = v.find(s), b = v.find(e);
       if (a != v.end() && b != v.end() && b->second > a->second) Area(it->second, a->second, b->second, bits, holder);
@@ -207,46 +211,11 @@ class Judge {
     }
   }
 
-  void Finish() {
-    // kProbeJudged where the fentry sites are known.
+  // kProbeJudged where the fentry sites are known.
+  void MarkJudged() {
     for (auto& [m, o] : owners_) {
       if (!o.fentry_known) continue;
       for (auto& [sec, sp] : o.spaces) Mark(sp, {0, sp.syms.size()}, target::kProbeJudged);
-    }
-    // The first code symbol of each name, as kprobe_lookup_name finds it: vmlinux, then modules.
-    std::unordered_map<std::string_view, size_t> first;
-    std::vector<size_t> order(t_.symbols.size());
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return t_.symbols[a].module < t_.symbols[b].module; });
-    for (size_t i : order) {
-      if (IsCodeSymbolType(t_.symbols[i].type)) first.emplace(t_.symbols[i].name, i);
-    }
-    for (SymbolEntry& s : t_.symbols) {
-      if (!IsCodeSymbolType(s.type) || !(s.probe & target::kProbeJudged)) continue;
-      const size_t dot = s.name.find('.');
-      if (dot == std::string::npos || dot == 0) continue;
-      auto it = first.find(std::string_view(s.name).substr(0, dot));
-      if (it == first.end()) continue;
-      const uint32_t base = t_.symbols[it->second].probe;
-      if (!(s.probe & target::kProbeFentryInside) && (base & target::kProbeFentryInside)) {
-        s.probe |= target::kProbeBaseTraceable;
-      }
-      if (base & kBl) s.probe |= kBl;
-    }
-    // Compilation units without a single fentry site.
-    std::map<std::pair<int64_t, int64_t>, bool> unit_has;
-    for (const SymbolEntry& s : t_.symbols) {
-      if (!(s.probe & target::kProbeJudged) || !s.debug_file_id || !s.src_unit) continue;
-      unit_has[{*s.debug_file_id, *s.src_unit}] |= (s.probe & target::kProbeFentryInside) != 0;
-    }
-    for (SymbolEntry& s : t_.symbols) {
-      if (!(s.probe & target::kProbeJudged) || (s.probe & target::kProbeFentryInside) || !s.debug_file_id ||
-          !s.src_unit)
-        continue;
-      if (auto it = unit_has.find({*s.debug_file_id, *s.src_unit}); it != unit_has.end() && !it->second) {
-        s.probe |= target::kProbeUnitWithoutFentry;
-      }
     }
   }
 
@@ -258,8 +227,65 @@ class Judge {
     if (it == o.spaces.end()) return std::nullopt;
     return Landing{&it->second, addr, floor};
   }
-  target::KernelTarget& t_;
+  const target::KernelTarget& t_;
+  std::vector<SymbolEntry>& syms_;
   std::map<int, Owner> owners_;
+};
+
+// The verdicts that look across parts, once every part is judged:
+//  - NAME.suffix: traceable through its base when the first code symbol named NAME (vmlinux, then
+//    the modules in order, as kprobe_lookup_name finds it) has a site inside, and refused when
+//    that one is blacklisted;
+//  - a compilation unit without a single fentry site: its judged symbols say so.
+// Collect sees each judged part's symbols (what it keeps is per name and per unit, not per
+// symbol), Next every symbol in order, Fix then changes each symbol that needs it.
+class CrossRules {
+ public:
+  void Collect(const std::vector<SymbolEntry>& syms) {
+    for (const SymbolEntry& s : syms) {
+      if (!(s.probe & target::kProbeJudged)) continue;
+      if (IsCodeSymbolType(s.type)) {
+        const size_t dot = s.name.find('.');
+        if (dot != std::string::npos && dot != 0) bases_.emplace(s.name.substr(0, dot), std::nullopt);
+      }
+      if (s.debug_file_id && s.src_unit) {
+        unit_has_[{*s.debug_file_id, *s.src_unit}] |= (s.probe & target::kProbeFentryInside) != 0;
+      }
+    }
+  }
+  // The next symbol in order (vmlinux's, then each module's): the first code symbol of each base
+  // name sets its bits.
+  void Next(char type, std::string_view name, uint32_t probe) {
+    if (bases_.empty() || !IsCodeSymbolType(type)) return;
+    auto it = bases_.find(name);
+    if (it != bases_.end() && !it->second) it->second = probe;
+  }
+  void Fix(std::vector<SymbolEntry>& syms) const {
+    for (SymbolEntry& s : syms) {
+      if (!(s.probe & target::kProbeJudged)) continue;
+      if (IsCodeSymbolType(s.type)) {
+        const size_t dot = s.name.find('.');
+        if (dot != std::string::npos && dot != 0) {
+          auto it = bases_.find(std::string_view(s.name).substr(0, dot));
+          if (it != bases_.end() && it->second) {
+            const uint32_t base = *it->second;
+            if (!(s.probe & target::kProbeFentryInside) && (base & target::kProbeFentryInside)) {
+              s.probe |= target::kProbeBaseTraceable;
+            }
+            if (base & target::kProbeBlacklisted) s.probe |= target::kProbeBlacklisted;
+          }
+        }
+      }
+      if ((s.probe & target::kProbeFentryInside) || !s.debug_file_id || !s.src_unit) continue;
+      if (auto it = unit_has_.find({*s.debug_file_id, *s.src_unit}); it != unit_has_.end() && !it->second) {
+        s.probe |= target::kProbeUnitWithoutFentry;
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<uint32_t>, std::less<>> bases_;  // base name -> its first's bits
+  std::map<std::pair<int64_t, int64_t>, bool> unit_has_;
 };
 
 // The vmlinux debug file this run (or an earlier one) found: its path and link-time _text.
@@ -275,12 +301,14 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> VmlinuxDebugFile(store::Db& 
 }  // namespace
 
 absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum) {
-  std::vector<int> owners = {-1};  // vmlinux always: clones in modules may need its names
+  // The modules' symbols come out of the spill one module at a time; vmlinux's stay in t.symbols.
+  RETURN_IF_ERROR(target::SpillModuleSymbols(t));
+  std::vector<int> modules;
   for (size_t i = 0; i < t.modules.size(); ++i) {
-    if (want(static_cast<int>(i)) && !ingest::IsPseudoModule(t.modules[i].name)) owners.push_back(static_cast<int>(i));
+    if (want(static_cast<int>(i)) && !ingest::IsPseudoModule(t.modules[i].name)) modules.push_back(static_cast<int>(i));
   }
-  Judge judge(t);
-  judge.Build(owners);
+  Judge judge(t, t.symbols);
+  judge.Build({-1});  // vmlinux always: clones in modules may need its names
   size_t read = 0, failed = 0;
   std::vector<std::string> failures;
 
@@ -310,18 +338,21 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
   for (const auto& d : t.debuginfo) {
     if (!d.module.empty() && d.debug_file_id && !d.path.empty()) records[d.module] = &d;
   }
-  for (size_t k = 1; k < owners.size(); ++k) {
-    const int m = owners[k];
+  auto cross = std::make_shared<CrossRules>();  // kept by t.spill->finish for the write
+  for (const int m : modules) {
     const target::ModuleInfo& mod = t.modules[static_cast<size_t>(m)];
     std::vector<std::string> paths;
     if (auto it = records.find(mod.name); it != records.end()) paths.push_back(it->second->path);
     if (!mod.path.empty()) paths.push_back(mod.path);
-    Owner& o = judge.owner(m);
-    judge.ModuleInitSections(o);
+    ASSIGN_OR_RETURN(std::vector<SymbolEntry> syms, t.spill->Get(m));
+    Judge of_module(t, syms);
+    of_module.Build({m});
+    Owner& o = of_module.owner(m);
+    of_module.ModuleInitSections(o);
     for (const std::string& p : paths) {
       auto tab = debuginfo::ReadProbeTablesFile(p);
       if (tab.ok() && tab->relocatable) {
-        judge.Apply(o, *tab, 0, kernel_records_fentry);
+        of_module.Apply(o, *tab, 0, kernel_records_fentry);
         if (machine == 0) machine = tab->machine;
         ++read;
         break;
@@ -333,10 +364,24 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
         }
       }
     }
+    of_module.MarkJudged();
+    cross->Collect(syms);
+    if (!syms.empty()) RETURN_IF_ERROR(t.spill->Put(m, syms));
   }
   if (!vmlinux_read) judge.AreasFromSymbols(judge.owner(-1), ArchOfMachine(machine));
   if (machine != 0) t.machine = machine;
-  judge.Finish();
+  judge.MarkJudged();
+  cross->Collect(t.symbols);
+
+  // Across the parts: every symbol in order for the first of each name (the modules' read in
+  // brief), then vmlinux's changed here and the modules' on their way to the store.
+  for (const SymbolEntry& s : t.symbols) cross->Next(s.type, s.name, s.probe);
+  for (const int m : t.spill->Modules()) {
+    RETURN_IF_ERROR(
+        t.spill->VisitBriefs(m, [&](const target::SymbolSpill::Brief& b) { cross->Next(b.type, b.name, b.probe); }));
+  }
+  cross->Fix(t.symbols);
+  t.spill->finish = [cross](std::vector<SymbolEntry>& syms) { cross->Fix(syms); };
   sum.probe_tables_read = read;
   if (failed > 0) {
     t.warnings.push_back(StrCat("probe verdicts: ", failed, " file(s) without readable probe tables (",

@@ -1,13 +1,15 @@
 // The steps of one index run, in the order indexer.cc runs them:
 //
-//   1 LoadTarget -> 2 CheckInputLooksComplete (input_checks.h) -> 3 FindDebugFiles
-//     -> 4 ParseDebugFiles (4b each file stored) -> 4c SettleDebugFiles -> 5 JoinSymbolsToDwarf (beside it 5b
-//     AttachElfFacts)
+//   1 LoadTarget (the modules' symbols spilled) -> 2 CheckInputLooksComplete (input_checks.h)
+//     -> 3 FindDebugFiles -> 4 ParseDebugFiles (4b each file stored) -> 4c SettleDebugFiles
+//     -> 5 JoinSymbolsToDwarf (beside it 5b AttachElfFacts; a spilled module's facts with its join)
 //     -> 5b JudgeProbes -> 7 WriteTarget
 //                         \-> 6 PlanAddrMaps -> BuildAddrMaps (beside 4c to 7) -/
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
-// made; nothing is written to SQLite and read back. Debug files are the one exception to
+// made; nothing is written to SQLite and read back. The modules' symbols are in t.spill
+// (target/symbol_spill.h) from the load to the write: a step takes one module's out, changes
+// them and puts them back, and two steps never work on one module at once. Debug files are the one exception to
 // "written once, at the end": each is stored in step 4b in its own transaction, because it
 // is keyed by build-ID, immutable and shared by every target that uses it (a later failure of
 // this run should not cost the next run the parse).
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "server/common/file_util.h"
+#include "server/common/symbol_type.h"
 #include "server/debuginfo/dwarf_index.h"
 #include "server/debuginfo/file_stamp.h"
 #include "server/debuginfo/plain_elf.h"
@@ -88,6 +91,15 @@ struct Part {
   // only counts it. Its table went with the join instead of waiting for every module's.
   bool joined = false;
 };
+
+// The indices of the code symbols of `syms`, in order.
+inline std::vector<size_t> CodeSymbols(const std::vector<target::SymbolEntry>& syms) {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < syms.size(); ++i) {
+    if (IsCodeSymbolType(syms[i].type)) out.push_back(i);
+  }
+  return out;
+}
 
 // Which modules a run covers: -1 is vmlinux, i >= 0 is t.modules[i].
 using PartFilter = std::function<bool(int)>;
@@ -156,7 +168,8 @@ struct ModuleMapsAhead {
 // module is stored by the calling thread as its parse arrives, while the others are parsed.
 // `module_stored`, if given, is called (on the calling thread) with each module part's index into
 // plan.parts as soon as its file is stored: ModuleJoin.
-using PartHook = std::function<void(size_t part)>;
+// An error it returns ends the parse with that error.
+using PartHook = std::function<absl::Status(size_t part)>;
 absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, const IndexRequest& req,
                                                              DebugFilePlan& plan, unsigned jobs, IndexSummary& sum,
                                                              ModuleMapsAhead* maps = nullptr,
@@ -171,16 +184,15 @@ void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan);
 // Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.
 absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum);
 
-// Step 5 for one module at a time, in step 4b: a module's symbols joined the moment its file is
-// stored, and its table let go then, so that what step 4 holds does not grow with the number of
-// modules (a kernel's 1,122 module tables are ~10 MB). The join is step 5's, symbol for symbol.
-// A module whose build-ID another part shares keeps its table for that part (SettleDebugFiles
-// hands it on).
+// Step 5 for one module at a time, in step 4b: a module's symbols (out of the spill and back)
+// joined the moment its file is stored, and its table let go then, so that what step 4 holds does
+// not grow with the number of modules (a kernel's 1,122 module tables are ~10 MB). The join is step 5's, symbol for
+// symbol. A module whose build-ID another part shares keeps its table for that part (SettleDebugFiles hands it on).
 class ModuleJoin {
  public:
   ModuleJoin(target::KernelTarget& t, std::vector<Part>& parts);
   // Joins parts[i]'s symbols if it is a module with a table, and marks it joined.
-  void operator()(size_t i);
+  absl::Status operator()(size_t i);
 
  private:
   target::KernelTarget& t_;
@@ -210,6 +222,10 @@ class ElfFactsAhead {
   std::jthread thread_;  // declared last: joined before table_ goes
 };
 void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead = nullptr);
+// The same for one spilled module's code symbols `code` (indices into `syms`), done by the join
+// while it has them out of the spill (ModuleJoin, JoinSymbolsToDwarf): one trip for both.
+void AttachModuleFacts(const target::KernelTarget& t, Part& p, std::vector<target::SymbolEntry>& syms,
+                       const std::vector<size_t>& code);
 
 // Step 6: the address maps of vmlinux's and the modules' debug files, built once per build-ID
 // next to the index.
@@ -242,6 +258,8 @@ AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const Inde
 // Step 5b: the probe bits (target/probe_bits.h) of the code symbols of vmlinux and of the
 // modules `want` selects, from the kernel's own tables in each part's debug file (else the
 // module file itself; vmlinux's areas from its symbols). Files without tables are a warning.
+// Each module is judged alone; what looks across parts (a clone's base name, a unit without an
+// fentry site) is settled once all are, from what each kept per name and per unit.
 absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum);
 
 // (Step 7, WriteTarget, is store::ReplaceTarget / store::ReplaceModules: one transaction.)

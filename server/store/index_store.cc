@@ -12,6 +12,7 @@
 #include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
+#include "server/target/symbol_spill.h"
 
 namespace symdex::store {
 namespace {
@@ -127,14 +128,21 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
   auto owned = [&](const target::SymbolEntry& s) {
     return s.module >= 0 ? module_ids.at(static_cast<size_t>(s.module)) != 0 : vmlinux;
   };
+  size_t rows = 0;
+  if (t.spill) {
+    rows = vmlinux ? t.symbols.size() : 0;
+    for (size_t m = 0; m < t.modules.size(); ++m) rows += module_ids[m] != 0 ? t.spill->Count(static_cast<int>(m)) : 0;
+  } else {
+    rows = static_cast<size_t>(std::count_if(t.symbols.begin(), t.symbols.end(), owned));
+  }
   ASSIGN_OR_RETURN(BulkInsert ins_sym,
                    BulkInsert::Prepare(db, "symbols",
                                        {"target_id", "module_id", "name", "type", "addr", "size", "size_exact",
                                         "section", "dwarf_function_id", "dwarf_note", "debug_file_id", "src_unit",
                                         "src_file", "src_line", "probe", "elf_facts"},
-                                       static_cast<size_t>(std::count_if(t.symbols.begin(), t.symbols.end(), owned))));
-  for (const auto& s : t.symbols) {
-    if (!owned(s)) continue;
+                                       rows));
+  RETURN_IF_ERROR(target::ForEachSymbol(t, [&](const target::SymbolEntry& s) -> absl::Status {
+    if (!owned(s)) return absl::OkStatus();
     FaultPoint("target-symbol-row");
     ASSIGN_OR_RETURN(BulkInsert::Row r, ins_sym.Add());
     r.Bind(1, target_id);
@@ -142,24 +150,36 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
       r.Bind(2, module_ids.at(static_cast<size_t>(s.module)));
     else
       r.BindNull(2);
-    r.BindStatic(3, s.name).BindStatic(4, std::string_view(&s.type, 1)).Bind(5, ToDb(s.addr));
+    // Text bound in place (the batch runs later) when the symbol outlives the batch: t.symbols';
+    // a spilled module's symbol is gone once its module is written, so its text is copied.
+    const bool lasting = !t.spill || s.module < 0;
+    auto text = [&](int col, std::string_view v) {
+      if (lasting)
+        r.BindStatic(col, v);
+      else
+        r.Bind(col, v);  // copied
+    };
+    text(3, s.name);
+    text(4, std::string_view(&s.type, 1));
+    r.Bind(5, ToDb(s.addr));
     r.Bind(6, OptAddr(s.size)).Bind(7, int64_t{s.size_exact});
     if (s.section.empty())
       r.BindNull(8);
     else
-      r.BindStatic(8, s.section.str());
+      text(8, s.section.str());
     r.Bind(9, s.dwarf_function_id.get());
     if (s.dwarf_note.empty())
       r.BindNull(10);
     else
-      r.BindStatic(10, s.dwarf_note.str());
+      text(10, s.dwarf_note.str());
     r.Bind(11, s.debug_file_id.get());
     r.Bind(12, s.src_unit.get()).Bind(13, s.src_file.get()).Bind(14, s.src_line.get()).Bind(15, int64_t{s.probe});
     if (s.elf_facts)
       r.Bind(16, int64_t{*s.elf_facts});
     else
       r.BindNull(16);
-  }
+    return absl::OkStatus();
+  }));
   RETURN_IF_ERROR(ins_sym.Finish());
 
   return absl::OkStatus();

@@ -18,8 +18,9 @@ void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_
   }
 }
 
-void DeriveSizesAndDedupe(KernelTarget& t) {
-  auto& syms = t.symbols;
+void DeriveSizesAndDedupe(KernelTarget& t) { DeriveSizesAndDedupe(t.symbols); }
+
+void DeriveSizesAndDedupe(std::vector<SymbolEntry>& syms) {
   std::vector<size_t> order(syms.size());
   std::iota(order.begin(), order.end(), size_t{0});
   auto key = [&](size_t i) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,8 @@
 
 namespace symdex::target {
 
+class SymbolSpill;
+
 struct ModuleInfo {
   std::string name;
   std::optional<BuildId> build_id;
@@ -26,8 +29,9 @@ struct ModuleInfo {
   std::vector<std::pair<std::string, uint64_t>> sections;
 };
 
-// One symbol of the target. A kernel has hundreds of thousands, all held from the load to the
-// write: fields ordered so that none pads, the recurring strings shared (common/shared_text.h).
+// One symbol of the target. A kernel has hundreds of thousands: fields ordered so that none pads,
+// the recurring strings shared (common/shared_text.h). (An index run holds vmlinux's and the few
+// modules' it is working on; the others wait in target/symbol_spill.h.)
 struct SymbolEntry {
   std::string name;
   uint64_t addr = 0;  // absolute, or the offset into `section` when section is non-empty
@@ -48,7 +52,7 @@ struct SymbolEntry {
   // of vmlinux/a module): absent when none covered this symbol.
   std::optional<uint8_t> elf_facts;
 };
-static_assert(sizeof(SymbolEntry) <= 128, "a kernel's symbols are all held at once: keep each small");
+static_assert(sizeof(SymbolEntry) <= 128, "vmlinux's symbols are all held at once: keep each small");
 
 // Which debug file a part of the target (vmlinux or a module) uses, or why none.
 struct DebugInfoRecord {
@@ -84,7 +88,10 @@ struct KernelTarget {
   uint16_t machine = 0;
   std::string source;
   std::vector<ModuleInfo> modules;
+  // Every symbol as loaded; once an index run has spilled the modules' (SpillModuleSymbols),
+  // vmlinux's only, and `spill` holds the others (ForEachSymbol gives them all back in order).
   std::vector<SymbolEntry> symbols;
+  std::shared_ptr<SymbolSpill> spill;
   std::vector<SourceFile> files;
   std::vector<DebugInfoRecord> debuginfo;
   std::vector<std::string> warnings;
@@ -111,5 +118,7 @@ using ProgressFn = std::function<void(std::string_view stage, size_t done, size_
 // The last of each run keeps what it had (a module file's .symtab size; none for absolute
 // addresses). Also drops exact duplicates (same owner, name, type, address).
 void DeriveSizesAndDedupe(KernelTarget& target);
+// The same over `syms` alone (a module's symbols, or vmlinux's: owners never mix in the rule).
+void DeriveSizesAndDedupe(std::vector<SymbolEntry>& syms);
 
 }  // namespace symdex::target

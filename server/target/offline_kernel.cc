@@ -1,9 +1,10 @@
 #include "server/target/offline_kernel.h"
 
 #include <algorithm>
-#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "server/common/elf_facts.h"
@@ -16,6 +17,7 @@
 #include "server/ingest/elf_symbols.h"
 #include "server/ingest/kallsyms.h"
 #include "server/ingest/kernel_release.h"
+#include "server/target/symbol_spill.h"
 #include "server/target/vmlinux_release.h"
 
 namespace symdex::target {
@@ -126,21 +128,29 @@ std::string ModuleNameFromPath(std::string_view path) {
   return base;
 }
 
-int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab) {
-  int mi = static_cast<int>(t.modules.size());
-  t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
+std::vector<SymbolEntry> OfflineModuleSymbols(int module, ingest::ElfSymbolTable& tab) {
+  std::vector<SymbolEntry> out;
+  out.reserve(tab.symbols.size());
   for (auto& s : tab.symbols) {
     if (ingest::IsMappingSymbol(s.name)) continue;
-    t.symbols.push_back(SymbolEntry{
+    out.push_back(SymbolEntry{
         .name = std::move(s.name),
         .addr = s.value,
         .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
         .section = s.section,
-        .module = mi,
+        .module = module,
         .type = s.type,
         .size_exact = s.size != 0,
         .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size)) : std::nullopt});
   }
+  return out;
+}
+
+int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab) {
+  int mi = static_cast<int>(t.modules.size());
+  t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
+  std::vector<SymbolEntry> syms = OfflineModuleSymbols(mi, tab);
+  t.symbols.insert(t.symbols.end(), std::make_move_iterator(syms.begin()), std::make_move_iterator(syms.end()));
   return mi;
 }
 
@@ -191,6 +201,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   if (!t.anchor_addr) t.warnings.push_back("System.map has no _text or _stext: _text offsets unavailable");
 
   std::vector<std::string> vermagics;  // each module's release, as its vermagic says
+  std::shared_ptr<SymbolSpill> spill;  // the modules' symbols, as they are read
   if (!opts.modules_dir.empty()) {
     std::vector<std::string> paths;
     std::error_code ec;
@@ -207,54 +218,82 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
     std::sort(paths.begin(), paths.end());
     t.source = StrCat(opts.system_map, " + ", opts.modules_dir);
 
+    // Read by `jobs` threads, a few files ahead; taken in path order by this thread, which
+    // spills each module's symbols at once (target/symbol_spill.h): what the load holds of the
+    // modules is the few files read ahead, whatever their number.
+    spill = SymbolSpill::Create();
     std::vector<ModuleResult> results(paths.size());
-    std::atomic<size_t> next{0}, done{0};
+    std::mutex mu;
+    std::condition_variable arrived, room;
+    std::vector<char> ready(paths.size(), 0);
+    size_t next = 0, taken = 0;
+    bool stop = false;
     unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
     jobs = std::min<unsigned>(jobs, std::max<size_t>(1, paths.size()));
-    auto worker = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
+    const size_t ahead = 4 * size_t{jobs};
+    auto reader = [&] {
+      for (;;) {
+        size_t i;
+        {
+          std::unique_lock<std::mutex> l(mu);
+          room.wait(l, [&] { return stop || next >= paths.size() || next < taken + ahead; });
+          if (stop || next >= paths.size()) return;
+          i = next++;
+        }
         results[i].path = paths[i];
         results[i].table = ReadModule(paths[i]);
-        done.fetch_add(1);
+        {
+          std::lock_guard<std::mutex> l(mu);
+          ready[i] = 1;
+        }
+        arrived.notify_all();
       }
     };
-    std::vector<std::thread> threads;
-    for (unsigned j = 1; j < jobs; ++j) threads.emplace_back(worker);
-    // The calling thread works too, and reports progress between modules.
-    for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
-      results[i].path = paths[i];
-      results[i].table = ReadModule(paths[i]);
-      size_t d = done.fetch_add(1) + 1;
-      if (opts.progress) opts.progress("modules", d, paths.size());
-    }
-    for (auto& th : threads) th.join();
-    if (opts.progress) opts.progress("modules", paths.size(), paths.size());
-
-    // Every module's symbols at once: the vector grows once, to its size (doubling it a few
-    // times over 300k+ symbols of ~230 bytes held the old and the new arrays together).
-    size_t module_symbols = 0;
-    for (const ModuleResult& r : results) module_symbols += r.table.ok() ? r.table->symbols.size() : 0;
-    t.symbols.reserve(t.symbols.size() + module_symbols);
     std::map<std::string, std::string> seen;  // module name -> first path
     size_t failed = 0;
-    for (ModuleResult& r : results) {
+    auto take = [&](ModuleResult& r) -> absl::Status {
       if (!r.table.ok()) {
         ++failed;
         t.files.push_back({"module", r.path, InputFileStatus::kError, std::string(r.table.status().message())});
-        continue;
+        return absl::OkStatus();
       }
       ingest::ElfSymbolTable& tab = *r.table;
       std::string name = !tab.modinfo_name.empty() ? tab.modinfo_name : ModuleNameFromPath(r.path);
       if (auto [pos, fresh] = seen.emplace(name, r.path); !fresh) {
         t.files.push_back(
             {"module", r.path, InputFileStatus::kSkipped, StrCat("module ", name, " already read from ", pos->second)});
-        continue;
+        return absl::OkStatus();
       }
       t.files.push_back({"module", r.path, InputFileStatus::kUsed, ""});
       vermagics.push_back(ingest::ReleaseFromVermagic(tab.modinfo_vermagic));
-      AppendOfflineModule(t, name, r.path, tab);
-      r.table = ingest::ElfSymbolTable();  // its symbols are in t now
+      const int mi = static_cast<int>(t.modules.size());
+      t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = r.path});
+      std::vector<SymbolEntry> syms = OfflineModuleSymbols(mi, tab);
+      DeriveSizesAndDedupe(syms);
+      return spill->Put(mi, syms);
+    };
+    absl::Status took;
+    {
+      std::vector<std::thread> pool;
+      for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(reader);
+      for (size_t i = 0; i < paths.size() && took.ok(); ++i) {
+        {
+          std::unique_lock<std::mutex> l(mu);
+          arrived.wait(l, [&] { return ready[i] != 0; });
+        }
+        took = take(results[i]);
+        results[i] = ModuleResult();  // its symbols are spilled now
+        {
+          std::lock_guard<std::mutex> l(mu);
+          taken = i + 1;
+          if (!took.ok()) stop = true;
+        }
+        room.notify_all();
+        if (opts.progress) opts.progress("modules", i + 1, paths.size());
+      }
+      for (auto& th : pool) th.join();
     }
+    RETURN_IF_ERROR(took);
     if (failed > 0) {
       t.warnings.push_back(
           StrCat(failed, " of ", paths.size(), " module files could not be read; see 'symdex status'"));
@@ -262,7 +301,16 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   }
   t.release = DecideRelease(opts, vermagics, t.warnings);
   t.name = !opts.name.empty() ? opts.name : (!t.release.empty() ? t.release : "offline");
-  DeriveSizesAndDedupe(t);
+  DeriveSizesAndDedupe(t.symbols);  // vmlinux's (the modules' were, as they were read)
+  if (spill) {
+    spill->runs.emplace_back(-1, static_cast<uint32_t>(t.symbols.size()));
+    for (size_t m = 0; m < t.modules.size(); ++m) {
+      if (const size_t n = spill->Count(static_cast<int>(m)); n > 0) {
+        spill->runs.emplace_back(static_cast<int>(m), static_cast<uint32_t>(n));
+      }
+    }
+    t.spill = std::move(spill);
+  }
   return t;
 }
 
