@@ -2,16 +2,15 @@
 // parsing and storing the ones not indexed yet.
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "server/common/fault_point.h"
 #include "server/common/file_util.h"
+#include "server/common/ordered_window.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/addr_map.h"
 #include "server/debuginfo/debug_finder.h"
@@ -294,22 +293,10 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
 
   // Stored in plan order (the rows get the same ids whatever the threads did); a parser starts a
   // file at most `ahead` places past the last one stored.
-  const size_t ahead = 4 * std::max(1u, jobs);
-  std::mutex mu;
-  std::condition_variable arrived, room;
-  std::vector<bool> ready(small.size(), false);
-  size_t next = 0, stored = 0;
-  bool stop = false;
+  OrderedWindow window(small.size(), 4 * std::max(1u, jobs));
   auto parse = [&] {
     std::unique_ptr<debuginfo::DwarfWorker> w;  // this thread's, for all its files
-    for (;;) {
-      size_t j;
-      {
-        std::unique_lock<std::mutex> l(mu);
-        room.wait(l, [&] { return stop || next >= small.size() || next < stored + ahead; });
-        if (stop || next >= small.size()) return;
-        j = next++;
-      }
+    for (size_t j; (j = window.Claim()) != OrderedWindow::kNone;) {
       const size_t k = small[j];
       const Part& p = parts[to_parse[k]];
       if (maps != nullptr && !maps->dir.empty() && !p.record.build_id.empty()) {
@@ -318,11 +305,7 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
         ParseInWorker(w, worker_exe, p.path_to_index, 1, parsed[k]);
       }
       FaultPoint("debug-file-parsed");
-      {
-        std::lock_guard<std::mutex> l(mu);
-        ready[j] = true;
-      }
-      arrived.notify_all();
+      window.Done(j);
     }
   };
   absl::Status failed;
@@ -331,10 +314,7 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
     for (unsigned j = 0; j < std::max(1u, jobs) && j < small.size(); ++j) pool.emplace_back(parse);
     store::ForeignKeysOff fk(db);  // (StoreParsed says why)
     for (size_t j = 0; j < small.size(); ++j) {
-      {
-        std::unique_lock<std::mutex> l(mu);
-        arrived.wait(l, [&] { return ready[j]; });
-      }
+      window.WaitDone(j);
       const auto ts = Clock::now();
       failed = StoreParsed(db, plan, parsed[small[j]], small[j], now, sum);
       sum.dwarf_store_seconds += SecondsSince(ts);
@@ -343,18 +323,10 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
         failed = module_stored(to_parse[small[j]]);
         if (!failed.ok()) break;
       }
-      {
-        std::lock_guard<std::mutex> l(mu);
-        stored = j + 1;
-      }
-      room.notify_all();
+      window.Taken(j);
       if (req.progress) req.progress("module debug info", j + 1, small.size());
     }
-    {
-      std::lock_guard<std::mutex> l(mu);
-      stop = true;  // (after an error: the parses under way end, no new one starts)
-    }
-    room.notify_all();
+    window.Stop();  // (after an error: the parses under way end, no new one starts)
   }
   RETURN_IF_ERROR(failed);
   return parsed;

@@ -1,15 +1,14 @@
 #include "server/target/offline_kernel.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "server/common/elf_facts.h"
 #include "server/common/file_util.h"
 #include "server/common/mapped_file.h"
+#include "server/common/ordered_window.h"
 #include "server/common/scratch_buffer.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
@@ -223,30 +222,14 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
     // modules is the few files read ahead, whatever their number.
     spill = SymbolSpill::Create();
     std::vector<ModuleResult> results(paths.size());
-    std::mutex mu;
-    std::condition_variable arrived, room;
-    std::vector<char> ready(paths.size(), 0);
-    size_t next = 0, taken = 0;
-    bool stop = false;
     unsigned jobs = opts.jobs ? opts.jobs : std::max(1u, std::thread::hardware_concurrency());
     jobs = std::min<unsigned>(jobs, std::max<size_t>(1, paths.size()));
-    const size_t ahead = 4 * size_t{jobs};
+    OrderedWindow window(paths.size(), 4 * size_t{jobs});
     auto reader = [&] {
-      for (;;) {
-        size_t i;
-        {
-          std::unique_lock<std::mutex> l(mu);
-          room.wait(l, [&] { return stop || next >= paths.size() || next < taken + ahead; });
-          if (stop || next >= paths.size()) return;
-          i = next++;
-        }
+      for (size_t i; (i = window.Claim()) != OrderedWindow::kNone;) {
         results[i].path = paths[i];
         results[i].table = ReadModule(paths[i]);
-        {
-          std::lock_guard<std::mutex> l(mu);
-          ready[i] = 1;
-        }
-        arrived.notify_all();
+        window.Done(i);
       }
     };
     std::map<std::string, std::string> seen;  // module name -> first path
@@ -277,20 +260,13 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
       std::vector<std::thread> pool;
       for (unsigned j = 0; j < jobs; ++j) pool.emplace_back(reader);
       for (size_t i = 0; i < paths.size() && took.ok(); ++i) {
-        {
-          std::unique_lock<std::mutex> l(mu);
-          arrived.wait(l, [&] { return ready[i] != 0; });
-        }
+        window.WaitDone(i);
         took = take(results[i]);
         results[i] = ModuleResult();  // its symbols are spilled now
-        {
-          std::lock_guard<std::mutex> l(mu);
-          taken = i + 1;
-          if (!took.ok()) stop = true;
-        }
-        room.notify_all();
+        window.Taken(i);
         if (opts.progress) opts.progress("modules", i + 1, paths.size());
       }
+      window.Stop();
       for (auto& th : pool) th.join();
     }
     RETURN_IF_ERROR(took);

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "server/common/byte_reader.h"
 #include "server/common/file_util.h"
 #include "server/common/hex.h"
+#include "server/common/ordered_window.h"
 #include "server/common/shared_text.h"
 #include "server/common/symbol_type.h"
 #include "server/common/unique_fd.h"
@@ -282,6 +284,53 @@ TEST(SharedText, ReadsAsItsStringAndSharesRecentValues) {
   for (const auto& v : made) {
     for (size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], i % 2 ? ".init.text" : ".exit.text");
   }
+}
+
+// Every item worked on once, taken in order, no worker more than `ahead` past the last taken;
+// Stop ends the claims.
+TEST(OrderedWindow, TakesInOrderWithTheWorkersABoundedWayAhead) {
+  constexpr size_t kItems = 500, kAhead = 6;
+  OrderedWindow w(kItems, kAhead);
+  std::vector<std::atomic<int>> worked(kItems);
+  std::atomic<size_t> taken{0};
+  std::atomic<bool> too_far{false};
+  auto worker = [&] {
+    for (size_t i; (i = w.Claim()) != OrderedWindow::kNone;) {
+      if (i >= taken.load() + kAhead) too_far = true;
+      ++worked[i];
+      if (i % 7 == 0) std::this_thread::yield();
+      w.Done(i);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 4; ++t) pool.emplace_back(worker);
+  std::vector<size_t> order;
+  for (size_t i = 0; i < kItems; ++i) {
+    w.WaitDone(i);
+    EXPECT_EQ(worked[i].load(), 1) << i;
+    order.push_back(i);
+    taken = i + 1;
+    w.Taken(i);
+  }
+  for (auto& t : pool) t.join();
+  EXPECT_FALSE(too_far);
+  EXPECT_EQ(order.size(), kItems);
+
+  // Stopped with items left: the workers' claims end, the taker stops where it was.
+  OrderedWindow stopped(100, 2);
+  size_t claimed = 0;
+  std::thread one([&] {
+    for (size_t i; (i = stopped.Claim()) != OrderedWindow::kNone;) {
+      ++claimed;
+      stopped.Done(i);
+    }
+  });
+  stopped.WaitDone(0);
+  stopped.Taken(0);
+  stopped.WaitDone(1);
+  stopped.Stop();
+  one.join();
+  EXPECT_LE(claimed, 3u) << "no claim past the window, none after the stop";
 }
 
 }  // namespace
