@@ -19,20 +19,6 @@ std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
   return section < idx.sections.size() ? idx.sections[section] : std::string();
 }
 
-// The code symbols of each part (by index into `parts`) held in t.symbols, in symbol order: a
-// spilled module's are in t.spill (JoinModule).
-std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts) {
-  std::vector<std::vector<size_t>> out(parts.size());
-  std::unordered_map<int, size_t> part_of_module;
-  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
-  for (size_t s = 0; s < t.symbols.size(); ++s) {
-    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
-    auto it = part_of_module.find(t.symbols[s].module);
-    if (it != part_of_module.end()) out[it->second].push_back(s);
-  }
-  return out;
-}
-
 // One part's code symbols `symbols` (indices into `syms`) joined to its table (step 5, and
 // ModuleJoin in step 4b).
 void JoinPart(const target::KernelTarget& t, const Part& p, const JoinTable& join,
@@ -90,6 +76,20 @@ absl::Status ForPartSymbols(target::KernelTarget& t, const Part& p, const std::v
 }
 
 }  // namespace
+
+// The code symbols of each part (by index into `parts`) held in t.symbols, in symbol order: a
+// spilled module's are in t.spill (ForPartSymbols).
+std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts) {
+  std::vector<std::vector<size_t>> out(parts.size());
+  std::unordered_map<int, size_t> part_of_module;
+  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
+  for (size_t s = 0; s < t.symbols.size(); ++s) {
+    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
+    auto it = part_of_module.find(t.symbols[s].module);
+    if (it != part_of_module.end()) out[it->second].push_back(s);
+  }
+  return out;
+}
 
 std::shared_ptr<const JoinTable> JoinTableOf(const debuginfo::DwarfIndex& idx,
                                              const std::vector<int64_t>& function_ids) {

@@ -152,14 +152,7 @@ const ElfFactsTable* ElfFactsAhead::Get() {
 
 void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead) {
   const ElfFactsTable* read = ahead ? ahead->Get() : nullptr;
-  std::unordered_map<int, size_t> part_of_module;
-  for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
-  std::vector<std::vector<size_t>> symbols_by_part(parts.size());
-  for (size_t s = 0; s < t.symbols.size(); ++s) {
-    if (!IsCodeSymbolType(t.symbols[s].type)) continue;
-    auto it = part_of_module.find(t.symbols[s].module);
-    if (it != part_of_module.end()) symbols_by_part[it->second].push_back(s);
-  }
+  const std::vector<std::vector<size_t>> symbols_by_part = CodeSymbolsByPart(t, parts);
   // Parts own disjoint symbols: each thread writes only those of the parts it takes.
   std::atomic<size_t> next{0};
   auto work = [&] {

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <optional>
 #include <unordered_map>
 

@@ -179,6 +179,10 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, cons
 // offline vmlinux debug file whose _text disagrees with the System.map is refused.
 void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan);
 
+// The code symbols of each part (by index into `parts`) held in t.symbols, in symbol order (a
+// spilled module's are in t.spill): what steps 5 and 5b work on.
+std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts);
+
 // Step 5: joins every code symbol of the parts to its DWARF function and line-table row by
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
 // Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.

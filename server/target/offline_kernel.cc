@@ -127,7 +127,10 @@ std::string ModuleNameFromPath(std::string_view path) {
   return base;
 }
 
-std::vector<SymbolEntry> OfflineModuleSymbols(int module, ingest::ElfSymbolTable& tab) {
+std::vector<SymbolEntry> AddOfflineModule(KernelTarget& t, std::string name, const std::string& path,
+                                          ingest::ElfSymbolTable& tab) {
+  const int mi = static_cast<int>(t.modules.size());
+  t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
   std::vector<SymbolEntry> out;
   out.reserve(tab.symbols.size());
   for (auto& s : tab.symbols) {
@@ -137,7 +140,7 @@ std::vector<SymbolEntry> OfflineModuleSymbols(int module, ingest::ElfSymbolTable
         .addr = s.value,
         .size = s.size ? std::optional<uint64_t>(s.size) : std::nullopt,
         .section = s.section,
-        .module = module,
+        .module = mi,
         .type = s.type,
         .size_exact = s.size != 0,
         .elf_facts = IsCodeSymbolType(s.type) ? std::optional<uint8_t>(ElfFacts(s.function, s.size)) : std::nullopt});
@@ -146,11 +149,9 @@ std::vector<SymbolEntry> OfflineModuleSymbols(int module, ingest::ElfSymbolTable
 }
 
 int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab) {
-  int mi = static_cast<int>(t.modules.size());
-  t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
-  std::vector<SymbolEntry> syms = OfflineModuleSymbols(mi, tab);
+  std::vector<SymbolEntry> syms = AddOfflineModule(t, std::move(name), path, tab);
   t.symbols.insert(t.symbols.end(), std::make_move_iterator(syms.begin()), std::make_move_iterator(syms.end()));
-  return mi;
+  return static_cast<int>(t.modules.size()) - 1;
 }
 
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts) {
@@ -249,11 +250,9 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
       }
       t.files.push_back({"module", r.path, InputFileStatus::kUsed, ""});
       vermagics.push_back(ingest::ReleaseFromVermagic(tab.modinfo_vermagic));
-      const int mi = static_cast<int>(t.modules.size());
-      t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = r.path});
-      std::vector<SymbolEntry> syms = OfflineModuleSymbols(mi, tab);
+      std::vector<SymbolEntry> syms = AddOfflineModule(t, std::move(name), r.path, tab);
       DeriveSizesAndDedupe(syms);
-      return spill->Put(mi, syms);
+      return spill->Put(static_cast<int>(t.modules.size()) - 1, syms);
     };
     absl::Status took;
     {

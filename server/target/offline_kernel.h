@@ -32,8 +32,9 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
 // Appends a module read from `path` (its symbol table `tab`, an ET_REL): a ModuleInfo with the
 // file's build-ID and its symbols as offsets into their sections. Returns its index in t.modules.
 int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab);
-// The symbols of that table, owned by module `module` (moved out of `tab`).
-std::vector<SymbolEntry> OfflineModuleSymbols(int module, ingest::ElfSymbolTable& tab);
+// The same, the ModuleInfo appended and its symbols (moved out of `tab`) handed back instead.
+std::vector<SymbolEntry> AddOfflineModule(KernelTarget& t, std::string name, const std::string& path,
+                                          ingest::ElfSymbolTable& tab);
 
 // "drivers/net/foo-bar.ko.xz" -> "foo_bar": what the kernel calls a module whose .modinfo
 // carries no name.

@@ -61,6 +61,11 @@ void Serialize(const SymbolEntry& s, std::string& out) {
   PutText(out, s.dwarf_note.str());
 }
 
+absl::Status ReadBackError(int module, const ByteReader& r) {
+  return absl::DataLossError(StrCat("the scratch file of module symbols reads back wrong (module ", module, ": ",
+                                    r.ok() ? "length" : r.error(), ")"));
+}
+
 // The spill is this process's own file, but a read is still a read of bytes: bounded, and
 // checked to the last one.
 absl::StatusOr<std::vector<SymbolEntry>> Deserialize(std::string_view bytes, uint32_t count, int module) {
@@ -90,10 +95,7 @@ absl::StatusOr<std::vector<SymbolEntry>> Deserialize(std::string_view bytes, uin
     s.module = module;
     out.push_back(std::move(s));
   }
-  if (!r.ok() || !r.done() || out.size() != count) {
-    return absl::DataLossError(StrCat("the scratch file of module symbols reads back wrong (module ", module, ": ",
-                                      r.ok() ? "length" : r.error(), ")"));
-  }
+  if (!r.ok() || !r.done() || out.size() != count) return ReadBackError(module, r);
   return out;
 }
 
@@ -143,41 +145,33 @@ absl::Status SymbolSpill::Read(const Record& rec, std::string& out) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<SymbolEntry>> SymbolSpill::Get(int module) const {
+absl::StatusOr<uint32_t> SymbolSpill::Fetch(int module, std::string& bytes) const {
   Record rec;
-  std::string bytes;
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (module < 0 || static_cast<size_t>(module) >= records_.size()) return std::vector<SymbolEntry>();
+    if (module < 0 || static_cast<size_t>(module) >= records_.size()) return 0;
     rec = records_[static_cast<size_t>(module)];
-    if (rec.count == 0) return std::vector<SymbolEntry>();
+    if (rec.count == 0) return 0;
     if (!on_disk()) RETURN_IF_ERROR(Read(rec, bytes));  // memory_ may grow under another Put
   }
   if (on_disk()) RETURN_IF_ERROR(Read(rec, bytes));
-  return Deserialize(bytes, rec.count, module);
+  return rec.count;
+}
+
+absl::StatusOr<std::vector<SymbolEntry>> SymbolSpill::Get(int module) const {
+  std::string bytes;
+  ASSIGN_OR_RETURN(const uint32_t count, Fetch(module, bytes));
+  if (count == 0) return std::vector<SymbolEntry>();
+  return Deserialize(bytes, count, module);
 }
 
 absl::Status SymbolSpill::VisitBriefs(int module, const std::function<void(const Brief&)>& fn) const {
-  Record rec;
   std::string bytes;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (module < 0 || static_cast<size_t>(module) >= records_.size()) return absl::OkStatus();
-    rec = records_[static_cast<size_t>(module)];
-    if (rec.count == 0) return absl::OkStatus();
-    if (!on_disk()) RETURN_IF_ERROR(Read(rec, bytes));
-  }
-  if (on_disk()) RETURN_IF_ERROR(Read(rec, bytes));
+  ASSIGN_OR_RETURN(const uint32_t count, Fetch(module, bytes));
   ByteReader r(bytes);
   Brief b{};
-  for (uint32_t i = 0; i < rec.count; ++i) {
-    if (!ReadBrief(r, b)) break;
-    fn(b);
-  }
-  if (!r.ok() || !r.done()) {
-    return absl::DataLossError(StrCat("the scratch file of module symbols reads back wrong (module ", module, ": ",
-                                      r.ok() ? "length" : r.error(), ")"));
-  }
+  for (uint32_t i = 0; i < count && ReadBrief(r, b); ++i) fn(b);
+  if (!r.ok() || !r.done()) return ReadBackError(module, r);
   return absl::OkStatus();
 }
 
@@ -305,12 +299,5 @@ absl::Status ForEachSymbol(const KernelTarget& t, const std::function<absl::Stat
 }
 
 size_t SymbolCount(const KernelTarget& t) { return t.symbols.size() + (t.spill ? t.spill->total() : 0); }
-
-size_t SymbolCountOf(const KernelTarget& t, int module) {
-  if (t.spill && module >= 0) return t.spill->Count(module);
-  size_t n = 0;
-  for (const SymbolEntry& s : t.symbols) n += s.module == module;
-  return n;
-}
 
 }  // namespace symdex::target

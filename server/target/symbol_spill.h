@@ -76,6 +76,8 @@ class SymbolSpill {
     uint32_t count = 0;
   };
   absl::Status Read(const Record& r, std::string& out) const;
+  // Module `module`'s record into `bytes`; how many symbols it holds (0: none, `bytes` empty).
+  absl::StatusOr<uint32_t> Fetch(int module, std::string& bytes) const;
 
   mutable std::mutex mu_;
   std::vector<Record> records_;  // by module index
@@ -94,7 +96,5 @@ absl::Status SpillModuleSymbols(KernelTarget& t);
 absl::Status ForEachSymbol(const KernelTarget& t, const std::function<absl::Status(const SymbolEntry&)>& fn);
 // How many symbols `t` has, spilled or not.
 size_t SymbolCount(const KernelTarget& t);
-// How many symbols module `module` has (-1: vmlinux), spilled or not.
-size_t SymbolCountOf(const KernelTarget& t, int module);
 
 }  // namespace symdex::target

@@ -157,8 +157,8 @@ TEST(SymbolSpillTest, ASpilledTargetGivesItsSymbolsBackInLoadOrder) {
   EXPECT_EQ(t.symbols[0].name, "_text");
   EXPECT_EQ(t.symbols[1].name, "_etext");
   EXPECT_EQ(SymbolCount(t), 7u);
-  EXPECT_EQ(SymbolCountOf(t, 1), 3u);
-  EXPECT_EQ(SymbolCountOf(t, -1), 2u);
+  EXPECT_EQ(t.spill->Count(1), 3u);
+  EXPECT_EQ(t.spill->Count(0), 1u);
   std::vector<std::string> got;
   ASSERT_TRUE(ForEachSymbol(t, [&](const SymbolEntry& s) {
                 got.push_back(s.name);
