@@ -14,8 +14,6 @@
 #include "server/common/file_util.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
-#include "server/indexer/open_index.h"
-#include "server/store/migrations.h"
 
 namespace symdex::cli {
 
@@ -35,22 +33,6 @@ int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
   return code;
 }
 
-absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g, std::string_view verb) {
-  if (!g.connect.empty()) {
-    return absl::FailedPreconditionError(
-        StrCat("'", verb,
-               "' works on files on this machine and reads the index file itself: run it where the index is, "
-               "without --connect (--db names the index)"));
-  }
-  // Read-write when possible so that an index written by an older symdex is migrated in place;
-  // read-only (no migration) when this user may not write it.
-  ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));
-  (void)q;
-  std::string path = DbPath(g);
-  return store::OpenIndex(
-      path, ::access(path.c_str(), W_OK) == 0 ? store::Db::Mode::kReadWriteCreate : store::Db::Mode::kReadOnly);
-}
-
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g) {
   std::string address = g.connect;
   const char* env_db = std::getenv("SYMDEX_DB");
@@ -67,11 +49,8 @@ absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& 
     if (g.timeout > 0) c.deadline_seconds = c.fleet_deadline_seconds = g.timeout;
     return ConnectRemote(c);
   }
-  ASSIGN_OR_RETURN(auto q, query::OpenEmbedded(DbPath(g)));
-  return std::unique_ptr<query::QueryApi>(std::move(q));
+  return query::OpenEmbeddedApi(DbPath(g));
 }
-
-absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g) { return indexer::OpenIndexForWrite(DbPath(g)); }
 
 absl::Status ForEachStdinLine(size_t max_line, std::string_view what,
                               const std::function<absl::Status(std::string_view)>& line,

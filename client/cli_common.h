@@ -9,8 +9,7 @@
 #include <string_view>
 
 #include "server/common/status.h"
-#include "server/query/service.h"
-#include "server/store/sqlite_db.h"
+#include "server/query/api.h"
 
 namespace symdex::cli {
 
@@ -47,13 +46,9 @@ std::string DbPath(const GlobalOptions& g);
 // anything else -> 3; for `index` (input_error) every failure is an input/environment error -> 3.
 int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error = false);
 
-// The index file itself, for the verbs that work on files here (jit export, jit dsos):
-// FailedPrecondition with --connect, which they cannot honour.
-absl::StatusOr<store::Db> OpenForRead(const GlobalOptions& g, std::string_view verb);
 // The query API the verbs use: the daemon (see GlobalOptions::connect) or the index, embedded.
 // The output of every verb is the same either way.
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g);
-absl::StatusOr<store::Db> OpenForWrite(const GlobalOptions& g);
 
 void PrintJson(const nlohmann::json& j);
 

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "client/cli_common.h"
+#include "client/local_index.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/indexer/indexer.h"

@@ -10,6 +10,7 @@
 
 #include "client/cli_common.h"
 #include "client/cmd_jit.h"
+#include "client/local_index.h"
 #include "server/common/build_id.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
@@ -122,7 +123,7 @@ int RunIngest(const GlobalOptions& g, const IngestOptions& o) {
 
 // ---------------------------------------------------------------------------------------------
 
-struct AddrOptions {
+struct JitAddrOptions {
   uint32_t pid = 0;
   std::optional<uint64_t> time;
   std::optional<uint64_t> instance;
@@ -130,7 +131,7 @@ struct AddrOptions {
   std::vector<std::string> addrs;
 };
 
-int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
+int RunJitAddr(const GlobalOptions& g, const JitAddrOptions& o) {
   auto scheme = query::JitSchemeArg(o.scheme);
   if (!scheme.ok()) return Fail(g, scheme.status());
   query::JitAddrRequest req{.pid = o.pid, .time = o.time, .instance = o.instance};
@@ -428,7 +429,7 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   ci->add_flag("--json", g.json, "JSON output");
   ci->callback([&g, &exit_code, ingest] { exit_code = RunIngest(g, *ingest); });
 
-  auto addr = std::make_shared<AddrOptions>();
+  auto addr = std::make_shared<JitAddrOptions>();
   CLI::App* ca = jit->add_subcommand(
       "addr",
       "Which jitted function was at ADDR in process PID: name, code range, source line (nearest DEBUG_INFO entry at or "
@@ -442,7 +443,7 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   ca->add_option("--scheme", addr->scheme, kSchemeHelp)->capture_default_str();
   ca->add_option("addrs", addr->addrs, "Hex addresses (0x optional)")->required();
   ca->add_flag("--json", g.json, "JSON output (build-IDs under every scheme)");
-  ca->callback([&g, &exit_code, addr] { exit_code = RunAddr(g, *addr); });
+  ca->callback([&g, &exit_code, addr] { exit_code = RunJitAddr(g, *addr); });
 
   auto coll = std::make_shared<CollisionOptions>();
   CLI::App* cc = jit->add_subcommand(

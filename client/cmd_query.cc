@@ -1,4 +1,4 @@
-// symdex which / symdex dups: kallsyms-level answers.
+// symdex which / dups / symbols / inlined: kallsyms-level answers, and where a function was inlined.
 #include <fmt/core.h>
 
 #include <map>
@@ -117,6 +117,65 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
   return found->empty() ? kNotFound : kFound;
 }
 
+// The kprobe target of the code `off` bytes into `in` (one copy of an inlined function): in
+// vmlinux _text+N (_stext+N), KASLR-proof and exact whatever the name; "-" elsewhere.
+std::string ProbeAt(const query::Instance& in, uint64_t off) {
+  if (in.module.empty() && in.text_offset) return fmt::format("{}+{}", in.text_anchor, *in.text_offset + off);
+  return "-";
+}
+
+struct InlinedOptions {
+  query::InlinedRequest q;
+};
+
+int RunInlined(const GlobalOptions& g, const InlinedOptions& o) {
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto r = (*api)->Ask<query::Inlined>(o.q);
+  if (!r.ok()) return Fail(g, r.status());
+  if (g.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& s : r->sites) {
+      nlohmann::json j = {{"caller", s.caller ? ToJson(*s.caller) : nlohmann::json(nullptr)},
+                          {"offset", s.offset},
+                          {"probe", s.caller ? ProbeAt(*s.caller, s.offset) : "-"},
+                          {"file", s.file},
+                          {"line", s.line},
+                          {"column", s.column},
+                          {"inlined_into", s.inlined_into},
+                          {"depth", s.depth}};
+      arr.push_back(std::move(j));
+    }
+    PrintJson({{"target", r->target.name},
+               {"name", r->name},
+               {"count", r->sites.size()},
+               {"sites", arr},
+               {"notes", r->notes}});
+  } else if (r->sites.empty()) {
+    fmt::print(stderr, "symdex: '{}' is not inlined anywhere in target '{}'\n", r->name, r->target.name);
+  } else {
+    fmt::print("{}: inlined at {} place{} in target '{}' (copies a kprobe on {} does not see)\n", r->name,
+               r->sites.size(), r->sites.size() == 1 ? "" : "s", r->target.name, r->name);
+    fmt::print("  {:<40} {:<16} {:<18} {:<17} {:<44} {}\n", "CALLER+OFFSET", "MODULE", "KPROBE TARGET", "VERDICT",
+               "CALL SITE", "INLINED INTO");
+    for (const auto& s : r->sites) {
+      const std::string caller = s.caller ? fmt::format("{}+{:#x}", s.caller->name, s.offset) : "?";
+      const std::string module = !s.caller ? "-" : s.caller->module.empty() ? "vmlinux" : s.caller->module;
+      const std::string site = s.file.empty() ? "?"
+                               : s.column > 0 ? fmt::format("{}:{}:{}", s.file, s.line, s.column)
+                                              : fmt::format("{}:{}", s.file, s.line);
+      const std::string into = s.depth > 1 ? fmt::format("{} (depth {})", s.inlined_into, s.depth) : s.inlined_into;
+      fmt::print("  {:<40} {:<16} {:<18} {:<17} {:<44} {}\n", caller, module,
+                 s.caller ? ProbeAt(*s.caller, s.offset) : "-", s.caller ? VerdictText(s.caller->verdict) : "-", site,
+                 into);
+    }
+  }
+  if (!g.json) {
+    for (const auto& n : r->notes) fmt::print(stderr, "symdex: note: {}\n", n);
+  }
+  return r->sites.empty() ? kNotFound : kFound;
+}
+
 struct DupsCliOptions {
   std::string target;
   query::DupsOptions q;
@@ -232,6 +291,21 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "not-code, unknown) from the kernel's own tables, with the reason on the next line.\n"
       "Exit: 0 found, 1 no such symbol, 2 usage, 3 no index.");
   which->callback([&g, &exit_code, w] { exit_code = RunWhich(g, *w); });
+
+  auto in = std::make_shared<InlinedOptions>();
+  CLI::App* inlined =
+      app.add_subcommand("inlined", "Every place a function was inlined: the copies a kprobe on it misses");
+  inlined->add_option("NAME", in->q.name, "The function's name in the source (e.g. kfree_skb_reason)")->required();
+  AddTargetOptions(inlined, in->q.target, "Target to query (default: 'host', or the only one)");
+  inlined->footer(
+      "A kprobe or ftrace filter on NAME sees its out-of-line code only ('symdex which NAME');\n"
+      "every copy the compiler inlined elsewhere runs without it. Each row: the function the copy\n"
+      "is in (CALLER+OFFSET of its first instruction), the kprobe target of that instruction,\n"
+      "the caller's probe VERDICT, the call site (file:line:column) and what it was inlined into\n"
+      "directly (another inlined function's copy at depth > 1). --json describes each caller as\n"
+      "'symdex addr' does. From vmlinux's address map: modules are not searched.\n"
+      "Exit: 0 copies listed, 1 none, 2 usage, 3 no index.");
+  inlined->callback([&g, &exit_code, in] { exit_code = RunInlined(g, *in); });
 
   auto d = std::make_shared<DupsCliOptions>();
   CLI::App* dups = app.add_subcommand("dups", "Duplicated symbol names, counted over vmlinux + modules");

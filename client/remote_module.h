@@ -6,7 +6,7 @@
 
 #include "server/api/remote_query.h"
 #include "server/common/status.h"
-#include "server/query/service.h"
+#include "server/query/api.h"
 
 namespace symdex::cli {
 

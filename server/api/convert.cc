@@ -1,5 +1,12 @@
 #include "server/api/convert.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "server/api/wire_fields.h"
+
 #include <type_traits>
 
 #include "google/rpc/status.pb.h"
@@ -98,7 +105,7 @@ query::Instance ToInstance(M& in) {
   out.init_or_exit = in.init_or_exit();
   if (in.has_dwarf()) {
     auto& d = *FieldOf(in, &pb::Instance::dwarf, &pb::Instance::mutable_dwarf);
-    store::DwarfInfo w;
+    query::DwarfInfo w;
     w.has_function = d.has_function();
     w.function = SYMDEX_TAKE(d, function);
     w.cu = SYMDEX_TAKE(d, cu);
@@ -124,7 +131,7 @@ query::Instance FromProto(const pb::Instance& in) { return ToInstance(in); }
 query::Instance FromProto(pb::Instance&& in) { return ToInstance(in); }
 
 void ToProto(const query::TargetSummary& t, pb::Target* out) {
-  const store::TargetInfo& i = t.info;
+  const query::TargetInfo& i = t.info;
   out->set_name(i.name);
   out->set_kind(i.kind);
   out->set_release(i.release);
@@ -147,7 +154,7 @@ void ToProto(const query::TargetSummary& t, pb::Target* out) {
 
 query::TargetSummary FromProto(const pb::Target& t) {
   query::TargetSummary out;
-  store::TargetInfo& i = out.info;
+  query::TargetInfo& i = out.info;
   i.name = t.name();
   i.kind = t.kind();
   i.release = t.release();
@@ -697,6 +704,27 @@ void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out) {
   out->set_pinned(r.pinned);
   out->set_ambiguous(r.ambiguous);
   out->set_unanswered(r.unanswered);
+}
+
+const VerbWire& WireOf(const char* method, std::string (*check)(const google::protobuf::Descriptor* req,
+                                                                const google::protobuf::Descriptor* resp)) {
+  static std::mutex mu;
+  static std::map<std::string, VerbWire, std::less<>> known;
+  std::lock_guard<std::mutex> l(mu);
+  if (auto it = known.find(std::string_view(method)); it != known.end()) return it->second;
+  const google::protobuf::ServiceDescriptor* s =
+      pb::ResolveRequest::descriptor()->file()->FindServiceByName("SymbolService");
+  const google::protobuf::MethodDescriptor* m = s == nullptr ? nullptr : s->FindMethodByName(method);
+  std::string problems = m == nullptr ? StrCat("no method SymbolService.", method, " in symdex.proto")
+                                      : check(m->input_type(), m->output_type());
+  if (!problems.empty()) {
+    std::fprintf(stderr, "symdex: the verb %s does not match symdex.proto: %s\n", method, problems.c_str());
+    std::abort();
+  }
+  auto* factory = google::protobuf::MessageFactory::generated_factory();
+  VerbWire w{StrCat("/", s->full_name(), "/", m->name()), m->index(), factory->GetPrototype(m->input_type()),
+             factory->GetPrototype(m->output_type())};
+  return known.emplace(method, std::move(w)).first->second;
 }
 
 }  // namespace symdex::api

@@ -8,7 +8,7 @@
 #include <span>
 
 #include "server/common/status.h"
-#include "server/query/service.h"
+#include "server/query/api.h"
 #include "symdex/v1/symdex.pb.h"
 
 namespace symdex::api {

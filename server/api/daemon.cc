@@ -34,7 +34,7 @@
 #include "server/jit/ingest.h"
 #include "server/metrics/http_server.h"
 #include "server/metrics/metrics.h"
-#include "server/store/migrations.h"
+#include "server/store/open_index.h"
 
 #ifndef SYMDEX_VERSION
 #define SYMDEX_VERSION "dev"
@@ -429,7 +429,7 @@ int RunDaemon(const DaemonOptions& opts) {
   Daemon d(opts);
   d.db_path = opts.db.empty() ? DefaultIndexPath() : opts.db;  // OpenIndex creates its directory 0750
   // The writer connection creates / migrates the index; queries use their own read connections.
-  auto writer = store::OpenIndex(d.db_path, store::Db::Mode::kReadWriteCreate);
+  auto writer = store::OpenIndex(d.db_path, store::IndexUse::kCreate);
   if (!writer.ok()) {
     Log(LogLevel::kError, "{}", writer.status().message());
     return 3;

@@ -1,6 +1,8 @@
 #include "server/api/remote_query.h"
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
 
 #include <google/protobuf/arena.h>
 
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "server/api/convert.h"
+#include "server/api/wire_fields.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "symdex/v1/symdex.grpc.pb.h"
@@ -488,6 +491,30 @@ absl::StatusOr<std::vector<query::DsoMatch>> RemoteQuery::MatchJittedDsos(
     for (const auto& m : resp.matches()) out.push_back(FromProto(m));
   }
   return out;
+}
+
+absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
+  return query::Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<query::AnyAnswer> {
+    constexpr size_t kIndex = query::Verbs::IndexOf<V>();
+    const typename V::Request& req = std::get<kIndex>(r);
+    const VerbWire& w = WireOf<V>();
+    google::protobuf::Arena arena;
+    google::protobuf::Message* in = w.request->New(&arena);
+    google::protobuf::Message* out = w.response->New(&arena);
+    ToWire(req, in);
+    const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
+    std::string target;
+    if constexpr (requires { req.target; }) target = req.target;
+    const Impl::Attempt a = impl_->Unary(target, "", [&](grpc::ClientContext& c) {
+      out->Clear();
+      return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
+          impl_->channel.get(), method, &c, *in, out);
+    });
+    if (!a.status.ok()) return impl_->Error(a);
+    typename V::Answer answer;
+    FromWire(*out, &answer);
+    return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+  });
 }
 
 }  // namespace symdex::api

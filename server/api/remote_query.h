@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "server/query/service.h"
+#include "server/query/api.h"
 
 namespace symdex::api {
 
@@ -56,6 +56,9 @@ class RemoteQuery : public query::QueryApi {
   absl::StatusOr<query::JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
   absl::StatusOr<query::BuildIdAnswer> BuildId(const std::string& hex) override;
   absl::StatusOr<std::vector<query::DsoMatch>> MatchJittedDsos(const std::vector<query::JittedDsoKey>& dsos) override;
+  // A verb of query/verbs.h: its request on the wire by field name (wire_fields.h), its answer
+  // read back.
+  absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override;
 
  private:
   struct Impl;

@@ -11,7 +11,7 @@
 
 #include "server/common/status.h"
 #include "server/query/frames.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 namespace symdex::fleet {
 class KernelCache;

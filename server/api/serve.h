@@ -80,46 +80,49 @@ struct MethodName {
 };
 MethodName MethodOf(std::string_view service, std::string_view method);
 
-// The handler of a unary method (`method` of `svc`, at `path`) that decodes the request itself
-// instead of gRPC: a request that is no protobuf of the method's type, or has a string field that
+// The handler of a unary method at `path` that decodes the request itself instead of gRPC: a
+// request that is no protobuf of the method's type (`request_type`'s), or has a string field that
 // is not UTF-8, is answered INVALID_ARGUMENT saying so (UndecodableRequest), not with gRPC's bare
 // UNIMPLEMENTED — without a server interceptor, whose machinery gRPC then runs for every call
-// (measured at ~6 us of a warm Resolve's ~40 us of daemon CPU). `method` must answer through Serve.
-template <typename Svc, typename Req, typename Resp>
-grpc::internal::MethodHandler* DecodedHere(Svc* svc,
-                                           grpc::ServerUnaryReactor* (Svc::*method)(grpc::CallbackServerContext*,
-                                                                                    const Req*, Resp*),
-                                           std::string path) {
+// (measured at ~6 us of a warm Resolve's ~40 us of daemon CPU). `handler(ctx, request, response)`
+// must answer through Serve.
+template <typename Handler>
+grpc::internal::MethodHandler* DecodedHereAs(const google::protobuf::Message* request_type,
+                                             const google::protobuf::Message* response_type, std::string path,
+                                             Handler handler) {
   // (A local class: nothing else makes one. Its members in the order they are made: the arena
   // before the messages on it.)
   struct Messages final : DecodedMessages {
-    explicit Messages(grpc::ByteBuffer* encoded) : encoded(encoded) {}
+    Messages(grpc::ByteBuffer* encoded, const google::protobuf::Message* req_type,
+             const google::protobuf::Message* resp_type)
+        : req(req_type->New(&arena)), resp(resp_type->New(&arena)), encoded(encoded) {}
     bool Decode(const grpc::ByteBuffer& in) {
       grpc::ByteBuffer bytes(in);  // (shares the slices; gRPC's reader consumes the buffer it reads)
-      return grpc::SerializationTraits<Req>::Deserialize(&bytes, req).ok();
+      return grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&bytes, req).ok();
     }
     grpc::Status Encode() override {
       bool own = false;
-      return grpc::SerializationTraits<Resp>::Serialize(*resp, encoded, &own);
+      return grpc::SerializationTraits<google::protobuf::Message>::Serialize(*resp, encoded, &own);
     }
     google::protobuf::Arena arena;
-    Req* const req = google::protobuf::Arena::CreateMessage<Req>(&arena);
-    Resp* const resp = google::protobuf::Arena::CreateMessage<Resp>(&arena);
+    google::protobuf::Message* const req;
+    google::protobuf::Message* const resp;
     grpc::ByteBuffer* const encoded;  // what gRPC sends
   };
   return new grpc::internal::CallbackUnaryHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
-      [svc, method, path = std::move(path)](grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                            grpc::ByteBuffer* out) -> grpc::ServerUnaryReactor* {
-        auto m = std::make_unique<Messages>(out);
+      [request_type, response_type, handler = std::move(handler), path = std::move(path)](
+          grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+          grpc::ByteBuffer* out) -> grpc::ServerUnaryReactor* {
+        auto m = std::make_unique<Messages>(out, request_type, response_type);
         if (!m->Decode(*in)) {
           grpc::ServerUnaryReactor* r = ctx->DefaultReactor();
           r->Finish(UndecodableRequest(path));
           return r;
         }
-        const Req* req = m->req;
-        Resp* resp = m->resp;
+        const google::protobuf::Message* req = m->req;
+        google::protobuf::Message* resp = m->resp;
         serve_internal::t_decoded = m.release();
-        grpc::ServerUnaryReactor* r = (svc->*method)(ctx, req, resp);
+        grpc::ServerUnaryReactor* r = handler(ctx, req, resp);
         if (serve_internal::t_decoded != nullptr) {  // a handler that did not go through Serve
           std::fprintf(stderr, "symdexd: %s answered without Serve: its response would never be encoded\n",
                        path.c_str());
@@ -127,6 +130,19 @@ grpc::internal::MethodHandler* DecodedHere(Svc* svc,
         }
         return r;
       });
+}
+
+// DecodedHereAs for `method` of `svc`, a method of the generated service with its own types.
+template <typename Svc, typename Req, typename Resp>
+grpc::internal::MethodHandler* DecodedHere(Svc* svc,
+                                           grpc::ServerUnaryReactor* (Svc::*method)(grpc::CallbackServerContext*,
+                                                                                    const Req*, Resp*),
+                                           std::string path) {
+  return DecodedHereAs(&Req::default_instance(), &Resp::default_instance(), std::move(path),
+                       [svc, method](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,
+                                     google::protobuf::Message* resp) {
+                         return (svc->*method)(ctx, static_cast<const Req*>(req), static_cast<Resp*>(resp));
+                       });
 }
 
 inline grpc::Status Cancelled(const grpc::CallbackServerContext& ctx) {

@@ -5,6 +5,7 @@
 
 #include "server/api/convert.h"
 #include "server/api/serve.h"
+#include "server/api/verb_service.h"
 #include "server/common/strings.h"
 #include "server/query/caller_view.h"
 
@@ -171,6 +172,13 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
   decoded_here("SymbolizeFrames", &SymbolServiceImpl::SymbolizeFrames);
   decoded_here("Decode", &SymbolServiceImpl::Decode);
   decoded_here("SymbolizePprof", &SymbolServiceImpl::SymbolizePprof);
+  query::Verbs::ForEach([this]<class V>(std::type_identity<V>) {
+    const VerbWire& w = WireOf<V>();
+    MarkMethodRawCallback(
+        w.index, DecodedHereAs(w.request, w.response, w.path,
+                               [this](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,
+                                      google::protobuf::Message* resp) { return ServeVerb<V>(ctx, *req, resp); }));
+  });
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerContext* ctx,

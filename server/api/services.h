@@ -14,7 +14,7 @@
 #include "server/api/router.h"
 #include "server/jit/ingest.h"
 #include "server/metrics/metrics.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 
 namespace symdex::api {
@@ -102,6 +102,11 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   // SymbolizeFrames' work, shared with its stream.
   grpc::Status DoFrames(const Peer& peer, const grpc::CallbackServerContext& ctx,
                         const ::symdex::v1::SymbolizeFramesRequest& req, ::symdex::v1::SymbolizeFramesResponse* resp);
+  // A verb of query/verbs.h (verb_service.h): its request read by field name, asked of the
+  // caller's view of the call's index inside Serve, its answer written back.
+  template <class V>
+  grpc::ServerUnaryReactor* ServeVerb(grpc::CallbackServerContext* ctx, const google::protobuf::Message& in,
+                                      google::protobuf::Message* out);
   const CallControl& control() const { return control_; }
   RpcStats& stats() { return stats_; }
   query::LocalQuery& query() { return q_; }

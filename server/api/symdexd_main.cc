@@ -10,7 +10,7 @@
 #include <string>
 
 #include "server/api/daemon.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 int main(int argc, char** argv) {
   // Before any thread exists (gRPC starts its own): SIGTERM/SIGINT/SIGHUP go to sigwait().

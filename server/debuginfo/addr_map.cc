@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "server/common/build_id.h"
@@ -186,6 +187,47 @@ std::vector<Frame> AddrMap::FramesAt(uint64_t addr) const {
   }
   if (frames.empty() && leaf.line > 0) frames.push_back(leaf);  // line table only (assembly)
   return frames;
+}
+
+std::vector<InlineCopy> AddrMap::InlinedCopies(std::string_view name) const {
+  std::vector<InlineCopy> out;
+  const Node* nodes = Records<Node>(kNodes);
+  const uint64_t n_nodes = count(kNodes);
+  std::vector<uint32_t> copy_of(n_nodes, kNone);  // node -> its place in `out`, for copies of `name`
+  for (uint64_t i = 0; i < n_nodes; ++i) {
+    const Node& n = nodes[i];
+    if (n.is_subprogram || name != String(n.name)) continue;
+    InlineCopy c;
+    c.addr = UINT64_MAX;
+    c.call_file = String(n.call_file);
+    c.call_line = n.call_line;
+    c.call_column = n.call_column;
+    if (n.parent < n_nodes) c.inlined_into = String(nodes[n.parent].name);
+    // Copies of copies: how far from the subprogram (a damaged map's cycle stops at the guard).
+    for (uint32_t p = n.parent; p < n_nodes && !nodes[p].is_subprogram && c.depth < 4096; p = nodes[p].parent) {
+      ++c.depth;
+    }
+    copy_of[i] = static_cast<uint32_t>(out.size());
+    out.push_back(std::move(c));
+  }
+  if (out.empty()) return out;
+  // Where each copy's code is: every interval whose nesting holds it, innermost first.
+  const Interval* iv = Records<Interval>(kIntervals);
+  for (uint64_t k = 0; k < count(kIntervals); ++k) {
+    uint32_t node = iv[k].node;
+    for (size_t guard = 0; node < n_nodes && guard < 4096; ++guard) {
+      const Node& n = nodes[node];
+      if (copy_of[node] != kNone) out[copy_of[node]].addr = std::min(out[copy_of[node]].addr, iv[k].lo);
+      if (n.is_subprogram) break;
+      node = n.parent;
+    }
+  }
+  std::erase_if(out, [](const InlineCopy& c) { return c.addr == UINT64_MAX; });
+  std::sort(out.begin(), out.end(), [](const InlineCopy& a, const InlineCopy& b) {
+    return std::tie(a.addr, a.depth, a.call_file, a.call_line, a.call_column) <
+           std::tie(b.addr, b.depth, b.call_file, b.call_line, b.call_column);
+  });
+  return out;
 }
 
 std::optional<uint64_t> AddrMap::SectionBase(std::string_view section) const {

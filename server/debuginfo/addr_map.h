@@ -98,6 +98,15 @@ struct ElfSection {  // a relocatable file's section as libdwfl laid it out
 
 }  // namespace addrmap
 
+// One copy of a function the compiler inlined into another (addr_map.h AddrMap::InlinedCopies).
+struct InlineCopy {
+  uint64_t addr = 0;         // its lowest address
+  std::string inlined_into;  // the function it sits in directly (a subprogram, or another copy)
+  std::string call_file;     // the call site
+  int call_line = 0, call_column = 0;
+  unsigned depth = 1;  // 1: in a subprogram's own body; 2: in a copy inlined there; ...
+};
+
 // A validated view over an address map's bytes (not owned).
 class AddrMap {
  public:
@@ -111,6 +120,9 @@ class AddrMap {
   // libdwfl reports them); nullopt when there is none (always, in a linked file's map).
   std::optional<uint64_t> SectionBase(std::string_view section) const;
   bool relocatable() const { return count(addrmap::kElfSections) > 0; }
+  // Every inlined copy of the function named `name` that has code (its DWARF name: no clone
+  // suffix), by address. One pass over the nodes and one over the intervals.
+  std::vector<InlineCopy> InlinedCopies(std::string_view name) const;
 
   std::string BuildIdHex() const;
   size_t size_bytes() const { return bytes_.size(); }

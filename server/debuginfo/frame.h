@@ -1,17 +1,10 @@
-// One source frame of an address: what the symbolizer (libdw), the address maps and the query
-// API's AddressInfo carry, leaf first in a chain.
+// One source frame of an address (common/kernel_records.h), under the debug-info readers' name.
 #pragma once
 
-#include <string>
+#include "server/common/kernel_records.h"
 
 namespace symdex::debuginfo {
 
-struct Frame {
-  std::string function;  // DWARF name of the (inlined) function
-  std::string file;      // source-tree relative
-  int line = 0;
-  int column = 0;
-  bool operator==(const Frame&) const = default;
-};
+using symdex::Frame;
 
 }  // namespace symdex::debuginfo

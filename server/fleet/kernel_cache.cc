@@ -10,7 +10,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/indexer/indexer.h"
-#include "server/indexer/open_index.h"
+#include "server/store/open_index.h"
 
 namespace symdex::fleet {
 
@@ -295,7 +295,7 @@ absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
   }
   const auto start = Clock::now();
   absl::StatusOr<indexer::IndexSummary> sum = [&]() -> absl::StatusOr<indexer::IndexSummary> {
-    ASSIGN_OR_RETURN(store::Db db, indexer::OpenIndexForWrite(db_path));
+    ASSIGN_OR_RETURN(store::Db db, store::OpenIndex(db_path, store::IndexUse::kWrite));
     indexer::IndexRequest req;
     req.build_id = indexer::BuildIdTargetOptions{.build_id = hex, .name = hex, .modules = modules};
     req.finder = opts_.finder;

@@ -29,7 +29,7 @@
 #include "server/debuginfo/debug_finder.h"
 #include "server/indexer/build_id_target.h"
 #include "server/metrics/metrics.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 namespace symdex::fleet {
 

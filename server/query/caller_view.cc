@@ -216,4 +216,28 @@ absl::StatusOr<BuildIdAnswer> CallerView::BuildId(const std::string& hex) {
   return q_.BuildIdHits(hex, access_ == AddressAccess::kAbsolute, kQuoteMax);
 }
 
+absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
+  return Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<AnyAnswer> {
+    if constexpr (V::kAccess == VerbAccess::kPrivileged) {
+      if (access_ != AddressAccess::kAbsolute) {
+        return absl::PermissionDeniedError(StrCat(
+            V::kMethod, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts)"));
+      }
+    }
+    ASSIGN_OR_RETURN(AnyAnswer any, q_.Call(r));
+    if constexpr (V::kAccess == VerbAccess::kHideAddresses) {
+      auto& a = std::get<Verbs::IndexOf<V>()>(any);
+      if (HidesAddresses(access_, a.target)) {
+        absl::Status hidden;
+        ForEachValueOf<Instance>(a, [&](Instance& in) {
+          if (hidden.ok()) hidden = Hide(a.target, in);
+        });
+        RETURN_IF_ERROR(hidden);
+        ForgetKernelBase(a.target);
+      }
+    }
+    return any;
+  });
+}
+
 }  // namespace symdex::query

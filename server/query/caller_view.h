@@ -24,7 +24,7 @@
 // every front end that serves other users applies the same rule.
 #pragma once
 
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 namespace symdex::query {
 
@@ -53,6 +53,8 @@ class CallerView : public QueryApi {
   absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
   absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) override;
   absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) override;
+  // A verb of verbs.h, under its kAccess.
+  absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) override;
 
   AddressAccess access() const { return access_; }
 

@@ -6,7 +6,7 @@
 
 #include "server/common/strings.h"
 #include "server/ingest/kernel_log.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 namespace symdex::query {
 namespace {

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/query/frames.h"
+#include "server/query/answers.h"
 
 namespace symdex::query {
 
@@ -42,7 +42,7 @@ struct DecodedFrame {
 };
 
 struct DecodeResult {
-  store::TargetInfo target;
+  TargetInfo target;
   std::string target_reason;     // how the target was chosen ("named", "build-ID", "release R in the log", "default")
   std::string release;           // the release the log prints ("" = none)
   std::optional<int64_t> slide;  // the KASLR slide used for the log's addresses

@@ -10,8 +10,8 @@
 #include "server/common/symbol_type.h"
 #include "server/ingest/frame_text.h"
 #include "server/query/call_evidence.h"
+#include "server/query/local_query.h"
 #include "server/query/local_query_impl.h"
-#include "server/query/service.h"
 
 namespace symdex::query {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "server/common/strings.h"
 #include "server/store/jit_store.h"
-#include "server/store/migrations.h"
+#include "server/store/open_index.h"
 
 namespace symdex::query {
 namespace {
@@ -330,7 +330,7 @@ absl::StatusOr<DsoMatch> JittedDsoMatcher::Match(const JittedDsoKey& dso) {
 }
 
 namespace {
-absl::StatusOr<Db> OpenRead(const std::string& path) { return store::OpenIndex(path, Db::Mode::kReadOnly); }
+absl::StatusOr<Db> OpenRead(const std::string& path) { return store::OpenIndex(path, store::IndexUse::kRead); }
 }  // namespace
 
 absl::StatusOr<JitAddrAnswer> JitReader::Addr(const JitAddrRequest& req) const {

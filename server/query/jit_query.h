@@ -21,7 +21,7 @@
 
 #include "server/common/build_id.h"
 #include "server/common/status.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 #include "server/store/sqlite_db.h"
 
 namespace symdex::query {

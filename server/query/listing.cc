@@ -157,4 +157,66 @@ absl::StatusOr<IndexState> LocalQuery::Index(const IndexOptions& opts) {
   return out;
 }
 
+absl::Status Inlined::Check(const InlinedRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("name", r.name, kMaxSymbolNameLength));
+  if (r.name.empty()) return absl::InvalidArgumentError("name is empty");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<InlinedAnswer> Inlined::Local(LocalQuery& q, const InlinedRequest& r) {
+  struct Found {
+    InlinedAnswer answer;
+    std::vector<debuginfo::InlineCopy> copies;
+    uint64_t slide = 0;  // runtime - link-time (a live kernel's KASLR)
+  };
+  ASSIGN_OR_RETURN(
+      Found f, q.InTarget(r.target, [&](store::Db& db, const store::TargetInfo& t) -> absl::StatusOr<Found> {
+        Found f;
+        f.answer.target = t;
+        f.answer.name = r.name;
+        ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
+        const std::string dir = AddrMapDirFor(q.path());
+        if (!vml || vml->relocatable || dir.empty()) {
+          f.answer.notes.push_back("no debug info for vmlinux: where its functions were inlined is not known");
+          return f;
+        }
+        auto m = debuginfo::MappedAddrMap::Open(debuginfo::AddrMapPath(dir, vml->build_id), vml->build_id);
+        if (!m.ok()) {
+          f.answer.notes.push_back(
+              StrCat("vmlinux's address map cannot be read (", m.status().message(), "): run 'symdex index' again"));
+          return f;
+        }
+        f.copies = (*m)->map().InlinedCopies(r.name);
+        f.slide = (t.text_addr && vml->text_addr) ? *t.text_addr - *vml->text_addr : 0;
+        return f;
+      }));
+  InlinedAnswer& out = f.answer;
+  out.notes.push_back("vmlinux only: copies inlined into modules are not listed");
+  // The instance holding each copy: what `symdex addr` says of its first address.
+  constexpr size_t kBatch = 16384;
+  for (size_t from = 0; from < f.copies.size(); from += kBatch) {
+    const size_t to = std::min(f.copies.size(), from + kBatch);
+    std::vector<uint64_t> addrs;
+    addrs.reserve(to - from);
+    for (size_t i = from; i < to; ++i) addrs.push_back(f.copies[i].addr + f.slide);
+    ASSIGN_OR_RETURN(SymbolizeResult s, q.Symbolize(out.target.name, addrs));
+    if (s.target.generation != out.target.generation) return absl::AbortedError("the index changed during the call");
+    for (size_t i = from; i < to; ++i) {
+      const debuginfo::InlineCopy& c = f.copies[i];
+      const AddressInfo& info = *s.results[i - from];
+      InlinedSite site;
+      site.caller = info.symbol;
+      site.offset = info.offset;
+      site.file = c.call_file;
+      site.line = c.call_line;
+      site.column = c.call_column;
+      site.inlined_into = c.inlined_into;
+      site.depth = c.depth;
+      out.sites.push_back(std::move(site));
+    }
+  }
+  return out;
+}
+
 }  // namespace symdex::query

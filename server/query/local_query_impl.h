@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/sqlite_db.h"
 
@@ -238,6 +238,17 @@ auto LocalQuery::WithSession(F&& f) -> decltype(f(std::declval<Session&>())) {
     if (!s.stale() || attempt == 3) return r;
     ForgetTargets();
   }
+}
+
+template <class F>
+auto LocalQuery::InTarget(const std::string& requested, F&& f)
+    -> decltype(f(std::declval<store::Db&>(), std::declval<const store::TargetInfo&>())) {
+  return WithSession(
+      [&](Session& s) -> decltype(f(std::declval<store::Db&>(), std::declval<const store::TargetInfo&>())) {
+        ASSIGN_OR_RETURN(store::Db * db, s.Db());
+        ASSIGN_OR_RETURN(store::TargetInfo t, PickTarget(s, requested));
+        return f(*db, t);
+      });
 }
 
 }  // namespace symdex::query

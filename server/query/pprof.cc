@@ -7,7 +7,7 @@
 #include "server/common/strings.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/pprof.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 namespace symdex::query {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "server/store/index_store.h"
+#include "server/query/answers.h"
 
 namespace symdex::query {
 
@@ -31,7 +31,7 @@ struct PprofRequest {
 
 struct PprofResult {
   std::string profile;  // gzip-compressed
-  store::TargetInfo target;
+  TargetInfo target;
   size_t samples = 0, locations = 0;
   size_t kernel_locations = 0;  // in kernel or module mappings
   size_t symbolized = 0;        // given functions and lines

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "server/debuginfo/symbolizer.h"
+#include "server/query/answers.h"
 #include "server/query/spec.h"
 #include "server/query/symbol_query.h"
 #include "server/store/debuginfo_store.h"
@@ -41,13 +42,6 @@ class DbSource : public InstanceSource {
   const store::TargetInfo& t_;
 };
 
-// Every text-symbol instance the spec matches (NAME exactly; its compiler clones only when no
-// symbol carries NAME itself). For an ADDRESS spec: the function containing the address.
-// Each result's `spec_offset` is the spec's +OFFSET (or the address's distance from the start).
-struct Match {
-  Instance instance;
-  uint64_t offset = 0;
-};
 // `candidates`, when given, receives every text instance the spec's name reaches (for canonical specs).
 // `group`, when given, receives the name whose text instances `candidates` holds (the spec's
 // name, or for an address the name of the symbol there): what a canonical-spec cache keys on.
@@ -71,20 +65,11 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
                                                                                 const store::TargetInfo& t);
 
-// Address -> symbol+offset and the inline chain (leaf first) from the debug file.
-using Frame = debuginfo::Frame;
-
 // The offset into `in` whose line-table row describes an address `offset` into it: past the
 // patchable-entry NOPs of a traceable arm64 function (the line table gives them the function
 // before's last row; ftrace prints its traced function at +0x4), else `offset` itself.
 uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset);
 
-struct AddressInfo {
-  std::optional<Instance> symbol;  // the text symbol holding the address (store/symbol_extent.h)
-  uint64_t offset = 0;
-  std::vector<Frame> frames;  // leaf first
-  std::string note;  // why there is no symbol ("not in vmlinux or any module"), or why frames are missing or partial
-};
 absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr);
 // The same with instances from `src` and the debug file looked up through `debug_file_of`
@@ -105,13 +90,6 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
 std::string_view PaddedFunction(const Instance& in);
 // What an address in that padding answers instead of a source line.
 std::string PaddingNote(std::string_view padded);
-
-struct KprobeOptions {
-  std::string group = "symdex";
-  std::string event;  // default: derived from the name and, for duplicates, its file:line
-  bool ret = false;   // r: instead of p:
-  std::vector<std::string> fetchargs;
-};
 
 // The kprobe_events line the kernel accepts for exactly this instance (+offset):
 //   vmlinux: _text+<decimal>   (what `perf probe -D` prints on a live kernel; KASLR-proof)

@@ -1,4 +1,4 @@
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 
 #include <malloc.h>
 #include <unistd.h>
@@ -55,8 +55,13 @@ LocalQuery::LocalQuery(std::string path, Options opts) : path_(std::move(path)),
 }
 LocalQuery::~LocalQuery() = default;
 
-absl::StatusOr<std::unique_ptr<LocalQuery>> LocalQuery::Open(const std::string& db_path, Options opts) {
+absl::StatusOr<std::unique_ptr<LocalQuery>> LocalQuery::Open(const std::string& db_path, Options opts,
+                                                             std::optional<store::Db> first) {
   std::unique_ptr<LocalQuery> q(new LocalQuery(db_path, opts));
+  if (first) {
+    q->pool_.push_back(std::make_unique<Conn>(Conn{std::move(*first)}));
+    return q;
+  }
   ASSIGN_OR_RETURN(auto lease, q->Acquire());
   (void)lease;
   return q;
@@ -71,7 +76,7 @@ absl::StatusOr<LocalQuery::ConnLease> LocalQuery::Acquire() {
       return ConnLease(this, std::move(c));
     }
   }
-  ASSIGN_OR_RETURN(auto db, store::OpenIndex(path_, store::Db::Mode::kReadOnly));
+  ASSIGN_OR_RETURN(auto db, store::OpenIndex(path_, store::IndexUse::kRead));
   return ConnLease(this, std::make_unique<Conn>(Conn{std::move(db)}));
 }
 
@@ -428,28 +433,26 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   return out;
 }
 
+absl::StatusOr<AnyAnswer> LocalQuery::Call(const AnyRequest& r) {
+  return Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<AnyAnswer> {
+    constexpr size_t kIndex = Verbs::IndexOf<V>();
+    const typename V::Request& req = std::get<kIndex>(r);
+    RETURN_IF_ERROR(V::Check(req));
+    ASSIGN_OR_RETURN(typename V::Answer a, V::Local(*this, req));
+    return AnyAnswer(std::in_place_index<kIndex>, std::move(a));
+  });
+}
+
 absl::StatusOr<std::unique_ptr<LocalQuery>> OpenEmbedded(const std::string& path) {
-  if (::access(path.c_str(), F_OK) != 0) {
-    if (errno == EACCES) {
-      // The index is private (0640 in a 0750 directory): readers need its group.
-      return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
-                                                " (it is for its owner and the 'symdex' group)"));
-    }
-    return absl::FailedPreconditionError("no index at " + path + ": run 'symdex index' first (or pass --db)");
-  }
-  if (::access(path.c_str(), R_OK) != 0) {
-    return absl::PermissionDeniedError(StrCat("cannot read the index at ", path, ": ", std::strerror(errno),
-                                              " (it is for its owner and the 'symdex' group)"));
-  }
-  if (::access(path.c_str(), W_OK) == 0) {
-    // Opening read-write migrates an index written by an older symdex in place.
-    ASSIGN_OR_RETURN(auto db, store::OpenIndex(path, store::Db::Mode::kReadWriteCreate));
-  } else {
-    ASSIGN_OR_RETURN(auto db, store::OpenIndex(path, store::Db::Mode::kReadOnly));
-  }
+  ASSIGN_OR_RETURN(store::Db db, store::OpenIndex(path, store::IndexUse::kAsk));
   // One process, one question (or one stream of addresses): per-generation tables are worth
-  // keeping across its calls, answers are not.
-  return LocalQuery::Open(path, LocalQuery::Options{.max_cached_addresses = 0});
+  // keeping across its calls, answers are not. The connection that checked the file answers.
+  return LocalQuery::Open(path, LocalQuery::Options{.max_cached_addresses = 0}, std::move(db));
+}
+
+absl::StatusOr<std::unique_ptr<QueryApi>> OpenEmbeddedApi(const std::string& db_path) {
+  ASSIGN_OR_RETURN(auto q, OpenEmbedded(db_path));
+  return std::unique_ptr<QueryApi>(std::move(q));
 }
 
 }  // namespace symdex::query

@@ -1,5 +1,5 @@
-// query::VersionText (service.h).
-#include "server/query/service.h"
+// query::VersionText (api.h).
+#include "server/query/local_query.h"
 
 #include "server/common/strings.h"
 #include "server/debuginfo/addr_map.h"

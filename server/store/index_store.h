@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/common/kernel_records.h"
 #include "server/common/mapped_file.h"
 #include "server/store/sqlite_db.h"
 #include "server/store/symbol_extent.h"
@@ -19,29 +20,9 @@
 
 namespace symdex::store {
 
-struct TargetInfo {
-  int64_t id = 0;
-  std::string name, kind, release, build_id, source, warnings;
-  std::optional<uint64_t> text_addr;  // the kernel's _text (KASLR slides)
-  // KASLR-proof probes are ANCHOR+N (target::KernelTarget::text_anchor); anchor_addr is unset in
-  // rows written before it was stored, whose anchor is _text.
-  std::string text_anchor = "_text";
-  std::optional<uint64_t> anchor_addr;
-  std::optional<uint64_t> AnchorAddr() const { return anchor_addr ? anchor_addr : text_addr; }
-  uint16_t machine = 0;  // ELF e_machine (target::KernelTarget::machine)
-  int64_t indexed_at = 0;
-  int64_t generation = 0;
-  int64_t symbols_stamp = 0;  // changes with every change of its symbol rows (schema/013); 0: unknown
-  std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one
-  std::string kernel_config;                     // where that was read
-};
-
-struct TargetCounts {
-  int64_t modules = 0;
-  int64_t vmlinux_symbols = 0;
-  int64_t module_symbols = 0;
-  int64_t text_symbols = 0;
-};
+using symdex::DwarfInfo;
+using symdex::TargetCounts;
+using symdex::TargetInfo;
 
 struct FileRecord {
   std::string role, path;
@@ -52,18 +33,6 @@ struct FileRecord {
 struct ModuleRecord {
   std::string name, build_id, path;
   std::optional<uint64_t> text_addr, size;
-};
-
-// The DWARF function instance a symbol was joined to.
-struct DwarfInfo {
-  bool has_function = false;  // joined to a DW_TAG_subprogram instance
-  std::string function;       // its DWARF name (no .isra/.cold suffix)
-  std::string cu;             // compilation unit, source-tree relative
-  std::string decl_file;      // the function's declaration
-  int64_t decl_line = 0;
-  std::string entry_file;  // line-table row at the symbol's address (what addr2line says)
-  int64_t entry_line = 0;
-  bool inline_copy = false;
 };
 
 // One symbol row joined with its module (and DWARF function, when known).

@@ -7,11 +7,12 @@ what a gRPC handler may do.
 
 Fails (exit 1, one line per offence: file:line, the include or call, the rule) when
 - a directory includes one above it (a parser including the store, the store including query ...);
-- a file in client/ includes anything below the query API: the CLI sees server/query/service.h
-  (the API), server/api/remote_query.h (its gRPC implementation, which the CLI opens as a module:
-  server/api/remote_plugin.h) and server/common/; writes that
-  stay local (and the JIT verbs that work on local files) are listed below by file, each with
-  its reason;
+- a file in client/ reaches, through its includes and theirs, anything below the query API: the
+  CLI sees server/query/api.h (the API: questions and answers, no store, libdw or gRPC header —
+  checked here too), server/api/remote_query.h (its gRPC implementation, which the CLI opens as
+  a module: server/api/remote_plugin.h) and server/common/; the verbs that stay in this process
+  (writes, and the JIT verbs that work on local files) are listed below by file, each with its
+  reason, and only they may reach what their list names (and what that reaches);
 - the gRPC handlers (server/api/services.*) include the store or run SQL or file I/O themselves:
   what they answer must come from the query layer, which the CLI uses too;
 - SQL is written outside server/store/ (a statement in a string literal, or a statement prepared
@@ -40,19 +41,24 @@ LAYERS = {
     "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest", "fleet"},
 }
 
-# What client/ may include from server/.
-CLIENT_API = [re.compile(p) for p in (r"server/query/service\.h$", r"server/api/remote_query\.h$",
-                                      r"server/api/remote_plugin\.h$", r"server/common/[^/]+\.h$")]
+# The query API a front end sees: these headers and what they include must stay above the store,
+# the parsers and the debug-info readers, and name no SQLite, libdw or gRPC header.
+THIN_API = ["server/query/api.h", "server/api/remote_query.h", "server/api/remote_plugin.h"]
+THIN_FORBIDDEN_DIRS = {"store", "ingest", "debuginfo", "target", "indexer", "jit", "fleet", "metrics"}
+THIN_FORBIDDEN_SYSTEM = re.compile(r"^(sqlite3\.h|elfutils/|libelf\.h|gelf\.h|dwarf\.h|grpc|google/protobuf/)")
+# What the client's includes may reach in server/ besides THIN_API's closure.
+CLIENT_API = [re.compile(p) for p in (r"server/common/[^/]+\.h$",)]
 # What stays in the CLI process, by file, each with its reason (README "Architecture"):
-# writes, and the two JIT verbs that work on files here.
-WRITE_OPEN = {"server/indexer/open_index.h", "server/store/sqlite_db.h", "server/store/migrations.h"}
+# writes, and the JIT verbs that work on files here. A file listed may include these (and reach
+# what they reach); every other client file reaches only the query API.
+LOCAL_INDEX = {"client/local_index.h", "server/store/open_index.h"}
 JIT_LOCAL = "jit export writes ELF files here from the code bytes in the index"
 CLIENT_LOCAL = {
-    "client/cmd_index.cc": ({"server/indexer/indexer.h"},
+    "client/local_index.h": ({"server/store/open_index.h"}, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
+    "client/local_index.cc": (LOCAL_INDEX, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
+    "client/cmd_index.cc": ({"server/indexer/indexer.h"} | LOCAL_INDEX,
                             "symdex index writes the index itself: no daemon needed"),
-    "client/cli_common.h": (WRITE_OPEN, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
-    "client/cli_common.cc": (WRITE_OPEN, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
-    "client/cmd_jit.cc": ({"server/jit/ingest.h", "server/jit/jit_elf.h", "server/query/jit_query.h"},
+    "client/cmd_jit.cc": ({"server/jit/ingest.h", "server/jit/jit_elf.h", "server/query/jit_query.h"} | LOCAL_INDEX,
                           "jit ingest writes the index; " + JIT_LOCAL),
     "client/cmd_frames.cc": ({"server/ingest/elf_notes.h", "server/ingest/frame_text.h"},
                              "frames --kernel-notes/--modules-from read a machine's captured sysfs notes here"),
@@ -62,7 +68,7 @@ CLIENT_LOCAL = {
 
 # The gRPC handlers: no store, no SQL, no file I/O.
 HANDLERS = ["server/api/services.h", "server/api/services.cc", "server/api/frame_services.cc", "server/api/jit_services.cc",
-            "server/api/serve.h"]
+            "server/api/serve.h", "server/api/verb_service.h"]
 # (metrics: the handlers count their calls; jit/ingest.h: JitService.Ingest, a write the daemon owns.)
 HANDLER_INCLUDES = [re.compile(p) for p in (r"server/api/", r"server/query/", r"server/common/", r"symdex/v1/",
                                             r"server/metrics/", r"server/jit/ingest\.h$")]
@@ -73,6 +79,7 @@ HANDLER_FORBIDDEN = [
 ]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 # SQL outside the store: a statement in a string literal, or one prepared on the database handle.
 SQL_TEXT = re.compile(r'"[^"]*\b(SELECT\s.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|'
                       r'CREATE\s+(TABLE|INDEX)|PRAGMA)\b')
@@ -82,6 +89,29 @@ SQL_CALL = re.compile(r'\bdb_?(\.|->)Prepare\s*\(|\bsqlite3_(prepare|exec)')
 def includes(path):
     for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
         m = INCLUDE.match(line)
+        if m:
+            yield n, m.group(1)
+
+
+def reach(root, start, memo):
+    """Every project header `start` includes, directly or through others (client/ and server/)."""
+    if start in memo:
+        return memo[start]
+    memo[start] = set()
+    out = set()
+    path = root / start
+    if path.exists():
+        for _, inc in includes(path):
+            if inc.startswith(("server/", "client/")):
+                out.add(inc)
+                out |= reach(root, inc, memo)
+    memo[start] = out
+    return out
+
+
+def system_includes(path):
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        m = SYSTEM_INCLUDE.match(line)
         if m:
             yield n, m.group(1)
 
@@ -112,18 +142,41 @@ def main(root):
             dep = inc.split("/")[1]
             if dep != layer and dep not in allowed:
                 bad.append(f"{rel}:{n}: includes {inc}: server/{layer}/ may include only {sorted(allowed)}")
+    memo = {}
+    thin = set(THIN_API)
+    for h in THIN_API:
+        thin |= reach(root, h, memo)
+    for h in sorted(thin):
+        d = h.split("/")[1] if h.startswith("server/") else ""
+        if d in THIN_FORBIDDEN_DIRS:
+            bad.append(f"{h}: part of the query API a front end sees, and in server/{d}/: "
+                       "move the value type it needs to server/query/answers.h or server/common/")
+        if h == "server/api/remote_plugin.h" or not (root / h).exists():
+            continue
+        for n, inc in system_includes(root / h):
+            if THIN_FORBIDDEN_SYSTEM.search(inc) and not h.startswith("server/api/"):
+                bad.append(f"{h}:{n}: includes <{inc}>: the query API a front end sees names no SQLite, libdw or gRPC")
     for p in clients:
         rel = p.relative_to(root).as_posix()
         for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
             if SQL_TEXT.search(line) or SQL_CALL.search(line):
                 bad.append(f"{rel}:{n}: SQL in client/: the CLI asks the query API")
         extra, _ = CLIENT_LOCAL.get(rel, (set(), ""))
+        allowed = set(thin)
+        for e in extra:
+            allowed.add(e)
+            allowed |= reach(root, e, memo)
         for n, inc in includes(p):
-            if not inc.startswith("server/") or inc in extra:
+            if not inc.startswith(("server/", "client/")):
                 continue
-            if not any(r.search(inc) for r in CLIENT_API):
-                bad.append(f"{rel}:{n}: includes {inc}: client/ sees only the query API "
-                           "(server/query/service.h), its client (server/api/remote_query.h) and server/common/")
+            for reached in sorted({inc} | reach(root, inc, memo)):
+                if not reached.startswith("server/") or reached in allowed:
+                    continue
+                if any(r.search(reached) for r in CLIENT_API):
+                    continue
+                via = "" if reached == inc else f" (through {inc})"
+                bad.append(f"{rel}:{n}: reaches {reached}{via}: client/ sees only the query API "
+                           "(server/query/api.h), its client (server/api/remote_query.h) and server/common/")
     for h in HANDLERS:
         p = root / h
         if not p.exists():

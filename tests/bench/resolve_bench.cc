@@ -8,9 +8,10 @@
 #include <cstdlib>
 #include <iostream>
 
+#include "server/query/local_query.h"
 #include "server/query/resolver.h"
-#include "server/query/service.h"
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ Fixture* Load() {
       std::cerr << "set SYMDEX_DB to an index (see the header comment)\n";
       std::exit(2);
     }
-    auto db = symdex::store::OpenIndex(path, symdex::store::Db::Mode::kReadOnly);
+    auto db = symdex::store::OpenIndex(path, symdex::store::IndexUse::kRead);
     if (!db.ok()) {
       std::cerr << db.status().message() << "\n";
       std::exit(2);

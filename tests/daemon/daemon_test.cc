@@ -24,7 +24,7 @@
 #include "server/debuginfo/addr_map.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/pprof.h"
-#include "server/query/service.h"
+#include "server/query/local_query.h"
 #include "server/store/migrations.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 #include "tests/daemon/daemon_harness.h"
@@ -167,7 +167,9 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
       "status", "status -v", "--json status", "symbols", "--json symbols", "symbols --all-types", "symbols --canonical",
       "--json symbols --canonical", "symbols -m fake_mod", "--json symbols -m vmlinux --all-types",
       "symbols -m no_such_module", "-t no_such_target symbols", "kallsyms", "kallsyms --aliases",
-      "kallsyms --aliases --separator %", "-t no_such_target kallsyms"};
+      "kallsyms --aliases --separator %", "-t no_such_target kallsyms",
+      // Where a function was inlined (hdr_helper: into a_entry and b_entry), and where not.
+      "inlined hdr_helper", "--json inlined hdr_helper", "inlined name_show", "-t no_such_target inlined hdr_helper"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
@@ -514,7 +516,7 @@ TEST_F(DaemonTest, HostileRequestsGetClearErrorsAndTheDaemonKeepsServing) {
         undecodable.emplace_back(StrCat("/", svc->full_name(), "/", svc->method(i)->name()), garbage);
     }
   }
-  ASSERT_EQ(undecodable.size(), 18u);  // 13 + 4 methods, and the UTF-8 one
+  ASSERT_EQ(undecodable.size(), 19u);  // 14 + 4 methods, and the UTF-8 one
   for (const auto& [method, payload] : undecodable) {
     grpc::ClientContext ctx;
     grpc::ByteBuffer out;
@@ -680,6 +682,21 @@ TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
     EXPECT_FALSE(in.contains("address") && !in["address"].is_null()) << in.dump();
   }
   EXPECT_EQ(hidden.out.find("0xffffffff"), std::string::npos) << hidden.out;
+  // The same for the callers of an inlined copy, which the privileged socket shows by address.
+  CommandResult inl = Cli(tls2 + " --json inlined hdr_helper");
+  ASSERT_EQ(inl.exit_code, 0) << inl.err;
+  json ij = json::parse(inl.out);
+  ASSERT_FALSE(ij["sites"].empty()) << inl.out;
+  for (const auto& s : ij["sites"]) {
+    ASSERT_TRUE(s["caller"].is_object()) << s.dump();
+    EXPECT_TRUE(s["caller"]["address"].is_null()) << s.dump();
+  }
+  json il = json::parse(Cli("--local --db '" + db_ + "' --json inlined hdr_helper").out);
+  ASSERT_EQ(il["sites"].size(), ij["sites"].size()) << il.dump();
+  for (const auto& s : il["sites"]) {
+    const std::string a = s["caller"]["address"];
+    EXPECT_EQ(inl.out.find(a), std::string::npos) << a << " " << inl.out;
+  }
   CommandResult oracle = Cli(tls2 + " addr 0xffffffff81000000");
   EXPECT_EQ(oracle.exit_code, 3) << oracle.out;
   EXPECT_NE(oracle.err.find("KASLR"), std::string::npos) << oracle.err;

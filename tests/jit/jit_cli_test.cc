@@ -13,6 +13,7 @@
 #include "server/ingest/jitdump.h"
 #include "server/jit/build_ids.h"
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "tests/jit/jitdump_writer.h"
 #include "tests/jit/node_script.h"
 #include "tests/jit/symdex_db_test.h"
@@ -210,7 +211,7 @@ TEST_F(JitCliTest, NodeDumpSchemesCollisionsAndExport) {
   // Every stored ID equals an independent computation from the parsed dump.
   auto dump = ParseJitdump(Slurp(dump_path), dump_path);
   ASSERT_TRUE(dump.ok()) << dump.status();
-  auto db = store::OpenIndex(dir_ / "index.db", store::Db::Mode::kReadOnly);
+  auto db = store::OpenIndex(dir_ / "index.db", store::IndexUse::kRead);
   ASSERT_TRUE(db.ok()) << db.status();
   auto q = db->Prepare(
       "SELECT b.scheme, b.build_id FROM jit_build_ids b JOIN jit_loads l ON l.id=b.load_id "

@@ -7,6 +7,7 @@
 
 #include "server/jit/ingest.h"
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "tests/jit/jitdump_writer.h"
 #include "tests/unit/test_util.h"
 
@@ -20,7 +21,7 @@ using symdex::testing::WriteFile;
 class JitQueryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto db = store::OpenIndex(dir_ / "index.db", store::Db::Mode::kReadWriteCreate);
+    auto db = store::OpenIndex(dir_ / "index.db", store::IndexUse::kCreate);
     ASSERT_TRUE(db.ok()) << db.status();
     db_.emplace(std::move(*db));
     // pid 4242: f at 0x1000 (lines at +0x4 and +0x10), g at 0x2000 moved to 0x3000 at time 50.

@@ -15,6 +15,7 @@
 #include "server/indexer/steps.h"
 #include "server/store/index_store.h"
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "server/store/symbol_extent.h"
 #include "tests/unit/test_util.h"
 
@@ -153,7 +154,7 @@ TEST(AliasRankTest, TheIndexerCarriesTheDebugFilesFactsToBothLookups) {
   EXPECT_EQ(facts_of("__do_sys_ni_syscall"), kFunc);
   EXPECT_EQ(facts_of("ftrace_ops_list_func"), kElfFunction);
 
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ReplaceTarget(*db, t, 1).ok());
   auto info = FindTarget(*db, "host");

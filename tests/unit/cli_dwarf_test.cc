@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -223,6 +224,54 @@ TEST_F(CliDwarfTest, AnUnreadableVmlinuxIsAnInputError) {
   json w = Json("which name_show --exact");
   ASSERT_EQ(w["count"], 2);
   for (const auto& in : w["instances"]) EXPECT_TRUE(in["dwarf"].is_null()) << in.dump();
+}
+
+// hdr_helper (include/linux/common.h) is called out of line through a pointer and inlined into
+// a_entry and b_entry: `inlined` lists those two copies with their call sites, and binutils'
+// addr2line, asked about each copy's first address, names the same inline nesting.
+TEST_F(CliDwarfTest, InlinedListsEveryCopyWithTheCallSiteAddr2lineGives) {
+  ASSERT_EQ(Symdex(OfflineVmlinuxIndexArgs()).exit_code, 0);
+  json r = Json("inlined hdr_helper");
+  EXPECT_EQ(r["name"], "hdr_helper");
+  std::map<std::string, json> by_caller;
+  for (const auto& s : r["sites"]) by_caller[s["caller"]["name"].get<std::string>()] = s;
+  ASSERT_EQ(by_caller.size(), 2u) << r.dump(1);
+  // The lines of a_entry and b_entry in the fixture's sources (tests/unit/kernel_fixture.cc).
+  struct Want {
+    std::string caller, file;
+    int line;
+  };
+  for (const Want& w : {Want{"a_entry", "drivers/a/a.c", 10}, Want{"b_entry", "drivers/b/b.c", 8}}) {
+    const std::string& caller = w.caller;
+    const std::string& file = w.file;
+    ASSERT_TRUE(by_caller.count(caller)) << r.dump(1);
+    const json& s = by_caller[caller];
+    EXPECT_EQ(s["file"], file);
+    EXPECT_EQ(s["line"], w.line);
+    EXPECT_EQ(s["inlined_into"], caller);
+    EXPECT_EQ(s["depth"], 1);
+    // addr2line -i: the inlined function first, then the caller with the call site's line.
+    uint64_t at = std::stoull(s["caller"]["address"].get<std::string>(), nullptr, 16) + s["offset"].get<uint64_t>();
+    CommandResult a2l = RunCommand(fmt::format("addr2line -i -f -e '{}' {:#x}", fx_.vmlinux, at));
+    ASSERT_EQ(a2l.exit_code, 0) << a2l.err;
+    std::vector<std::string> lines;
+    std::istringstream in(a2l.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    auto it = std::find(lines.begin(), lines.end(), "hdr_helper");
+    ASSERT_NE(it, lines.end()) << a2l.out;
+    ASSERT_GE(lines.end() - it, 4) << a2l.out;
+    EXPECT_EQ(it[2], caller) << a2l.out;
+    const std::string call_site = it[3].substr(0, it[3].find(' '));  // "/abs/drivers/a/a.c:10"
+    EXPECT_TRUE(call_site.ends_with(file + ":" + std::to_string(s["line"].get<int>()))) << a2l.out;
+  }
+  // A noinline function was copied nowhere; the text form says so on stderr.
+  CommandResult none = Symdex("inlined name_show");
+  EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
+  EXPECT_NE(none.err.find("not inlined anywhere"), std::string::npos) << none.err;
+  CommandResult text = Symdex("inlined hdr_helper");
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("hdr_helper: inlined at 2 places"), std::string::npos) << text.out;
+  EXPECT_EQ(Symdex("inlined ''").exit_code, 2);
 }
 
 TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "tests/unit/store_fixture.h"
 #include "tests/unit/test_util.h"
 
@@ -16,7 +17,7 @@ using symdex::testing::TempDir;
 
 TEST(IndexStoreTest, WritesAndReadsBackATarget) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok());
   auto t = SmallTarget("host");
   t.files.push_back({"kallsyms", "/proc/kallsyms", target::InputFileStatus::kUsed, ""});
@@ -54,7 +55,7 @@ TEST(IndexStoreTest, WritesAndReadsBackATarget) {
 
 TEST(IndexStoreTest, ReindexReplacesAndBumpsGeneration) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   auto t = SmallTarget("host");
   ASSERT_TRUE(ReplaceTarget(*db, t, 1).ok());
   t.symbols.resize(3);
@@ -82,7 +83,7 @@ int64_t Rows(Db& db, const std::string& sql) {
 // version may survive, and foreign keys are enforced again afterwards.
 TEST(IndexStoreTest, ReindexOfTheOnlyTargetLeavesNoOrphans) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   auto t = SmallTarget("host");
   t.modules[0].sections = {{".text", 0xffffffffc0a00000ull}, {".data", 0xffffffffc0a10000ull}};
   t.files.push_back({"kallsyms", "/proc/kallsyms", target::InputFileStatus::kUsed, ""});
@@ -105,7 +106,7 @@ TEST(IndexStoreTest, ReindexOfTheOnlyTargetLeavesNoOrphans) {
 // With two targets in one database, replacing one must not touch the other's rows.
 TEST(IndexStoreTest, ReplacingOneOfTwoTargetsLeavesTheOtherWhole) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   auto a = SmallTarget("a");
   auto b = SmallTarget("b");
   b.modules[0].sections = {{".text", 0xffffffffc0a00000ull}};
@@ -130,7 +131,7 @@ TEST(IndexStoreTest, ReplacingOneOfTwoTargetsLeavesTheOtherWhole) {
 
 TEST(IndexStoreTest, FailedReindexLeavesThePreviousVersionIntact) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   auto good = SmallTarget("host");
   ASSERT_TRUE(ReplaceTarget(*db, good, 1).ok());
   auto bad = SmallTarget("host");
@@ -147,10 +148,10 @@ TEST(IndexStoreTest, FailedReindexLeavesThePreviousVersionIntact) {
 
 TEST(IndexStoreTest, ReaderSnapshotNeverSeesHalfAReindex) {
   TempDir d;
-  auto writer = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto writer = OpenIndex(d / "i.db", IndexUse::kCreate);
   auto t = SmallTarget("host");
   ASSERT_TRUE(ReplaceTarget(*writer, t, 1).ok());
-  auto reader = OpenIndex(d / "i.db", Db::Mode::kReadOnly);
+  auto reader = OpenIndex(d / "i.db", IndexUse::kRead);
   ASSERT_TRUE(reader.ok()) << reader.status();
   ASSERT_TRUE(reader->Exec("BEGIN").ok());
   auto before = FindTarget(*reader, "host");
@@ -171,7 +172,7 @@ TEST(IndexStoreTest, ReaderSnapshotNeverSeesHalfAReindex) {
 // (IndexesAfterLoad): the schema's indexes are all there after the write, and used.
 TEST(IndexStoreTest, ReplacingTheOnlyTargetKeepsTheSchemasIndexes) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok());
   auto indexes = [&] {
     auto st = db->Prepare(

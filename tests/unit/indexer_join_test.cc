@@ -7,6 +7,7 @@
 #include "server/indexer/steps.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex::indexer {
@@ -44,7 +45,7 @@ debuginfo::DwarfIndex AliasIndex() {
 
 TEST(IndexerJoin, InMemoryTableAnswersAsTheStoredOne) {
   TempDir d;
-  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  auto db = store::OpenIndex(d / "i.db", store::IndexUse::kCreate);
   ASSERT_TRUE(db.ok()) << db.status();
   const debuginfo::DwarfIndex idx = AliasIndex();
   auto stored = store::InsertDebugFile(*db, idx, "aabbccdd", "/x.ko.debug", std::nullopt, std::nullopt, 0.1, 1);
@@ -87,7 +88,7 @@ TEST(IndexerJoin, InMemoryTableAnswersAsTheStoredOne) {
 
 TEST(IndexerJoin, RowsAlreadyStoredGiveNoFunctionIds) {
   TempDir d;
-  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  auto db = store::OpenIndex(d / "i.db", store::IndexUse::kCreate);
   ASSERT_TRUE(db.ok()) << db.status();
   const debuginfo::FileStamp stamp{.size = 1, .mtime_ns = 2, .ctime_ns = 3, .ino = 4, .dev = 5};
   auto first = store::InsertDebugFile(*db, AliasIndex(), "aabbccdd", "/x.ko.debug", stamp, std::nullopt, 0.1, 1);
@@ -104,7 +105,7 @@ TEST(IndexerJoin, RowsAlreadyStoredGiveNoFunctionIds) {
 // call that writes nothing hands out none.
 TEST(IndexerJoin, FunctionIdsKnownBeforeTheRowsAreTheirIds) {
   TempDir d;
-  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  auto db = store::OpenIndex(d / "i.db", store::IndexUse::kCreate);
   ASSERT_TRUE(db.ok()) << db.status();
   auto ids_of = [&](int64_t file) {
     auto st = db->Prepare("SELECT id FROM dwarf_functions WHERE debug_file_id = ?1 ORDER BY id");
@@ -200,12 +201,12 @@ TEST(IndexerJoin, AFileWrittenInPartsIsStoredAsInOnePiece) {
   debuginfo::DwarfIndex idx = AliasIndex();
   idx.variables.push_back({.name = "v", .addr = 0x900, .section = 1, .cu = 1, .decl_file = 1, .decl_line = 3});
   const debuginfo::FileStamp stamp{.size = 1, .mtime_ns = 2, .ctime_ns = 3, .ino = 4, .dev = 5};
-  auto whole_db = store::OpenIndex(d / "whole.db", store::Db::Mode::kReadWriteCreate);
+  auto whole_db = store::OpenIndex(d / "whole.db", store::IndexUse::kCreate);
   ASSERT_TRUE(whole_db.ok()) << whole_db.status();
   auto whole = store::InsertDebugFile(*whole_db, idx, "aabbccdd", "/x.ko.debug", stamp, 0x1000, 0.5, 7);
   ASSERT_TRUE(whole.ok()) << whole.status();
 
-  auto parts_db = store::OpenIndex(d / "parts.db", store::Db::Mode::kReadWriteCreate);
+  auto parts_db = store::OpenIndex(d / "parts.db", store::IndexUse::kCreate);
   ASSERT_TRUE(parts_db.ok()) << parts_db.status();
   auto w = store::DebugFileWriter::Begin(*parts_db, "aabbccdd", "/x.ko.debug", stamp, idx.relocatable, 7);
   ASSERT_TRUE(w.ok()) << w.status();
@@ -220,7 +221,7 @@ TEST(IndexerJoin, AFileWrittenInPartsIsStoredAsInOnePiece) {
   EXPECT_EQ(parts->function_ids, whole->function_ids);
   EXPECT_EQ(DumpDebugRows(*parts_db), DumpDebugRows(*whole_db));
 
-  auto dropped_db = store::OpenIndex(d / "dropped.db", store::Db::Mode::kReadWriteCreate);
+  auto dropped_db = store::OpenIndex(d / "dropped.db", store::IndexUse::kCreate);
   ASSERT_TRUE(dropped_db.ok()) << dropped_db.status();
   const std::string empty = DumpDebugRows(*dropped_db);
   {
@@ -236,7 +237,7 @@ TEST(IndexerJoin, AFileWrittenInPartsIsStoredAsInOnePiece) {
 // another file's rows stay, and every reference still points at a stored row.
 TEST(IndexerJoin, AChangedFileReplacesItsRowsAndLeavesNoneBehind) {
   TempDir d;
-  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  auto db = store::OpenIndex(d / "i.db", store::IndexUse::kCreate);
   ASSERT_TRUE(db.ok()) << db.status();
   auto count = [&](const char* sql) {
     auto st = db->Prepare(sql);

@@ -1,4 +1,5 @@
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +19,7 @@ TEST(MigrationsTest, EmbeddedMigrationsAreNumberedFromOne) {
 
 TEST(MigrationsTest, FreshDatabaseGetsLatestSchemaInWalMode) {
   TempDir d;
-  auto db = OpenIndex(d / "sub/dir/index.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "sub/dir/index.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok()) << db.status();
   EXPECT_EQ(*db->UserVersion(), Migrations().back().version);
   auto st = db->Prepare("PRAGMA journal_mode");
@@ -41,10 +42,10 @@ TEST(MigrationsTest, OldDatabaseIsMigratedKeepingItsData) {
                     .ok());
   }
   // A read-only open refuses a database that needs migrating...
-  auto ro = OpenIndex(path, Db::Mode::kReadOnly);
+  auto ro = OpenIndex(path, IndexUse::kRead);
   EXPECT_EQ(ro.status().code(), absl::StatusCode::kFailedPrecondition);
   // ...a writable one migrates it and keeps the rows.
-  auto db = OpenIndex(path, Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(path, IndexUse::kCreate);
   ASSERT_TRUE(db.ok()) << db.status();
   EXPECT_EQ(*db->UserVersion(), Migrations().back().version);
   auto st = db->Prepare("SELECT name, generation, warnings FROM targets");
@@ -56,14 +57,33 @@ TEST(MigrationsTest, OldDatabaseIsMigratedKeepingItsData) {
   EXPECT_TRUE(db->Exec("SELECT COUNT(*) FROM target_files").ok());
 }
 
+// The embedded CLI's open (kAsk): an index of an older schema is migrated in place for a user
+// who may write it, and answered through a read-only connection; a missing one says the cure.
+TEST(MigrationsTest, AskingMigratesAnOlderIndexAndReadsItReadOnly) {
+  TempDir d;
+  const std::string path = d / "old.db";
+  {
+    auto db = Db::Open(path, Db::Mode::kReadWriteCreate);
+    ASSERT_TRUE(db.ok());
+    ASSERT_TRUE(Migrate(*db, {Migrations()[0]}).ok());
+  }
+  auto db = OpenIndex(path, IndexUse::kAsk);
+  ASSERT_TRUE(db.ok()) << db.status();
+  EXPECT_EQ(*db->UserVersion(), Migrations().back().version);
+  EXPECT_FALSE(db->Exec("CREATE TABLE t (x)").ok()) << "the answering connection is read-only";
+  auto missing = OpenIndex(d / "none.db", IndexUse::kAsk);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(std::string(missing.status().message()).find("run 'symdex index' first"), std::string::npos);
+}
+
 TEST(MigrationsTest, NewerDatabaseIsRefused) {
   TempDir d;
   {
-    auto db = OpenIndex(d / "new.db", Db::Mode::kReadWriteCreate);
+    auto db = OpenIndex(d / "new.db", IndexUse::kCreate);
     ASSERT_TRUE(db.ok());
     ASSERT_TRUE(db->Exec("PRAGMA user_version=999").ok());
   }
-  auto db = OpenIndex(d / "new.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "new.db", IndexUse::kCreate);
   ASSERT_FALSE(db.ok());
   EXPECT_NE(std::string(db.status().message()).find("newer than this symdex"), std::string::npos);
 }
@@ -71,7 +91,7 @@ TEST(MigrationsTest, NewerDatabaseIsRefused) {
 TEST(MigrationsTest, NotADatabaseIsAClearError) {
   TempDir d;
   WriteFile(d / "junk.db", std::string(8192, 'x'));
-  auto db = OpenIndex(d / "junk.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "junk.db", IndexUse::kCreate);
   ASSERT_FALSE(db.ok());
   EXPECT_NE(std::string(db.status().message()).find("junk.db"), std::string::npos) << db.status();
 }

@@ -13,6 +13,7 @@
 #include "server/common/file_util.h"
 #include "server/store/index_store.h"
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "server/store/text_symbol_file.h"
 #include "tests/unit/test_util.h"
 
@@ -86,7 +87,7 @@ struct Want {
 
 TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ReplaceTarget(*db, LaidOutTarget(), 1).ok());
   auto info = FindTarget(*db, "host");
@@ -159,7 +160,7 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
 
 TEST(SymbolExtentTest, AnOfflineTargetSaysItsModulesHaveNoAddresses) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   target::KernelTarget t = LaidOutTarget();
   t.kind = "offline";
   t.modules = {{.name = "uio"}};
@@ -177,7 +178,7 @@ TEST(SymbolExtentTest, AnOfflineTargetSaysItsModulesHaveNoAddresses) {
 // any of its parts, is refused with the reason, and the table is read from the database.
 TEST(SymbolExtentTest, AStaleOrDamagedTextSymbolFileIsNotUsed) {
   TempDir d;
-  auto db = OpenIndex(d / "i.db", Db::Mode::kReadWriteCreate);
+  auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok());
   ASSERT_TRUE(ReplaceTarget(*db, LaidOutTarget(), 1).ok());
   auto info = FindTarget(*db, "host");

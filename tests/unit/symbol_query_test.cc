@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "server/store/migrations.h"
+#include "server/store/open_index.h"
 #include "tests/unit/store_fixture.h"
 #include "tests/unit/test_util.h"
 
@@ -15,7 +16,7 @@ using symdex::testing::TempDir;
 class SymbolQueryTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto db = store::OpenIndex(dir_ / "i.db", store::Db::Mode::kReadWriteCreate);
+    auto db = store::OpenIndex(dir_ / "i.db", store::IndexUse::kCreate);
     ASSERT_TRUE(db.ok());
     db_ = std::move(*db);
     ASSERT_TRUE(store::ReplaceTarget(db_, SmallTarget("host"), 1).ok());
@@ -125,7 +126,7 @@ TEST(AliasNoiseTest, MatchesKasAliasFilters) {
 
 TEST(SelectTargetTest, DefaultsAndErrors) {
   TempDir d;
-  auto db = store::OpenIndex(d / "i.db", store::Db::Mode::kReadWriteCreate);
+  auto db = store::OpenIndex(d / "i.db", store::IndexUse::kCreate);
   EXPECT_EQ(SelectTarget(*db, "").status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(store::ReplaceTarget(*db, SmallTarget("6.1.0-a", "offline"), 1).ok());
   EXPECT_EQ(SelectTarget(*db, "")->name, "6.1.0-a");  // the only one

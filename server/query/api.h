@@ -1,39 +1,32 @@
-// The query API every front end uses: the CLI embedded (LocalQuery over the index file), the
-// daemon's gRPC handlers (the same LocalQuery, shared by all calls), and the CLI as a client of
-// the daemon (api::RemoteQuery, the same interface over gRPC). Answers are plain structs; the
-// printing lives in the CLI, the wire format in server/api/convert.h, so the CLI prints the same
-// bytes whichever implementation answered.
+// The query API every front end uses: the CLI embedded (query/local_query.h: LocalQuery over the
+// index file), the daemon's gRPC handlers (the same LocalQuery, shared by all calls, seen through
+// query/caller_view.h per peer), and the CLI as a client of the daemon (api::RemoteQuery, the
+// same interface over gRPC). Answers are plain structs (answers.h, jit_types.h); the printing
+// lives in the CLI, the wire format in server/api/convert.h, so the CLI prints the same bytes
+// whichever implementation answered. This header reaches no store, libdw or gRPC header: a front
+// end that includes it sees the questions and answers only.
 #pragma once
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <vector>
 
-#include "server/debuginfo/symbolizer.h"
+#include "server/common/status.h"
+#include "server/common/strings.h"
+#include "server/query/answers.h"
 #include "server/query/decode.h"
-#include "server/query/frames.h"
 #include "server/query/jit_types.h"
 #include "server/query/pprof.h"
-#include "server/query/resolver.h"
-#include "server/query/symbol_query.h"
-#include "server/store/index_store.h"
+#include "server/query/verbs.h"
 
 namespace symdex::query {
 
-// The store's records as the query API hands them out (front ends name them through here).
-using TargetInfo = store::TargetInfo;
-using TargetCounts = store::TargetCounts;
-using DwarfInfo = store::DwarfInfo;
-
 struct TargetSummary {
-  store::TargetInfo info;
-  store::TargetCounts counts;
+  TargetInfo info;
+  TargetCounts counts;
 };
 
 struct CanonicalMatch {
@@ -44,17 +37,17 @@ struct CanonicalMatch {
 // A spec's answer: no match (not found), one, or several (ambiguous, each with its canonical
 // spec). A malformed spec is an InvalidArgument status instead.
 struct ResolveResult {
-  store::TargetInfo target;
+  TargetInfo target;
   std::vector<CanonicalMatch> matches;
 };
 
 struct WhichResult {
-  store::TargetInfo target;
+  TargetInfo target;
   std::vector<Instance> instances;
 };
 
 struct SymbolizeResult {
-  store::TargetInfo target;
+  TargetInfo target;
   std::vector<uint64_t> addresses;
   // Parallel to addresses. Shared and immutable: the daemon hands out its cached answers
   // without copying them.
@@ -62,7 +55,7 @@ struct SymbolizeResult {
 };
 
 struct DupsResult {
-  store::TargetInfo target;
+  TargetInfo target;
   // Shared and immutable: computed once per (target generation, options) and handed to every
   // caller (the daemon streams it to many clients at once without copying it).
   std::shared_ptr<const std::vector<DupGroup>> groups = std::make_shared<const std::vector<DupGroup>>();
@@ -82,7 +75,7 @@ struct SymbolsOptions {
   bool aliases = false;    // kas_alias suffixes (path_c_LINE) for duplicated text names
 };
 struct SymbolsResult {
-  store::TargetInfo target;
+  TargetInfo target;
   std::vector<Instance> instances;
   std::vector<std::string> canonical;  // parallel to instances when asked, else empty
   std::vector<std::string> alias;      // parallel to instances when asked ("" = none), else empty
@@ -155,8 +148,6 @@ struct IndexState {
   std::optional<LiveBehindState> live_behind;
 };
 
-absl::StatusOr<std::vector<BuildIdHit>> KernelBuildIdHits(store::Db& db, const std::string& hex);
-
 // Limits both implementations enforce, so a hostile request is refused the same way anywhere.
 // Every string a request carries has one; a refusal names the field and the limit, never echoes
 // the value.
@@ -205,114 +196,24 @@ class QueryApi {
   virtual absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) = 0;
   // Which ingested load each jitted DSO (as read from disk by the caller) is, in order.
   virtual absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) = 0;
+
+  // A verb declared in verbs.h, asked of this implementation.
+  template <class V>
+  absl::StatusOr<typename V::Answer> Ask(const typename V::Request& r) {
+    constexpr size_t kIndex = Verbs::IndexOf<V>();
+    ASSIGN_OR_RETURN(AnyAnswer a, Call(AnyRequest(std::in_place_index<kIndex>, r)));
+    if (a.index() != kIndex) return absl::InternalError(StrCat(V::kMethod, " was answered with another verb's answer"));
+    return std::get<kIndex>(std::move(a));
+  }
+  // The verbs of verbs.h, each request answered by the verb at the same place in Verbs.
+  virtual absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) = 0;
 };
 
-// The implementation over an index file. Thread-safe: a pool of read-only SQLite connections,
-// each call inside one read snapshot (a concurrent re-index is seen entirely or not at all);
-// per-(target, generation) caches of name -> instances and address -> answer, dropped when the
-// target's generation changes; one libdw symbolizer behind a mutex (libdw handles are not
-// thread-safe).
-class LocalQuery : public QueryApi {
- public:
-  struct Options {
-    bool cache = true;                     // false: every answer from the database (the CLI)
-    size_t max_cached_names = 200000;      // entries; the cache is cleared when full
-    size_t max_cached_addresses = 262144;  // 0: answers are not kept
-    // How long the list of targets (and so each target's generation) may be reused without
-    // asking the database. Calls answered entirely from the caches then touch no SQLite at all;
-    // a re-index is seen at most this late, and never half-way. 0: every call asks.
-    double target_cache_seconds = 0;
-  };
-  // Opens one connection now, so a missing or corrupt index fails here with its path.
-  static absl::StatusOr<std::unique_ptr<LocalQuery>> Open(const std::string& db_path, Options opts);
-  ~LocalQuery() override;
-
-  absl::StatusOr<std::vector<TargetSummary>> Targets() override;
-  absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
-  absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
-  absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
-  absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
-  absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
-  absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
-                                    const KprobeOptions& opts) override;
-  absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
-  absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
-                                      const std::vector<FrameIn>& frames) override;
-  absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
-  absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
-  absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
-  absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) override;
-  absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) override;
-  // BuildId, with jitted loads only when `include_jitted`, quoting a bad argument in at most
-  // `quote_max` characters (a daemon does not echo a hostile request back in full).
-  absl::StatusOr<BuildIdAnswer> BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max);
-
-  // The target a call naming `requested` would use (the default rule for "").
-  absl::StatusOr<store::TargetInfo> Target(const std::string& requested);
-  // A loaded module's section bases in `t` (cached per generation): what turns a module address
-  // into SECTION+offset.
-  absl::StatusOr<std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> ModuleSections(
-      const store::TargetInfo& t, const std::string& module);
-
-  int64_t DebugFileCount();
-  // Releases the debug files' parsed state (libdw line tables, CU data: hundreds of MB after a
-  // kernel-wide symbolization) when no address has needed DWARF for `idle_seconds`. Cached
-  // answers stay. Returns whether anything was released.
-  bool TrimIfIdle(double idle_seconds);
-  const std::string& path() const { return path_; }
-  struct CacheStats {
-    int64_t name_hits = 0, name_misses = 0, addr_hits = 0, addr_misses = 0;
-  };
-  CacheStats cache_stats() const;
-
- private:
-  struct Conn;
-  class ConnLease;
-  struct Cache;
-  class Session;
-  class CachedSource;
-  LocalQuery(std::string path, Options opts);
-  absl::StatusOr<ConnLease> Acquire();
-  std::shared_ptr<Cache> CacheFor(const store::TargetInfo& t);
-  absl::StatusOr<store::TargetInfo> PickTarget(Session& s, const std::string& requested);
-  void ForgetTargets();
-  template <typename F>
-  auto WithSession(F&& f) -> decltype(f(std::declval<Session&>()));
-  absl::StatusOr<ResolveResult> ResolveIn(Session& s, const store::TargetInfo& t, const std::string& spec);
-  // `canonical`, when given, gets each address's cached canonical spec of its symbol ("" when
-  // none is cached yet): what Frames answers besides the symbol.
-  absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
-                                                const std::vector<uint64_t>& addrs,
-                                                std::vector<std::string>* canonical = nullptr);
-  // Keeps canonical[i] with the cached answer of addrs[i] when infos[i] is that answer (null: no
-  // spec made for it), for the next SymbolizeWith; entries already holding one, evicted or
-  // replaced are left alone.
-  void CacheCanonical(const store::TargetInfo& t, const std::vector<uint64_t>& addrs,
-                      const std::vector<const AddressInfo*>& infos, const std::vector<std::string>& canonical);
-  struct Symbolizing;
-  struct FramesCall;
-
-  std::string path_;
-  Options opts_;
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Conn>> pool_;
-  std::mutex targets_mu_;
-  std::vector<store::TargetInfo> targets_;
-  std::optional<std::chrono::steady_clock::time_point> targets_at_;
-  std::unordered_map<int64_t, std::pair<int64_t, store::TargetCounts>> counts_;  // id -> (generation, counts)
-  std::mutex cache_mu_;
-  std::unordered_map<int64_t, std::shared_ptr<Cache>> caches_;  // target id -> cache (one generation)
-  std::mutex sym_mu_;
-  debuginfo::Symbolizer symbolizer_;
-  std::atomic<int64_t> last_dwarf_use_{0};  // steady_clock ns of the last symbolizer use
-  mutable std::atomic<int64_t> name_hits_{0}, name_misses_{0}, addr_hits_{0}, addr_misses_{0};
-};
-
-// The index opened for one process's questions (the CLI embedded): checks the file exists and
-// this user may read it (PermissionDenied / FailedPrecondition naming the path and the cure),
-// migrates an index written by an older symdex when this user may write it, and keeps
-// per-generation tables but no answers across the process's calls.
-absl::StatusOr<std::unique_ptr<LocalQuery>> OpenEmbedded(const std::string& db_path);
+// The index at `db_path` opened for one process's questions (the CLI embedded): checks the file
+// exists and this user may read it (PermissionDenied / FailedPrecondition naming the path and the
+// cure), migrates an index written by an older symdex when this user may write it, and keeps
+// per-generation tables but no answers across the process's calls (local_query.h: LocalQuery).
+absl::StatusOr<std::unique_ptr<QueryApi>> OpenEmbeddedApi(const std::string& db_path);
 
 // What `symdex --version` and `symdexd --version` print after the program's name: its version
 // and the formats it writes, "0.1.0 (index schema 9, address maps v2, gRPC API symdex.v1)" — so

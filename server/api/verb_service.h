@@ -1,0 +1,36 @@
+// The daemon's handler of every verb declared in server/query/verbs.h: registered for its RPC
+// by SymbolServiceImpl's constructor, it reads the request by field name (wire_fields.h), asks
+// the caller's view of the call's index (the fleet's kernel by build-ID, or the own one) inside
+// Serve — the peer's call slot, the pool when the verb is heavy or waits for a fleet kernel —
+// and writes the answer back. Internal to server/api.
+#pragma once
+
+#include "server/api/serve.h"
+#include "server/api/services.h"
+#include "server/api/wire_fields.h"
+#include "server/query/caller_view.h"
+
+namespace symdex::api {
+
+template <class V>
+grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerContext* ctx,
+                                                       const google::protobuf::Message& in,
+                                                       google::protobuf::Message* out) {
+  auto req = std::make_shared<typename V::Request>();
+  FromWire(in, req.get());
+  std::string target;
+  if constexpr (requires { req->target; }) target = req->target;
+  return Serve(
+      ctx, control_, stats_, V::kMethod, V::kHeavy || Fleet(target),
+      [=, this](const Peer& peer, auto&) {
+        auto q = router_.For(target, {}, ctx->deadline());
+        if (!q.ok()) return ToGrpc(q.status());
+        auto a = query::CallerView(**q, AccessOf(peer)).template Ask<V>(*req);
+        if (!a.ok()) return ToGrpc(a.status());
+        ToWire(*a, out);
+        return grpc::Status::OK;
+      },
+      WaitFirst(target, {}, ctx->deadline()));
+}
+
+}  // namespace symdex::api

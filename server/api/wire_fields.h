@@ -1,0 +1,255 @@
+// The wire of the verbs declared in server/query/verbs.h: a value with a field list
+// (query/fields.h) put on the proto message whose fields have the same names, and read back,
+// through protobuf reflection — so a verb's request and answer are declared once, in the query
+// layer, and the proto only has to name its fields alike. Instance and TargetInfo (as Target) go
+// through their hand-written conversions (convert.h). CheckWire says, for a type and a message,
+// every field that is missing or of another kind; the daemon refuses to start on any
+// (SymbolServiceImpl), and a test checks every verb.
+#pragma once
+
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/message.h>
+
+#include <array>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "server/api/convert.h"
+#include "server/common/strings.h"
+#include "server/query/fields.h"
+
+namespace symdex::api {
+namespace wire_internal {
+
+namespace gp = ::google::protobuf;
+
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct Element {
+  using type = T;
+};
+template <class T>
+struct Element<std::vector<T>> {
+  using type = T;
+};
+template <class T>
+struct Element<std::optional<T>> {
+  using type = T;
+};
+
+// T's fields in message type `d`, looked up once (a type meets one message type; another is
+// looked up every time).
+template <class T>
+std::array<const gp::FieldDescriptor*, query::kFieldCount<T>> FieldsIn(const gp::Descriptor* d) {
+  using Array = std::array<const gp::FieldDescriptor*, query::kFieldCount<T>>;
+  auto resolve = [d] {
+    Array a{};
+    size_t i = 0;
+    query::ForEachField<T>([&](auto f) { a[i++] = d->FindFieldByName(std::string(f.name)); });
+    return a;
+  };
+  static const gp::Descriptor* const cached_for = d;
+  static const Array cached = resolve();
+  return d == cached_for ? cached : resolve();
+}
+
+template <class X>
+void MessageTo(const X& v, gp::Message* m);
+template <class X>
+void MessageFrom(const gp::Message& m, X* v);
+
+template <class X>
+void PutOne(gp::Message* m, const gp::FieldDescriptor* f, const X& v, bool repeated) {
+  const gp::Reflection* r = m->GetReflection();
+  const bool is64 =
+      f->cpp_type() == gp::FieldDescriptor::CPPTYPE_INT64 || f->cpp_type() == gp::FieldDescriptor::CPPTYPE_UINT64;
+  if constexpr (std::is_same_v<X, std::string>) {
+    repeated ? r->AddString(m, f, v) : r->SetString(m, f, v);
+  } else if constexpr (std::is_same_v<X, bool>) {
+    repeated ? r->AddBool(m, f, v) : r->SetBool(m, f, v);
+  } else if constexpr (std::is_integral_v<X> && std::is_signed_v<X>) {
+    if (is64) {
+      repeated ? r->AddInt64(m, f, v) : r->SetInt64(m, f, v);
+    } else {
+      repeated ? r->AddInt32(m, f, static_cast<int32_t>(v)) : r->SetInt32(m, f, static_cast<int32_t>(v));
+    }
+  } else if constexpr (std::is_integral_v<X>) {
+    if (is64) {
+      repeated ? r->AddUInt64(m, f, v) : r->SetUInt64(m, f, v);
+    } else {
+      repeated ? r->AddUInt32(m, f, static_cast<uint32_t>(v)) : r->SetUInt32(m, f, static_cast<uint32_t>(v));
+    }
+  } else if constexpr (std::is_floating_point_v<X>) {
+    repeated ? r->AddDouble(m, f, v) : r->SetDouble(m, f, v);
+  } else {
+    MessageTo(v, repeated ? r->AddMessage(m, f) : r->MutableMessage(m, f));
+  }
+}
+
+// Element `i` of a repeated field, or the field itself (i < 0).
+template <class X>
+void GetOne(const gp::Message& m, const gp::FieldDescriptor* f, int i, X* v) {
+  const gp::Reflection* r = m.GetReflection();
+  const bool is64 =
+      f->cpp_type() == gp::FieldDescriptor::CPPTYPE_INT64 || f->cpp_type() == gp::FieldDescriptor::CPPTYPE_UINT64;
+  if constexpr (std::is_same_v<X, std::string>) {
+    *v = i < 0 ? r->GetString(m, f) : r->GetRepeatedString(m, f, i);
+  } else if constexpr (std::is_same_v<X, bool>) {
+    *v = i < 0 ? r->GetBool(m, f) : r->GetRepeatedBool(m, f, i);
+  } else if constexpr (std::is_integral_v<X> && std::is_signed_v<X>) {
+    *v = static_cast<X>(is64 ? (i < 0 ? r->GetInt64(m, f) : r->GetRepeatedInt64(m, f, i))
+                             : (i < 0 ? r->GetInt32(m, f) : r->GetRepeatedInt32(m, f, i)));
+  } else if constexpr (std::is_integral_v<X>) {
+    *v = static_cast<X>(is64 ? (i < 0 ? r->GetUInt64(m, f) : r->GetRepeatedUInt64(m, f, i))
+                             : (i < 0 ? r->GetUInt32(m, f) : r->GetRepeatedUInt32(m, f, i)));
+  } else if constexpr (std::is_floating_point_v<X>) {
+    *v = i < 0 ? r->GetDouble(m, f) : r->GetRepeatedDouble(m, f, i);
+  } else {
+    MessageFrom(i < 0 ? r->GetMessage(m, f) : r->GetRepeatedMessage(m, f, i), v);
+  }
+}
+
+template <class X>
+void MessageTo(const X& v, gp::Message* m) {
+  if constexpr (std::is_same_v<X, query::Instance>) {
+    ToProto(v, static_cast<pb::Instance*>(m));
+  } else if constexpr (std::is_same_v<X, query::TargetInfo>) {
+    ToProto(query::TargetSummary{v, {}}, static_cast<pb::Target*>(m));
+  } else {
+    const auto fields = FieldsIn<X>(m->GetDescriptor());
+    size_t i = 0;
+    query::ForEachField<X>([&](auto field) {
+      const gp::FieldDescriptor* f = fields[i++];
+      const auto& value = v.*(field.member);
+      using M = std::remove_cvref_t<decltype(value)>;
+      if constexpr (IsVector<M>::value) {
+        for (const auto& e : value) PutOne(m, f, e, true);
+      } else if constexpr (IsOptional<M>::value) {
+        if (value) PutOne(m, f, *value, false);
+      } else {
+        PutOne(m, f, value, false);
+      }
+    });
+  }
+}
+
+template <class X>
+void MessageFrom(const gp::Message& m, X* v) {
+  if constexpr (std::is_same_v<X, query::Instance>) {
+    *v = FromProto(static_cast<const pb::Instance&>(m));
+  } else if constexpr (std::is_same_v<X, query::TargetInfo>) {
+    *v = FromProto(static_cast<const pb::Target&>(m)).info;
+  } else {
+    const auto fields = FieldsIn<X>(m.GetDescriptor());
+    const gp::Reflection* r = m.GetReflection();
+    size_t i = 0;
+    query::ForEachField<X>([&](auto field) {
+      const gp::FieldDescriptor* f = fields[i++];
+      auto& value = v->*(field.member);
+      using M = std::remove_cvref_t<decltype(value)>;
+      if constexpr (IsVector<M>::value) {
+        const int n = r->FieldSize(m, f);
+        value.resize(static_cast<size_t>(n));
+        for (int k = 0; k < n; ++k) GetOne(m, f, k, &value[static_cast<size_t>(k)]);
+      } else if constexpr (IsOptional<M>::value) {
+        value.reset();
+        if (r->HasField(m, f)) GetOne(m, f, -1, &value.emplace());
+      } else {
+        GetOne(m, f, -1, &value);
+      }
+    });
+  }
+}
+
+// What is wrong with carrying X in messages of type `d` ("" = nothing).
+template <class X>
+std::string Check(const gp::Descriptor* d) {
+  using FD = gp::FieldDescriptor;
+  if constexpr (std::is_same_v<X, query::Instance>) {
+    return d == pb::Instance::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Instance");
+  } else if constexpr (std::is_same_v<X, query::TargetInfo>) {
+    return d == pb::Target::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Target");
+  } else {
+    std::string problems;
+    const auto fields = FieldsIn<X>(d);
+    size_t i = 0;
+    query::ForEachField<X>([&](auto field) {
+      const FD* f = fields[i++];
+      using M = std::remove_cvref_t<decltype(std::declval<X&>().*(field.member))>;
+      using E = typename Element<M>::type;
+      std::string what;
+      if (f == nullptr) {
+        what = "no such field";
+      } else if (IsVector<M>::value != f->is_repeated()) {
+        what = IsVector<M>::value ? "a list, the field is not repeated" : "one value, the field is repeated";
+      } else if (IsOptional<M>::value && !f->has_presence()) {
+        what = "optional, the field has no presence (declare it `optional`)";
+      } else if constexpr (std::is_same_v<E, std::string>) {
+        if (f->cpp_type() != FD::CPPTYPE_STRING) what = "a string";
+      } else if constexpr (std::is_same_v<E, bool>) {
+        if (f->cpp_type() != FD::CPPTYPE_BOOL) what = "a bool";
+      } else if constexpr (std::is_integral_v<E> && std::is_signed_v<E>) {
+        if (f->cpp_type() != FD::CPPTYPE_INT64 && f->cpp_type() != FD::CPPTYPE_INT32) what = "a signed integer";
+        if (f->cpp_type() == FD::CPPTYPE_INT32 && sizeof(E) > 4) what = "a 64-bit integer, the field is 32-bit";
+      } else if constexpr (std::is_integral_v<E>) {
+        if (f->cpp_type() != FD::CPPTYPE_UINT64 && f->cpp_type() != FD::CPPTYPE_UINT32) what = "an unsigned integer";
+        if (f->cpp_type() == FD::CPPTYPE_UINT32 && sizeof(E) > 4) what = "a 64-bit integer, the field is 32-bit";
+      } else if constexpr (std::is_floating_point_v<E>) {
+        if (f->cpp_type() != FD::CPPTYPE_DOUBLE) what = "a double";
+      } else {
+        if (f->cpp_type() != FD::CPPTYPE_MESSAGE) {
+          what = "a message";
+        } else {
+          what = Check<E>(f->message_type());
+        }
+      }
+      if (!what.empty()) problems += StrCat(problems.empty() ? "" : "; ", d->full_name(), ".", field.name, ": ", what);
+    });
+    return problems;
+  }
+}
+
+}  // namespace wire_internal
+
+// `v` onto `m` (a message of the type whose fields are named as X's).
+template <class X>
+void ToWire(const X& v, google::protobuf::Message* m) {
+  wire_internal::MessageTo(v, m);
+}
+template <class X>
+void FromWire(const google::protobuf::Message& m, X* v) {
+  wire_internal::MessageFrom(m, v);
+}
+template <class X>
+std::string CheckWire(const google::protobuf::Descriptor* d) {
+  return wire_internal::Check<X>(d);
+}
+
+// A verb's RPC (query/verbs.h kMethod) in symdex.v1.SymbolService: its path and its messages'
+// prototypes; aborts naming what is wrong when the proto does not carry the verb's structs.
+struct VerbWire {
+  std::string path;  // "/symdex.v1.SymbolService/Inlined"
+  int index = 0;     // among the service's methods
+  const google::protobuf::Message* request = nullptr;
+  const google::protobuf::Message* response = nullptr;
+};
+const VerbWire& WireOf(const char* method, std::string (*check)(const google::protobuf::Descriptor* req,
+                                                                const google::protobuf::Descriptor* resp));
+template <class V>
+const VerbWire& WireOf() {
+  return WireOf(V::kMethod, [](const google::protobuf::Descriptor* req, const google::protobuf::Descriptor* resp) {
+    std::string a = CheckWire<typename V::Request>(req), b = CheckWire<typename V::Answer>(resp);
+    return a.empty() || b.empty() ? a + b : a + "; " + b;
+  });
+}
+
+}  // namespace symdex::api

@@ -1,0 +1,194 @@
+// The values the query API's questions and answers are made of: a symbol instance with its
+// DWARF row and probe verdict, a spec's match, an address's symbol and inline chain, frames from
+// another host, a decoded log, a symbolized profile. Plain structs over std and absl only, so
+// every front end (the CLI, the gRPC handlers and client, scripts' bindings) names them without
+// reaching the store, libdw or gRPC; the functions declared here run over any QueryApi.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "server/common/kernel_records.h"
+#include "server/common/status.h"
+
+namespace symdex::query {
+
+using symdex::DwarfInfo;
+using symdex::TargetCounts;
+using symdex::TargetInfo;
+
+class QueryApi;
+
+enum class Probeability {
+  kUnknown,      // no tables to judge by (no debug or module file, or indexed before verdicts)
+  kTraceable,    // kprobe events accept it (ftrace may or may not list it: see `ftrace`)
+  kNoFentry,     // no fentry call: kprobe events refuse it unless CONFIG_KPROBE_EVENTS_ON_NOTRACE
+  kInit,         // init text, freed after boot or after its module's load
+  kBlacklisted,  // on the kprobe blacklist
+  kNotCode,      // a data symbol
+};
+std::string_view ProbeabilityName(Probeability p);  // unknown, traceable, no-fentry, init, ...
+absl::StatusOr<Probeability> ParseProbeability(std::string_view name);
+
+struct ProbeVerdict {
+  Probeability kind = Probeability::kUnknown;
+  bool kprobe = false;  // `p:SYM` (or _text+N, MOD:SYM, 0xADDR) is accepted
+  bool ftrace = false;  // available_filter_functions lists it
+  std::string reason;   // why not, or how (empty for an ordinary traceable function)
+  uint32_t bits = 0;    // target::ProbeBits as indexed
+  bool known() const { return kind != Probeability::kUnknown; }
+  // No function of its compilation unit has an fentry call (the whole file is built without).
+  bool unit_without_fentry() const;
+  // How many more lines ftrace lists under its name after its own (target/probe_bits.h).
+  unsigned far_ftrace_sites() const;
+};
+
+struct Instance {
+  std::string name;
+  std::string module;  // "" = vmlinux
+  char type = '?';
+  std::optional<uint64_t> addr;  // absolute address, when the target has one (not offline modules)
+  std::string section;           // offline modules: addr is unknown, this + section_offset is
+  uint64_t section_offset = 0;
+  std::optional<uint64_t> size;
+  bool size_exact = false;
+  std::optional<uint64_t> text_offset;  // vmlinux: addr - text_anchor (what `_text+N` probes use)
+  std::string text_anchor = "_text";    // the target's (TargetInfo::text_anchor)
+  int64_t same_name_total = 0;          // symbols of any type with this name in the target
+  int64_t same_name_in_module = 0;      // ... inside this instance's module (or vmlinux)
+  // The kprobe_events target the kernel accepts for exactly this instance, from kallsyms alone:
+  // NAME when unique, MOD:NAME when unique in MOD, _text+N (_stext+N) for vmlinux, 0xADDR for a loaded
+  // module; "" when none exists (offline module symbol whose name repeats inside the module).
+  std::string probe;
+  // Offline module symbol in .init.* / .exit.*: freed after load (init) or never loaded
+  // without CONFIG_MODULE_UNLOAD; kas_alias counted these but gave them no alias.
+  bool init_or_exit = false;
+  // From DWARF (debug info indexed for this vmlinux/module), else dwarf_note says why not.
+  std::optional<DwarfInfo> dwarf;
+  std::string dwarf_note;
+  // What the kernel will do with a probe on it (probe_verdict.h).
+  ProbeVerdict verdict;
+};
+
+// A requested target "build-id:HEX" names the target whose vmlinux build-ID is HEX (the CLI's
+// --build-id), whatever its name.
+inline constexpr std::string_view kBuildIdTargetPrefix = "build-id:";
+
+struct DupsOptions {
+  std::string module;      // only names with an instance in this module ("vmlinux" allowed)
+  bool all_types = false;  // default: text symbols (t/T) only, as kas_alias
+  bool with_init = false;  // also count module .init/.exit symbols (plain `nm` counting)
+  // List only the instances kprobe events accept (ProbeVerdict::kprobe), and only names with
+  // one; the counts stay over every copy (the kernel's name lookup sees them all).
+  bool traceable = false;
+};
+
+struct DupGroup {
+  std::string name;
+  std::vector<Instance> instances;
+};
+
+// Every text-symbol instance the spec matches (NAME exactly; its compiler clones only when no
+// symbol carries NAME itself). For an ADDRESS spec: the function containing the address.
+// Each result's `spec_offset` is the spec's +OFFSET (or the address's distance from the start).
+struct Match {
+  Instance instance;
+  uint64_t offset = 0;
+};
+
+// Address -> symbol+offset and the inline chain (leaf first) from the debug file.
+using symdex::Frame;
+
+struct AddressInfo {
+  std::optional<Instance> symbol;  // the text symbol holding the address (store/symbol_extent.h)
+  uint64_t offset = 0;
+  std::vector<Frame> frames;  // leaf first
+  std::string note;  // why there is no symbol ("not in vmlinux or any module"), or why frames are missing or partial
+};
+
+struct KprobeOptions {
+  std::string group = "symdex";
+  std::string event;  // default: derived from the name and, for duplicates, its file:line
+  bool ret = false;   // r: instead of p:
+  std::vector<std::string> fetchargs;
+};
+
+inline constexpr size_t kMaxFrameModules = 8192;      // a host's loaded modules (~100-300 usually)
+inline constexpr size_t kMaxSectionsPerModule = 256;  // /sys/module/M/sections (~40 usually)
+
+// A module as the host loaded it.
+struct FrameModule {
+  std::string name;
+  std::string build_id;  // hex; "" = not known (the target's module of that name is trusted)
+  // Runtime section bases (/sys/module/M/sections/*); often just ".text".
+  std::vector<std::pair<std::string, uint64_t>> sections;
+  std::optional<uint64_t> size;  // /proc/modules' size: bounds the module's core
+};
+
+struct FramesContext {
+  std::string kernel_build_id;          // hex; when given, must be the target's vmlinux build-ID
+  std::optional<uint64_t> text;         // the host's _text (runtime; _stext for a target anchored there)
+  std::optional<int64_t> kaslr_offset;  // runtime _text - link-time _text
+  std::vector<FrameModule> modules;
+};
+
+// One frame: exactly one of the three forms.
+struct FrameIn {
+  std::optional<uint64_t> address;  // a runtime address on the host
+  // A module-relative offset: `offset` bytes into `section` (default ".text") of `module`.
+  std::string module, section;
+  std::optional<uint64_t> offset;
+  std::string text;  // a printed frame (ingest/frame_text.h)
+  // What the frame's stack says about it (`symdex decode` fills these from a log), used to pick
+  // among the copies a symbol+offset frame may be (query/call_evidence.h):
+  bool return_address = false;     // its address follows a call (a saved return address)
+  std::optional<uint32_t> caller;  // index in the request of the frame that called this one
+};
+
+// Where a batch of frames may be cut into requests with each stack whole (its frames narrow each
+// other): every c in (0, frames.size()) such that no frame before c has its caller at or past c.
+// Ascending.
+std::vector<size_t> StackCuts(const std::vector<FrameIn>& frames);
+
+// The empty answer every FrameAnswer starts with.
+const std::shared_ptr<const AddressInfo>& NoAddressInfo();
+
+enum class FrameBasis { kNone, kAddress, kModuleOffset, kSymbolOffset };
+std::string_view FrameBasisName(FrameBasis b);  // "", address, module-offset, symbol+offset
+
+struct FrameAnswer {
+  FrameBasis basis = FrameBasis::kNone;  // what the answer was computed from
+  bool exact = false;                    // which inputs are exact: query/frames.h
+  // Symbol (+offset), inline chain (leaf first). Shared and immutable: a cached answer is handed
+  // out without copying it. Never null.
+  std::shared_ptr<const AddressInfo> info = NoAddressInfo();
+  std::string canonical;  // the symbol's canonical spec (resolves to exactly it)
+  // Where the frame is in the target's terms: vmlinux's link-time address, or SECTION+offset
+  // of a module. What a kprobe or a later query can use on any host running this kernel.
+  std::optional<uint64_t> target_address;
+  std::string module, section;
+  uint64_t section_offset = 0;
+  std::vector<std::string> candidates;  // symbol+offset matching several instances: their canonical specs
+  std::string error;                    // the frame could not be read (a malformed line); nothing else is set
+  std::string note;                     // why it is not exact, or not answered
+};
+
+struct FramesResult {
+  TargetInfo target;
+  std::vector<FrameAnswer> frames;  // parallel to the request's
+};
+
+// The target a frames request is answered from: `target` when given, else the one whose vmlinux
+// build-ID is ctx.kernel_build_id ("build-id:HEX"), else the default target ("").
+std::string FramesTarget(const std::string& target, const FramesContext& ctx);
+
+// InvalidArgument for a request no frame of which can be answered (a bad build-ID, too many
+// modules/sections, both _text and a KASLR offset); per-frame problems are per-frame answers.
+absl::Status CheckFramesRequest(const FramesContext& ctx, size_t frames);
+
+}  // namespace symdex::query

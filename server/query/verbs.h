@@ -1,0 +1,115 @@
+// The verbs of the query API declared once each: the question (Request), the answer (Answer),
+// the RPC that carries them (kMethod in symdex.v1.SymbolService, the proto messages' fields named
+// as the structs' fields), whether it runs on the daemon's pool (kHeavy), what a caller must be
+// to see it (kAccess: the caller view's policy), the limits every front end enforces (Check) and
+// the answer from the index (Local, in the query layer). From that one declaration:
+//   QueryApi::Ask<V>          the question, to whichever implementation answers it
+//   LocalQuery                Check, then Local
+//   CallerView                kAccess: refused, or every Instance in the answer hidden as a
+//                             Which answer's are (caller_view.h)
+//   api::RemoteQuery          the request put on the wire by field name, the answer read back
+//   the daemon's handler      the same in reverse, in Serve with the peer's limits and the fleet's
+//                             kernel by build-ID (server/api/verb_service.h)
+// so a new verb is this declaration, its Local, its proto messages and the CLI's printing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "server/common/status.h"
+#include "server/query/answers.h"
+#include "server/query/fields.h"
+
+namespace symdex::query {
+
+class LocalQuery;
+
+enum class VerbAccess {
+  kAnyone,         // nothing in the answer reveals the kernel's layout
+  kHideAddresses,  // for a live target an unprivileged caller gets `target` without the kernel's
+                   // base, and every Instance as _text+N / SECTION+0xOFF (CallerView::Hide)
+  kPrivileged,     // refused to unprivileged callers
+};
+
+// `symdex inlined NAME`: every place NAME's body was copied by the compiler into another function —
+// the copies a kprobe on NAME never sees. From vmlinux's address map (the inline nesting of every
+// address, debuginfo/addr_map.h): each copy with the function instance it is in, where in it, the
+// call site (file:line:column) and what it was inlined into directly.
+struct InlinedRequest {
+  std::string target;  // "" = the default target
+  std::string name;    // the inlined function's DWARF name
+  SYMDEX_FIELDS(InlinedRequest, target, name)
+};
+struct InlinedSite {
+  std::optional<Instance> caller;  // the text symbol holding the copy (none: outside every symbol)
+  uint64_t offset = 0;             // the copy's first address, as an offset into caller
+  std::string file;                // the call site: source-tree relative
+  int32_t line = 0, column = 0;
+  std::string inlined_into;  // the function it was inlined into directly (caller's, or a copy's in it)
+  uint32_t depth = 1;        // 1: into the caller's own body; 2: into a copy inlined there; ...
+  SYMDEX_FIELDS(InlinedSite, caller, offset, file, line, column, inlined_into, depth)
+};
+struct InlinedAnswer {
+  TargetInfo target;
+  std::string name;
+  std::vector<InlinedSite> sites;  // by caller's address (module, section offset), then offset
+  std::vector<std::string> notes;  // what was not looked at, and why
+  SYMDEX_FIELDS(InlinedAnswer, target, name, sites, notes)
+};
+struct Inlined {
+  static constexpr const char* kMethod = "Inlined";
+  static constexpr bool kHeavy = true;  // a walk of vmlinux's whole address map
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = InlinedRequest;
+  using Answer = InlinedAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
+// they move here as they are touched.)
+template <class... V>
+struct VerbList {
+  using Requests = std::variant<typename V::Request...>;
+  using Answers = std::variant<typename V::Answer...>;
+  static constexpr size_t kCount = sizeof...(V);
+  // The position of W in the list.
+  template <class W>
+  static constexpr size_t IndexOf() {
+    size_t i = 0, found = kCount;
+    ((std::is_same_v<W, V> ? (found = i, ++i) : ++i), ...);
+    return found;
+  }
+  // f(std::type_identity<V>{}) for the verb at `index`.
+  template <class F>
+  static auto Visit(size_t index, F&& f) {
+    return VisitFrom<0, V...>(index, f);
+  }
+  // f(std::type_identity<V>{}) for every verb.
+  template <class F>
+  static void ForEach(F&& f) {
+    (f(std::type_identity<V>{}), ...);
+  }
+
+ private:
+  template <size_t I, class W, class... Rest, class F>
+  static auto VisitFrom(size_t index, F& f) {
+    if constexpr (sizeof...(Rest) == 0) {
+      return f(std::type_identity<W>{});
+    } else {
+      if (index == I) return f(std::type_identity<W>{});
+      return VisitFrom<I + 1, Rest...>(index, f);
+    }
+  }
+};
+using Verbs = VerbList<Inlined>;
+using AnyRequest = Verbs::Requests;
+using AnyAnswer = Verbs::Answers;
+
+}  // namespace symdex::query

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""check_layers.py must fail on each kind of offence: a copy of the tree with one planted at a
+time (a client file reaching the store through a header of its own, the query API header reaching
+SQLite, SQL in the query layer, a parser including the store), each expected by its message.
+
+Usage: check_layers_test.py SOURCE_DIR
+"""
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run(tree):
+    r = subprocess.run([sys.executable, str(HERE / "check_layers.py"), str(tree)], capture_output=True, text=True)
+    return r.returncode, r.stdout
+
+
+def plant(tree, rel, after, text):
+    p = tree / rel
+    s = p.read_text()
+    i = s.index(after) + len(after)
+    p.write_text(s[:i] + text + s[i:])
+
+
+def main(src):
+    src = pathlib.Path(src)
+    cases = [
+        ("a client header that reaches the store",
+         [("client/json_text.h", "#pragma once\n", '#include "client/local_index.h"\n')],
+         "client/cmd_addr.cc", "reaches server/store/open_index.h (through client/"),
+        ("the query API header reaching SQLite",
+         [("server/query/answers.h", "#pragma once\n", '#include "server/store/sqlite_db.h"\n')],
+         "server/store/sqlite_db.h", "part of the query API a front end sees"),
+        ("SQL in the query layer",
+         [("server/query/spec.cc", "\n", 'const char* kQ = "SELECT id FROM targets";\n')],
+         "server/query/spec.cc", "SQL outside server/store/"),
+        ("a parser including the store",
+         [("server/ingest/kallsyms.h", "#pragma once\n", '#include "server/store/index_store.h"\n')],
+         "server/ingest/kallsyms.h", "server/ingest/ may include only"),
+    ]
+    code, out = run(src)
+    if code != 0:
+        print("the tree itself fails:\n" + out)
+        return 1
+    failures = 0
+    for name, edits, where, message in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = pathlib.Path(tmp)
+            for d in ("server", "client"):
+                shutil.copytree(src / d, tree / d, ignore=shutil.ignore_patterns("*.txt", "*.md"))
+            for rel, after, text in edits:
+                plant(tree, rel, after, text)
+            code, out = run(tree)
+            hit = [l for l in out.splitlines() if l.startswith(where) and message in l]
+            if code != 1 or not hit:
+                print(f"FAIL {name}: exit {code}, expected a line starting {where!r} with {message!r}:\n{out}")
+                failures += 1
+            else:
+                print(f"ok   {name}: {hit[0]}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))

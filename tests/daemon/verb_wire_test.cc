@@ -1,0 +1,116 @@
+// The verbs of server/query/verbs.h on the wire: each one's request and answer fit its RPC's
+// messages field for field (what the daemon checks before serving), every field of an answer
+// reaches the message and comes back, and a field the proto does not have is named.
+#include <gtest/gtest.h>
+
+#include "server/api/wire_fields.h"
+#include "server/query/verbs.h"
+
+namespace symdex {
+namespace {
+
+namespace gp = google::protobuf;
+
+TEST(VerbWireTest, EveryVerbFitsItsRpc) {
+  const gp::ServiceDescriptor* s = api::pb::ResolveRequest::descriptor()->file()->FindServiceByName("SymbolService");
+  ASSERT_NE(s, nullptr);
+  size_t verbs = 0;
+  query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
+    ++verbs;
+    const gp::MethodDescriptor* m = s->FindMethodByName(V::kMethod);
+    ASSERT_NE(m, nullptr) << V::kMethod;
+    EXPECT_EQ(api::CheckWire<typename V::Request>(m->input_type()), "") << V::kMethod;
+    EXPECT_EQ(api::CheckWire<typename V::Answer>(m->output_type()), "") << V::kMethod;
+    const api::VerbWire& w = api::WireOf<V>();
+    EXPECT_EQ(w.path, std::string("/symdex.v1.SymbolService/") + V::kMethod);
+    EXPECT_EQ(w.request->GetDescriptor(), m->input_type());
+  });
+  EXPECT_EQ(verbs, query::Verbs::kCount);
+}
+
+query::InlinedAnswer FullAnswer() {
+  query::InlinedAnswer a;
+  a.target.name = "debian";
+  a.target.kind = "offline";
+  a.target.release = "6.1.0-57-cloud-amd64";
+  a.target.build_id = "ab12";
+  a.target.text_addr = 0xffffffff81000000;
+  a.name = "memcpy_from_page";
+  query::InlinedSite s;
+  query::Instance in;
+  in.name = "verify_page";
+  in.type = 't';
+  in.addr = 0xffffffff813c6580;
+  in.text_offset = 3958144;
+  in.size = 1824;
+  in.verdict.kind = query::Probeability::kTraceable;
+  in.verdict.kprobe = in.verdict.ftrace = true;
+  s.caller = in;
+  s.offset = 0x230;
+  s.file = "fs/verity/verify.c";
+  s.line = 122;
+  s.column = 4;
+  s.inlined_into = "verify_page";
+  s.depth = 2;
+  a.sites.push_back(s);
+  a.sites.push_back(query::InlinedSite{.offset = 7, .file = "x.c", .line = 1});  // no caller
+  a.notes = {"one", "two"};
+  return a;
+}
+
+TEST(VerbWireTest, EveryFieldOfAnAnswerGoesOutAndComesBack) {
+  const query::InlinedAnswer a = FullAnswer();
+  api::pb::InlinedResponse m;
+  api::ToWire(a, &m);
+  // Every field of the message is set: nothing of the answer stayed behind.
+  std::vector<const gp::FieldDescriptor*> set;
+  m.GetReflection()->ListFields(m, &set);
+  EXPECT_EQ(set.size(), static_cast<size_t>(m.GetDescriptor()->field_count()));
+  const api::pb::InlinedSite& site = m.sites(0);
+  site.GetReflection()->ListFields(site, &set);
+  EXPECT_EQ(set.size(), static_cast<size_t>(site.GetDescriptor()->field_count()));
+  EXPECT_EQ(site.caller().name(), "verify_page");
+  EXPECT_FALSE(m.sites(1).has_caller());
+
+  query::InlinedAnswer back;
+  api::FromWire(m, &back);
+  EXPECT_EQ(back.target.name, a.target.name);
+  EXPECT_EQ(back.target.text_addr, a.target.text_addr);
+  EXPECT_EQ(back.name, a.name);
+  EXPECT_EQ(back.notes, a.notes);
+  ASSERT_EQ(back.sites.size(), 2u);
+  ASSERT_TRUE(back.sites[0].caller.has_value());
+  EXPECT_EQ(back.sites[0].caller->name, "verify_page");
+  EXPECT_EQ(back.sites[0].caller->addr, a.sites[0].caller->addr);
+  EXPECT_EQ(back.sites[0].caller->verdict.kind, query::Probeability::kTraceable);
+  EXPECT_EQ(back.sites[0].offset, 0x230u);
+  EXPECT_EQ(back.sites[0].file, "fs/verity/verify.c");
+  EXPECT_EQ(back.sites[0].line, 122);
+  EXPECT_EQ(back.sites[0].column, 4);
+  EXPECT_EQ(back.sites[0].inlined_into, "verify_page");
+  EXPECT_EQ(back.sites[0].depth, 2u);
+  EXPECT_FALSE(back.sites[1].caller.has_value());
+  // And once more: the same bytes.
+  api::pb::InlinedResponse again;
+  api::ToWire(back, &again);
+  EXPECT_EQ(again.SerializeAsString(), m.SerializeAsString());
+}
+
+// A request with a field its message lacks, one of another kind, and a list the proto has as
+// one value.
+struct Mismatched {
+  std::string target;
+  std::string nowhere;
+  std::vector<std::string> name;
+  SYMDEX_FIELDS(Mismatched, target, nowhere, name)
+};
+
+TEST(VerbWireTest, AFieldTheProtoLacksIsNamed) {
+  const std::string problems = api::CheckWire<Mismatched>(api::pb::InlinedRequest::descriptor());
+  EXPECT_NE(problems.find("symdex.v1.InlinedRequest.nowhere: no such field"), std::string::npos) << problems;
+  EXPECT_NE(problems.find("symdex.v1.InlinedRequest.name: a list"), std::string::npos) << problems;
+  EXPECT_EQ(problems.find(".target"), std::string::npos) << problems;
+}
+
+}  // namespace
+}  // namespace symdex
