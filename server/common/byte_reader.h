@@ -1,11 +1,19 @@
-// The one reader of binary data from untrusted bytes (worker replies, ELF notes, ...): every
-// read is bounds-checked against the span; the first failure sticks (later reads return zeros
-// and do not move), so a parser may read a whole record and check ok() once.
+// The readers of binary data from untrusted bytes, one family: every read is bounds-checked; the
+// first failure sticks (later reads return zeros and do not move), so a parser may read a whole
+// record and check ok() once.
+//   DecodeUleb / DecodeSleb  LEB128 (DWARF) and protobuf varints: at most 10 bytes, ending
+//                            before the end; the one decoder of them (AppendUleb / AppendSleb
+//                            write them)
+//   ByteReader               over a string_view, either byte order, with what went wrong and
+//                            where (worker replies, ELF notes, jitdump records, pprof fields)
+//   DwarfCursor              the hot loops' reader (DWARF line programs): raw pointers, little
+//                            endian, no message — the parser that owns it says what failed
 #pragma once
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -13,6 +21,77 @@
 #include "server/common/strings.h"
 
 namespace symdex {
+
+enum class Leb : uint8_t {
+  kOk,
+  kTruncated,  // the input ends inside it
+  kTooLong,    // more than 10 bytes
+};
+
+// An unsigned LEB128 at p (moved past what was read); v holds the bits read so far on failure.
+inline Leb DecodeUleb(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+  v = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (p >= end) return Leb::kTruncated;
+    const uint8_t b = *p++;
+    v |= uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) return Leb::kOk;
+  }
+  return Leb::kTooLong;
+}
+
+// A signed LEB128 at p, sign-extended from its last byte.
+inline Leb DecodeSleb(const uint8_t*& p, const uint8_t* end, int64_t& v) {
+  uint64_t u = 0;
+  for (unsigned shift = 0; shift < 64; shift += 7) {
+    if (p >= end) return Leb::kTruncated;
+    const uint8_t b = *p++;
+    u |= uint64_t{b & 0x7fu} << shift;
+    if ((b & 0x80) == 0) {
+      shift += 7;
+      if (shift < 64 && (b & 0x40)) u |= ~uint64_t{0} << shift;
+      v = static_cast<int64_t>(u);
+      return Leb::kOk;
+    }
+  }
+  return Leb::kTooLong;
+}
+
+// The same, true when it is well formed: for parsers that say themselves what failed.
+inline bool ReadUleb(const uint8_t*& p, const uint8_t* end, uint64_t& v) { return DecodeUleb(p, end, v) == Leb::kOk; }
+inline bool ReadSleb(const uint8_t*& p, const uint8_t* end, int64_t& v) { return DecodeSleb(p, end, v) == Leb::kOk; }
+
+// The length of the LEB128 at p as libdw steps over one (up to 16 bytes), 0 when it does not end
+// before `end`; DecodeUleb over those bytes reads its value (the first 10 bytes' bits).
+inline size_t LebLength(const uint8_t* p, const uint8_t* end) {
+  for (size_t n = 0; p + n < end && n < 16; ++n) {
+    if ((p[n] & 0x80) == 0) return n + 1;
+  }
+  return 0;
+}
+
+// LEB128 / a varint appended to `out` (what DecodeUleb / DecodeSleb read back).
+inline void AppendUleb(std::string& out, uint64_t v) {
+  do {
+    uint8_t b = v & 0x7f;
+    v >>= 7;
+    if (v) b |= 0x80;
+    out.push_back(static_cast<char>(b));
+  } while (v);
+}
+inline void AppendSleb(std::string& out, int64_t v) {
+  bool more = true;
+  while (more) {
+    uint8_t b = v & 0x7f;
+    v >>= 7;  // arithmetic shift
+    if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
+      more = false;
+    } else {
+      b |= 0x80;
+    }
+    out.push_back(static_cast<char>(b));
+  }
+}
 
 class ByteReader {
  public:
@@ -52,6 +131,29 @@ class ByteReader {
   }
   void Skip(size_t n) { Bytes(n); }
 
+  // A NUL-terminated string; the NUL is consumed, not returned. nullopt (and failed) without one.
+  std::optional<std::string_view> CString() {
+    if (!ok_) return std::nullopt;
+    const size_t nul = in_.find('\0', pos_);
+    if (nul == std::string_view::npos) return Fail<std::optional<std::string_view>>("unterminated string");
+    std::string_view s = in_.substr(pos_, nul - pos_);
+    pos_ = nul + 1;
+    return s;
+  }
+
+  // LEB128 / a protobuf varint (DecodeUleb).
+  uint64_t Uleb() {
+    if (!ok_) return 0;
+    const auto* p = reinterpret_cast<const uint8_t*>(in_.data() + pos_);
+    const auto* end = reinterpret_cast<const uint8_t*>(in_.data() + in_.size());
+    uint64_t v = 0;
+    const Leb r = DecodeUleb(p, end, v);
+    if (r != Leb::kOk)
+      return Fail<uint64_t>(r == Leb::kTruncated ? "truncated varint" : "a varint longer than 10 bytes");
+    pos_ = static_cast<size_t>(reinterpret_cast<const char*>(p) - in_.data());
+    return v;
+  }
+
   // A u32 length, then that many bytes; the length may not exceed `max`.
   std::string Str(size_t max) {
     const uint32_t n = Int<uint32_t>();
@@ -72,13 +174,17 @@ class ByteReader {
   bool done() const { return pos_ == in_.size(); }
   size_t pos() const { return pos_; }
   size_t remaining() const { return in_.size() - pos_; }
-  const std::string& error() const { return error_; }
+  const std::string& error() const { return error_; }    // what went wrong, at which byte
+  const std::string& reason() const { return reason_; }  // what went wrong
 
   // Marks the input bad (first reason wins) and returns T{}: for checks the caller makes on
   // what it read.
   template <typename T = bool>
   T Fail(std::string_view why) {
-    if (ok_) error_ = StrCat(why, " at byte ", pos_);
+    if (ok_) {
+      reason_ = std::string(why);
+      error_ = StrCat(why, " at byte ", pos_);
+    }
     ok_ = false;
     return T{};
   }
@@ -90,7 +196,65 @@ class ByteReader {
   std::endian order_;
   size_t pos_ = 0;
   bool ok_ = true;
-  std::string error_;
+  std::string error_, reason_;
+};
+
+// The DWARF hot loops' cursor: little-endian, over [p, end); the first failure sticks and
+// reads return zeros from then on (the parser checks ok() where it decides).
+class DwarfCursor {
+ public:
+  DwarfCursor(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) {}
+
+  bool ok() const { return ok_; }
+  const uint8_t* pos() const { return p_; }
+  const uint8_t* end() const { return end_; }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
+  void set_end(const uint8_t* e) { end_ = e; }
+
+  uint8_t U8() {
+    if (p_ >= end_) return Fail();
+    return *p_++;
+  }
+  uint64_t Fixed(size_t n) {  // n in 1..8
+    if (left() < n) return Fail();
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v |= uint64_t{p_[i]} << (8 * i);
+    p_ += n;
+    return v;
+  }
+  uint64_t Uleb() {
+    uint64_t v = 0;
+    return DecodeUleb(p_, end_, v) == Leb::kOk ? v : Fail();
+  }
+  int64_t Sleb() {
+    int64_t v = 0;
+    return DecodeSleb(p_, end_, v) == Leb::kOk ? v : static_cast<int64_t>(Fail());
+  }
+  // A NUL-terminated string inside the cursor's range.
+  const char* CStr() {
+    const void* nul = p_ < end_ ? std::memchr(p_, 0, left()) : nullptr;
+    if (nul == nullptr) return reinterpret_cast<const char*>(Fail());
+    const char* s = reinterpret_cast<const char*>(p_);
+    p_ = static_cast<const uint8_t*>(nul) + 1;
+    return s;
+  }
+  void Skip(uint64_t n) {
+    if (n > left()) {
+      Fail();
+      return;
+    }
+    p_ += n;
+  }
+  uint64_t Fail() {
+    ok_ = false;
+    p_ = end_;
+    return 0;
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  bool ok_ = true;
 };
 
 }  // namespace symdex

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "server/common/byte_reader.h"
 #include "server/debuginfo/die_scanner.h"
 
 namespace symdex::debuginfo {
@@ -12,19 +13,6 @@ namespace {
 constexpr int kMaxDepth = 256;
 
 // Length of a ULEB/SLEB128 at p (not past end), 0 if it runs off the end.
-size_t LebLength(const unsigned char* p, const unsigned char* end) {
-  for (size_t n = 0; p + n < end && n < 16; ++n) {
-    if ((p[n] & 0x80) == 0) return n + 1;
-  }
-  return 0;
-}
-
-uint64_t ReadUleb(const unsigned char* p, size_t len) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < len && i < 10; ++i) v |= uint64_t{p[i] & 0x7fu} << (7 * i);
-  return v;
-}
-
 struct AttrScan {
   const unsigned char* end_limit;  // the unit's end
   const unsigned char* max_end;    // furthest attribute end seen
@@ -56,7 +44,9 @@ int64_t FormLength(unsigned form, const unsigned char* p, const AttrScan& s) {
     case DW_FORM_exprloc: {
       size_t n = LebLength(p, s.end_limit);
       if (n == 0) return -1;
-      uint64_t len = ReadUleb(p, n);
+      uint64_t len = 0;
+      const unsigned char* q = p;
+      (void)DecodeUleb(q, p + n, len);  // the first 10 bytes' bits, as libdw reads a longer one
       return len > static_cast<uint64_t>(s.end_limit - p) ? -1 : static_cast<int64_t>(n + len);
     }
     default: {  // the LEB128 forms

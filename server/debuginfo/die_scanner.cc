@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 
 namespace symdex::debuginfo {
@@ -158,34 +159,6 @@ int FixedFormSize(uint64_t form, unsigned version, unsigned address_size, unsign
 }
 
 namespace {
-
-// Bounded LEB128 readers: false when the number runs past `end` or over 10 bytes.
-inline bool ReadUleb(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
-  v = 0;
-  for (unsigned shift = 0; shift < 70; shift += 7) {
-    if (p >= end) return false;
-    const uint8_t b = *p++;
-    if (shift < 64) v |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-inline bool ReadSleb(const uint8_t*& p, const uint8_t* end, int64_t& v) {
-  uint64_t u = 0;
-  for (unsigned shift = 0; shift < 70; shift += 7) {
-    if (p >= end) return false;
-    const uint8_t b = *p++;
-    if (shift < 64) u |= uint64_t{b & 0x7fu} << shift;
-    if ((b & 0x80) == 0) {
-      shift += 7;
-      if (shift < 64 && (b & 0x40)) u |= ~uint64_t{0} << shift;
-      v = static_cast<int64_t>(u);
-      return true;
-    }
-  }
-  return false;
-}
 
 inline uint64_t ReadLe(const uint8_t* p, unsigned n) {
   uint64_t v = 0;

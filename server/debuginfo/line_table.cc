@@ -14,86 +14,11 @@
 
 #include <fmt/format.h>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 
 namespace symdex::debuginfo {
 namespace {
-
-// A bounded little-endian cursor over one line program; the first failure sticks.
-class Cursor {
- public:
-  Cursor(const uint8_t* p, const uint8_t* end) : p_(p), end_(end) {}
-
-  bool ok() const { return ok_; }
-  const uint8_t* pos() const { return p_; }
-  const uint8_t* end() const { return end_; }
-  size_t left() const { return static_cast<size_t>(end_ - p_); }
-  void set_end(const uint8_t* e) { end_ = e; }
-
-  uint8_t U8() {
-    if (p_ >= end_) return Fail();
-    return *p_++;
-  }
-  uint64_t Fixed(size_t n) {  // n in 1..8
-    if (left() < n) return Fail();
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= uint64_t{p_[i]} << (8 * i);
-    p_ += n;
-    return v;
-  }
-  // LEB128 of at most 10 bytes, terminated before the end (libdw reads an unterminated one as
-  // all-ones: an error here, and the caller's libdw fallback then gives libdw's answer).
-  uint64_t Uleb() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (p_ >= end_) return Fail();
-      const uint8_t b = *p_++;
-      if (shift < 64) v |= uint64_t{b & 0x7fu} << shift;
-      if ((b & 0x80) == 0) return v;
-    }
-    return Fail();
-  }
-  int64_t Sleb() {
-    uint64_t v = 0;
-    int shift = 0;
-    for (; shift < 70; shift += 7) {
-      if (p_ >= end_) return static_cast<int64_t>(Fail());
-      const uint8_t b = *p_++;
-      if (shift < 64) v |= uint64_t{b & 0x7fu} << shift;
-      if ((b & 0x80) == 0) {
-        shift += 7;
-        if (shift < 64 && (b & 0x40)) v |= ~uint64_t{0} << shift;
-        return static_cast<int64_t>(v);
-      }
-    }
-    return static_cast<int64_t>(Fail());
-  }
-  // A NUL-terminated string inside the cursor's range.
-  const char* CStr() {
-    const void* nul = p_ < end_ ? std::memchr(p_, 0, left()) : nullptr;
-    if (nul == nullptr) return reinterpret_cast<const char*>(Fail());
-    const char* s = reinterpret_cast<const char*>(p_);
-    p_ = static_cast<const uint8_t*>(nul) + 1;
-    return s;
-  }
-  void Skip(size_t n) {
-    if (left() < n) {
-      Fail();
-      return;
-    }
-    p_ += n;
-  }
-  uint64_t Fail() {
-    ok_ = false;
-    p_ = end_;
-    return 0;
-  }
-
- private:
-  const uint8_t* p_;
-  const uint8_t* end_;
-  bool ok_ = true;
-};
 
 // A NUL-terminated string at `off` of a string section.
 const char* SectionString(std::string_view sec, uint64_t off) {
@@ -111,7 +36,7 @@ struct FormReader {
   unsigned offset_size;
 
   // Skips a value; false for a form this reader does not take.
-  bool Skip(Cursor& c, uint64_t form) const {
+  bool Skip(DwarfCursor& c, uint64_t form) const {
     switch (form) {
       case DW_FORM_data1:
       case DW_FORM_flag:
@@ -168,7 +93,7 @@ struct FormReader {
     }
   }
   // dwarf_formstring of a path; nullptr (an error here) for other forms or a bad offset.
-  const char* String(Cursor& c, uint64_t form) const {
+  const char* String(DwarfCursor& c, uint64_t form) const {
     switch (form) {
       case DW_FORM_string:
         return c.CStr();
@@ -181,7 +106,7 @@ struct FormReader {
     }
   }
   // dwarf_formudata of a directory index; false for other forms.
-  bool Unsigned(Cursor& c, uint64_t form, uint64_t& v) const {
+  bool Unsigned(DwarfCursor& c, uint64_t form, uint64_t& v) const {
     switch (form) {
       case DW_FORM_data1:
         v = c.Fixed(1);
@@ -224,7 +149,7 @@ class Program {
   absl::StatusOr<LineTable> Read() {
     if (offset_ >= sec_.debug_line.size()) return Bad("offset past .debug_line");
     const auto* base = reinterpret_cast<const uint8_t*>(sec_.debug_line.data());
-    Cursor c(base + offset_, base + sec_.debug_line.size());
+    DwarfCursor c(base + offset_, base + sec_.debug_line.size());
     uint64_t unit_length = c.Fixed(4);
     unsigned offset_size = 4;
     if (unit_length == 0xffffffffu) {
@@ -291,7 +216,7 @@ class Program {
   }
 
   // DWARF 5 directory or file entries: the format, the count, the entries.
-  bool ReadEntries(Cursor& c, const FormReader& forms, bool files) {
+  bool ReadEntries(DwarfCursor& c, const FormReader& forms, bool files) {
     const unsigned nforms = c.U8();
     uint64_t form_of[256];
     int path = -1, dir_index = -1;
@@ -331,8 +256,8 @@ class Program {
   }
 
   // The line program. The registers live in locals (State), the hot path — special opcodes and
-  // the short standard ones — reads bytes without the Cursor's bookkeeping.
-  absl::Status Run(Cursor& c) {
+  // the short standard ones — reads bytes without the DwarfCursor's bookkeeping.
+  absl::Status Run(DwarfCursor& c) {
     const uint8_t* p = c.pos();
     const uint8_t* const end = c.end();
     State st;
@@ -367,13 +292,13 @@ class Program {
                           st.is_stmt == 1, end_sequence};
       return true;
     };
-    // LEB128 operands through the Cursor (bounded, at most 10 bytes).
+    // LEB128 operands through the DwarfCursor (bounded, at most 10 bytes).
     auto uleb = [&](uint64_t& v) {
       if (p < end && *p < 0x80) {
         v = *p++;
         return true;
       }
-      Cursor k(p, end);
+      DwarfCursor k(p, end);
       v = k.Uleb();
       p = k.pos();
       return k.ok();
@@ -383,7 +308,7 @@ class Program {
         v = *p++;
         return true;
       }
-      Cursor k(p, end);
+      DwarfCursor k(p, end);
       v = k.Sleb();
       p = k.pos();
       return k.ok();
@@ -422,14 +347,14 @@ class Program {
           case DW_LNE_set_address: {
             st.op_index = 0;
             if (address_size_ != 4 && address_size_ != 8) return Bad("address size");
-            Cursor k(p, end);
+            DwarfCursor k(p, end);
             st.addr = k.Fixed(address_size_);
             if (!k.ok()) return Bad("truncated address");
             p = k.pos();
             break;
           }
           case DW_LNE_define_file: {
-            Cursor k(p, end);
+            DwarfCursor k(p, end);
             const char* name = k.CStr();
             const uint64_t dir = k.Uleb();
             k.Uleb();

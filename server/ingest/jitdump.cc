@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -13,67 +14,6 @@ constexpr size_t kCodeMoveFixed = kJitRecordPrefixSize + 48;
 constexpr size_t kDebugInfoFixed = kJitRecordPrefixSize + 16;
 constexpr size_t kDebugEntryMin = 8 + 4 + 4 + 1;  // addr, line, discrim, empty name's NUL
 constexpr size_t kUnwindingFixed = kJitRecordPrefixSize + 24;
-
-// A cursor over one record (or the header) in the file's byte order. Every read checks the
-// bounds; after a failed read ok() is false and further reads return zeros, so a parser can read
-// a run of fixed fields and test ok() once.
-class Cursor {
- public:
-  Cursor(std::string_view bytes, std::endian order) : bytes_(bytes), order_(order) {}
-
-  uint32_t U32() { return static_cast<uint32_t>(Read(4)); }
-  uint64_t U64() { return Read(8); }
-
-  // A NUL-terminated string starting at the cursor; the NUL is consumed, not returned.
-  std::optional<std::string_view> CString() {
-    if (!ok_) return std::nullopt;
-    size_t nul = bytes_.find('\0', pos_);
-    if (nul == std::string_view::npos) {
-      ok_ = false;
-      return std::nullopt;
-    }
-    std::string_view s = bytes_.substr(pos_, nul - pos_);
-    pos_ = nul + 1;
-    return s;
-  }
-
-  // `n` raw bytes; fails (without reading) when fewer remain.
-  std::optional<std::string_view> Bytes(uint64_t n) {
-    if (!ok_ || n > remaining()) {
-      ok_ = false;
-      return std::nullopt;
-    }
-    std::string_view s = bytes_.substr(pos_, static_cast<size_t>(n));
-    pos_ += static_cast<size_t>(n);
-    return s;
-  }
-
-  bool ok() const { return ok_; }
-  size_t pos() const { return pos_; }
-  size_t remaining() const { return bytes_.size() - pos_; }
-
- private:
-  uint64_t Read(size_t n) {
-    if (!ok_ || n > remaining()) {
-      ok_ = false;
-      return 0;
-    }
-    uint64_t v = 0;
-    const auto* p = reinterpret_cast<const unsigned char*>(bytes_.data() + pos_);
-    if (order_ == std::endian::little) {
-      for (size_t i = n; i-- > 0;) v = v << 8 | p[i];
-    } else {
-      for (size_t i = 0; i < n; ++i) v = v << 8 | p[i];
-    }
-    pos_ += n;
-    return v;
-  }
-
-  std::string_view bytes_;
-  std::endian order_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
 
 const char* RecordName(uint32_t id) {
   switch (static_cast<JitRecordId>(id)) {
@@ -129,23 +69,23 @@ class RecordParser {
   }
 
   // Positioned after the prefix.
-  Cursor Body() const {
-    Cursor c(record_, order_);
+  ByteReader Body() const {
+    ByteReader c(record_, order_);
     (void)c.Bytes(kJitRecordPrefixSize);
     return c;
   }
 
   absl::StatusOr<Parsed> ParseCodeLoad() {
     RETURN_IF_ERROR(CheckMinSize(kCodeLoadFixed));
-    Cursor c = Body();
+    ByteReader c = Body();
     CodeLoad r;
     r.prefix = prefix_;
-    r.pid = c.U32();
-    r.tid = c.U32();
-    r.vma = c.U64();
-    r.code_addr = c.U64();
-    r.code_size = c.U64();
-    r.code_index = c.U64();
+    r.pid = c.Int<uint32_t>();
+    r.tid = c.Int<uint32_t>();
+    r.vma = c.Int<uint64_t>();
+    r.code_addr = c.Int<uint64_t>();
+    r.code_size = c.Int<uint64_t>();
+    r.code_index = c.Int<uint64_t>();
     std::optional<std::string_view> name = c.CString();
     if (!name) return Error("function name has no terminating NUL");
     // perf takes the code as the last code_size bytes; they must not overlap the name.
@@ -159,26 +99,26 @@ class RecordParser {
 
   absl::StatusOr<Parsed> ParseCodeMove() {
     RETURN_IF_ERROR(CheckMinSize(kCodeMoveFixed));
-    Cursor c = Body();
+    ByteReader c = Body();
     CodeMove r;
     r.prefix = prefix_;
-    r.pid = c.U32();
-    r.tid = c.U32();
-    r.vma = c.U64();
-    r.old_code_addr = c.U64();
-    r.new_code_addr = c.U64();
-    r.code_size = c.U64();
-    r.code_index = c.U64();
+    r.pid = c.Int<uint32_t>();
+    r.tid = c.Int<uint32_t>();
+    r.vma = c.Int<uint64_t>();
+    r.old_code_addr = c.Int<uint64_t>();
+    r.new_code_addr = c.Int<uint64_t>();
+    r.code_size = c.Int<uint64_t>();
+    r.code_index = c.Int<uint64_t>();
     return Parsed(std::move(r));
   }
 
   absl::StatusOr<Parsed> ParseDebugInfo() {
     RETURN_IF_ERROR(CheckMinSize(kDebugInfoFixed));
-    Cursor c = Body();
+    ByteReader c = Body();
     DebugInfo r;
     r.prefix = prefix_;
-    r.code_addr = c.U64();
-    uint64_t nr_entry = c.U64();
+    r.code_addr = c.Int<uint64_t>();
+    uint64_t nr_entry = c.Int<uint64_t>();
     // Bound the count by what could fit before trusting it (no multiplication to overflow).
     if (nr_entry > c.remaining() / kDebugEntryMin) {
       return Error(StrCat("nr_entry ", nr_entry, " cannot fit in the ", c.remaining(),
@@ -187,9 +127,9 @@ class RecordParser {
     r.entries.reserve(static_cast<size_t>(nr_entry));
     for (uint64_t i = 0; i < nr_entry; ++i) {
       DebugEntry e;
-      e.addr = c.U64();
-      e.line = c.U32();
-      e.discrim = c.U32();
+      e.addr = c.Int<uint64_t>();
+      e.line = c.Int<uint32_t>();
+      e.discrim = c.Int<uint32_t>();
       std::optional<std::string_view> file = c.CString();
       if (!c.ok() || !file) {
         return Error(StrCat("entry ", i, " of ", nr_entry, " runs past the end of the record"));
@@ -209,20 +149,19 @@ class RecordParser {
 
   absl::StatusOr<Parsed> ParseUnwindingInfo() {
     RETURN_IF_ERROR(CheckMinSize(kUnwindingFixed));
-    Cursor c = Body();
+    ByteReader c = Body();
     UnwindingInfo r;
     r.prefix = prefix_;
-    r.unwinding_size = c.U64();
-    r.eh_frame_hdr_size = c.U64();
-    r.mapped_size = c.U64();
+    r.unwinding_size = c.Int<uint64_t>();
+    r.eh_frame_hdr_size = c.Int<uint64_t>();
+    r.mapped_size = c.Int<uint64_t>();
     if (r.eh_frame_hdr_size > r.unwinding_size) {
       return Error(StrCat("eh_frame_hdr_size ", r.eh_frame_hdr_size, " exceeds unwinding_size ", r.unwinding_size));
     }
-    std::optional<std::string_view> data = c.Bytes(r.unwinding_size);
-    if (!data) {
+    if (r.unwinding_size > c.remaining()) {
       return Error(StrCat("unwinding_size ", r.unwinding_size, " exceeds the ", c.remaining(), " bytes left"));
     }
-    r.data = std::string(*data);
+    r.data = std::string(c.Bytes(static_cast<size_t>(r.unwinding_size)));
     return Parsed(std::move(r));
   }
 
@@ -257,20 +196,20 @@ absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view d
     } else if (std::memcmp(data.data(), "JiTD", 4) == 0) {
       h.byte_order = std::endian::big;
     } else {
-      Cursor m(data, std::endian::little);
+      ByteReader m(data, std::endian::little);
       return absl::InvalidArgumentError(
           fmt::format("{}: not a jitdump file: magic is 0x{:08x}, expected 0x{:08x} in either byte order", source_,
-                      m.U32(), kJitdumpMagic));
+                      m.Int<uint32_t>(), kJitdumpMagic));
     }
-    Cursor c(data, h.byte_order);
-    (void)c.U32();  // magic
-    h.version = c.U32();
-    h.total_size = c.U32();
-    h.elf_mach = c.U32();
-    h.pad1 = c.U32();
-    h.pid = c.U32();
-    h.timestamp = c.U64();
-    h.flags = c.U64();
+    ByteReader c(data, h.byte_order);
+    (void)c.Int<uint32_t>();  // magic
+    h.version = c.Int<uint32_t>();
+    h.total_size = c.Int<uint32_t>();
+    h.elf_mach = c.Int<uint32_t>();
+    h.pad1 = c.Int<uint32_t>();
+    h.pid = c.Int<uint32_t>();
+    h.timestamp = c.Int<uint64_t>();
+    h.flags = c.Int<uint64_t>();
     if (h.total_size < kJitdumpHeaderSize) {
       return absl::InvalidArgumentError(StrCat(source_, ": jitdump header total_size ", h.total_size,
                                                " is smaller than the ", kJitdumpHeaderSize, "-byte header"));
@@ -283,12 +222,12 @@ absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view d
 
   const std::endian order = header_->byte_order;
   while (data.size() - pos >= kJitRecordPrefixSize) {
-    Cursor c(data.substr(pos), order);
+    ByteReader c(data.substr(pos), order);
     RecordPrefix prefix;
     prefix.file_offset = offset_;
-    prefix.id = c.U32();
-    prefix.total_size = c.U32();
-    prefix.timestamp = c.U64();
+    prefix.id = c.Int<uint32_t>();
+    prefix.total_size = c.Int<uint32_t>();
+    prefix.timestamp = c.Int<uint64_t>();
     if (prefix.total_size < kJitRecordPrefixSize) {
       return absl::InvalidArgumentError(StrCat(source_, ": offset ", offset_, ": ", RecordName(prefix.id),
                                                " record total_size ", prefix.total_size, " is smaller than the ",

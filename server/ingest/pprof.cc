@@ -5,6 +5,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -26,14 +27,15 @@ struct Field {
   std::string_view raw;   // the whole field as encoded (tag included)
 };
 
+// profile.proto's fields, one at a time, read through common/byte_reader.h.
 class Reader {
  public:
-  explicit Reader(std::string_view s) : s_(s) {}
-  bool done() const { return pos_ >= s_.size(); }
+  explicit Reader(std::string_view s) : s_(s), r_(s) {}
+  bool done() const { return r_.done(); }
   // false at the end; an error for a malformed field.
   absl::StatusOr<bool> Next(Field& f) {
     if (done()) return false;
-    const size_t start = pos_;
+    const size_t start = r_.pos();
     ASSIGN_OR_RETURN(uint64_t tag, Varint());
     f.number = static_cast<uint32_t>(tag >> 3);
     if (f.number == 0 || (tag >> 3) > 0x1fffffff) return Bad("a field numbered 0 or out of range");
@@ -45,52 +47,37 @@ class Reader {
       }
       case kFixed64:
       case kFixed32: {
-        const size_t n = f.type == kFixed64 ? 8 : 4;
-        if (s_.size() - pos_ < n) return Bad("truncated fixed-width field");
-        f.value = 0;
-        for (size_t i = 0; i < n; ++i) f.value |= static_cast<uint64_t>(static_cast<uint8_t>(s_[pos_ + i])) << (8 * i);
-        pos_ += n;
+        f.value = f.type == kFixed64 ? r_.Int<uint64_t>() : r_.Int<uint32_t>();
+        if (!r_.ok()) return Bad("truncated fixed-width field");
         break;
       }
       case kBytes: {
         ASSIGN_OR_RETURN(uint64_t len, Varint());
-        if (len > s_.size() - pos_) return Bad("a length-delimited field runs past the end (truncated?)");
-        f.data = s_.substr(pos_, len);
-        pos_ += len;
+        if (len > r_.remaining()) return Bad("a length-delimited field runs past the end (truncated?)");
+        f.data = r_.Bytes(static_cast<size_t>(len));
         break;
       }
       default:
         return Bad(StrCat("wire type ", static_cast<int>(f.type), " (groups are not used by profile.proto)"));
     }
-    f.raw = s_.substr(start, pos_ - start);
+    f.raw = s_.substr(start, r_.pos() - start);
     return true;
   }
 
  private:
   absl::StatusOr<uint64_t> Varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= s_.size()) return Bad("truncated varint");
-      const uint8_t b = static_cast<uint8_t>(s_[pos_++]);
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    return Bad("a varint longer than 10 bytes");
+    const uint64_t v = r_.Uleb();
+    if (!r_.ok()) return Bad(r_.reason());
+    return v;
   }
   static absl::Status Bad(std::string_view what) {
     return absl::InvalidArgumentError(StrCat("not a pprof profile: ", what));
   }
   std::string_view s_;
-  size_t pos_ = 0;
+  ByteReader r_;
 };
 
-void PutVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
+void PutVarint(std::string& out, uint64_t v) { AppendUleb(out, v); }
 void PutTag(std::string& out, uint32_t number, WireType t) { PutVarint(out, (uint64_t{number} << 3) | t); }
 void PutUint(std::string& out, uint32_t number, uint64_t v) {
   PutTag(out, number, kVarint);
@@ -193,19 +180,11 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
           if (g.type == kVarint) {
             ids.push_back(g.value);
           } else if (g.type == kBytes) {  // packed: a run of varints
-            size_t pos = 0;
-            while (pos < g.data.size()) {
-              uint64_t v = 0;
-              int shift = 0;
-              while (true) {
-                if (pos >= g.data.size() || shift >= 64) {
-                  return absl::InvalidArgumentError("not a pprof profile: a truncated packed location_id");
-                }
-                const uint8_t b = static_cast<uint8_t>(g.data[pos++]);
-                v |= static_cast<uint64_t>(b & 0x7f) << shift;
-                shift += 7;
-                if (!(b & 0x80)) break;
-              }
+            ByteReader packed(g.data);
+            while (!packed.done()) {
+              const uint64_t v = packed.Uleb();
+              if (!packed.ok())
+                return absl::InvalidArgumentError("not a pprof profile: a truncated packed location_id");
               ids.push_back(v);
             }
           }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 
 namespace symdex::jit {
@@ -17,27 +18,8 @@ namespace {
 void Put(std::string& s, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) s.push_back(static_cast<char>(v >> (8 * i) & 0xff));
 }
-void Uleb(std::string& s, uint64_t v) {
-  do {
-    uint8_t b = v & 0x7f;
-    v >>= 7;
-    if (v) b |= 0x80;
-    s.push_back(static_cast<char>(b));
-  } while (v);
-}
-void Sleb(std::string& s, int64_t v) {
-  bool more = true;
-  while (more) {
-    uint8_t b = v & 0x7f;
-    v >>= 7;  // arithmetic shift
-    if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-      more = false;
-    } else {
-      b |= 0x80;
-    }
-    s.push_back(static_cast<char>(b));
-  }
-}
+void Uleb(std::string& s, uint64_t v) { AppendUleb(s, v); }
+void Sleb(std::string& s, int64_t v) { AppendSleb(s, v); }
 void Align(std::string& s, size_t a) { s.append((a - s.size() % a) % a, '\0'); }
 template <typename T>
 void Append(std::string& s, const T& v) {

@@ -16,7 +16,10 @@ Fails (exit 1, one line per offence: file:line, the include or call, the rule) w
 - the gRPC handlers (server/api/services.*) include the store or run SQL or file I/O themselves:
   what they answer must come from the query layer, which the CLI uses too;
 - SQL is written outside server/store/ (a statement in a string literal, or a statement prepared
-  on the database handle): the schema's one owner is the store.
+  on the database handle): the schema's one owner is the store;
+- a reader of untrusted bytes or a LEB128 decoder is defined outside server/common/ (a class
+  named *Cursor / *ByteReader, or a loop shifting 7-bit groups): the family lives in
+  server/common/byte_reader.h.
 
 Usage: check_layers.py SOURCE_DIR
 """
@@ -84,6 +87,8 @@ SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 SQL_TEXT = re.compile(r'"[^"]*\b(SELECT\s.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|'
                       r'CREATE\s+(TABLE|INDEX)|PRAGMA)\b')
 SQL_CALL = re.compile(r'\bdb_?(\.|->)Prepare\s*\(|\bsqlite3_(prepare|exec)')
+# A byte reader or a LEB128 decoder outside server/common/.
+BYTE_READER = re.compile(r'^\s*(class|struct)\s+\w*(Cursor|ByteReader)\b[^;]*$|0x7fu?[)}]?\s*<<\s*\(?\s*(\w*shift|7\s*\*)')
 
 
 def includes(path):
@@ -131,11 +136,13 @@ def main(root):
         if allowed is None:
             bad.append(f"{rel}: directory server/{layer}/ has no place in the layering (add it to LAYERS with its rule)")
             continue
-        if layer != "store":
-            for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
-                code = line.split("//")[0] if not line.lstrip().startswith('"') else line
-                if SQL_TEXT.search(code) or SQL_CALL.search(code):
-                    bad.append(f"{rel}:{n}: SQL outside server/store/: give the store a function for it")
+        for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            code = line.split("//")[0] if not line.lstrip().startswith('"') else line
+            if layer != "store" and (SQL_TEXT.search(code) or SQL_CALL.search(code)):
+                bad.append(f"{rel}:{n}: SQL outside server/store/: give the store a function for it")
+            if layer != "common" and BYTE_READER.search(code):
+                bad.append(f"{rel}:{n}: a byte reader or LEB128 decoder outside server/common/: "
+                           "use server/common/byte_reader.h (ByteReader, DwarfCursor, DecodeUleb)")
         for n, inc in includes(p):
             if not inc.startswith("server/"):
                 continue

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <limits>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -22,6 +24,79 @@
 
 namespace symdex {
 namespace {
+
+// The LEB128 decoder every reader uses: values of every length round-trip through AppendUleb /
+// AppendSleb; ten bytes is the most it reads; one that runs off the end is told apart.
+TEST(Leb128, RoundTripsAndRefusesTruncatedOrOverlongNumbers) {
+  for (uint64_t v :
+       {uint64_t{0}, uint64_t{1}, uint64_t{127}, uint64_t{128}, uint64_t{0x3fff}, uint64_t{1} << 35, ~uint64_t{0}}) {
+    std::string b;
+    AppendUleb(b, v);
+    const auto* p = reinterpret_cast<const uint8_t*>(b.data());
+    uint64_t got = 0;
+    ASSERT_EQ(DecodeUleb(p, p + b.size(), got), Leb::kOk) << v;
+    EXPECT_EQ(got, v);
+    EXPECT_EQ(p, reinterpret_cast<const uint8_t*>(b.data()) + b.size());
+  }
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{63}, int64_t{-64}, int64_t{-65}, int64_t{1} << 40,
+                    std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()}) {
+    std::string b;
+    AppendSleb(b, v);
+    const auto* p = reinterpret_cast<const uint8_t*>(b.data());
+    int64_t got = 0;
+    ASSERT_EQ(DecodeSleb(p, p + b.size(), got), Leb::kOk) << v;
+    EXPECT_EQ(got, v);
+  }
+  const std::string max = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01";  // UINT64_MAX, ten bytes
+  const std::string eleven("\x80\x80\x80\x80\x80\x80\x80\x80\x80\x80\x00", 11);
+  const std::string cut = "\x80\x80";
+  uint64_t v = 0;
+  const auto* p = reinterpret_cast<const uint8_t*>(max.data());
+  EXPECT_EQ(DecodeUleb(p, p + max.size(), v), Leb::kOk);
+  EXPECT_EQ(v, ~uint64_t{0});
+  p = reinterpret_cast<const uint8_t*>(eleven.data());
+  EXPECT_EQ(DecodeUleb(p, p + eleven.size(), v), Leb::kTooLong);
+  p = reinterpret_cast<const uint8_t*>(cut.data());
+  EXPECT_EQ(DecodeUleb(p, p + cut.size(), v), Leb::kTruncated);
+  // libdw steps over up to 16 bytes; their value is the first ten's.
+  p = reinterpret_cast<const uint8_t*>(eleven.data());
+  EXPECT_EQ(LebLength(p, p + eleven.size()), 11u);
+  EXPECT_EQ(LebLength(p, p + 5), 0u);
+}
+
+TEST(ByteReader, VarintsAndCStringsSayWhatWentWrong) {
+  ByteReader r(
+      std::string_view("\x96\x01"
+                       "abc\0"
+                       "\x80",
+                       7));
+  EXPECT_EQ(r.Uleb(), 150u);
+  EXPECT_EQ(r.CString(), std::optional<std::string_view>("abc"));
+  EXPECT_EQ(r.Uleb(), 0u);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.reason(), "truncated varint");
+  EXPECT_EQ(r.error(), "truncated varint at byte 6");
+  EXPECT_EQ(r.Int<uint32_t>(), 0u) << "the first failure sticks";
+  ByteReader s(std::string_view("no nul"));
+  EXPECT_FALSE(s.CString().has_value());
+  EXPECT_EQ(s.reason(), "unterminated string");
+}
+
+TEST(DwarfCursor, FailureSticksAndEndsTheRange) {
+  const uint8_t bytes[] = {0x01, 0x02, 0x03, 0xe5, 0x8e, 0x26, 'x', 0};
+  DwarfCursor c(bytes, bytes + sizeof(bytes));
+  EXPECT_EQ(c.Fixed(2), 0x0201u);
+  EXPECT_EQ(c.U8(), 3u);
+  EXPECT_EQ(c.Uleb(), 624485u);
+  EXPECT_STREQ(c.CStr(), "x");
+  EXPECT_TRUE(c.ok());
+  EXPECT_EQ(c.U8(), 0u);
+  EXPECT_FALSE(c.ok());
+  DwarfCursor d(bytes, bytes + 4);
+  d.Skip(5);
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(d.left(), 0u) << "a failed cursor reads nothing more";
+}
 
 TEST(ParseHex, AcceptsDigitsWithOrWithoutPrefix) {
   EXPECT_EQ(ParseHex("ffffffff81000000"), 0xffffffff81000000u);
