@@ -17,8 +17,6 @@
 #include "server/common/file_util.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
-#include "server/ingest/elf_notes.h"
-#include "server/ingest/frame_text.h"
 
 namespace symdex::cli {
 namespace {
@@ -39,10 +37,9 @@ constexpr size_t kMaxSysModuleEntries = 16384;
 
 absl::StatusOr<std::string> BuildIdFromNotes(const std::string& path) {
   ASSIGN_OR_RETURN(std::string notes, ReadFileBounded(path, kMaxNotesBytes));
-  auto id = ingest::FindGnuBuildId(notes);
+  auto id = query::NotesBuildId(notes);
   if (!id.ok()) return absl::InvalidArgumentError(StrCat(path, ": ", id.status().message()));
-  if (!*id) return absl::InvalidArgumentError(StrCat(path, ": no GNU build-ID note"));
-  return (*id)->ToHex();
+  return *id;
 }
 
 // Every module in a copy of a machine's /sys/module with its section bases (DIR/M/sections/*)
@@ -242,7 +239,7 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
     if (arg != "-") {
       st = add(arg);
     } else {
-      st = ForEachStdinLine(ingest::kMaxFrameLineLength, "a frame", add);
+      st = ForEachStdinLine(query::kMaxFrameTextLength, "a frame", add);
     }
     if (st.ok()) st = answer();
     while (st.ok() && !pending.empty()) st = finish();

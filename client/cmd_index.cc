@@ -11,10 +11,9 @@
 #include <optional>
 
 #include "client/cli_common.h"
-#include "client/local_index.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
-#include "server/indexer/indexer.h"
+#include "server/indexer/index_request.h"
 
 namespace symdex::cli {
 namespace {
@@ -78,7 +77,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
     };
   }
   if (o.build_id) {
-    req.build_id = indexer::BuildIdTargetOptions{.build_id = *o.build_id, .name = o.name};
+    req.build_id = BuildIdTargetOptions{.build_id = *o.build_id, .name = o.name};
     for (const std::string& m : o.module_build_ids) {
       const size_t eq = m.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -87,31 +86,29 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
       req.build_id->modules.push_back({m.substr(0, eq), m.substr(eq + 1)});
     }
   } else if (!o.system_map.empty()) {
-    req.offline = target::OfflineKernelOptions{.system_map = o.system_map,
-                                               .modules_dir = o.modules_dir,
-                                               .name = o.name,
-                                               .release = o.release,
-                                               .vmlinux = o.vmlinux,
-                                               .jobs = o.jobs,
-                                               .progress = req.progress};
+    req.offline = OfflineKernelOptions{.system_map = o.system_map,
+                                       .modules_dir = o.modules_dir,
+                                       .name = o.name,
+                                       .release = o.release,
+                                       .vmlinux = o.vmlinux,
+                                       .jobs = o.jobs,
+                                       .progress = req.progress};
   } else {
-    req.live = target::LiveHostOptions{.sysroot = o.sysroot, .name = o.name.empty() ? "host" : o.name};
+    req.live = LiveHostOptions{.sysroot = o.sysroot, .name = o.name.empty() ? "host" : o.name};
   }
   req.debuginfo = !o.no_debuginfo;
   req.jobs = o.jobs;
   req.addr_maps = !o.no_addr_map;
   req.force = o.force;
   req.kernel_config = o.kernel_config;
-  req.finder = debuginfo::DebugFinderOptions{.debug_dirs = o.debug_dirs,
-                                             .sysroot = o.sysroot,
-                                             .vmlinux = o.vmlinux,
-                                             .use_debuginfod = !o.no_debuginfod,
-                                             .debuginfod_progress = tty};
+  req.finder = DebugFinderOptions{.debug_dirs = o.debug_dirs,
+                                  .sysroot = o.sysroot,
+                                  .vmlinux = o.vmlinux,
+                                  .use_debuginfod = !o.no_debuginfod,
+                                  .debuginfod_progress = tty};
 
-  auto db = OpenForWrite(g);
-  if (!db.ok()) return Fail(g, db.status(), true);
   auto start = std::chrono::steady_clock::now();
-  auto sum = indexer::IndexTarget(*db, req);
+  auto sum = indexer::IndexInto(DbPath(g), req);
   if (!sum.ok()) return Fail(g, sum.status(), true);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const indexer::IndexSummary& s = *sum;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "server/common/build_id.h"
+#include "server/common/index_inputs.h"
 #include "server/common/status.h"
 #include "server/target/file_status.h"
 
@@ -63,13 +64,7 @@ struct LookupResult {
 // the file is over the size limit. `what` leads the message.
 absl::Status LookupFailure(const LookupResult& r, const std::string& what);
 
-struct DebugFinderOptions {
-  std::vector<std::string> debug_dirs;
-  std::string sysroot;
-  std::string vmlinux;               // explicit vmlinux debug file
-  bool use_debuginfod = true;        // when DEBUGINFOD_URLS is set
-  bool debuginfod_progress = false;  // progress on stderr (a TTY)
-};
+using symdex::DebugFinderOptions;
 
 // The GNU build-ID in an open ELF's SHT_NOTE sections, nullopt if it has none.
 std::optional<BuildId> ElfBuildId(Elf* elf);

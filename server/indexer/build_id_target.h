@@ -16,18 +16,8 @@
 
 namespace symdex::indexer {
 
-struct ModuleByBuildId {
-  std::string name;      // as the kernel names it (hyphens are underscores)
-  std::string build_id;  // hex
-};
-
-struct BuildIdTargetOptions {
-  std::string build_id;  // hex, 2..64 digits (GNU build-IDs are 20 bytes)
-  std::string name;      // default: the build-ID
-  // Modules to include. One whose debug file is missing or wrong is recorded in the target's
-  // files (status error, with the reason) and a warning; the kernel is indexed without it.
-  std::vector<ModuleByBuildId> modules;
-};
+using symdex::BuildIdTargetOptions;
+using symdex::ModuleByBuildId;
 
 absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
                                                        const debuginfo::DebugFinderOptions& finder);

@@ -24,6 +24,7 @@
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"
 #include "server/store/index_store.h"
+#include "server/store/open_index.h"
 #include "server/store/text_symbol_file.h"
 #include "server/target/kernel_config.h"
 #include "server/target/symbol_spill.h"
@@ -293,6 +294,11 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
   WriteTextSymbols(db, t.name, sum);
   sum.delta_modules.assign(names.begin(), names.end());
   return sum;
+}
+
+absl::StatusOr<IndexSummary> IndexInto(const std::string& db_path, const IndexRequest& req) {
+  ASSIGN_OR_RETURN(store::Db db, store::OpenIndex(db_path, store::IndexUse::kWrite));
+  return IndexTarget(db, req);
 }
 
 }  // namespace symdex::indexer

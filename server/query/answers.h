@@ -120,6 +120,12 @@ struct KprobeOptions {
 
 inline constexpr size_t kMaxFrameModules = 8192;      // a host's loaded modules (~100-300 usually)
 inline constexpr size_t kMaxSectionsPerModule = 256;  // /sys/module/M/sections (~40 usually)
+inline constexpr size_t kMaxFrameTextLength = 4096;   // a printed frame (ingest/frame_text.h)
+
+// The GNU build-ID (hex) in a blob of ELF notes as a machine shows them (/sys/kernel/notes,
+// /sys/module/M/notes/.note.gnu.build-id): InvalidArgument for a malformed blob or one without
+// that note. What a front end reads from a machine's captured notes to name its kernel.
+absl::StatusOr<std::string> NotesBuildId(std::string_view notes);
 
 // A module as the host loaded it.
 struct FrameModule {

@@ -8,6 +8,7 @@
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
+#include "server/ingest/elf_notes.h"
 #include "server/ingest/frame_text.h"
 #include "server/query/call_evidence.h"
 #include "server/query/local_query.h"
@@ -751,6 +752,14 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
     }
     return out;
   });
+}
+
+static_assert(kMaxFrameTextLength == ingest::kMaxFrameLineLength);
+
+absl::StatusOr<std::string> NotesBuildId(std::string_view notes) {
+  ASSIGN_OR_RETURN(std::optional<BuildId> id, ingest::FindGnuBuildId(notes));
+  if (!id) return absl::InvalidArgumentError("no GNU build-ID note");
+  return id->ToHex();
 }
 
 }  // namespace symdex::query

@@ -12,6 +12,7 @@
 
 #include "server/common/build_id.h"
 #include "server/common/compact_optional.h"
+#include "server/common/index_inputs.h"
 #include "server/common/shared_text.h"
 #include "server/target/file_status.h"
 
@@ -110,8 +111,7 @@ struct KernelTarget {
 void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_t>(std::string_view)>& symbol_of,
                       bool live);
 
-// Reports progress of long steps: ("modules", 300, 1121).
-using ProgressFn = std::function<void(std::string_view stage, size_t done, size_t total)>;
+using symdex::ProgressFn;
 
 // Sets each symbol's `size` (not exact) to the kernel's extent: the distance to the next higher
 // address of the same vmlinux/module (and section, for a module file's section-relative symbols).

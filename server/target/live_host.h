@@ -14,10 +14,7 @@
 
 namespace symdex::target {
 
-struct LiveHostOptions {
-  std::string sysroot;        // "" or "/" = this host
-  std::string name = "host";  // target name in the store
-};
+using symdex::LiveHostOptions;
 
 absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts);
 

@@ -14,18 +14,7 @@
 
 namespace symdex::target {
 
-struct OfflineKernelOptions {
-  std::string system_map;   // required
-  std::string modules_dir;  // optional
-  std::string name;         // default: the release
-  // Default: what the files say of themselves: vmlinux's linux_banner (when `vmlinux` is
-  // given), else the release most modules' .modinfo vermagic= names; only then a guess from
-  // the paths ("System.map-<release>", lib/modules/<release>). Given, it overrides them all.
-  std::string release;
-  std::string vmlinux;  // optional vmlinux ELF (the --vmlinux debug file): its linux_banner
-  unsigned jobs = 0;    // 0 = hardware concurrency
-  ProgressFn progress;
-};
+using symdex::OfflineKernelOptions;
 
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts);
 

@@ -59,12 +59,10 @@ JIT_LOCAL = "jit export writes ELF files here from the code bytes in the index"
 CLIENT_LOCAL = {
     "client/local_index.h": ({"server/store/open_index.h"}, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
     "client/local_index.cc": (LOCAL_INDEX, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
-    "client/cmd_index.cc": ({"server/indexer/indexer.h"} | LOCAL_INDEX,
+    "client/cmd_index.cc": ({"server/indexer/index_request.h"},
                             "symdex index writes the index itself: no daemon needed"),
     "client/cmd_jit.cc": ({"server/jit/ingest.h", "server/jit/jit_elf.h", "server/query/jit_query.h"} | LOCAL_INDEX,
                           "jit ingest writes the index; " + JIT_LOCAL),
-    "client/cmd_frames.cc": ({"server/ingest/elf_notes.h", "server/ingest/frame_text.h"},
-                             "frames --kernel-notes/--modules-from read a machine's captured sysfs notes here"),
     "client/cmd_jit_dsos.cc": ({"server/ingest/jitted_dso.h", "server/jit/jitted_dso_files.h"},
                                "jit dsos reads the DSO files here (and asks the query API which loads they are)"),
 }
