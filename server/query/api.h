@@ -1,9 +1,10 @@
 // The query API every front end uses: the CLI embedded (query/local_query.h: LocalQuery over the
 // index file), the daemon's gRPC handlers (the same LocalQuery, shared by all calls, seen through
 // query/caller_view.h per peer), and the CLI as a client of the daemon (api::RemoteQuery, the
-// same interface over gRPC). Answers are plain structs (answers.h, jit_types.h); the printing
-// lives in the CLI, the wire format in server/api/convert.h, so the CLI prints the same bytes
-// whichever implementation answered. This header reaches no store, libdw or gRPC header: a front
+// same interface over gRPC). Answers are plain structs (answers.h, jit_types.h, verbs.h); the
+// printing lives in the CLI, the wire format in server/api/ (convert.h by hand, wire_fields.h by
+// field name for the verbs of verbs.h), so the CLI prints the same bytes whichever
+// implementation answered. This header reaches no store, libdw or gRPC header: a front
 // end that includes it sees the questions and answers only.
 #pragma once
 
