@@ -77,15 +77,14 @@ class Reader {
   ByteReader r_;
 };
 
-void PutVarint(std::string& out, uint64_t v) { AppendUleb(out, v); }
-void PutTag(std::string& out, uint32_t number, WireType t) { PutVarint(out, (uint64_t{number} << 3) | t); }
+void PutTag(std::string& out, uint32_t number, WireType t) { AppendUleb(out, (uint64_t{number} << 3) | t); }
 void PutUint(std::string& out, uint32_t number, uint64_t v) {
   PutTag(out, number, kVarint);
-  PutVarint(out, v);
+  AppendUleb(out, v);
 }
 void PutBytes(std::string& out, uint32_t number, std::string_view b) {
   PutTag(out, number, kBytes);
-  PutVarint(out, b.size());
+  AppendUleb(out, b.size());
   out.append(b);
 }
 

@@ -18,8 +18,6 @@ namespace {
 void Put(std::string& s, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) s.push_back(static_cast<char>(v >> (8 * i) & 0xff));
 }
-void Uleb(std::string& s, uint64_t v) { AppendUleb(s, v); }
-void Sleb(std::string& s, int64_t v) { AppendSleb(s, v); }
 void Align(std::string& s, size_t a) { s.append((a - s.size() % a) % a, '\0'); }
 template <typename T>
 void Append(std::string& s, const T& v) {
@@ -47,15 +45,15 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
   for (const std::string& f : *files) {
     hdr += f;
     hdr.push_back(0);
-    Uleb(hdr, 0);  // directory
-    Uleb(hdr, 0);  // mtime
-    Uleb(hdr, 0);  // length
+    AppendUleb(hdr, 0);  // directory
+    AppendUleb(hdr, 0);  // mtime
+    AppendUleb(hdr, 0);  // length
   }
   hdr.push_back(0);
 
   std::string prog;
   prog.push_back(0);  // extended opcode
-  Uleb(prog, 9);
+  AppendUleb(prog, 9);
   prog.push_back(2);  // DW_LNE_set_address
   Put(prog, kJitElfTextOffset, 8);
   uint64_t pc = 0, file = 1;
@@ -65,32 +63,32 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
     uint64_t f = file_index[l.file];
     if (f != file) {
       prog.push_back(4);  // DW_LNS_set_file
-      Uleb(prog, f);
+      AppendUleb(prog, f);
       file = f;
     }
     if (l.column != column) {
       prog.push_back(5);  // DW_LNS_set_column
-      Uleb(prog, l.column);
+      AppendUleb(prog, l.column);
       column = l.column;
     }
     if (static_cast<int64_t>(l.line) != line) {
       prog.push_back(3);  // DW_LNS_advance_line
-      Sleb(prog, static_cast<int64_t>(l.line) - line);
+      AppendSleb(prog, static_cast<int64_t>(l.line) - line);
       line = l.line;
     }
     if (l.offset != pc) {
       prog.push_back(2);  // DW_LNS_advance_pc
-      Uleb(prog, l.offset - pc);
+      AppendUleb(prog, l.offset - pc);
       pc = l.offset;
     }
     prog.push_back(1);  // DW_LNS_copy
   }
   if (size > pc) {
     prog.push_back(2);
-    Uleb(prog, size - pc);
+    AppendUleb(prog, size - pc);
   }
   prog.push_back(0);  // DW_LNE_end_sequence
-  Uleb(prog, 1);
+  AppendUleb(prog, 1);
   prog.push_back(1);
 
   std::string out;
@@ -197,28 +195,28 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     std::vector<std::string> files;
     std::string line_section = DebugLine(rows, size, &files);
     std::string abbrev;
-    Uleb(abbrev, 1);
-    Uleb(abbrev, 0x11);   // DW_TAG_compile_unit
-    abbrev.push_back(1);  // DW_CHILDREN_yes
+    AppendUleb(abbrev, 1);
+    AppendUleb(abbrev, 0x11);  // DW_TAG_compile_unit
+    abbrev.push_back(1);       // DW_CHILDREN_yes
     for (auto [at, form] : {std::pair{0x03, 0x08}, {0x1b, 0x08}, {0x10, 0x06}, {0x11, 0x01}, {0x12, 0x01}}) {
       // DW_AT_name string, DW_AT_comp_dir string, DW_AT_stmt_list data4, DW_AT_low_pc addr,
       // DW_AT_high_pc addr
-      Uleb(abbrev, at);
-      Uleb(abbrev, form);
+      AppendUleb(abbrev, at);
+      AppendUleb(abbrev, form);
     }
     abbrev.append(2, '\0');
-    Uleb(abbrev, 2);
-    Uleb(abbrev, 0x2e);   // DW_TAG_subprogram
-    abbrev.push_back(0);  // DW_CHILDREN_no
+    AppendUleb(abbrev, 2);
+    AppendUleb(abbrev, 0x2e);  // DW_TAG_subprogram
+    abbrev.push_back(0);       // DW_CHILDREN_no
     for (auto [at, form] : {std::pair{0x03, 0x08}, {0x11, 0x01}, {0x12, 0x01}}) {
-      Uleb(abbrev, at);
-      Uleb(abbrev, form);
+      AppendUleb(abbrev, at);
+      AppendUleb(abbrev, form);
     }
     abbrev.append(2, '\0');
     abbrev.push_back(0);  // end of abbreviations
 
     std::string dies;
-    Uleb(dies, 1);
+    AppendUleb(dies, 1);
     dies += files.front();
     dies.push_back(0);
     // An empty comp_dir: JIT file names ("node:internal/util", URLs) are not paths to resolve,
@@ -227,7 +225,7 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     Put(dies, 0, 4);  // stmt_list: offset 0 in .debug_line
     Put(dies, kJitElfTextOffset, 8);
     Put(dies, kJitElfTextOffset + size, 8);
-    Uleb(dies, 2);
+    AppendUleb(dies, 2);
     dies += in.name;
     dies.push_back(0);
     Put(dies, kJitElfTextOffset, 8);
