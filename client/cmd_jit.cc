@@ -1,27 +1,19 @@
 // symdex jit ingest|addr|collisions|export|dsos and symdex buildid: JIT code from jitdump and perf-map
-// files, and the build-IDs of jitted DSOs. Lookups are server/query/jit_query.h; ingest (a local
-// write) is server/jit/ingest.h; export's DSOs are made by server/jit/jit_elf.h and written here.
+// files, and the build-IDs of jitted DSOs. Lookups go through the query API; ingest and export work
+// on the index file here (server/jit/jit_files.h).
 #include <fmt/core.h>
 
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "client/cli_common.h"
 #include "client/cmd_jit.h"
-#include "client/local_index.h"
-#include "server/common/build_id.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
-#include "server/jit/ingest.h"
-#include "server/jit/jit_elf.h"
-#include "server/query/jit_query.h"
+#include "server/jit/jit_files.h"
 
 namespace symdex::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr char kSchemeHelp[] =
     "Build-ID scheme: symdex (default; unique per process instance and load), sha1-symtab (perf with "
@@ -61,11 +53,9 @@ struct IngestOptions {
 };
 
 int RunIngest(const GlobalOptions& g, const IngestOptions& o) {
-  auto files = jit::ExpandJitPaths(o.paths);
-  if (!files.ok()) return Fail(g, files.status(), true);
-  auto db = OpenForWrite(g);
-  if (!db.ok()) return Fail(g, db.status(), true);
-  if (files->empty()) {
+  auto reports = jit::IngestJitFilesInto(DbPath(g), o.paths);
+  if (!reports.ok()) return Fail(g, reports.status(), true);
+  if (reports->empty()) {
     if (g.json) {
       PrintJson({{"files", nlohmann::json::array()}, {"errors", 0}});
     } else {
@@ -75,8 +65,7 @@ int RunIngest(const GlobalOptions& g, const IngestOptions& o) {
   }
   int errors = 0;
   nlohmann::json arr = nlohmann::json::array();
-  for (const std::string& f : *files) {
-    jit::IngestReport r = jit::IngestJitFile(*db, f);
+  for (const JitIngestReport& r : *reports) {
     errors += r.status == "error";
     if (g.json) {
       arr.push_back({{"path", r.path},
@@ -304,58 +293,35 @@ int RunExport(const GlobalOptions& g, const ExportOptions& o) {
   auto scheme = query::JitSchemeArg(o.scheme);
   if (!scheme.ok()) return Fail(g, scheme.status());
   const std::string& sname = *scheme;
-  auto db = OpenForRead(g, "jit export");
-  if (!db.ok()) return Fail(g, db.status());
-  auto chosen = query::JitExportInstances(*db, o.pid, o.instance);
-  if (!chosen.ok()) return Fail(g, chosen.status());
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
-  if (ec) return Fail(g, absl::PermissionDeniedError(StrCat("cannot create ", o.out, ": ", ec.message())), true);
-  size_t written = 0, with_lines = 0;
-  std::set<std::string> ids;
-  nlohmann::json files = nlohmann::json::array();
-  for (const auto& inst : *chosen) {
-    if (!jit::JitElfSupportsMachine(inst.elf_mach)) {
-      fmt::print(stderr, "symdex: skipping pid {}: e_machine {} (only x86-64 and aarch64 dumps are exported)\n",
-                 inst.pid, inst.elf_mach);
-      continue;
-    }
-    auto loads = query::JitExportLoads(*db, inst, sname);
-    if (!loads.ok()) return Fail(g, loads.status());
-    for (const auto& e : *loads) {
-      jit::JitElfInput in;
-      in.machine = static_cast<uint16_t>(inst.elf_mach);
-      in.name = e.function.name;
-      in.code = e.code;
-      in.build_id = e.build_id;
-      for (const auto& l : e.lines) in.lines.push_back(jit::JitElfLine{l.offset, l.line, l.column, l.file});
-      auto bytes = jit::WriteJitElf(in);
-      if (!bytes.ok()) return Fail(g, bytes.status());
-      std::string path = (fs::path(o.out) / e.function.DsoName()).string();
-      std::ofstream f(path, std::ios::binary | std::ios::trunc);
-      f.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-      f.close();
-      if (!f) return Fail(g, absl::PermissionDeniedError(StrCat("cannot write ", path)), true);
-      ++written;
-      with_lines += !in.lines.empty();
-      ids.insert(e.build_id.ToHex());
-      if (g.json) {
-        files.push_back(
-            {{"path", path}, {"name", e.function.name}, {"build_id", e.build_id.ToHex()}, {"lines", in.lines.size()}});
-      }
-    }
+  if (!g.connect.empty()) {
+    return Fail(g, absl::FailedPreconditionError(
+                       "'jit export' works on files on this machine and reads the index file itself: run it where "
+                       "the index is, without --connect (--db names the index)"));
   }
+  auto exported = jit::ExportJitDsos(
+      DbPath(g), {.out = o.out, .scheme = sname, .pid = o.pid, .instance = o.instance},
+      [](uint32_t pid, uint32_t elf_mach) {
+        fmt::print(stderr, "symdex: skipping pid {}: e_machine {} (only x86-64 and aarch64 dumps are exported)\n", pid,
+                   elf_mach);
+      });
+  if (!exported.ok()) return Fail(g, exported.status());
+  const size_t written = exported->files.size(), with_lines = exported->with_lines;
+  const size_t distinct = exported->distinct_build_ids;
   if (g.json) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const jit::ExportedDso& f : exported->files) {
+      files.push_back({{"path", f.path}, {"name", f.name}, {"build_id", f.build_id}, {"lines", f.lines}});
+    }
     PrintJson({{"out", o.out},
                {"scheme", sname},
                {"written", written},
                {"with_debug_line", with_lines},
-               {"distinct_build_ids", ids.size()},
+               {"distinct_build_ids", distinct},
                {"files", files}});
   } else {
     fmt::print("wrote {} jitted DSOs to {} ({} with .debug_line), {} distinct {} build-IDs\n", written, o.out,
-               with_lines, ids.size(), sname);
-    if (ids.size() < written) {
+               with_lines, distinct, sname);
+    if (distinct < written) {
       fmt::print("  note: scheme {} gives some of them the same build-ID; tools keyed by build-ID will merge them\n",
                  sname);
     }

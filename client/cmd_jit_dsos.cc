@@ -1,5 +1,5 @@
 // symdex jit dsos: the jitted DSOs already on disk, which ingested load and perf era each is
-// (server/jit/jitted_dso_files.h reads them, server/query/jit_query.h matches them).
+// (server/jit/jit_files.h reads them here; the query API matches them against the index).
 #include <fmt/core.h>
 
 #include <filesystem>
@@ -9,27 +9,18 @@
 #include "client/cli_common.h"
 #include "client/cmd_jit.h"
 #include "server/common/strings.h"
-#include "server/ingest/jitted_dso.h"
-#include "server/jit/jitted_dso_files.h"
+#include "server/jit/jit_files.h"
 
 namespace symdex::cli {
 
 namespace fs = std::filesystem;
 
 int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
-  jit::JittedDsoScan scan = jit::ExpandJittedDsoPaths(o.paths);
-  std::vector<std::pair<std::string, std::string>> unreadable;  // path (or PATH arg), why
-  for (const absl::Status& s : scan.errors) unreadable.emplace_back("", std::string(s.message()));
-  std::vector<ingest::JittedDso> dsos;
-  for (const std::string& f : scan.files) {
-    auto d = jit::ReadJittedDso(f);
-    if (d.ok()) {
-      dsos.push_back(std::move(*d));
-    } else {
-      unreadable.emplace_back(f, std::string(d.status().message()));
-    }
-  }
-  if (scan.files.empty() && unreadable.empty()) {
+  jit::JittedDsosOnDisk disk = jit::ReadJittedDsos(o.paths);
+  const std::vector<JittedDso>& dsos = disk.dsos;
+  const auto& unreadable = disk.unreadable;
+  const std::vector<SharedDsoId>& shared = disk.shared;
+  if (!disk.any_file && unreadable.empty()) {
     if (g.json) {
       PrintJson({{"dsos", nlohmann::json::array()},
                  {"unreadable", nlohmann::json::array()},
@@ -65,7 +56,6 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
       matches.push_back(query::DsoMatch{.status = "no-index", .message = no_index});
     }
   }
-  std::vector<ingest::SharedDsoId> shared = ingest::SharedDsoIds(dsos);
   std::map<std::string, size_t> per_status;
   std::map<std::string, size_t> per_scheme;
   // The scheme each DSO's ID came from (first matching load), "" when none.
@@ -80,7 +70,7 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
     }
     if (!scheme_of[i].empty()) ++per_scheme[scheme_of[i]];
   }
-  auto shared_schemes = [&](const ingest::SharedDsoId& s) {
+  auto shared_schemes = [&](const SharedDsoId& s) {
     std::set<std::string> out;
     for (size_t i : s.dsos) {
       if (!scheme_of[i].empty()) out.insert(scheme_of[i]);

@@ -15,9 +15,14 @@
 #include <vector>
 
 #include "server/common/build_id.h"
+#include "server/common/jit_records.h"
 #include "server/common/status.h"
 
 namespace symdex::ingest {
+
+using symdex::JittedDso;  // common/jit_records.h
+using symdex::JittedDsoName;
+using symdex::SharedDsoId;
 
 // Jitted DSOs are one function each (perf's are a few KiB); anything bigger is not one.
 inline constexpr size_t kMaxJittedDsoBytes = size_t{64} << 20;  // 64 MiB
@@ -25,30 +30,13 @@ inline constexpr size_t kMaxJittedDsoBytes = size_t{64} << 20;  // 64 MiB
 // "jitted-*.so": the names a directory scan picks up.
 bool LooksLikeJittedDso(std::string_view file_name);
 
-struct JittedDsoName {
-  uint32_t pid = 0;
-  uint64_t code_index = 0;
-};
 // "jitted-<pid>-<code_index>.so" (the file name, no directory), decimal, no sign; nullopt otherwise.
 std::optional<JittedDsoName> ParseJittedDsoName(std::string_view file_name);
-
-struct JittedDso {
-  std::string path;
-  std::optional<JittedDsoName> name;  // from the file name
-  BuildId build_id;                   // the NT_GNU_BUILD_ID note's bytes
-  std::string symbol;                 // the first named symbol in .symtab (the function), or empty
-  uint64_t file_size = 0;
-};
 
 // Parses an ELF image already in memory (`image` is read in place by libelf). Errors name the
 // path: not an ELF file, truncated section headers, no build-ID note.
 absl::StatusOr<JittedDso> ParseJittedDso(std::string& image, const std::string& path);
 
-struct SharedDsoId {
-  std::string build_id;              // hex
-  std::vector<size_t> dsos;          // indexes into the input, in input order
-  std::vector<std::string> symbols;  // the distinct function names they merge, sorted
-};
 // Build-IDs carried by more than one of `dsos`, most DSOs first, then by ID.
 std::vector<SharedDsoId> SharedDsoIds(const std::vector<JittedDso>& dsos);
 

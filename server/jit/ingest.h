@@ -21,30 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "server/common/jit_records.h"
 #include "server/common/status.h"
 #include "server/store/sqlite_db.h"
 
 namespace symdex::jit {
 
-struct IngestReport {
-  std::string path;
-  std::string kind;  // "jitdump" | "perf-map"
-  uint32_t pid = 0;
-  uint64_t dump_timestamp = 0;  // jitdump only
-  uint64_t start_offset = 0;    // where this run started reading
-  uint64_t end_offset = 0;      // where the next run will start
-  uint64_t file_size = 0;
-  uint64_t bytes_read = 0;
-  size_t loads = 0, moves = 0, debug_infos = 0, unknown_records = 0;
-  size_t rejected_debug_infos = 0;              // DEBUG_INFO records whose entries contradict the record (dropped)
-  size_t duplicates = 0;                        // records already in the index (copy of a dump, overlapping reads)
-  size_t orphan_moves = 0;                      // CODE_MOVE for a code_index with no CODE_LOAD before it
-  size_t map_entries = 0, malformed_lines = 0;  // perf-map only
-  // closed (CLOSE seen) | complete | truncated (incomplete tail) | unchanged | error
-  std::string status;
-  std::string message;  // human-readable detail: truncation offset, error text
-  absl::Status error;   // non-ok iff status == "error"
-};
+using IngestReport = JitIngestReport;
 
 // Every jit-*.dump and perf-*.map directly in each DIR (sorted), files as given. A path that does
 // not exist is an error naming it.

@@ -16,10 +16,6 @@ std::string Quote(std::string_view s, size_t quote_max) {
   return quote_max == kQuoteInFull ? std::string(s) : Excerpt(s, quote_max);
 }
 
-JitInstanceInfo InstanceOf(const store::JitInstanceRow& r) {
-  return JitInstanceInfo{r.id, r.pid, r.dump_timestamp, r.elf_mach, r.big_endian, r.path, r.status, r.loads};
-}
-
 // A load as loaded (no placement asked): at its load address since its load time.
 JitFunction FunctionOf(const store::JitLoadRow& r) {
   JitFunction f;
@@ -44,8 +40,8 @@ class InstanceCache {
   absl::StatusOr<JitInstanceInfo> Get(int64_t id) {
     auto it = cache_.find(id);
     if (it == cache_.end()) {
-      ASSIGN_OR_RETURN(store::JitInstanceRow row, store::JitInstanceById(db_, id));
-      it = cache_.emplace(id, InstanceOf(row)).first;
+      ASSIGN_OR_RETURN(JitInstanceInfo row, store::JitInstanceById(db_, id));
+      it = cache_.emplace(id, std::move(row)).first;
     }
     return it->second;
   }
@@ -56,10 +52,7 @@ class InstanceCache {
 };
 
 absl::StatusOr<std::vector<JitInstanceInfo>> Instances(Db& db, std::optional<uint32_t> pid) {
-  ASSIGN_OR_RETURN(auto rows, store::FindJitInstances(db, pid));
-  std::vector<JitInstanceInfo> out;
-  for (const auto& r : rows) out.push_back(InstanceOf(r));
-  return out;
+  return store::FindJitInstances(db, pid);
 }
 
 // The instance of `pid` meant: `dump_ts` (its header timestamp), else the latest dump opened at

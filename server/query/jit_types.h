@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/common/jit_records.h"
 #include "server/common/status.h"
 
 namespace symdex::query {
@@ -32,16 +33,7 @@ struct BuildIdHit {
   std::string name;    // target or module name, or the debug file's path
   std::string target;  // module: its target
 };
-struct JitInstanceInfo {
-  int64_t id = 0;
-  uint32_t pid = 0;
-  uint64_t dump_timestamp = 0;
-  uint32_t elf_mach = 0;
-  bool big_endian = false;
-  std::string path;  // the first source it was read from
-  std::string status;
-  int64_t loads = 0;
-};
+using JitInstanceInfo = JitInstance;  // common/jit_records.h
 
 struct JitSourceLine {
   std::string file;

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "server/common/jit_records.h"
 #include "server/common/status.h"
 #include "server/ingest/jitdump.h"
 #include "server/ingest/perf_map.h"
@@ -31,16 +32,7 @@ namespace symdex::store {
 // ---------------------------------------------------------------------------------------------
 // rows
 
-struct JitInstanceRow {
-  int64_t id = 0;
-  uint32_t pid = 0;
-  uint64_t dump_timestamp = 0;
-  uint32_t elf_mach = 0;
-  bool big_endian = false;
-  std::string path;    // the first source it was read from
-  std::string status;  // of the source ingested last
-  int64_t loads = 0;
-};
+using JitInstanceRow = JitInstance;  // common/jit_records.h
 
 struct JitLoadRow {
   int64_t load_id = 0;

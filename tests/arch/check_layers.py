@@ -3,16 +3,16 @@
 what a gRPC handler may do.
 
   ingest (pure parsers) -> target, debuginfo -> store -> indexer (writes) / query (reads)
-  -> fleet (on-demand kernels by build-ID) -> api (gRPC) and client (CLI)
+  -> jit (JIT ingest and files) / fleet (on-demand kernels by build-ID) -> api (gRPC) and client (CLI)
 
 Fails (exit 1, one line per offence: file:line, the include or call, the rule) when
 - a directory includes one above it (a parser including the store, the store including query ...);
 - a file in client/ reaches, through its includes and theirs, anything below the query API: the
   CLI sees server/query/api.h (the API: questions and answers, no store, libdw or gRPC header —
   checked here too), server/api/remote_query.h (its gRPC implementation, which the CLI opens as
-  a module: server/api/remote_plugin.h) and server/common/; the verbs that stay in this process
-  (writes, and the JIT verbs that work on local files) are listed below by file, each with its
-  reason, and only they may reach what their list names (and what that reaches);
+  a module: server/api/remote_plugin.h), server/common/ and the thin headers of the verbs that
+  stay in this process (writes, and the JIT verbs that work on local files: LOCAL_WORK, each
+  with its reason), which themselves reach nothing but server/common/ and the API's types;
 - the gRPC handlers (server/api/services.*) include the store or run SQL or file I/O themselves:
   what they answer must come from the query layer, which the CLI uses too;
 - SQL is written outside server/store/ (a statement in a string literal, or a statement prepared
@@ -35,8 +35,10 @@ LAYERS = {
     "debuginfo": {"common", "ingest", "target"},
     "store": {"common", "ingest", "debuginfo", "target"},
     "indexer": {"common", "ingest", "target", "debuginfo", "store"},
-    "jit": {"common", "ingest", "store", "debuginfo"},
-    "query": {"common", "ingest", "target", "debuginfo", "store", "jit"},
+    "query": {"common", "ingest", "target", "debuginfo", "store"},
+    # JIT ingest (a write), the build-ID schemes, the ELF writer, the jitted DSOs on disk and the
+    # JIT verbs on local files (jit_files.h; export reads the index through query/jit_query.h).
+    "jit": {"common", "ingest", "store", "debuginfo", "query"},
     "metrics": {"common"},
     # Kernels by build-ID indexed on demand (the daemon's --fleet-cache): runs the indexer, hands
     # out the query over each kernel's index.
@@ -51,20 +53,13 @@ THIN_FORBIDDEN_DIRS = {"store", "ingest", "debuginfo", "target", "indexer", "jit
 THIN_FORBIDDEN_SYSTEM = re.compile(r"^(sqlite3\.h|elfutils/|libelf\.h|gelf\.h|dwarf\.h|grpc|google/protobuf/)")
 # What the client's includes may reach in server/ besides THIN_API's closure.
 CLIENT_API = [re.compile(p) for p in (r"server/common/[^/]+\.h$",)]
-# What stays in the CLI process, by file, each with its reason (README "Architecture"):
-# writes, and the JIT verbs that work on files here. A file listed may include these (and reach
-# what they reach); every other client file reaches only the query API.
-LOCAL_INDEX = {"client/local_index.h", "server/store/open_index.h"}
-JIT_LOCAL = "jit export writes ELF files here from the code bytes in the index"
-CLIENT_LOCAL = {
-    "client/local_index.h": ({"server/store/open_index.h"}, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
-    "client/local_index.cc": (LOCAL_INDEX, "the writers' index (index, jit ingest) and " + JIT_LOCAL),
-    "client/cmd_index.cc": ({"server/indexer/index_request.h"},
-                            "symdex index writes the index itself: no daemon needed"),
-    "client/cmd_jit.cc": ({"server/jit/ingest.h", "server/jit/jit_elf.h", "server/query/jit_query.h"} | LOCAL_INDEX,
-                          "jit ingest writes the index; " + JIT_LOCAL),
-    "client/cmd_jit_dsos.cc": ({"server/ingest/jitted_dso.h", "server/jit/jitted_dso_files.h"},
-                               "jit dsos reads the DSO files here (and asks the query API which loads they are)"),
+# The verbs that work on this machine's files and the index file itself, not through a daemon:
+# each has a thin header of plain requests and answers, which reaches only server/common/ (and
+# the query API's value types) -- never the store, the parsers or the debug-info readers.
+LOCAL_WORK = {
+    "server/indexer/index_request.h": "symdex index writes the index itself: no daemon needed",
+    "server/jit/jit_files.h": "jit ingest writes the index, jit export writes ELF files from it, "
+                              "jit dsos reads the DSO files here",
 }
 
 # The gRPC handlers: no store, no SQL, no file I/O.
@@ -161,16 +156,22 @@ def main(root):
         for n, inc in system_includes(root / h):
             if THIN_FORBIDDEN_SYSTEM.search(inc) and not h.startswith("server/api/"):
                 bad.append(f"{h}:{n}: includes <{inc}>: the query API a front end sees names no SQLite, libdw or gRPC")
+    local = set(LOCAL_WORK)
+    for h in sorted(LOCAL_WORK):
+        if not (root / h).exists():
+            bad.append(f"{h}: missing (moved? update LOCAL_WORK)")
+            continue
+        for reached in sorted(reach(root, h, memo)):
+            if reached.startswith("server/") and reached not in thin and \
+                    not any(r.search(reached) for r in CLIENT_API):
+                bad.append(f"{h}: reaches {reached}: a local verb's header holds plain requests and answers "
+                           "(server/common/ and the query API's types only)")
     for p in clients:
         rel = p.relative_to(root).as_posix()
         for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
             if SQL_TEXT.search(line) or SQL_CALL.search(line):
                 bad.append(f"{rel}:{n}: SQL in client/: the CLI asks the query API")
-        extra, _ = CLIENT_LOCAL.get(rel, (set(), ""))
-        allowed = set(thin)
-        for e in extra:
-            allowed.add(e)
-            allowed |= reach(root, e, memo)
+        allowed = thin | local
         for n, inc in includes(p):
             if not inc.startswith(("server/", "client/")):
                 continue
@@ -181,7 +182,8 @@ def main(root):
                     continue
                 via = "" if reached == inc else f" (through {inc})"
                 bad.append(f"{rel}:{n}: reaches {reached}{via}: client/ sees only the query API "
-                           "(server/query/api.h), its client (server/api/remote_query.h) and server/common/")
+                           "(server/query/api.h), its client (server/api/remote_query.h), the local verbs' "
+                           "headers (LOCAL_WORK) and server/common/")
     for h in HANDLERS:
         p = root / h
         if not p.exists():

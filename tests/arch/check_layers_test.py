@@ -30,8 +30,11 @@ def main(src):
     src = pathlib.Path(src)
     cases = [
         ("a client header that reaches the store",
-         [("client/json_text.h", "#pragma once\n", '#include "client/local_index.h"\n')],
-         "client/cmd_addr.cc", "reaches server/store/open_index.h (through client/"),
+         [("client/json_text.h", "#pragma once\n", '#include "server/jit/ingest.h"\n')],
+         "client/cmd_addr.cc", "reaches server/store/sqlite_db.h (through client/"),
+        ("a local verb's header that reaches the parsers",
+         [("server/jit/jit_files.h", "#pragma once\n", '#include "server/ingest/jitted_dso.h"\n')],
+         "server/jit/jit_files.h", "reaches server/ingest/jitted_dso.h: a local verb's header"),
         ("the query API header reaching SQLite",
          [("server/query/answers.h", "#pragma once\n", '#include "server/store/sqlite_db.h"\n')],
          "server/store/sqlite_db.h", "part of the query API a front end sees"),
