@@ -55,7 +55,7 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     for (const auto& f : ts.files) ++by_status[f.status];
     std::map<std::string, int> dbg_status;
     for (const auto& d : ts.debuginfo) ++dbg_status[d.status];
-    // vmlinux's address map (debuginfo/addr_map.h): present, missing or unusable, and why.
+    // vmlinux's address map (debuginfo/symbolize/addr_map.h): present, missing or unusable, and why.
     nlohmann::json jmap = nullptr;
     std::string map_line;
     const query::AddrMapState& am = ts.addr_map;

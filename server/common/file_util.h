@@ -32,7 +32,7 @@ std::string SysrootPath(const std::string& sysroot, const std::string& abs_path)
 // (~/.local/state/symdex/index.db). The CLI and the daemon share this rule.
 std::string DefaultIndexPath();
 
-// Where an index keeps its address maps (debuginfo/addr_map.h), one file per build-ID:
+// Where an index keeps its address maps (debuginfo/symbolize/addr_map.h), one file per build-ID:
 // "<db>-addrmaps" next to the database, as SQLite keeps "<db>-wal". "" for an in-memory database.
 std::string AddrMapDirFor(const std::string& db_path);
 

@@ -33,7 +33,7 @@ struct OfflineKernelOptions {
   ProgressFn progress;
 };
 
-// Where the debug files of a kernel and its modules are looked for (debuginfo/debug_finder.h).
+// Where the debug files of a kernel and its modules are looked for (debuginfo/files/debug_finder.h).
 struct DebugFinderOptions {
   std::vector<std::string> debug_dirs;
   std::string sysroot;

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "server/common/status.h"
-#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/files/debug_finder.h"
 #include "server/indexer/build_id_target.h"
 #include "server/metrics/metrics.h"
 #include "server/query/local_query.h"

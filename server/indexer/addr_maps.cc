@@ -1,4 +1,4 @@
-// Step 6 of an index run (steps.h): the address map (debuginfo/addr_map.h) of each debug file
+// Step 6 of an index run (steps.h): the address map (debuginfo/symbolize/addr_map.h) of each debug file
 // the target uses — vmlinux's and every module's — built once per build-ID. Planned as soon as
 // the debug files are parsed, built without the store, so that the build runs while the debug
 // files and the target are written.
@@ -16,8 +16,8 @@
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
-#include "server/debuginfo/addr_map.h"
-#include "server/debuginfo/worker_client.h"
+#include "server/debuginfo/symbolize/addr_map.h"
+#include "server/debuginfo/worker/worker_client.h"
 #include "server/indexer/steps.h"
 
 namespace symdex::indexer {

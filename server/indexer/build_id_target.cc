@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "server/common/strings.h"
-#include "server/debuginfo/symtab_file.h"
+#include "server/debuginfo/files/symtab_file.h"
 #include "server/ingest/kallsyms.h"
 #include "server/target/offline_kernel.h"
 #include "server/target/vmlinux_release.h"

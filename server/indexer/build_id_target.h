@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "server/common/status.h"
-#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/files/debug_finder.h"
 #include "server/target/kernel_target.h"
 
 namespace symdex::indexer {

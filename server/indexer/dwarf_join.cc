@@ -1,5 +1,5 @@
 // Step 5 of an index run (steps.h): every code symbol joined to its DWARF function instance
-// and line-table row, by address (debuginfo/symbol_join.h says why never by name).
+// and line-table row, by address (debuginfo/dwarf/symbol_join.h says why never by name).
 #include <algorithm>
 #include <numeric>
 #include <tuple>

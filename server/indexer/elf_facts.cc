@@ -20,7 +20,7 @@
 #include "server/common/elf_facts.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/debuginfo/symtab_file.h"
+#include "server/debuginfo/files/symtab_file.h"
 #include "server/indexer/steps.h"
 
 namespace symdex::indexer {

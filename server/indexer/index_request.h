@@ -21,7 +21,7 @@ struct IndexRequest {
   bool debuginfo = true;
   DebugFinderOptions finder;
   unsigned jobs = 0;  // 0 = all cores
-  // Build the address map (debuginfo/addr_map.h) of each linked debug file the target uses
+  // Build the address map (debuginfo/symbolize/addr_map.h) of each linked debug file the target uses
   // that has none yet, in AddrMapDirFor(db.path()).
   bool addr_maps = true;
   ProgressFn progress;

@@ -19,7 +19,7 @@
 #include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/files/debug_finder.h"
 #include "server/indexer/input_checks.h"
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/files/debug_finder.h"
 #include "server/indexer/build_id_target.h"
 #include "server/indexer/index_request.h"
 #include "server/store/sqlite_db.h"

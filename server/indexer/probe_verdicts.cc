@@ -26,7 +26,7 @@
 #include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/debuginfo/probe_files.h"
+#include "server/debuginfo/files/probe_files.h"
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"
 #include "server/store/index_store.h"

@@ -31,10 +31,10 @@
 
 #include "server/common/file_util.h"
 #include "server/common/symbol_type.h"
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/file_stamp.h"
-#include "server/debuginfo/plain_elf.h"
-#include "server/debuginfo/symbol_join.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/dwarf/symbol_join.h"
+#include "server/debuginfo/files/file_stamp.h"
+#include "server/debuginfo/files/plain_elf.h"
 #include "server/indexer/indexer.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/sqlite_db.h"
@@ -116,7 +116,7 @@ struct DebugFilePlan {
 };
 
 // Step 3b: the decompressed copy of each vmlinux-style file to parse whose debug sections are
-// compressed (debuginfo/plain_elf.h), into plan.plain. A file that cannot be decompressed gets
+// compressed (debuginfo/files/plain_elf.h), into plan.plain. A file that cannot be decompressed gets
 // none: its worker says what is wrong with it.
 void MakePlainCopies(DebugFilePlan& plan, unsigned jobs);
 

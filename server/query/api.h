@@ -93,7 +93,7 @@ struct DebugFileState {
   bool usable = false;  // its DWARF answers queries (used or cached)
   std::string reader;   // which reader read its DWARF (dwarf_index.h DwarfIndex::reader)
 };
-// vmlinux's address map (debuginfo/addr_map.h) next to the index.
+// vmlinux's address map (debuginfo/symbolize/addr_map.h) next to the index.
 enum class AddrMapStatus { kNone, kPresent, kMissing, kInvalid };  // kNone: no vmlinux debug file to map
 std::string_view AddrMapStatusName(AddrMapStatus s);               // "", present, missing, invalid
 absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name);

@@ -4,7 +4,7 @@
 //   - a direct call names its callee: the caller's call before its return address lands on the
 //     start of the callee's copy, and a copy of the caller is the one whose call there lands on
 //     the callee.
-// Read from the target's debug files (their code as linked: debuginfo/code_file.h). Evidence is
+// Read from the target's debug files (their code as linked: debuginfo/files/code_file.h). Evidence is
 // used only to choose among candidates the frame's name and size already allow.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "server/debuginfo/code_file.h"
+#include "server/debuginfo/files/code_file.h"
 #include "server/query/resolver.h"
 #include "server/query/symbol_query.h"
 

@@ -6,7 +6,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/debuginfo/addr_map.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 #include "server/query/kas_alias.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/spec.h"

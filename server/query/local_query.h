@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "server/debuginfo/symbolizer.h"
+#include "server/debuginfo/symbolize/symbolizer.h"
 #include "server/query/api.h"
 #include "server/query/resolver.h"
 #include "server/query/symbol_query.h"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "server/debuginfo/symbolizer.h"
+#include "server/debuginfo/symbolize/symbolizer.h"
 #include "server/query/answers.h"
 #include "server/query/spec.h"
 #include "server/query/symbol_query.h"

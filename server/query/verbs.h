@@ -39,7 +39,7 @@ enum class VerbAccess {
 
 // `symdex inlined NAME`: every place NAME's body was copied by the compiler into another function —
 // the copies a kprobe on NAME never sees. From vmlinux's address map (the inline nesting of every
-// address, debuginfo/addr_map.h): each copy with the function instance it is in, where in it, the
+// address, debuginfo/symbolize/addr_map.h): each copy with the function instance it is in, where in it, the
 // call site (file:line:column) and what it was inlined into directly.
 struct InlinedRequest {
   std::string target;  // "" = the default target

@@ -2,7 +2,7 @@
 #include "server/query/local_query.h"
 
 #include "server/common/strings.h"
-#include "server/debuginfo/addr_map.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 #include "server/store/migrations.h"
 
 namespace symdex::query {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/file_stamp.h"
-#include "server/debuginfo/symbol_join.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/dwarf/symbol_join.h"
+#include "server/debuginfo/files/file_stamp.h"
 #include "server/store/sqlite_db.h"
 
 namespace symdex::store {
@@ -44,7 +44,7 @@ struct StoredDebugFile {
   // the rows were already there (they are the store's, not necessarily `idx`'s).
   std::optional<std::vector<int64_t>> function_ids;
 };
-// InsertDebugFile in steps, for an index that arrives in parts (debuginfo/worker_client.h
+// InsertDebugFile in steps, for an index that arrives in parts (debuginfo/worker/worker_client.h
 // IndexStream): Begin opens the transaction and decides, as InsertDebugFile does, whether rows
 // are written at all; Add writes the rows of a part as it comes; Finish writes the rest and the
 // file's counts and commits. Destroyed before Finish: nothing stored (rolled back). Holds the

@@ -12,7 +12,7 @@
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
-#include "server/debuginfo/addr_map.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 #include "server/store/migrations.h"
 #include "server/store/text_symbol_file.h"
 

@@ -37,7 +37,7 @@ struct SymbolEntry {
   std::string name;
   uint64_t addr = 0;  // absolute, or the offset into `section` when section is non-empty
   std::optional<uint64_t> size;
-  // The DWARF join (debuginfo/symbol_join.h): the function instance, or why there is none.
+  // The DWARF join (debuginfo/dwarf/symbol_join.h): the function instance, or why there is none.
   // (Row ids and line numbers: never the smallest int64, which says "none" in 8 bytes.)
   using Id = CompactOptional<int64_t, INT64_MIN>;
   Id debug_file_id;

@@ -44,6 +44,17 @@ LAYERS = {
     # out the query over each kernel's index.
     "fleet": {"common", "ingest", "target", "debuginfo", "store", "indexer", "query", "metrics"},
     "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest", "fleet"},
+    # symdexd's life: the index and its writer, live tracking, the JIT watcher, listeners, drain.
+    "daemon": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest", "fleet",
+               "api"},
+}
+
+# A directory split into parts, each including only the parts before it (besides LAYERS' rule):
+# the debug files are found and opened, DWARF is read from them, addresses are symbolized with
+# what it gives, and the worker process runs the reading and the maps for the indexer.
+PARTS = {
+    "debuginfo": {"files": set(), "dwarf": {"files"}, "symbolize": {"files", "dwarf"},
+                  "worker": {"files", "dwarf", "symbolize"}},
 }
 
 # The query API a front end sees: these headers and what they include must stay above the store,
@@ -136,12 +147,22 @@ def main(root):
             if layer != "common" and BYTE_READER.search(code):
                 bad.append(f"{rel}:{n}: a byte reader or LEB128 decoder outside server/common/: "
                            "use server/common/byte_reader.h (ByteReader, DwarfCursor, DecodeUleb)")
+        parts = PARTS.get(layer)
+        part = rel.split("/")[2] if parts and rel.count("/") >= 3 else None
+        if parts and part not in parts:
+            bad.append(f"{rel}: server/{layer}/ is split into {sorted(parts)}: put the file in one of them")
+            continue
         for n, inc in includes(p):
             if not inc.startswith("server/"):
                 continue
             dep = inc.split("/")[1]
             if dep != layer and dep not in allowed:
                 bad.append(f"{rel}:{n}: includes {inc}: server/{layer}/ may include only {sorted(allowed)}")
+            elif parts and dep == layer:
+                dep_part = inc.split("/")[2] if inc.count("/") >= 3 else None
+                if dep_part != part and dep_part not in parts[part]:
+                    bad.append(f"{rel}:{n}: includes {inc}: server/{layer}/{part}/ may include only the parts "
+                               f"{sorted(parts[part])} of server/{layer}/")
     memo = {}
     thin = set(THIN_API)
     for h in THIN_API:

@@ -21,7 +21,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "server/common/strings.h"
-#include "server/debuginfo/addr_map.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/pprof.h"
 #include "server/query/local_query.h"

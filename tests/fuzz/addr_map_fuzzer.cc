@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "server/debuginfo/addr_map.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 
 using namespace symdex::debuginfo;
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "server/debuginfo/die_scanner.h"
+#include "server/debuginfo/dwarf/die_scanner.h"
 
 using namespace symdex::debuginfo;
 

@@ -17,8 +17,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 #include "tests/unit/dwarf_rows.h"
 
 using namespace symdex::debuginfo;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "server/debuginfo/line_table.h"
+#include "server/debuginfo/dwarf/line_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 5) return 0;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/debuginfo/relocated_elf.h"
+#include "server/debuginfo/dwarf/relocated_elf.h"
 
 using namespace symdex::debuginfo;
 

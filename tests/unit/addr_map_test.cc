@@ -1,6 +1,6 @@
-// Address maps (server/debuginfo/addr_map.h) against the libdw walk they replace, on the
+// Address maps (server/debuginfo/symbolize/addr_map.h) against the libdw walk they replace, on the
 // miniature kernel: every byte of its text, DWARF 4 and 5; and what a damaged file does.
-#include "server/debuginfo/addr_map.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "server/debuginfo/symbolizer.h"
+#include "server/debuginfo/symbolize/symbolizer.h"
 #include "tests/unit/kernel_fixture.h"
 
 namespace symdex::debuginfo {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "server/common/elf_facts.h"
-#include "server/debuginfo/symtab_file.h"
+#include "server/debuginfo/files/symtab_file.h"
 #include "server/indexer/steps.h"
 #include "server/store/index_store.h"
 #include "server/store/migrations.h"

@@ -16,9 +16,9 @@
 #include <optional>
 
 #include "server/common/sanitizer.h"
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/worker_client.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/worker/worker_client.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 #include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 

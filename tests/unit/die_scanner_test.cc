@@ -2,7 +2,7 @@
 // of the fixture kernel (DWARF 4 and 5) and of the Debian vmlinux (when the corpus is fetched)
 // are the same bytes whether the scanner or libdw read the DIEs — and the scanner did read every
 // unit (a scanner that declined everything would pass the equality trivially).
-#include "server/debuginfo/die_scanner.h"
+#include "server/debuginfo/dwarf/die_scanner.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -19,9 +19,9 @@
 #include <string>
 
 #include "server/common/sanitizer.h"
-#include "server/debuginfo/addr_map.h"
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/symbolize/addr_map.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 #include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 #include "tests/unit/test_util.h"

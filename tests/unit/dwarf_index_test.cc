@@ -1,4 +1,4 @@
-#include "server/debuginfo/dwarf_index.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -9,10 +9,10 @@
 #include <dwarf.h>
 #include <sys/mman.h>
 
-#include "server/debuginfo/debug_finder.h"
-#include "server/debuginfo/libdw_util.h"
-#include "server/debuginfo/source_path.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/libdw_util.h"
+#include "server/debuginfo/dwarf/source_path.h"
+#include "server/debuginfo/files/debug_finder.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 #include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 
 namespace symdex::testing {
 

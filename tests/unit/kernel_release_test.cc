@@ -1,6 +1,6 @@
 // The release from what kernel files say of themselves (ingest/kernel_release.h,
 // target/vmlinux_release.h), its use by the offline loader, and module/vmlinux debug files
-// found whatever their release directory is called (debuginfo/debug_finder.h).
+// found whatever their release directory is called (debuginfo/files/debug_finder.h).
 #include "server/ingest/kernel_release.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "server/debuginfo/debug_finder.h"
+#include "server/debuginfo/files/debug_finder.h"
 #include "server/target/offline_kernel.h"
 #include "server/target/vmlinux_release.h"
 #include "tests/unit/test_util.h"

@@ -1,7 +1,7 @@
 // ReadLineTable against its oracle, libdw: for every unit of the fixture kernel (DWARF 4 and 5)
 // and of the Debian vmlinux (when the corpus is fetched), the same file table, the same rows in
 // the same order, and dwarf_getsrc_die's answer for every row's address and its neighbours.
-#include "server/debuginfo/line_table.h"
+#include "server/debuginfo/dwarf/line_table.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "server/common/sanitizer.h"
-#include "server/debuginfo/addr_map.h"
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/symbolize/addr_map.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 #include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 

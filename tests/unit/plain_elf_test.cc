@@ -2,7 +2,7 @@
 // fixture kernel (gcc's and clang's DWARF) index and map to the same bytes as the plain file, read
 // by symdex's own DIE scanner and line reader (no unit left to libdw); damaged compressed
 // sections are refused with a message naming the section, never read as something else.
-#include "server/debuginfo/plain_elf.h"
+#include "server/debuginfo/files/plain_elf.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include <memory>
 #include <string>
 
-#include "server/debuginfo/addr_map.h"
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/worker_protocol.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/symbolize/addr_map.h"
+#include "server/debuginfo/worker/worker_protocol.h"
 #include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 #include "tests/unit/test_util.h"

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "server/debuginfo/probe_files.h"
+#include "server/debuginfo/files/probe_files.h"
 #include "server/ingest/kernel_config.h"
 #include "server/ingest/probe_tables.h"
 #include "server/query/probe_verdict.h"

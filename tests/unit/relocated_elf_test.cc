@@ -4,7 +4,7 @@
 // module (gcc DWARF 4 and 5, clang DWARF 5) and on Debian's amd64 and arm64 modules when the -dbg
 // corpus is fetched. Then hostile files: each refused with a message naming what is wrong, and a
 // module symdex declines is read by libdwfl as before.
-#include "server/debuginfo/relocated_elf.h"
+#include "server/debuginfo/dwarf/relocated_elf.h"
 
 #include <elf.h>
 #include <elfutils/libdwfl.h>
@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "server/debuginfo/addr_map.h"
-#include "server/debuginfo/dwarf_index.h"
-#include "server/debuginfo/libdw_util.h"
+#include "server/debuginfo/dwarf/dwarf_index.h"
+#include "server/debuginfo/dwarf/libdw_util.h"
+#include "server/debuginfo/symbolize/addr_map.h"
 #include "tests/unit/dwarf_rows.h"
 #include "tests/unit/kernel_fixture.h"
 #include "tests/unit/test_util.h"

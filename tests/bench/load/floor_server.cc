@@ -191,7 +191,7 @@ int main(int argc, char** argv) {
   FloorService service(std::move(resolve), std::move(which), o.trailer);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(16 << 20);  // as symdexd (server/api/daemon.cc)
+  builder.SetMaxReceiveMessageSize(16 << 20);  // as symdexd (server/daemon/daemon.cc)
   builder.SetMaxSendMessageSize(256 << 20);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
   builder.AddListeningPort(o.listen, grpc::InsecureServerCredentials());

@@ -1,0 +1,423 @@
+// symdexd's life: options, the index and its writer, listeners, metrics, signals and the drain,
+// wired together in order. The threads it starts are their own units: live tracking
+// (live_tracking.cc), the JIT watcher (jit_watcher.cc); their shared state is daemon_state.h.
+#include "server/daemon/daemon.h"
+
+#include "server/daemon/daemon_state.h"
+
+#include <absl/synchronization/mutex.h>
+#include <fmt/core.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "server/api/services.h"
+#include "server/common/file_util.h"
+#include "server/common/strings.h"
+#include "server/fleet/kernel_cache.h"
+#include "server/jit/ingest.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/metrics.h"
+#include "server/store/open_index.h"
+
+#ifndef SYMDEX_VERSION
+#define SYMDEX_VERSION "dev"
+#endif
+
+namespace symdex::daemon {
+
+using api::AccessPolicy;
+using api::AccessPolicyOptions;
+using api::CallControl;
+using api::FairPool;
+using api::JitServiceImpl;
+using api::Limiter;
+using api::PeerRegistry;
+using api::QueryRouter;
+using api::RpcStats;
+using api::SymbolServiceImpl;
+using api::UndecodableRequestInterceptor;
+using api::UnixListener;
+using api::UnixListenerOptions;
+namespace {
+// Threads that calls for a fleet kernel not indexed yet wait on (serve.h): a wait sleeps, so
+// this bounds how many different cold kernels are waited for at once, not CPU.
+constexpr int kFleetWaitThreads = 32;
+
+// A stale socket file from a previous run is removed; one a live daemon answers on is not.
+absl::Status PrepareUnixSocket(const std::string& path) {
+  std::filesystem::path p(path);
+  std::error_code ec;
+  if (p.has_parent_path()) {
+    std::filesystem::create_directories(p.parent_path(), ec);
+    if (ec)
+      return absl::FailedPreconditionError(StrCat("cannot create ", p.parent_path().string(), ": ", ec.message()));
+  }
+  if (!std::filesystem::exists(p, ec)) return absl::OkStatus();
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return absl::InvalidArgumentError(StrCat("socket path too long: ", path));
+  }
+  if (UnixSocketAnswers(path)) return absl::FailedPreconditionError(StrCat("another daemon is listening on ", path));
+  std::filesystem::remove(p, ec);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Gives back the memory of debug files nobody has needed for a while.
+void Daemon::Housekeeping() {
+  while (!stopper.WaitFor(opts.trim_poll)) {
+    if (query->TrimIfIdle(opts.trim_idle_seconds)) {
+      Log(LogLevel::kDebug, "released the parsed debug info after {} s without DWARF lookups", opts.trim_idle_seconds);
+    }
+  }
+}
+
+void Daemon::FillStatus(::symdex::v1::StatusResponse* r) {
+  r->set_version(SYMDEX_VERSION);
+  r->set_started_at(started_at);
+  r->set_live_tracking(live_tracking);
+  r->set_live_updates(live_updates.load());
+  {
+    std::lock_guard<std::mutex> l(live_mu);
+    if (live_behind) *r->mutable_live_behind() = *live_behind;
+  }
+  if (kernels) {
+    r->set_fleet_cache(opts.fleet_cache);
+    r->set_fleet_waiting(kernels->waiting());
+    for (const fleet::KernelEntryState& k : kernels->State()) {
+      auto* p = r->add_fleet_kernels();
+      p->set_build_id(k.build_id);
+      p->set_state(k.state);
+      p->set_bytes(k.bytes);
+      p->set_modules(k.modules);
+      p->set_modules_failed(k.modules_failed);
+      p->set_index_seconds(k.index_seconds);
+      p->set_idle_seconds(k.idle_seconds);
+      p->set_error(k.error);
+    }
+  }
+}
+
+void Daemon::CollectMetrics(metrics::Registry& reg) {
+  auto targets = query->Targets();
+  if (targets.ok()) {
+    for (const auto& t : *targets) {
+      reg.GetGauge("symdex_index_symbols", "Symbols indexed, by target and owner",
+                   {{"target", t.info.name}, {"owner", "vmlinux"}})
+          .Set(static_cast<double>(t.counts.vmlinux_symbols));
+      reg.GetGauge("symdex_index_symbols", "Symbols indexed, by target and owner",
+                   {{"target", t.info.name}, {"owner", "modules"}})
+          .Set(static_cast<double>(t.counts.module_symbols));
+      reg.GetGauge("symdex_index_modules", "Modules indexed, by target", {{"target", t.info.name}})
+          .Set(static_cast<double>(t.counts.modules));
+      reg.GetGauge("symdex_index_generation", "Index generation, by target", {{"target", t.info.name}})
+          .Set(static_cast<double>(t.info.generation));
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(live_mu);
+    reg.GetGauge("symdex_live_behind_since_seconds",
+                 "Unix time since which the live target is behind the host (its re-index failing); 0: current")
+        .Set(live_behind ? static_cast<double>(live_behind->since()) : 0);
+  }
+  reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)")
+      .Set(static_cast<double>(query->DebugFileCount()));
+  auto c = query->cache_stats();
+  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+               {{"cache", "name"}, {"result", "hit"}})
+      .Set(static_cast<double>(c.name_hits));
+  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+               {{"cache", "name"}, {"result", "miss"}})
+      .Set(static_cast<double>(c.name_misses));
+  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+               {{"cache", "address"}, {"result", "hit"}})
+      .Set(static_cast<double>(c.addr_hits));
+  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+               {{"cache", "address"}, {"result", "miss"}})
+      .Set(static_cast<double>(c.addr_misses));
+  reg.GetGauge("symdex_rpc_in_flight", "gRPC calls in progress").Set(static_cast<double>(stats.in_flight()));
+  reg.GetGauge("symdex_start_time_seconds", "Unix time the daemon started").Set(static_cast<double>(started_at));
+}
+
+absl::StatusOr<LogLevel> ParseLogLevel(const std::string& s) {
+  if (s == "debug") return LogLevel::kDebug;
+  if (s == "info") return LogLevel::kInfo;
+  if (s == "warn" || s == "warning") return LogLevel::kWarn;
+  if (s == "error") return LogLevel::kError;
+  return absl::InvalidArgumentError(StrCat("log level '", s, "': expected debug, info, warn or error"));
+}
+
+void BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+int RunDaemon(const DaemonOptions& opts) {
+  auto level = ParseLogLevel(opts.log_level);
+  if (!level.ok()) {
+    Log(LogLevel::kError, "{}", level.status().message());
+    return 2;
+  }
+  g_level = *level;
+  // Debian's abseil checks every Mutex acquisition for lock-order cycles (a debug aid that costs
+  // microseconds per lock on the request path).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  Daemon d(opts);
+  d.db_path = opts.db.empty() ? DefaultIndexPath() : opts.db;  // OpenIndex creates its directory 0750
+  // The writer connection creates / migrates the index; queries use their own read connections.
+  auto writer = store::OpenIndex(d.db_path, store::IndexUse::kCreate);
+  if (!writer.ok()) {
+    Log(LogLevel::kError, "{}", writer.status().message());
+    return 3;
+  }
+  d.writer.emplace(std::move(*writer));
+  // Target info may be 100 ms old: calls answered from the caches then never touch SQLite, and a
+  // re-index (ours or another process's) is picked up within 0.1 s, whole.
+  auto q = query::LocalQuery::Open(d.db_path, query::LocalQuery::Options{.target_cache_seconds = 0.1});
+  if (!q.ok()) {
+    Log(LogLevel::kError, "{}", q.status().message());
+    return 3;
+  }
+  d.query = std::move(*q);
+  // debuginfod's client reads its limits from the environment, per fetch: set before any thread
+  // fetches anything.
+  if (!opts.debuginfod_urls.empty()) ::setenv("DEBUGINFOD_URLS", opts.debuginfod_urls.c_str(), 1);
+  if (opts.fetch_timeout > 0) ::setenv("DEBUGINFOD_TIMEOUT", StrCat(static_cast<long>(opts.fetch_timeout)).c_str(), 1);
+  if (opts.fetch_max_seconds > 0) {
+    ::setenv("DEBUGINFOD_MAXTIME", StrCat(static_cast<long>(opts.fetch_max_seconds)).c_str(), 1);
+  }
+  if (opts.fetch_max_bytes > 0) ::setenv("DEBUGINFOD_MAXSIZE", StrCat(opts.fetch_max_bytes).c_str(), 1);
+  if (!opts.fleet_cache.empty()) {
+    fleet::KernelCacheOptions ko;
+    ko.dir = opts.fleet_cache;
+    ko.max_bytes = opts.fleet_cache_max_bytes;
+    ko.negative_seconds = opts.negative_cache_seconds;
+    ko.max_concurrent_index = opts.fleet_index_jobs;
+    ko.log = [](const std::string& line) { Log(LogLevel::kInfo, "{}", line); };
+    ko.finder = debuginfo::DebugFinderOptions{.debug_dirs = opts.debug_dirs,
+                                              .sysroot = "",
+                                              .vmlinux = "",
+                                              .use_debuginfod = opts.debuginfod,
+                                              .debuginfod_progress = false};
+    auto kc = fleet::KernelCache::Create(std::move(ko), &d.registry);
+    if (!kc.ok()) {
+      Log(LogLevel::kError, "{}", kc.status().message());
+      return 3;
+    }
+    d.kernels = std::move(*kc);
+    Log(LogLevel::kInfo, "fleet cache {} ({} kernel(s) on disk, limit {} bytes); debuginfod: {}", opts.fleet_cache,
+        d.kernels->State().size(), opts.fleet_cache_max_bytes,
+        std::getenv("DEBUGINFOD_URLS") ? std::getenv("DEBUGINFOD_URLS") : "(DEBUGINFOD_URLS unset)");
+  }
+  QueryRouter router(*d.query, d.kernels.get());
+
+  std::vector<std::string> listen = opts.listen;
+  if (listen.empty()) listen.push_back("unix:/run/symdex/symdex.sock");
+  AccessPolicyOptions access = opts.access;
+  access.sysroot = opts.sysroot;
+  auto policy = AccessPolicy::Create(access);
+  if (!policy.ok()) {
+    Log(LogLevel::kError, "{}", policy.status().message());
+    return 2;
+  }
+  PeerRegistry peers;
+  Limiter limiter(opts.limits);
+  FairPool pool(opts.limits.heavy_threads);
+  // Calls waiting for a fleet kernel's fetch and index run wait on threads of their own (they
+  // sleep; the index runs themselves are bounded by --fleet-index-jobs).
+  std::unique_ptr<FairPool> wait_pool;
+  if (!opts.fleet_cache.empty()) wait_pool = std::make_unique<FairPool>(kFleetWaitThreads);
+  const CallControl control{&*policy, &peers, &limiter, &pool, wait_pool.get()};
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short
+  builder.SetMaxSendMessageSize(256 << 20);
+  // One connection cannot open more streams than this at once (HTTP/2 SETTINGS); the limiter
+  // bounds what a peer holds over all its connections.
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(UndecodableRequestInterceptor());
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
+  std::vector<std::unique_ptr<UnixListener>> unix_listeners;
+  std::map<std::string, int> tcp_ports;
+  std::map<std::string, std::unique_ptr<int>> bound;
+  for (const auto& l : listen) {
+    if (l.starts_with("unix:")) {
+      std::string path = l.substr(5);
+      if (path.starts_with("//")) path = path.substr(2);
+      if (auto s = PrepareUnixSocket(path); !s.ok()) {
+        Log(LogLevel::kError, "listen {}: {}", l, s.message());
+        return 3;
+      }
+      // Accepted here, not by gRPC: the peer's credentials (SO_PEERCRED) decide what it sees.
+      auto ul = UnixListener::Bind(UnixListenerOptions{.path = path,
+                                                       .mode = opts.socket_mode,
+                                                       .max_connections = opts.max_connections,
+                                                       .max_connections_per_peer = opts.max_connections_per_peer});
+      if (!ul.ok()) {
+        Log(LogLevel::kError, "listen {}: {}", l, ul.status().message());
+        return 3;
+      }
+      unix_listeners.push_back(std::move(*ul));
+      continue;
+    }
+    std::shared_ptr<grpc::ServerCredentials> creds;
+    if (!opts.tls_cert.empty()) {
+      grpc::SslServerCredentialsOptions ssl(opts.tls_client_ca.empty()
+                                                ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+      auto cert = ReadFileBounded(opts.tls_cert, 1 << 20);
+      auto key = ReadFileBounded(opts.tls_key, 1 << 20);
+      if (!cert.ok() || !key.ok()) {
+        Log(LogLevel::kError, "TLS: {}", (!cert.ok() ? cert.status() : key.status()).message());
+        return 3;
+      }
+      ssl.pem_key_cert_pairs.push_back({*key, *cert});
+      if (!opts.tls_client_ca.empty()) {
+        auto ca = ReadFileBounded(opts.tls_client_ca, 1 << 20);
+        if (!ca.ok()) {
+          Log(LogLevel::kError, "TLS client CA: {}", ca.status().message());
+          return 3;
+        }
+        ssl.pem_root_certs = *ca;
+      }
+      creds = grpc::SslServerCredentials(ssl);
+    } else if (opts.insecure_tcp) {
+      creds = grpc::InsecureServerCredentials();
+    } else {
+      Log(LogLevel::kError,
+          "listen {}: TCP needs --tls-cert and --tls-key (or --insecure-tcp for a trusted loopback/test setup)", l);
+      return 2;
+    }
+    auto port = std::make_unique<int>(0);
+    builder.AddListeningPort(l, creds, port.get());
+    bound[l] = std::move(port);
+  }
+  SymbolServiceImpl symbols(router, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  jit::Ingester ingester(*d.writer, d.writer_mu);
+  JitServiceImpl jits(*d.query, ingester, d.stats, control);
+  builder.RegisterService(&symbols);
+  builder.RegisterService(&jits);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server) {
+    Log(LogLevel::kError, "could not start the gRPC server on {} (address in use or not permitted)",
+        StrJoin(listen, ", "));
+    return 3;
+  }
+  for (const auto& [l, port] : bound) {
+    if (*port == 0) {
+      Log(LogLevel::kError, "could not listen on {}", l);
+      server->Shutdown();
+      return 3;
+    }
+    Log(LogLevel::kInfo, "listening on {} (port {}, {})", l, *port,
+        opts.tls_cert.empty()        ? "plaintext"
+        : opts.tls_client_ca.empty() ? "TLS"
+                                     : "TLS + client certificates");
+  }
+  for (auto& ul : unix_listeners) {
+    ul->Start(server.get(), &peers, &*policy, [](const std::string& m) { Log(LogLevel::kWarn, "{}", m); });
+    Log(LogLevel::kInfo, "listening on unix:{} (mode {:04o})", ul->path(), opts.socket_mode);
+  }
+  // Health: overall ("") and per service, as grpc.health.v1 clients ask.
+  for (const char* svc : {"", "symdex.v1.SymbolService", "symdex.v1.JitService"}) {
+    server->GetHealthCheckService()->SetServingStatus(svc, true);
+  }
+
+  std::unique_ptr<metrics::HttpServer> http;
+  if (!opts.metrics_listen.empty()) {
+    d.registry.AddCollector([&d, &limiter, &pool](metrics::Registry& r) {
+      d.CollectMetrics(r);
+      const std::pair<Limiter::Kind, const char*> kinds[] = {{Limiter::Kind::kCall, "calls"},
+                                                             {Limiter::Kind::kStream, "streams"},
+                                                             {Limiter::Kind::kHeavy, "heavy"},
+                                                             {Limiter::Kind::kAddresses, "unread_addresses"},
+                                                             {Limiter::Kind::kListing, "listings"}};
+      for (const auto& [k, name] : kinds) {
+        r.GetGauge("symdex_limiter_in_use", "Units held now, by kind (limits: symdexd --help)", {{"kind", name}})
+            .Set(static_cast<double>(limiter.InUse(k)));
+      }
+      r.GetGauge("symdex_heavy_queue_depth", "Heavy calls waiting for a pool thread")
+          .Set(static_cast<double>(pool.queued()));
+    });
+    auto h = metrics::HttpServer::Start(d.registry, opts.metrics_listen);
+    if (!h.ok()) {
+      Log(LogLevel::kError, "{}", h.status().message());
+      server->Shutdown();
+      return 3;
+    }
+    http = std::move(*h);
+    Log(LogLevel::kInfo, "metrics on http://{}/metrics (port {})", opts.metrics_listen, http->port());
+  }
+
+  if (opts.index_live.value_or(true) && opts.modules_poll > 0) {
+    d.live_tracking = StrCat("polling ", SysrootPath(opts.sysroot, "/proc/modules"), " every ", opts.modules_poll,
+                             " s; a change re-reads kallsyms (debug info reused by build-ID)");
+  }
+  std::thread tracker([&d] { d.LiveTracker(); });
+  std::thread housekeeping([&d] { d.Housekeeping(); });
+  std::thread jit_watcher;
+  if (!opts.jit_watch.empty()) {
+    jit_watcher = std::thread([&d] { d.JitWatcher(); });
+    Log(LogLevel::kInfo, "watching {} for jit-*.dump / perf-*.map every {} s", StrJoin(opts.jit_watch, ", "),
+        opts.jit_poll);
+  }
+  Log(LogLevel::kInfo, "symdexd {} ready, index {}", SYMDEX_VERSION, d.db_path);
+
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  while (true) {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGHUP) {
+      Log(LogLevel::kInfo, "SIGHUP: re-indexing the live host at the next poll");
+      d.reindex_requested = true;
+      continue;
+    }
+    Log(LogLevel::kInfo, "{}: draining {} call(s) in flight (up to {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+        d.stats.in_flight(), opts.drain_seconds);
+    break;
+  }
+  server->GetHealthCheckService()->SetServingStatus(false);
+  for (auto& ul : unix_listeners) ul->Stop();  // no new connections
+  d.stopper.Stop();
+  auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
+  server->Shutdown(deadline);
+  Log(LogLevel::kDebug, "gRPC server shut down");
+  server->Wait();
+  tracker.join();
+  housekeeping.join();
+  Log(LogLevel::kDebug, "background threads stopped");
+  if (jit_watcher.joinable()) jit_watcher.join();
+  if (http) http->Stop();
+  Log(LogLevel::kInfo, "stopped after {} call(s)", d.stats.served());
+  return 0;
+}
+
+}  // namespace symdex::daemon

@@ -1,0 +1,287 @@
+#include "server/debuginfo/symbolize/symbolizer.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include "server/common/strings.h"
+#include "server/debuginfo/dwarf/libdw_util.h"
+#include "server/debuginfo/dwarf/source_path.h"
+#include "server/debuginfo/files/plain_elf.h"
+
+namespace symdex::debuginfo {
+
+// A CU's top-level functions by address, built the first time an address falls in the CU:
+// later addresses in it go straight to their subprogram instead of walking every top-level DIE.
+struct CuFunctions {
+  std::vector<FunctionRange> spans;  // CollectFunctionRanges order
+  std::string comp_dir;
+  Dwarf_Files* files = nullptr;
+  size_t nfiles = 0;
+};
+
+struct Symbolizer::File {
+  std::optional<PlainElf> plain;  // a file with compressed sections: its decompressed copy, read instead
+  UniqueFd fd;                    // closed by its destructor, after ~File has ended the handles made from it
+  Elf* elf = nullptr;
+  Dwarf* dwarf = nullptr;                        // owned unless dwfl is set (then libdwfl owns it)
+  Dwfl* dwfl = nullptr;                          // relocatable files: libdwfl's relocated view
+  Dwarf_Addr bias = 0;                           // dwfl address = DWARF address + bias
+  std::map<std::string, uint64_t> section_base;  // relocatable: section -> dwfl address
+  std::unordered_map<Dwarf_Off, CuFunctions> cus;
+  std::unique_ptr<UnitsByAddress> units;  // made at the first address asked
+  ~File() {
+    if (dwfl) {
+      dwfl_end(dwfl);
+    } else if (dwarf) {
+      dwarf_end(dwarf);
+    }
+    if (elf) elf_end(elf);
+  }
+};
+
+namespace {
+
+// The concrete nesting at pc, outermost first: subprogram, then each inlined_subroutine down
+// to the innermost (lexical blocks are descended through, not returned). libdw's
+// dwarf_getscopes switches to the abstract origin's scopes after an inlined instance, which
+// loses the callers; this walk keeps them.
+void ConcreteChain(Dwarf_Die* parent, Dwarf_Addr pc, std::vector<Dwarf_Die>& chain, int depth) {
+  Dwarf_Die child;
+  if (depth > 64 || dwarf_child(parent, &child) != 0) return;
+  do {
+    int tag = dwarf_tag(&child);
+    if (tag != DW_TAG_subprogram && tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block &&
+        tag != DW_TAG_namespace) {
+      continue;
+    }
+    if (tag != DW_TAG_namespace && !RangesContain(&child, pc)) continue;
+    if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) chain.push_back(child);
+    ConcreteChain(&child, pc, chain, depth + 1);
+    if (tag != DW_TAG_namespace) return;  // ranges of siblings do not overlap
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+}  // namespace
+
+Symbolizer::Symbolizer() = default;
+Symbolizer::~Symbolizer() = default;
+
+void Symbolizer::Clear() {
+  files_.clear();
+  maps_.clear();
+}
+
+absl::StatusOr<Symbolizer::File*> Symbolizer::Open(const std::string& path) {
+  auto it = files_.find(path);
+  if (it != files_.end()) return it->second.get();
+  InitLibelf();
+  auto f = std::make_unique<File>();
+  ASSIGN_OR_RETURN(f->plain, PlainElf::Open(path));  // compressed sections (plain_elf.h)
+  f->fd.Reset(::open(f->plain->path().c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f->fd) return absl::NotFoundError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  f->elf = elf_begin(f->fd.get(), ELF_C_READ_MMAP, nullptr);
+  if (f->elf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": not an ELF file"));
+  f->dwarf = dwarf_begin_elf(f->elf, DWARF_C_READ, nullptr);
+  if (f->dwarf == nullptr) return absl::InvalidArgumentError(StrCat(path, ": no DWARF"));
+  File* raw = f.get();
+  files_.emplace(path, std::move(f));
+  return raw;
+}
+
+namespace {
+
+// Every line-table address starting a statement of file_suffix:line (whole path components of
+// the source-tree relative path), sorted and unique. Address 0 is dropped for linked images
+// (discarded code), kept for relocatable ones (the start of the first section).
+std::vector<uint64_t> StatementAddresses(Dwarf* dw, const std::string& file_suffix, int line, bool keep_zero) {
+  std::vector<uint64_t> out;
+  Dwarf_Off off = 0, next;
+  size_t hsize;
+  while (dwarf_next_unit(dw, off, &next, &hsize, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == 0) {
+    Dwarf_Die cu;
+    if (dwarf_offdie(dw, off + hsize, &cu) != nullptr) {
+      Dwarf_Lines* lines;
+      size_t n;
+      Dwarf_Attribute a;
+      const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
+      if (dwarf_getsrclines(&cu, &lines, &n) == 0) {
+        std::map<const char*, bool> file_ok;  // libdw interns file names per CU
+        for (size_t i = 0; i < n; ++i) {
+          Dwarf_Line* l = dwarf_onesrcline(lines, i);
+          int ln = 0;
+          bool stmt = false;
+          if (dwarf_lineno(l, &ln) != 0 || ln != line || dwarf_linebeginstatement(l, &stmt) != 0 || !stmt) continue;
+          const char* src = dwarf_linesrc(l, nullptr, nullptr);
+          if (src == nullptr) continue;
+          auto it = file_ok.find(src);
+          if (it == file_ok.end()) {
+            std::string rel = SourceTreeRelative(src, comp_dir ? comp_dir : "");
+            bool ok = rel.size() >= file_suffix.size() && rel.ends_with(file_suffix) &&
+                      (rel.size() == file_suffix.size() || rel[rel.size() - file_suffix.size() - 1] == '/');
+            it = file_ok.emplace(src, ok).first;
+          }
+          Dwarf_Addr addr;
+          if (it->second && dwarf_lineaddr(l, &addr) == 0 && (addr != 0 || keep_zero)) out.push_back(addr);
+        }
+      }
+    }
+    off = next;
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path, const std::string& file_suffix,
+                                                                int line) {
+  ASSIGN_OR_RETURN(File * f, Open(path));
+  return StatementAddresses(f->dwarf, file_suffix, line, false);
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> Symbolizer::LineAddressesInSections(
+    const std::string& path, const std::string& file_suffix, int line) {
+  ASSIGN_OR_RETURN(File * f, OpenRelocatable(path));
+  std::vector<std::pair<std::string, uint64_t>> out;
+  for (uint64_t a : StatementAddresses(f->dwarf, file_suffix, line, true)) {
+    // The section libdwfl laid out at the highest base at or below the address.
+    const uint64_t at = a + f->bias;
+    const std::pair<const std::string, uint64_t>* best = nullptr;
+    for (const auto& sec : f->section_base) {
+      if (sec.second <= at && (best == nullptr || sec.second > best->second)) best = &sec;
+    }
+    if (best != nullptr) out.emplace_back(best->first, at - best->second);
+  }
+  return out;
+}
+
+absl::StatusOr<Symbolizer::File*> Symbolizer::OpenRelocatable(const std::string& path) {
+  const std::string key = "rel:" + path;
+  auto it = files_.find(key);
+  if (it != files_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(PlainElf plain, PlainElf::Open(path));  // compressed sections (plain_elf.h)
+  RelocatedDwarf r;
+  if (absl::Status s = OpenRelocated(plain.path(), r); !s.ok()) return plain.Explain(s);
+  auto f = std::make_unique<File>();
+  f->plain = std::move(plain);
+  for (auto& [name, base] : r.SectionBases()) f->section_base.emplace(std::move(name), base);
+  f->dwarf = r.dwarf;
+  f->bias = r.bias;
+  f->dwfl = r.dwfl.release();  // File ends it
+  File* raw = f.get();
+  files_.emplace(key, std::move(f));
+  return raw;
+}
+
+absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeInSection(const std::string& path,
+                                                                  const std::string& build_id_hex,
+                                                                  const std::string& section, uint64_t offset) {
+  if (const AddrMap* m = MapFor(build_id_hex); m != nullptr && m->relocatable()) {
+    std::optional<uint64_t> base = m->SectionBase(section);
+    if (!base) return absl::NotFoundError(StrCat(path, " has no section ", section));
+    return m->FramesAt(*base + offset);
+  }
+  ASSIGN_OR_RETURN(File * f, OpenRelocatable(path));
+  auto it = f->section_base.find(section);
+  if (it == f->section_base.end()) return absl::NotFoundError(StrCat(path, " has no section ", section));
+  return FramesAt(f, it->second + offset - f->bias);
+}
+
+const AddrMap* Symbolizer::MapFor(const std::string& build_id_hex) {
+  if (addr_map_dir_.empty() || build_id_hex.empty()) return nullptr;
+  // A missing or damaged map costs speed, not answers: libdw gives the same frames. Looked for
+  // again after a while, so a map `symdex index` writes later (or repairs) is picked up.
+  const auto now = std::chrono::steady_clock::now();
+  auto it = maps_.find(build_id_hex);
+  if (it == maps_.end() || (!it->second.map && now - it->second.looked >= std::chrono::seconds(10))) {
+    auto m = MappedAddrMap::Open(AddrMapPath(addr_map_dir_, build_id_hex), build_id_hex);
+    it = maps_.insert_or_assign(build_id_hex, MapSlot{m.ok() ? std::move(*m) : nullptr, now}).first;
+  }
+  return it->second.map ? &it->second.map->map() : nullptr;
+}
+
+absl::StatusOr<std::vector<Frame>> Symbolizer::SymbolizeLinked(const std::string& path, const std::string& build_id_hex,
+                                                               uint64_t addr) {
+  if (const AddrMap* m = MapFor(build_id_hex); m != nullptr && !m->relocatable()) return m->FramesAt(addr);
+  return Symbolize(path, addr);
+}
+
+absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path, uint64_t addr) {
+  ASSIGN_OR_RETURN(File * f, Open(path));
+  return FramesAt(f, addr);
+}
+
+std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
+  std::vector<Frame> frames;
+  Dwarf_Die cu;
+  if (!f->units) f->units = std::make_unique<UnitsByAddress>(f->dwarf);
+  if (f->units->Die(f->dwarf, addr, &cu) == nullptr) return frames;
+  auto [it, fresh] = f->cus.try_emplace(dwarf_dieoffset(&cu));
+  CuFunctions& fns = it->second;
+  if (fresh) {
+    Dwarf_Attribute a;
+    const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
+    fns.comp_dir = comp_dir ? comp_dir : "";
+    if (dwarf_getsrcfiles(&cu, &fns.files, &fns.nfiles) != 0) fns.files = nullptr;
+    fns.spans = CollectFunctionRanges(&cu);
+  }
+  Dwarf_Attribute a;
+  const std::string& cdir = fns.comp_dir;
+  Dwarf_Files* files = fns.files;
+  size_t nfiles = fns.nfiles;
+
+  Frame leaf;
+  if (Dwarf_Line* line = dwarf_getsrc_die(&cu, addr)) {
+    const char* src = dwarf_linesrc(line, nullptr, nullptr);
+    leaf.file = src ? SourceTreeRelative(src, cdir) : "";
+    dwarf_lineno(line, &leaf.line);
+    dwarf_linecol(line, &leaf.column);
+  }
+  std::vector<Dwarf_Die> chain;
+  // The subprogram whose range holds addr (ranges of distinct functions do not overlap; the
+  // last span starting at or below addr that still covers it), then the inline nesting in it.
+  ptrdiff_t k = FindFunctionRange(fns.spans.data(), fns.spans.size(), addr);
+  if (k >= 0) {
+    Dwarf_Die sub;
+    if (dwarf_offdie(f->dwarf, fns.spans[k].die, &sub) != nullptr) {
+      chain.push_back(sub);
+      ConcreteChain(&sub, addr, chain, 1);
+    }
+  }
+  Frame cur = leaf;
+  for (size_t k = chain.size(); k-- > 0;) {
+    Dwarf_Die* scope = &chain[k];
+    const char* name = dwarf_diename(scope);
+    cur.function = name ? name : "??";
+    frames.push_back(cur);
+    if (dwarf_tag(scope) == DW_TAG_subprogram) break;
+    // The caller's location is where this inline was called from.
+    Frame caller;
+    Dwarf_Word v;
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_file, &a), &v) == 0 && files && v < nfiles) {
+      const char* src = dwarf_filesrc(files, v, nullptr, nullptr);
+      caller.file = src ? SourceTreeRelative(src, cdir) : "";
+    }
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_line, &a), &v) == 0) caller.line = static_cast<int>(v);
+    if (dwarf_formudata(dwarf_attr(scope, DW_AT_call_column, &a), &v) == 0) caller.column = static_cast<int>(v);
+    cur = caller;
+  }
+  if (frames.empty() && leaf.line > 0) frames.push_back(leaf);  // line table only (assembly)
+  return frames;
+}
+
+}  // namespace symdex::debuginfo
