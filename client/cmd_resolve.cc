@@ -275,10 +275,62 @@ struct KprobeCliOptions {
   std::string event;  // GRP/EVENT or EVENT
   bool ret = false;
   std::string tracefs;
+  std::string format = "kprobe_events";
   std::vector<std::string> args;  // SPEC FETCHARGS...
 };
 
+// How many instances of m's name are declared in m's own DWARF declaration file (0: unknown).
+size_t SameDeclFile(query::QueryApi& api, const std::string& target, const query::Instance& in) {
+  if (!in.dwarf || in.dwarf->decl_file.empty()) return 0;
+  auto all = api.Which(target, in.name, /*exact=*/true);
+  if (!all.ok()) return 0;
+  return std::count_if(all->instances.begin(), all->instances.end(),
+                       [&](const query::Instance& i) { return i.dwarf && i.dwarf->decl_file == in.dwarf->decl_file; });
+}
+
+// The probe in another tracer's syntax (--format): printed, never written to tracefs.
+int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCliOptions& o, query::TracerSyntax syntax,
+                    const query::ProbeResult& probe) {
+  const query::Match& m = probe.resolved.matches[0].match;
+  const query::TargetInfo& t = probe.resolved.target;
+  const size_t same_file = syntax == query::TracerSyntax::kPerf && m.instance.same_name_total > 1 &&
+                                   m.instance.same_name_in_module != 1 && !(t.kind == "live" && m.instance.addr)
+                               ? SameDeclFile(api, o.target, m.instance)
+                               : 0;
+  auto form = query::FormFor(syntax, m, t, probe.kprobe, same_file);
+  if (!form.ok()) {
+    if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
+    if (g.json) {
+      PrintJson({{"target", t.name},
+                 {"status", "no-form"},
+                 {"format", std::string(query::TracerSyntaxName(syntax))},
+                 {"message", std::string(form.status().message())},
+                 {"kprobe_events", probe.kprobe},
+                 {"instance", InstanceJson(m.instance, m.offset, "")}});
+    } else {
+      fmt::print(stderr, "symdex: {}\n", form.status().message());
+    }
+    return kRefused;
+  }
+  if (g.json) {
+    PrintJson({{"target", t.name},
+               {"format", std::string(query::TracerSyntaxName(syntax))},
+               {"definition", form->text},
+               {"note", form->note},
+               {"address", form->address ? nlohmann::json("0x" + Hex(*form->address)) : nlohmann::json(nullptr)},
+               {"kprobe_events", probe.kprobe},
+               {"instance", InstanceJson(m.instance, m.offset, "")}});
+  } else {
+    fmt::print("{}\n", form->text);
+    if (!form->note.empty()) fmt::print(stderr, "symdex: note: {}\n", form->note);
+  }
+  return kFound;
+}
+
 int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
+  // A malformed argument is told before a missing index.
+  auto syntax = query::TracerSyntaxArg(o.format);
+  if (!syntax.ok()) return Fail(g, syntax.status());
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
   query::KprobeOptions ko;
@@ -328,6 +380,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     }
     if (!g.json) fmt::print(stderr, "symdex: warning: the kernel would refuse it: {}\n", verdict.reason);
   }
+  if (*syntax != query::TracerSyntax::kKprobeEvents) return PrintTracerForm(g, **api, o, *syntax, *probe);
   if (t->kind != "live" && !o.dry_run) {
     return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name,
                                                      "' is an offline kernel: use -n to print the "
@@ -357,6 +410,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   }
   if (g.json) {
     PrintJson({{"target", t->name},
+               {"format", "kprobe_events"},
                {"definition", *line},
                {"written_to", written},
                {"instance", InstanceJson(m->instance, m->offset, "")}});
@@ -534,6 +588,8 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_flag("-f,--force", k->force, "Print (or write) the definition even when the kernel would refuse it");
   AddTargetOptions(kp, k->target, "Target (default: 'host', or the only one)");
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
+  kp->add_option("--format", k->format,
+                 "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf (printed, never written)");
   kp->add_option("SPEC FETCHARGS", k->args, "A spec, then kprobe fetch args (e.g. 'arg1=%di:u64')")->required();
   kp->footer(
       "Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
@@ -541,8 +597,15 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "to kprobe_events and, if the kernel refuses it, its error_log reason is printed.\n"
       "A function the kernel refuses (no fentry call, init text, kprobe blacklist: see the VERDICT of\n"
       "'symdex which') is refused here first, exit 4, with probe-able places instead; --force prints it.\n"
+      "--format names the same copy in another tracer's syntax, when it has one:\n"
+      "  perf      perf probe [-m MOD] -a 'GRP:EVENT=NAME[@DECL_FILE]' (a name perf resolves to this copy\n"
+      "            and its inlined places), else the live address 0xADDR\n"
+      "  bpftrace  kprobe:NAME or kprobe:MOD:NAME when unique there, else kprobe:0xADDR (--unsafe)\n"
+      "  libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (cilium/ebpf:\n"
+      "            KprobeOptions.Address)\n"
+      "An address is given for a live target only: it holds for one boot.\n"
       "Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused\n"
-      "the write, 4 refused on its verdict.\n"
+      "the write, 4 refused on its verdict, or the tracer has no form for exactly this copy.\n"
       "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
       "         p:t/pnp _text+6817776");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });

@@ -21,6 +21,7 @@
 #include "server/query/decode.h"
 #include "server/query/jit_types.h"
 #include "server/query/pprof.h"
+#include "server/query/probe_forms.h"
 #include "server/query/verbs.h"
 
 namespace symdex::query {

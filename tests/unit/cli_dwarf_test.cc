@@ -307,6 +307,27 @@ TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
   std::string def = kp["definition"];
   EXPECT_EQ(def.rfind("p:t/b ", 0), 0u) << def;
   EXPECT_EQ(Symdex("kprobe -e t/b name_show@b.c").exit_code, 2) << "writing needs a live target";
+  EXPECT_EQ(kp["format"], "kprobe_events");
+
+  // Other tracers' syntax. Offline, so no address form: perf names b.c's copy by its declaration
+  // file (the other copy is declared elsewhere); load_binary's two copies share fs/binfmt.c, so
+  // perf has no form for one of them; bpftrace and libbpf need the live address.
+  json perf = Json("kprobe -n -e t/b --format perf name_show@b.c");
+  EXPECT_EQ(perf["format"], "perf");
+  EXPECT_EQ(perf["definition"],
+            "perf probe -a 't:b=name_show@" + kp["instance"]["dwarf"]["decl_file"].get<std::string>() + "'")
+      << perf.dump();
+  EXPECT_EQ(perf["kprobe_events"], def);
+  CommandResult shared = Symdex("kprobe -n --format perf 'load_binary#fs/compat.c' --json");
+  EXPECT_EQ(shared.exit_code, 4) << shared.out << shared.err;
+  EXPECT_EQ(json::parse(shared.out)["status"], "no-form");
+  EXPECT_NE(shared.out.find("share the declaration file"), std::string::npos) << shared.out;
+  for (const char* f : {"bpftrace", "libbpf"}) {
+    CommandResult r = Symdex(std::string("kprobe -n --format ") + f + " name_show@b.c");
+    EXPECT_EQ(r.exit_code, 4) << f << r.err;
+    EXPECT_NE(r.err.find("offline kernel"), std::string::npos) << f << r.err;
+  }
+  EXPECT_EQ(Symdex("kprobe -n --format systemtap name_show@b.c").exit_code, 2);
 
   // addr: inside name_show of b.c, one byte in.
   std::string addr = byfile["results"][0]["instance"]["address"];

@@ -1,0 +1,48 @@
+// One function instance as each tracer names it. The kprobe_events line (KprobeDefinition) is
+// what the kernel's tracefs takes; perf, bpftrace, libbpf and cilium/ebpf each have their own
+// syntax, and each reaches exactly one copy of a duplicated name only in some of its forms:
+//
+//   kprobe_events  p:GRP/EVENT _text+N | MOD:NAME | 0xADDR [FETCHARGS]     (KASLR-proof for vmlinux)
+//   perf           perf probe [-m MOD] -a 'GRP:EVENT=NAME[@DECL_FILE][+off][%return] [ARGS]' when
+//                  NAME (in MOD) or NAME@DECL_FILE (a path suffix of DW_AT_decl_file) is one
+//                  copy; else the live address 0xADDR (perf's absolute-address probe)
+//   bpftrace       kprobe:NAME | kprobe:MOD:NAME when unique there; else kprobe:0xADDR on a
+//                  live target (bpftrace's address kprobes, run with --unsafe)
+//   libbpf         by address: func_name NULL, bpf_kprobe_opts.offset = the address
+//                  (cilium/ebpf: link.Kprobe("", prog, &link.KprobeOptions{Address: ...}))
+//
+// An absolute address holds for one boot of one host: it is given only for a live target, never
+// for an offline kernel (whose addresses are the link-time ones, before KASLR).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "server/common/status.h"
+#include "server/query/answers.h"
+
+namespace symdex::query {
+
+enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf };
+
+// "kprobe_events" | "perf" | "bpftrace" | "libbpf", or InvalidArgument naming the choices.
+absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s);
+std::string_view TracerSyntaxName(TracerSyntax s);
+
+struct ProbeForm {
+  std::string text;                 // the line to paste: a command (perf), a probe (bpftrace), C (libbpf)
+  std::string note;                 // what the user must know to use it ("needs --unsafe"), or ""
+  std::optional<uint64_t> address;  // when the form is an absolute address
+};
+
+// The form of `m` (its instance and offset, on target `t`) in `syntax`. `kprobe_line` is
+// KprobeDefinition's line for it (p:GRP/EVENT ...; its group and event name the perf event, its
+// fetch args are kept for perf); `same_decl_file` counts the instances of the name whose DWARF
+// declaration file is the instance's own (itself included; 0 = unknown). FailedPrecondition
+// when the tracer has no form for exactly this copy; InvalidArgument for fetch args a tracer
+// does not take in its probe name (bpftrace, libbpf read arguments in the program).
+absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t,
+                                  const std::string& kprobe_line, size_t same_decl_file);
+
+}  // namespace symdex::query

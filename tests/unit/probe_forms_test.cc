@@ -1,0 +1,155 @@
+// One instance in each tracer's syntax (query/probe_forms.h): which form names exactly one copy,
+// on a live target and an offline one, and what each refuses.
+#include "server/query/probe_forms.h"
+
+#include <gtest/gtest.h>
+
+namespace symdex::query {
+namespace {
+
+TargetInfo Target(const std::string& kind) {
+  TargetInfo t;
+  t.name = kind == "live" ? "host" : "debian";
+  t.kind = kind;
+  return t;
+}
+
+// name_show in vmlinux, one of several copies (one per file), declared in drivers/pnp/card.c.
+Match VmlinuxCopy() {
+  Match m;
+  m.instance.name = "name_show";
+  m.instance.addr = 0xffffffffa187ad80;
+  m.instance.text_offset = 6794624;
+  m.instance.same_name_total = 12;
+  m.instance.same_name_in_module = 9;
+  DwarfInfo d;
+  d.has_function = true;
+  d.function = "name_show";
+  d.decl_file = "drivers/pnp/card.c";
+  d.decl_line = 186;
+  m.instance.dwarf = d;
+  return m;
+}
+
+Match ModuleCopy() {
+  Match m;
+  m.instance.name = "name_show";
+  m.instance.module = "uio";
+  m.instance.addr = 0xffffffffc0a01230;
+  m.instance.same_name_total = 12;
+  m.instance.same_name_in_module = 1;
+  return m;
+}
+
+constexpr char kLine[] = "p:symdex/name_show_card_c_186 _text+6794624";
+
+TEST(ProbeForms, KprobeEventsIsTheLineItself) {
+  auto f = FormFor(TracerSyntax::kKprobeEvents, VmlinuxCopy(), Target("offline"), kLine, 0);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->text, kLine);
+  EXPECT_FALSE(f->address);
+}
+
+TEST(ProbeForms, LiveDuplicateIsNamedByItsAddress) {
+  const Match m = VmlinuxCopy();
+  auto perf = FormFor(TracerSyntax::kPerf, m, Target("live"), kLine, 0);
+  ASSERT_TRUE(perf.ok()) << perf.status();
+  EXPECT_EQ(perf->text, "perf probe -a 'symdex:name_show_card_c_186=0xffffffffa187ad80'");
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), kLine, 0);
+  ASSERT_TRUE(bt.ok()) << bt.status();
+  EXPECT_EQ(bt->text, "kprobe:0xffffffffa187ad80");
+  EXPECT_NE(bt->note.find("--unsafe"), std::string::npos) << bt->note;
+  auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("live"), kLine, 0);
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  EXPECT_EQ(lb->text,
+            "LIBBPF_OPTS(bpf_kprobe_opts, opts, .offset = 0xffffffffa187ad80, .retprobe = false); "
+            "bpf_program__attach_kprobe_opts(prog, NULL, &opts);");
+  EXPECT_NE(lb->note.find("KprobeOptions{Address: 0xffffffffa187ad80}"), std::string::npos) << lb->note;
+  EXPECT_EQ(lb->address, 0xffffffffa187ad80u);
+}
+
+TEST(ProbeForms, AnOffsetMovesTheAddress) {
+  Match m = VmlinuxCopy();
+  m.offset = 4;
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), "p:symdex/x _text+6794628", 0);
+  ASSERT_TRUE(bt.ok()) << bt.status();
+  EXPECT_EQ(bt->text, "kprobe:0xffffffffa187ad84");
+}
+
+TEST(ProbeForms, OfflineDuplicateHasPerfsDeclFileFormOnlyWhenItIsOneCopy) {
+  const Match m = VmlinuxCopy();
+  auto one = FormFor(TracerSyntax::kPerf, m, Target("offline"), kLine, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->text, "perf probe -a 'symdex:name_show_card_c_186=name_show@drivers/pnp/card.c'");
+  EXPECT_NE(one->note.find("inlined"), std::string::npos) << one->note;
+  EXPECT_FALSE(one->address) << "an offline kernel's address is not this boot's";
+
+  auto shared = FormFor(TracerSyntax::kPerf, m, Target("offline"), kLine, 2);
+  ASSERT_TRUE(absl::IsFailedPrecondition(shared.status())) << shared.status();
+  EXPECT_NE(shared.status().message().find("share the declaration file drivers/pnp/card.c"), std::string::npos);
+
+  EXPECT_TRUE(absl::IsFailedPrecondition(FormFor(TracerSyntax::kBpftrace, m, Target("offline"), kLine, 1).status()));
+  auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("offline"), kLine, 1);
+  ASSERT_TRUE(absl::IsFailedPrecondition(lb.status()));
+  EXPECT_NE(lb.status().message().find("offline kernel"), std::string::npos) << lb.status();
+}
+
+TEST(ProbeForms, ALiveTargetWithoutAddressesIsNoLiveAddress) {
+  Match m = VmlinuxCopy();
+  m.instance.addr.reset();  // an unprivileged caller's view
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), kLine, 0);
+  ASSERT_TRUE(absl::IsFailedPrecondition(bt.status()));
+  EXPECT_NE(bt.status().message().find("not shown the live kernel's addresses"), std::string::npos) << bt.status();
+}
+
+TEST(ProbeForms, UniqueInsideItsModule) {
+  const Match m = ModuleCopy();
+  const std::string line = "p:t/uio_name uio:name_show";
+  auto perf = FormFor(TracerSyntax::kPerf, m, Target("offline"), line, 0);
+  ASSERT_TRUE(perf.ok()) << perf.status();
+  EXPECT_EQ(perf->text, "perf probe -m uio -a 't:uio_name=name_show'");
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), line, 0);
+  ASSERT_TRUE(bt.ok()) << bt.status();
+  EXPECT_EQ(bt->text, "kprobe:uio:name_show");
+  EXPECT_FALSE(bt->address);
+}
+
+TEST(ProbeForms, ReturnProbesAndFetchArgs) {
+  const Match m = ModuleCopy();
+  auto perf = FormFor(TracerSyntax::kPerf, m, Target("offline"), "r:t/ret uio:name_show arg1=%ax:u64", 0);
+  ASSERT_TRUE(perf.ok()) << perf.status();
+  EXPECT_EQ(perf->text, "perf probe -m uio -a 't:ret=name_show%return arg1=%ax:u64'");
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), "r:t/ret uio:name_show", 0);
+  ASSERT_TRUE(bt.ok()) << bt.status();
+  EXPECT_EQ(bt->text, "kretprobe:uio:name_show");
+  auto args = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), "p:t/a uio:name_show arg1=%di", 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(args.status())) << args.status();
+}
+
+TEST(ProbeForms, UniqueNameKeepsItsName) {
+  Match m;
+  m.instance.name = "vfs_read";
+  m.instance.addr = 0xffffffff81234560;
+  m.instance.same_name_total = 1;
+  m.instance.same_name_in_module = 1;
+  m.offset = 16;
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), "p:symdex/vfs_read vfs_read+16", 0);
+  ASSERT_TRUE(bt.ok()) << bt.status();
+  EXPECT_EQ(bt->text, "kprobe:vfs_read+16");
+  m.offset = 0;
+  auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("offline"), "p:symdex/vfs_read vfs_read", 0);
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  EXPECT_EQ(lb->text, "bpf_program__attach_kprobe(prog, false, \"vfs_read\");");
+}
+
+TEST(ProbeForms, FormatNames) {
+  for (auto s : {"kprobe_events", "perf", "bpftrace", "libbpf"}) {
+    auto t = TracerSyntaxArg(s);
+    ASSERT_TRUE(t.ok()) << s;
+    EXPECT_EQ(TracerSyntaxName(*t), s);
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(TracerSyntaxArg("systemtap").status()));
+}
+
+}  // namespace
+}  // namespace symdex::query
