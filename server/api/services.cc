@@ -196,7 +196,6 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* 
   return Serve(
       ctx, control_, stats_, "Which", Fleet(req->target()),
       [=, this](const Peer& peer, auto&) {
-        if (req->name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "name is empty");
         auto q = router_.For(req->target(), {}, ctx->deadline());
         if (!q.ok()) return ToGrpc(q.status());
         auto r = query::CallerView(**q, AccessOf(peer)).Which(req->target(), req->name(), req->exact());

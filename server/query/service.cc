@@ -186,6 +186,7 @@ absl::StatusOr<std::vector<TargetSummary>> LocalQuery::Targets() {
 absl::StatusOr<WhichResult> LocalQuery::Which(const std::string& target, const std::string& name, bool exact) {
   RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
   RETURN_IF_ERROR(CheckFieldSize("name", name, kMaxSymbolNameLength));
+  if (name.empty()) return absl::InvalidArgumentError("name is empty");
   return WithSession([&](Session& s) -> absl::StatusOr<WhichResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
     auto cache = CacheFor(t);

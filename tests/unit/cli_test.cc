@@ -103,6 +103,9 @@ TEST_F(CliTest, ExitCodes) {
   EXPECT_EQ(Symdex("which name_show --target nope").exit_code, 2);
   EXPECT_EQ(Symdex("frobnicate").exit_code, 2);
   EXPECT_EQ(Symdex("which").exit_code, 2);
+  CommandResult empty = Symdex("which ''");
+  EXPECT_EQ(empty.exit_code, 2) << "an empty name is a usage error, as the daemon says it";
+  EXPECT_NE(empty.err.find("name is empty"), std::string::npos) << empty.err;
   CommandResult help = Symdex("--help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
