@@ -1,6 +1,6 @@
 // The libdw 0.188 functions each part follows are named at the part (dwarf_child.c,
 // dwarf_siblingof.c, dwarf_attr_integrate.c, dwarf_ranges.c, dwarf_formudata.c, ...); the memo
-// docs/plan-dwarf-scanner.md §1 lists their semantics. Where the scanner is unsure it fails the
+// docs/architecture.md ("Reading DWARF") lists the semantics copied. Where the scanner is unsure it fails the
 // unit instead of guessing: libdw then reads it.
 #include "server/debuginfo/dwarf/die_scanner.h"
 

@@ -1,4 +1,4 @@
-// An abbreviation-driven reader of .debug_info (docs/plan-dwarf-scanner.md) that
+// An abbreviation-driven reader of .debug_info (docs/architecture.md, "Reading DWARF") that
 // gives the DWARF index and the address map what libdw 0.188 gives them — the same DIEs, the
 // same attribute values, the same sibling jumps, the same address ranges — without libdw's
 // per-DIE abbreviation lookup under a lock and its re-decoding of the attribute list for every

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""The manual checked against the tree and the programs it describes.
+
+Fails (exit 1, one line per problem) when
+- README.md is longer than 250 lines, or does not start with its two set-up commands;
+- a relative link in README.md or docs/ names a file that does not exist, or an #anchor that is
+  not a heading of its page (GitHub's anchors);
+- a page under docs/ cannot be reached from README.md by following links;
+- a command line quoted in a ```console or ```sh block (`$ symdex ...`, `symdex ...`,
+  `build/bin/symdex ...`, the same for symdexd) uses a verb or a flag that the program's own
+  `--help` does not list -- the guide and `--help` (and the man pages made from it) agree;
+- `symdex help TOPIC` prints text that docs/reference/TOPIC.md does not quote line for line;
+- README.md, docs/, server/, client/, tests/, scripts/ or deploy/ speak of work items
+  ("issue 12", "session 3", "item 4") instead of what the code does.
+
+Usage: check_docs.py SOURCE_DIR BIN_DIR
+"""
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+MAX_README_LINES = 250
+LINK = re.compile(r"(?<!\!)\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```(\w*)\s*$")
+WORK_ITEM = re.compile(r"\b(session|issue|item) [0-9]", re.IGNORECASE)
+WORK_ITEM_DIRS = ["README.md", "docs", "server", "client", "tests", "scripts", "deploy"]
+WORK_ITEM_SUFFIXES = {".md", ".h", ".cc", ".py", ".sh", ".txt", ".cmake", ".proto", ".yaml", ".yml", ".conf",
+                      ".service", ".json", ""}
+
+
+def slug(heading):
+    s = heading.strip().lower()
+    s = re.sub(r"[^\w\- ]", "", s)
+    return s.replace(" ", "-")
+
+
+def headings(page):
+    out, fenced = set(), False
+    counts = {}
+    for line in page.read_text(errors="replace").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+        if fenced:
+            continue
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            s = slug(re.sub(r"`", "", m.group(1)))
+            n = counts.get(s, 0)
+            counts[s] = n + 1
+            out.add(s if n == 0 else f"{s}-{n}")
+    return out
+
+
+def links(page):
+    text, fenced, out = page.read_text(errors="replace").splitlines(), False, []
+    for n, line in enumerate(text, 1):
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        for m in LINK.finditer(line):
+            out.append((n, m.group(1)))
+    return out
+
+
+def check_links(root, bad):
+    pages = [root / "README.md"] + sorted((root / "docs").rglob("*.md"))
+    graph = {}
+    for page in pages:
+        graph[page] = set()
+        for n, target in links(page):
+            if re.match(r"^[a-z]+:", target) or target.startswith("mailto:"):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page.resolve()
+            rel = page.relative_to(root)
+            if not dest.exists():
+                bad.append(f"{rel}:{n}: link to {target}: no such file")
+                continue
+            if dest.suffix == ".md":
+                graph[page].add(dest)
+                if anchor and anchor not in headings(dest):
+                    bad.append(f"{rel}:{n}: link to {target}: no heading #{anchor} in {dest.relative_to(root)}")
+    seen, todo = set(), [(root / "README.md").resolve()]
+    resolved = {p.resolve(): p for p in pages}
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        todo.extend(graph.get(resolved.get(p, p), ()))
+    for p in pages:
+        if p.resolve() not in seen:
+            bad.append(f"{p.relative_to(root)}: not reachable from README.md")
+
+
+class Cli:
+    """A program's verbs and flags, read from its --help (CLI11's layout)."""
+
+    def __init__(self, binary):
+        self.binary = binary
+        self.cache = {}
+
+    def help(self, path):
+        key = tuple(path)
+        if key not in self.cache:
+            r = subprocess.run([self.binary, *path, "--help"], capture_output=True, text=True, timeout=30)
+            flags, subs, section = {}, set(), None
+            for line in r.stdout.splitlines():
+                if re.match(r"^\S.*:$", line):
+                    section = line[:-1]
+                    continue
+                if section == "Options" and line.startswith("  -"):
+                    words = line.split()
+                    spec = re.sub(r"\{.*\}$", "", words[0])
+                    # "--db TEXT", "--timeout FLOAT:POSITIVE", "--listen TEXT ...": takes a value
+                    takes = len(words) > 1 and re.match(r"^[A-Z][A-Z:_]*(:[A-Z_]+)?$", words[1]) is not None
+                    for f in spec.split(","):
+                        if f.startswith("-"):
+                            flags[f] = takes
+                elif section == "Subcommands" and re.match(r"^  \S", line):
+                    subs.add(line.split()[0])
+            self.cache[key] = (r.returncode == 0, flags, subs)
+        return self.cache[key]
+
+    def check(self, words):
+        """Problems with one command line (words after the program name)."""
+        ok, gflags, subs = self.help([])
+        if not ok:
+            return [f"{self.binary} --help fails"]
+        path, flags, i = [], gflags, 0
+        problems = []
+        while i < len(words):
+            w = words[i]
+            if w in ("|", "&&", ";", ">", "<", "2>", "||") or w.startswith((">", "<", "2>", "|")):
+                break
+            if w == "--":
+                break
+            if w.startswith("-") and w != "-":
+                name = w.split("=", 1)[0]
+                if re.match(r"^-[A-Za-z]{2,}$", name):  # -nr: short flags together
+                    names = [f"-{c}" for c in name[1:]]
+                else:
+                    names = [name]
+                for f in names:
+                    known = flags if f in flags else gflags if f in gflags else None
+                    if known is None:
+                        problems.append(f"{' '.join([self.name(), *path])}: no flag {f}")
+                    elif known[f] and "=" not in w and len(names) == 1:
+                        i += 1  # its value
+            elif subs and w in subs:
+                path.append(w)
+                ok, flags, subs = self.help(path)
+                if not ok:
+                    problems.append(f"{' '.join([self.name(), *path])} --help fails")
+                    break
+            elif subs and not path:
+                problems.append(f"{self.name()}: no verb {w}")
+                break
+            i += 1
+        return problems
+
+    def name(self):
+        return pathlib.Path(self.binary).name
+
+
+def command_lines(page):
+    """(line number, program, words) of each quoted symdex/symdexd command in code blocks."""
+    out, lang, cont = [], None, ""
+    for n, line in enumerate(page.read_text(errors="replace").splitlines(), 1):
+        m = FENCE.match(line)
+        if m:
+            lang = None if lang is not None else m.group(1)
+            continue
+        if lang not in ("console", "sh", "bash", "shell"):
+            continue
+        text = cont + line.strip()
+        cont = ""
+        if text.endswith("\\"):
+            cont = text[:-1] + " "
+            continue
+        if lang == "console":
+            if not text.startswith(("$ ", "# ")):
+                continue
+            text = text[2:]
+        for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", text):
+            part = re.sub(r"^(sudo|env\s+\S+=\S+|[A-Z_]+=\S+)\s+", "", part.strip())
+            m = re.match(r"^(?:\S*/)?(symdexd?)\s+(.*)$", part) or re.match(r"^(?:\S*/)?(symdexd?)$", part)
+            if not m:
+                continue
+            rest = m.group(2) if m.lastindex and m.lastindex >= 2 else ""
+            try:
+                words = shlex.split(rest, comments=True)
+            except ValueError:
+                words = rest.split()
+            out.append((n, m.group(1), words))
+    return out
+
+
+def check_commands(root, bindir, bad):
+    clis = {p: Cli(str(bindir / p)) for p in ("symdex", "symdexd")}
+    pages = [root / "README.md"] + sorted((root / "docs").rglob("*.md"))
+    count = 0
+    for page in pages:
+        for n, prog, words in command_lines(page):
+            count += 1
+            for p in clis[prog].check(words):
+                bad.append(f"{page.relative_to(root)}:{n}: {p}")
+    return count
+
+
+def check_help_topics(root, bindir, bad):
+    """Each `symdex help TOPIC` is quoted whole in docs/reference/TOPIC.md."""
+    r = subprocess.run([str(bindir / "symdex"), "help", "--help"], capture_output=True, text=True, timeout=30)
+    m = re.search(r"TOPIC TEXT:\{([^}]*)\}|TOPIC TEXT REQUIRED\s+(\S+)", r.stdout)
+    topics = re.split(r"[,\s]+", (m.group(1) or m.group(2)).strip()) if m else []
+    if not topics:
+        bad.append("symdex help --help: no topics listed")
+    for t in topics:
+        page = root / "docs" / "reference" / f"{t}.md"
+        text = subprocess.run([str(bindir / "symdex"), "help", t], capture_output=True, text=True, timeout=30).stdout
+        if not page.exists():
+            bad.append(f"docs/reference/{t}.md: missing (symdex help {t} has a topic page)")
+            continue
+        lines = page.read_text().splitlines()
+        missing = [l for l in text.splitlines() if l.strip() and l not in lines]
+        if missing:
+            bad.append(f"docs/reference/{t}.md: does not quote `symdex help {t}` line for line "
+                       f"({len(missing)} lines differ, the first: {missing[0].strip()!r})")
+
+
+def check_work_items(root, bad):
+    for top in WORK_ITEM_DIRS:
+        base = root / top
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file()) if base.exists() else []
+        for p in files:
+            if p.suffix not in WORK_ITEM_SUFFIXES or "corpus" in p.parts or p.name.startswith("check_docs"):
+                continue
+            try:
+                text = p.read_text()
+            except (UnicodeDecodeError, OSError):
+                continue
+            for n, line in enumerate(text.splitlines(), 1):
+                if WORK_ITEM.search(line):
+                    bad.append(f"{p.relative_to(root)}:{n}: names a work item: say what the code does instead")
+
+
+def main(root, bindir):
+    root, bindir = pathlib.Path(root), pathlib.Path(bindir)
+    bad = []
+    readme = (root / "README.md").read_text().splitlines()
+    if len(readme) > MAX_README_LINES:
+        bad.append(f"README.md: {len(readme)} lines (at most {MAX_README_LINES}: the manual is docs/)")
+    head = "\n".join(readme[:6])
+    if "scripts/setup-deps.sh" not in head or "scripts/test.sh" not in head:
+        bad.append("README.md: does not start with its two set-up commands")
+    check_links(root, bad)
+    count = check_commands(root, bindir, bad)
+    check_help_topics(root, bindir, bad)
+    check_work_items(root, bad)
+    for b in bad:
+        print(b)
+    print(f"check_docs: {count} command lines checked, {len(bad)} problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else ".", sys.argv[2] if len(sys.argv) > 2 else "build/bin"))

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""check_docs.py must fail on each kind of problem: a copy of README.md and docs/ with one planted
+at a time (a flag `--help` does not list, a verb that does not exist, a broken link, a missing
+anchor, a page nothing links to, a work-item number in a source file, a README over its length),
+each expected by its message.
+
+Usage: check_docs_test.py SOURCE_DIR BIN_DIR
+"""
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run(tree, bindir):
+    r = subprocess.run([sys.executable, str(HERE / "check_docs.py"), str(tree), str(bindir)], capture_output=True,
+                       text=True)
+    return r.returncode, r.stdout
+
+
+def main(src, bindir):
+    src, bindir = pathlib.Path(src), pathlib.Path(bindir).resolve()
+    guide = "docs/planted.md"
+    cases = [
+        ("a flag --help does not list", [(guide, "```console\n$ symdex kprobe -n --no-such-flag name_show\n```\n")],
+         guide, "symdex kprobe: no flag --no-such-flag"),
+        ("a verb that does not exist", [(guide, "```sh\nsymdex probe-everything name_show\n```\n")],
+         guide, "symdex: no verb probe-everything"),
+        ("a daemon flag that does not exist", [(guide, "```sh\nsymdexd --listen unix:/x --no-such\n```\n")],
+         guide, "symdexd: no flag --no-such"),
+        ("a broken link", [(guide, "[gone](reference/gone.md)\n")], guide, "no such file"),
+        ("a missing anchor", [(guide, "[x](../README.md#no-such-heading)\n")], guide, "no heading #no-such-heading"),
+        ("a page nothing links to", [("docs/orphan.md", "# Orphan\n")], "docs/orphan.md", "not reachable"),
+        ("a work item in a source file", [("server/planted.h", "// added for issue 12\n")], "server/planted.h",
+         "names a work item"),
+        ("a reference page that no longer quotes its help topic",
+         [("docs/reference/specs.md", "")], "docs/reference/specs.md", "does not quote `symdex help specs`"),
+        ("a README over its length", [("README.md", "\n" * 300)], "README.md", "lines (at most 250"),
+    ]
+    code, out = run(src, bindir)
+    if code != 0:
+        print("the tree itself fails:\n" + out)
+        return 1
+    failures = 0
+    for name, edits, where, message in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = pathlib.Path(tmp)
+            shutil.copy(src / "README.md", tree / "README.md")
+            shutil.copytree(src / "docs", tree / "docs")
+            for d in ("server", "client", "tests", "scripts", "deploy"):
+                (tree / d).mkdir()
+            for rel, text in edits:
+                p = tree / rel
+                if rel == guide:
+                    # linked from a page the README links to, so only the planted problem is new
+                    arch = tree / "docs/architecture.md"
+                    arch.write_text(arch.read_text() + "\n[planted](planted.md)\n")
+                    p.write_text("# Planted\n\n" + text)
+                elif rel == "README.md":
+                    p.write_text(p.read_text() + text)
+                elif rel == "docs/reference/specs.md":
+                    p.write_text(p.read_text().replace("SPEC     :=", "SPEC :="))
+                else:
+                    p.parent.mkdir(parents=True, exist_ok=True)
+                    p.write_text(text)
+            code, out = run(tree, bindir)
+            hit = [l for l in out.splitlines() if l.startswith(where) and message in l]
+            if code != 1 or not hit:
+                print(f"FAIL {name}: exit {code}, expected a line starting {where!r} with {message!r}:\n{out}")
+                failures += 1
+            else:
+                print(f"ok   {name}: {hit[0]}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else ".", sys.argv[2] if len(sys.argv) > 2 else "build/bin"))
