@@ -182,16 +182,15 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
   std::string file = o.where.substr(0, colon);
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto res = (*api)->Lines(o.target, file, line);
+  auto res = (*api)->Ask<query::Lines>({.target = o.target, .file = file, .line = line});
   if (!res.ok() && res.status().code() == absl::StatusCode::kNotFound) {
     Fail(g, res.status());
     return kNotFound;
   }
   if (!res.ok()) return Fail(g, res.status());
   nlohmann::json arr = nlohmann::json::array();
-  for (size_t i = 0; i < res->results.size(); ++i) {
-    const uint64_t a = res->addresses[i];
-    const auto& info = *res->results[i];
+  for (const query::LineAddress& info : res->addresses) {
+    const uint64_t a = info.address;
     std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
     std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
     // vmlinux: _text+N (KASLR-proof; _stext+N where kallsyms lists no _text); a loaded module: its
@@ -208,9 +207,9 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
     }
   }
   if (g.json) PrintJson({{"target", res->target.name}, {"where", o.where}, {"addresses", arr}});
-  if (res->results.empty() && !g.json)
+  if (res->addresses.empty() && !g.json)
     fmt::print(stderr, "symdex: no code for {} in vmlinux or its modules\n", o.where);
-  return res->results.empty() ? kNotFound : kFound;
+  return res->addresses.empty() ? kNotFound : kFound;
 }
 
 }  // namespace

@@ -238,20 +238,20 @@ std::vector<std::string> ProbeableAlternatives(query::QueryApi& api, const std::
     for (int d = 1; d <= 2; ++d) probes.push_back({in.dwarf->decl_file, static_cast<int>(in.dwarf->decl_line) + d});
   }
   for (const auto& [file, line] : in.module.empty() ? probes : decltype(probes){}) {
-    auto lines = api.Lines(target, file, line);
+    auto lines = api.Ask<query::Lines>({.target = target, .file = file, .line = line});
     if (!lines.ok()) continue;
-    for (const auto& info : lines->results) {
-      if (!info || !info->symbol || !info->symbol->text_offset) continue;
-      const query::Instance& caller = *info->symbol;
+    for (const query::LineAddress& info : lines->addresses) {
+      if (!info.symbol || !info.symbol->text_offset) continue;
+      const query::Instance& caller = *info.symbol;
       if (caller.addr == in.addr || caller.name == in.name) continue;  // an out-of-line copy
       bool inlined = false;
-      for (const auto& f : info->frames) inlined |= f.function == in.dwarf->function;
+      for (const auto& f : info.frames) inlined |= f.function == in.dwarf->function;
       if (!inlined || !caller.verdict.kprobe) continue;
-      const uint64_t at = *caller.text_offset + info->offset;
+      const uint64_t at = *caller.text_offset + info.offset;
       if (!seen.insert(at).second) continue;
       if (sites < 8) {
         out.push_back(fmt::format("symdex kprobe -n {}+{}    # inlined into {}+{:#x}", caller.text_anchor, at,
-                                  caller.name, info->offset));
+                                  caller.name, info.offset));
         ++sites;
       }
       if (callers.size() < 5) {

@@ -288,27 +288,6 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   return out;
 }
 
-absl::StatusOr<query::SymbolizeResult> RemoteQuery::Lines(const std::string& target, const std::string& file,
-                                                          int line) {
-  pb::LinesRequest req;
-  req.set_target(target);
-  req.set_file(file);
-  req.set_line(line);
-  ResponseArena arena;
-  auto& resp = *arena.Make<pb::LinesResponse>();
-  const Impl::Attempt a =
-      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Lines(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  if (!s.ok()) return impl_->Error(a);
-  query::SymbolizeResult out;
-  out.target = FromProto(resp.target_info()).info;
-  for (const auto& r : resp.addresses()) {
-    out.addresses.push_back(r.address());
-    out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(r)));
-  }
-  return out;
-}
-
 absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, const query::DupsOptions& opts) {
   grpc::ClientContext ctx;
   impl_->Prepare(ctx, target);

@@ -44,7 +44,6 @@ class RemoteQuery : public query::QueryApi {
   absl::StatusOr<query::ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
   absl::StatusOr<query::SymbolizeResult> Symbolize(const std::string& target,
                                                    const std::vector<uint64_t>& addrs) override;
-  absl::StatusOr<query::SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
   absl::StatusOr<query::DupsResult> Dups(const std::string& target, const query::DupsOptions& opts) override;
   absl::StatusOr<query::ProbeResult> Probe(const std::string& target, const std::string& spec,
                                            const query::KprobeOptions& opts) override;

@@ -165,7 +165,6 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
   decoded_here("Which", &SymbolServiceImpl::Which);
   decoded_here("Resolve", &SymbolServiceImpl::Resolve);
   decoded_here("Symbolize", &SymbolServiceImpl::Symbolize);
-  decoded_here("Lines", &SymbolServiceImpl::Lines);
   decoded_here("ProbeDefinition", &SymbolServiceImpl::ProbeDefinition);
   decoded_here("LookupBuildId", &SymbolServiceImpl::LookupBuildId);
   decoded_here("Status", &SymbolServiceImpl::Status);
@@ -283,23 +282,6 @@ grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServ
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeRequest& r,
              pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); },
       [this, ctx](const pb::SymbolizeRequest& r) { return WaitFirst(r.target(), {}, ctx->deadline()); });
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::Lines(grpc::CallbackServerContext* ctx, const pb::LinesRequest* req,
-                                                   pb::LinesResponse* resp) {
-  return Serve(
-      ctx, control_, stats_, "Lines", true,
-      [=, this](const Peer& peer, auto&) {
-        auto q = router_.For(req->target(), {}, ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        auto r = query::CallerView(**q, AccessOf(peer)).Lines(req->target(), req->file(), req->line());
-        if (!r.ok()) return ToGrpc(r.status());
-        resp->set_target(r->target.name);
-        TargetInfoTo(r->target, resp->mutable_target_info());
-        for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_addresses());
-        return grpc::Status::OK;
-      },
-      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(grpc::CallbackServerContext* ctx,

@@ -70,8 +70,6 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
                                       ::symdex::v1::SymbolizeResponse* resp) override;
   grpc::ServerBidiReactor<::symdex::v1::SymbolizeRequest, ::symdex::v1::SymbolizeResponse>* SymbolizeStream(
       grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* Lines(grpc::CallbackServerContext* ctx, const ::symdex::v1::LinesRequest* req,
-                                  ::symdex::v1::LinesResponse* resp) override;
   grpc::ServerWriteReactor<::symdex::v1::DuplicateGroup>* ListDuplicates(
       grpc::CallbackServerContext* ctx, const ::symdex::v1::ListDuplicatesRequest* req) override;
   grpc::ServerUnaryReactor* ProbeDefinition(grpc::CallbackServerContext* ctx,

@@ -2,7 +2,9 @@
 // (query/fields.h) put on the proto message whose fields have the same names, and read back,
 // through protobuf reflection — so a verb's request and answer are declared once, in the query
 // layer, and the proto only has to name its fields alike. Instance and TargetInfo (as Target) go
-// through their hand-written conversions (convert.h). CheckWire says, for a type and a message,
+// through their hand-written conversions (convert.h). A TargetInfo whose field on the wire is a
+// string is the older answers' pair: its name there, the whole in `target_info` beside it (as
+// every answer before the declared verbs carried it). CheckWire says, for a type and a message,
 // every field that is missing or of another kind; the daemon refuses to start on any
 // (SymbolServiceImpl), and a test checks every verb.
 #pragma once
@@ -131,6 +133,13 @@ void MessageTo(const X& v, gp::Message* m) {
       const gp::FieldDescriptor* f = fields[i++];
       const auto& value = v.*(field.member);
       using M = std::remove_cvref_t<decltype(value)>;
+      if constexpr (std::is_same_v<M, query::TargetInfo>) {
+        if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_STRING) {
+          m->GetReflection()->SetString(m, f, value.name);
+          PutOne(m, m->GetDescriptor()->FindFieldByName("target_info"), value, false);
+          return;
+        }
+      }
       if constexpr (IsVector<M>::value) {
         for (const auto& e : value) PutOne(m, f, e, true);
       } else if constexpr (IsOptional<M>::value) {
@@ -156,6 +165,12 @@ void MessageFrom(const gp::Message& m, X* v) {
       const gp::FieldDescriptor* f = fields[i++];
       auto& value = v->*(field.member);
       using M = std::remove_cvref_t<decltype(value)>;
+      if constexpr (std::is_same_v<M, query::TargetInfo>) {
+        if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_STRING) {
+          GetOne(m, m.GetDescriptor()->FindFieldByName("target_info"), -1, &value);
+          return;
+        }
+      }
       if constexpr (IsVector<M>::value) {
         const int n = r->FieldSize(m, f);
         value.resize(static_cast<size_t>(n));
@@ -187,6 +202,17 @@ std::string Check(const gp::Descriptor* d) {
       using M = std::remove_cvref_t<decltype(std::declval<X&>().*(field.member))>;
       using E = typename Element<M>::type;
       std::string what;
+      if constexpr (std::is_same_v<M, query::TargetInfo>) {
+        if (f != nullptr && f->cpp_type() == FD::CPPTYPE_STRING) {
+          const FD* whole = d->FindFieldByName("target_info");
+          f = whole && !whole->is_repeated() && whole->cpp_type() == FD::CPPTYPE_MESSAGE ? whole : nullptr;
+          if (f == nullptr) {
+            problems += StrCat(problems.empty() ? "" : "; ", d->full_name(), ".", field.name,
+                               ": a string, and no Target target_info beside it");
+            return;
+          }
+        }
+      }
       if (f == nullptr) {
         what = "no such field";
       } else if (IsVector<M>::value != f->is_repeated()) {

@@ -15,6 +15,7 @@
 
 #include "server/common/kernel_records.h"
 #include "server/common/status.h"
+#include "server/query/fields.h"
 
 namespace symdex::query {
 
@@ -103,6 +104,15 @@ struct Match {
 
 // Address -> symbol+offset and the inline chain (leaf first) from the debug file.
 using symdex::Frame;
+// A frame's fields, as symdex.v1.Frame names them (query/fields.h).
+template <>
+struct FieldsOf<Frame> {
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<Frame, std::string>{"function", &Frame::function},
+                           Field<Frame, std::string>{"file", &Frame::file}, Field<Frame, int>{"line", &Frame::line},
+                           Field<Frame, int>{"column", &Frame::column});
+  }
+};
 
 struct AddressInfo {
   std::optional<Instance> symbol;  // the text symbol holding the address (store/symbol_extent.h)

@@ -174,8 +174,6 @@ class QueryApi {
   virtual absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) = 0;
   virtual absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) = 0;
   virtual absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) = 0;
-  // Every statement start of file:line in vmlinux, symbolized.
-  virtual absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) = 0;
   virtual absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) = 0;
   // Resolve, then (exactly one match) the kprobe line; FailedPrecondition when no kprobe form
   // names the instance. Not-found/ambiguous leave `kprobe` empty.

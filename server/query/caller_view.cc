@@ -116,21 +116,6 @@ absl::StatusOr<SymbolizeResult> CallerView::Symbolize(const std::string& target,
   return q_.Symbolize(target, addrs);
 }
 
-// Each address becomes 0; its symbol (as _text+N / SECTION+0xOFF) plus the offset place it.
-absl::StatusOr<SymbolizeResult> CallerView::Lines(const std::string& target, const std::string& file, int line) {
-  ASSIGN_OR_RETURN(auto r, q_.Lines(target, file, line));
-  if (!HidesAddresses(access_, r.target)) return r;
-  ForgetKernelBase(r.target);
-  for (size_t i = 0; i < r.results.size(); ++i) {
-    r.addresses[i] = 0;
-    if (!r.results[i]->symbol) continue;
-    auto copy = std::make_shared<AddressInfo>(*r.results[i]);
-    RETURN_IF_ERROR(Hide(r.target, *copy->symbol));
-    r.results[i] = std::move(copy);
-  }
-  return r;
-}
-
 absl::StatusOr<DupsResult> CallerView::Dups(const std::string& target, const DupsOptions& opts) {
   ASSIGN_OR_RETURN(auto r, q_.Dups(target, opts));
   if (!HidesAddresses(access_, r.target)) return r;
@@ -233,6 +218,7 @@ absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
           if (hidden.ok()) hidden = Hide(a.target, in);
         });
         RETURN_IF_ERROR(hidden);
+        if constexpr (requires { V::HideAddresses(a); }) V::HideAddresses(a);
         ForgetKernelBase(a.target);
       }
     }

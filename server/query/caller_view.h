@@ -41,7 +41,6 @@ class CallerView : public QueryApi {
   absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
   absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
-  absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;

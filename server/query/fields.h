@@ -1,7 +1,8 @@
 // A value's fields, listed once, by name: what the wire (server/api/wire_fields.h puts each on the
 // proto field of the same name and back) and the caller view (query/caller_view.cc finds every
 // Instance in an answer to hide its address) walk. Inside struct T, SYMDEX_FIELDS(T, a, b, c)
-// defines `static constexpr auto Fields()`: a tuple of Field{name, &T::member}.
+// defines `static constexpr auto Fields()`: a tuple of Field{name, &T::member}. A type that
+// cannot hold the list (a record of server/common) has it in a FieldsOf<T> specialization.
 #pragma once
 
 #include <optional>
@@ -19,19 +20,28 @@ struct Field {
   M T::*member;
 };
 
+// T's field list: T::Fields(), or a specialization's for a type declared elsewhere.
+template <class T>
+struct FieldsOf {};
+template <class T>
+requires requires { T::Fields(); }
+struct FieldsOf<T> {
+  static constexpr auto Fields() { return T::Fields(); }
+};
+
 template <class T>
 concept HasFields = requires {
-  T::Fields();
+  FieldsOf<T>::Fields();
 };
 
 // f(field) for each of T's fields, in their order.
 template <class T, class F>
 constexpr void ForEachField(F&& f) {
-  std::apply([&](auto... field) { (f(field), ...); }, T::Fields());
+  std::apply([&](auto... field) { (f(field), ...); }, FieldsOf<T>::Fields());
 }
 
 template <class T>
-inline constexpr size_t kFieldCount = std::tuple_size_v<decltype(T::Fields())>;
+inline constexpr size_t kFieldCount = std::tuple_size_v<decltype(FieldsOf<T>::Fields())>;
 
 // fn(x) for every X inside `v`: v itself, members of listed types, elements of vectors, values
 // of optionals.

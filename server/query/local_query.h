@@ -50,7 +50,8 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
   absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
-  absl::StatusOr<SymbolizeResult> Lines(const std::string& target, const std::string& file, int line) override;
+  // The answer of the Lines verb (verbs.h), its request checked.
+  absl::StatusOr<LinesAnswer> LineAddresses(const LinesRequest& r);
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;

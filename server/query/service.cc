@@ -329,12 +329,21 @@ void LocalQuery::CacheCanonical(const store::TargetInfo& t, const std::vector<ui
   }
 }
 
-absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, const std::string& file, int line) {
-  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("file", file, kMaxPathLength));
-  if (file.empty() || line <= 0) {
-    return absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", Excerpt(file, 200), ":", line, "'"));
+absl::Status Lines::Check(const LinesRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("file", r.file, kMaxPathLength));
+  if (r.file.empty() || r.line <= 0) {
+    return absl::InvalidArgumentError(StrCat("expected PATH:LINE, got '", Excerpt(r.file, 200), ":", r.line, "'"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LinesAnswer> Lines::Local(LocalQuery& q, const LinesRequest& r) { return q.LineAddresses(r); }
+
+absl::StatusOr<LinesAnswer> LocalQuery::LineAddresses(const LinesRequest& r) {
+  const std::string& target = r.target;
+  const std::string& file = r.file;
+  const int line = r.line;
   Session s(*this);
   ASSIGN_OR_RETURN(store::Db * db, s.Db());
   ASSIGN_OR_RETURN(auto t, SelectTarget(*db, target));
@@ -380,11 +389,10 @@ absl::StatusOr<SymbolizeResult> LocalQuery::Lines(const std::string& target, con
   auto cache = CacheFor(t);
   Cache scratch;
   Symbolizing symbolizing(*this, s, t, cache ? *cache : scratch);
-  SymbolizeResult out{t, {}, {}};
+  LinesAnswer out{t, {}};
   for (uint64_t a : addrs) {
-    ASSIGN_OR_RETURN(auto info, symbolizing.At(a));
-    out.addresses.push_back(a);
-    out.results.push_back(std::make_shared<const AddressInfo>(std::move(info)));
+    ASSIGN_OR_RETURN(AddressInfo info, symbolizing.At(a));
+    out.addresses.push_back({a, std::move(info.symbol), info.offset, std::move(info.frames), std::move(info.note)});
   }
   return out;
 }

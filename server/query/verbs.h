@@ -10,7 +10,8 @@
 //   api::RemoteQuery          the request put on the wire by field name, the answer read back
 //   the daemon's handler      the same in reverse, in Serve with the peer's limits and the fleet's
 //                             kernel by build-ID (server/api/verb_service.h)
-// so a new verb is this declaration, its Local, its proto messages and the CLI's printing.
+// so a new verb is this declaration, its Local, its proto messages and the CLI's printing. A
+// verb whose answer holds addresses outside its Instances zeroes them in HideAddresses(Answer&).
 #pragma once
 
 #include <cstddef>
@@ -72,6 +73,42 @@ struct Inlined {
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
 };
 
+// `symdex lines PATH:LINE`: every statement start of a source line (perf probe's SRC:ALN) — in
+// vmlinux, and in modules whose section bases the target knows — with the symbol holding each and
+// its inline chain.
+struct LinesRequest {
+  std::string target;  // "" = the default target
+  std::string file;    // a suffix on whole path components
+  int32_t line = 0;
+  SYMDEX_FIELDS(LinesRequest, target, file, line)
+};
+struct LineAddress {
+  uint64_t address = 0;            // 0 for a caller not shown the kernel's addresses
+  std::optional<Instance> symbol;  // the text symbol holding it (none: outside every symbol)
+  uint64_t offset = 0;             // address - the symbol's start
+  std::vector<Frame> frames;       // leaf first
+  std::string note;                // why frames are missing or partial
+  SYMDEX_FIELDS(LineAddress, address, symbol, offset, frames, note)
+};
+struct LinesAnswer {
+  TargetInfo target;
+  std::vector<LineAddress> addresses;  // by address
+  SYMDEX_FIELDS(LinesAnswer, target, addresses)
+};
+struct Lines {
+  static constexpr const char* kMethod = "Lines";
+  static constexpr bool kHeavy = true;  // reads the line tables of vmlinux and of modules
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = LinesRequest;
+  using Answer = LinesAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  // Hidden beyond the Instances: each address (its symbol and offset still place it).
+  static void HideAddresses(Answer& a) {
+    for (LineAddress& x : a.addresses) x.address = 0;
+  }
+};
+
 // Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
 // they move here as they are touched.)
 template <class... V>
@@ -108,7 +145,7 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Inlined>;
+using Verbs = VerbList<Inlined, Lines>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

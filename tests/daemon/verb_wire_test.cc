@@ -96,6 +96,45 @@ TEST(VerbWireTest, EveryFieldOfAnAnswerGoesOutAndComesBack) {
   EXPECT_EQ(again.SerializeAsString(), m.SerializeAsString());
 }
 
+// The older answers carry the target twice: its name in `target`, the whole in `target_info`.
+TEST(VerbWireTest, ATargetOnAStringFieldIsTheNameWithTheWholeBeside) {
+  query::LinesAnswer a;
+  a.target.name = "host";
+  a.target.kind = "live";
+  a.target.text_addr = 0xffffffff81000000;
+  query::LineAddress x;
+  x.address = 0xffffffff811e6615;
+  x.symbol = query::Instance{.name = "vfs_read", .type = 'T', .addr = 0xffffffff811e6600, .text_offset = 0x1e6600};
+  x.offset = 0x15;
+  x.frames = {{"rw_verify_area", "fs/read_write.c", 357, 9}, {"vfs_read", "fs/read_write.c", 452, 8}};
+  x.note = "n";
+  a.addresses = {x, query::LineAddress{.address = 0x10}};
+  api::pb::LinesResponse m;
+  api::ToWire(a, &m);
+  EXPECT_EQ(m.target(), "host");
+  EXPECT_EQ(m.target_info().name(), "host");
+  EXPECT_EQ(m.target_info().kind(), "live");
+  ASSERT_EQ(m.addresses_size(), 2);
+  EXPECT_EQ(m.addresses(0).frames(1).function(), "vfs_read");
+  EXPECT_EQ(m.addresses(0).frames(0).column(), 9);
+  EXPECT_FALSE(m.addresses(1).has_symbol());
+
+  query::LinesAnswer back;
+  api::FromWire(m, &back);
+  EXPECT_EQ(back.target.name, "host");
+  EXPECT_EQ(back.target.text_addr, a.target.text_addr);
+  ASSERT_EQ(back.addresses.size(), 2u);
+  EXPECT_EQ(back.addresses[0].address, x.address);
+  EXPECT_EQ(back.addresses[0].symbol->text_offset, x.symbol->text_offset);
+  EXPECT_EQ(back.addresses[0].frames, x.frames);
+  EXPECT_EQ(back.addresses[0].note, "n");
+  EXPECT_FALSE(back.addresses[1].symbol.has_value());
+
+  // A string `target` with nothing to carry the whole beside it is named.
+  EXPECT_NE(api::CheckWire<query::LinesAnswer>(api::pb::WhichRequest::descriptor()).find("no Target target_info"),
+            std::string::npos);
+}
+
 // A request with a field its message lacks, one of another kind, and a list the proto has as
 // one value.
 struct Mismatched {
