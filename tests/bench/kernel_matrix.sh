@@ -166,7 +166,7 @@ done
 unset SYMDEX_DB
 
 {
-  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores, $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh${BOOT:+ }$([ "$BOOT" = 1 ] && echo --boot)\`"
+  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh${BOOT:+ }$([ "$BOOT" = 1 ] && echo --boot)\`"
   echo
   echo "| kernel | check | result | pass |"
   echo "|---|---|---|---|"

@@ -234,7 +234,7 @@ PY
 done
 
 {
-  echo "Performance, $(date -u +%Y-%m-%d), $(nproc) cores, $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/performance.sh --kernels $KERNELS --runs $RUNS\`"
+  echo "Performance, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/performance.sh --kernels $KERNELS --runs $RUNS\`"
   echo
   echo "| kernel | measure | symdex | peer | ratio | goal | met |"
   echo "|---|---|---|---|---|---|---|"
