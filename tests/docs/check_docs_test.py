@@ -13,6 +13,8 @@ import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from planted import expect_named  # noqa: E402
 
 
 def run(tree, bindir):
@@ -67,12 +69,7 @@ def main(src, bindir):
                     p.parent.mkdir(parents=True, exist_ok=True)
                     p.write_text(text)
             code, out = run(tree, bindir)
-            hit = [l for l in out.splitlines() if l.startswith(where) and message in l]
-            if code != 1 or not hit:
-                print(f"FAIL {name}: exit {code}, expected a line starting {where!r} with {message!r}:\n{out}")
-                failures += 1
-            else:
-                print(f"ok   {name}: {hit[0]}")
+            failures += not expect_named(name, code, out, where, message)
     return 1 if failures else 0
 
 
