@@ -51,12 +51,14 @@ now() { date +%s.%N; }
 log() { printf '[kernel_matrix] %s\n' "$*" >&2; }
 rows=()
 failed=0
-row() {  # row KERNEL CHECK RESULT PASS(yes|no|-)
-  rows+=("| $1 | $2 | $3 | $4 |")
-  [ "$4" = no ] && failed=1
-  printf '  %-20s %-58s %s %s\n' "$1" "$2" "$3" "$( [ "$4" = no ] && echo FAIL || true)" >&2
+row() {  # row KERNEL CHECK SYMDEX PEER RATIO PASS(yes|no|-)
+  rows+=("| $1 | $2 | $3 | $4 | $5 | $6 |")
+  [ "$6" = no ] && failed=1
+  printf '  %-20s %-58s %s / %s = %s %s\n' "$1" "$2" "$3" "$4" "$5" "$( [ "$6" = no ] && echo FAIL || true)" >&2
 }
 pct() { python3 -c "import sys; print(f'{100*$1/max($2,1):.2f}%')"; }
+# "A/B" -> A/B as a fraction with 4 decimals ("-" when B is 0 or missing).
+frac() { python3 -c "a,_,b='$1'.partition('/'); print(f'{100*int(a)/int(b):.3f}%' if a.strip().isdigit() and b.strip().isdigit() and int(b) else '-')"; }
 
 # shellcheck source=tests/bench/kernels.sh
 . "$here/kernels.sh"  # kernel K -> KREL DBG IMG MAP VML MODS ARCH BOOTENV PEER_VML PEER_NOTE
@@ -109,50 +111,59 @@ for k in "${list[@]}"; do
   all=$(echo "$e - $s" | bc)
   "$SYMDEX" status --json >"$work/status.json"
   used=$(python3 -c "import json; d=json.load(open('$work/status.json')); print(sum(1 for x in d['targets'][0]['debuginfo'] if x['status'] in ('used','cached')))")
-  row "$k" "whole kernel cold index ($nko modules)" "$(printf '%.2f s, peak RSS %d MiB' "$all" $(($(cat "$work/peak") / 1024)))" -
-  row "$k" "debug files used (vmlinux + every module)" "$used/$((nko + 1))" "$([ "$used" = $((nko + 1)) ] && echo yes || echo no)"
-
-  # Which reader read vmlinux: symdex's DIE scanner for every unit, or libdw for the file.
-  scan=$("$WORKER" --print -j "$(nproc)" "$VML" | sed -n 's/.* units=\([0-9]*\) .* scanned=\([0-9]*\)$/\2\/\1/p')
-  row "$k" "vmlinux units read by symdex's own DIE scanner (no libdw fallback)" "$scan" \
-    "$([ -n "$scan" ] && [ "${scan%/*}" = "${scan#*/}" ] && echo yes || echo no)"
-
-  # vmlinux alone, cold, against llvm-symbolizer's batch over its text symbols.
+  # The peer: one llvm-symbolizer-14 batch over vmlinux's text-symbol addresses, timed here.
   awk '$2=="t"||$2=="T"{print "0x"$1}' "$MAP" | sort -u >"$work/addrs"
-  rm -rf "$work/v.db"*
-  /usr/bin/time -f %M -o "$work/vpeak" "$SYMDEX" --db "$work/v.db" index -q --json --system-map "$MAP" \
-    --debug-dir "$DBG/usr/lib/debug" --name "$k" >"$work/v.json"
-  vsec=$(python3 -c "import json; print(json.load(open('$work/v.json'))['seconds'])")
   s=$(now)
   /usr/bin/time -f %M -o "$work/lpeak" llvm-symbolizer-14 --obj="$PEER_VML" <"$work/addrs" >/dev/null
   e=$(now)
   lsec=$(echo "$e - $s" | bc)
+  lbatch=$(printf 'llvm-symbolizer-14 batch (%d addresses)%s: %.2f s, peak RSS %d MiB' "$(wc -l <"$work/addrs")" \
+    "$PEER_NOTE" "$lsec" $(($(cat "$work/lpeak") / 1024)))
+  row "$k" "whole kernel cold index ($nko modules)" \
+    "$(printf '%.2f s, peak RSS %d MiB' "$all" $(($(cat "$work/peak") / 1024)))" "$lbatch" \
+    "$(printf '%.2f' "$(echo "$all / $lsec" | bc -l)")" -
+  row "$k" "debug files used (vmlinux + every module)" "$used" "$((nko + 1)) on disk" "$(frac "$used/$((nko + 1))")" \
+    "$([ "$used" = $((nko + 1)) ] && echo yes || echo no)"
+
+  # Which reader read vmlinux: symdex's DIE scanner for every unit, or libdw for the file.
+  scan=$("$WORKER" --print -j "$(nproc)" "$VML" | sed -n 's/.* units=\([0-9]*\) .* scanned=\([0-9]*\)$/\2\/\1/p')
+  row "$k" "vmlinux units read by symdex's own DIE scanner (no libdw fallback)" "${scan%/*}" \
+    "${scan#*/} units in vmlinux" "$(frac "$scan")" \
+    "$([ -n "$scan" ] && [ "${scan%/*}" = "${scan#*/}" ] && echo yes || echo no)"
+
+  # vmlinux alone, cold, against the llvm-symbolizer batch.
+  rm -rf "$work/v.db"*
+  /usr/bin/time -f %M -o "$work/vpeak" "$SYMDEX" --db "$work/v.db" index -q --json --system-map "$MAP" \
+    --debug-dir "$DBG/usr/lib/debug" --name "$k" >"$work/v.json"
+  vsec=$(python3 -c "import json; print(json.load(open('$work/v.json'))['seconds'])")
   ratio=$(echo "$vsec / $lsec" | bc -l)
-  row "$k" "vmlinux cold index / llvm-symbolizer batch ($(wc -l <"$work/addrs") addresses)$PEER_NOTE" \
-    "$(printf '%.2f s / %.2f s = %.2f; peak RSS %d / %d MiB' "$vsec" "$lsec" "$ratio" $(($(cat "$work/vpeak") / 1024)) \
-      $(($(cat "$work/lpeak") / 1024)))" "$(python3 -c "print('yes' if $ratio <= 1.0 else 'no')")"
+  row "$k" "vmlinux cold index" "$(printf '%.2f s, peak RSS %d MiB' "$vsec" $(($(cat "$work/vpeak") / 1024)))" \
+    "$lbatch" "$(printf '%.2f' "$ratio")" "$(python3 -c "print('yes' if $ratio <= 1.0 else 'no')")"
 
   # Entry lines: every vmlinux text symbol, every instance of a duplicated name.
   "$root/tests/integration/compare_llvm_symbolizer.py" "$SYMDEX" "$PEER_VML" --min-agree 0 --dups-min-agree 0 --show 3 \
     >"$work/lines.out" 2>&1 || true
   all_l=$(sed -n 's/.*text symbols: \([0-9]*\); entry file:line agree with llvm-symbolizer-14: \([0-9]*\) .*/\2\/\1/p' "$work/lines.out")
   dup_l=$(sed -n 's/.*instances of duplicated names: \([0-9]*\); agree: \([0-9]*\) .*/\2\/\1/p' "$work/lines.out")
-  row "$k" "entry lines of duplicated-name instances = llvm-symbolizer" "$dup_l" \
-    "$([ -n "$dup_l" ] && [ "${dup_l%/*}" = "${dup_l#*/}" ] && echo yes || echo no)"
-  row "$k" "entry lines of every vmlinux text symbol = llvm-symbolizer" "$all_l" -
+  row "$k" "entry lines of duplicated-name instances" "${dup_l%/*} agree" "llvm-symbolizer-14: ${dup_l#*/}" \
+    "$(frac "$dup_l")" "$([ -n "$dup_l" ] && [ "${dup_l%/*}" = "${dup_l#*/}" ] && echo yes || echo no)"
+  row "$k" "entry lines of every vmlinux text symbol" "${all_l%/*} agree" "llvm-symbolizer-14: ${all_l#*/}" \
+    "$(frac "$all_l")" -
 
   # Random in-function addresses (function, file, line, inline chain).
   "$root/tests/integration/compare_addr_llvm.py" "$SYMDEX" "$PEER_VML" "$MAP" --count 5000 --min-agree 99.9 --show 3 \
     >"$work/addr.out" 2>&1 && ok=yes || ok=no
-  row "$k" "5,000 random in-function addresses = llvm-symbolizer (>= 99.9%)" \
-    "$(grep -Eo '[0-9]+ \([0-9.]+%\)' "$work/addr.out" | head -1)" "$ok"
+  agree=$(grep -Eo '[0-9]+ \([0-9.]+%\)' "$work/addr.out" | head -1 | cut -d' ' -f1)
+  row "$k" "random in-function addresses: function, file, line, inline chain (>= 99.9%)" "${agree:-?} agree" \
+    "llvm-symbolizer-14: 5000" "$(frac "${agree:-0}/5000")" "$ok"
 
   # Round trip.
   "$SYMDEX" symbols --canonical >"$work/canonical.tsv"
   cut -f1 "$work/canonical.tsv" | "$SYMDEX" resolve --json - >"$work/roundtrip.json" || true
   bad=$(roundtrip_mismatches "$work")
-  row "$k" "canonical specs resolving back to their symbol" "$(($(wc -l <"$work/canonical.tsv") - bad))/$(wc -l <"$work/canonical.tsv")" \
-    "$([ "$bad" = 0 ] && echo yes || echo no)"
+  total=$(wc -l <"$work/canonical.tsv")
+  row "$k" "canonical specs resolving back to their symbol" "$((total - bad))" "$total symbols" \
+    "$(frac "$((total - bad))/$total")" "$([ "$bad" = 0 ] && echo yes || echo no)"
 
   if [ "$BOOT" = 1 ] && [ "$BOOTENV" != none ]; then
     log "booting $k"
@@ -160,7 +171,8 @@ for k in "${list[@]}"; do
     [ "$ARCH" = arm64 ] && args=(--arch arm64)
     if env $BOOTENV "$root/tests/e2e/qemu_kprobes.sh" "${args[@]}" "$SYMDEX" >"$work/boot.out" 2>&1; then ok=yes; else ok=no; fi
     [ -n "$OUT" ] && cp "$work/boot.out" "$OUT.boot-$k.log"
-    row "$k" "booted guest (tests/e2e/qemu_kprobes.sh)" "$(boot_summary "$work/boot.out")" "$ok"
+    row "$k" "booted guest (tests/e2e/qemu_kprobes.sh)" "$(boot_summary "$work/boot.out")" \
+      "the booted kernel (tracefs, kprobes list)" - "$ok"
   fi
 done
 unset SYMDEX_DB
@@ -168,8 +180,8 @@ unset SYMDEX_DB
 {
   echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh${BOOT:+ }$([ "$BOOT" = 1 ] && echo --boot)\`"
   echo
-  echo "| kernel | check | result | pass |"
-  echo "|---|---|---|---|"
+  echo "| kernel | check | symdex | peer (same run) | ratio | pass |"
+  echo "|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"
 } | tee "${OUT:-/dev/null}"
 exit $failed
