@@ -27,6 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
 BOOT=0
 KERNELS=debian-6.1-amd64,debian-6.1-arm64,debian-6.12-amd64,clang-6.1-amd64,zlib-6.1-amd64,zstd-6.1-amd64
+ALL_KERNELS=$KERNELS
 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -178,7 +179,7 @@ done
 unset SYMDEX_DB
 
 {
-  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh${BOOT:+ }$([ "$BOOT" = 1 ] && echo --boot)\`"
+  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh$([ "$BOOT" = 1 ] && echo " --boot")$([ "$KERNELS" != "$ALL_KERNELS" ] && echo " --kernels $KERNELS")\`"
   echo
   echo "| kernel | check | symdex | peer (same run) | ratio | pass |"
   echo "|---|---|---|---|---|---|"
