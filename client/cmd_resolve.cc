@@ -290,14 +290,14 @@ size_t SameDeclFile(query::QueryApi& api, const std::string& target, const query
 
 // The probe in another tracer's syntax (--format): printed, never written to tracefs.
 int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCliOptions& o, query::TracerSyntax syntax,
-                    const query::ProbeResult& probe) {
+                    const query::KprobeOptions& ko, const query::ProbeResult& probe) {
   const query::Match& m = probe.resolved.matches[0].match;
   const query::TargetInfo& t = probe.resolved.target;
   const size_t same_file = syntax == query::TracerSyntax::kPerf && m.instance.same_name_total > 1 &&
                                    m.instance.same_name_in_module != 1 && !(t.kind == "live" && m.instance.addr)
                                ? SameDeclFile(api, o.target, m.instance)
                                : 0;
-  auto form = query::FormFor(syntax, m, t, probe.kprobe, same_file);
+  auto form = query::FormFor(syntax, m, t, ko, same_file);
   if (!form.ok()) {
     if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
     if (g.json) {
@@ -380,7 +380,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     }
     if (!g.json) fmt::print(stderr, "symdex: warning: the kernel would refuse it: {}\n", verdict.reason);
   }
-  if (*syntax != query::TracerSyntax::kKprobeEvents) return PrintTracerForm(g, **api, o, *syntax, *probe);
+  if (*syntax != query::TracerSyntax::kKprobeEvents) return PrintTracerForm(g, **api, o, *syntax, ko, *probe);
   if (t->kind != "live" && !o.dry_run) {
     return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name,
                                                      "' is an offline kernel: use -n to print the "

@@ -5,30 +5,14 @@
 #include <vector>
 
 #include "server/common/strings.h"
+#include "server/query/resolver.h"
 
 namespace symdex::query {
 namespace {
 
-// The parts of a kprobe_events line KprobeDefinition wrote: "p:GRP/EVENT TARGET [ARG...]".
-struct KprobeLine {
-  bool ret = false;
-  std::string group, event;
-  std::vector<std::string> args;
-};
-
-absl::StatusOr<KprobeLine> SplitKprobeLine(const std::string& line) {
-  std::vector<std::string_view> words = Split(line, ' ', /*skip_empty=*/true);
-  if (words.size() < 2 || words[0].size() < 3 || (words[0][0] != 'p' && words[0][0] != 'r') || words[0][1] != ':') {
-    return absl::InternalError(StrCat("not a kprobe_events line: '", line, "'"));
-  }
-  KprobeLine out;
-  out.ret = words[0][0] == 'r';
-  std::string_view ev = words[0].substr(2);
-  size_t slash = ev.find('/');
-  out.group = std::string(slash == std::string_view::npos ? "" : ev.substr(0, slash));
-  out.event = std::string(slash == std::string_view::npos ? ev : ev.substr(slash + 1));
-  for (size_t i = 2; i < words.size(); ++i) out.args.emplace_back(words[i]);
-  return out;
+// The probe's event as kprobe_events names it (KprobeDefinition's default when none is given).
+std::string EventOf(const Instance& in, const KprobeOptions& o) {
+  return o.event.empty() ? DefaultEventName(in) : o.event;
 }
 
 std::string Offset(uint64_t off) { return off ? StrCat("+", off) : ""; }
@@ -47,7 +31,7 @@ std::string NoAddressWhy(const TargetInfo& t) {
 const char* kInlinedNote =
     "perf probe also probes every place the function is inlined (symdex inlined NAME lists them)";
 
-absl::StatusOr<ProbeForm> Perf(const Match& m, const TargetInfo& t, const KprobeLine& k, size_t same_decl_file) {
+absl::StatusOr<ProbeForm> Perf(const Match& m, const TargetInfo& t, const KprobeOptions& k, size_t same_decl_file) {
   const Instance& in = m.instance;
   std::string module = in.module.empty() ? "" : StrCat("-m ", in.module, " ");
   std::string loc;
@@ -71,13 +55,13 @@ absl::StatusOr<ProbeForm> Perf(const Match& m, const TargetInfo& t, const Kprobe
         ", and ", NoAddressWhy(t), " (its address would name it on the live host)"));
   }
   if (k.ret) loc += "%return";
-  std::string probe = StrCat(k.group.empty() ? "" : k.group + ":", k.event, "=", loc);
-  for (const auto& a : k.args) probe += " " + a;
+  std::string probe = StrCat(k.group.empty() ? "" : k.group + ":", EventOf(in, k), "=", loc);
+  for (const auto& a : k.fetchargs) probe += " " + a;
   out.text = StrCat("perf probe ", module, "-a '", probe, "'");
   return out;
 }
 
-absl::StatusOr<ProbeForm> Bpftrace(const Match& m, const TargetInfo& t, const KprobeLine& k) {
+absl::StatusOr<ProbeForm> Bpftrace(const Match& m, const TargetInfo& t, const KprobeOptions& k) {
   const Instance& in = m.instance;
   const char* kind = k.ret ? "kretprobe:" : "kprobe:";
   ProbeForm out;
@@ -98,7 +82,7 @@ absl::StatusOr<ProbeForm> Bpftrace(const Match& m, const TargetInfo& t, const Kp
   return out;
 }
 
-absl::StatusOr<ProbeForm> Libbpf(const Match& m, const TargetInfo& t, const KprobeLine& k) {
+absl::StatusOr<ProbeForm> Libbpf(const Match& m, const TargetInfo& t, const KprobeOptions& k) {
   const Instance& in = m.instance;
   ProbeForm out;
   if (auto addr = LiveAddress(m, t)) {
@@ -146,18 +130,21 @@ std::string_view TracerSyntaxName(TracerSyntax s) {
   return "?";
 }
 
-absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t,
-                                  const std::string& kprobe_line, size_t same_decl_file) {
-  if (syntax == TracerSyntax::kKprobeEvents) return ProbeForm{.text = kprobe_line};
-  ASSIGN_OR_RETURN(KprobeLine k, SplitKprobeLine(kprobe_line));
-  if (syntax == TracerSyntax::kPerf) return Perf(m, t, k, same_decl_file);
-  if (!k.args.empty()) {
+absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t, const KprobeOptions& opts,
+                                  size_t same_decl_file) {
+  if (syntax == TracerSyntax::kKprobeEvents) {
+    ASSIGN_OR_RETURN(std::string line, KprobeDefinition(m, opts));
+    return ProbeForm{.text = std::move(line)};
+  }
+  if (opts.ret && m.offset) return absl::InvalidArgumentError("a return probe (-r) needs offset 0");
+  if (syntax == TracerSyntax::kPerf) return Perf(m, t, opts, same_decl_file);
+  if (!opts.fetchargs.empty()) {
     return absl::InvalidArgumentError(StrCat(TracerSyntaxName(syntax),
                                              " takes no fetch args in the probe: read the arguments in the "
                                              "program (bpftrace: arg0.., libbpf: PT_REGS_PARM1(ctx)..)"));
   }
-  if (syntax == TracerSyntax::kBpftrace) return Bpftrace(m, t, k);
-  return Libbpf(m, t, k);
+  if (syntax == TracerSyntax::kBpftrace) return Bpftrace(m, t, opts);
+  return Libbpf(m, t, opts);
 }
 
 }  // namespace symdex::query

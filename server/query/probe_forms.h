@@ -36,13 +36,14 @@ struct ProbeForm {
   std::optional<uint64_t> address;  // when the form is an absolute address
 };
 
-// The form of `m` (its instance and offset, on target `t`) in `syntax`. `kprobe_line` is
-// KprobeDefinition's line for it (p:GRP/EVENT ...; its group and event name the perf event, its
-// fetch args are kept for perf); `same_decl_file` counts the instances of the name whose DWARF
-// declaration file is the instance's own (itself included; 0 = unknown). FailedPrecondition
-// when the tracer has no form for exactly this copy; InvalidArgument for fetch args a tracer
-// does not take in its probe name (bpftrace, libbpf read arguments in the program).
-absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t,
-                                  const std::string& kprobe_line, size_t same_decl_file);
+// The form of `m` (its instance and offset, on target `t`) in `syntax`, for the probe `opts`
+// describes (group and event name the perf event, a return probe, fetch args kept for
+// kprobe_events and perf); kprobe_events is KprobeDefinition's line. `same_decl_file` counts the
+// instances of the name whose DWARF declaration file is the instance's own (itself included; 0 =
+// unknown). FailedPrecondition when the tracer has no form for exactly this copy; InvalidArgument
+// for fetch args a tracer does not take in its probe name (bpftrace, libbpf read arguments in
+// the program).
+absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t, const KprobeOptions& opts,
+                                  size_t same_decl_file);
 
 }  // namespace symdex::query

@@ -41,12 +41,17 @@ Match ModuleCopy() {
   return m;
 }
 
-constexpr char kLine[] = "p:symdex/name_show_card_c_186 _text+6794624";
+// The probe `symdex kprobe -n -e symdex/name_show_card_c_186` describes.
+KprobeOptions Probe(const std::string& group = "symdex", const std::string& event = "name_show_card_c_186",
+                    bool ret = false, std::vector<std::string> fetchargs = {}) {
+  return KprobeOptions{.group = group, .event = event, .ret = ret, .fetchargs = std::move(fetchargs)};
+}
+const KprobeOptions kLine = Probe();
 
 TEST(ProbeForms, KprobeEventsIsTheLineItself) {
   auto f = FormFor(TracerSyntax::kKprobeEvents, VmlinuxCopy(), Target("offline"), kLine, 0);
   ASSERT_TRUE(f.ok()) << f.status();
-  EXPECT_EQ(f->text, kLine);
+  EXPECT_EQ(f->text, "p:symdex/name_show_card_c_186 _text+6794624");
   EXPECT_FALSE(f->address);
 }
 
@@ -71,7 +76,7 @@ TEST(ProbeForms, LiveDuplicateIsNamedByItsAddress) {
 TEST(ProbeForms, AnOffsetMovesTheAddress) {
   Match m = VmlinuxCopy();
   m.offset = 4;
-  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), "p:symdex/x _text+6794628", 0);
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), Probe("symdex", "x"), 0);
   ASSERT_TRUE(bt.ok()) << bt.status();
   EXPECT_EQ(bt->text, "kprobe:0xffffffffa187ad84");
 }
@@ -104,7 +109,7 @@ TEST(ProbeForms, ALiveTargetWithoutAddressesIsNoLiveAddress) {
 
 TEST(ProbeForms, UniqueInsideItsModule) {
   const Match m = ModuleCopy();
-  const std::string line = "p:t/uio_name uio:name_show";
+  const KprobeOptions line = Probe("t", "uio_name");
   auto perf = FormFor(TracerSyntax::kPerf, m, Target("offline"), line, 0);
   ASSERT_TRUE(perf.ok()) << perf.status();
   EXPECT_EQ(perf->text, "perf probe -m uio -a 't:uio_name=name_show'");
@@ -116,13 +121,13 @@ TEST(ProbeForms, UniqueInsideItsModule) {
 
 TEST(ProbeForms, ReturnProbesAndFetchArgs) {
   const Match m = ModuleCopy();
-  auto perf = FormFor(TracerSyntax::kPerf, m, Target("offline"), "r:t/ret uio:name_show arg1=%ax:u64", 0);
+  auto perf = FormFor(TracerSyntax::kPerf, m, Target("offline"), Probe("t", "ret", true, {"arg1=%ax:u64"}), 0);
   ASSERT_TRUE(perf.ok()) << perf.status();
   EXPECT_EQ(perf->text, "perf probe -m uio -a 't:ret=name_show%return arg1=%ax:u64'");
-  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), "r:t/ret uio:name_show", 0);
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), Probe("t", "ret", true), 0);
   ASSERT_TRUE(bt.ok()) << bt.status();
   EXPECT_EQ(bt->text, "kretprobe:uio:name_show");
-  auto args = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), "p:t/a uio:name_show arg1=%di", 0);
+  auto args = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), Probe("t", "a", false, {"arg1=%di"}), 0);
   EXPECT_TRUE(absl::IsInvalidArgument(args.status())) << args.status();
 }
 
@@ -133,11 +138,14 @@ TEST(ProbeForms, UniqueNameKeepsItsName) {
   m.instance.same_name_total = 1;
   m.instance.same_name_in_module = 1;
   m.offset = 16;
-  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), "p:symdex/vfs_read vfs_read+16", 0);
+  auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("live"), Probe("symdex", "vfs_read"), 0);
   ASSERT_TRUE(bt.ok()) << bt.status();
   EXPECT_EQ(bt->text, "kprobe:vfs_read+16");
+  auto perf = FormFor(TracerSyntax::kPerf, m, Target("live"), Probe("symdex", ""), 0);
+  ASSERT_TRUE(perf.ok()) << perf.status();
+  EXPECT_EQ(perf->text, "perf probe -a 'symdex:vfs_read=vfs_read+16'") << "no event given: kprobe_events' default name";
   m.offset = 0;
-  auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("offline"), "p:symdex/vfs_read vfs_read", 0);
+  auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("offline"), Probe("symdex", "vfs_read"), 0);
   ASSERT_TRUE(lb.ok()) << lb.status();
   EXPECT_EQ(lb->text, "bpf_program__attach_kprobe(prog, false, \"vfs_read\");");
 }
