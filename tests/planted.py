@@ -1,5 +1,8 @@
-"""What the tests of the tree's checkers share: after a checker ran on a copy of the tree with one
-offence planted, was the offence named (exit 1 and a line starting WHERE that says MESSAGE)?"""
+"""What the tests of the tree's checkers share: the checker passes on the tree itself, and on a copy
+of the tree with one offence planted it names the offence (exit 1 and a line starting WHERE that
+says MESSAGE)."""
+import pathlib
+import tempfile
 
 
 def expect_named(name, code, out, where, message):
@@ -10,3 +13,20 @@ def expect_named(name, code, out, where, message):
         return False
     print(f"ok   {name}: {hit[0]}")
     return True
+
+
+def run_cases(run, src, cases, plant):
+    """run(tree) -> (exit code, output) of the checker; cases: (name, edits, where, message);
+    plant(tree, edits) makes the copy in the empty directory `tree`. Returns the exit code."""
+    code, out = run(src)
+    if code != 0:
+        print("the tree itself fails:\n" + out)
+        return 1
+    failures = 0
+    for name, edits, where, message in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            tree = pathlib.Path(tmp)
+            plant(tree, edits)
+            code, out = run(tree)
+            failures += not expect_named(name, code, out, where, message)
+    return 1 if failures else 0

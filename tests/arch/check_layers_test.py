@@ -9,11 +9,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from planted import expect_named  # noqa: E402
+from planted import run_cases  # noqa: E402
 
 
 def run(tree):
@@ -59,21 +58,13 @@ def main(src):
          [("server/ingest/kallsyms.h", "#pragma once\n", '#include "server/store/index_store.h"\n')],
          "server/ingest/kallsyms.h", "server/ingest/ may include only"),
     ]
-    code, out = run(src)
-    if code != 0:
-        print("the tree itself fails:\n" + out)
-        return 1
-    failures = 0
-    for name, edits, where, message in cases:
-        with tempfile.TemporaryDirectory() as tmp:
-            tree = pathlib.Path(tmp)
-            for d in ("server", "client"):
-                shutil.copytree(src / d, tree / d, ignore=shutil.ignore_patterns("*.txt", "*.md"))
-            for rel, after, text in edits:
-                plant(tree, rel, after, text)
-            code, out = run(tree)
-            failures += not expect_named(name, code, out, where, message)
-    return 1 if failures else 0
+    def plant_edits(tree, edits):
+        for d in ("server", "client"):
+            shutil.copytree(src / d, tree / d, ignore=shutil.ignore_patterns("*.txt", "*.md"))
+        for rel, after, text in edits:
+            plant(tree, rel, after, text)
+
+    return run_cases(run, src, cases, plant_edits)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ import pathlib
 import shutil
 import subprocess
 import sys
-import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from planted import expect_named  # noqa: E402
+from planted import run_cases  # noqa: E402
 
 
 def run(tree, bindir):
@@ -42,35 +41,27 @@ def main(src, bindir):
          [("docs/reference/specs.md", "")], "docs/reference/specs.md", "does not quote `symdex help specs`"),
         ("a README over its length", [("README.md", "\n" * 300)], "README.md", "lines (at most 250"),
     ]
-    code, out = run(src, bindir)
-    if code != 0:
-        print("the tree itself fails:\n" + out)
-        return 1
-    failures = 0
-    for name, edits, where, message in cases:
-        with tempfile.TemporaryDirectory() as tmp:
-            tree = pathlib.Path(tmp)
-            shutil.copy(src / "README.md", tree / "README.md")
-            shutil.copytree(src / "docs", tree / "docs")
-            for d in ("server", "client", "tests", "scripts", "deploy"):
-                (tree / d).mkdir()
-            for rel, text in edits:
-                p = tree / rel
-                if rel == guide:
-                    # linked from a page the README links to, so only the planted problem is new
-                    arch = tree / "docs/architecture.md"
-                    arch.write_text(arch.read_text() + "\n[planted](planted.md)\n")
-                    p.write_text("# Planted\n\n" + text)
-                elif rel == "README.md":
-                    p.write_text(p.read_text() + text)
-                elif rel == "docs/reference/specs.md":
-                    p.write_text(p.read_text().replace("SPEC     :=", "SPEC :="))
-                else:
-                    p.parent.mkdir(parents=True, exist_ok=True)
-                    p.write_text(text)
-            code, out = run(tree, bindir)
-            failures += not expect_named(name, code, out, where, message)
-    return 1 if failures else 0
+    def plant(tree, edits):
+        shutil.copy(src / "README.md", tree / "README.md")
+        shutil.copytree(src / "docs", tree / "docs")
+        for d in ("server", "client", "tests", "scripts", "deploy"):
+            (tree / d).mkdir()
+        for rel, text in edits:
+            p = tree / rel
+            if rel == guide:
+                # linked from a page the README links to, so only the planted problem is new
+                arch = tree / "docs/architecture.md"
+                arch.write_text(arch.read_text() + "\n[planted](planted.md)\n")
+                p.write_text("# Planted\n\n" + text)
+            elif rel == "README.md":
+                p.write_text(p.read_text() + text)
+            elif rel == "docs/reference/specs.md":
+                p.write_text(p.read_text().replace("SPEC     :=", "SPEC :="))
+            else:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(text)
+
+    return run_cases(lambda tree: run(tree, bindir), src, cases, plant)
 
 
 if __name__ == "__main__":
