@@ -20,7 +20,7 @@ int RunJitDsos(const GlobalOptions& g, const JitDsosOptions& o) {
   const std::vector<JittedDso>& dsos = disk.dsos;
   const auto& unreadable = disk.unreadable;
   const std::vector<SharedDsoId>& shared = disk.shared;
-  if (!disk.any_file && unreadable.empty()) {
+  if (dsos.empty() && unreadable.empty()) {  // no file found (each found one is read or unreadable)
     if (g.json) {
       PrintJson({{"dsos", nlohmann::json::array()},
                  {"unreadable", nlohmann::json::array()},

@@ -66,7 +66,6 @@ JittedDsosOnDisk ReadJittedDsos(const std::vector<std::string>& paths) {
   JittedDsosOnDisk out;
   JittedDsoScan scan = ExpandJittedDsoPaths(paths);
   for (const absl::Status& s : scan.errors) out.unreadable.emplace_back("", std::string(s.message()));
-  out.any_file = !scan.files.empty();
   for (const std::string& f : scan.files) {
     auto d = ReadJittedDso(f);
     if (d.ok()) {

@@ -54,7 +54,6 @@ struct JittedDsosOnDisk {
   // (path, why) of what could not be read; the path is empty for a PATH that cannot be listed.
   std::vector<std::pair<std::string, std::string>> unreadable;
   std::vector<SharedDsoId> shared;  // build-IDs more than one of `dsos` carries
-  bool any_file = false;            // some file was found (read or not)
 };
 // The jitted-*.so files `paths` name (a DIR: directly in it and one level down, as perf's
 // ~/.debug/jit/<name>/ holds them), each read and parsed within bounds.
