@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "client/cli_common.h"
+#include "client/help_topics.h"
 
 namespace {
 
@@ -64,9 +65,8 @@ int Main(int argc, char** argv) {
       "               --modules-dir /lib/modules/6.1.0-28-cloud-amd64   index an offline kernel\n"
       "  symdex status --json                 what is indexed, from where, with which problems\n"
       "  symdex jit ingest . && symdex jit addr --pid 4242 0x7f6d5bf891d0   JIT frames (see 'symdex jit --help')\n"
-      "\n"
-      "Exit codes: 0 found/success, 1 not found, 2 ambiguous or usage error,\n"
-      "            3 environment or input error (no index, unreadable or malformed input).");
+      "\n" +
+      ExitCodesFooter());
 
   int exit_code = 0;
   AddIndexCommand(app, g, exit_code);

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "client/cli_common.h"
+#include "client/help_topics.h"
 #include "server/common/strings.h"
 
 namespace symdex::cli {
@@ -64,15 +65,6 @@ std::string SourceText(const query::Instance& in) {
   if (d.inline_copy) out += " [out-of-line inline]";
   if (!in.dwarf_note.empty()) out += " [" + in.dwarf_note + "]";
   return out;
-}
-
-// The VERDICT column: the kind, with "(kprobe only)" where ftrace does not list a function
-// kprobe events accept.
-std::string VerdictText(const query::ProbeVerdict& v) {
-  std::string s(query::ProbeabilityName(v.kind));
-  if (v.kind == query::Probeability::kTraceable && !v.ftrace) s += "(kprobe)";
-  if (v.kind == query::Probeability::kNoFentry && v.kprobe) s += "(kprobe)";
-  return s;
 }
 
 void PrintInstanceRow(const query::Instance& in, bool show_name, bool reasons) {

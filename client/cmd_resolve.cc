@@ -14,6 +14,7 @@
 #include <set>
 
 #include "client/cli_common.h"
+#include "client/help_topics.h"
 #include "server/common/file_util.h"
 #include "server/common/hex.h"
 #include "server/common/strings.h"
@@ -21,35 +22,6 @@
 
 namespace symdex::cli {
 namespace {
-
-constexpr char kSpecHelp[] = R"(Function specs name one function instance. Accepted by resolve, kprobe, ftrace-index.
-
-  SPEC     := ADDRESS | [MOD:]NAME[@WHERE][#CU][+OFFSET]
-  ADDRESS  := 0xHEX                    an absolute address (live targets): the function containing it
-  MOD:     := a module name, or vmlinux for the core kernel
-  WHERE    := PATH[:LINE]              source file, a suffix on whole path components, matched
-                                       against the line-table file at the symbol (what addr2line
-                                       prints), the function's declaration, and its compilation unit;
-                                       LINE matches the symbol's line or the declaration's line
-            | KAS_ALIAS                kas_alias's form: drivers_pnp_card_c_186
-            | 0xHEX | SECTION+0xHEX    the instance's own address (or section offset, offline modules)
-  #CU      := compilation unit (path suffix): tells apart copies of a header static inline and the
-              two copies of an #included .c file, which share one file:line
-  +OFFSET  := decimal or 0xHEX bytes into the function; _text+N is accepted too
-
-Examples
-  name_show                              only if the name is unique
-  uio:name_show                          the copy in module uio
-  name_show@drivers/pnp/card.c:186       by source location ...
-  name_show@card.c                       ... or any unambiguous suffix of it
-  name_show@drivers_pnp_card_c_186       kas_alias's alias
-  paravirt_read_msr@paravirt.h:188#arch/x86/events/core.c     a header inline, by CU
-  load_elf_binary#compat_binfmt_elf.c    the #included copy
-  tcp_v4_rcv+0x10   _text+6817776   0xffffffff816807f0
-
-Every instance has a canonical spec: the shortest that resolves to exactly it (resolve prints it,
-and lists every candidate's when a spec is ambiguous).
-)";
 
 struct ResolveOptions {
   std::string target;
@@ -638,15 +610,12 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
 
   auto topic = std::make_shared<std::string>();
   CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");
-  help->add_option("TOPIC", *topic, "specs")->required();
+  help->add_option("TOPIC", *topic, "The topic")
+      ->required()
+      ->check(CLI::IsMember(std::vector<std::string>(HelpTopics().begin(), HelpTopics().end())));
   help->callback([&exit_code, topic] {
-    if (*topic == "specs") {
-      fmt::print("{}", kSpecHelp);
-      exit_code = kFound;
-    } else {
-      fmt::print(stderr, "symdex: no help topic '{}' (topics: specs)\n", *topic);
-      exit_code = kAmbiguous;
-    }
+    fmt::print("{}", HelpTopic(*topic).value_or(""));
+    exit_code = kFound;
   });
 }
 

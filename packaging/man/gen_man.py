@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A man page from its prose (PAGE.in) and the program's own --help: the options and, for symdex,
-every verb's --help are inserted where the prose says @OPTIONS@ and @VERBS@, so `man symdex`
-and `symdex VERB --help` are one text.
+every verb's --help are inserted where the prose says @OPTIONS@ and @VERBS@, and the text of
+`symdex help TOPIC` where it says @TOPIC:TOPIC@, so `man symdex`, `symdex VERB --help` and
+`symdex help TOPIC` are one text.
 
 Usage: gen_man.py PROGRAM PAGE.in OUT
 """
@@ -74,6 +75,9 @@ def main(program, page_in, out_path):
         out = []
         verbs(program, [], out)
         text = text.replace("@VERBS@", "\n".join(out))
+    for topic in sorted(set(re.findall(r"@TOPIC:([a-z-]+)@", text))):
+        r = subprocess.run([program, "help", topic], capture_output=True, text=True, timeout=60, check=True)
+        text = text.replace(f"@TOPIC:{topic}@", "\n".join(preformatted(r.stdout.splitlines())))
     with open(out_path, "w") as f:
         f.write(text)
     return 0
