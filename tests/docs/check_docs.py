@@ -10,6 +10,8 @@ Fails (exit 1, one line per problem) when
   `build/bin/symdex ...`, the same for symdexd) uses a verb or a flag that the program's own
   `--help` does not list -- the guide and `--help` (and the man pages made from it) agree;
 - `symdex help TOPIC` prints text that docs/reference/TOPIC.md does not quote line for line;
+- a verb's row in docs/reference/exit-codes.md's per-verb table gives other codes than the
+  "Exit:" line of that verb's `--help`;
 - README.md, docs/, server/, client/, tests/, scripts/ or deploy/ speak of work items
   (the words issue, session or item followed by a number) instead of what the code does.
 
@@ -232,6 +234,35 @@ def check_help_topics(root, bindir, bad):
                        f"({len(missing)} lines differ, the first: {missing[0].strip()!r})")
 
 
+def check_exit_codes(root, bindir, bad):
+    """Each verb's row of the per-verb table names the codes its --help's "Exit:" line names."""
+    page = root / "docs" / "reference" / "exit-codes.md"
+    if not page.exists():
+        bad.append("docs/reference/exit-codes.md: missing")
+        return
+    text = page.read_text()
+    table = text[text.find("## Per verb"):]
+    compared = 0
+    for line in table.splitlines():
+        m = re.match(r"^\| `([a-z -]+)` \|(.*)\|\s*$", line)
+        if not m:
+            continue
+        verb, cells = m.group(1), [c.strip() for c in m.group(2).split("|")]
+        documented = {code for code, cell in enumerate(cells) if cell}
+        r = subprocess.run([str(bindir / "symdex"), *verb.split(), "--help"], capture_output=True, text=True,
+                           timeout=30)
+        exit_line = re.search(r"^Exit:(.*?)(?:\n\n|\Z)", r.stdout, re.S | re.M)
+        if not exit_line:
+            continue  # the verb says its codes in its description, not in an Exit: line
+        helped = {int(c) for c in re.findall(r"(?:^|,)\s*(\d)\s", exit_line.group(1))}
+        compared += 1
+        if documented != helped:
+            bad.append(f"docs/reference/exit-codes.md: `{verb}` lists codes {sorted(documented)}, "
+                       f"`symdex {verb} --help` says {sorted(helped)}")
+    if not compared:
+        bad.append("docs/reference/exit-codes.md: no verb's row compared with its --help (no per-verb table?)")
+
+
 def check_work_items(root, bad):
     for top in WORK_ITEM_DIRS:
         base = root / top
@@ -260,6 +291,7 @@ def main(root, bindir):
     check_links(root, bad)
     count = check_commands(root, bindir, bad)
     check_help_topics(root, bindir, bad)
+    check_exit_codes(root, bindir, bad)
     check_work_items(root, bad)
     for b in bad:
         print(b)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """check_docs.py must fail on each kind of problem: a copy of README.md and docs/ with one planted
 at a time (a flag `--help` does not list, a verb that does not exist, a broken link, a missing
-anchor, a page nothing links to, a work-item number in a source file, a README over its length),
-each expected by its message.
+anchor, a page nothing links to, a work-item number in a source file, a reference page that no
+longer quotes its help topic, a verb's exit codes the table and --help disagree on, a README over
+its length), each expected by its message.
 
 Usage: check_docs_test.py SOURCE_DIR BIN_DIR
 """
@@ -39,6 +40,8 @@ def main(src, bindir):
          "names a work item"),
         ("a reference page that no longer quotes its help topic",
          [("docs/reference/specs.md", "")], "docs/reference/specs.md", "does not quote `symdex help specs`"),
+        ("a verb's exit codes that its --help does not give",
+         [("docs/reference/exit-codes.md", "")], "docs/reference/exit-codes.md", "`which` lists codes [0, 1, 2]"),
         ("a README over its length", [("README.md", "\n" * 300)], "README.md", "lines (at most 250"),
     ]
     def plant(tree, edits):
@@ -57,6 +60,9 @@ def main(src, bindir):
                 p.write_text(p.read_text() + text)
             elif rel == "docs/reference/specs.md":
                 p.write_text(p.read_text().replace("SPEC     :=", "SPEC :="))
+            elif rel == "docs/reference/exit-codes.md":
+                p.write_text(p.read_text().replace("| `which` | found | no such symbol | usage | no index |",
+                                                   "| `which` | found | no such symbol | usage | |"))
             else:
                 p.parent.mkdir(parents=True, exist_ok=True)
                 p.write_text(text)
