@@ -13,7 +13,8 @@
 
 namespace symdex::cli {
 
-// Exit codes are a contract with scripts; README and --help list them.
+// Exit codes are a contract with scripts; what each means is declared once, in help_topics.cc
+// (`symdex help exit-codes`, --help's footer, the man page).
 enum Exit : int {
   kFound = 0,      // success / found
   kNotFound = 1,   // the query matched nothing
