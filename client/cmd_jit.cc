@@ -389,8 +389,11 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* ci = jit->add_subcommand(
       "ingest",
       "Index jitdump (jit-<pid>.dump) and perf map (perf-<pid>.map) files. A DIR is scanned (not recursively) for "
-      "both. Re-running adds only what is new; a truncated or still-growing dump yields its complete records. "
-      "Exit 3 if any file failed (the records before the bad one, and everything indexed earlier, are kept).");
+      "both. Re-running adds only what is new; a truncated or still-growing dump yields its complete records; a "
+      "file that fails keeps the records before the bad one, and everything indexed earlier.");
+  ci->footer(
+      "Exit: 0 ingested (a truncated dump's complete records too), 1 no jit-*.dump or perf-*.map found,\n"
+      "3 some file failed, or the index cannot be written.");
   ci->add_option("paths", ingest->paths, "Files or directories")->required();
   ci->add_flag("--json", g.json, "JSON output");
   ci->callback([&g, &exit_code, ingest] { exit_code = RunIngest(g, *ingest); });
@@ -400,7 +403,10 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "addr",
       "Which jitted function was at ADDR in process PID: name, code range, source line (nearest DEBUG_INFO entry at or "
       "before ADDR), code_index, the DSO `perf inject -j` writes for it and its build-ID. Falls back to the perf map "
-      "when only that was ingested. Exit 1 if some ADDR is not covered.");
+      "when only that was ingested.");
+  ca->footer(
+      "Exit: 0 every ADDR covered, 1 some not, 2 a malformed address or scheme, or a pid several processes\n"
+      "used (choose with --time or --instance), 3 no index, or nothing ingested for the pid.");
   ca->add_option("--pid", addr->pid, "Process id")->required();
   ca->add_option("--time", addr->time,
                  "Dump timestamp to resolve at (as in the dump: CLOCK_MONOTONIC ns); default: the latest placement. "
@@ -415,7 +421,8 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* cc = jit->add_subcommand(
       "collisions",
       "Build-IDs shared by more than one jitted DSO, per scheme, and which distinct functions each merges (a tool "
-      "keyed by build-ID shows them all as one). Exit 0 if some ID is shared, 1 if none.");
+      "keyed by build-ID shows them all as one).");
+  cc->footer("Exit: 0 some build-ID is shared, 1 none, 2 an unknown scheme, 3 no index.");
   cc->add_option("--scheme", coll->scheme, kSchemeHelp);
   cc->add_option("--show", coll->show, "Groups to list per scheme")->capture_default_str();
   cc->add_flag("--json", g.json, "JSON output (every group)");
@@ -427,6 +434,9 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Write jitted-<pid>-<code_index>.so for every ingested CODE_LOAD, laid out as perf's genelf (ET_DYN, .text at "
       "0x80, symtab, .note.gnu.build-id) plus .debug_line/.debug_info where DEBUG_INFO exists, with the chosen "
       "scheme's build-ID (default symdex: unique per load).");
+  ce->footer(
+      "Exit: 0 written, 1 nothing to write (no dump of a supported machine), 2 an unknown scheme, or a pid\n"
+      "reused without --instance, 3 no index or nothing ingested, an unwritable --out, or --connect given.");
   ce->add_option("--out", exp->out, "Directory to write into (created)")->required();
   ce->add_option("--scheme", exp->scheme, kSchemeHelp)->capture_default_str();
   ce->add_option("--pid", exp->pid, "Only this process");
@@ -443,8 +453,8 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "ID: md5-addr (perf <= 6.16 with libcrypto), sha1-code (perf 6.17), sha1-symtab (the Nov 2025 fix), symdex "
       "(symdex jit export); 'unknown' when it is none of them (e.g. perf built without libcrypto writes random "
       "IDs), 'no-load' when that load is not ingested. Then lists build-IDs shared by several DSOs on disk and the "
-      "functions each merges (perf 6.17's collision). Exit 0 if every DSO was read, 3 if some could not be (each "
-      "reason printed), 1 if no jitted-*.so was found.");
+      "functions each merges (perf 6.17's collision).");
+  cd->footer("Exit: 0 every DSO read, 1 no jitted-*.so found, 3 some could not be read (each reason printed).");
   cd->add_option("paths", dsos->paths,
                  "DSO files (any name), or directories: the jitted-*.so in them and one directory down")
       ->required();
@@ -455,7 +465,8 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* cb = app.add_subcommand(
       "buildid",
       "What has build-ID HEX: jitted DSOs (under any scheme: symdex, sha1-symtab, sha1-code, md5-addr), kernels, "
-      "modules and debug files. Exit 1 if nothing.");
+      "modules and debug files.");
+  cb->footer("Exit: 0 something has it, 1 nothing, 2 not a hex build-ID, 3 no index.");
   cb->add_option("hex", *hex, "Build-ID in hex")->required();
   cb->add_flag("--json", g.json, "JSON output");
   cb->callback([&g, &exit_code, hex] { exit_code = RunBuildId(g, *hex); });
