@@ -10,8 +10,9 @@
 #   - whole-kernel cold index: `symdex index` of System.map + every module + every debug file into a
 #     new database (wall, the median of --runs; peak RSS of the largest process, /usr/bin/time %M,
 #     the highest of the runs) against the llvm-symbolizer batch over vmlinux's text-symbol
-#     addresses (its wall and peak RSS). Goal: <= 2x the batch, <= 200 MiB. The kernel double-amd64 (tests/bench/kernels.sh:
-#     Debian 6.1 with twice the modules) gets these two rows only: what grows with the kernel.
+#     addresses (its wall and peak RSS). Goal: <= 2x the batch, <= 200 MiB. The kernel
+#     double-amd64 (tests/bench/kernels.sh: Debian 6.1 with twice the modules) gets these two rows
+#     only: what grows with the kernel.
 #   - `symdex addr -` over those addresses from a new process, on that whole-kernel index. Goal >= 10x.
 #   - by build-ID, warm: 10,000 of them, `symdex addr --build-id ID -` (text, then --json) from a
 #     new process on an index made by `symdex index --build-id` against llvm-symbolizer on the

@@ -105,13 +105,22 @@ class Cli:
     def __init__(self, binary):
         self.binary = binary
         self.cache = {}
+        self.texts = {}
+
+    def text(self, path):
+        """`PROGRAM PATH... --help`'s output and whether it succeeded, run once per path."""
+        key = tuple(path)
+        if key not in self.texts:
+            r = subprocess.run([self.binary, *path, "--help"], capture_output=True, text=True, timeout=30)
+            self.texts[key] = (r.returncode == 0, r.stdout)
+        return self.texts[key]
 
     def help(self, path):
         key = tuple(path)
         if key not in self.cache:
-            r = subprocess.run([self.binary, *path, "--help"], capture_output=True, text=True, timeout=30)
+            ok, text = self.text(path)
             flags, subs, section = {}, set(), None
-            for line in r.stdout.splitlines():
+            for line in text.splitlines():
                 if re.match(r"^\S.*:$", line):
                     section = line[:-1]
                     continue
@@ -125,7 +134,7 @@ class Cli:
                             flags[f] = takes
                 elif section == "Subcommands" and re.match(r"^  \S", line):
                     subs.add(line.split()[0])
-            self.cache[key] = (r.returncode == 0, flags, subs)
+            self.cache[key] = (ok, flags, subs)
         return self.cache[key]
 
     def check(self, words):
@@ -202,8 +211,7 @@ def command_lines(page):
     return out
 
 
-def check_commands(root, bindir, bad):
-    clis = {p: Cli(str(bindir / p)) for p in ("symdex", "symdexd")}
+def check_commands(root, clis, bad):
     pages = [root / "README.md"] + sorted((root / "docs").rglob("*.md"))
     count = 0
     for page in pages:
@@ -214,16 +222,15 @@ def check_commands(root, bindir, bad):
     return count
 
 
-def check_help_topics(root, bindir, bad):
+def check_help_topics(root, symdex, bad):
     """Each `symdex help TOPIC` is quoted whole in docs/reference/TOPIC.md."""
-    r = subprocess.run([str(bindir / "symdex"), "help", "--help"], capture_output=True, text=True, timeout=30)
-    m = re.search(r"TOPIC TEXT:\{([^}]*)\}|TOPIC TEXT REQUIRED\s+(\S+)", r.stdout)
+    m = re.search(r"TOPIC TEXT:\{([^}]*)\}|TOPIC TEXT REQUIRED\s+(\S+)", symdex.text(["help"])[1])
     topics = re.split(r"[,\s]+", (m.group(1) or m.group(2)).strip()) if m else []
     if not topics:
         bad.append("symdex help --help: no topics listed")
     for t in topics:
         page = root / "docs" / "reference" / f"{t}.md"
-        text = subprocess.run([str(bindir / "symdex"), "help", t], capture_output=True, text=True, timeout=30).stdout
+        text = subprocess.run([symdex.binary, "help", t], capture_output=True, text=True, timeout=30).stdout
         if not page.exists():
             bad.append(f"docs/reference/{t}.md: missing (symdex help {t} has a topic page)")
             continue
@@ -234,7 +241,7 @@ def check_help_topics(root, bindir, bad):
                        f"({len(missing)} lines differ, the first: {missing[0].strip()!r})")
 
 
-def check_exit_codes(root, bindir, bad):
+def check_exit_codes(root, symdex, bad):
     """Each verb's row of the per-verb table names the codes its --help's "Exit:" line names."""
     page = root / "docs" / "reference" / "exit-codes.md"
     if not page.exists():
@@ -249,9 +256,7 @@ def check_exit_codes(root, bindir, bad):
             continue
         verb, cells = m.group(1), [c.strip() for c in m.group(2).split("|")]
         documented = {code for code, cell in enumerate(cells) if cell}
-        r = subprocess.run([str(bindir / "symdex"), *verb.split(), "--help"], capture_output=True, text=True,
-                           timeout=30)
-        exit_line = re.search(r"^Exit:(.*?)(?:\n\n|\Z)", r.stdout, re.S | re.M)
+        exit_line = re.search(r"^Exit:(.*?)(?:\n\n|\Z)", symdex.text(verb.split())[1], re.S | re.M)
         if not exit_line:
             bad.append(f"symdex {verb} --help: no Exit: line (every verb says its exit codes)")
             continue
@@ -290,9 +295,10 @@ def main(root, bindir):
     if "scripts/setup-deps.sh" not in head or "scripts/test.sh" not in head:
         bad.append("README.md: does not start with its two set-up commands")
     check_links(root, bad)
-    count = check_commands(root, bindir, bad)
-    check_help_topics(root, bindir, bad)
-    check_exit_codes(root, bindir, bad)
+    clis = {p: Cli(str(bindir / p)) for p in ("symdex", "symdexd")}
+    count = check_commands(root, clis, bad)
+    check_help_topics(root, clis["symdex"], bad)
+    check_exit_codes(root, clis["symdex"], bad)
     check_work_items(root, bad)
     for b in bad:
         print(b)
