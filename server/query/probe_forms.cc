@@ -10,11 +10,6 @@
 namespace symdex::query {
 namespace {
 
-// The probe's event as kprobe_events names it (KprobeDefinition's default when none is given).
-std::string EventOf(const Instance& in, const KprobeOptions& o) {
-  return o.event.empty() ? DefaultEventName(in) : o.event;
-}
-
 std::string Offset(uint64_t off) { return off ? StrCat("+", off) : ""; }
 
 // The runtime address of the probe, when the target is this boot of a live host.
@@ -55,7 +50,7 @@ absl::StatusOr<ProbeForm> Perf(const Match& m, const TargetInfo& t, const Kprobe
         ", and ", NoAddressWhy(t), " (its address would name it on the live host)"));
   }
   if (k.ret) loc += "%return";
-  std::string probe = StrCat(k.group.empty() ? "" : k.group + ":", EventOf(in, k), "=", loc);
+  std::string probe = StrCat(k.group.empty() ? "" : k.group + ":", ProbeEventName(in, k), "=", loc);
   for (const auto& a : k.fetchargs) probe += " " + a;
   out.text = StrCat("perf probe ", module, "-a '", probe, "'");
   return out;
@@ -136,7 +131,7 @@ absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const Tar
     ASSIGN_OR_RETURN(std::string line, KprobeDefinition(m, opts));
     return ProbeForm{.text = std::move(line)};
   }
-  if (opts.ret && m.offset) return absl::InvalidArgumentError("a return probe (-r) needs offset 0");
+  RETURN_IF_ERROR(CheckReturnProbe(m, opts));
   if (syntax == TracerSyntax::kPerf) return Perf(m, t, opts, same_decl_file);
   if (!opts.fetchargs.empty()) {
     return absl::InvalidArgumentError(StrCat(TracerSyntaxName(syntax),

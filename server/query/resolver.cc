@@ -339,6 +339,15 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   return out;
 }
 
+std::string ProbeEventName(const Instance& in, const KprobeOptions& opts) {
+  return opts.event.empty() ? DefaultEventName(in) : opts.event;
+}
+
+absl::Status CheckReturnProbe(const Match& m, const KprobeOptions& opts) {
+  if (opts.ret && m.offset) return absl::InvalidArgumentError("a return probe (-r) needs offset 0");
+  return absl::OkStatus();
+}
+
 std::string DefaultEventName(const Instance& in) {
   std::string ev = Sanitize(in.name);
   if (in.same_name_total > 1) {
@@ -372,9 +381,8 @@ absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions
                " times inside its module and the module is not loaded in this target: no kprobe form names exactly "
                "this copy. Index the live host (with the module loaded) and use its address."));
   }
-  if (o.ret && m.offset) return absl::InvalidArgumentError("a return probe (-r) needs offset 0");
-  std::string line =
-      StrCat(o.ret ? "r" : "p", ":", o.group, "/", o.event.empty() ? DefaultEventName(in) : o.event, " ", target);
+  RETURN_IF_ERROR(CheckReturnProbe(m, o));
+  std::string line = StrCat(o.ret ? "r" : "p", ":", o.group, "/", ProbeEventName(in, o), " ", target);
   for (const auto& a : o.fetchargs) line += " " + a;
   return line;
 }

@@ -102,4 +102,10 @@ absl::StatusOr<std::string> KprobeDefinition(const Match& m, const KprobeOptions
 // The default event name: "name_show_card_c_186" (sanitised, <= 63 characters).
 std::string DefaultEventName(const Instance& in);
 
+// The event the probe `opts` describes on `in` gets: its own, else DefaultEventName.
+std::string ProbeEventName(const Instance& in, const KprobeOptions& opts);
+
+// InvalidArgument when `opts` asks for a return probe at an offset into the function.
+absl::Status CheckReturnProbe(const Match& m, const KprobeOptions& opts);
+
 }  // namespace symdex::query
