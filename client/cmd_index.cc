@@ -138,6 +138,7 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
                  {"failed", s.debug_failed},
                  {"stored_as_read", s.debug_stored_as_read}}},
                {"probe_tables_read", s.probe_tables_read},
+               {"entry_layout", s.entry_layout},
                {"probe_seconds", s.probe_seconds},
                {"warnings", s.warnings},
                {"db", DbPath(g)},
@@ -167,8 +168,8 @@ int RunIndex(const GlobalOptions& g, const IndexOptions& o) {
         }
         if (s.debug_missing + s.debug_failed > 0) fmt::print("  see 'symdex status -v' for what was tried\n");
       }
-      fmt::print("  probe verdicts: fentry/blacklist/init tables of {} files ({:.2f}s)\n", s.probe_tables_read,
-                 s.probe_seconds);
+      fmt::print("  probe verdicts: fentry/blacklist/init tables of {} files ({:.2f}s){}\n", s.probe_tables_read,
+                 s.probe_seconds, s.entry_layout.empty() ? "" : "; entry layout: " + s.entry_layout);
     }
   }
   return done;

@@ -8,6 +8,23 @@ namespace {
 // arch/x86/kernel/kprobes/core.c arch_populate_kprobe_blacklist.
 constexpr BoundedText kX86Blacklist[] = {{"__entry_text_start", "__entry_text_end", ".entry.text"}};
 
+// arch/x86/include/asm/ftrace.h: ftrace_call_adjust returns the address it is given, and
+// FTRACE_MCOUNT_MAX_OFFSET is ENDBR_INSN_SIZE (4 with CONFIG_X86_KERNEL_IBT, else 0). With IBT
+// every function that may be called indirectly starts with ENDBR64 and its fentry call follows
+// it; the others keep the call at the symbol, so an IBT kernel has sites of both kinds.
+constexpr EntryLayout kX86Layouts[] = {
+    {
+        .name = "x86-64 endbr64; call __fentry__ (IBT)",
+        .config = "CONFIG_X86_KERNEL_IBT",
+        .pad_before_record = 4,
+        .ftrace_entry_max_offset = 4,
+        .kprobe_entry_pad = 4,
+    },
+    {
+        .name = "x86-64 call __fentry__",
+    },
+};
+
 // arch/arm64/kernel/probes/kprobes.c arch_populate_kprobe_blacklist (6.1). The hypervisor's
 // identity-mapped text is blacklisted when the kernel does not run in hyp mode (VHE), as a
 // guest or a host booted at EL1 does; a VHE host would accept probes there that this refuses.
@@ -19,34 +36,68 @@ constexpr BoundedText kArm64Blacklist[] = {
     {"__hyp_idmap_text_start", "__hyp_idmap_text_end", ".hyp.idmap.text"},
 };
 
+// arch/arm64/Makefile and arch/arm64/kernel/ftrace.c ftrace_call_adjust. The compiler records
+// each function's first patchable NOP in __patchable_function_entries, which vmlinux.lds.h puts
+// between __start_mcount_loc and __stop_mcount_loc and a module keeps under that name. ftrace
+// patches the second NOP at the symbol into `bl ftrace_caller` and lists that address; arm64
+// defines no FTRACE_MCOUNT_MAX_OFFSET, so a site further in is listed under the symbol before it.
+constexpr EntryLayout kArm64Layouts[] = {
+    {
+        // CC_FLAGS_FTRACE := -fpatchable-function-entry=4,2 (and -falign-functions=8): the two
+        // NOPs before the symbol hold the ftrace_ops pointer. ftrace_call_adjust skips them,
+        // then a BTI if one is at the symbol, then the first NOP.
+        .name = "arm64 -fpatchable-function-entry=4,2 (CALL_OPS)",
+        .config = "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS",
+        .pre_words = 2,
+        .site_after_record = 12,
+        .skip_landing_pad_at = 8,
+        .ftrace_entry_max_offset = 8,
+        .ftrace_names_far_sites = true,
+    },
+    {
+        // CC_FLAGS_FTRACE := -fpatchable-function-entry=2: the record is the first NOP (after a
+        // BTI where the compiler puts the BTI first); ftrace_call_adjust adds 4.
+        .name = "arm64 -fpatchable-function-entry=2",
+        .site_after_record = 4,
+        .ftrace_entry_max_offset = 8,
+        .ftrace_names_far_sites = true,
+    },
+};
+
 constexpr KernelArch kArchs[] = {
     {
         .machine = EM_X86_64,
         .name = "x86_64",
         .debian = "amd64",
         .module_ftrace_section = "__mcount_loc",
-        .ftrace_entry_max_offset = 4,  // FTRACE_MCOUNT_MAX_OFFSET with IBT (endbr64)
-        .kprobe_entry_pad = 4,         // ENDBR64
+        .layouts = kX86Layouts,
+        .landing_pad_mask = 0xffffffff,
+        .landing_pad_word = 0xfa1e0ff3,  // endbr64: f3 0f 1e fa
         .blacklist_areas = kX86Blacklist,
     },
     {
         .machine = EM_AARCH64,
         .name = "aarch64",
         .debian = "arm64",
-        // arch/arm64/Makefile: CC_FLAGS_FTRACE := -fpatchable-function-entry=2; the compiler
-        // records each function's NOPs in __patchable_function_entries, which vmlinux.lds.h puts
-        // between __start_mcount_loc and __stop_mcount_loc and a module keeps under this name.
         .module_ftrace_section = "__patchable_function_entries",
-        .ftrace_entry_max_offset = 0,
-        .ftrace_names_far_sites = true,
+        .layouts = kArm64Layouts,
         .entry_pad_words = 2,
         .nop_word = 0xd503201f,
+        .landing_pad_mask = 0xffffff3f,
+        .landing_pad_word = 0xd503241f,  // bti, bti c, bti j, bti jc
         .blacklist_areas = kArm64Blacklist,
         .call_size = 4,
     },
 };
 
 }  // namespace
+
+const EntryLayout* KernelArch::Layout(std::string_view wanted) const {
+  for (const EntryLayout& l : layouts) {
+    if (l.name == wanted) return &l;
+  }
+  return nullptr;
+}
 
 const KernelArch* ArchOfMachine(uint16_t machine) {
   for (const KernelArch& a : kArchs) {

@@ -41,6 +41,7 @@ struct IndexSummary {
   size_t debug_stored_as_read = 0;  // of debug_indexed: stored while the worker read them (steps.h)
   size_t addr_maps_built = 0, addr_maps_present = 0;
   size_t probe_tables_read = 0;  // files whose fentry/blacklist/init tables gave probe verdicts
+  std::string entry_layout;      // the vmlinux's entry layout (common/kernel_arch.h), "" unknown
   double probe_seconds = 0;      // the probe step (JudgeProbes)
   double load_seconds = 0, dwarf_seconds = 0, addr_map_seconds = 0, store_seconds = 0;
   // Parts of dwarf_seconds: parsing debug files (workers, wall; with the rows of a file stored as

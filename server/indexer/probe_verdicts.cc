@@ -4,10 +4,12 @@
 //  - an fentry site belongs to the symbol kallsyms would name for it: the greatest symbol
 //    address not above it, of the same owner (vmlinux, or the module: for an offline module,
 //    the same section), every alias at that address alike (kallsyms_lookup_size_offset);
-//  - ftrace lists a function when a site is at its entry (x86-64's FTRACE_MCOUNT_MAX_OFFSET: 0,
-//    4 with IBT's endbr64) — a site further in is code a dropped weak function left behind,
-//    which x86-64 6.1 lists as __ftrace_invalid_address___N and arm64, which has no such limit,
-//    lists under the name of the symbol holding it (common/kernel_arch.h);
+//  - a site is the address ftrace patches (ingest/probe_tables.h, per the file's entry layout);
+//    ftrace lists a function when a site is at its entry (x86-64's FTRACE_MCOUNT_MAX_OFFSET: 0,
+//    4 with IBT's endbr64; arm64: its second patchable NOP, 4 in or 8 after a BTI) — a site
+//    further in is code a dropped weak function left behind, which x86-64 6.1 lists as
+//    __ftrace_invalid_address___N and arm64, which has no such limit, lists under the name of
+//    the symbol holding it (common/kernel_arch.h);
 //  - kprobe events' notrace check (trace_kprobe.c within_notrace_func) passes when any site lies
 //    in the symbol's extent, or, for NAME.suffix, in the extent of the first symbol named NAME
 //    (the kernel's kprobe_lookup_name: vmlinux first, then modules in order);
@@ -23,12 +25,14 @@
 #include <optional>
 #include <unordered_map>
 
+#include "server/common/file_util.h"
 #include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/debuginfo/files/probe_files.h"
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"
+#include "server/ingest/kernel_config.h"
 #include "server/store/index_store.h"
 #include "server/target/probe_bits.h"
 #include "server/target/symbol_spill.h"
@@ -126,19 +130,21 @@ class Judge {
     }
   }
 
-  // `arch`: how far past the symbol a site is still its own (ftrace_entry_max_offset), and
-  // whether a site further in is listed under its name once more (ftrace_names_far_sites).
-  void Fentry(Space& sp, uint64_t site, uint64_t floor, const KernelArch* arch) {
+  // `layout` (common/kernel_arch.h): how far past the symbol a site is still its own
+  // (ftrace_entry_max_offset), and whether a site further in is listed under its name once more
+  // (ftrace_names_far_sites). nullptr: an unknown architecture, whose sites count at the symbol.
+  void Fentry(Space& sp, uint64_t site, uint64_t floor, const EntryLayout* layout) {
     auto r = Containing(sp, site, floor);
     if (r.first == r.second) return;
     uint32_t bits = target::kProbeFentryInside;
-    if (site - sp.addrs[r.first] <= (arch != nullptr ? arch->ftrace_entry_max_offset : 0)) {
+    const uint64_t in = site - sp.addrs[r.first];
+    if (in <= (layout != nullptr ? layout->ftrace_entry_max_offset : 0)) {
       bits |= target::kProbeFentryEntry;
       // A site past the entry that is still the function's own follows a landing pad.
-      if (arch->kprobe_entry_pad != 0 && site - sp.addrs[r.first] == arch->kprobe_entry_pad) {
+      if (layout != nullptr && layout->kprobe_entry_pad != 0 && in == layout->kprobe_entry_pad) {
         bits |= target::kProbeEntryEndbr;
       }
-    } else if (arch != nullptr && arch->ftrace_names_far_sites) {
+    } else if (layout != nullptr && layout->ftrace_names_far_sites) {
       for (size_t k = r.first; k < r.second; ++k) {
         SymbolEntry& s = syms_[sp.syms[k]];
         if (IsCodeSymbolType(s.type) && target::FarFtraceSites(s.probe) < 0xff) {
@@ -159,9 +165,8 @@ class Judge {
   void Apply(Owner& o, const ingest::ProbeTables& tab, uint64_t slide, bool kernel_records_fentry) {
     // A module without __mcount_loc of a kernel that records fentry sites has none.
     o.fentry_known = tab.fentry_known || (tab.relocatable && kernel_records_fentry);
-    const KernelArch* arch = ArchOfMachine(tab.machine);
     for (const auto& p : tab.fentry) {
-      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->space, w->addr, w->floor, arch);
+      if (auto w = Locate(o, p.section, p.addr, slide)) Fentry(*w->space, w->addr, w->floor, tab.layout);
     }
     for (const auto& p : tab.blacklist) {
       if (auto w = Locate(o, p.section, p.addr, slide)) Mark(*w->space, Containing(*w->space, w->addr, w->floor), kBl);
@@ -297,6 +302,25 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> VmlinuxDebugFile(store::Db& 
   return store::DebugFileOf(db, old->id, "");
 }
 
+// The kernel config (when one was read) selects one entry layout of the architecture by its
+// option; the records showed `tab.layout`. "" when they agree or nothing tells, else a warning.
+std::string LayoutAgainstConfig(const target::KernelTarget& t, const ingest::ProbeTables& tab) {
+  const KernelArch* arch = ArchOfMachine(tab.machine);
+  if (t.kernel_config.empty() || arch == nullptr) return "";
+  auto text = ReadFileBounded(t.kernel_config, size_t{16} << 20);
+  if (!text.ok()) return "";
+  const EntryLayout* selected = &arch->layouts.back();
+  for (const EntryLayout& l : arch->layouts) {
+    if (!l.config.empty() && ingest::KernelConfigBool(*text, l.config).value_or(false)) {
+      selected = &l;
+      break;
+    }
+  }
+  if (selected == tab.layout) return "";
+  return StrCat("probe verdicts: vmlinux's ftrace records show the entry layout '", tab.layout->name, "', but ",
+                t.kernel_config, " selects '", selected->name, "'; the verdicts follow the records");
+}
+
 }  // namespace
 
 absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum) {
@@ -324,6 +348,10 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
       judge.Apply(judge.owner(-1), *tab, slide, false);
       kernel_records_fentry = tab->fentry_known;
       machine = tab->machine;
+      if (tab->layout != nullptr && tab->fentry_known) {
+        sum.entry_layout = std::string(tab->layout->name);
+        if (std::string why = LayoutAgainstConfig(t, *tab); !why.empty()) t.warnings.push_back(std::move(why));
+      }
       vmlinux_read = true;
       ++read;
     } else {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -189,6 +190,30 @@ class Reader {
     return &*relative_;
   }
 
+  // The entry layout `arch`'s rows show in `records` (kernel_arch.h: the first row at least one in
+  // a hundred records show, else the last), then each record turned into its ftrace site.
+  const EntryLayout* SitesFromRecords(const KernelArch& arch, std::vector<ProbePlace>& records) {
+    if (arch.layouts.empty()) return nullptr;
+    const EntryLayout* layout = &arch.layouts.back();
+    if (!records.empty()) {
+      LoadFunctionStarts();
+      for (const EntryLayout& l : arch.layouts.first(arch.layouts.size() - 1)) {
+        size_t shown = 0;
+        for (const ProbePlace& r : records) shown += Shows(arch, l, r);
+        if (shown > 0 && shown * 100 >= records.size()) {
+          layout = &l;
+          break;
+        }
+      }
+    }
+    for (ProbePlace& r : records) {
+      uint64_t site = r.addr + layout->site_after_record;
+      if (layout->skip_landing_pad_at != 0 && IsLandingPad(arch, r, r.addr + layout->skip_landing_pad_at)) site += 4;
+      r.addr = site;
+    }
+    return layout;
+  }
+
   bool HasSection(std::string_view name) const {
     for (const Section& s : sections_) {
       if (s.name == name) return true;
@@ -221,12 +246,75 @@ class Reader {
   }
   static std::string Hex(uint64_t v) { return fmt::format("{:#x}", v); }
 
+  // The start of every function symbol in an executable section: (section name, offset) in a
+  // module, ("", address) in a linked image, as ProbePlace gives places.
+  void LoadFunctionStarts() {
+    if (starts_loaded_) return;
+    starts_loaded_ = true;
+    if (symtab_ == 0) return;
+    const Section& st = sections_[symtab_];
+    Elf_Data* data = elf_getdata(st.scn, nullptr);
+    if (data == nullptr || st.hdr.sh_entsize == 0) return;
+    const size_t count = st.hdr.sh_size / st.hdr.sh_entsize;
+    for (size_t i = 1; i < count; ++i) {
+      GElf_Sym sym;
+      if (gelf_getsym(data, static_cast<int>(i), &sym) == nullptr) return;
+      if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx == SHN_UNDEF || sym.st_shndx >= sections_.size()) {
+        continue;
+      }
+      const Section& s = sections_[sym.st_shndx];
+      if (!(s.hdr.sh_flags & SHF_EXECINSTR)) continue;
+      starts_.emplace(eh_.e_type == ET_REL ? std::string_view(s.name) : std::string_view(), sym.st_value);
+    }
+  }
+
+  bool FunctionAt(const ProbePlace& p, uint64_t addr) const { return starts_.count({p.section, addr}) != 0; }
+
+  // The 32-bit word at `addr` of the place's space (a module's section, or the image's
+  // addresses); nullopt where the file holds no such bytes.
+  std::optional<uint32_t> WordAt(const ProbePlace& p, uint64_t addr) const {
+    for (const Section& s : sections_) {
+      if (!(s.hdr.sh_flags & SHF_EXECINSTR)) continue;
+      uint64_t off = addr;
+      if (p.section.empty()) {
+        if (eh_.e_type == ET_REL || addr < s.hdr.sh_addr) continue;
+        off = addr - s.hdr.sh_addr;
+      } else if (s.name != p.section) {
+        continue;
+      }
+      std::string_view bytes = Bytes(s);
+      if (off >= bytes.size() || bytes.size() - off < 4) continue;
+      ByteReader r(bytes.substr(off, 4), Order());
+      return r.Int<uint32_t>();
+    }
+    return std::nullopt;
+  }
+
+  // Whether the architecture's landing pad is at `addr` of the place's space.
+  bool IsLandingPad(const KernelArch& arch, const ProbePlace& p, uint64_t addr) const {
+    if (arch.landing_pad_mask == 0) return false;
+    auto w = WordAt(p, addr);
+    return w && (*w & arch.landing_pad_mask) == arch.landing_pad_word;
+  }
+
+  // Whether record `r` has layout `l`'s shape (kernel_arch.h EntryLayout::pre_words).
+  bool Shows(const KernelArch& arch, const EntryLayout& l, const ProbePlace& r) const {
+    if (l.pre_words != 0) return FunctionAt(r, r.addr + uint64_t{l.pre_words} * 4);
+    if (l.pad_before_record != 0) {
+      return r.addr >= l.pad_before_record && FunctionAt(r, r.addr - l.pad_before_record) &&
+             IsLandingPad(arch, r, r.addr - l.pad_before_record);
+    }
+    return FunctionAt(r, r.addr);
+  }
+
   Elf* elf_;
   GElf_Ehdr eh_;
   std::span<char> image_;
   std::vector<Section> sections_;
   size_t symtab_ = 0;
   std::optional<std::unordered_map<uint64_t, uint64_t>> relative_;
+  bool starts_loaded_ = false;
+  std::set<std::pair<std::string_view, uint64_t>> starts_;
 };
 
 // The blacklist areas of the generic kprobes code (kernel/kprobes.c populate_kprobe_blacklist).
@@ -304,6 +392,7 @@ absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image) {
   } else {
     RETURN_IF_ERROR(ReadLinked(rd, arch, out));
   }
+  if (arch != nullptr) out.layout = rd.SitesFromRecords(*arch, out.fentry);
   return out;
 }
 

@@ -867,7 +867,11 @@ def main():
     # arm64's ftrace lists the bodies of overridden __weak functions under the name before them
     # (x86-64's as __ftrace_invalid_address__): from the vmlinux file, to judge verdicts by.
     vmlinux = os.path.join(debug, "boot", f"vmlinux-{a.krel}")
-    orphans = verdicts.orphan_sites(vmlinux, text_base - link, kallsyms) if a.arch == "arm64" else {}
+    # The kernel's config says where its records point: CALL_OPS puts two NOP words before each
+    # function, the first of them recorded.
+    call_ops = "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS=y" in open(config).read().splitlines()
+    orphans = (verdicts.orphan_sites(vmlinux, text_base - link, kallsyms, 2 if call_ops else 0)
+               if a.arch == "arm64" else {})
     failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work, orphans)
     failures += report_ftrace_lines(a.symdex, db, env, vsymbols, sysroot, kallsyms, work, orphans,
                                     {p["addr"] for p in probes if not p["err"]})

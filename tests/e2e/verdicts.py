@@ -202,10 +202,12 @@ def elf_sections(f):
     return [(names[n:names.index(b"\0", n)].decode(), t, a, o, sz, lk, fl) for n, t, fl, a, o, sz, lk in hdrs]
 
 
-def ftrace_sites(vmlinux):
+def ftrace_sites(vmlinux, pre_words=0):
     """(sites, funcs) of a vmlinux file: the link-time addresses in its mcount_loc table
     (__start_mcount_loc..__stop_mcount_loc; a word the file leaves zero is the addend of its
-    R_*_RELATIVE relocation: arm64 links with --no-apply-dynamic-relocs) and its FUNC symbols as
+    R_*_RELATIVE relocation: arm64 links with --no-apply-dynamic-relocs), each moved past the
+    `pre_words` NOP words the compiler put before the function (arm64 with
+    CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS records the first of two), and its FUNC symbols as
     sorted (value, end) ranges."""
     with open(vmlinux, "rb") as f:
         secs = elf_sections(f)
@@ -232,14 +234,14 @@ def ftrace_sites(vmlinux):
                 if lo <= r_off < hi and (r_info & 0xFFFFFFFF) in (8, 1027):  # R_X86_64_RELATIVE, R_AARCH64_RELATIVE
                     words[(r_off - lo) // 8] = addend & (2**64 - 1)
     funcs.sort()
-    return [w for w in words if w], funcs
+    return [w + 4 * pre_words for w in words if w], funcs
 
 
-def orphan_sites(vmlinux, slide, kallsyms):
+def orphan_sites(vmlinux, slide, kallsyms, pre_words=0):
     """{(name, 'vmlinux', runtime address): n}: ftrace sites of the vmlinux file in no FUNC
     symbol's range, by the kallsyms symbol whose name ftrace lists for each (the guest's kallsyms
-    symbol before the site's runtime address; the first name there)."""
-    sites, funcs = ftrace_sites(vmlinux)
+    symbol before the site's runtime address; the first name there). pre_words: ftrace_sites'."""
+    sites, funcs = ftrace_sites(vmlinux, pre_words)
     starts = [a for a, _e in funcs]
     ends = []  # the furthest end of the ranges starting at or before each start (ranges nest)
     for _a, e in funcs:

@@ -32,14 +32,16 @@ constexpr char kA64End[] =
 
 }  // namespace
 
-Arm64Fixture::Arm64Fixture() {
+Arm64Fixture::Arm64Fixture(const std::string& patchable) {
   const std::string src = dir / "src";
   WriteFile(src + "/kernel/traced.c", kA64Traced);
   WriteFile(src + "/kernel/trace/untraced.c", kA64Untraced);
   WriteFile(src + "/start.s", kA64Start);
   WriteFile(src + "/end.s", kA64End);
   const std::string cc = "aarch64-linux-gnu-gcc -g -O2 -mbranch-protection=pac-ret ";
-  MustRun("cd '" + src + "' && " + cc + "-fpatchable-function-entry=2 -c kernel/traced.c -o traced.o && " + cc +
+  const std::string ftrace = "-fpatchable-function-entry=" + patchable +
+                             (patchable.find(',') != std::string::npos ? " -falign-functions=8 " : " ");
+  MustRun("cd '" + src + "' && " + cc + ftrace + "-c kernel/traced.c -o traced.o && " + cc +
           "-c kernel/trace/untraced.c -o untraced.o && aarch64-linux-gnu-gcc -c start.s -o start.o && "
           "aarch64-linux-gnu-gcc -c end.s -o end.o");
   vmlinux = dir / "vmlinux";

@@ -1,6 +1,7 @@
 // A miniature arm64 kernel compiled at test time with Debian's cross compiler, as the arm64 kernel
 // is built (arch/arm64/Makefile): traced.c with -fpatchable-function-entry=2 (two NOPs at each
-// function's symbol, listed in __patchable_function_entries; GCC's DWARF starts after them), a
+// function's symbol, listed in __patchable_function_entries; GCC's DWARF starts after them) or
+// =4,2 (two more before the symbol, where the record then points), a
 // notrace function, a NOKPROBE_SYMBOL-style _kprobe_blacklist entry, an __init function, one in
 // .idmap.text (arm64's blacklist area); untraced.c without the flag, with a second copy of the
 // static dup_fn. Linked as the arm64 vmlinux is (ET_DYN, -shared -Bsymbolic -z notext
@@ -16,7 +17,10 @@
 namespace symdex::testing {
 
 struct Arm64Fixture {
-  Arm64Fixture();
+  // `patchable`: -fpatchable-function-entry's argument for traced.c: "2" (6.1's layout) or "4,2"
+  // (CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS: two NOPs before each symbol, two at it, functions
+  // 8-aligned).
+  explicit Arm64Fixture(const std::string& patchable = "2");
 
   TempDir dir;
   std::string vmlinux;     // ET_DYN, EM_AARCH64, with DWARF

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "tests/unit/arm64_fixture.h"
@@ -21,27 +22,36 @@ using testing::CommandResult;
 using testing::RunCommand;
 using testing::TempDir;
 
-class CliArm64Test : public ::testing::Test {
+// One miniature kernel per entry layout (the parameter: -fpatchable-function-entry's argument),
+// made and indexed once, on the first test that asks for it.
+struct Arm64Index {
+  explicit Arm64Index(const std::string& patchable) : fx(patchable) {}
+  Arm64Fixture fx;
+  TempDir db;
+};
+
+class CliArm64Test : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    fx_ = new Arm64Fixture();
-    db_ = new TempDir();
-    CommandResult r = Symdex("index --system-map '" + fx_->system_map + "' --modules-dir '" + fx_->modules_dir +
-                             "' --debug-dir '" + fx_->debug_dir + "' --no-debuginfod --no-addr-map -q");
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  void SetUp() override {
+    static auto* made = new std::map<std::string, std::unique_ptr<Arm64Index>>();
+    std::unique_ptr<Arm64Index>& slot = (*made)[GetParam()];
+    if (!slot) {
+      slot = std::make_unique<Arm64Index>(GetParam());
+      fx_ = &slot->fx;
+      db_ = &slot->db;
+      CommandResult r = Symdex("index --system-map '" + fx_->system_map + "' --modules-dir '" + fx_->modules_dir +
+                               "' --debug-dir '" + fx_->debug_dir + "' --no-debuginfod --no-addr-map -q");
+      ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    }
+    fx_ = &slot->fx;
+    db_ = &slot->db;
   }
-  static void TearDownTestSuite() {
-    delete fx_;
-    fx_ = nullptr;
-    delete db_;
-    db_ = nullptr;
-  }
-  static CommandResult Symdex(const std::string& args) {
+  CommandResult Symdex(const std::string& args) const {
     return RunCommand("env -u DEBUGINFOD_URLS " + std::string(SYMDEX_BIN) + " --db '" + (*db_ / "index.db") + "' " +
                       args);
   }
   // The instances of `name` by "MODULE:FILE" (the file of their DWARF entry line).
-  static std::map<std::string, json> Instances(const std::string& name) {
+  std::map<std::string, json> Instances(const std::string& name) const {
     CommandResult r = Symdex("--json which " + name);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     std::map<std::string, json> out;
@@ -54,13 +64,18 @@ class CliArm64Test : public ::testing::Test {
   }
   static uint64_t Addr(const json& in) { return std::stoull(in["address"].get<std::string>(), nullptr, 16); }
 
-  static Arm64Fixture* fx_;
-  static TempDir* db_;
+  Arm64Fixture* fx_ = nullptr;
+  TempDir* db_ = nullptr;
 };
-Arm64Fixture* CliArm64Test::fx_ = nullptr;
-TempDir* CliArm64Test::db_ = nullptr;
 
-TEST_F(CliArm64Test, SymbolsJoinTheirFunctionsAcrossThePatchableEntry) {
+// 6.1's layout (-fpatchable-function-entry=2) and 6.12's CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS
+// (=4,2: the record two NOPs before the symbol).
+INSTANTIATE_TEST_SUITE_P(Layouts, CliArm64Test, ::testing::Values("2", "4,2"),
+                         [](const ::testing::TestParamInfo<std::string>& p) {
+                           return p.param == "2" ? std::string("PatchableEntry2") : std::string("CallOps");
+                         });
+
+TEST_P(CliArm64Test, SymbolsJoinTheirFunctionsAcrossThePatchableEntry) {
   auto dup = Instances("dup_fn");
   ASSERT_EQ(dup.size(), 4u) << "two copies in vmlinux, two in the module";
   for (const char* key : {"vmlinux:kernel/traced.c", "vmlinux:kernel/trace/untraced.c", "arm64_mod:kernel/traced.c",
@@ -89,7 +104,7 @@ TEST_F(CliArm64Test, SymbolsJoinTheirFunctionsAcrossThePatchableEntry) {
                                         << a.out;
 }
 
-TEST_F(CliArm64Test, VerdictsFromArm64sOwnTables) {
+TEST_P(CliArm64Test, VerdictsFromArm64sOwnTables) {
   auto dup = Instances("dup_fn");
   EXPECT_EQ(dup["vmlinux:kernel/traced.c"]["verdict"]["kind"], "traceable");
   EXPECT_EQ(dup["vmlinux:kernel/trace/untraced.c"]["verdict"]["kind"], "no-fentry");
@@ -102,7 +117,7 @@ TEST_F(CliArm64Test, VerdictsFromArm64sOwnTables) {
   EXPECT_EQ(Instances("boot_fn")["vmlinux:kernel/traced.c"]["verdict"]["kind"], "init");
 }
 
-TEST_F(CliArm64Test, ProbesAreWrittenAgainstStext) {
+TEST_P(CliArm64Test, ProbesAreWrittenAgainstStext) {
   CommandResult st = Symdex("--json status");
   ASSERT_EQ(st.exit_code, 0) << st.err;
   const json t = json::parse(st.out)["targets"][0];
@@ -120,22 +135,26 @@ TEST_F(CliArm64Test, ProbesAreWrittenAgainstStext) {
   EXPECT_EQ(json::parse(back.out)["results"][0]["instance"]["dwarf"]["file"], "kernel/traced.c") << back.out;
 }
 
-TEST_F(CliArm64Test, DecodePinsTheCopyTheCallerBranchedTo) {
+TEST_P(CliArm64Test, DecodePinsTheCopyTheCallerBranchedTo) {
   // An arm64 WARN in dup_fn, called by traced_entry: the BL before traced_entry's return address
-  // lands on traced.c's copy; the size does not tell the copies apart.
-  auto dup = Instances("dup_fn");
+  // lands on traced.c's copy. With 6.1's layout the size does not tell the copies apart; with
+  // CALL_OPS kallsyms' size of traced.c's copy takes in the two NOPs before the next function.
+  const std::string size = fmt::format("{:#x}", Instances("dup_fn")["vmlinux:kernel/traced.c"]["size"].get<uint64_t>());
+  if (GetParam() == "2")
+    EXPECT_EQ(size,
+              fmt::format("{:#x}", Instances("dup_fn")["vmlinux:kernel/trace/untraced.c"]["size"].get<uint64_t>()));
   const std::string log = fmt::format(
-      "[    1.000000] WARNING: CPU: 0 PID: 1 at kernel/traced.c:1 dup_fn+0x8/0x10\n"
+      "[    1.000000] WARNING: CPU: 0 PID: 1 at kernel/traced.c:1 dup_fn+0x8/{1}\n"
       "[    1.000000] Modules linked in: arm64_mod\n"
       "[    1.000000] CPU: 0 PID: 1 Comm: swapper/0 Not tainted 6.1.0-arm64-fixture #1\n"
       "[    1.000000] pstate: 60400005 (nZCv daif +PAN -UAO -TCO -DIT -SSBS BTYPE=--)\n"
-      "[    1.000001] pc : dup_fn+0x8/0x10\n"
+      "[    1.000001] pc : dup_fn+0x8/{1}\n"
       "[    1.000002] lr : traced_entry+{0:#x}/0x80\n"
       "[    1.000003] sp : ffff80000a0dbc40\n"
       "[    1.000004] Call trace:\n"
-      "[    1.000005]  dup_fn+0x8/0x10\n"
+      "[    1.000005]  dup_fn+0x8/{1}\n"
       "[    1.000006]  traced_entry+{0:#x}/0x80\n",
-      fx_->traced_entry_ret);
+      fx_->traced_entry_ret, size);
   testing::WriteFile(*db_ / "warn.txt", log);
   CommandResult r = Symdex("--json decode '" + (*db_ / "warn.txt") + "'");
   ASSERT_EQ(r.exit_code, 0) << "every frame pinned\n" << r.out << r.err;
@@ -150,18 +169,19 @@ TEST_F(CliArm64Test, DecodePinsTheCopyTheCallerBranchedTo) {
   EXPECT_EQ(dup_frames, 3u) << "the WARNING line, pc and the Call trace's first frame: " << r.out;
 }
 
-TEST_F(CliArm64Test, DecodeOfMoreFramesThanOneRequestHoldsKeepsEachStackWhole) {
+TEST_P(CliArm64Test, DecodeOfMoreFramesThanOneRequestHoldsKeepsEachStackWhole) {
   // 13,200 reports of the same WARN (66,000 frames, over the 65,536 of one frames request): the log
   // is answered in requests cut between stacks, each frame pinned by its caller as in one report.
+  const std::string size = fmt::format("{:#x}", Instances("dup_fn")["vmlinux:kernel/traced.c"]["size"].get<uint64_t>());
   const std::string report = fmt::format(
-      "[    1.000000] WARNING: CPU: 0 PID: 1 at kernel/traced.c:1 dup_fn+0x8/0x10\n"
-      "[    1.000001] pc : dup_fn+0x8/0x10\n"
+      "[    1.000000] WARNING: CPU: 0 PID: 1 at kernel/traced.c:1 dup_fn+0x8/{1}\n"
+      "[    1.000001] pc : dup_fn+0x8/{1}\n"
       "[    1.000002] lr : traced_entry+{0:#x}/0x80\n"
       "[    1.000004] Call trace:\n"
-      "[    1.000005]  dup_fn+0x8/0x10\n"
+      "[    1.000005]  dup_fn+0x8/{1}\n"
       "[    1.000006]  traced_entry+{0:#x}/0x80\n"
       "[    1.000007] ---[ end trace 0000000000000000 ]---\n",
-      fx_->traced_entry_ret);
+      fx_->traced_entry_ret, size);
   std::string log;
   constexpr int kReports = 13200;
   for (int i = 0; i < kReports; ++i) log += report;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "server/debuginfo/files/probe_files.h"
 #include "server/ingest/kernel_config.h"
@@ -98,6 +99,106 @@ TEST(ProbeTablesTest, DamagedImagesAreErrorsNotCrashes) {
   }
   auto missing = debuginfo::ReadProbeTablesFile(fx.dir / "no-such-file");
   EXPECT_FALSE(missing.ok());
+}
+
+// A module object assembled from `source` with `as` (the host's, or the arm64 cross
+// assembler), read as the kernel's tables: the layout its records show and their sites.
+ingest::ProbeTables AssembledModule(const std::string& as, const std::string& source) {
+  testing::TempDir dir;
+  testing::WriteFile(dir / "m.s", source);
+  testing::MustRun(as + " '" + (dir / "m.s") + "' -o '" + (dir / "m.o") + "'");
+  std::string img = testing::Slurp(dir / "m.o");
+  auto t = ingest::ReadProbeTables(std::span<char>(img.data(), img.size()));
+  if (!t.ok()) throw std::runtime_error(std::string(t.status().message()));
+  return *t;
+}
+
+TEST(ProbeTablesTest, EntryLayoutsAreTheRecordsOwnAndSitesAreWhereFtracePatches) {
+  // arm64 CALL_OPS (-fpatchable-function-entry=4,2): each record is the first of two 8-aligned
+  // NOPs before the symbol; ftrace patches the second NOP at the symbol, past a BTI where the
+  // compiler put one first (bti_fn at 8: site 16; plain_fn at 32: site 36).
+  constexpr char kCallOps[] = R"(.text
+.balign 8
+.Lr1: nop
+nop
+.globl bti_fn
+.type bti_fn, %function
+bti_fn: hint #34
+nop
+nop
+ret
+.size bti_fn, .-bti_fn
+.balign 8
+.Lr2: nop
+nop
+.globl plain_fn
+.type plain_fn, %function
+plain_fn: nop
+nop
+ret
+.size plain_fn, .-plain_fn
+.section __patchable_function_entries,"aw",@progbits
+.8byte .Lr1
+.8byte .Lr2
+)";
+  ingest::ProbeTables ops = AssembledModule("aarch64-linux-gnu-as", kCallOps);
+  ASSERT_NE(ops.layout, nullptr);
+  EXPECT_EQ(ops.layout->config, "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS") << ops.layout->name;
+  ASSERT_EQ(ops.fentry.size(), 2u);
+  EXPECT_EQ(ops.fentry[0].section, ".text");
+  EXPECT_EQ(ops.fentry[0].addr, 8u + 8u) << "bti_fn (at 8): past its BTI and first NOP";
+  EXPECT_EQ(ops.fentry[1].addr, 32u + 4u) << "plain_fn (at 32): its second NOP";
+
+  // arm64 -fpatchable-function-entry=2: the record is the symbol; the site the second NOP.
+  constexpr char kPatchable2[] = R"(.text
+.globl f
+.type f, %function
+f: nop
+nop
+ret
+.size f, .-f
+.section __patchable_function_entries,"aw",@progbits
+.8byte f
+)";
+  ingest::ProbeTables two = AssembledModule("aarch64-linux-gnu-as", kPatchable2);
+  ASSERT_NE(two.layout, nullptr);
+  EXPECT_EQ(two.layout->config, "") << two.layout->name;
+  EXPECT_EQ(two.layout->pre_words, 0u);
+  ASSERT_EQ(two.fentry.size(), 1u);
+  EXPECT_EQ(two.fentry[0].addr, 4u);
+
+  // x86-64: the call is the site; a call after an ENDBR64 makes the layout IBT's (ftrace lists
+  // sites 4 bytes in), calls at the symbol alone the plain one.
+  constexpr char kFentry[] = R"(.text
+.globl b_fn
+.type b_fn, @function
+b_fn:
+1: call __fentry__
+ret
+.size b_fn, .-b_fn
+)";
+  constexpr char kIbt[] = R"(.globl a_fn
+.type a_fn, @function
+a_fn: endbr64
+2: call __fentry__
+ret
+.size a_fn, .-a_fn
+.section __mcount_loc,"a",@progbits
+.quad 1b
+.quad 2b
+)";
+  ingest::ProbeTables ibt = AssembledModule("as", std::string(kFentry) + kIbt);
+  ASSERT_NE(ibt.layout, nullptr);
+  EXPECT_EQ(ibt.layout->config, "CONFIG_X86_KERNEL_IBT") << ibt.layout->name;
+  EXPECT_EQ(ibt.layout->ftrace_entry_max_offset, 4u);
+  ASSERT_EQ(ibt.fentry.size(), 2u);
+  EXPECT_EQ(ibt.fentry[0].addr, 0u) << "b_fn's call, unmoved";
+  EXPECT_EQ(ibt.fentry[1].addr, 6u + 4u) << "a_fn (at 6): the call after its ENDBR64";
+  ingest::ProbeTables plain =
+      AssembledModule("as", std::string(kFentry) + ".section __mcount_loc,\"a\",@progbits\n.quad 1b\n");
+  ASSERT_NE(plain.layout, nullptr);
+  EXPECT_EQ(plain.layout->config, "") << plain.layout->name;
+  EXPECT_EQ(plain.layout->ftrace_entry_max_offset, 0u);
 }
 
 TEST(KernelConfigTest, ReadsTheOptionAsKconfigWritesIt) {

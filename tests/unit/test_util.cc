@@ -28,7 +28,7 @@ TempDir::TempDir() {
 
 TempDir::~TempDir() {
   std::error_code ec;
-  fs::remove_all(path_, ec);
+  if (std::getenv("SYMDEX_TEST_KEEP_TMP") == nullptr) fs::remove_all(path_, ec);
 }
 
 void WriteFile(const std::string& path, const std::string& content) {
