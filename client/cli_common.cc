@@ -145,6 +145,7 @@ nlohmann::json VerdictJson(const query::ProbeVerdict& v) {
   return {{"kind", std::string(query::ProbeabilityName(v.kind))},
           {"kprobe", v.kprobe},
           {"ftrace", v.ftrace},
+          {"ftrace_lines", (v.ftrace ? 1u : 0u) + v.far_ftrace_sites()},
           {"reason", v.reason}};
 }
 

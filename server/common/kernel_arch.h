@@ -76,8 +76,10 @@ struct KernelArch {
   // __start_mcount_loc and __stop_mcount_loc, a module in a section of its own (this name).
   std::string_view module_ftrace_section;
   // The entry layouts of this architecture's kernels, tried in order: a file's is the first that
-  // at least one in a hundred of its records shows (the rows are ordered so that a layout whose
-  // sites a kernel of another row cannot have comes first), else the last.
+  // any of its records shows, else the last. A row's shape is one no kernel of a later row can
+  // have (a record 8 bytes before a function symbol; a call after an ENDBR64), and an IBT kernel
+  // keeps some calls at the symbol too: one record decides, as a module of an IBT kernel may
+  // have a single function with ENDBR64.
   std::span<const EntryLayout> layouts;
 
   // Patchable function entry (arm64): a traceable function's symbol is this many NOP words

@@ -190,17 +190,15 @@ class Reader {
     return &*relative_;
   }
 
-  // The entry layout `arch`'s rows show in `records` (kernel_arch.h: the first row at least one in
-  // a hundred records show, else the last), then each record turned into its ftrace site.
+  // The entry layout `arch`'s rows show in `records` (kernel_arch.h: the first row any record
+  // shows, else the last), then each record turned into its ftrace site.
   const EntryLayout* SitesFromRecords(const KernelArch& arch, std::vector<ProbePlace>& records) {
     if (arch.layouts.empty()) return nullptr;
     const EntryLayout* layout = &arch.layouts.back();
     if (!records.empty()) {
       LoadFunctionStarts();
       for (const EntryLayout& l : arch.layouts.first(arch.layouts.size() - 1)) {
-        size_t shown = 0;
-        for (const ProbePlace& r : records) shown += Shows(arch, l, r);
-        if (shown > 0 && shown * 100 >= records.size()) {
+        if (std::any_of(records.begin(), records.end(), [&](const ProbePlace& r) { return Shows(arch, l, r); })) {
           layout = &l;
           break;
         }

@@ -2,12 +2,16 @@
 # The kernel matrix: the same checks over every kernel build symdex claims to read, each against
 # llvm-symbolizer-14 measured in the same run.
 #
-#   tests/bench/kernel_matrix.sh [--boot] [--kernels K1,K2,...] [--out FILE] [SYMDEX_BIN]
+#   tests/bench/kernel_matrix.sh [--boot] [--flavours] [--kernels K1,K2,...] [--out FILE] [SYMDEX_BIN]
 #
-# Kernels (default: all):
+# Kernels (default: these; --flavours adds Debian's other flavours of both releases and
+# architectures, --kernels names any):
 #   debian-6.1-amd64   Debian 12's cloud kernel (gcc 12, DWARF 5)
 #   debian-6.1-arm64   the same release for arm64
 #   debian-6.12-amd64  Debian 12's 6.12 cloud kernel (__pfx_ padding, IBT, .ko.xz modules)
+#   debian-6.12-arm64  the same release for arm64 (CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS)
+#   debian-R-A-F       (--flavours) R 6.1 or 6.12, A amd64 or arm64, F generic or rt, and
+#                      debian-6.12-arm64-16k: ~1 GB to download and up to 5.4 GB unpacked each
 #   clang-6.1-amd64    linux-source-6.1 built with LLVM=1 (clang's DWARF 5; tests/corpus/build-clang-kernel.sh)
 #   zlib-6.1-amd64     debian-6.1-amd64 with vmlinux's debug sections compressed by objcopy (zlib)
 #   zstd-6.1-amd64     the same with zstd
@@ -26,13 +30,17 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
 BOOT=0
-KERNELS=debian-6.1-amd64,debian-6.1-arm64,debian-6.12-amd64,clang-6.1-amd64,zlib-6.1-amd64,zstd-6.1-amd64
+KERNELS=debian-6.1-amd64,debian-6.1-arm64,debian-6.12-amd64,debian-6.12-arm64,clang-6.1-amd64,zlib-6.1-amd64,zstd-6.1-amd64
 ALL_KERNELS=$KERNELS
+FLAVOURS=debian-6.1-amd64-generic,debian-6.1-amd64-rt,debian-6.1-arm64-generic,debian-6.1-arm64-rt
+FLAVOURS=$FLAVOURS,debian-6.12-amd64-generic,debian-6.12-amd64-rt,debian-6.12-arm64-generic,debian-6.12-arm64-rt
+FLAVOURS=$FLAVOURS,debian-6.12-arm64-16k
 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
     --boot) BOOT=1; shift ;;
     --kernels) KERNELS=$2; shift 2 ;;
+    --flavours) KERNELS=$ALL_KERNELS,$FLAVOURS; ALL_KERNELS=$KERNELS; FLAVOURS_ASKED=1; shift ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "kernel_matrix: unknown option $1" >&2; exit 2 ;;
@@ -179,7 +187,7 @@ done
 unset SYMDEX_DB
 
 {
-  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh$([ "$BOOT" = 1 ] && echo " --boot")$([ "$KERNELS" != "$ALL_KERNELS" ] && echo " --kernels $KERNELS")\`"
+  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh$([ "$BOOT" = 1 ] && echo " --boot")$([ "${FLAVOURS_ASKED:-0}" = 1 ] && echo " --flavours")$([ "$KERNELS" != "$ALL_KERNELS" ] && echo " --kernels $KERNELS")\`"
   echo
   echo "| kernel | check | symdex | peer (same run) | ratio | pass |"
   echo "|---|---|---|---|---|---|"

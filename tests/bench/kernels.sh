@@ -6,6 +6,11 @@
 #   clang-6.1-amd64    linux-source-6.1 built with LLVM=1 (clang's DWARF 5; tests/corpus/build-clang-kernel.sh)
 #   zlib-6.1-amd64     debian-6.1-amd64 with vmlinux's debug sections compressed by objcopy (zlib)
 #   zstd-6.1-amd64     the same with zstd
+#   debian-6.12-arm64  Debian 12's 6.12 cloud kernel for arm64 (CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS)
+#   debian-R-A-F       Debian's other flavours of release R (6.1, 6.12) for A (amd64, arm64): F is
+#                      generic (what most non-cloud machines run: 6.1 amd64 has 4,022 modules and
+#                      5.4 GB of debug files), rt (PREEMPT_RT), or 16k (arm64 6.12, 16 KiB pages).
+#                      Several GB each: bench runs only (tests/bench/kernel_matrix.sh --kernels).
 #   double-amd64       debian-6.1-amd64 with Debian 6.12's modules beside its own (renamed so they
 #                      load as other modules: tests/bench/double_kernel.py): twice the modules and
 #                      their debug files, for what an index run holds as the kernel grows
@@ -32,6 +37,26 @@ kernel() {
       eval "$(fetch amd64 linux-image-6.12-cloud-amd64 dbg)"; DBG=$ROOT
       eval "$(fetch amd64 linux-image-6.12-cloud-amd64 image)"; IMG=$ROOT
       BOOTENV="SYMDEX_KERNEL_META=linux-image-6.12-cloud-amd64" ;;
+    debian-6.12-arm64)
+      eval "$(fetch arm64 linux-image-6.12-cloud-arm64 dbg)"; DBG=$ROOT
+      eval "$(fetch arm64 linux-image-6.12-cloud-arm64 image)"; IMG=$ROOT
+      ARCH=arm64 BOOTENV="SYMDEX_KERNEL_META=linux-image-6.12-cloud-arm64" ;;
+    debian-6.1-amd64-*|debian-6.1-arm64-*|debian-6.12-amd64-*|debian-6.12-arm64-*)
+      # Debian's metapackages: linux-image-[6.12-][FLAVOUR-]ARCH, the generic flavour unnamed,
+      # 16k after the architecture (linux-image-6.12-arm64-16k).
+      local rel=${k#debian-} flav=${k##*-} a meta
+      a=${rel#*-}; a=${a%%-*}; rel=${rel%%-*}
+      local pre=""; [ "$rel" = 6.12 ] && pre="6.12-"
+      case $flav in
+        generic) meta=linux-image-$pre$a ;;
+        rt) meta=linux-image-${pre}rt-$a ;;
+        16k) meta=linux-image-$pre$a-16k ;;
+        *) echo "kernel_matrix: unknown flavour $flav in $k" >&2; exit 2 ;;
+      esac
+      eval "$(fetch "$a" "$meta" dbg)"; DBG=$ROOT
+      eval "$(fetch "$a" "$meta" image)"; IMG=$ROOT
+      [ "$a" = arm64 ] && ARCH=arm64
+      BOOTENV=none ;;
     double-amd64)
       eval "$(fetch amd64 linux-image-6.12-cloud-amd64 dbg)"; local dbg2=$ROOT
       eval "$(fetch amd64 linux-image-6.12-cloud-amd64 image)"; local img2=$ROOT krel2=$KREL

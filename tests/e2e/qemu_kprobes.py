@@ -1023,6 +1023,9 @@ def report_verdicts(symbols, sysroot, kallsyms, vsample, work, orphans=None):
         print(f"  {key[0]} [{key[1]}]: ftrace lists {listed}, symdex says {predicted}: {' / '.join(why)[:200]}")
     if stats["agreement"] < 0.999:
         failures.append(f"ftrace agreement {stats['agreement']:.5f} < 0.999 ({stats['disagreements']} disagreements)")
+    if stats["symdex_lines_agreement"] < 0.999:
+        failures.append(f"available_filter_functions lines per name from symdex alone (verdict.ftrace_lines) "
+                        f"{stats['symdex_lines_agreement']:.5f} < 0.999 ({stats['symdex_lines_disagreements']} lines off)")
     with open(os.path.join(sysroot, "verdicts/kprobes_blacklist")) as f:
         bl = f.read()
     bstats, bmiss = verdicts.blacklist(symbols, bl)

@@ -121,6 +121,14 @@ def agreement(symbols, kallsyms, aff, orphans=None):
         if v.get("ftrace"):
             predicted[key] += 1
         why[key].append(f"{i['address']} {v.get('kind')}{' ftrace' if v.get('ftrace') else ''}: {v.get('reason', '')}")
+    # symdex's own count of each name's lines (its site's and those of the __weak bodies after
+    # it, verdict.ftrace_lines), the first name at each address as above: no oracle.
+    own = collections.Counter()
+    for i in symbols["symbols"]:
+        v = i.get("verdict") or {}
+        if (i.get("type") in CODE and i.get("address") and v.get("kind") != "init"
+                and first.get((i["module"], int(i["address"], 16))) == i["name"]):
+            own[(i["name"], i["module"])] += v.get("ftrace_lines", 0)
     listed = collections.Counter()
     invalid = 0
     for ln in aff.splitlines():
@@ -143,7 +151,10 @@ def agreement(symbols, kallsyms, aff, orphans=None):
             if extra[key]:
                 reasons = reasons + [f"+{extra[key]} orphan __weak bodies after it"]
             bad.append((key, listed[key], predicted[key], reasons))
+    own_errors = sum(abs(listed[k] - own[k]) for k in set(listed) | set(own))
     stats = {"code_symbols_non_init": total, "listed_lines": sum(listed.values()), "predicted": sum(predicted.values()),
+             "symdex_lines": sum(own.values()), "symdex_lines_disagreements": own_errors,
+             "symdex_lines_agreement": 1 - own_errors / max(total, 1),
              "disagreements": errors, "agreement": 1 - errors / max(total, 1), "invalid_address_lines": invalid,
              "orphan_weak_lines": sum(extra.values()), "per_verdict": dict(per_kind)}
     return stats, sorted(bad)
