@@ -166,6 +166,66 @@ TEST_F(CliTest, MalformedKallsymsNamesFileAndLine) {
   EXPECT_EQ(Json("which name_show")["count"], 5);  // previous index untouched
 }
 
+// A live kernel's /proc/kallsyms as Debian's arm64 6.12 writes it: its modules' local labels
+// carry a control byte (".L14472\x02 1") and are listed with mapping symbols ($x) and L0. The host
+// is indexed, those left out and counted in status; a name the kernel keeps with a control byte
+// is indexed byte-exact, printed escaped in text and exact in JSON, and never put in a kprobe.
+TEST_F(CliTest, KallsymsAsTheKernelWritesIt) {
+  const std::string labels = std::string(kKallsyms) +
+                             "ffffffffc0a00500 r .L14472\x02 1\t[uio]\n"
+                             "ffffffffc0a00510 r .L14473\x02\t[uio]\n"
+                             "ffffffffc0a00520 t $x\t[uio]\n"
+                             "ffffffffc0a00530 t L0\t[uio]\n"
+                             "ffffffffc0a00600 t ctl\x01name\t[uio]\n"
+                             "ffffffffa1480900 T vm\x01"
+                             "fn\n";
+  const std::string root = MakeSysroot("labels", labels);
+  json idx = Json("index --sysroot '" + root + "'");
+  EXPECT_EQ(idx["symbols"], 16);  // the fixture's 14 and the two functions
+
+  json s = Json("status");
+  const json& kallsyms = s["targets"][0]["files"][0];
+  ASSERT_EQ(kallsyms["role"], "kallsyms");
+  EXPECT_EQ(kallsyms["dropped"],
+            json::parse(R"([{"rule": "module local labels (.L, L0)", "count": 3
+},
+                           {"rule": "module mapping symbols ($x, $d)", "count": 1}])"));
+  CommandResult text = Symdex("status");
+ASSERT_EQ(text.exit_code, 0) << text.err;
+EXPECT_NE(text.out.find("left out          4 symbols of " + root +
+                        "/proc/kallsyms, as the kernel leaves them out: 3 module local labels (.L, L0), 1 module "
+                        "mapping symbols ($x, $d)"),
+          std::string::npos)
+    << text.out;
+
+const std::string ctl = "\"$(printf 'ctl\\001name')\"";
+json w = Json("which " + ctl);
+ASSERT_EQ(w["count"], 1);
+EXPECT_EQ(w["instances"][0]["name"], "ctl\x01name");
+EXPECT_EQ(w["instances"][0]["module"], "uio");
+for (const std::string& verb : {"which " + ctl, std::string("symbols --all-types"), std::string("kallsyms"),
+                                std::string("addr 0xffffffffc0a00604"), std::string("dups --all-types")}) {
+  CommandResult r = Symdex(verb);
+  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << verb << "\n" << r.err;
+  for (const std::string* out : {&r.out, &r.err}) {
+    EXPECT_EQ(out->find('\x01'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+    EXPECT_EQ(out->find('\x02'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+  }
+  if (verb != "dups --all-types") EXPECT_NE(r.out.find("ctl\\x01name"), std::string::npos) << verb << "\n" << r.out;
+}
+EXPECT_NE(Symdex("kallsyms").out.find("ffffffffa1480900 T vm\\x01fn\n"), std::string::npos);
+
+// kprobe: the address form, never the name.
+CommandResult vm = Symdex("kprobe -n \"$(printf 'vm\\001fn')\"");
+EXPECT_EQ(vm.exit_code, 0) << vm.err;
+EXPECT_EQ(vm.out, "p:symdex/vm_fn _text+" + std::to_string(0xffffffffa1480900ull - 0xffffffffa0e00000ull) + "\n");
+CommandResult mod = Symdex("kprobe -n " + ctl);
+EXPECT_EQ(mod.exit_code, 0) << mod.err;
+EXPECT_EQ(mod.out, "p:symdex/ctl_name 0xffffffffc0a00600\n");
+json kp = Json("kprobe -n " + ctl);
+EXPECT_EQ(kp["definition"], "p:symdex/ctl_name 0xffffffffc0a00600");
+}
+
 TEST_F(CliTest, MissingKallsymsIsAnEnvironmentError) {
   std::string root = dir_ / "empty";
   WriteFile(root + "/proc/.keep", "");
