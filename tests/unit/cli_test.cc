@@ -298,5 +298,61 @@ TEST_F(CliTest, OfflineKernelWithCompressedAndCorruptModules) {
   EXPECT_EQ(s["targets"][0]["release"], "6.1.0-99-test");
 }
 
+// An offline kernel's module files: their local labels and mapping symbols left out and counted
+// (status: one line for the module files together), and a copy whose name holds a control byte
+// has no address in an offline target, so no kprobe form: refused, exit 4.
+TEST_F(CliTest, OfflineModulesLeaveOutLabelsAndRefuseAControlByteProbe) {
+  std::string mods = dir_ / "lib/modules/6.1.0-99-test";
+  WriteFile(mods + "/kernel/drivers/a/.keep", "");
+  const std::string ko = mods + "/kernel/drivers/a/mod_a.ko";
+  CompileObject(kModA, ko);
+  ASSERT_EQ(RunCommand("objcopy --add-symbol '.L7=.text:0,local' --add-symbol 'L0=.text:0,local' "
+                       "--add-symbol '$x=.text:0,local' --redefine-sym mod_a_fn=\"$(printf 'ctl\\001fn')\" '" +
+                       ko + "'")
+                .exit_code,
+            0);
+  std::string map = dir_ / "boot/System.map-6.1.0-99-test";
+  WriteFile(map,
+            "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81200000 T _etext\n"
+            "ffffffff82000000 B _end\n");
+  CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  json s = Json("status");
+  json dropped;
+  for (const auto& f : s["targets"][0]["files"]) {
+    if (f["role"] == "module") dropped = f["dropped"];
+  }
+  EXPECT_EQ(dropped, json::parse(R"([{"rule": "local labels (.L, L0)", "count": 2
+},
+                                     {"rule": "mapping symbols ($x, $d)", "count": 1}])"))
+      << s.dump(2);
+CommandResult text = Symdex("status");
+EXPECT_NE(text.out.find("left out          3 symbols of 1 module file, as the kernel leaves them out: 2 local "
+                        "labels (.L, L0), 1 mapping symbols ($x, $d)"),
+          std::string::npos)
+    << text.out;
+
+const std::string ctl = "\"$(printf 'ctl\\001fn')\"";
+json w = Json("which " + ctl);
+ASSERT_EQ(w["count"], 1);
+EXPECT_EQ(w["instances"][0]["name"],
+          "ctl\x01"
+          "fn");
+CommandResult kp = Symdex("kprobe -n " + ctl);
+EXPECT_EQ(kp.exit_code, 4) << kp.out << kp.err;
+EXPECT_EQ(kp.out, "");
+EXPECT_NE(kp.err.find("mod_a:ctl\\x01fn: its name holds a control byte"), std::string::npos) << kp.err;
+EXPECT_EQ(kp.err.find('\x01'), std::string::npos) << kp.err;
+json kj = Json("kprobe -n " + ctl, 4);
+EXPECT_EQ(kj["status"], "no-form");
+EXPECT_EQ(kj["instance"]["name"],
+          "ctl\x01"
+          "fn");
+CommandResult bt = Symdex("kprobe -n --format bpftrace " + ctl);
+EXPECT_EQ(bt.exit_code, 4) << bt.out << bt.err;
+EXPECT_EQ(bt.out.find('\x01'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace symdex
