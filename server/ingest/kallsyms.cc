@@ -56,17 +56,15 @@ const char* SplitNameAndModule(std::string_view rest, std::string_view& name, st
       return nullptr;
     }
   }
-  // No module tag at the end: the name is the one field left.
+  // No module tag at the end: one that does not close, or the name is the one field left.
+  const size_t last_blank = rest.find_last_of(" \t");
+  if (last_blank != std::string_view::npos && rest[last_blank + 1] == '[') return "the [module] tag does not close";
   std::string_view fields = rest;
   name = NextField(fields);
   std::string_view next = NextField(fields);
   if (next.empty()) return nullptr;
   if (next.front() != '[') return "expected a [module] tag after the name";
-  std::string_view after = NextField(fields);
-  if (!after.empty()) {
-    return next.back() == ']' ? "unexpected text after the module tag" : "expected a [module] tag after the name";
-  }
-  return "the [module] tag does not close";
+  return next.back() == ']' ? "unexpected text after the module tag" : "expected a [module] tag after the name";
 }
 
 // Every line of `text` into `out`; with `dropped` (a System.map), the lines scripts/kallsyms

@@ -186,44 +186,44 @@ TEST_F(CliTest, KallsymsAsTheKernelWritesIt) {
   json s = Json("status");
   const json& kallsyms = s["targets"][0]["files"][0];
   ASSERT_EQ(kallsyms["role"], "kallsyms");
-  EXPECT_EQ(kallsyms["dropped"],
-            json::parse(R"([{"rule": "module local labels (.L, L0)", "count": 3
-},
-                           {"rule": "module mapping symbols ($x, $d)", "count": 1}])"));
+  EXPECT_EQ(kallsyms["dropped"], json::parse(R"js([{"rule": "module local labels (.L, L0)", "count": 3},
+                              {"rule": "module mapping symbols ($x, $d)", "count": 1}])js"));
   CommandResult text = Symdex("status");
-ASSERT_EQ(text.exit_code, 0) << text.err;
-EXPECT_NE(text.out.find("left out          4 symbols of " + root +
-                        "/proc/kallsyms, as the kernel leaves them out: 3 module local labels (.L, L0), 1 module "
-                        "mapping symbols ($x, $d)"),
-          std::string::npos)
-    << text.out;
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("left out          4 symbols of " + root +
+                          "/proc/kallsyms, as the kernel leaves them out: 3 module local labels (.L, L0), 1 module "
+                          "mapping symbols ($x, $d)"),
+            std::string::npos)
+      << text.out;
 
-const std::string ctl = "\"$(printf 'ctl\\001name')\"";
-json w = Json("which " + ctl);
-ASSERT_EQ(w["count"], 1);
-EXPECT_EQ(w["instances"][0]["name"], "ctl\x01name");
-EXPECT_EQ(w["instances"][0]["module"], "uio");
-for (const std::string& verb : {"which " + ctl, std::string("symbols --all-types"), std::string("kallsyms"),
-                                std::string("addr 0xffffffffc0a00604"), std::string("dups --all-types")}) {
-  CommandResult r = Symdex(verb);
-  EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << verb << "\n" << r.err;
-  for (const std::string* out : {&r.out, &r.err}) {
-    EXPECT_EQ(out->find('\x01'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
-    EXPECT_EQ(out->find('\x02'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+  const std::string ctl = "\"$(printf 'ctl\\001name')\"";
+  json w = Json("which " + ctl);
+  ASSERT_EQ(w["count"], 1);
+  EXPECT_EQ(w["instances"][0]["name"], "ctl\x01name");
+  EXPECT_EQ(w["instances"][0]["module"], "uio");
+  for (const std::string& verb : {"which " + ctl, std::string("symbols --all-types"), std::string("kallsyms"),
+                                  std::string("addr 0xffffffffc0a00604"), std::string("dups --all-types")}) {
+    CommandResult r = Symdex(verb);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << verb << "\n" << r.err;
+    for (const std::string* out : {&r.out, &r.err}) {
+      EXPECT_EQ(out->find('\x01'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+      EXPECT_EQ(out->find('\x02'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+    }
+    if (verb != "dups --all-types") {
+      EXPECT_NE(r.out.find("ctl\\x01name"), std::string::npos) << verb << "\n" << r.out;
+    }
   }
-  if (verb != "dups --all-types") EXPECT_NE(r.out.find("ctl\\x01name"), std::string::npos) << verb << "\n" << r.out;
-}
-EXPECT_NE(Symdex("kallsyms").out.find("ffffffffa1480900 T vm\\x01fn\n"), std::string::npos);
+  EXPECT_NE(Symdex("kallsyms").out.find("ffffffffa1480900 T vm\\x01fn\n"), std::string::npos);
 
-// kprobe: the address form, never the name.
-CommandResult vm = Symdex("kprobe -n \"$(printf 'vm\\001fn')\"");
-EXPECT_EQ(vm.exit_code, 0) << vm.err;
-EXPECT_EQ(vm.out, "p:symdex/vm_fn _text+" + std::to_string(0xffffffffa1480900ull - 0xffffffffa0e00000ull) + "\n");
-CommandResult mod = Symdex("kprobe -n " + ctl);
-EXPECT_EQ(mod.exit_code, 0) << mod.err;
-EXPECT_EQ(mod.out, "p:symdex/ctl_name 0xffffffffc0a00600\n");
-json kp = Json("kprobe -n " + ctl);
-EXPECT_EQ(kp["definition"], "p:symdex/ctl_name 0xffffffffc0a00600");
+  // kprobe: the address form, never the name.
+  CommandResult vm = Symdex("kprobe -n \"$(printf 'vm\\001fn')\"");
+  EXPECT_EQ(vm.exit_code, 0) << vm.err;
+  EXPECT_EQ(vm.out, "p:symdex/vm_fn _text+" + std::to_string(0xffffffffa1480900ull - 0xffffffffa0e00000ull) + "\n");
+  CommandResult mod = Symdex("kprobe -n " + ctl);
+  EXPECT_EQ(mod.exit_code, 0) << mod.err;
+  EXPECT_EQ(mod.out, "p:symdex/ctl_name 0xffffffffc0a00600\n");
+  json kp = Json("kprobe -n " + ctl);
+  EXPECT_EQ(kp["definition"], "p:symdex/ctl_name 0xffffffffc0a00600");
 }
 
 TEST_F(CliTest, MissingKallsymsIsAnEnvironmentError) {
@@ -323,35 +323,34 @@ TEST_F(CliTest, OfflineModulesLeaveOutLabelsAndRefuseAControlByteProbe) {
   for (const auto& f : s["targets"][0]["files"]) {
     if (f["role"] == "module") dropped = f["dropped"];
   }
-  EXPECT_EQ(dropped, json::parse(R"([{"rule": "local labels (.L, L0)", "count": 2
-},
-                                     {"rule": "mapping symbols ($x, $d)", "count": 1}])"))
+  EXPECT_EQ(dropped, json::parse(R"js([{"rule": "local labels (.L, L0)", "count": 2},
+                                       {"rule": "mapping symbols ($x, $d)", "count": 1}])js"))
       << s.dump(2);
-CommandResult text = Symdex("status");
-EXPECT_NE(text.out.find("left out          3 symbols of 1 module file, as the kernel leaves them out: 2 local "
-                        "labels (.L, L0), 1 mapping symbols ($x, $d)"),
-          std::string::npos)
-    << text.out;
+  CommandResult text = Symdex("status");
+  EXPECT_NE(text.out.find("left out          3 symbols of 1 module file, as the kernel leaves them out: 2 local "
+                          "labels (.L, L0), 1 mapping symbols ($x, $d)"),
+            std::string::npos)
+      << text.out;
 
-const std::string ctl = "\"$(printf 'ctl\\001fn')\"";
-json w = Json("which " + ctl);
-ASSERT_EQ(w["count"], 1);
-EXPECT_EQ(w["instances"][0]["name"],
-          "ctl\x01"
-          "fn");
-CommandResult kp = Symdex("kprobe -n " + ctl);
-EXPECT_EQ(kp.exit_code, 4) << kp.out << kp.err;
-EXPECT_EQ(kp.out, "");
-EXPECT_NE(kp.err.find("mod_a:ctl\\x01fn: its name holds a control byte"), std::string::npos) << kp.err;
-EXPECT_EQ(kp.err.find('\x01'), std::string::npos) << kp.err;
-json kj = Json("kprobe -n " + ctl, 4);
-EXPECT_EQ(kj["status"], "no-form");
-EXPECT_EQ(kj["instance"]["name"],
-          "ctl\x01"
-          "fn");
-CommandResult bt = Symdex("kprobe -n --format bpftrace " + ctl);
-EXPECT_EQ(bt.exit_code, 4) << bt.out << bt.err;
-EXPECT_EQ(bt.out.find('\x01'), std::string::npos);
+  const std::string ctl = "\"$(printf 'ctl\\001fn')\"";
+  json w = Json("which " + ctl);
+  ASSERT_EQ(w["count"], 1);
+  EXPECT_EQ(w["instances"][0]["name"],
+            "ctl\x01"
+            "fn");
+  CommandResult kp = Symdex("kprobe -n " + ctl);
+  EXPECT_EQ(kp.exit_code, 4) << kp.out << kp.err;
+  EXPECT_EQ(kp.out, "");
+  EXPECT_NE(kp.err.find("mod_a:ctl\\x01fn: its name holds a control byte"), std::string::npos) << kp.err;
+  EXPECT_EQ(kp.err.find('\x01'), std::string::npos) << kp.err;
+  json kj = Json("kprobe -n " + ctl, 4);
+  EXPECT_EQ(kj["status"], "no-form");
+  EXPECT_EQ(kj["instance"]["name"],
+            "ctl\x01"
+            "fn");
+  CommandResult bt = Symdex("kprobe -n --format bpftrace " + ctl);
+  EXPECT_EQ(bt.exit_code, 4) << bt.out << bt.err;
+  EXPECT_EQ(bt.out.find('\x01'), std::string::npos);
 }
 
 }  // namespace

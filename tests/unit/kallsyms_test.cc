@@ -83,10 +83,10 @@ TEST(KallsymsTest, SystemMapDropsWhatScriptsKallsymsDrops) {
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->size(), 10u);
   EXPECT_EQ((*all)[5].name, std::string("__kvm_nvhe_.L14472\x01") + "1");
-  auto kept = ParseSystemMap("ffff800008000000 t odd\x01name\n", "System.map");
-  ASSERT_TRUE(kept.ok()) << kept.status();
-  ASSERT_EQ(kept->symbols.size(), 1u);
-  EXPECT_EQ(kept->symbols[0].name, "odd\x01name");
+  auto odd = ParseSystemMap("ffff800008000000 t odd\x01name\n", "System.map");
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  ASSERT_EQ(odd->symbols.size(), 1u);
+  EXPECT_EQ(odd->symbols[0].name, "odd\x01name");
   EXPECT_EQ(KallsymsIgnoreRule("__kernel_sigtramp", 'A'), nullptr);  // kept: an absolute symbol it keeps
   EXPECT_EQ(KallsymsIgnoreRule("name_show", 't'), nullptr);
 }
