@@ -28,7 +28,7 @@ int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error) {
   if (g.json) {
     PrintJson({{"error", {{"code", absl::StatusCodeToString(s.code())}, {"message", std::string(s.message())}}}});
   } else {
-    fmt::print(stderr, "symdex: {}\n", s.message());
+    fmt::print(stderr, "symdex: {}\n", EscapeControl(std::string_view(s.message().data(), s.message().size())));
   }
   return code;
 }

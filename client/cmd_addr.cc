@@ -36,9 +36,9 @@ void PrintAddress(uint64_t a, const query::AddressInfo& info, fmt::memory_buffer
     return;
   }
   const auto& s = *info.symbol;
-  fmt::format_to(to, FMT_COMPILE("0x{:x}: {}+{:#x}"), a, s.name, info.offset);
+  fmt::format_to(to, FMT_COMPILE("0x{:x}: {}+{:#x}"), a, Escaped{s.name}, info.offset);
   if (s.size) fmt::format_to(to, FMT_COMPILE("/{:#x}"), *s.size);
-  fmt::format_to(to, FMT_COMPILE(" [{}]\n"), s.module.empty() ? std::string_view("vmlinux") : s.module);
+  fmt::format_to(to, FMT_COMPILE(" [{}]\n"), Escaped{s.module.empty() ? std::string_view("vmlinux") : s.module});
   for (size_t i = 0; i < info.frames.size(); ++i) {
     const auto& f = info.frames[i];
     fmt::format_to(to, FMT_COMPILE("    {}{} at {}:{}"), i ? "(inlined by) " : "", f.function,
@@ -192,7 +192,7 @@ int RunLines(const GlobalOptions& g, const LinesOptions& o) {
   for (const query::LineAddress& info : res->addresses) {
     const uint64_t a = info.address;
     std::string fn = info.frames.empty() ? "??" : info.frames.front().function;
-    std::string sym = info.symbol ? fmt::format("{}+{:#x}", info.symbol->name, info.offset) : "??";
+    std::string sym = info.symbol ? fmt::format("{}+{:#x}", Escaped{info.symbol->name}, info.offset) : "??";
     // vmlinux: _text+N (KASLR-proof; _stext+N where kallsyms lists no _text); a loaded module: its
     // address (what kprobe_events takes).
     std::string probe = !info.symbol ? ""

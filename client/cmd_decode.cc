@@ -38,10 +38,10 @@ std::string Decoration(const query::DecodedFrame& d, std::vector<std::string>& m
   const query::FrameAnswer& a = d.answer;
   if (!a.error.empty()) return fmt::format(" {{?? {}}}", a.error);
   if (!a.candidates.empty()) {
-    return fmt::format(" {{ambiguous: {}}} ({})", StrJoin(a.candidates, " | "), a.note);
+    return fmt::format(" {{ambiguous: {}}} ({})", EscapeControl(StrJoin(a.candidates, " | ")), Escaped{a.note});
   }
   if (!a.info->symbol) return fmt::format(" {{?? {}}}", a.note.empty() ? a.info->note : a.note);
-  std::string out = " {" + a.canonical + "}";
+  std::string out = " {" + EscapeControl(a.canonical) + "}";
   const auto& frames = a.info->frames;
   if (!frames.empty()) {
     out += " " + Location(frames.front());

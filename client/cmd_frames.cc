@@ -107,9 +107,10 @@ absl::StatusOr<query::FrameModule> ParseModule(const std::string& arg) {
 void AppendSymbol(const query::FrameAnswer& a, std::string& out) {
   const query::Instance& s = *a.info->symbol;
   auto to = std::back_inserter(out);
-  fmt::format_to(to, FMT_COMPILE("{}+{:#x}"), s.name, a.info->offset);
+  fmt::format_to(to, FMT_COMPILE("{}+{:#x}"), Escaped{s.name}, a.info->offset);
   if (s.size) fmt::format_to(to, FMT_COMPILE("/{:#x}"), *s.size);
-  fmt::format_to(to, FMT_COMPILE(" [{}]"), s.module.empty() ? std::string_view("vmlinux") : std::string_view(s.module));
+  fmt::format_to(to, FMT_COMPILE(" [{}]"),
+                 Escaped{s.module.empty() ? std::string_view("vmlinux") : std::string_view(s.module)});
 }
 
 void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::string& out) {
@@ -119,8 +120,8 @@ void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::stri
     return;
   }
   if (!a.info->symbol) {
-    fmt::format_to(to, "{}\n    ?? ({}{})\n", input, a.note.empty() ? "not found" : a.note,
-                   a.candidates.empty() ? "" : fmt::format(": {}", StrJoin(a.candidates, ", ")));
+    fmt::format_to(to, "{}\n    ?? ({}{})\n", input, Escaped{a.note.empty() ? "not found" : a.note},
+                   a.candidates.empty() ? "" : EscapeControl(fmt::format(": {}", StrJoin(a.candidates, ", "))));
     return;
   }
   out += input;
@@ -134,7 +135,7 @@ void PrintFrame(const std::string& input, const query::FrameAnswer& a, std::stri
     if (f.column) fmt::format_to(to, FMT_COMPILE(":{}"), f.column);
     out.push_back('\n');
   }
-  if (!a.canonical.empty()) fmt::format_to(to, FMT_COMPILE("    spec: {}\n"), a.canonical);
+  if (!a.canonical.empty()) fmt::format_to(to, FMT_COMPILE("    spec: {}\n"), Escaped{a.canonical});
   if (!a.note.empty()) fmt::format_to(to, FMT_COMPILE("    [{}]\n"), a.note);
 }
 

@@ -68,12 +68,12 @@ std::string SourceText(const query::Instance& in) {
 }
 
 void PrintInstanceRow(const query::Instance& in, bool show_name, bool reasons) {
-  std::string module = in.module.empty() ? "vmlinux" : in.module;
-  std::string probe = in.probe.empty() ? "-" : in.probe;
+  std::string module = in.module.empty() ? "vmlinux" : EscapeControl(in.module);
+  std::string probe = in.probe.empty() ? "-" : EscapeControl(in.probe);
   if (in.init_or_exit) probe += " (init/exit)";
   if (show_name) {
-    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", in.name, module, Location(in), in.type,
-               SizeText(in), probe, VerdictText(in.verdict), SourceText(in));
+    fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", EscapeControl(in.name), module, Location(in),
+               in.type, SizeText(in), probe, VerdictText(in.verdict), SourceText(in));
   } else {
     fmt::print("  {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", module, Location(in), in.type, SizeText(in), probe,
                VerdictText(in.verdict), SourceText(in));
@@ -99,9 +99,10 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
     for (const auto& in : *found) arr.push_back(ToJson(in));
     PrintJson({{"target", t->name}, {"name", o.name}, {"count", found->size()}, {"instances", arr}});
   } else if (found->empty()) {
-    fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", o.name, t->name);
+    fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", EscapeControl(o.name), t->name);
   } else {
-    fmt::print("{}: {} instance{} in target '{}'\n", o.name, found->size(), found->size() == 1 ? "" : "s", t->name);
+    fmt::print("{}: {} instance{} in target '{}'\n", EscapeControl(o.name), found->size(),
+               found->size() == 1 ? "" : "s", t->name);
     fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE",
                "KPROBE TARGET", "VERDICT", "SOURCE (entry line, declaration, compilation unit)");
     for (const auto& in : *found) PrintInstanceRow(in, true, true);
@@ -144,22 +145,25 @@ int RunInlined(const GlobalOptions& g, const InlinedOptions& o) {
                {"sites", arr},
                {"notes", r->notes}});
   } else if (r->sites.empty()) {
-    fmt::print(stderr, "symdex: '{}' is not inlined anywhere in target '{}'\n", r->name, r->target.name);
+    fmt::print(stderr, "symdex: '{}' is not inlined anywhere in target '{}'\n", EscapeControl(r->name), r->target.name);
   } else {
-    fmt::print("{}: inlined at {} place{} in target '{}' (copies a kprobe on {} does not see)\n", r->name,
-               r->sites.size(), r->sites.size() == 1 ? "" : "s", r->target.name, r->name);
+    fmt::print("{}: inlined at {} place{} in target '{}' (copies a kprobe on {} does not see)\n",
+               EscapeControl(r->name), r->sites.size(), r->sites.size() == 1 ? "" : "s", r->target.name,
+               EscapeControl(r->name));
     fmt::print("  {:<40} {:<16} {:<18} {:<17} {:<44} {}\n", "CALLER+OFFSET", "MODULE", "KPROBE TARGET", "VERDICT",
                "CALL SITE", "INLINED INTO");
     for (const auto& s : r->sites) {
-      const std::string caller = s.caller ? fmt::format("{}+{:#x}", s.caller->name, s.offset) : "?";
-      const std::string module = !s.caller ? "-" : s.caller->module.empty() ? "vmlinux" : s.caller->module;
+      const std::string caller = s.caller ? fmt::format("{}+{:#x}", EscapeControl(s.caller->name), s.offset) : "?";
+      const std::string module = !s.caller                  ? "-"
+                                 : s.caller->module.empty() ? "vmlinux"
+                                                            : EscapeControl(s.caller->module);
       const std::string site = s.file.empty() ? "?"
                                : s.column > 0 ? fmt::format("{}:{}:{}", s.file, s.line, s.column)
                                               : fmt::format("{}:{}", s.file, s.line);
       const std::string into = s.depth > 1 ? fmt::format("{} (depth {})", s.inlined_into, s.depth) : s.inlined_into;
       fmt::print("  {:<40} {:<16} {:<18} {:<17} {:<44} {}\n", caller, module,
-                 s.caller ? ProbeAt(*s.caller, s.offset) : "-", s.caller ? VerdictText(s.caller->verdict) : "-", site,
-                 into);
+                 s.caller ? EscapeControl(ProbeAt(*s.caller, s.offset)) : "-",
+                 s.caller ? VerdictText(s.caller->verdict) : "-", site, EscapeControl(into));
     }
   }
   if (!g.json) {
@@ -216,9 +220,10 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
           where += fmt::format(", ... {} more modules", per.size() - 8);
           break;
         }
-        where += fmt::format("{}{}{}", where.empty() ? "" : ", ", m, n > 1 ? fmt::format(" x{}", n) : "");
+        where +=
+            fmt::format("{}{}{}", where.empty() ? "" : ", ", EscapeControl(m), n > 1 ? fmt::format(" x{}", n) : "");
       }
-      fmt::print("{} ({}: {})\n", gr.name, gr.instances.size(), where);
+      fmt::print("{} ({}: {})\n", EscapeControl(gr.name), gr.instances.size(), where);
       for (const auto& in : gr.instances) PrintInstanceRow(in, false, false);
     }
     fmt::print("{} duplicated {} names, {} symbols carry them ({} names repeat inside vmlinux) in target '{}'\n",
@@ -250,13 +255,14 @@ int RunSymbols(const GlobalOptions& g, const SymbolsOptions& o) {
         j["canonical"] = r->canonical[i];
         arr.push_back(std::move(j));
       } else {
-        fmt::print("{}\t{}\t{}\n", r->canonical[i], Location(in), in.module.empty() ? "vmlinux" : in.module);
+        fmt::print("{}\t{}\t{}\n", EscapeControl(r->canonical[i]), Location(in),
+                   in.module.empty() ? "vmlinux" : EscapeControl(in.module));
       }
     } else if (g.json) {
       arr.push_back(ToJson(in));
     } else {
-      fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, in.name,
-                 in.module.empty() ? "vmlinux" : in.module,
+      fmt::print("{}\t{}\t{}\t{}\t{}\t{}\t{}\n", Location(in), in.type, EscapeControl(in.name),
+                 in.module.empty() ? "vmlinux" : EscapeControl(in.module),
                  in.dwarf ? fmt::format("{}:{}", in.dwarf->entry_file, in.dwarf->entry_line) : "-",
                  in.dwarf ? in.dwarf->cu : "-", in.dwarf ? in.dwarf->function : in.dwarf_note);
     }

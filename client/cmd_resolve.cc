@@ -95,17 +95,19 @@ int ReportResolve(const std::string& text, absl::StatusOr<query::ResolveResult> 
           m.instance.module.empty() && m.instance.text_offset
               ? fmt::format("{}+{}", m.instance.text_anchor, *m.instance.text_offset + m.offset)
               : m.instance.module + ":" + m.instance.name + (m.offset ? fmt::format("+{:#x}", m.offset) : "");
-      fmt::print("{}\t{}\t{}\t{}\t{}\n", text, Where(m.instance), place, SourceOf(m.instance), matches[0].canonical);
+      fmt::print("{}\t{}\t{}\t{}\t{}\n", EscapeControl(text), Where(m.instance), EscapeControl(place),
+                 SourceOf(m.instance), EscapeControl(matches[0].canonical));
     }
     code = kFound;
   } else {
     j["status"] = "ambiguous";
     j["candidates"] = cands;
     if (!json) {
-      fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n", text,
-                 matches.size());
+      fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n",
+                 EscapeControl(text), matches.size());
       for (const auto& m : matches) {
-        fmt::print(stderr, "  {:<60} {:<20} {}\n", m.canonical, Where(m.match.instance), SourceOf(m.match.instance));
+        fmt::print(stderr, "  {:<60} {:<20} {}\n", EscapeControl(m.canonical), Where(m.match.instance),
+                   SourceOf(m.match.instance));
       }
     }
   }
@@ -165,15 +167,16 @@ void ReportNotUnique(const std::string& spec, const nlohmann::json& j, int code,
   if (json) {
     PrintJson(j);
   } else if (code == kAmbiguous && j.contains("candidates")) {
-    fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n", spec,
-               j["candidates"].size());
+    fmt::print(stderr, "symdex: {} is ambiguous: {} candidates; name one with its canonical spec:\n",
+               EscapeControl(spec), j["candidates"].size());
     for (const auto& c : j["candidates"]) {
-      fmt::print(stderr, "  {}\n", c["canonical"].get<std::string>());
+      fmt::print(stderr, "  {}\n", EscapeControl(c["canonical"].get<std::string>()));
     }
   } else if (j.contains("error")) {
-    fmt::print(stderr, "symdex: {}\n", j["error"].get<std::string>());
+    fmt::print(stderr, "symdex: {}\n", EscapeControl(j["error"].get<std::string>()));
   } else {
-    fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", spec, j.value("target", ""));
+    fmt::print(stderr, "symdex: {}: no function instance matches in target '{}'\n", EscapeControl(spec),
+               j.value("target", ""));
   }
 }
 
@@ -260,6 +263,29 @@ size_t SameDeclFile(query::QueryApi& api, const std::string& target, const query
                        [&](const query::Instance& i) { return i.dwarf && i.dwarf->decl_file == in.dwarf->decl_file; });
 }
 
+// A probe definition that would carry a control byte (a name the kernel keeps with one, and no
+// address form for that copy: a module not loaded in this target) is refused, never printed or
+// written: exit 4, as for a copy the tracer has no form for.
+int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const query::Match& m,
+                      std::string_view format) {
+  const query::Instance& in = m.instance;
+  const std::string who = EscapeControl(in.module.empty() ? in.name : in.module + ":" + in.name);
+  const std::string message =
+      StrCat(who, ": its name holds a control byte, which a probe definition never carries, and no address names ",
+             "this copy in target '", t.name, "'",
+             in.module.empty() ? "" : " (its module is not loaded there: index the live host with it loaded)");
+  if (g.json) {
+    PrintJson({{"target", t.name},
+               {"status", "no-form"},
+               {"format", std::string(format)},
+               {"message", message},
+               {"instance", InstanceJson(in, m.offset, "")}});
+  } else {
+    fmt::print(stderr, "symdex: {}\n", message);
+  }
+  return kRefused;
+}
+
 // The probe in another tracer's syntax (--format): printed, never written to tracefs.
 int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCliOptions& o, query::TracerSyntax syntax,
                     const query::KprobeOptions& ko, const query::ProbeResult& probe) {
@@ -284,6 +310,7 @@ int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCl
     }
     return kRefused;
   }
+  if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
   if (g.json) {
     PrintJson({{"target", t.name},
                {"format", std::string(query::TracerSyntaxName(syntax))},
@@ -341,10 +368,11 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
                    {"instance", InstanceJson(m->instance, m->offset, canonical)},
                    {"alternatives", alt}});
       } else {
-        fmt::print(stderr, "symdex: the kernel would refuse a kprobe on {}: {}\n", canonical, verdict.reason);
+        fmt::print(stderr, "symdex: the kernel would refuse a kprobe on {}: {}\n", EscapeControl(canonical),
+                   EscapeControl(verdict.reason));
         if (!alt.empty()) {
           fmt::print(stderr, "probe-able instead:\n");
-          for (const auto& a : alt) fmt::print(stderr, "  {}\n", a);
+          for (const auto& a : alt) fmt::print(stderr, "  {}\n", EscapeControl(a));
         }
         fmt::print(stderr, "(--force prints the definition anyway)\n");
       }
@@ -353,6 +381,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     if (!g.json) fmt::print(stderr, "symdex: warning: the kernel would refuse it: {}\n", verdict.reason);
   }
   if (*syntax != query::TracerSyntax::kKprobeEvents) return PrintTracerForm(g, **api, o, *syntax, ko, *probe);
+  if (HasControlByte(*line)) return RefuseControlByte(g, *t, *m, "kprobe_events");
   if (t->kind != "live" && !o.dry_run) {
     return Fail(g, absl::InvalidArgumentError(StrCat("target '", t->name,
                                                      "' is an offline kernel: use -n to print the "
@@ -421,8 +450,8 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
                  {"canonical", resolved->matches[0].canonical},
                  {"verdict", VerdictJson(in.verdict)}});
     } else {
-      fmt::print(stderr, "symdex: ftrace does not list {}: {} (--force looks anyway)\n", resolved->matches[0].canonical,
-                 reason);
+      fmt::print(stderr, "symdex: ftrace does not list {}: {} (--force looks anyway)\n",
+                 EscapeControl(resolved->matches[0].canonical), reason);
     }
     return kRefused;
   }
@@ -527,10 +556,12 @@ int RunKallsyms(const GlobalOptions& g, const KallsymsOptions& o) {
     // not see read as zeros, as /proc/kallsyms shows them to it.
     if (!in.addr && !live) continue;
     const uint64_t addr = in.addr.value_or(0);
-    std::string tag = in.module.empty() ? "" : "\t[" + in.module + "]";
-    out += fmt::format("{:016x} {} {}{}\n", addr, in.type, in.name, tag);
+    // (A name with control bytes is listed escaped, as all text output prints it.)
+    std::string tag = in.module.empty() ? "" : "\t[" + EscapeControl(in.module) + "]";
+    const std::string name = EscapeControl(in.name);
+    out += fmt::format("{:016x} {} {}{}\n", addr, in.type, name, tag);
     if (o.aliases && !all->alias[i].empty()) {
-      out += fmt::format("{:016x} {} {}{}{}{}\n", addr, in.type, in.name, o.separator, all->alias[i], tag);
+      out += fmt::format("{:016x} {} {}{}{}{}\n", addr, in.type, name, o.separator, all->alias[i], tag);
       ++aliases;
     }
   }

@@ -25,6 +25,20 @@ nlohmann::json DebugJson(const std::vector<query::DebugFileState>& dbg) {
   return out;
 }
 
+nlohmann::json DroppedJson(const std::vector<DroppedSymbols>& dropped) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const DroppedSymbols& d : dropped) out.push_back({{"rule", d.rule}, {"count", d.count}});
+  return out;
+}
+
+// "3 symbols of PATH, as the kernel leaves them out: 2 local labels (.L, L0), 1 mapping symbols ($x, $d)"
+std::string DroppedText(const std::vector<DroppedSymbols>& dropped, std::string_view of) {
+  std::vector<std::string> rules;
+  for (const DroppedSymbols& d : dropped) rules.push_back(fmt::format("{} {}", d.count, d.rule));
+  return fmt::format("{} symbol{} of {}, as the kernel leaves them out: {}", DroppedTotal(dropped),
+                     DroppedTotal(dropped) == 1 ? "" : "s", of, StrJoin(rules, ", "));
+}
+
 std::vector<std::string> Warnings(const std::string& joined) {
   if (joined.empty()) return {};
   std::vector<std::string> out;
@@ -71,7 +85,11 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     if (g.json) {
       nlohmann::json jf = nlohmann::json::array();
       for (const auto& f : ts.files) {
-        jf.push_back({{"role", f.role}, {"path", f.path}, {"status", f.status}, {"detail", f.detail}});
+        jf.push_back({{"role", f.role},
+                      {"path", f.path},
+                      {"status", f.status},
+                      {"detail", f.detail},
+                      {"dropped", DroppedJson(f.dropped)}});
       }
       jt.push_back(
           {{"name", t.name},
@@ -118,11 +136,27 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
     std::string summary;
     for (const auto& [s, n] : by_status) summary += fmt::format("{}{} {}", summary.empty() ? "" : ", ", n, s);
     fmt::print("  input files       {}\n", summary);
+    // What the run left out of each input, as the kernel does (ingest/kallsyms.h): each file's
+    // with -v, else one line a file and one for all module files together.
+    std::vector<DroppedSymbols> module_dropped;
+    size_t module_files = 0;
     for (const auto& f : ts.files) {
-      // (A System.map's note says which of its symbols the kernel does not keep either.)
-      if (verbose || f.problem || (f.role == "system-map" && !f.detail.empty())) {
-        fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, f.path, f.detail.empty() ? "" : ": " + f.detail);
+      if (verbose || f.problem) {
+        fmt::print("    {:<8} {:<10} {}{}\n", f.status, f.role, EscapeControl(f.path),
+                   f.detail.empty() ? "" : ": " + EscapeControl(f.detail));
+        if (verbose && !f.dropped.empty()) fmt::print("      left out {}\n", DroppedText(f.dropped, "it"));
       }
+      if (verbose || f.dropped.empty()) continue;
+      if (f.role == "module") {
+        ++module_files;
+        for (const DroppedSymbols& d : f.dropped) CountDropped(module_dropped, d.rule, d.count);
+      } else {
+        fmt::print("  left out          {}\n", DroppedText(f.dropped, EscapeControl(f.path)));
+      }
+    }
+    if (module_files > 0) {
+      fmt::print("  left out          {}\n", DroppedText(module_dropped, fmt::format("{} module file{}", module_files,
+                                                                                     module_files == 1 ? "" : "s")));
     }
     if (!ts.debuginfo.empty()) {
       std::string ds;

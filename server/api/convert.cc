@@ -303,6 +303,11 @@ void ToProto(const query::IndexState& s, pb::IndexState* out) {
       o->set_status(f.status);
       o->set_detail(f.detail);
       o->set_problem(f.problem);
+      for (const DroppedSymbols& d : f.dropped) {
+        pb::DroppedSymbols* od = o->add_dropped();
+        od->set_rule(d.rule);
+        od->set_count(d.count);
+      }
     }
     for (const auto& d : t.debuginfo) {
       pb::DebugFile* o = ot->add_debuginfo();
@@ -332,7 +337,11 @@ absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s) {
   for (const auto& t : s.targets()) {
     query::TargetState ts;
     ts.summary = FromProto(t.target());
-    for (const auto& f : t.files()) ts.files.push_back({f.role(), f.path(), f.status(), f.detail(), f.problem()});
+    for (const auto& f : t.files()) {
+      query::InputFileState& in =
+          ts.files.emplace_back(query::InputFileState{f.role(), f.path(), f.status(), f.detail(), f.problem()});
+      for (const auto& d : f.dropped()) in.dropped.push_back({d.rule(), d.count()});
+    }
     for (const auto& d : t.debuginfo()) {
       ts.debuginfo.push_back(
           {d.module(), d.build_id(), d.status(), d.path(), d.origin(), d.detail(), d.usable(), d.reader()});

@@ -8,8 +8,36 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace symdex {
+
+// Symbols an input lists that the index leaves out, because the kernel's own symbol table leaves
+// them out or never names an address by them: how many, by the rule that drops them ("local labels
+// (.L, L0)" -> 3). Each input file of a target carries its counts; `symdex status` shows them.
+struct DroppedSymbols {
+  std::string rule;
+  uint64_t count = 0;
+  bool operator==(const DroppedSymbols&) const = default;
+};
+
+// Adds `n` to `rule`'s count (a rule not counted yet goes last: the order rules were first met).
+inline void CountDropped(std::vector<DroppedSymbols>& counts, std::string_view rule, uint64_t n = 1) {
+  for (DroppedSymbols& d : counts) {
+    if (d.rule == rule) {
+      d.count += n;
+      return;
+    }
+  }
+  counts.push_back({std::string(rule), n});
+}
+
+inline uint64_t DroppedTotal(const std::vector<DroppedSymbols>& counts) {
+  uint64_t n = 0;
+  for (const DroppedSymbols& d : counts) n += d.count;
+  return n;
+}
 
 struct TargetInfo {
   int64_t id = 0;

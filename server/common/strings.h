@@ -51,6 +51,41 @@ inline std::string Excerpt(std::string_view line, size_t max = 80) {
   return out;
 }
 
+// `s` as text output prints it: each control byte (below 0x20, and 0x7f) as "\xNN", every other
+// byte as it is. A kernel keeps names with control bytes (a module's "foo\x01"); the index and JSON
+// hold them byte-exact, and a terminal never receives one raw.
+inline std::string EscapeControl(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[u >> 4]);
+      out.push_back(kHex[u & 15]);
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// True when `s` holds a control byte (what EscapeControl rewrites).
+inline bool HasControlByte(std::string_view s) {
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) return true;
+  }
+  return false;
+}
+
+// A string fmt prints as EscapeControl prints it, copied only when it holds a control byte:
+// fmt::format("{:<28}", Escaped{name}).
+struct Escaped {
+  std::string_view text;
+};
+
 inline std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
@@ -66,6 +101,16 @@ inline std::string_view StripWhitespace(std::string_view s) {
 }
 
 }  // namespace symdex
+
+template <>
+struct fmt::formatter<symdex::Escaped> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(symdex::Escaped e, FormatContext& ctx) const {
+    if (!symdex::HasControlByte(e.text)) return fmt::formatter<std::string_view>::format(e.text, ctx);
+    const std::string escaped = symdex::EscapeControl(e.text);
+    return fmt::formatter<std::string_view>::format(escaped, ctx);
+  }
+};
 
 // Lets fmt print absl::string_view (Status::message()), which Debian's abseil keeps distinct
 // from std::string_view.

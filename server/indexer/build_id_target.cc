@@ -103,12 +103,17 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   t.release = target::VmlinuxRelease(path).value_or("");
   t.name = !opts.name.empty() ? opts.name : id->ToHex();
   t.source = StrCat("build-ID ", id->ToHex(), ": ", path, " (", found.found->origin, ")");
-  t.files.push_back({"vmlinux", path, target::InputFileStatus::kUsed, ""});
   t.symbols.reserve(tab.symbols.size());
   std::map<std::string_view, uint64_t> anchors;
+  std::vector<DroppedSymbols> dropped;
   for (auto& s : tab.symbols) {
     // What the kernel's own symbol table keeps of its vmlinux's: System.map's rule, then kallsyms'.
-    if (ingest::MksysmapIgnoreRule(s.name, s.type) || ingest::KallsymsIgnoreRule(s.name, s.type)) continue;
+    const char* rule = ingest::MksysmapIgnoreRule(s.name, s.type);
+    if (rule == nullptr) rule = ingest::KallsymsIgnoreRule(s.name, s.type);
+    if (rule != nullptr) {
+      CountDropped(dropped, rule);
+      continue;
+    }
     if (s.name == "_text" || s.name == "_stext") anchors.emplace(s.name == "_text" ? "_text" : "_stext", s.value);
     // No .symtab size: a vmlinux symbol's extent is the kernel's, up to the next symbol kallsyms
     // keeps (what it prints as "+0x4/0x50" and what a live target of the same kernel holds);
@@ -116,6 +121,7 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
     t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name), .addr = s.value, .type = s.type});
   }
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
+  t.files.push_back({"vmlinux", path, target::InputFileStatus::kUsed, "", std::move(dropped)});
   target::ChooseTextAnchor(
       t,
       [&](std::string_view n) {
@@ -133,8 +139,11 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
                          std::string(found_modules[i].status().message())});
       continue;
     }
-    t.files.push_back({"module", found_modules[i]->path, target::InputFileStatus::kUsed, ""});
-    target::AppendOfflineModule(t, opts.modules[i].name, found_modules[i]->path, found_modules[i]->table);
+    std::vector<DroppedSymbols> module_dropped;
+    target::AppendOfflineModule(t, opts.modules[i].name, found_modules[i]->path, found_modules[i]->table,
+                                module_dropped);
+    t.files.push_back(
+        {"module", found_modules[i]->path, target::InputFileStatus::kUsed, "", std::move(module_dropped)});
   }
   if (failed > 0) {
     t.warnings.push_back(StrCat(failed, " of ", opts.modules.size(),

@@ -1,7 +1,6 @@
 #include "server/ingest/kallsyms.h"
 
 #include <cctype>
-#include <map>
 
 #include "server/common/hex.h"
 #include "server/common/strings.h"
@@ -22,10 +21,56 @@ std::string_view NextField(std::string_view& rest) {
   return field;
 }
 
+std::string_view TrimBlanks(std::string_view s) {
+  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsBlank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// A module name as the kernel prints it inside "[...]": non-empty, no blanks or control bytes.
+bool IsModuleName(std::string_view m) {
+  if (m.empty()) return false;
+  for (char c : m) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u == 0x7f || c == '[' || c == ']') return false;
+  }
+  return true;
+}
+
+// NAME[<blank>[MODULE]] after the type: the name and the module ("" = vmlinux), or why not.
+// The kernel's module form is NAME\t[MODULE], the name being every byte before that tab;
+// nm's and a hand-written file's are blank-separated fields, the name one of them.
+const char* SplitNameAndModule(std::string_view rest, std::string_view& name, std::string_view& module) {
+  rest = TrimBlanks(rest);
+  if (rest.empty()) return "missing symbol name";
+  if (rest.back() == ']') {
+    const size_t open = rest.rfind('[');
+    if (open == 0) return "missing symbol name";
+    if (IsBlank(rest[open - 1])) {
+      module = rest.substr(open + 1, rest.size() - open - 2);
+      if (!IsModuleName(module)) return "expected a [module] tag after the name";
+      // s_show's "%s\t[%s]": every byte before the tab is the name's, blanks too; with blanks
+      // for the tab (a copy that expanded it), those before the tag are not.
+      name = rest[open - 1] == '\t' ? rest.substr(0, open - 1) : TrimBlanks(rest.substr(0, open));
+      if (name.empty()) return "missing symbol name";
+      return nullptr;
+    }
+  }
+  // No module tag at the end: one that does not close, or the name is the one field left.
+  const size_t last_blank = rest.find_last_of(" \t");
+  if (last_blank != std::string_view::npos && rest[last_blank + 1] == '[') return "the [module] tag does not close";
+  std::string_view fields = rest;
+  name = NextField(fields);
+  std::string_view next = NextField(fields);
+  if (next.empty()) return nullptr;
+  if (next.front() != '[') return "expected a [module] tag after the name";
+  return next.back() == ']' ? "unexpected text after the module tag" : "expected a [module] tag after the name";
+}
+
 // Every line of `text` into `out`; with `dropped` (a System.map), the lines scripts/kallsyms
-// drops are counted there instead, before their names are judged.
+// drops are counted there instead.
 absl::Status ParseLines(std::string_view text, std::string_view source, std::vector<KernelSymbol>& out,
-                        std::map<std::string, size_t>* dropped) {
+                        std::vector<DroppedSymbols>* dropped) {
   out.reserve(text.size() / 40);
   size_t line_no = 0;
   while (!text.empty()) {
@@ -43,9 +88,6 @@ absl::Status ParseLines(std::string_view text, std::string_view source, std::vec
     std::string_view addr = NextField(rest);
     if (addr.empty()) continue;  // blank line
     std::string_view type = NextField(rest);
-    std::string_view name = NextField(rest);
-    std::string_view module = NextField(rest);
-    std::string_view extra = NextField(rest);
 
     KernelSymbol sym;
     auto a = ParseHex(addr, HexPrefix::kNone);
@@ -56,26 +98,21 @@ absl::Status ParseLines(std::string_view text, std::string_view source, std::vec
       return fail("symbol type is not a single letter");
     }
     sym.type = type[0];
-    if (name.empty()) return fail("missing symbol name");
+    // One blank after the type (the kernel's one space; nm's or a file's run of them).
+    size_t skip = 0;
+    while (skip < rest.size() && IsBlank(rest[skip])) ++skip;
+    rest.remove_prefix(skip);
+    std::string_view name, module;
+    if (const char* why = SplitNameAndModule(rest, name, module)) return fail(why);
+    if (name.find('\0') != std::string_view::npos) return fail("symbol name contains a NUL byte");
     if (dropped != nullptr && module.empty()) {
       if (const char* rule = KallsymsIgnoreRule(name, sym.type)) {
-        ++(*dropped)[rule];
+        CountDropped(*dropped, rule);
         continue;
       }
     }
-    for (char c : name) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        return fail("symbol name contains a control character");
-      }
-    }
     sym.name = std::string(name);
-    if (!module.empty()) {
-      if (module.size() < 3 || module.front() != '[' || module.back() != ']') {
-        return fail("expected a [module] tag after the name");
-      }
-      sym.module = std::string(module.substr(1, module.size() - 2));
-    }
-    if (!extra.empty()) return fail("unexpected text after the module tag");
+    sym.module = std::string(module);
     out.push_back(std::move(sym));
   }
   return absl::OkStatus();
@@ -91,17 +128,11 @@ absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text, s
 
 absl::StatusOr<SystemMapSymbols> ParseSystemMap(std::string_view text, std::string_view source) {
   SystemMapSymbols out;
-  std::map<std::string, size_t> dropped;
-  RETURN_IF_ERROR(ParseLines(text, source, out.symbols, &dropped));
-  out.dropped.assign(dropped.begin(), dropped.end());
+  RETURN_IF_ERROR(ParseLines(text, source, out.symbols, &out.dropped));
   return out;
 }
 
-size_t SystemMapSymbols::DroppedTotal() const {
-  size_t n = 0;
-  for (const auto& [rule, count] : dropped) n += count;
-  return n;
-}
+size_t SystemMapSymbols::DroppedTotal() const { return symdex::DroppedTotal(dropped); }
 
 const char* KallsymsIgnoreRule(std::string_view name, char type) {
   // scripts/kallsyms.c (6.1) is_ignored_symbol, in its order; scripts/mksysmap has already left
@@ -153,20 +184,23 @@ const char* KallsymsIgnoreRule(std::string_view name, char type) {
 
 const char* MksysmapIgnoreRule(std::string_view name, char type) {
   if (type == 'a' || type == 'N' || type == 'U' || type == 'w') return "symbols System.map never lists (nm a N U w)";
-  if (name.starts_with("$")) return "mapping symbols ($x, $d)";
-  if (name.starts_with(".L")) return "local labels (.L)";
+  if (name.starts_with("$")) return kMappingSymbolsRule;
+  if (name.starts_with(".L")) return kLocalLabelsRule;
   for (std::string_view p : {"__crc_", "__kstrtab_", "__kstrtabns_"}) {
     if (name.starts_with(p)) return "export table entries (__crc_, __kstrtab_)";
   }
-  if (name == "L0") return "local labels (.L)";
+  if (name == "L0") return kLocalLabelsRule;
   return nullptr;
 }
 
-bool IsMappingSymbol(std::string_view name) {
-  if (name.starts_with(".L")) return true;
-  return name.size() >= 2 && name[0] == '$' && std::string_view("axtd").find(name[1]) != std::string_view::npos &&
-         (name.size() == 2 || name[2] == '.');
+const char* ModuleSymbolIgnoreRule(std::string_view name) {
+  // 6.12 include/linux/module_symbol.h is_mapping_symbol: ".L" and "L0" prefixes, any "$".
+  if (name.starts_with(".L") || name.starts_with("L0")) return kLocalLabelsRule;
+  if (name.starts_with("$")) return kMappingSymbolsRule;
+  return nullptr;
 }
+
+bool IsMappingSymbol(std::string_view name) { return ModuleSymbolIgnoreRule(name) != nullptr; }
 
 bool AllAddressesZero(const std::vector<KernelSymbol>& symbols) {
   if (symbols.empty()) return false;

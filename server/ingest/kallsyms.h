@@ -1,15 +1,25 @@
 // Parser for /proc/kallsyms and System.map text.
 //
-// Line format (both files):   ADDR TYPE NAME[\t[MODULE]]
+// The kernel writes /proc/kallsyms as (kernel/kallsyms.c s_show)
+//   vmlinux:  "%px %c %s\n"          ADDR TYPE NAME
+//   modules:  "%px %c %s\t[%s]\n"    ADDR TYPE NAME<TAB>[MODULE]
 //   ADDR    hex, 1..16 digits, no 0x prefix
 //   TYPE    one letter as nm prints it (t/T text, d/D data, b/B bss, r/R rodata, w/W weak, a/A abs…);
 //           upper case = global
-//   NAME    no white space
-//   MODULE  only in kallsyms: "[ext4]", "[bpf]", "[__builtin__ftrace]"
-// Fields may be separated by any run of spaces/tabs; blank lines and a trailing '\r' are
-// tolerated. Anything else is an error naming the source and the 1-based line number.
+//   NAME    bytes, kept exactly: a module's name is every byte up to the tab before its tag —
+//           control bytes and blanks too (GNU as names a numeric local label ".L14472\x02" or
+//           ".L14472\x02 1", and a module's /proc/kallsyms lists it) — a vmlinux name every byte
+//           to the end of the line (scripts/kallsyms keeps no blank in one). A NUL byte is an error.
+//   MODULE  only in kallsyms: "[ext4]", "[bpf]", "[__builtin__ftrace]": no blanks or control bytes
+// System.map and nm output are the vmlinux form. Also tolerated: fields separated by any run of
+// spaces/tabs (then the tag is the last field, after a blank, and the name what is between), blank
+// lines, blanks at the end of a line and a trailing '\r'. Anything else — a bad address, no type
+// or a type that is not one letter, no name, text after the name that is not a closed [module]
+// tag — is an error naming the source and the 1-based line number:
+//   SOURCE:LINE: reason: 'excerpt'   (the excerpt with unprintable bytes as '?')
 //
-// Pure: bytes in, records out. Deciding what an all-zero address table means is the caller's
+// Pure: bytes in, records out. Which names the index keeps (a module's local labels and mapping
+// symbols: ModuleSymbolIgnoreRule) and what an all-zero address table means are the caller's
 // policy (see target/live_host.cc).
 #pragma once
 
@@ -19,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "server/common/kernel_records.h"
 #include "server/common/status.h"
 
 namespace symdex::ingest {
@@ -40,14 +51,14 @@ absl::StatusOr<std::vector<KernelSymbol>> ParseKallsyms(std::string_view text, s
 // absolute symbols, the arm64 hypervisor's local labels (__kvm_nvhe_.L…, __kvm_nvhe_$x), the EFI
 // stub's aliases (__efistub_…), linker thunks and veneers (6.1 is_ignored_symbol). Those names
 // are what a live kernel never shows and never accepts in a probe; some are not even printable
-// (__kvm_nvhe_.L14472\x01). ParseSystemMap drops them the same way, counted by reason, before it
-// judges a name: a name kallsyms keeps is held to the same rules as ParseKallsyms's.
+// (__kvm_nvhe_.L14472\x01). ParseSystemMap drops them the same way, counted by rule; the names
+// kallsyms keeps are read as ParseKallsyms reads them.
 // (Without CONFIG_KALLSYMS_ALL the kernel keeps only text symbols too; the data symbols a
 // System.map lists stay here, where they name no probe and answer addresses.)
 struct SystemMapSymbols {
   std::vector<KernelSymbol> symbols;
-  // How many lines each rule dropped (rule -> count), rules as KallsymsIgnoreRule names them.
-  std::vector<std::pair<std::string, size_t>> dropped;
+  // How many lines each rule dropped, rules as KallsymsIgnoreRule names them.
+  std::vector<DroppedSymbols> dropped;
   size_t DroppedTotal() const;
 };
 absl::StatusOr<SystemMapSymbols> ParseSystemMap(std::string_view text, std::string_view source);
@@ -57,16 +68,23 @@ absl::StatusOr<SystemMapSymbols> ParseSystemMap(std::string_view text, std::stri
 // kernel keeps it.
 const char* KallsymsIgnoreRule(std::string_view name, char type);
 
+// The rules below, by the names status shows for what they drop.
+inline constexpr char kMappingSymbolsRule[] = "mapping symbols ($x, $d)";
+inline constexpr char kLocalLabelsRule[] = "local labels (.L, L0)";
+
 // scripts/mksysmap's rule: System.map is `nm -n vmlinux` without these (mapping symbols $x/$d,
-// local labels .L…, __crc_/__kstrtab_/__kstrtabns_ entries, L0, and symbols of nm type a N U w):
-// the rule's name, or nullptr when System.map lists the symbol. With KallsymsIgnoreRule, what
+// local labels .L… and L0, __crc_/__kstrtab_/__kstrtabns_ entries, and symbols of nm type a N U
+// w): the rule's name, or nullptr when System.map lists the symbol. With KallsymsIgnoreRule, what
 // a kernel's own symbol table keeps of a vmlinux symbol table.
 const char* MksysmapIgnoreRule(std::string_view name, char type);
 
-// ARM mapping symbols ($a, $d, $t, $x, optionally with a ".suffix") and local labels (.L…),
-// which a module's symbol table carries and the kernel never names an address by (6.1
-// kernel/module/kallsyms.c is_arm_mapping_symbol): not functions, and never unique.
-bool IsMappingSymbol(std::string_view name);
+// The symbols of a module that the kernel never names an address by (6.12
+// include/linux/module_symbol.h is_mapping_symbol, used by kernel/module/kallsyms.c): local labels
+// (".L…", "L0…": ".L14472\x02 1" among them) and mapping symbols ("$x", "$d", any "$…"). A
+// module's /proc/kallsyms lists them; they are not functions and never unique. The rule's name
+// (kLocalLabelsRule, kMappingSymbolsRule), or nullptr for a symbol the kernel names addresses by.
+const char* ModuleSymbolIgnoreRule(std::string_view name);
+bool IsMappingSymbol(std::string_view name);  // ModuleSymbolIgnoreRule(name) != nullptr
 
 // True when the table is non-empty and every address is zero: what an unprivileged reader sees
 // under kernel.kptr_restrict.

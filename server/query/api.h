@@ -87,6 +87,8 @@ struct SymbolsResult {
 struct InputFileState {
   std::string role, path, status, detail;
   bool problem = false;  // worth showing without --verbose
+  // Symbols it lists that the index left out, as the kernel does, by rule (ingest/kallsyms.h).
+  std::vector<DroppedSymbols> dropped;
 };
 struct DebugFileState {
   std::string module;  // "" = vmlinux

@@ -141,8 +141,8 @@ absl::StatusOr<IndexState> LocalQuery::Index(const IndexOptions& opts) {
     for (auto& f : files) {
       const bool problem = f.status == target::InputFileStatus::kError ||
                            (f.status == target::InputFileStatus::kMissing && f.role != "module");
-      ts.files.push_back(
-          {std::move(f.role), std::move(f.path), std::string(target::Name(f.status)), std::move(f.detail), problem});
+      ts.files.push_back({std::move(f.role), std::move(f.path), std::string(target::Name(f.status)),
+                          std::move(f.detail), problem, std::move(f.dropped)});
     }
     ASSIGN_OR_RETURN(auto dbg, store::TargetDebugInfo(db, t.id));
     for (auto& d : dbg) {

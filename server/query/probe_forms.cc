@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "server/common/strings.h"
@@ -102,6 +103,21 @@ absl::StatusOr<ProbeForm> Libbpf(const Match& m, const TargetInfo& t, const Kpro
 
 }  // namespace
 
+absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts) {
+  const Instance& in = m.instance;
+  const bool has_address_form = (in.module.empty() && in.text_offset) || in.addr;
+  if (!(HasControlByte(in.name) || HasControlByte(in.module)) || !has_address_form) {
+    return KprobeDefinition(m, opts);
+  }
+  // Not unique by name, anywhere: KprobeDefinition takes the address form.
+  Match by_address = m;
+  by_address.instance.same_name_total = std::max<int64_t>(2, in.same_name_total);
+  by_address.instance.same_name_in_module = std::max<int64_t>(2, in.same_name_in_module);
+  KprobeOptions named = opts;
+  named.event = ProbeEventName(in, opts);
+  return KprobeDefinition(by_address, named);
+}
+
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {
   for (TracerSyntax t :
        {TracerSyntax::kKprobeEvents, TracerSyntax::kPerf, TracerSyntax::kBpftrace, TracerSyntax::kLibbpf}) {
@@ -128,7 +144,7 @@ std::string_view TracerSyntaxName(TracerSyntax s) {
 absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t, const KprobeOptions& opts,
                                   size_t same_decl_file) {
   if (syntax == TracerSyntax::kKprobeEvents) {
-    ASSIGN_OR_RETURN(std::string line, KprobeDefinition(m, opts));
+    ASSIGN_OR_RETURN(std::string line, KprobeLine(m, opts));
     return ProbeForm{.text = std::move(line)};
   }
   RETURN_IF_ERROR(CheckReturnProbe(m, opts));

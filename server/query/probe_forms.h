@@ -24,6 +24,13 @@
 
 namespace symdex::query {
 
+// The kprobe_events line of `m` (resolver.h KprobeDefinition), with no name in it that holds a
+// control byte: a kernel keeps such a name (a module's "foo\x01"), but a line written to tracefs
+// carries none, so that copy is named by its address form instead (_text+N for vmlinux, the
+// address of a loaded module's copy), its event name kept. Where there is none (an offline
+// module), the line still names it: the caller refuses a line with a control byte (HasControlByte).
+absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts);
+
 enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf };
 
 // "kprobe_events" | "perf" | "bpftrace" | "libbpf", or InvalidArgument naming the choices.

@@ -13,6 +13,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/query/local_query_impl.h"
+#include "server/query/probe_forms.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/migrations.h"
 #include "server/store/text_symbol_file.h"
@@ -437,7 +438,7 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   ASSIGN_OR_RETURN(out.resolved, ResolveIn(s, t, spec));
   if (out.resolved.matches.size() != 1) return out;
   const Match& m = out.resolved.matches[0].match;
-  ASSIGN_OR_RETURN(out.kprobe, KprobeDefinition(m, opts));
+  ASSIGN_OR_RETURN(out.kprobe, KprobeLine(m, opts));
   out.ftrace_filter = m.instance.module.empty() ? m.instance.name : StrCat(m.instance.name, ":mod:", m.instance.module);
   return out;
 }

@@ -20,6 +20,13 @@ std::optional<uint64_t> ParseNumber(std::string_view s) {
 
 bool IsIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$'; }
 
+// A control byte other than a line's blanks: the kernel keeps names with them (a module's
+// "foo\x01"), so a spec names them as they are.
+bool IsNameControlByte(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return (u > 0 && u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7f;
+}
+
 }  // namespace
 
 bool PathSuffixMatch(std::string_view path, std::string_view suffix) {
@@ -115,7 +122,9 @@ absl::StatusOr<Spec> ParseSpec(std::string_view text) {
   }
   if (head.empty()) return bad("missing function name");
   for (char c : head) {
-    if (!IsIdentChar(c)) return bad(StrCat("unexpected character '", std::string(1, c), "' in the name"));
+    if (!IsIdentChar(c) && !IsNameControlByte(c)) {
+      return bad(StrCat("unexpected character '", std::string(1, c), "' in the name"));
+    }
   }
   s.name = std::string(head);
   return s;

@@ -13,6 +13,8 @@
 //                                           tells apart header inlines and #included .c copies
 //   OFFSET   := decimal | 0xHEX             bytes from the symbol's start
 //   _text+N is NAME=_text, OFFSET=N.
+//   NAME is letters, digits, '_', '.', '$' and control bytes but tab, CR and LF (a name the kernel
+//   keeps with one: "foo\x01").
 //
 // Examples: name_show  uio:name_show  name_show@drivers/pnp/card.c:186  name_show@card.c
 //           name_show@drivers_pnp_card_c_186  paravirt_read_msr@paravirt.h:188#events/core.c

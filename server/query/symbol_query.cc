@@ -49,10 +49,12 @@ Instance MakeInstance(const store::TargetInfo& t, const store::SymbolRecord& r) 
   return in;
 }
 
+// (A name with a control byte is never a probe target: its address form, as KprobeLine gives.)
 void FillProbe(Instance& in) {
-  if (in.same_name_total == 1) {
+  const bool by_name = !HasControlByte(in.name) && !HasControlByte(in.module);
+  if (by_name && in.same_name_total == 1) {
     in.probe = in.name;
-  } else if (!in.module.empty() && in.same_name_in_module == 1) {
+  } else if (by_name && !in.module.empty() && in.same_name_in_module == 1) {
     in.probe = StrCat(in.module, ":", in.name);
   } else if (in.module.empty() && in.text_offset) {
     in.probe = StrCat(in.text_anchor, "+", *in.text_offset);

@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <charconv>
 #include <functional>
 #include <random>
 #include <set>
@@ -26,6 +27,26 @@ std::optional<uint64_t> OptU64(const std::optional<int64_t>& v) {
 std::optional<std::string> OptHex(const std::optional<BuildId>& id) {
   return id ? std::optional<std::string>(id->ToHex()) : std::nullopt;
 }
+// target_files.dropped (schema/014): "COUNT\tRULE" lines.
+std::string EncodeDropped(const std::vector<DroppedSymbols>& dropped) {
+  std::string out;
+  for (const DroppedSymbols& d : dropped) out += StrCat(d.count, "\t", d.rule, "\n");
+  return out;
+}
+
+std::vector<DroppedSymbols> DecodeDropped(std::string_view text) {
+  std::vector<DroppedSymbols> out;
+  for (std::string_view line : Split(text, '\n', /*skip_empty=*/true)) {
+    const size_t tab = line.find('\t');
+    uint64_t n = 0;
+    if (tab == std::string_view::npos || std::from_chars(line.data(), line.data() + tab, n).ptr != line.data() + tab) {
+      continue;  // not a line this symdex writes
+    }
+    out.push_back({std::string(line.substr(tab + 1)), n});
+  }
+  return out;
+}
+
 std::optional<std::string> NonEmpty(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
 }
@@ -302,14 +323,16 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     RETURN_IF_ERROR(InsertOwned(db, target_id, t, [](const std::string&) { return true; }));
     RETURN_IF_ERROR(later.Rebuild());
   }
-  ASSIGN_OR_RETURN(Stmt ins_file, db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail) "
-                                             "VALUES (?1,?2,?3,?4,?5)"));
+  ASSIGN_OR_RETURN(Stmt ins_file,
+                   db.Prepare("INSERT INTO target_files (target_id, role, path, status, detail, dropped) "
+                              "VALUES (?1,?2,?3,?4,?5,?6)"));
   for (const auto& f : t.files) {
     ins_file.Bind(1, target_id)
         .Bind(2, f.role)
         .Bind(3, f.path)
         .Bind(4, target::Name(f.status))
-        .Bind(5, NonEmpty(f.detail));
+        .Bind(5, NonEmpty(f.detail))
+        .Bind(6, EncodeDropped(f.dropped));
     RETURN_IF_ERROR(ins_file.Run());
   }
   RETURN_IF_ERROR(InsertDebugInfo(db, target_id, t, [](const std::string&) { return true; }));
@@ -418,7 +441,7 @@ absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t id) {
 }
 
 absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
-  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT role, path, status, COALESCE(detail,'') FROM target_files "
+  ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT role, path, status, COALESCE(detail,''), dropped FROM target_files "
                                        "WHERE target_id = ?1 ORDER BY id"));
   st.Bind(1, id);
   std::vector<FileRecord> out;
@@ -426,7 +449,7 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
     ASSIGN_OR_RETURN(auto status, target::ParseInputFileStatus(st.Text(2)));
-    out.push_back({st.Text(0), st.Text(1), status, st.Text(3)});
+    out.push_back({st.Text(0), st.Text(1), status, st.Text(3), DecodeDropped(st.Text(4))});
   }
   return out;
 }

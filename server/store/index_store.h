@@ -28,6 +28,7 @@ struct FileRecord {
   std::string role, path;
   target::InputFileStatus status = target::InputFileStatus::kUsed;
   std::string detail;
+  std::vector<DroppedSymbols> dropped;  // what the run left out of it, by rule
 };
 
 struct ModuleRecord {

@@ -13,6 +13,7 @@
 #include "server/common/build_id.h"
 #include "server/common/compact_optional.h"
 #include "server/common/index_inputs.h"
+#include "server/common/kernel_records.h"
 #include "server/common/shared_text.h"
 #include "server/target/file_status.h"
 
@@ -72,6 +73,8 @@ struct SourceFile {
   std::string path;
   InputFileStatus status = InputFileStatus::kUsed;
   std::string detail;
+  // Symbols it lists that the target leaves out, as the kernel does, by rule (ingest/kallsyms.h).
+  std::vector<DroppedSymbols> dropped;
 };
 
 struct KernelTarget {

@@ -103,12 +103,15 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
 
   t.symbols.reserve(ksyms.size());
   std::map<std::string_view, uint64_t> anchors;
-  size_t mapping = 0;
+  std::vector<DroppedSymbols> dropped;
   for (auto& k : ksyms) {
-    // A module's mapping symbols ($x, $d: arm64) are listed, but never name an address.
-    if (!k.module.empty() && ingest::IsMappingSymbol(k.name)) {
-      ++mapping;
-      continue;
+    // A module's local labels (.L14472\x02 1) and mapping symbols ($x, $d: arm64) are listed, but
+    // never name an address.
+    if (!k.module.empty()) {
+      if (const char* rule = ingest::ModuleSymbolIgnoreRule(k.name)) {
+        CountDropped(dropped, StrCat("module ", rule));
+        continue;
+      }
     }
     SymbolEntry s;
     s.name = std::move(k.name);
@@ -120,7 +123,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
       anchors.emplace(t.symbols.back().name, t.symbols.back().addr);
     }
   }
-  if (mapping > 0) t.files.front().detail = StrCat(mapping, " module mapping symbols ($x, $d) left out");
+  t.files.front().dropped = std::move(dropped);
   ChooseTextAnchor(
       t,
       [&](std::string_view n) {

@@ -128,13 +128,16 @@ std::string ModuleNameFromPath(std::string_view path) {
 }
 
 std::vector<SymbolEntry> AddOfflineModule(KernelTarget& t, std::string name, const std::string& path,
-                                          ingest::ElfSymbolTable& tab) {
+                                          ingest::ElfSymbolTable& tab, std::vector<DroppedSymbols>& dropped) {
   const int mi = static_cast<int>(t.modules.size());
   t.modules.push_back(ModuleInfo{.name = std::move(name), .build_id = tab.build_id, .path = path});
   std::vector<SymbolEntry> out;
   out.reserve(tab.symbols.size());
   for (auto& s : tab.symbols) {
-    if (ingest::IsMappingSymbol(s.name)) continue;
+    if (const char* rule = ingest::ModuleSymbolIgnoreRule(s.name)) {
+      CountDropped(dropped, rule);
+      continue;
+    }
     out.push_back(SymbolEntry{
         .name = std::move(s.name),
         .addr = s.value,
@@ -148,8 +151,9 @@ std::vector<SymbolEntry> AddOfflineModule(KernelTarget& t, std::string name, con
   return out;
 }
 
-int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab) {
-  std::vector<SymbolEntry> syms = AddOfflineModule(t, std::move(name), path, tab);
+int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab,
+                        std::vector<DroppedSymbols>& dropped) {
+  std::vector<SymbolEntry> syms = AddOfflineModule(t, std::move(name), path, tab, dropped);
   t.symbols.insert(t.symbols.end(), std::make_move_iterator(syms.begin()), std::make_move_iterator(syms.end()));
   return static_cast<int>(t.modules.size()) - 1;
 }
@@ -167,14 +171,8 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   }
   std::vector<ingest::KernelSymbol> vsyms = std::move(map.symbols);
   if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
-  std::string dropped;
-  if (map.DroppedTotal() > 0) {
-    std::vector<std::string> why;
-    for (const auto& [rule, n] : map.dropped) why.push_back(StrCat(n, " ", rule));
-    dropped =
-        StrCat(map.DroppedTotal(), " symbols left out, as the kernel's kallsyms leaves them out: ", StrJoin(why, ", "));
-  }
-  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, dropped});
+  // (What scripts/kallsyms leaves out of the kernel's table is left out here, counted.)
+  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, "", std::move(map.dropped)});
   t.symbols.reserve(vsyms.size());
   for (auto& k : vsyms) {
     if (!k.module.empty()) {
@@ -248,9 +246,10 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
             {"module", r.path, InputFileStatus::kSkipped, StrCat("module ", name, " already read from ", pos->second)});
         return absl::OkStatus();
       }
-      t.files.push_back({"module", r.path, InputFileStatus::kUsed, ""});
       vermagics.push_back(ingest::ReleaseFromVermagic(tab.modinfo_vermagic));
-      std::vector<SymbolEntry> syms = AddOfflineModule(t, std::move(name), r.path, tab);
+      std::vector<DroppedSymbols> dropped;
+      std::vector<SymbolEntry> syms = AddOfflineModule(t, std::move(name), r.path, tab, dropped);
+      t.files.push_back({"module", r.path, InputFileStatus::kUsed, "", std::move(dropped)});
       DeriveSizesAndDedupe(syms);
       return spill->Put(static_cast<int>(t.modules.size()) - 1, syms);
     };

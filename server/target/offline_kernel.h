@@ -19,11 +19,14 @@ using symdex::OfflineKernelOptions;
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts);
 
 // Appends a module read from `path` (its symbol table `tab`, an ET_REL): a ModuleInfo with the
-// file's build-ID and its symbols as offsets into their sections. Returns its index in t.modules.
-int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab);
+// file's build-ID and its symbols as offsets into their sections, less those the kernel never
+// names an address by (ingest::ModuleSymbolIgnoreRule), counted by rule into `dropped`. Returns
+// its index in t.modules.
+int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& path, ingest::ElfSymbolTable& tab,
+                        std::vector<DroppedSymbols>& dropped);
 // The same, the ModuleInfo appended and its symbols (moved out of `tab`) handed back instead.
 std::vector<SymbolEntry> AddOfflineModule(KernelTarget& t, std::string name, const std::string& path,
-                                          ingest::ElfSymbolTable& tab);
+                                          ingest::ElfSymbolTable& tab, std::vector<DroppedSymbols>& dropped);
 
 // "drivers/net/foo-bar.ko.xz" -> "foo_bar": what the kernel calls a module whose .modinfo
 // carries no name.

@@ -166,6 +166,66 @@ TEST_F(CliTest, MalformedKallsymsNamesFileAndLine) {
   EXPECT_EQ(Json("which name_show")["count"], 5);  // previous index untouched
 }
 
+// A live kernel's /proc/kallsyms as Debian's arm64 6.12 writes it: its modules' local labels
+// carry a control byte (".L14472\x02 1") and are listed with mapping symbols ($x) and L0. The host
+// is indexed, those left out and counted in status; a name the kernel keeps with a control byte
+// is indexed byte-exact, printed escaped in text and exact in JSON, and never put in a kprobe.
+TEST_F(CliTest, KallsymsAsTheKernelWritesIt) {
+  const std::string labels = std::string(kKallsyms) +
+                             "ffffffffc0a00500 r .L14472\x02 1\t[uio]\n"
+                             "ffffffffc0a00510 r .L14473\x02\t[uio]\n"
+                             "ffffffffc0a00520 t $x\t[uio]\n"
+                             "ffffffffc0a00530 t L0\t[uio]\n"
+                             "ffffffffc0a00600 t ctl\x01name\t[uio]\n"
+                             "ffffffffa1480900 T vm\x01"
+                             "fn\n";
+  const std::string root = MakeSysroot("labels", labels);
+  json idx = Json("index --sysroot '" + root + "'");
+  EXPECT_EQ(idx["symbols"], 16);  // the fixture's 14 and the two functions
+
+  json s = Json("status");
+  const json& kallsyms = s["targets"][0]["files"][0];
+  ASSERT_EQ(kallsyms["role"], "kallsyms");
+  EXPECT_EQ(kallsyms["dropped"], json::parse(R"js([{"rule": "module local labels (.L, L0)", "count": 3},
+                              {"rule": "module mapping symbols ($x, $d)", "count": 1}])js"));
+  CommandResult text = Symdex("status");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("left out          4 symbols of " + root +
+                          "/proc/kallsyms, as the kernel leaves them out: 3 module local labels (.L, L0), 1 module "
+                          "mapping symbols ($x, $d)"),
+            std::string::npos)
+      << text.out;
+
+  const std::string ctl = "\"$(printf 'ctl\\001name')\"";
+  json w = Json("which " + ctl);
+  ASSERT_EQ(w["count"], 1);
+  EXPECT_EQ(w["instances"][0]["name"], "ctl\x01name");
+  EXPECT_EQ(w["instances"][0]["module"], "uio");
+  for (const std::string& verb : {"which " + ctl, std::string("symbols --all-types"), std::string("kallsyms"),
+                                  std::string("addr 0xffffffffc0a00604"), std::string("dups --all-types")}) {
+    CommandResult r = Symdex(verb);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << verb << "\n" << r.err;
+    for (const std::string* out : {&r.out, &r.err}) {
+      EXPECT_EQ(out->find('\x01'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+      EXPECT_EQ(out->find('\x02'), std::string::npos) << verb << " printed a raw control byte:\n" << *out;
+    }
+    if (verb != "dups --all-types") {
+      EXPECT_NE(r.out.find("ctl\\x01name"), std::string::npos) << verb << "\n" << r.out;
+    }
+  }
+  EXPECT_NE(Symdex("kallsyms").out.find("ffffffffa1480900 T vm\\x01fn\n"), std::string::npos);
+
+  // kprobe: the address form, never the name.
+  CommandResult vm = Symdex("kprobe -n \"$(printf 'vm\\001fn')\"");
+  EXPECT_EQ(vm.exit_code, 0) << vm.err;
+  EXPECT_EQ(vm.out, "p:symdex/vm_fn _text+" + std::to_string(0xffffffffa1480900ull - 0xffffffffa0e00000ull) + "\n");
+  CommandResult mod = Symdex("kprobe -n " + ctl);
+  EXPECT_EQ(mod.exit_code, 0) << mod.err;
+  EXPECT_EQ(mod.out, "p:symdex/ctl_name 0xffffffffc0a00600\n");
+  json kp = Json("kprobe -n " + ctl);
+  EXPECT_EQ(kp["definition"], "p:symdex/ctl_name 0xffffffffc0a00600");
+}
+
 TEST_F(CliTest, MissingKallsymsIsAnEnvironmentError) {
   std::string root = dir_ / "empty";
   WriteFile(root + "/proc/.keep", "");
@@ -236,6 +296,61 @@ TEST_F(CliTest, OfflineKernelWithCompressedAndCorruptModules) {
   EXPECT_TRUE(saw_error);
   EXPECT_EQ(s["targets"][0]["kind"], "offline");
   EXPECT_EQ(s["targets"][0]["release"], "6.1.0-99-test");
+}
+
+// An offline kernel's module files: their local labels and mapping symbols left out and counted
+// (status: one line for the module files together), and a copy whose name holds a control byte
+// has no address in an offline target, so no kprobe form: refused, exit 4.
+TEST_F(CliTest, OfflineModulesLeaveOutLabelsAndRefuseAControlByteProbe) {
+  std::string mods = dir_ / "lib/modules/6.1.0-99-test";
+  WriteFile(mods + "/kernel/drivers/a/.keep", "");
+  const std::string ko = mods + "/kernel/drivers/a/mod_a.ko";
+  CompileObject(kModA, ko);
+  ASSERT_EQ(RunCommand("objcopy --add-symbol '.L7=.text:0,local' --add-symbol 'L0=.text:0,local' "
+                       "--add-symbol '$x=.text:0,local' --redefine-sym mod_a_fn=\"$(printf 'ctl\\001fn')\" '" +
+                       ko + "'")
+                .exit_code,
+            0);
+  std::string map = dir_ / "boot/System.map-6.1.0-99-test";
+  WriteFile(map,
+            "ffffffff81000000 T _text\nffffffff81111dd0 t name_show\nffffffff81200000 T _etext\n"
+            "ffffffff82000000 B _end\n");
+  CommandResult r = Symdex("index --system-map '" + map + "' --modules-dir '" + mods + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+
+  json s = Json("status");
+  json dropped;
+  for (const auto& f : s["targets"][0]["files"]) {
+    if (f["role"] == "module") dropped = f["dropped"];
+  }
+  EXPECT_EQ(dropped, json::parse(R"js([{"rule": "local labels (.L, L0)", "count": 2},
+                                       {"rule": "mapping symbols ($x, $d)", "count": 1}])js"))
+      << s.dump(2);
+  CommandResult text = Symdex("status");
+  EXPECT_NE(text.out.find("left out          3 symbols of 1 module file, as the kernel leaves them out: 2 local "
+                          "labels (.L, L0), 1 mapping symbols ($x, $d)"),
+            std::string::npos)
+      << text.out;
+
+  const std::string ctl = "\"$(printf 'ctl\\001fn')\"";
+  json w = Json("which " + ctl);
+  ASSERT_EQ(w["count"], 1);
+  EXPECT_EQ(w["instances"][0]["name"],
+            "ctl\x01"
+            "fn");
+  CommandResult kp = Symdex("kprobe -n " + ctl);
+  EXPECT_EQ(kp.exit_code, 4) << kp.out << kp.err;
+  EXPECT_EQ(kp.out, "");
+  EXPECT_NE(kp.err.find("mod_a:ctl\\x01fn: its name holds a control byte"), std::string::npos) << kp.err;
+  EXPECT_EQ(kp.err.find('\x01'), std::string::npos) << kp.err;
+  json kj = Json("kprobe -n " + ctl, 4);
+  EXPECT_EQ(kj["status"], "no-form");
+  EXPECT_EQ(kj["instance"]["name"],
+            "ctl\x01"
+            "fn");
+  CommandResult bt = Symdex("kprobe -n --format bpftrace " + ctl);
+  EXPECT_EQ(bt.exit_code, 4) << bt.out << bt.err;
+  EXPECT_EQ(bt.out.find('\x01'), std::string::npos);
 }
 
 }  // namespace

@@ -20,7 +20,11 @@ TEST(IndexStoreTest, WritesAndReadsBackATarget) {
   auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   ASSERT_TRUE(db.ok());
   auto t = SmallTarget("host");
-  t.files.push_back({"kallsyms", "/proc/kallsyms", target::InputFileStatus::kUsed, ""});
+  t.files.push_back({"kallsyms",
+                     "/proc/kallsyms",
+                     target::InputFileStatus::kUsed,
+                     "",
+                     {{"module local labels (.L, L0)", 66}, {"module mapping symbols ($x, $d)", 3}}});
   t.files.push_back({"modules", "/proc/modules", target::InputFileStatus::kMissing, "no such file"});
   t.warnings = {"w1", "w2"};
   auto gen = ReplaceTarget(*db, t, 1700000000);
@@ -40,6 +44,9 @@ TEST(IndexStoreTest, WritesAndReadsBackATarget) {
   auto files = TargetFiles(*db, (*info)->id);
   ASSERT_EQ(files->size(), 2u);
   EXPECT_EQ((*files)[1].detail, "no such file");
+  // What the run left out of an input, by rule, as it was written.
+  EXPECT_EQ((*files)[0].dropped, t.files[0].dropped);
+  EXPECT_TRUE((*files)[1].dropped.empty());
 
   auto rows = SymbolsByName(*db, (*info)->id, "name_show", false);
   ASSERT_TRUE(rows.ok());

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/common/strings.h"
+
 namespace symdex::query {
 namespace {
 
@@ -157,6 +159,41 @@ TEST(ProbeForms, FormatNames) {
     EXPECT_EQ(TracerSyntaxName(*t), s);
   }
   EXPECT_TRUE(absl::IsInvalidArgument(TracerSyntaxArg("systemtap").status()));
+}
+
+// A name the kernel keeps with a control byte in it is never put in a kprobe line: the copy is
+// named by its address form, its event name kept; an offline module's copy has none, and the line
+// KprobeLine gives still names it (the CLI refuses that line, exit 4).
+TEST(ProbeForms, KprobeLineNamesAControlByteNameByItsAddress) {
+  Match vm = VmlinuxCopy();
+  vm.instance.name = std::string(
+      "vm\x01"
+      "fn");
+  vm.instance.same_name_total = 1;
+  vm.instance.same_name_in_module = 1;
+  vm.instance.dwarf.reset();
+  auto line = KprobeLine(vm, Probe("symdex", ""));
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "p:symdex/vm_fn _text+6794624");
+  auto form = FormFor(TracerSyntax::kKprobeEvents, vm, Target("live"), Probe("symdex", ""), 0);
+  ASSERT_TRUE(form.ok()) << form.status();
+  EXPECT_EQ(form->text, *line);
+
+  Match mod = ModuleCopy();
+  mod.instance.name = std::string("ctl\x01name");
+  line = KprobeLine(mod, Probe("symdex", ""));
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "p:symdex/ctl_name_uio 0xffffffffc0a01230");
+
+  mod.instance.addr.reset();  // an offline module: no address
+  line = KprobeLine(mod, Probe("symdex", ""));
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_TRUE(HasControlByte(*line)) << "the caller refuses it";
+
+  // A name without one keeps its name form.
+  line = KprobeLine(ModuleCopy(), Probe("symdex", "e"));
+  ASSERT_TRUE(line.ok());
+  EXPECT_EQ(*line, "p:symdex/e uio:name_show");
 }
 
 }  // namespace

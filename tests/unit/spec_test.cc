@@ -82,6 +82,16 @@ TEST(SpecTest, RejectsMalformedWithAReason) {
   }
 }
 
+// A name the kernel keeps with a control byte is named as it is; a line's blanks still are not a name's.
+TEST(SpecTest, NamesWithControlBytes) {
+  auto s = ParseSpec("uio:ctl\x01name+4");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->module, "uio");
+  EXPECT_EQ(s->name, "ctl\x01name");
+  EXPECT_EQ(s->offset, 4u);
+  for (const char* text : {"a\tb", "a\rb", "a\nb"}) EXPECT_FALSE(ParseSpec(text).ok()) << text;
+}
+
 TEST(SpecTest, PathSuffixOnWholeComponents) {
   EXPECT_TRUE(PathSuffixMatch("drivers/pnp/card.c", "card.c"));
   EXPECT_TRUE(PathSuffixMatch("drivers/pnp/card.c", "pnp/card.c"));
