@@ -114,10 +114,10 @@ std::string VerdictsHelp() {
   for (const auto& v : kVerdictMeanings) out += Hanging(fmt::format("  {:<19}", v.shown), v.meaning);
   out +=
       "\nThe reason follows on the next line. In --json: \"verdict\": {\"kind\", \"kprobe\", \"ftrace\",\n"
-      "\"ftrace_lines\", \"reason\"}, the kind being the name before any parenthesis; ftrace_lines counts the "
-      "lines\nof available_filter_functions under its name for it (its own site's and any __weak body's after "
-      "it).\nkprobe and ftrace-index refuse what the kernel would refuse (exit 4) and name probe-able places;\n"
-      "--force overrides. dups --traceable keeps the instances kprobe events accept.\n";
+      "\"ftrace_lines\", \"reason\"}, the kind being the name before any parenthesis; ftrace_lines\ncounts the "
+      "lines of available_filter_functions under its name for it (its own site's and any __weak\nbody's after "
+      "it). kprobe and ftrace-index refuse what the kernel would refuse (exit 4) and\nname probe-able places; "
+      "--force overrides. dups --traceable keeps the instances kprobe events\naccept.\n";
   return out;
 }
 
