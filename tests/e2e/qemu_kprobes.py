@@ -649,6 +649,10 @@ def main():
         if r.returncode != 0:
             raise Fail(f"symdex index --sysroot failed ({r.returncode}):\n{r.stdout}{r.stderr}")
         log("symdex index --sysroot: " + summarize_index(r.stdout))
+        # The entry layout read from vmlinux's records must be the one the kernel's config selects.
+        mismatch = [w for w in json.loads(r.stdout).get("warnings", []) if "entry layout" in w]
+        if mismatch:
+            raise Fail("; ".join(mismatch))
         r = run([a.symdex, "--db", db, "status", "--json"], env=env)
         with open(os.path.join(work, "status.json"), "w") as f:
             f.write(r.stdout)
@@ -1169,7 +1173,7 @@ def summarize_index(out):
         d = json.loads(out)
     except ValueError:
         return out.strip().replace("\n", " ")[:300]
-    keys = ("symbols", "modules", "seconds", "debug")
+    keys = ("symbols", "modules", "seconds", "debug", "entry_layout")
     return json.dumps({k: d[k] for k in keys if k in d})[:400] if any(k in d for k in keys) \
         else json.dumps(d)[:400]
 
