@@ -7,8 +7,8 @@
 //   TYPE    one letter as nm prints it (t/T text, d/D data, b/B bss, r/R rodata, w/W weak, a/A abs…);
 //           upper case = global
 //   NAME    bytes, kept exactly: a module's name is every byte up to the tab before its tag —
-//           control bytes and blanks too (GNU as names a numeric local label ".L14472\x02" or
-//           ".L14472\x02 1", and a module's /proc/kallsyms lists it) — a vmlinux name every byte
+//           control bytes and blanks too (GNU as names the Nth use of a numeric local label
+//           ".L14472\x02N", and a module's /proc/kallsyms lists it: ".L14472\x021") — a vmlinux name every byte
 //           to the end of the line (scripts/kallsyms keeps no blank in one). A NUL byte is an error.
 //   MODULE  only in kallsyms: "[ext4]", "[bpf]", "[__builtin__ftrace]": no blanks or control bytes
 // System.map and nm output are the vmlinux form. Also tolerated: fields separated by any run of
@@ -80,7 +80,7 @@ const char* MksysmapIgnoreRule(std::string_view name, char type);
 
 // The symbols of a module that the kernel never names an address by (6.12
 // include/linux/module_symbol.h is_mapping_symbol, used by kernel/module/kallsyms.c): local labels
-// (".L…", "L0…": ".L14472\x02 1" among them) and mapping symbols ("$x", "$d", any "$…"). A
+// (".L…", "L0…": ".L14472\x021" among them) and mapping symbols ("$x", "$d", any "$…"). A
 // module's /proc/kallsyms lists them; they are not functions and never unique. The rule's name
 // (kLocalLabelsRule, kMappingSymbolsRule), or nullptr for a symbol the kernel names addresses by.
 const char* ModuleSymbolIgnoreRule(std::string_view name);

@@ -105,7 +105,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   std::map<std::string_view, uint64_t> anchors;
   std::vector<DroppedSymbols> dropped;
   for (auto& k : ksyms) {
-    // A module's local labels (.L14472\x02 1) and mapping symbols ($x, $d: arm64) are listed, but
+    // A module's local labels (.L14472\x021) and mapping symbols ($x, $d: arm64) are listed, but
     // never name an address.
     if (!k.module.empty()) {
       if (const char* rule = ingest::ModuleSymbolIgnoreRule(k.name)) {

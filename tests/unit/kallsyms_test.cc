@@ -133,11 +133,17 @@ TEST(KallsymsTest, NamesAreTheKernelsBytes) {
                            "ffff800079a18260 t ctl\x01name\t[uio]\n" +                 // a function's
                            "ffff800079a18270 t trailing \t[uio]\n" +                   // blank before the tab
                            "ffff800008010000 T vm\x01"
-                           "fn\n" +                                     // vmlinux
-                           "ffff800079a18280 r .L14474\x02 2 [uio]\n";  // tab expanded to a blank
+                           "fn\n" +                                      // vmlinux
+                           "ffff800079a18280 r .L14474\x02 2 [uio]\n" +  // tab expanded to a blank
+                           "ffff96b8bb40b22c r .L14472\x02"
+                           "1\t[nfnetlink_log]\n";  // the 6.12 guest's line, byte for byte
   auto syms = ParseKallsyms(text, "/proc/kallsyms");
   ASSERT_TRUE(syms.ok()) << syms.status();
-  ASSERT_EQ(syms->size(), 6u);
+  ASSERT_EQ(syms->size(), 7u);
+  EXPECT_EQ((*syms)[6], (KernelSymbol{0xffff96b8bb40b22c, 'r',
+                                      ".L14472\x02"
+                                      "1",
+                                      "nfnetlink_log"}));
   EXPECT_EQ((*syms)[0], (KernelSymbol{0xffff800079a18245, 'r', ".L14472\x02 1", "uio"}));
   EXPECT_EQ((*syms)[1].name, ".L14473\x02");
   EXPECT_EQ((*syms)[2], (KernelSymbol{0xffff800079a18260, 't', "ctl\x01name", "uio"}));
