@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine: dependencies, build, unit + CLI +
 # integration tests (the integration tests download Debian's amd64 and arm64 cloud kernel
-# packages once, ~600 MB, into ~/.cache/symdex-corpus), the same suite under ASan+UBSan (less the tests that index
+# packages once (6.1, and arm64 6.12), ~1 GB, into ~/.cache/symdex-corpus), the same suite under ASan+UBSan (less the tests that index
 # the whole Debian kernel), and a short run of every fuzzer (10 s each; SYMDEX_FUZZ_SECONDS).
 #   scripts/test.sh            everything (what CI runs)
 #   SYMDEX_QUICK=1 scripts/test.sh   the default build's tests only
