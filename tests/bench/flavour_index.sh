@@ -71,33 +71,25 @@ for k in "${list[@]}"; do
   # The peer's input: "FILE ADDR" lines, vmlinux's text symbols and each module debug file's
   # text functions (STT_FUNC in .text) at their offsets.
   awk -v f="$VML" '$2=="t"||$2=="T"{print f " 0x" $1}' "$MAP" | sort -u >"$work/peer.in"
-  python3 - "$DEBUG/lib/modules/$KREL" >>"$work/peer.in" <<'PY'
+  python3 - "$DEBUG/lib/modules/$KREL" "$root/tests/e2e" >>"$work/peer.in" <<'PY'
 import os, struct, sys
+sys.path.insert(0, sys.argv[2])
+from verdicts import elf_sections  # [(name, type, addr, offset, size, link, flags)]
 for d, _s, files in os.walk(sys.argv[1]):
     for n in files:
         if not n.endswith(".ko"):
             continue
         p = os.path.join(d, n)
         with open(p, "rb") as f:
-            h = f.read(64)
-            if h[:4] != b"\x7fELF" or h[4] != 2 or h[5] != 1:
-                continue
-            shoff, = struct.unpack_from("<Q", h, 40)
-            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", h, 58)
-            f.seek(shoff)
-            raw = f.read(shentsize * shnum)
-            secs = [struct.unpack_from("<IIQQQQIIQQ", raw, i * shentsize) for i in range(shnum)]
-            f.seek(secs[shstrndx][4])
-            names = f.read(secs[shstrndx][5])
-            name = lambda s: names[s[0]:names.index(b"\0", s[0])].decode()
-            text = [i for i, s in enumerate(secs) if name(s) == ".text"]
+            secs = elf_sections(f)
+            text = [i for i, s in enumerate(secs) if s[0] == ".text"]
             sym = next((s for s in secs if s[1] == 2), None)  # SHT_SYMTAB
             if not text or sym is None:
                 continue
-            f.seek(sym[4])
-            tab = f.read(sym[5])
+            f.seek(sym[3])
+            tab = f.read(sym[4])
             for _n, info, _o, shndx, value, _sz in struct.iter_unpack("<IBBHQQ", tab):
-                if info & 0xF == 2 and shndx == text[0]:
+                if info & 0xF == 2 and shndx == text[0]:  # STT_FUNC in .text
                     print(f"{p} {value:#x}")
 PY
   nfun=$(wc -l <"$work/peer.in")
