@@ -46,7 +46,8 @@ const char* SplitNameAndModule(std::string_view rest, std::string_view& name, st
   if (rest.back() == ']') {
     const size_t open = rest.rfind('[');
     if (open == 0) return "missing symbol name";
-    if (IsBlank(rest[open - 1])) {
+    // A ']' with no '[' before it is the name's own last byte, not a tag.
+    if (open != std::string_view::npos && IsBlank(rest[open - 1])) {
       module = rest.substr(open + 1, rest.size() - open - 2);
       if (!IsModuleName(module)) return "expected a [module] tag after the name";
       // s_show's "%s\t[%s]": every byte before the tab is the name's, blanks too; with blanks

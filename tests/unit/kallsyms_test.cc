@@ -154,6 +154,14 @@ TEST(KallsymsTest, NamesAreTheKernelsBytes) {
                                       ""}));
   EXPECT_EQ((*syms)[5].name, ".L14474\x02 2");
   EXPECT_EQ((*syms)[5].module, "uio");
+  // A name whose last byte is ']' with no '[' before it: the name's own byte, not a tag.
+  auto bracket = ParseKallsyms("ffff t odd]\n", "/proc/kallsyms");
+  ASSERT_TRUE(bracket.ok()) << bracket.status();
+  ASSERT_EQ(bracket->size(), 1u);
+  EXPECT_EQ((*bracket)[0].name, "odd]");
+  auto two = ParseKallsyms("ffff t .L1447\xff o]\n", "/proc/kallsyms");
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(std::string(two.status().message()).find("[module] tag"), std::string::npos) << two.status();
   // The kernel's %s never writes a NUL.
   auto nul = ParseKallsyms(std::string("ffff t fo\0o\n", 12), "/proc/kallsyms");
   ASSERT_FALSE(nul.ok());
