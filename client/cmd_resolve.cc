@@ -345,7 +345,15 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   }
   ko.fetchargs.assign(o.args.begin() + 1, o.args.end());
   auto probe = (*api)->Probe(o.target, o.args[0], ko);
-  if (!probe.ok()) return Fail(g, probe.status());
+  if (!probe.ok()) {
+    // An argument that exists but cannot be fetched at this address: refused, as a copy the
+    // kernel would refuse is (the message names where it can be).
+    if (absl::IsOutOfRange(probe.status())) {
+      Fail(g, probe.status());
+      return kRefused;
+    }
+    return Fail(g, probe.status());
+  }
   if (probe->resolved.matches.size() != 1) {
     nlohmann::json j;
     int code = ReportResolve(o.args[0], probe->resolved, /*json=*/true, j, nullptr);
@@ -414,9 +422,11 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
                {"format", "kprobe_events"},
                {"definition", *line},
                {"written_to", written},
+               {"notes", probe->notes},
                {"instance", InstanceJson(m->instance, m->offset, "")}});
   } else {
     fmt::print("{}\n", *line);
+    for (const auto& n : probe->notes) fmt::print(stderr, "symdex: note: {}\n", n);
   }
   return kFound;
 }
@@ -593,7 +603,10 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("--format", k->format,
                  "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf (printed, never written)");
-  kp->add_option("SPEC FETCHARGS", k->args, "A spec, then kprobe fetch args (e.g. 'arg1=%di:u64')")->required();
+  kp->add_option("SPEC ARGS", k->args,
+                 "A spec, then arguments: by name as perf probe takes them (count, file->f_path.dentry, "
+                 "'$params'), or kprobe fetch args ('arg1=%di:u64')")
+      ->required();
   kp->footer(
       "Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
       "-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended\n"
@@ -607,10 +620,19 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "  libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (cilium/ebpf:\n"
       "            KprobeOptions.Address)\n"
       "An address is given for a live target only: it holds for one boot.\n"
+      "Arguments by name, in perf probe's syntax, are compiled from this copy's DWARF at the probe's\n"
+      "address (its location lists, members, types): [NAME=]VAR[->M|.M|[N]]...[:TYPE], $params,\n"
+      "$vars, $retval (with -r). TYPE: u8..u64, s8..s64, x8..x64, string, ustring, bW@O/C; default from\n"
+      "DWARF (signed sN, else xN). One that exists but has no location there is refused, exit 4,\n"
+      "with the offsets where it has one; an unknown variable or member, exit 2. Anything else\n"
+      "('%di', '+8(%si):u32', '$comm') is kprobe_events' own syntax, passed as written.\n"
       "Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused\n"
-      "the write, 4 refused on its verdict, or the tracer has no form for exactly this copy.\n"
+      "the write, 4 refused on its verdict, the tracer has no form for exactly this copy, or an argument\n"
+      "cannot be fetched there.\n"
       "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
-      "         p:t/pnp _text+6817776");
+      "         p:t/pnp _text+6817776\n"
+      "         symdex kprobe -n name_show@drivers/pnp/card.c:186 'dmdev->kobj.name:string'\n"
+      "         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
 
   auto f = std::make_shared<FtraceOptions>();

@@ -338,6 +338,7 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   out.resolved.matches.push_back(FromProto(resp.match()));
   out.kprobe = resp.kprobe();
   out.ftrace_filter = resp.ftrace_filter();
+  out.notes.assign(resp.notes().begin(), resp.notes().end());
   return out;
 }
 

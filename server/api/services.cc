@@ -361,6 +361,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServe
         ToProto(r->resolved.matches[0], resp->mutable_match());
         resp->set_kprobe(r->kprobe);
         resp->set_ftrace_filter(r->ftrace_filter);
+        for (const auto& n : r->notes) resp->add_notes(n);
         return grpc::Status::OK;
       },
       WaitFirst(req->target(), {}, ctx->deadline()));

@@ -64,6 +64,15 @@ constexpr EntryLayout kArm64Layouts[] = {
     },
 };
 
+// kprobe_events' register names (arch/*/kernel/ptrace.c regoffset_table) by DWARF register
+// number (the psABI's numbering: x86-64 0-7 are rax rdx rcx rbx rsi rdi rbp rsp; AArch64 0-30
+// are x0-x30, 31 sp).
+constexpr std::string_view kX86Registers[] = {"ax", "dx", "cx",  "bx",  "si",  "di",  "bp",  "sp",
+                                              "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"};
+constexpr std::string_view kArm64Registers[] = {
+    "x0",  "x1",  "x2",  "x3",  "x4",  "x5",  "x6",  "x7",  "x8",  "x9",  "x10", "x11", "x12", "x13", "x14", "x15",
+    "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x29", "x30", "sp"};
+
 constexpr KernelArch kArchs[] = {
     {
         .machine = EM_X86_64,
@@ -74,6 +83,8 @@ constexpr KernelArch kArchs[] = {
         .landing_pad_mask = 0xffffffff,
         .landing_pad_word = 0xfa1e0ff3,  // endbr64: f3 0f 1e fa
         .blacklist_areas = kX86Blacklist,
+        .dwarf_registers = kX86Registers,
+        .stack_pointer = 7,
     },
     {
         .machine = EM_AARCH64,
@@ -87,6 +98,8 @@ constexpr KernelArch kArchs[] = {
         .landing_pad_word = 0xd503241f,  // bti, bti c, bti j, bti jc
         .blacklist_areas = kArm64Blacklist,
         .call_size = 4,
+        .dwarf_registers = kArm64Registers,
+        .stack_pointer = 31,
     },
 };
 

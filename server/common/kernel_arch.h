@@ -100,6 +100,11 @@ struct KernelArch {
   // BL/BLR). 0: variable-length code (x86-64), decoded backwards from the return address.
   uint32_t call_size = 0;
 
+  // The register kprobe_events names (without '%') for each DWARF register number; a number
+  // past the end, or a name that is empty, is one a fetch arg cannot read.
+  std::span<const std::string_view> dwarf_registers;
+  uint32_t stack_pointer = 0;  // its DWARF number
+
   uint64_t EntryPad() const { return uint64_t{entry_pad_words} * 4; }
   // The layout named `name`; nullptr when the architecture has none of that name.
   const EntryLayout* Layout(std::string_view name) const;

@@ -65,8 +65,9 @@ struct DupsResult {
 
 struct ProbeResult {
   ResolveResult resolved;  // exactly one match when `kprobe` is set
-  std::string kprobe;      // the kprobe_events line
+  std::string kprobe;      // the kprobe_events line, its arguments by name compiled to fetch args
   std::string ftrace_filter;
+  std::vector<std::string> notes;  // what the line does not show (a value cut to 64 bits)
 };
 
 // What `symdex symbols` and `symdex kallsyms` list: every symbol instance of a target.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -119,6 +120,17 @@ class LocalQuery : public QueryApi {
                       const std::vector<const AddressInfo*>& infos, const std::vector<std::string>& canonical);
   struct Symbolizing;
   struct FramesCall;
+  // Probe arguments by name (probe_args.cc): where the copy `m` is in its debug file, and the
+  // kprobe_events fetch args `opts.fetchargs` compile to there (raw ones kept as written).
+  struct ProbeArgsAt {
+    const KernelArch* arch = nullptr;
+    std::string path;
+    debuginfo::Symbolizer::CopyAt at;
+    std::function<std::string(uint64_t)> static_form;
+  };
+  absl::StatusOr<ProbeArgsAt> ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m, bool ret);
+  absl::StatusOr<std::vector<std::string>> CompileProbeArgs(store::Db& db, const store::TargetInfo& t, const Match& m,
+                                                            const KprobeOptions& opts, std::vector<std::string>& notes);
 
   std::string path_;
   Options opts_;

@@ -438,7 +438,9 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   ASSIGN_OR_RETURN(out.resolved, ResolveIn(s, t, spec));
   if (out.resolved.matches.size() != 1) return out;
   const Match& m = out.resolved.matches[0].match;
-  ASSIGN_OR_RETURN(out.kprobe, KprobeLine(m, opts));
+  KprobeOptions compiled = opts;
+  ASSIGN_OR_RETURN(compiled.fetchargs, CompileProbeArgs(*db, t, m, opts, out.notes));
+  ASSIGN_OR_RETURN(out.kprobe, KprobeLine(m, compiled));
   out.ftrace_filter = m.instance.module.empty() ? m.instance.name : StrCat(m.instance.name, ":mod:", m.instance.module);
   return out;
 }

@@ -16,6 +16,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "server/common/strings.h"
 #include "server/debuginfo/dwarf/libdw_util.h"
 #include "server/debuginfo/dwarf/source_path.h"
@@ -42,7 +44,10 @@ struct Symbolizer::File {
   std::map<std::string, uint64_t> section_base;  // relocatable: section -> dwfl address
   std::unordered_map<Dwarf_Off, CuFunctions> cus;
   std::unique_ptr<UnitsByAddress> units;  // made at the first address asked
+  Dwarf_CFI* cfi = nullptr;               // .debug_frame (the Dwarf's), else .eh_frame (ours)
+  bool cfi_read = false, cfi_owned = false;
   ~File() {
+    if (cfi_owned) dwarf_cfi_end(cfi);
     if (dwfl) {
       dwfl_end(dwfl);
     } else if (dwarf) {
@@ -225,20 +230,96 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path
   return FramesAt(f, addr);
 }
 
-std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
-  std::vector<Frame> frames;
-  Dwarf_Die cu;
+CuFunctions* Symbolizer::UnitOf(File* f, uint64_t addr, Dwarf_Die* cu) {
   if (!f->units) f->units = std::make_unique<UnitsByAddress>(f->dwarf);
-  if (f->units->Die(f->dwarf, addr, &cu) == nullptr) return frames;
-  auto [it, fresh] = f->cus.try_emplace(dwarf_dieoffset(&cu));
+  if (f->units->Die(f->dwarf, addr, cu) == nullptr) return nullptr;
+  auto [it, fresh] = f->cus.try_emplace(dwarf_dieoffset(cu));
   CuFunctions& fns = it->second;
   if (fresh) {
     Dwarf_Attribute a;
-    const char* comp_dir = dwarf_formstring(dwarf_attr(&cu, DW_AT_comp_dir, &a));
+    const char* comp_dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &a));
     fns.comp_dir = comp_dir ? comp_dir : "";
-    if (dwarf_getsrcfiles(&cu, &fns.files, &fns.nfiles) != 0) fns.files = nullptr;
-    fns.spans = CollectFunctionRanges(&cu);
+    if (dwarf_getsrcfiles(cu, &fns.files, &fns.nfiles) != 0) fns.files = nullptr;
+    fns.spans = CollectFunctionRanges(cu);
   }
+  return &fns;
+}
+
+absl::StatusOr<FetchSite> Symbolizer::SiteOf(const std::string& path, const CopyAt& at, const FetchContext& ctx) {
+  File* f = nullptr;
+  uint64_t symbol = at.symbol;
+  if (at.section.empty()) {
+    ASSIGN_OR_RETURN(f, Open(path));
+  } else {
+    ASSIGN_OR_RETURN(f, OpenRelocatable(path));
+    auto it = f->section_base.find(at.section);
+    if (it == f->section_base.end()) return absl::NotFoundError(StrCat(path, " has no section ", at.section));
+    symbol = it->second + at.symbol - f->bias;
+  }
+  // The subprogram whose code starts at the symbol, or just past its patchable-entry NOPs (arm64:
+  // DWARF's low_pc is after them).
+  FetchSite site;
+  const uint64_t pad = ctx.arch != nullptr ? ctx.arch->EntryPad() : 0;
+  bool found = false;
+  for (uint64_t probe : {symbol, symbol + pad}) {
+    CuFunctions* fns = UnitOf(f, probe, &site.cu);
+    if (fns == nullptr) continue;
+    ptrdiff_t k = FindFunctionRange(fns->spans.data(), fns->spans.size(), probe);
+    if (k < 0 || fns->spans[k].lo < symbol) continue;
+    if (dwarf_offdie(f->dwarf, fns->spans[k].die, &site.function) == nullptr) continue;
+    found = true;
+    break;
+  }
+  if (!found) {
+    return absl::NotFoundError(
+        StrCat(path, " has no DWARF function at this copy's address (0x", fmt::format("{:x}", symbol), ")"));
+  }
+  const char* name = dwarf_diename(&site.function);
+  if (!at.dwarf_name.empty() && (name == nullptr || at.dwarf_name != name)) {
+    return absl::NotFoundError(StrCat(path, ": the DWARF function at this copy's address is '", name ? name : "?",
+                                      "', not '", at.dwarf_name, "'"));
+  }
+  Dwarf_Addr entry = 0;
+  if (dwarf_entrypc(&site.function, &entry) != 0) entry = symbol;
+  site.symbol = symbol;
+  site.entry = entry;
+  site.pc = symbol + at.offset;
+  site.ret = at.ret;
+  site.entry_slack = at.entry_slack;
+  if (!f->cfi_read) {
+    f->cfi_read = true;
+    f->cfi = dwarf_getcfi(f->dwarf);
+    if (f->cfi == nullptr && f->elf != nullptr) {
+      f->cfi = dwarf_getcfi_elf(f->elf);
+      f->cfi_owned = f->cfi != nullptr;
+    }
+  }
+  site.cfi = f->cfi;
+  if (!RangesContain(&site.function, site.pc < entry ? entry : site.pc)) {
+    return absl::InvalidArgumentError(
+        StrCat("+0x", fmt::format("{:x}", at.offset), " is outside ", name ? name : "?", "'s code"));
+  }
+  return site;
+}
+
+absl::StatusOr<CompiledArgs> Symbolizer::FetchArgs(const std::string& path, const CopyAt& at,
+                                                   const std::vector<ingest::ProbeArg>& args, const FetchContext& ctx) {
+  ASSIGN_OR_RETURN(FetchSite site, SiteOf(path, at, ctx));
+  return CompileFetchArgs(site, args, ctx);
+}
+
+absl::StatusOr<std::vector<ScopeVariable>> Symbolizer::Variables(const std::string& path, const CopyAt& at,
+                                                                 const FetchContext& ctx) {
+  ASSIGN_OR_RETURN(FetchSite site, SiteOf(path, at, ctx));
+  return ScopeVariables(site, ctx);
+}
+
+std::vector<Frame> Symbolizer::FramesAt(File* f, uint64_t addr) {
+  std::vector<Frame> frames;
+  Dwarf_Die cu;
+  CuFunctions* found = UnitOf(f, addr, &cu);
+  if (found == nullptr) return frames;
+  CuFunctions& fns = *found;
   Dwarf_Attribute a;
   const std::string& cdir = fns.comp_dir;
   Dwarf_Files* files = fns.files;

@@ -12,9 +12,12 @@
 #include <vector>
 
 #include "server/common/status.h"
+#include "server/debuginfo/dwarf/fetch_args.h"
 #include "server/debuginfo/symbolize/addr_map.h"
 
 namespace symdex::debuginfo {
+
+struct CuFunctions;
 
 class Symbolizer {
  public:
@@ -42,6 +45,26 @@ class Symbolizer {
   absl::StatusOr<std::vector<Frame>> SymbolizeInSection(const std::string& path, const std::string& build_id_hex,
                                                         const std::string& section, uint64_t offset);
 
+  // One function copy in a debug file, for probe arguments: its symbol's DWARF address (a
+  // linked file), or `section` + `symbol` (a relocatable one, as SymbolizeInSection places it);
+  // `offset` bytes in is where the probe fires. `dwarf_name` (when given) must be the name of the
+  // subprogram found there.
+  struct CopyAt {
+    std::string section;  // "" = a linked file
+    uint64_t symbol = 0;
+    uint64_t offset = 0;
+    bool ret = false;
+    std::string dwarf_name;
+    uint64_t entry_slack = 0;  // FetchSite::entry_slack
+  };
+  // debuginfo::CompileFetchArgs (fetch_args.h) for that copy; NotFound when the file has no
+  // function there.
+  absl::StatusOr<CompiledArgs> FetchArgs(const std::string& path, const CopyAt& at,
+                                         const std::vector<ingest::ProbeArg>& args, const FetchContext& ctx);
+  // debuginfo::ScopeVariables for that copy.
+  absl::StatusOr<std::vector<ScopeVariable>> Variables(const std::string& path, const CopyAt& at,
+                                                       const FetchContext& ctx);
+
   // Closes every debug file and address map and drops what was parsed from them.
   void Clear();
   size_t open_files() const { return files_.size() + maps_.size(); }
@@ -61,6 +84,9 @@ class Symbolizer {
   absl::StatusOr<File*> Open(const std::string& path);
   absl::StatusOr<File*> OpenRelocatable(const std::string& path);
   std::vector<Frame> FramesAt(File* f, uint64_t dwarf_addr);
+  // The unit of `addr` and its functions' spans (parsed once per unit).
+  CuFunctions* UnitOf(File* f, uint64_t addr, Dwarf_Die* cu);
+  absl::StatusOr<FetchSite> SiteOf(const std::string& path, const CopyAt& at, const FetchContext& ctx);
   // The build-ID's address map, when the directory holds a valid one (null: read DWARF).
   const AddrMap* MapFor(const std::string& build_id_hex);
   std::map<std::string, std::unique_ptr<File>> files_;

@@ -1,0 +1,114 @@
+// Probe arguments by name (perf probe's syntax, ingest/probe_arg.h) for exactly the copy a spec
+// resolved to: the copy's debug file, where in it the copy is (vmlinux: its link-time address;
+// a module: section + offset), the architecture's registers, and how static storage is named —
+// then debuginfo/dwarf/fetch_args.h compiles them from that one unit of DWARF.
+#include <fmt/format.h>
+
+#include "server/common/kernel_arch.h"
+#include "server/debuginfo/dwarf/fetch_args.h"
+#include "server/query/local_query.h"
+#include "server/store/debuginfo_store.h"
+#include "server/target/probe_bits.h"
+
+namespace symdex::query {
+
+namespace {
+
+// How far past a function's DWARF entry its ftrace site reaches (a parameter's location may
+// start there): x86-64's `call __fentry__` (5 bytes) after an ENDBR64 when there is one; arm64's
+// BTI landing pad after the patchable NOPs (which are before DWARF's entry). 0: no site there.
+uint64_t EntrySlack(const KernelArch& arch, uint32_t bits) {
+  if ((bits & target::kProbeJudged) == 0 || (bits & target::kProbeFentryEntry) == 0) return 0;
+  if (arch.call_size == 0) return (bits & target::kProbeEntryEndbr) ? 9 : 5;  // x86-64
+  return 4;
+}
+
+}  // namespace
+
+absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m,
+                                                      bool ret) {
+  const Instance& in = m.instance;
+  ProbeArgsAt out;
+  out.arch = ArchOfMachine(t.machine);
+  if (out.arch == nullptr) {
+    return absl::FailedPreconditionError(StrCat("target '", t.name, "': its architecture (ELF machine ", t.machine,
+                                                ") has no register table"));
+  }
+  if (!in.dwarf || !in.dwarf->has_function) {
+    return absl::FailedPreconditionError(
+        StrCat(in.module.empty() ? in.name : in.module + ":" + in.name,
+               ": no DWARF function is indexed for this copy, so its variables are unknown",
+               in.dwarf_note.empty() ? "" : " (" + in.dwarf_note + ")"));
+  }
+  ASSIGN_OR_RETURN(auto df, store::DebugFileOf(db, t.id, in.module));
+  if (!df) {
+    return absl::FailedPreconditionError(StrCat("target '", t.name, "' has no debug file for ",
+                                                in.module.empty() ? "vmlinux" : in.module));
+  }
+  out.path = df->path;
+  out.at.offset = m.offset;
+  out.at.ret = ret;
+  out.at.dwarf_name = in.dwarf->function;
+  out.at.entry_slack = EntrySlack(*out.arch, in.verdict.bits);
+  if (in.module.empty()) {
+    if (!in.addr) return absl::FailedPreconditionError(StrCat(in.name, ": no address is indexed for this copy"));
+    // DWARF's addresses are link-time; a live target's are where KASLR put them.
+    const uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
+    out.at.symbol = *in.addr - slide;
+    const std::optional<uint64_t> anchor = t.AnchorAddr();
+    const std::string anchor_name = t.text_anchor;
+    if (anchor) {
+      const uint64_t anchor_link = *anchor - slide;
+      out.static_form = [anchor_link, anchor_name](uint64_t addr) -> std::string {
+        if (addr < anchor_link) return "";
+        return StrCat(anchor_name, "+", addr - anchor_link);
+      };
+    }
+    return out;
+  }
+  if (!df->relocatable) {
+    return absl::FailedPreconditionError(StrCat(in.module, ": its debug file is not a relocatable module"));
+  }
+  if (!in.section.empty()) {
+    out.at.section = in.section;
+    out.at.symbol = in.section_offset;
+  } else if (in.addr) {
+    ASSIGN_OR_RETURN(auto bases, store::ModuleSections(db, t.id, in.module));
+    const std::pair<std::string, uint64_t>* best = nullptr;
+    for (const auto& b : bases) {
+      if (b.second <= *in.addr && (best == nullptr || b.second > best->second)) best = &b;
+    }
+    if (best == nullptr) {
+      return absl::FailedPreconditionError(StrCat(in.module, ":", in.name, ": no section of ", in.module,
+                                                  " is known to hold its address"));
+    }
+    out.at.section = best->first;
+    out.at.symbol = *in.addr - best->second;
+  } else {
+    return absl::FailedPreconditionError(StrCat(in.module, ":", in.name, ": neither a section offset nor an address"));
+  }
+  // A module's static storage has no name a kprobe resolves to exactly one copy offline.
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db& db, const store::TargetInfo& t,
+                                                                      const Match& m, const KprobeOptions& opts,
+                                                                      std::vector<std::string>& notes) {
+  std::vector<ingest::ProbeArg> args;
+  bool named = false;
+  for (const std::string& a : opts.fetchargs) {
+    ASSIGN_OR_RETURN(ingest::ProbeArg p, ingest::ParseProbeArg(a));
+    named = named || p.kind != ingest::ProbeArg::Kind::kRaw;
+    args.push_back(std::move(p));
+  }
+  if (!named) return opts.fetchargs;  // the kernel's own syntax only: nothing to look up
+  ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, opts.ret));
+  debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
+  std::lock_guard<std::mutex> l(sym_mu_);
+  last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+  ASSIGN_OR_RETURN(debuginfo::CompiledArgs c, symbolizer_.FetchArgs(at.path, at.at, args, ctx));
+  for (auto& n : c.notes) notes.push_back(std::move(n));
+  return std::move(c.fetchargs);
+}
+
+}  // namespace symdex::query

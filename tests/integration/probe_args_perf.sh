@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Probe arguments by name against perf probe (the oracle: `perf probe -k VMLINUX -D`), on
+# Debian's 6.1 cloud kernels, x86-64 and arm64 (read on this machine), offline:
+#   - the forms people know: a member chain to a string, a size, a struct field through an
+#     anonymous union, a pnp copy of the duplicated name_show by FILE (perf's FUNC@FILE);
+#   - `$params` of a sample of functions with a unique name, fetch arg for fetch arg;
+#   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
+#     (exit 2), a variable in a return probe; a named argument of a copy without DWARF.
+# SYMDEX_PROBE_SAMPLE (default 30) sets the sample; tests/bench/probe_args.sh runs a large one.
+#   probe_args_perf.sh SYMDEX_BIN
+set -euo pipefail
+unset DEBUGINFOD_URLS
+SYMDEX=$1
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+command -v perf >/dev/null || { echo "SKIP: perf (linux-perf) is not installed"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sample=${SYMDEX_PROBE_SAMPLE:-30}
+
+one_arch() {  # one_arch DEBIAN_ARCH
+  local out
+  out=$(SYMDEX_KERNEL_ARCH=$1 "$here/../corpus/fetch-debian-kernel.sh" dbg) || { echo "SKIP $1: no corpus"; return 0; }
+  eval "$out"
+  local vml=$ROOT/usr/lib/debug/boot/vmlinux-$KREL
+  export SYMDEX_DB=$work/$1.db
+  "$SYMDEX" index -q --system-map "$ROOT/usr/lib/debug/boot/System.map-$KREL" --debug-dir "$ROOT/usr/lib/debug" \
+    --name "$1" >/dev/null 2>&1
+  echo "== $KREL"
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" \
+    --probe 'vfs_read file->f_path.dentry->d_name.name:string count' \
+    --probe 'tcp_sendmsg size sk->__sk_common.skc_family' \
+    --probe 'name_show@drivers/pnp/card.c dmdev->kobj.name:string' \
+    --probe 'do_sys_openat2 dfd filename:string how->flags' \
+    --probe 'vfs_read%return $retval' || fail=1
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 || fail=1
+  local rc
+  set +e
+  "$SYMDEX" kprobe -n vfs_read nosuch >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: an unknown variable: exit 2" "2 1" "$rc $(grep -c "no variable 'nosuch'" "$work/err")"
+  "$SYMDEX" kprobe -n vfs_read 'file->nosuch' >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: a member the type lacks: exit 2" "2 1" "$rc $(grep -c "has no member 'nosuch'" "$work/err")"
+  "$SYMDEX" kprobe -n vfs_read 'file.f_mode' >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: '.' on a pointer: exit 2" "2 1" "$rc $(grep -c "use '->f_mode'" "$work/err")"
+  "$SYMDEX" kprobe -n vfs_read 'count:string' >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: a string of what is no char pointer: exit 2" "2 1" "$rc $(grep -c "not a char pointer" "$work/err")"
+  "$SYMDEX" kprobe -n -r vfs_read count >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: a variable in a return probe: exit 2" "2 1" "$rc $(grep -c 'fetches \$retval only' "$work/err")"
+  "$SYMDEX" kprobe -n vfs_read '%di' 'x=+8(%si):u32' >"$work/out" 2>&1; rc=$?
+  check_eq "$1: kprobe_events' own fetch args pass as written" "0 1" "$rc $(grep -c ' %di x=+8(%si):u32$' "$work/out")"
+  set -e
+}
+one_arch amd64
+one_arch arm64
+exit $fail
