@@ -215,7 +215,10 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
 
 absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
                                                                                 const store::TargetInfo& t) {
-  ASSIGN_OR_RETURN(auto all, AllInstances(db, t, false));
+  // A spec is resolved among every code symbol of the name (a module's weak definition too), so
+  // each text instance's spec is made against all of them: a name whose only other copy is a W
+  // symbol in another module is no bare name.
+  ASSIGN_OR_RETURN(auto all, AllInstances(db, t, true));
   std::unordered_map<std::string, std::vector<size_t>> by_name;
   for (size_t i = 0; i < all.size(); ++i) {
     if (IsCodeInstance(all[i])) by_name[all[i].name].push_back(i);
@@ -225,7 +228,9 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
   for (const auto& [name, idx] : by_name) {
     std::vector<Instance> group;
     for (size_t i : idx) group.push_back(all[i]);
-    for (const auto& in : group) out.emplace_back(in, CanonicalSpec(in, group));
+    for (const auto& in : group) {
+      if (IsTextSymbolType(in.type)) out.emplace_back(in, CanonicalSpec(in, group));
+    }
   }
   return out;
 }

@@ -81,7 +81,7 @@ else
   IMAGE_PKG=$(printf '%s\n' "$deps" |
     sed -n 's/^ *|\{0,1\}Depends: *<\{0,1\}\(linux-image-[0-9][^ >]*\)>\{0,1\}$/\1/p' |
     sed 's/:[a-z0-9]*$//' |
-    grep -E "^linux-image-[0-9].*-$ARCH(-unsigned)?\$" | head -n1 || true)
+    grep -E "^linux-image-[0-9].*-$ARCH(-16k)?(-unsigned)?\$" | head -n1 || true)
   [ -n "$IMAGE_PKG" ] ||
     die 3 "no 'Depends: linux-image-<ver>-...' line in 'apt-cache depends $META':
 $deps"
