@@ -431,6 +431,64 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   return kFound;
 }
 
+struct VarsCliOptions {
+  query::VarsRequest q;
+};
+
+// "+0x10..+0x4a, +0x60..+0x72" from pairs of offsets.
+std::string RangesText(const std::vector<uint64_t>& r) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i + 1 < r.size(); i += 2) parts.push_back(fmt::format("+{:#x}..+{:#x}", r[i], r[i + 1]));
+  return parts.empty() ? "-" : StrJoin(parts, ", ");
+}
+
+int RunVars(const GlobalOptions& g, const VarsCliOptions& o) {
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto r = (*api)->Ask<query::Vars>(o.q);
+  if (!r.ok()) {
+    if (absl::IsNotFound(r.status())) {
+      Fail(g, r.status());
+      return kNotFound;
+    }
+    return Fail(g, r.status());
+  }
+  const std::string where =
+      r->instance ? fmt::format("{}+{:#x}", EscapeControl(r->instance->name), r->offset) : std::string("?");
+  if (g.json) {
+    nlohmann::json vars = nlohmann::json::array();
+    for (const auto& v : r->variables) {
+      nlohmann::json ranges = nlohmann::json::array();
+      for (size_t i = 0; i + 1 < v.ranges.size(); i += 2) ranges.push_back({v.ranges[i], v.ranges[i + 1]});
+      vars.push_back({{"name", v.name},
+                      {"type", v.type},
+                      {"parameter", v.parameter},
+                      {"available", v.available},
+                      {"fetch", v.fetch},
+                      {"why", v.why},
+                      {"ranges", ranges}});
+    }
+    PrintJson(
+        {{"target", r->target.name},
+         {"canonical", r->canonical},
+         {"offset", r->offset},
+         {"instance", r->instance ? InstanceJson(*r->instance, r->offset, r->canonical) : nlohmann::json(nullptr)},
+         {"variables", vars}});
+    return kFound;
+  }
+  fmt::print("{} ({}) in target '{}': {} variable{} in scope\n", where, EscapeControl(r->canonical), r->target.name,
+             r->variables.size(), r->variables.size() == 1 ? "" : "s");
+  fmt::print("  {:<24} {:<32} {:<40} {}\n", "VARIABLE", "TYPE", "FETCH HERE", "WHERE IT HAS A LOCATION (offsets)");
+  for (const auto& v : r->variables) {
+    fmt::print("  {:<24} {:<32} {:<40} {}\n", (v.parameter ? "" : "(local) ") + v.name, v.type,
+               v.available ? v.fetch : "-", RangesText(v.ranges));
+  }
+  for (const auto& v : r->variables) {
+    if (!v.available && !v.why.empty()) fmt::print(stderr, "symdex: note: {}: {}\n", v.name, v.why);
+  }
+  return kFound;
+}
+
 struct FtraceOptions {
   std::string target;
   std::string tracefs;
@@ -634,6 +692,21 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "         symdex kprobe -n name_show@drivers/pnp/card.c:186 'dmdev->kobj.name:string'\n"
       "         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
+
+  auto va = std::make_shared<VarsCliOptions>();
+  CLI::App* vars =
+      app.add_subcommand("vars", "The variables in scope in exactly one copy, and where each can be fetched");
+  vars->add_option("SPEC", va->q.spec, "One copy (symdex help specs), +OFFSET for a place in its body")->required();
+  AddTargetOptions(vars, va->q.target, "Target to query (default: 'host', or the only one)");
+  vars->footer(
+      "What perf probe -V lists, for the copy SPEC names: each parameter and local in scope at its\n"
+      "entry (or at +OFFSET), its C type, the fetch arg 'symdex kprobe SPEC NAME' would print there\n"
+      "('-' when none: a note says why), and the offsets from the symbol where its location list\n"
+      "gives it one. From the copy's own DWARF (vmlinux or a module).\n"
+      "Exit: 0 listed, 1 no match, 2 ambiguous or usage, 3 no index or no debug info for the copy.\n"
+      "Example: symdex vars vfs_read\n"
+      "         symdex vars 'name_show@drivers/pnp/card.c'");
+  vars->callback([&g, &exit_code, va] { exit_code = RunVars(g, *va); });
 
   auto f = std::make_shared<FtraceOptions>();
   CLI::App* ft = app.add_subcommand("ftrace-index", "The available_filter_functions index selecting one instance");

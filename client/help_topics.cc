@@ -58,7 +58,8 @@ constexpr ExitMeaning kExitMeanings[] = {
     {kRefused, "refused: the kernel would refuse the probe (kprobe, ftrace-index)",
      "refused (kprobe, ftrace-index): the kernel would refuse that function, by its probe verdict (no "
      "fentry call, init text, the kprobe blacklist; --force prints it anyway), or the tracer asked for "
-     "has no form that names exactly that copy (kprobe --format)"},
+     "has no form that names exactly that copy (kprobe --format), or an argument by name cannot be fetched at "
+     "the probe's address (kprobe)"},
 };
 
 constexpr VerdictMeaning kVerdictMeanings[] = {

@@ -125,15 +125,16 @@ absl::StatusOr<ProbeArg> ParseProbeArg(std::string_view text) {
       field.index = index;
       f.remove_prefix(close + 1);
     } else {
-      return Bad(text, StrCat("unexpected '", Excerpt(f, 40), "' after '", Excerpt(expr.substr(0, expr.size() - f.size()), 80),
-                              "' (expected '->', '.' or '[N]')"));
+      return Bad(text, StrCat("unexpected '", Excerpt(f, 40), "' after '",
+                              Excerpt(expr.substr(0, expr.size() - f.size()), 80), "' (expected '->', '.' or '[N]')"));
     }
     out.fields.push_back(std::move(field));
   }
   if (typed) {
     if (type.empty()) return Bad(text, "nothing after ':'");
     if (!IsFetchType(type) && type != "u" && type != "s" && type != "x") {
-      return Bad(text, StrCat("'", Excerpt(type, 80), "' is not a type kprobe_events reads (u8..u64, s8..s64, "
+      return Bad(text, StrCat("'", Excerpt(type, 80),
+                              "' is not a type kprobe_events reads (u8..u64, s8..s64, "
                               "x8..x64, u, s, x, string, ustring, symbol, bW@O/C)"));
     }
     out.type = std::string(type);

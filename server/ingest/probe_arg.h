@@ -32,8 +32,8 @@ inline constexpr size_t kMaxProbeArgLength = 1024;
 inline constexpr size_t kMaxProbeArgFields = 32;
 
 struct ProbeArgField {
-  std::string member;            // "" for an index
-  bool arrow = false;            // '->' (else '.')
+  std::string member;             // "" for an index
+  bool arrow = false;             // '->' (else '.')
   std::optional<uint64_t> index;  // '[N]'
   bool operator==(const ProbeArgField&) const = default;
 };

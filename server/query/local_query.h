@@ -53,6 +53,8 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
   // The answer of the Lines verb (verbs.h), its request checked.
   absl::StatusOr<LinesAnswer> LineAddresses(const LinesRequest& r);
+  // The answer of the Vars verb (verbs.h; probe_args.cc).
+  absl::StatusOr<VarsAnswer> Variables(const VarsRequest& r);
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;

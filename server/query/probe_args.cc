@@ -7,6 +7,7 @@
 #include "server/common/kernel_arch.h"
 #include "server/debuginfo/dwarf/fetch_args.h"
 #include "server/query/local_query.h"
+#include "server/query/local_query_impl.h"
 #include "server/store/debuginfo_store.h"
 #include "server/target/probe_bits.h"
 
@@ -25,14 +26,14 @@ uint64_t EntrySlack(const KernelArch& arch, uint32_t bits) {
 
 }  // namespace
 
-absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m,
-                                                      bool ret) {
+absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db, const store::TargetInfo& t,
+                                                                  const Match& m, bool ret) {
   const Instance& in = m.instance;
   ProbeArgsAt out;
   out.arch = ArchOfMachine(t.machine);
   if (out.arch == nullptr) {
-    return absl::FailedPreconditionError(StrCat("target '", t.name, "': its architecture (ELF machine ", t.machine,
-                                                ") has no register table"));
+    return absl::FailedPreconditionError(
+        StrCat("target '", t.name, "': its architecture (ELF machine ", t.machine, ") has no register table"));
   }
   if (!in.dwarf || !in.dwarf->has_function) {
     return absl::FailedPreconditionError(
@@ -42,8 +43,8 @@ absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db,
   }
   ASSIGN_OR_RETURN(auto df, store::DebugFileOf(db, t.id, in.module));
   if (!df) {
-    return absl::FailedPreconditionError(StrCat("target '", t.name, "' has no debug file for ",
-                                                in.module.empty() ? "vmlinux" : in.module));
+    return absl::FailedPreconditionError(
+        StrCat("target '", t.name, "' has no debug file for ", in.module.empty() ? "vmlinux" : in.module));
   }
   out.path = df->path;
   out.at.offset = m.offset;
@@ -79,8 +80,8 @@ absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db,
       if (b.second <= *in.addr && (best == nullptr || b.second > best->second)) best = &b;
     }
     if (best == nullptr) {
-      return absl::FailedPreconditionError(StrCat(in.module, ":", in.name, ": no section of ", in.module,
-                                                  " is known to hold its address"));
+      return absl::FailedPreconditionError(
+          StrCat(in.module, ":", in.name, ": no section of ", in.module, " is known to hold its address"));
     }
     out.at.section = best->first;
     out.at.symbol = *in.addr - best->second;
@@ -109,6 +110,59 @@ absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db&
   ASSIGN_OR_RETURN(debuginfo::CompiledArgs c, symbolizer_.FetchArgs(at.path, at.at, args, ctx));
   for (auto& n : c.notes) notes.push_back(std::move(n));
   return std::move(c.fetchargs);
+}
+
+absl::Status Vars::Check(const VarsRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("spec", r.spec, kMaxSpecLength));
+  if (r.spec.empty()) return absl::InvalidArgumentError("spec is empty");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<VarsAnswer> Vars::Local(LocalQuery& q, const VarsRequest& r) { return q.Variables(r); }
+
+absl::StatusOr<VarsAnswer> LocalQuery::Variables(const VarsRequest& r) {
+  ASSIGN_OR_RETURN(ResolveResult res, Resolve(r.target, r.spec));
+  if (res.matches.empty()) {
+    return absl::NotFoundError(
+        StrCat("no symbol matches '", Excerpt(r.spec, 200), "' in target '", res.target.name, "'"));
+  }
+  if (res.matches.size() > 1) {
+    std::vector<std::string> specs;
+    for (const auto& c : res.matches) specs.push_back(c.canonical);
+    return absl::InvalidArgumentError(StrCat("'", Excerpt(r.spec, 200), "' is ambiguous: ", res.matches.size(),
+                                             " candidates; name one: ", StrJoin(specs, ", ")));
+  }
+  const Match& m = res.matches[0].match;
+  return InTarget(r.target, [&](store::Db& db, const store::TargetInfo& t) -> absl::StatusOr<VarsAnswer> {
+    ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, false));
+    debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
+    std::vector<debuginfo::ScopeVariable> vars;
+    {
+      std::lock_guard<std::mutex> l(sym_mu_);
+      last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+      ASSIGN_OR_RETURN(vars, symbolizer_.Variables(at.path, at.at, ctx));
+    }
+    VarsAnswer out;
+    out.target = res.target;
+    out.instance = m.instance;
+    out.offset = m.offset;
+    out.canonical = res.matches[0].canonical;
+    for (auto& v : vars) {
+      ScopeVar s{.name = std::move(v.name),
+                 .type = std::move(v.type),
+                 .parameter = v.parameter,
+                 .available = v.here,
+                 .fetch = std::move(v.fetch),
+                 .why = std::move(v.why)};
+      for (const auto& [lo, hi] : v.ranges) {
+        s.ranges.push_back(lo);
+        s.ranges.push_back(hi);
+      }
+      out.variables.push_back(std::move(s));
+    }
+    return out;
+  });
 }
 
 }  // namespace symdex::query

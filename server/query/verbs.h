@@ -109,6 +109,42 @@ struct Lines {
   }
 };
 
+// `symdex vars SPEC`: perf probe -V for exactly the copy SPEC names — every parameter and local
+// in scope at SPEC's address (its +OFFSET, else the entry), its C type, its fetch arg there or
+// why there is none, and the offsets where it has a location (compiled as `symdex kprobe`'s
+// arguments by name are: debuginfo/dwarf/fetch_args.h).
+struct VarsRequest {
+  std::string target;  // "" = the default target
+  std::string spec;    // exactly one copy (query/spec.h)
+  SYMDEX_FIELDS(VarsRequest, target, spec)
+};
+struct ScopeVar {
+  std::string name, type;
+  bool parameter = false;
+  bool available = false;        // fetchable at the address
+  std::string fetch;             // its fetch arg there ("" when not)
+  std::string why;               // why not
+  std::vector<uint64_t> ranges;  // pairs: [lo, hi) offsets from the symbol where it has a location
+  SYMDEX_FIELDS(ScopeVar, name, type, parameter, available, fetch, why, ranges)
+};
+struct VarsAnswer {
+  TargetInfo target;
+  std::optional<Instance> instance;  // the copy
+  uint64_t offset = 0;               // the address, as an offset into it
+  std::string canonical;             // its canonical spec
+  std::vector<ScopeVar> variables;   // in DWARF order: parameters first
+  SYMDEX_FIELDS(VarsAnswer, target, instance, offset, canonical, variables)
+};
+struct Vars {
+  static constexpr const char* kMethod = "Vars";
+  static constexpr bool kHeavy = true;  // reads a unit of DWARF
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = VarsRequest;
+  using Answer = VarsAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
 // Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
 // they move here as they are touched.)
 template <class... V>
@@ -145,7 +181,7 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Inlined, Lines>;
+using Verbs = VerbList<Inlined, Lines, Vars>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

@@ -169,7 +169,9 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
       "symbols -m no_such_module", "-t no_such_target symbols", "kallsyms", "kallsyms --aliases",
       "kallsyms --aliases --separator %", "-t no_such_target kallsyms",
       // Where a function was inlined (hdr_helper: into a_entry and b_entry), and where not.
-      "inlined hdr_helper", "--json inlined hdr_helper", "inlined name_show", "-t no_such_target inlined hdr_helper"};
+      "inlined hdr_helper", "--json inlined hdr_helper", "inlined name_show", "-t no_such_target inlined hdr_helper",
+      // One copy's variables: an ambiguous spec, none.
+      "vars name_show", "vars no_such_function_x"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
@@ -191,6 +193,11 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
             in["dwarf"]["file"].get<std::string>() + ":" + std::to_string(in["dwarf"]["line"].get<int>());
         cmds.push_back("resolve '" + name + "@" + where + "'");
         cmds.push_back("kprobe -n -e grp/ev '" + name + "@" + where + "' 'x=%di:u64'");
+        // Arguments by name, and the variables in scope, from the copy's DWARF.
+        cmds.push_back("kprobe -n '" + name + "@" + where + "' x '$params' no_such_variable");
+        cmds.push_back("kprobe -n '" + name + "@" + where + "' '$params'");
+        cmds.push_back("vars '" + name + "@" + where + "'");
+        cmds.push_back("--json vars '" + name + "@" + where + "'");
         cmds.push_back("-t host --json kprobe -n -r '" + name + "@" + where + "'");
         cmds.push_back("lines '" + where + "'");
         cmds.push_back("--json lines '" + where + "'");

@@ -56,6 +56,34 @@ def perf_definitions(vmlinux, probes):
     return out, secs
 
 
+def perf_vars(vmlinux, func):
+    """perf probe -V FUNC: {name: type} of the variables it lists at the entry, or None."""
+    r = subprocess.run(["perf", "probe", "-q", "-k", vmlinux, "-V", func], capture_output=True, text=True)
+    if r.returncode != 0 or "@<" not in r.stdout:
+        return None
+    out = {}
+    for l in r.stdout.splitlines():
+        if l.startswith("\t\t"):
+            typ, _, name = l.strip().rpartition("\t")
+            out[name] = typ.strip()
+    return out
+
+
+def same_type(perfs, ours):
+    """perf spells a type without its qualifiers ("char*" for const char *), an array as a
+    pointer to its element, and void * as (unknown_type)."""
+    ours = re.sub(r"\b(const|volatile) ", "", ours)
+    ours = re.sub(r"\[\d*\]$", "*", ours)
+    return perfs == ours or (perfs == "(unknown_type)" and ours == "void*")
+
+
+def symdex_vars(symdex, func):
+    r = subprocess.run([symdex, "--json", "vars", func], capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return {v["name"]: v["type"].replace(" *", "*") for v in json.loads(r.stdout)["variables"] if v["available"]}
+
+
 def fetchargs(line):
     """The fetch args of a kprobe_events line, as {name: fetch}, in order."""
     parts = line.split()
@@ -72,6 +100,7 @@ def main():
     ap.add_argument("--probe", action="append", default=[])
     ap.add_argument("--min-agree", type=float, default=1.0)
     ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("--vars", type=int, default=0, help="also compare `symdex vars` with `perf probe -V` on this many")
     a = ap.parse_args()
 
     probes = list(a.probe)
@@ -135,7 +164,27 @@ def main():
     print(f"time per definition: symdex {1000 * symdex_secs / max(n, 1):.1f} ms (a new CLI process each), "
           f"perf probe -D {1000 * perf_secs / max(n, 1):.1f} ms (batches of {a.batch}); "
           f"ratio {symdex_secs / max(perf_secs, 1e-9):.3f}")
-    return 0 if compared and agree >= a.min_agree * compared else 1
+    ok = compared and agree >= a.min_agree * compared
+    if a.vars:
+        vc = va = vt = 0
+        for p in probes[:a.vars]:
+            func = func_of(p)
+            theirs, ours = perf_vars(a.vmlinux, func), symdex_vars(a.symdex, func)
+            if theirs is None:
+                continue
+            vc += 1
+            # perf -V also lists what functions inlined at the entry declare: every one of the
+            # function's own must be among perf's, with the same type.
+            if ours is not None and set(ours) <= set(theirs):
+                va += 1
+                vt += all(same_type(theirs[n], t) for n, t in ours.items())
+            elif shown < a.show:
+                shown += 1
+                print(f"vars differ: {func}\n  perf -V: {theirs}\n  symdex:  {ours}")
+        print(f"variables available at the entry: {vc} functions compared with perf probe -V; symdex's are "
+              f"among perf's for {va}, with the same types (less qualifiers, which perf does not print) for {vt}")
+        ok = ok and vc and va == vc and vt == vc
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

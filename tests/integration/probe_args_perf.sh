@@ -3,7 +3,8 @@
 # Debian's 6.1 cloud kernels, x86-64 and arm64 (read on this machine), offline:
 #   - the forms people know: a member chain to a string, a size, a struct field through an
 #     anonymous union, a pnp copy of the duplicated name_show by FILE (perf's FUNC@FILE);
-#   - `$params` of a sample of functions with a unique name, fetch arg for fetch arg;
+#   - `$params` of a sample of functions with a unique name, fetch arg for fetch arg, and
+#     `symdex vars` against `perf probe -V` (the variables available at the entry, their types);
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
 #     (exit 2), a variable in a return probe; a named argument of a copy without DWARF.
 # SYMDEX_PROBE_SAMPLE (default 30) sets the sample; tests/bench/probe_args.sh runs a large one.
@@ -33,7 +34,7 @@ one_arch() {  # one_arch DEBIAN_ARCH
     --probe 'name_show@drivers/pnp/card.c dmdev->kobj.name:string' \
     --probe 'do_sys_openat2 dfd filename:string how->flags' \
     --probe 'vfs_read%return $retval' || fail=1
-  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 || fail=1
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 --vars 10 || fail=1
   local rc
   set +e
   "$SYMDEX" kprobe -n vfs_read nosuch >/dev/null 2>"$work/err"; rc=$?

@@ -47,14 +47,25 @@ std::string TypeName(Dwarf_Die* die, int depth = 0) {
   if (dwarf_attr_integrate(die, DW_AT_type, &a) == nullptr || dwarf_formref_die(&a, &t) == nullptr) return "void";
   const std::string inner = Name(&t);
   switch (dwarf_tag(&t)) {
-    case DW_TAG_pointer_type: return TypeName(&t, depth + 1) + " *";
-    case DW_TAG_const_type: return "const " + TypeName(&t, depth + 1);
-    case DW_TAG_volatile_type: return "volatile " + TypeName(&t, depth + 1);
-    case DW_TAG_restrict_type: return TypeName(&t, depth + 1);
-    case DW_TAG_atomic_type: return "_Atomic " + TypeName(&t, depth + 1);
-    case DW_TAG_structure_type: return "struct " + (inner.empty() ? "{...}" : inner);
-    case DW_TAG_union_type: return "union " + (inner.empty() ? "{...}" : inner);
-    case DW_TAG_enumeration_type: return "enum " + (inner.empty() ? "{...}" : inner);
+    case DW_TAG_pointer_type:
+      return TypeName(&t, depth + 1) + " *";
+    case DW_TAG_const_type:
+    case DW_TAG_volatile_type: {
+      // An array's qualifier is its elements' (C has no const array): said once.
+      const std::string q = dwarf_tag(&t) == DW_TAG_const_type ? "const " : "volatile ";
+      std::string rest = TypeName(&t, depth + 1);
+      return rest.starts_with(q) ? rest : q + rest;
+    }
+    case DW_TAG_restrict_type:
+      return TypeName(&t, depth + 1);
+    case DW_TAG_atomic_type:
+      return "_Atomic " + TypeName(&t, depth + 1);
+    case DW_TAG_structure_type:
+      return "struct " + (inner.empty() ? "{...}" : inner);
+    case DW_TAG_union_type:
+      return "union " + (inner.empty() ? "{...}" : inner);
+    case DW_TAG_enumeration_type:
+      return "enum " + (inner.empty() ? "{...}" : inner);
     case DW_TAG_array_type: {
       std::string dims;
       Dwarf_Die sub;
@@ -73,8 +84,10 @@ std::string TypeName(Dwarf_Die* die, int depth = 0) {
       }
       return TypeName(&t, depth + 1) + dims;
     }
-    case DW_TAG_subroutine_type: return "function";
-    default: return inner.empty() ? "?" : inner;
+    case DW_TAG_subroutine_type:
+      return "function";
+    default:
+      return inner.empty() ? "?" : inner;
   }
 }
 
@@ -103,7 +116,9 @@ struct Place {
   uint64_t static_addr = 0;
 };
 
-std::string Offset(int64_t off) { return off < 0 ? StrCat("-", static_cast<uint64_t>(-(off + 1)) + 1) : StrCat("+", off); }
+std::string Offset(int64_t off) {
+  return off < 0 ? StrCat("-", static_cast<uint64_t>(-(off + 1)) + 1) : StrCat("+", off);
+}
 
 class Compiler {
  public:
@@ -119,8 +134,10 @@ class Compiler {
           out.fetchargs.push_back(a.text);
           break;
         case ProbeArg::Kind::kRetval:
-          if (!site_.ret) return absl::InvalidArgumentError("$retval is the return value: it needs a return probe (--return)");
-          out.fetchargs.push_back(StrCat(a.name.empty() ? "" : a.name + "=", "$retval", a.type.empty() ? "" : ":" + a.type));
+          if (!site_.ret)
+            return absl::InvalidArgumentError("$retval is the return value: it needs a return probe (--return)");
+          out.fetchargs.push_back(
+              StrCat(a.name.empty() ? "" : a.name + "=", "$retval", a.type.empty() ? "" : ":" + a.type));
           break;
         case ProbeArg::Kind::kParams:
         case ProbeArg::Kind::kVars: {
@@ -148,8 +165,8 @@ class Compiler {
           }
           std::optional<Dwarf_Die> v = FindVariable(a.var);
           if (!v) {
-            return absl::InvalidArgumentError(StrCat("no variable '", a.var, "' in scope in ", Name(&site_.function),
-                                                     " at ", Where()));
+            return absl::InvalidArgumentError(
+                StrCat("no variable '", a.var, "' in scope in ", Name(&site_.function), " at ", Where()));
           }
           std::string why;
           auto place = LocationAt(&*v, &why);
@@ -221,18 +238,24 @@ class Compiler {
     Dwarf_Attribute a;
     if (dwarf_attr_integrate(var, DW_AT_location, &a) == nullptr) return "";
     std::vector<std::string> parts;
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
     Dwarf_Addr base = 0, start = 0, end = 0;
     Dwarf_Op* expr = nullptr;
     size_t len = 0;
     ptrdiff_t off = 0;
-    while ((off = dwarf_getlocations(&a, off, &base, &start, &end, &expr, &len)) > 0 && parts.size() < 16) {
+    while ((off = dwarf_getlocations(&a, off, &base, &start, &end, &expr, &len)) > 0 && spans.size() < 16) {
       if (len == 0 || start >= end) continue;
       std::string why;
       if (!Evaluate(expr, len, &why)) continue;
       if (end <= site_.symbol) continue;
-      parts.push_back(StrCat("+0x", Hex(start >= site_.symbol ? start - site_.symbol : 0), "..+0x",
-                             Hex(end - site_.symbol)));
+      const uint64_t lo = start >= site_.symbol ? start - site_.symbol : 0, hi = end - site_.symbol;
+      if (!spans.empty() && spans.back().second == lo) {
+        spans.back().second = hi;
+      } else {
+        spans.emplace_back(lo, hi);
+      }
     }
+    for (const auto& [lo, hi] : spans) parts.push_back(StrCat("+0x", Hex(lo), "..+0x", Hex(hi)));
     return StrJoin(parts, ", ");
   }
 
@@ -367,7 +390,8 @@ class Compiler {
     Dwarf_Op* ops = nullptr;
     size_t n = 0;
     Dwarf_Die fn = site_.function;
-    if (dwarf_attr(&fn, DW_AT_frame_base, &a) == nullptr || dwarf_getlocation_addr(&a, pc_, &ops, &n, 1) <= 0 || n == 0) {
+    if (dwarf_attr(&fn, DW_AT_frame_base, &a) == nullptr || dwarf_getlocation_addr(&a, pc_, &ops, &n, 1) <= 0 ||
+        n == 0) {
       *why = "it is on the stack relative to a frame base the function does not describe here";
       return std::nullopt;
     }
@@ -430,8 +454,9 @@ class Compiler {
   // The fetch for `a` (its members, index, type) starting from `var` at `place`.
   absl::StatusOr<std::string> FetchOf(const ProbeArg& a, Dwarf_Die var, Place place, std::vector<std::string>& notes) {
     if (place.is_static && (!ctx_.static_form || ctx_.static_form(place.static_addr).empty())) {
-      return absl::OutOfRangeError(StrCat("'", a.var, "' is static storage (DW_OP_addr) that no kprobe_events symbol ",
-                                          "names exactly here (a module's: its address is known on the live host only)"));
+      return absl::OutOfRangeError(
+          StrCat("'", a.var, "' is static storage (DW_OP_addr) that no kprobe_events symbol ",
+                 "names exactly here (a module's: its address is known on the live host only)"));
     }
     Dwarf_Die cur = var;  // the DIE whose DW_AT_type is the current value's type
     std::string path = a.var;
@@ -443,8 +468,8 @@ class Compiler {
       const int tag = dwarf_tag(&*type);
       if (f.index) {
         if (tag != DW_TAG_array_type && tag != DW_TAG_pointer_type) {
-          return absl::InvalidArgumentError(StrCat("'", path, "' (", TypeName(&cur), ") is not an array or a pointer: no [",
-                                                   *f.index, "]"));
+          return absl::InvalidArgumentError(
+              StrCat("'", path, "' (", TypeName(&cur), ") is not an array or a pointer: no [", *f.index, "]"));
         }
         std::optional<Dwarf_Die> elem = RealType(&*type);
         if (!elem) return absl::InvalidArgumentError(StrCat("'", path, "' points to void: no [", *f.index, "]"));
@@ -467,24 +492,25 @@ class Compiler {
       Dwarf_Die agg = *type;
       if (tag == DW_TAG_pointer_type) {
         if (!f.arrow) {
-          return absl::InvalidArgumentError(StrCat("'", path, "' is a pointer (", TypeName(&cur), "): use '->", f.member,
-                                                   "', not '.", f.member, "'"));
+          return absl::InvalidArgumentError(StrCat("'", path, "' is a pointer (", TypeName(&cur), "): use '->",
+                                                   f.member, "', not '.", f.member, "'"));
         }
         std::optional<Dwarf_Die> pointee = RealType(&*type);
         if (!pointee) return absl::InvalidArgumentError(StrCat("'", path, "' points to void: no member ", f.member));
         agg = *pointee;
         place = Place{.base = FetchText(place), .offset = 0};
       } else if (f.arrow) {
-        return absl::InvalidArgumentError(StrCat("'", path, "' is not a pointer (", TypeName(&cur), "): use '.", f.member,
-                                                 "', not '->", f.member, "'"));
+        return absl::InvalidArgumentError(StrCat("'", path, "' is not a pointer (", TypeName(&cur), "): use '.",
+                                                 f.member, "', not '->", f.member, "'"));
       } else if (place.in_register) {
-        return absl::OutOfRangeError(StrCat("'", path, "' (", TypeName(&cur),
-                                                    ") is held in a register here, not in memory: its members have no address"));
+        return absl::OutOfRangeError(
+            StrCat("'", path, "' (", TypeName(&cur),
+                   ") is held in a register here, not in memory: its members have no address"));
       }
       const int atag = dwarf_tag(&agg);
       if (atag != DW_TAG_structure_type && atag != DW_TAG_union_type) {
-        return absl::InvalidArgumentError(StrCat("'", path, "' is not a struct or union (", TypeName(&cur), "): no member ",
-                                                 f.member));
+        return absl::InvalidArgumentError(
+            StrCat("'", path, "' is not a struct or union (", TypeName(&cur), "): no member ", f.member));
       }
       int64_t off = 0;
       std::optional<Dwarf_Die> member = FindMember(&agg, f.member, off, bit_position);
@@ -527,14 +553,14 @@ class Compiler {
     if (a.type == "string" || a.type == "ustring") {
       const int tag = type ? dwarf_tag(&*type) : 0;
       if (tag != DW_TAG_pointer_type && tag != DW_TAG_array_type) {
-        return absl::InvalidArgumentError(StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :",
-                                                 a.type));
+        return absl::InvalidArgumentError(
+            StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :", a.type));
       }
       std::optional<Dwarf_Die> elem = RealType(&*type);
       const std::string en = elem ? Name(&*elem) : "";
       if (!elem || (en != "char" && en != "unsigned char" && en != "signed char")) {
-        return absl::InvalidArgumentError(StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :",
-                                                 a.type));
+        return absl::InvalidArgumentError(
+            StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :", a.type));
       }
       if (tag == DW_TAG_pointer_type) {
         place = Place{.base = FetchText(place), .offset = 0};
@@ -543,7 +569,8 @@ class Compiler {
       }
       return StrCat(FetchText(place), ":", a.type);
     }
-    if (!a.type.empty() && a.type != "u" && a.type != "s" && a.type != "x") return StrCat(FetchText(place), ":", a.type);
+    if (!a.type.empty() && a.type != "u" && a.type != "s" && a.type != "x")
+      return StrCat(FetchText(place), ":", a.type);
     if (!type) return FetchText(place);
     int64_t size = SizeOf(&*type);
     if (size <= 0) return FetchText(place);
@@ -560,7 +587,8 @@ class Compiler {
   // The member `name` of struct/union `agg`, through unnamed members (anonymous structs and
   // unions): its byte offset from the aggregate's start into `off`, and its bit position (for
   // a bitfield: from the aggregate's start, little-endian) into `bits`.
-  std::optional<Dwarf_Die> FindMember(Dwarf_Die* agg, const std::string& name, int64_t& off, int64_t& bits, int depth = 0) {
+  std::optional<Dwarf_Die> FindMember(Dwarf_Die* agg, const std::string& name, int64_t& off, int64_t& bits,
+                                      int depth = 0) {
     Dwarf_Die m;
     if (depth > 16 || dwarf_child(agg, &m) != 0) return std::nullopt;
     const bool is_union = dwarf_tag(agg) == DW_TAG_union_type;
@@ -663,7 +691,12 @@ class Compiler {
         ptrdiff_t off = 0;
         while ((off = dwarf_getlocations(&a, off, &base, &start, &end, &expr, &len)) > 0 && s.ranges.size() < 64) {
           if (len == 0 || start >= end || end <= site_.symbol) continue;
-          s.ranges.emplace_back(start >= site_.symbol ? start - site_.symbol : 0, end - site_.symbol);
+          const uint64_t lo = start >= site_.symbol ? start - site_.symbol : 0, hi = end - site_.symbol;
+          if (!s.ranges.empty() && s.ranges.back().second == lo) {
+            s.ranges.back().second = hi;  // one range, whatever the register it moves to
+          } else {
+            s.ranges.emplace_back(lo, hi);
+          }
         }
       }
       out.push_back(std::move(s));

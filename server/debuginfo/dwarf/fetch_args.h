@@ -35,11 +35,11 @@ namespace symdex::debuginfo {
 
 struct FetchSite {
   Dwarf_Die cu;
-  Dwarf_Die function;      // the copy: a concrete DW_TAG_subprogram
-  Dwarf_Addr symbol = 0;   // its symbol's address (what ranges in messages are relative to)
-  Dwarf_Addr entry = 0;    // its DWARF entry pc (arm64: past the patchable-entry NOPs)
-  Dwarf_Addr pc = 0;       // where the probe fires; before `entry` (in the NOPs) reads as `entry`
-  bool ret = false;        // a return probe: only $retval
+  Dwarf_Die function;        // the copy: a concrete DW_TAG_subprogram
+  Dwarf_Addr symbol = 0;     // its symbol's address (what ranges in messages are relative to)
+  Dwarf_Addr entry = 0;      // its DWARF entry pc (arm64: past the patchable-entry NOPs)
+  Dwarf_Addr pc = 0;         // where the probe fires; before `entry` (in the NOPs) reads as `entry`
+  bool ret = false;          // a return probe: only $retval
   Dwarf_CFI* cfi = nullptr;  // call frame information, for a frame base that is the CFA (may be null)
   // How far past `entry` a parameter's location may start and still be read at the entry: the
   // instructions ftrace patches (x86-64 `call __fentry__`, after ENDBR64) change no register.
@@ -70,9 +70,9 @@ absl::StatusOr<CompiledArgs> CompileFetchArgs(const FetchSite& site, const std::
 struct ScopeVariable {
   std::string name, type;
   bool parameter = false;
-  bool here = false;  // fetchable at the site's pc
-  std::string fetch;  // its fetch arg there ("" when not)
-  std::string why;    // when not: why
+  bool here = false;                                  // fetchable at the site's pc
+  std::string fetch;                                  // its fetch arg there ("" when not)
+  std::string why;                                    // when not: why
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [lo, hi) offsets from the symbol where it has a location
 };
 absl::StatusOr<std::vector<ScopeVariable>> ScopeVariables(const FetchSite& site, const FetchContext& ctx);
