@@ -2,10 +2,10 @@
 # The kernel matrix: the same checks over every kernel build symdex claims to read, each against
 # llvm-symbolizer-14 measured in the same run.
 #
-#   tests/bench/kernel_matrix.sh [--boot] [--flavours] [--kernels K1,K2,...] [--out FILE] [SYMDEX_BIN]
+#   tests/bench/kernel_matrix.sh [--boot] [--flavours | --only-flavours] [--kernels K1,K2,...] [--out FILE] [SYMDEX_BIN]
 #
 # Kernels (default: these; --flavours adds Debian's other flavours of both releases and
-# architectures, --kernels names any):
+# architectures, --only-flavours runs those alone, --kernels names any):
 #   debian-6.1-amd64   Debian 12's cloud kernel (gcc 12, DWARF 5)
 #   debian-6.1-arm64   the same release for arm64
 #   debian-6.12-amd64  Debian 12's 6.12 cloud kernel (__pfx_ padding, IBT, .ko.xz modules)
@@ -41,6 +41,7 @@ while [ $# -gt 0 ]; do
     --boot) BOOT=1; shift ;;
     --kernels) KERNELS=$2; shift 2 ;;
     --flavours) KERNELS=$ALL_KERNELS,$FLAVOURS; ALL_KERNELS=$KERNELS; FLAVOURS_ASKED=1; shift ;;
+    --only-flavours) KERNELS=$FLAVOURS; ALL_KERNELS=$ALL_KERNELS,$FLAVOURS; FLAVOURS_ASKED=1; shift ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "kernel_matrix: unknown option $1" >&2; exit 2 ;;

@@ -171,7 +171,7 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
       // Where a function was inlined (hdr_helper: into a_entry and b_entry), and where not.
       "inlined hdr_helper", "--json inlined hdr_helper", "inlined name_show", "-t no_such_target inlined hdr_helper",
       // One copy's variables: an ambiguous spec, none.
-      "vars name_show", "vars no_such_function_x"};
+      "vars name_show", "vars no_such_function_x", "kprobe -n vmlinux:a_entry x no_such_variable"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
@@ -193,11 +193,13 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
             in["dwarf"]["file"].get<std::string>() + ":" + std::to_string(in["dwarf"]["line"].get<int>());
         cmds.push_back("resolve '" + name + "@" + where + "'");
         cmds.push_back("kprobe -n -e grp/ev '" + name + "@" + where + "' 'x=%di:u64'");
-        // Arguments by name, and the variables in scope, from the copy's DWARF.
-        cmds.push_back("kprobe -n '" + name + "@" + where + "' x '$params' no_such_variable");
-        cmds.push_back("kprobe -n '" + name + "@" + where + "' '$params'");
-        cmds.push_back("vars '" + name + "@" + where + "'");
-        cmds.push_back("--json vars '" + name + "@" + where + "'");
+        // Arguments by name, and the variables in scope, from the copy's DWARF (the module
+        // named: the fixture's vmlinux and fake_mod share sources).
+        const std::string module = in["module"].get<std::string>();
+        const std::string copy = (module.empty() ? "vmlinux" : module) + ":" + name + "@" + where;
+        cmds.push_back("kprobe -n '" + copy + "' '$params'");
+        cmds.push_back("vars '" + copy + "'");
+        cmds.push_back("--json vars '" + copy + "'");
         cmds.push_back("-t host --json kprobe -n -r '" + name + "@" + where + "'");
         cmds.push_back("lines '" + where + "'");
         cmds.push_back("--json lines '" + where + "'");

@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--probe", action="append", default=[])
     ap.add_argument("--min-agree", type=float, default=1.0)
     ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("--summary", help="write the counts and times as JSON here")
     ap.add_argument("--vars", type=int, default=0, help="also compare `symdex vars` with `perf probe -V` on this many")
     a = ap.parse_args()
 
@@ -165,8 +166,8 @@ def main():
           f"perf probe -D {1000 * perf_secs / max(n, 1):.1f} ms (batches of {a.batch}); "
           f"ratio {symdex_secs / max(perf_secs, 1e-9):.3f}")
     ok = compared and agree >= a.min_agree * compared
+    vc = va = vt = 0
     if a.vars:
-        vc = va = vt = 0
         for p in probes[:a.vars]:
             func = func_of(p)
             theirs, ours = perf_vars(a.vmlinux, func), symdex_vars(a.symdex, func)
@@ -184,6 +185,12 @@ def main():
         print(f"variables available at the entry: {vc} functions compared with perf probe -V; symdex's are "
               f"among perf's for {va}, with the same types (less qualifiers, which perf does not print) for {vt}")
         ok = ok and vc and va == vc and vt == vc
+    if a.summary:
+        with open(a.summary, "w") as f:
+            json.dump({"probes": n, "perf_refused": perf_refused, "compared": compared, "agree": agree,
+                       "perf_inlined": perf_inlined, "symdex_ms": 1000 * symdex_secs / max(n, 1),
+                       "perf_ms": 1000 * perf_secs / max(n, 1), "batch": a.batch, "vars_compared": vc,
+                       "vars_agree": va, "vars_types": vt}, f)
     return 0 if ok else 1
 
 

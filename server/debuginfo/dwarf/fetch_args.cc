@@ -439,8 +439,6 @@ class Compiler {
     }
     return StrCat(Offset(p.offset), "(", p.base, ")");
   }
-  // The fetch arg that yields the address of `p` (memory only), to dereference further.
-  std::string AddressText(const Place& p) { return FetchText(p); }
 
   // perf's name for an argument given without one: the variable's, or the last member's, with
   // the type appended to a plain variable (":" as "_").

@@ -1,0 +1,138 @@
+// Arguments by name compiled from real DWARF (debuginfo/dwarf/fetch_args.h through the
+// symbolizer): a program compiled here by gcc -O2, DWARF 4 and 5, probed at a function's entry.
+// The expected fetch args are what x86-64's ABI and the structs' layout give (and what
+// `perf probe -x BIN -D` prints for the same arguments, except the bitfields: perf 6.1 writes
+// DWARF 4's big-endian bit offset where the kernel counts from the least significant bit, and
+// finds no offset at all in DWARF 5's DW_AT_data_bit_offset).
+#include "server/debuginfo/dwarf/fetch_args.h"
+
+#include <elf.h>
+#include <gtest/gtest.h>
+
+#include "server/common/kernel_arch.h"
+#include "server/common/strings.h"
+#include "server/debuginfo/symbolize/symbolizer.h"
+#include "tests/unit/test_util.h"
+
+namespace symdex::debuginfo {
+namespace {
+
+using symdex::testing::MustRun;
+using symdex::testing::NmValue;
+using symdex::testing::TempDir;
+using symdex::testing::WriteFile;
+
+constexpr char kSource[] = R"(
+struct inner { int a; unsigned flags:3; unsigned mode:5; union { long u; char tag[8]; }; };
+struct outer { char name[16]; struct inner in; struct inner *next; const char *label; };
+long sink;
+__attribute__((noinline)) long probe_me(struct outer *o, int n, const char *s) {
+  long r = 0;
+  for (int i = 0; i < n; i++) r += o->in.a + s[i];
+  sink = r;
+  return r + o->next->u;
+}
+int main(int c, char **v) { struct outer o = {0}; o.next = &o.in; return (int)probe_me(&o, c, v[0]); }
+)";
+
+class FetchArgsTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    const std::string src = dir_ / "t.c";
+    WriteFile(src, kSource);
+    bin_ = dir_ / "t";
+    MustRun(StrCat("gcc -O2 -g -gdwarf-", GetParam(), " -o '", bin_, "' '", src, "'"));
+    symbol_ = NmValue(bin_, "probe_me");
+    ctx_.arch = ArchOfMachine(EM_X86_64);
+  }
+  absl::StatusOr<CompiledArgs> Compile(std::vector<std::string> texts, uint64_t offset = 0, bool ret = false) {
+    std::vector<ingest::ProbeArg> args;
+    for (const auto& t : texts) {
+      auto a = ingest::ParseProbeArg(t);
+      if (!a.ok()) return a.status();
+      args.push_back(*a);
+    }
+    Symbolizer::CopyAt at{.symbol = symbol_, .offset = offset, .ret = ret, .dwarf_name = "probe_me"};
+    return sym_.FetchArgs(bin_, at, args, ctx_);
+  }
+  TempDir dir_;
+  std::string bin_;
+  uint64_t symbol_ = 0;
+  FetchContext ctx_;
+  Symbolizer sym_;
+};
+
+TEST_P(FetchArgsTest, MembersStringsIndexesAndBitfieldsAtTheEntry) {
+  auto c = Compile({"o->name:string", "o->in.flags", "o->in.mode", "o->in.tag[1]", "o->next->u", "o->label:string",
+                    "s:string", "n", "$params", "cnt=n:u16", "%ax"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fetchargs, (std::vector<std::string>{
+                              "name=+0(%di):string",     // a char array in memory: its address
+                              "flags=+20(%di):b3@0/32",  // struct inner at +16, its word at +4: bits 0-2
+                              "mode=+20(%di):b5@3/32",   // bits 3-7 of the same word
+                              "tag=+25(%di):s8",         // the anonymous union at +8 of inner, [1]
+                              "u=+8(+32(%di)):s64",      // o->next (at +32), then u at +8
+                              "label=+0(+40(%di)):string",
+                              "s_string=+0(%dx):string",
+                              "n=%si:s32",
+                              "o=%di:x64",
+                              "n=%si:s32",
+                              "s=%dx:x64",
+                              "cnt=%si:u16",
+                              "%ax",
+                          }));
+}
+
+TEST_P(FetchArgsTest, WhatCannotBeFetchedThereIsRefusedSayingWhere) {
+  auto local = Compile({"r"});
+  ASSERT_FALSE(local.ok());
+  // r is a local with no location at the entry: refused as out of range, saying why.
+  EXPECT_EQ(local.status().code(), absl::StatusCode::kOutOfRange) << local.status();
+  EXPECT_NE(std::string(local.status().message()).find("'r' cannot be fetched at probe_me+0"), std::string::npos)
+      << local.status();
+  for (const auto& [arg, why] : std::vector<std::pair<std::string, std::string>>{
+           {"nosuch", "no variable 'nosuch' in scope in probe_me"},
+           {"o->nosuch", "has no member 'nosuch'"},
+           {"o.name", "use '->name'"},
+           {"o->in->a", "use '.a'"},
+           {"n:string", "not a char pointer or array"},
+           {"n->x", "not a pointer"},
+           {"n[1]", "not an array or a pointer"},
+       }) {
+    auto r = Compile({arg});
+    ASSERT_FALSE(r.ok()) << arg;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << arg << ": " << r.status();
+    EXPECT_NE(std::string(r.status().message()).find(why), std::string::npos) << arg << ": " << r.status();
+  }
+  // A return probe fetches $retval only.
+  auto ret = Compile({"$retval", "rv=$retval:s64"}, 0, true);
+  ASSERT_TRUE(ret.ok()) << ret.status();
+  EXPECT_EQ(ret->fetchargs, (std::vector<std::string>{"$retval", "rv=$retval:s64"}));
+  EXPECT_FALSE(Compile({"n"}, 0, true).ok());
+  EXPECT_FALSE(Compile({"$retval"}).ok());
+}
+
+TEST_P(FetchArgsTest, TheScopesVariablesAndWhereEachHasALocation) {
+  Symbolizer::CopyAt at{.symbol = symbol_, .dwarf_name = "probe_me"};
+  auto vars = sym_.Variables(bin_, at, ctx_);
+  ASSERT_TRUE(vars.ok()) << vars.status();
+  ASSERT_GE(vars->size(), 4u);
+  EXPECT_EQ((*vars)[0].name, "o");
+  EXPECT_EQ((*vars)[0].type, "struct outer *");
+  EXPECT_TRUE((*vars)[0].parameter);
+  EXPECT_TRUE((*vars)[0].here);
+  EXPECT_EQ((*vars)[0].fetch, "%di:x64");
+  EXPECT_EQ((*vars)[2].type, "const char *");
+  const ScopeVariable& r = (*vars)[3];
+  EXPECT_EQ(r.name, "r");
+  EXPECT_FALSE(r.parameter);
+  // A function's other copy does not answer for this one: a wrong name is refused.
+  Symbolizer::CopyAt wrong{.symbol = symbol_, .dwarf_name = "main"};
+  EXPECT_FALSE(sym_.Variables(bin_, wrong, ctx_).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Dwarf, FetchArgsTest, ::testing::Values(4, 5),
+                         [](const auto& info) { return StrCat("dwarf", info.param); });
+
+}  // namespace
+}  // namespace symdex::debuginfo
