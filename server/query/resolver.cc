@@ -139,6 +139,19 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
 }
 
 std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_name) {
+  // A name the spec grammar cannot say (the linker's erratum veneers, "e843419@0770_0000bb36_12e4"):
+  // its address names it, when the target has one.
+  if (in.name.find_first_of("@#:+ \t") != std::string::npos) {
+    auto parsed = ParseSpec(in.name);
+    const bool bare = parsed.ok() && parsed->name == in.name && !parsed->address && parsed->module.empty() &&
+                      parsed->path.empty() && !parsed->line && parsed->kas_alias.empty() && !parsed->at_addr &&
+                      parsed->at_section.empty() && parsed->cu.empty() && parsed->offset == 0;
+    if (!bare && in.addr) {
+      Spec a;
+      a.address = *in.addr;
+      return FormatSpec(a);
+    }
+  }
   Spec base;
   base.name = in.name;
   auto same = [&](const Instance& a) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/query/resolver.h"
+
 namespace symdex::query {
 namespace {
 
@@ -99,6 +101,28 @@ TEST(SpecTest, PathSuffixOnWholeComponents) {
   EXPECT_FALSE(PathSuffixMatch("drivers/pnp/card.c", "rd.c"));
   EXPECT_FALSE(PathSuffixMatch("drivers/pnp/card.c", "x/drivers/pnp/card.c"));
   EXPECT_EQ(KasAlias("drivers/pnp/card.c", 186), "drivers_pnp_card_c_186");
+}
+
+}  // namespace
+}  // namespace symdex::query
+
+namespace symdex::query {
+namespace {
+
+// The linker's erratum veneers on arm64 ("e843419@0770_0000bb36_12e4") have names the spec
+// grammar reads as NAME@PATH: their canonical spec is their address, which resolves back to them.
+TEST(CanonicalSpecTest, ANameTheGrammarCannotSayIsNamedByItsAddress) {
+  Instance veneer;
+  veneer.name = "e843419@0770_0000bb36_12e4";
+  veneer.type = 't';
+  veneer.addr = 0xffff8000088362b8;
+  EXPECT_EQ(CanonicalSpec(veneer, {veneer}), "0xffff8000088362b8");
+  auto s = ParseSpec(CanonicalSpec(veneer, {veneer}));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->address, veneer.addr);
+  Instance plain = veneer;
+  plain.name = "name_show";
+  EXPECT_EQ(CanonicalSpec(plain, {plain}), "name_show");
 }
 
 }  // namespace
