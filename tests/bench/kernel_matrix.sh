@@ -40,8 +40,8 @@ while [ $# -gt 0 ]; do
   case $1 in
     --boot) BOOT=1; shift ;;
     --kernels) KERNELS=$2; shift 2 ;;
-    --flavours) KERNELS=$ALL_KERNELS,$FLAVOURS; ALL_KERNELS=$KERNELS; FLAVOURS_ASKED=1; shift ;;
-    --only-flavours) KERNELS=$FLAVOURS; ALL_KERNELS=$ALL_KERNELS,$FLAVOURS; FLAVOURS_ASKED=1; shift ;;
+    --flavours) KERNELS=$ALL_KERNELS,$FLAVOURS; ALL_KERNELS=$KERNELS; FLAVOURS_ASKED=" --flavours"; shift ;;
+    --only-flavours) KERNELS=$FLAVOURS; ALL_KERNELS=$KERNELS; FLAVOURS_ASKED=" --only-flavours"; shift ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "kernel_matrix: unknown option $1" >&2; exit 2 ;;
@@ -188,7 +188,7 @@ done
 unset SYMDEX_DB
 
 {
-  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh$([ "$BOOT" = 1 ] && echo " --boot")$([ "${FLAVOURS_ASKED:-0}" = 1 ] && echo " --flavours")$([ "$KERNELS" != "$ALL_KERNELS" ] && echo " --kernels $KERNELS")\`"
+  echo "Kernel matrix, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/kernel_matrix.sh$([ "$BOOT" = 1 ] && echo " --boot")${FLAVOURS_ASKED:-}$([ "$KERNELS" != "$ALL_KERNELS" ] && echo " --kernels $KERNELS")\`"
   echo
   echo "| kernel | check | symdex | peer (same run) | ratio | pass |"
   echo "|---|---|---|---|---|---|"
