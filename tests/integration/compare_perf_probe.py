@@ -71,10 +71,11 @@ def perf_vars(vmlinux, func):
 
 def same_type(perfs, ours):
     """perf spells a type without its qualifiers ("char*" for const char *), an array as a
-    pointer to its element, and void * as (unknown_type)."""
+    pointer to its element, void * as (unknown_type) and a function pointer as (function_type)*."""
     ours = re.sub(r"\b(const|volatile) ", "", ours)
     ours = re.sub(r"\[\d*\]$", "*", ours)
-    return perfs == ours or (perfs == "(unknown_type)" and ours == "void*")
+    return (perfs == ours or (perfs == "(unknown_type)" and ours == "void*") or
+            (perfs == "(function_type)*" and "(*)(" in ours))
 
 
 def symdex_vars(symdex, func):

@@ -39,16 +39,39 @@ std::optional<Dwarf_Die> RealType(Dwarf_Die* die) {
   return std::nullopt;
 }
 
-// A C spelling of a type, for messages and `symdex vars`: "struct file *", "unsigned int".
-std::string TypeName(Dwarf_Die* die, int depth = 0) {
+std::string TypeName(Dwarf_Die* die, int depth = 0);
+
+// A subroutine type's parameter types, C-spelled: "struct file *, int", "void", "int, ...".
+std::string Parameters(Dwarf_Die* fn, int depth) {
+  std::vector<std::string> out;
+  Dwarf_Die p;
+  if (depth <= 16 && dwarf_child(fn, &p) == 0) {
+    do {
+      if (dwarf_tag(&p) == DW_TAG_formal_parameter) out.push_back(TypeName(&p, depth + 1));
+      if (dwarf_tag(&p) == DW_TAG_unspecified_parameters) out.push_back("...");
+    } while (dwarf_siblingof(&p, &p) == 0);
+  }
+  return out.empty() ? "void" : StrJoin(out, ", ");
+}
+
+// A C spelling of a type, for messages and `symdex vars`: "struct file *", "unsigned int",
+// "int (*)(struct inode *, struct file *)".
+std::string TypeName(Dwarf_Die* die, int depth) {
   Dwarf_Attribute a;
   Dwarf_Die t;
   if (depth > 16) return "...";
   if (dwarf_attr_integrate(die, DW_AT_type, &a) == nullptr || dwarf_formref_die(&a, &t) == nullptr) return "void";
   const std::string inner = Name(&t);
   switch (dwarf_tag(&t)) {
-    case DW_TAG_pointer_type:
+    case DW_TAG_pointer_type: {
+      Dwarf_Attribute pa;
+      Dwarf_Die fn;
+      if (dwarf_attr(&t, DW_AT_type, &pa) != nullptr && dwarf_formref_die(&pa, &fn) != nullptr &&
+          dwarf_tag(&fn) == DW_TAG_subroutine_type) {
+        return TypeName(&fn, depth + 1) + " (*)(" + Parameters(&fn, depth + 1) + ")";  // a function pointer
+      }
       return TypeName(&t, depth + 1) + " *";
+    }
     case DW_TAG_const_type:
     case DW_TAG_volatile_type: {
       // An array's qualifier is its elements' (C has no const array): said once.
@@ -85,7 +108,7 @@ std::string TypeName(Dwarf_Die* die, int depth = 0) {
       return TypeName(&t, depth + 1) + dims;
     }
     case DW_TAG_subroutine_type:
-      return "function";
+      return TypeName(&t, depth + 1) + " (" + Parameters(&t, depth + 1) + ")";
     default:
       return inner.empty() ? "?" : inner;
   }
