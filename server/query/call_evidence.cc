@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "server/common/strings.h"
+#include "server/query/resolver.h"
 
 namespace symdex::query {
 
@@ -46,10 +47,7 @@ std::optional<CodePlace> CallEvidence::PlaceOf(const Instance& in, uint64_t off)
   // A loaded module's symbol: the section whose base is the highest at or below it.
   absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> secs = sections_of_(in.module);
   if (!secs.ok()) return std::nullopt;
-  const std::pair<std::string, uint64_t>* best = nullptr;
-  for (const auto& s : *secs) {
-    if (s.second <= *in.addr && (best == nullptr || s.second > best->second)) best = &s;
-  }
+  const std::pair<std::string, uint64_t>* best = SectionHolding(*secs, *in.addr);
   if (best == nullptr) return std::nullopt;
   p.section = best->first;
   p.at = *in.addr - best->second + off;

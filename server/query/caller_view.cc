@@ -1,6 +1,7 @@
 #include "server/query/caller_view.h"
 
 #include "server/common/strings.h"
+#include "server/query/resolver.h"
 #include "server/query/spec.h"
 
 namespace symdex::query {
@@ -52,11 +53,7 @@ absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(auto sections, q_.ModuleSections(t, in.module));
-  const std::pair<std::string, uint64_t>* best = nullptr;
-  for (const auto& s : *sections) {
-    if (s.second <= a && (best == nullptr || s.second > best->second)) best = &s;
-  }
-  if (best != nullptr) {
+  if (const auto* best = SectionHolding(*sections, a)) {
     in.section = best->first;
     in.section_offset = a - best->second;
   }

@@ -75,10 +75,7 @@ absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db,
     out.at.symbol = in.section_offset;
   } else if (in.addr) {
     ASSIGN_OR_RETURN(auto bases, store::ModuleSections(db, t.id, in.module));
-    const std::pair<std::string, uint64_t>* best = nullptr;
-    for (const auto& b : bases) {
-      if (b.second <= *in.addr && (best == nullptr || b.second > best->second)) best = &b;
-    }
+    const std::pair<std::string, uint64_t>* best = SectionHolding(bases, *in.addr);
     if (best == nullptr) {
       return absl::FailedPreconditionError(
           StrCat(in.module, ":", in.name, ": no section of ", in.module, " is known to hold its address"));

@@ -217,6 +217,15 @@ std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_
   return FormatSpec(last);
 }
 
+const std::pair<std::string, uint64_t>* SectionHolding(const std::vector<std::pair<std::string, uint64_t>>& sections,
+                                                       uint64_t addr) {
+  const std::pair<std::string, uint64_t>* best = nullptr;
+  for (const auto& s : sections) {
+    if (s.second <= addr && (best == nullptr || s.second > best->second)) best = &s;
+  }
+  return best;
+}
+
 absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetInfo& t, const Instance& in) {
   ASSIGN_OR_RETURN(auto all, Which(db, t, in.name, false));
   std::vector<Instance> group;
@@ -314,11 +323,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
     // A loaded module: the section holding addr (the highest base at or below it), then the
     // offset into it in the module's relocatable DWARF.
     ASSIGN_OR_RETURN(auto sections, sections_of(in.module));
-    const std::pair<std::string, uint64_t>* best = nullptr;
-    for (const auto& sec : sections) {
-      if (sec.second <= addr && (best == nullptr || sec.second > best->second)) best = &sec;
-    }
-    if (best != nullptr) {
+    if (const auto* best = SectionHolding(sections, addr)) {
       frames = sym.SymbolizeInSection(df->path, df->build_id, best->first, addr - best->second);
     } else {
       frames = absl::NotFoundError("no section base recorded for this module (offline target?)");

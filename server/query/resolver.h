@@ -70,6 +70,11 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
 // before's last row; ftrace prints its traced function at +0x4), else `offset` itself.
 uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset);
 
+// The section of a loaded module holding `addr`: the one whose base is the highest at or below it
+// (`sections` as store::ModuleSections gives them); nullptr when none is.
+const std::pair<std::string, uint64_t>* SectionHolding(const std::vector<std::pair<std::string, uint64_t>>& sections,
+                                                       uint64_t addr);
+
 absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr);
 // The same with instances from `src` and the debug file looked up through `debug_file_of`
