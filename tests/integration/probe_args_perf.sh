@@ -7,7 +7,9 @@
 #     `symdex vars` against `perf probe -V` (the variables available at the entry, their types);
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
 #     (exit 2), a variable in a return probe; a named argument of a copy without DWARF.
-# SYMDEX_PROBE_SAMPLE (default 30) sets the sample; tests/bench/probe_args.sh runs a large one.
+# SYMDEX_PROBE_SAMPLE (default 12) sets the sample, SYMDEX_PROBE_VARS (default 4) how many of
+# them vars is checked on; tests/bench/probe_args.sh runs a large one (CI time: perf reads the
+# DWARF for seconds per run).
 #   probe_args_perf.sh SYMDEX_BIN
 set -euo pipefail
 unset DEBUGINFOD_URLS
@@ -17,7 +19,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 command -v perf >/dev/null || { echo "SKIP: perf (linux-perf) is not installed"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-sample=${SYMDEX_PROBE_SAMPLE:-30}
+sample=${SYMDEX_PROBE_SAMPLE:-12}
+vars=${SYMDEX_PROBE_VARS:-4}
 
 one_arch() {  # one_arch DEBIAN_ARCH
   local out
@@ -34,7 +37,7 @@ one_arch() {  # one_arch DEBIAN_ARCH
     --probe 'name_show@drivers/pnp/card.c dmdev->kobj.name:string' \
     --probe 'do_sys_openat2 dfd filename:string how->flags' \
     --probe 'vfs_read%return $retval' || fail=1
-  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 --vars 10 || fail=1
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 --vars "$vars" || fail=1
   local rc
   set +e
   "$SYMDEX" kprobe -n vfs_read nosuch >/dev/null 2>"$work/err"; rc=$?
