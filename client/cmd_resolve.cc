@@ -251,8 +251,28 @@ struct KprobeCliOptions {
   bool ret = false;
   std::string tracefs;
   std::string format = "kprobe_events";
+  std::optional<int> line, rel_line;
   std::vector<std::string> args;  // SPEC FETCHARGS...
 };
+
+// The definitions a probe result carries: one per place of a line, else the one.
+std::vector<std::string> Definitions(const query::ProbeResult& p) {
+  if (p.places.empty()) return {p.kprobe};
+  std::vector<std::string> out;
+  for (const auto& place : p.places) out.push_back(place.kprobe);
+  return out;
+}
+
+// What --json adds for a line's places.
+void AddPlacesJson(const query::ProbeResult& p, nlohmann::json& j) {
+  if (p.places.empty()) return;
+  nlohmann::json places = nlohmann::json::array();
+  for (const auto& place : p.places) {
+    places.push_back({{"offset", place.offset}, {"definition", place.kprobe}, {"notes", place.notes}});
+  }
+  j["line"] = {{"file", p.line_file}, {"line", p.line}};
+  j["places"] = std::move(places);
+}
 
 // How many instances of m's name are declared in m's own DWARF declaration file (0: unknown).
 size_t SameDeclFile(query::QueryApi& api, const std::string& target, const query::Instance& in) {
@@ -286,6 +306,56 @@ int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const 
   return kRefused;
 }
 
+// A line's places in another tracer's syntax: one form each, or the first refusal.
+int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax,
+                      const query::KprobeOptions& ko, const query::ProbeResult& probe, size_t same_file) {
+  const query::Match& m = probe.resolved.matches[0].match;
+  const query::TargetInfo& t = probe.resolved.target;
+  std::vector<query::ProbeForm> forms;
+  for (const auto& place : probe.places) {
+    query::Match at = m;
+    at.offset = place.offset;
+    query::KprobeOptions here = ko;  // the arguments as written: perf compiles them itself
+    here.event = place.event;
+    auto form = query::FormFor(syntax, at, t, here, same_file);
+    if (!form.ok()) {
+      if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
+      if (g.json) {
+        PrintJson({{"target", t.name},
+                   {"status", "no-form"},
+                   {"format", std::string(query::TracerSyntaxName(syntax))},
+                   {"message", std::string(form.status().message())},
+                   {"kprobe_events", place.kprobe},
+                   {"instance", InstanceJson(m.instance, place.offset, "")}});
+      } else {
+        fmt::print(stderr, "symdex: {}\n", form.status().message());
+      }
+      return kRefused;
+    }
+    if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
+    forms.push_back(std::move(*form));
+  }
+  if (g.json) {
+    nlohmann::json j = {{"target", t.name}, {"format", std::string(query::TracerSyntaxName(syntax))}};
+    nlohmann::json places = nlohmann::json::array();
+    for (size_t k = 0; k < forms.size(); ++k) {
+      places.push_back({{"offset", probe.places[k].offset},
+                        {"definition", forms[k].text},
+                        {"note", forms[k].note},
+                        {"kprobe_events", probe.places[k].kprobe}});
+    }
+    j["line"] = {{"file", probe.line_file}, {"line", probe.line}};
+    j["places"] = std::move(places);
+    j["instance"] = InstanceJson(m.instance, m.offset, "");
+    PrintJson(j);
+  } else {
+    for (const auto& f : forms) fmt::print("{}\n", f.text);
+    if (!forms.front().note.empty()) fmt::print(stderr, "symdex: note: {}\n", forms.front().note);
+    for (const auto& n : probe.notes) fmt::print(stderr, "symdex: note: {}\n", n);
+  }
+  return kFound;
+}
+
 // The probe in another tracer's syntax (--format): printed, never written to tracefs.
 int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCliOptions& o, query::TracerSyntax syntax,
                     const query::KprobeOptions& ko, const query::ProbeResult& probe) {
@@ -295,6 +365,7 @@ int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCl
                                    m.instance.same_name_in_module != 1 && !(t.kind == "live" && m.instance.addr)
                                ? SameDeclFile(api, o.target, m.instance)
                                : 0;
+  if (!probe.places.empty()) return PrintTracerPlaces(g, syntax, ko, probe, same_file);
   auto form = query::FormFor(syntax, m, t, ko, same_file);
   if (!form.ok()) {
     if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
@@ -344,6 +415,8 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     }
   }
   ko.fetchargs.assign(o.args.begin() + 1, o.args.end());
+  ko.line = o.line;
+  ko.rel_line = o.rel_line;
   auto probe = (*api)->Probe(o.target, o.args[0], ko);
   if (!probe.ok()) {
     // An argument that exists but cannot be fetched at this address: refused, as a copy the
@@ -395,37 +468,49 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
                                                      "' is an offline kernel: use -n to print the "
                                                      "definition instead of writing it to this host's tracefs")));
   }
+  const std::vector<std::string> definitions = Definitions(*probe);
   std::string written;
   if (!o.dry_run) {
     std::string dir = TracefsDir(o.tracefs);
     std::string path = dir + "/kprobe_events";
-    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) return Fail(g, absl::FailedPreconditionError(StrCat("cannot open ", path, ": ", std::strerror(errno))));
-    std::string data = *line + "\n";
-    ssize_t n = ::write(fd, data.data(), data.size());
-    int err = errno;
-    ::close(fd);
-    if (n != static_cast<ssize_t>(data.size())) {
-      std::string reason;
-      if (auto log = ReadFileBounded(dir + "/error_log", 1 << 20); log.ok() && !log->empty()) {
-        std::string_view l = StripWhitespace(*log);
-        size_t last = l.rfind('[');
-        reason = std::string(last == std::string::npos ? l : l.substr(last));
+    for (const std::string& def : definitions) {
+      int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+      if (fd < 0) {
+        return Fail(g, absl::FailedPreconditionError(StrCat("cannot open ", path, ": ", std::strerror(errno))));
       }
-      return Fail(g, absl::FailedPreconditionError(StrCat("the kernel refused '", *line, "': ", std::strerror(err),
-                                                          reason.empty() ? "" : "\n" + reason)));
+      std::string data = def + "\n";
+      ssize_t n = ::write(fd, data.data(), data.size());
+      int err = errno;
+      ::close(fd);
+      if (n != static_cast<ssize_t>(data.size())) {
+        std::string reason;
+        if (auto log = ReadFileBounded(dir + "/error_log", 1 << 20); log.ok() && !log->empty()) {
+          std::string_view l = StripWhitespace(*log);
+          size_t last = l.rfind('[');
+          reason = std::string(last == std::string::npos ? l : l.substr(last));
+        }
+        return Fail(g, absl::FailedPreconditionError(StrCat("the kernel refused '", def, "': ", std::strerror(err),
+                                                            reason.empty() ? "" : "\n" + reason)));
+      }
     }
     written = path;
   }
   if (g.json) {
-    PrintJson({{"target", t->name},
-               {"format", "kprobe_events"},
-               {"definition", *line},
-               {"written_to", written},
-               {"notes", probe->notes},
-               {"instance", InstanceJson(m->instance, m->offset, "")}});
+    nlohmann::json j = {{"target", t->name},
+                        {"format", "kprobe_events"},
+                        {"definition", *line},
+                        {"written_to", written},
+                        {"notes", probe->notes},
+                        {"instance", InstanceJson(m->instance, m->offset, "")}};
+    AddPlacesJson(*probe, j);
+    PrintJson(j);
   } else {
-    fmt::print("{}\n", *line);
+    for (size_t k = 0; k < definitions.size(); ++k) {
+      fmt::print("{}\n", definitions[k]);
+      if (k < probe->places.size()) {
+        for (const auto& n : probe->places[k].notes) fmt::print(stderr, "symdex: note: {}\n", n);
+      }
+    }
     for (const auto& n : probe->notes) fmt::print(stderr, "symdex: note: {}\n", n);
   }
   return kFound;
@@ -661,6 +746,12 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("--format", k->format,
                  "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf (printed, never written)");
+  kp->add_option("--line", k->line,
+                 "A line of the copy's own source file, inside the copy: one definition per place it has")
+      ->check(CLI::NonNegativeNumber);
+  kp->add_option("--rel-line", k->rel_line, "A line counted from the copy's declaration line (perf's FUNC:RLN)")
+      ->check(CLI::NonNegativeNumber)
+      ->excludes("--line");
   kp->add_option("SPEC ARGS", k->args,
                  "A spec, then arguments: by name as perf probe takes them (count, file->f_path.dentry, "
                  "'$params'), or kprobe fetch args ('arg1=%di:u64')")
@@ -684,13 +775,20 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "DWARF (signed sN, else xN). One that exists but has no location there is refused, exit 4,\n"
       "with the offsets where it has one; an unknown variable or member, exit 2. Anything else\n"
       "('%di', '+8(%si):u32', '$comm') is kprobe_events' own syntax, passed as written.\n"
+      "--line L / --rel-line N put the probe on a line of the copy's body instead of its entry: every\n"
+      "address inside this copy where the line table starts a statement of that line of the copy's own\n"
+      "file (a line the compiler split has several: one definition each, events NAME_L<N>, _1, _2...),\n"
+      "with the arguments fetched as they are at each place. A line with no code in the copy is refused\n"
+      "(exit 2) with the nearest lines that have some.\n"
       "Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused\n"
       "the write, 4 refused on its verdict, the tracer has no form for exactly this copy, or an argument\n"
       "cannot be fetched there.\n"
       "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
       "         p:t/pnp _text+6817776\n"
       "         symdex kprobe -n name_show@drivers/pnp/card.c:186 'dmdev->kobj.name:string'\n"
-      "         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string");
+      "         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string\n"
+      "         symdex kprobe -n --rel-line 11 vfs_read count\n"
+      "         p:symdex/vfs_read_L11 vfs_read+92 count=%dx:x64");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
 
   auto va = std::make_shared<VarsCliOptions>();

@@ -324,6 +324,8 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   req.set_group(opts.group);
   req.set_event(opts.event);
   for (const auto& a : opts.fetchargs) req.add_fetchargs(a);
+  if (opts.line) req.set_line(*opts.line);
+  if (opts.rel_line) req.set_rel_line(*opts.rel_line);
   pb::ProbeDefinitionResponse resp;
   const Impl::Attempt a =
       impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->ProbeDefinition(&c, req, &resp); });
@@ -339,6 +341,12 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   out.kprobe = resp.kprobe();
   out.ftrace_filter = resp.ftrace_filter();
   out.notes.assign(resp.notes().begin(), resp.notes().end());
+  for (const auto& p : resp.places()) {
+    out.places.push_back(
+        query::ProbePlace{.offset = p.offset(), .event = p.event(), .kprobe = p.kprobe(), .notes = {p.notes().begin(), p.notes().end()}});
+  }
+  out.line_file = resp.line_file();
+  out.line = resp.line();
   return out;
 }
 

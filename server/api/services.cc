@@ -351,6 +351,8 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServe
         o.event = req->event();
         o.ret = req->return_probe();
         o.fetchargs.assign(req->fetchargs().begin(), req->fetchargs().end());
+        if (req->has_line()) o.line = req->line();
+        if (req->has_rel_line()) o.rel_line = req->rel_line();
         auto q = router_.For(req->target(), {}, ctx->deadline());
         if (!q.ok()) return ToGrpc(q.status());
         auto r = query::CallerView(**q, AccessOf(peer)).Probe(req->target(), req->spec(), o);
@@ -362,6 +364,15 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServe
         resp->set_kprobe(r->kprobe);
         resp->set_ftrace_filter(r->ftrace_filter);
         for (const auto& n : r->notes) resp->add_notes(n);
+        for (const auto& p : r->places) {
+          pb::ProbePlace* o = resp->add_places();
+          o->set_offset(p.offset);
+          o->set_kprobe(p.kprobe);
+          o->set_event(p.event);
+          for (const auto& n : p.notes) o->add_notes(n);
+        }
+        resp->set_line_file(r->line_file);
+        resp->set_line(r->line);
         return grpc::Status::OK;
       },
       WaitFirst(req->target(), {}, ctx->deadline()));

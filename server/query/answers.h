@@ -126,6 +126,9 @@ struct KprobeOptions {
   std::string event;  // default: derived from the name and, for duplicates, its file:line
   bool ret = false;   // r: instead of p:
   std::vector<std::string> fetchargs;
+  // A line of the copy's body instead of its entry: absolute (in the copy's declaration file)
+  // or relative to its declaration line (perf's FUNC:RLN); at most one, and not with +OFFSET.
+  std::optional<int> line, rel_line;
 };
 
 inline constexpr size_t kMaxFrameModules = 8192;      // a host's loaded modules (~100-300 usually)

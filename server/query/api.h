@@ -63,11 +63,24 @@ struct DupsResult {
   std::shared_ptr<const std::vector<DupGroup>> groups = std::make_shared<const std::vector<DupGroup>>();
 };
 
+// One place of a line in a copy's body, with its own definition.
+struct ProbePlace {
+  uint64_t offset = 0;  // from the copy's symbol
+  std::string event;    // its event name (NAME_L<N>, then _1, _2 ...)
+  std::string kprobe;
+  std::vector<std::string> notes;
+};
 struct ProbeResult {
   ResolveResult resolved;  // exactly one match when `kprobe` is set
   std::string kprobe;      // the kprobe_events line, its arguments by name compiled to fetch args
   std::string ftrace_filter;
   std::vector<std::string> notes;  // what the line does not show (a value cut to 64 bits)
+  // With a line (KprobeOptions::line, rel_line): each place the line has in the copy, in address
+  // order (a line the compiler split has several), each with its own notes; `kprobe` is the
+  // first's, `notes` what was left out of the line.
+  std::vector<ProbePlace> places;
+  std::string line_file;  // the file of that line (source-tree relative)
+  int line = 0;           // the line, absolute
 };
 
 // What `symdex symbols` and `symdex kallsyms` list: every symbol instance of a target.
@@ -164,6 +177,7 @@ inline constexpr size_t kMaxModuleNameLength = 256;
 inline constexpr size_t kMaxPathLength = 4096;
 inline constexpr size_t kMaxEventNameLength = 256;  // group and event of a kprobe definition
 inline constexpr size_t kMaxFetchargs = 128;        // MAX_TRACE_ARGS in the kernel
+inline constexpr int kMaxSourceLine = 1 << 24;       // a line number no source file reaches
 inline constexpr size_t kMaxFetchargsBytes = 4096;
 // InvalidArgument "FIELD is N bytes; the limit is L" when value is longer than limit.
 absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit);

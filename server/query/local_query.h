@@ -133,6 +133,9 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<ProbeArgsAt> ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m, bool ret);
   absl::StatusOr<std::vector<std::string>> CompileProbeArgs(store::Db& db, const store::TargetInfo& t, const Match& m,
                                                             const KprobeOptions& opts, std::vector<std::string>& notes);
+  // The places of opts.line / opts.rel_line in the copy `m`, each with its definition.
+  absl::Status LinePlaces(store::Db& db, const store::TargetInfo& t, const Match& m, const KprobeOptions& opts,
+                          ProbeResult& out);
 
   std::string path_;
   Options opts_;

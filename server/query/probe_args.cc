@@ -8,6 +8,8 @@
 #include "server/debuginfo/dwarf/fetch_args.h"
 #include "server/query/local_query.h"
 #include "server/query/local_query_impl.h"
+#include "server/query/probe_forms.h"
+#include "server/query/resolver.h"
 #include "server/store/debuginfo_store.h"
 #include "server/target/probe_bits.h"
 
@@ -107,6 +109,46 @@ absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db&
   ASSIGN_OR_RETURN(debuginfo::CompiledArgs c, symbolizer_.FetchArgs(at.path, at.at, args, ctx));
   for (auto& n : c.notes) notes.push_back(std::move(n));
   return std::move(c.fetchargs);
+}
+
+absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, const Match& m,
+                                    const KprobeOptions& opts, ProbeResult& out) {
+  if (m.offset != 0) {
+    return absl::InvalidArgumentError("a line and +OFFSET each say where the probe is: give one of them");
+  }
+  ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, false));
+  debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
+  debuginfo::LinePlaces places;
+  {
+    std::lock_guard<std::mutex> l(sym_mu_);
+    last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+    ASSIGN_OR_RETURN(places, symbolizer_.BodyLines(at.path, at.at, opts.line ? *opts.line : *opts.rel_line,
+                                                   !opts.line, ctx));
+  }
+  out.line_file = places.file;
+  out.line = places.line;
+  // perf's event names for a line: NAME_L<relative line>, then _1, _2 ... for its other places.
+  const std::string base = ProbeEventName(m.instance, opts);
+  const int rel = places.line - places.decl_line;
+  for (size_t k = 0; k < places.pcs.size(); ++k) {
+    std::string suffix = opts.event.empty() && rel != 0 ? StrCat("_L", rel) : "";
+    if (k > 0) suffix += StrCat("_", k);
+    KprobeOptions here = opts;
+    here.event = base.substr(0, std::min(base.size(), 63 - std::min<size_t>(63, suffix.size()))) + suffix;
+    Match place = m;
+    place.offset = places.pcs[k];
+    ProbePlace p{.offset = place.offset, .event = here.event};
+    ASSIGN_OR_RETURN(here.fetchargs, CompileProbeArgs(db, t, place, opts, p.notes));
+    ASSIGN_OR_RETURN(p.kprobe, KprobeLine(place, here));
+    out.places.push_back(std::move(p));
+  }
+  for (const auto& [off, own] : places.shared) {
+    out.notes.push_back(fmt::format("+0x{:x} is a statement of line {} too, but a probe there belongs to line {}: "
+                                    "left out",
+                                    off, places.line, own));
+  }
+  out.kprobe = out.places.front().kprobe;
+  return absl::OkStatus();
 }
 
 absl::Status Vars::Check(const VarsRequest& r) {

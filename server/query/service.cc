@@ -38,6 +38,15 @@ absl::Status CheckKprobeOptions(const KprobeOptions& o) {
   if (o.fetchargs.size() > kMaxFetchargs) {
     return absl::InvalidArgumentError(StrCat(o.fetchargs.size(), " fetchargs; the limit is ", kMaxFetchargs));
   }
+  if (o.line && o.rel_line) return absl::InvalidArgumentError("give a line or a relative line, not both");
+  for (const auto& l : {o.line, o.rel_line}) {
+    if (l && (*l < 0 || *l > kMaxSourceLine)) {
+      return absl::InvalidArgumentError(StrCat("line ", *l, " is out of range (0..", kMaxSourceLine, ")"));
+    }
+  }
+  if ((o.line || o.rel_line) && o.ret) {
+    return absl::InvalidArgumentError("a return probe fires at the function's return, not at a line: drop -r or the line");
+  }
   size_t bytes = 0;
   for (const auto& a : o.fetchargs) bytes += a.size() + 1;
   return CheckFieldSize("fetchargs", std::string(bytes, ' '), kMaxFetchargsBytes);
@@ -438,9 +447,13 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   ASSIGN_OR_RETURN(out.resolved, ResolveIn(s, t, spec));
   if (out.resolved.matches.size() != 1) return out;
   const Match& m = out.resolved.matches[0].match;
-  KprobeOptions compiled = opts;
-  ASSIGN_OR_RETURN(compiled.fetchargs, CompileProbeArgs(*db, t, m, opts, out.notes));
-  ASSIGN_OR_RETURN(out.kprobe, KprobeLine(m, compiled));
+  if (opts.line || opts.rel_line) {
+    RETURN_IF_ERROR(LinePlaces(*db, t, m, opts, out));
+  } else {
+    KprobeOptions compiled = opts;
+    ASSIGN_OR_RETURN(compiled.fetchargs, CompileProbeArgs(*db, t, m, opts, out.notes));
+    ASSIGN_OR_RETURN(out.kprobe, KprobeLine(m, compiled));
+  }
   out.ftrace_filter = m.instance.module.empty() ? m.instance.name : StrCat(m.instance.name, ":mod:", m.instance.module);
   return out;
 }

@@ -6,7 +6,10 @@
 # definition of each — symdex a new CLI process per definition, perf one run per 50 definitions
 # (it reads the DWARF once per run; alone it takes seconds per definition).
 #
-#   tests/bench/probe_args.sh [--sample N] [--vars N] [--out FILE] [SYMDEX_BIN]
+# And lines of the body: N functions probed at a random line 1-12 of their body, `--rel-line`
+# against perf's FUNC:RLN, every place and its `$vars` compared (--lines N).
+#
+#   tests/bench/probe_args.sh [--sample N] [--vars N] [--lines N] [--out FILE] [SYMDEX_BIN]
 #
 # Prints one markdown table and writes it to --out; exit 1 when a row misses its goal.
 set -euo pipefail
@@ -14,11 +17,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$here/../..
 SAMPLE=300
 VARS=40
+LINES=300
 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
     --sample) SAMPLE=$2; shift 2 ;;
     --vars) VARS=$2; shift 2 ;;
+    --lines) LINES=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "probe_args: unknown option $1" >&2; exit 2 ;;
@@ -57,9 +62,17 @@ print(d['probes'], d['perf_refused'], d['compared'], d['agree'], d['perf_inlined
     "$(python3 -c "print(f'{$sms/$pms:.3f}')")" "<= 0.1" "$(python3 -c "print('yes' if $sms <= 0.1 * $pms else 'no')")"
   row "$k" "\`vars FUNC\`: the entry's variables among perf -V's, same types" "$vt" "$vc" \
     "$(python3 -c "print(f'{100*$vt/max($vc,1):.2f}%')")" "100%" "$([ "$vt" = "$vc" ] && [ "$vc" -gt 0 ] && echo yes || echo no)"
+  "$root/tests/integration/compare_perf_probe.py" "$SYMDEX" "$ROOT/usr/lib/debug/boot/vmlinux-$KREL" \
+    --sample "$LINES" --seed 5 --lines --summary "$work/$arch-lines.json" --show 5 >&2 || true
+  read -r n refused cmp agree fop < <(python3 -c "
+import json; d = json.load(open('$work/$arch-lines.json'))
+print(d['probes'], d['perf_refused'], d['compared'], d['agree'], d['perf_first_op'])")
+  row "$k" "\`kprobe --rel-line N FUNC '\$vars'\`: every place and fetch as perf's FUNC:N ($cmp of $n; perf gave none for $refused)" \
+    "$agree" "$cmp" "$(python3 -c "print(f'{100*$agree/max($cmp,1):.2f}%')")" "100%" \
+    "$([ "$agree" = "$cmp" ] && [ "$cmp" -gt 0 ] && echo yes || echo no)"
 done
 {
-  echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS\`"
+  echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS --lines $LINES\`"
   echo
   echo "| kernel | measure | symdex | perf probe | ratio | goal | met |"
   echo "|---|---|---|---|---|---|---|"

@@ -5,8 +5,11 @@
 #     anonymous union, a pnp copy of the duplicated name_show by FILE (perf's FUNC@FILE);
 #   - `$params` of a sample of functions with a unique name, fetch arg for fetch arg, and
 #     `symdex vars` against `perf probe -V` (the variables available at the entry, their types);
+#   - lines of a function's body (`--rel-line N` against perf's FUNC:RLN): every place, with
+#     `$vars` at each;
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
-#     (exit 2), a variable in a return probe; a named argument of a copy without DWARF.
+#     (exit 2), a variable in a return probe; a named argument of a copy without DWARF; a line
+#     outside the copy, a line with -r or with +OFFSET.
 # SYMDEX_PROBE_SAMPLE (default 12) sets the sample, SYMDEX_PROBE_VARS (default 4) how many of
 # them vars is checked on; tests/bench/probe_args.sh runs a large one (CI time: perf reads the
 # DWARF for seconds per run).
@@ -37,7 +40,10 @@ one_arch() {  # one_arch DEBIAN_ARCH
     --probe 'name_show@drivers/pnp/card.c dmdev->kobj.name:string' \
     --probe 'do_sys_openat2 dfd filename:string how->flags' \
     --probe 'vfs_read%return $retval' || fail=1
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" \
+    --probe 'tcp_sendmsg:5 size' --probe 'vfs_read:11 count file->f_path.dentry->d_name.name:string' || fail=1
   "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 --vars "$vars" || fail=1
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$((3 * sample))" --seed 5 --lines || fail=1
   local rc
   set +e
   "$SYMDEX" kprobe -n vfs_read nosuch >/dev/null 2>"$work/err"; rc=$?
@@ -50,6 +56,12 @@ one_arch() {  # one_arch DEBIAN_ARCH
   check_eq "$1: a string of what is no char pointer: exit 2" "2 1" "$rc $(grep -c "not a char pointer" "$work/err")"
   "$SYMDEX" kprobe -n -r vfs_read count >/dev/null 2>"$work/err"; rc=$?
   check_eq "$1: a variable in a return probe: exit 2" "2 1" "$rc $(grep -c 'fetches \$retval only' "$work/err")"
+  "$SYMDEX" kprobe -n --rel-line 400 vfs_read count >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: a line outside the copy: exit 2" "2 1" "$rc $(grep -c 'is outside this copy' "$work/err")"
+  "$SYMDEX" kprobe -n --line 461 -r vfs_read >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: a line in a return probe: exit 2" "2 1" "$rc $(grep -c 'not at a line' "$work/err")"
+  "$SYMDEX" kprobe -n --line 461 vfs_read+4 >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: a line and +OFFSET: exit 2" "2 1" "$rc $(grep -c 'give one of them' "$work/err")"
   "$SYMDEX" kprobe -n vfs_read '%di' 'x=+8(%si):u32' >"$work/out" 2>&1; rc=$?
   check_eq "$1: kprobe_events' own fetch args pass as written" "0 1" "$rc $(grep -c ' %di x=+8(%si):u32$' "$work/out")"
   set -e

@@ -9,6 +9,8 @@
 #include <elf.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/debuginfo/symbolize/symbolizer.h"
@@ -32,7 +34,9 @@ __attribute__((noinline)) long probe_me(struct outer *o, int n, const char *s) {
   sink = r;
   return r + o->next->u;
 }
-int main(int c, char **v) { struct outer o = {0}; o.next = &o.in; return (int)probe_me(&o, c, v[0]); }
+long folded(long x);
+int main(int c, char **v) { struct outer o = {0}; o.next = &o.in; return (int)probe_me(&o, c, v[0]) + folded(c); }
+__attribute__((noinline)) long folded(long x) { const long k = 7; return x * k; }
 )";
 
 class FetchArgsTest : public ::testing::TestWithParam<int> {
@@ -84,11 +88,18 @@ TEST_P(FetchArgsTest, MembersStringsIndexesAndBitfieldsAtTheEntry) {
 }
 
 TEST_P(FetchArgsTest, WhatCannotBeFetchedThereIsRefusedSayingWhere) {
-  auto local = Compile({"r"});
+  // r is the constant 0 at the entry (DW_OP_lit0; DW_OP_stack_value): an immediate.
+  auto zero = Compile({"r"});
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->fetchargs, std::vector<std::string>{"r=\\0:s64"});
+  // i, the loop's counter, has no location inside the loop past its first instructions (gcc
+  // counts with a pointer there): refused as out of range, saying where it has one.
+  auto local = Compile({"i"}, 0x20);
   ASSERT_FALSE(local.ok());
-  // r is a local with no location at the entry: refused as out of range, saying why.
   EXPECT_EQ(local.status().code(), absl::StatusCode::kOutOfRange) << local.status();
-  EXPECT_NE(std::string(local.status().message()).find("'r' cannot be fetched at probe_me+0"), std::string::npos)
+  EXPECT_NE(std::string(local.status().message()).find("'i' cannot be fetched at probe_me+0x20"), std::string::npos)
+      << local.status();
+  EXPECT_NE(std::string(local.status().message()).find("it can be fetched at +0x0.."), std::string::npos)
       << local.status();
   for (const auto& [arg, why] : std::vector<std::pair<std::string, std::string>>{
            {"nosuch", "no variable 'nosuch' in scope in probe_me"},
@@ -129,6 +140,55 @@ TEST_P(FetchArgsTest, TheScopesVariablesAndWhereEachHasALocation) {
   // A function's other copy does not answer for this one: a wrong name is refused.
   Symbolizer::CopyAt wrong{.symbol = symbol_, .dwarf_name = "main"};
   EXPECT_FALSE(sym_.Variables(bin_, wrong, ctx_).ok());
+}
+
+// Lines of the body (body_lines.h): probe_me is declared on line 5; line 8 is `sink = r;`.
+TEST_P(FetchArgsTest, ALineOfTheBodyHasItsPlacesEachWithItsOwnFetches) {
+  Symbolizer::CopyAt at{.symbol = symbol_, .dwarf_name = "probe_me"};
+  auto places = sym_.BodyLines(bin_, at, 3, /*relative=*/true, ctx_);
+  ASSERT_TRUE(places.ok()) << places.status();
+  EXPECT_EQ(places->decl_line, 5);
+  EXPECT_EQ(places->line, 8);
+  EXPECT_TRUE(places->file.ends_with("t.c")) << places->file;
+  // gcc splits the line: after the loop, and where n <= 0 skipped it (there r is the constant 0).
+  ASSERT_GE(places->pcs.size(), 2u);
+  std::set<std::string> fetches;
+  for (uint64_t off : places->pcs) {
+    EXPECT_GT(off, 0u);  // inside the body, past the entry
+    // r is what line 8 stores: known at each place, where at the entry it is not.
+    auto c = Compile({"r"}, off);
+    ASSERT_TRUE(c.ok()) << "+" << off << ": " << c.status();
+    fetches.insert(c->fetchargs[0].substr(0, 3));
+  }
+  EXPECT_EQ(fetches, (std::set<std::string>{"r=%", "r=\\"}));
+  // The same line asked for absolutely.
+  auto absolute = sym_.BodyLines(bin_, at, 8, /*relative=*/false, ctx_);
+  ASSERT_TRUE(absolute.ok()) << absolute.status();
+  EXPECT_EQ(absolute->pcs, places->pcs);
+  // Line 0 relative is the declaration: the entry.
+  auto entry = sym_.BodyLines(bin_, at, 0, /*relative=*/true, ctx_);
+  ASSERT_TRUE(entry.ok()) << entry.status();
+  EXPECT_EQ(entry->pcs, std::vector<Dwarf_Addr>{0});
+  // A line past the function, and one before it: refused, naming the lines that have code.
+  for (int line : {40, 2}) {
+    auto out = sym_.BodyLines(bin_, at, line, /*relative=*/false, ctx_);
+    ASSERT_FALSE(out.ok()) << line;
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(out.status().message()).find("is outside this copy"), std::string::npos) << out.status();
+    EXPECT_NE(std::string(out.status().message()).find("the nearest lines with code"), std::string::npos);
+  }
+}
+
+// A variable the compiler folded into the code (DW_AT_const_value) is fetched as kprobe_events'
+// immediate, as perf does; it has nothing in memory to look into.
+TEST_P(FetchArgsTest, AFoldedConstantIsAnImmediate) {
+  Symbolizer::CopyAt at{.symbol = NmValue(bin_, "folded"), .dwarf_name = "folded"};
+  auto c = sym_.FetchArgs(bin_, at, {*ingest::ParseProbeArg("k"), *ingest::ParseProbeArg("x")}, ctx_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->fetchargs, (std::vector<std::string>{"k=\\7:s64", "x=%di:s64"}));
+  auto member = sym_.FetchArgs(bin_, at, {*ingest::ParseProbeArg("k->x")}, ctx_);
+  ASSERT_FALSE(member.ok());
+  EXPECT_EQ(member.status().code(), absl::StatusCode::kOutOfRange) << member.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Dwarf, FetchArgsTest, ::testing::Values(4, 5),

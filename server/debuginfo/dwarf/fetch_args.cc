@@ -137,6 +137,7 @@ struct Place {
   int64_t offset = 0;
   bool is_static = false;
   uint64_t static_addr = 0;
+  bool is_constant = false;  // DW_AT_const_value: kprobe_events' immediate, \VALUE (in_register too)
 };
 
 std::string Offset(int64_t off) {
@@ -286,9 +287,16 @@ class Compiler {
   std::optional<Place> LocationAt(Dwarf_Die* var, std::string* why) {
     Dwarf_Attribute a;
     if (dwarf_attr_integrate(var, DW_AT_location, &a) == nullptr) {
-      *why = dwarf_attr_integrate(var, DW_AT_const_value, &a) != nullptr
-                 ? "it is a constant the compiler folded into the code"
-                 : "the compiler kept no location for it (optimized out)";
+      Dwarf_Sword value = 0;
+      if (dwarf_attr_integrate(var, DW_AT_const_value, &a) != nullptr) {
+        // The compiler folded it into the code: its value is fetched as an immediate (as perf does).
+        if (dwarf_formsdata(&a, &value) == 0) {
+          return Place{.in_register = true, .reg = StrCat("\\", value), .is_constant = true};
+        }
+        *why = "it is a constant the compiler folded into the code, of a form no immediate holds";
+        return std::nullopt;
+      }
+      *why = "the compiler kept no location for it (optimized out)";
       return std::nullopt;
     }
     Dwarf_Op* expr = nullptr;
@@ -372,6 +380,17 @@ class Compiler {
     } else if (op == DW_OP_implicit_pointer || op == DW_OP_GNU_implicit_pointer) {
       *why = "it is a pointer the compiler optimized away (DW_OP_implicit_pointer)";
       return std::nullopt;
+    } else if (n == 2 && ops[1].atom == DW_OP_stack_value &&
+               ((op >= DW_OP_lit0 && op <= DW_OP_lit31) || op == DW_OP_constu || op == DW_OP_consts ||
+                (op >= DW_OP_const1u && op <= DW_OP_const8s))) {
+      // A value the compiler knows here (DW_OP_litN / DW_OP_constN; DW_OP_stack_value): an immediate.
+      const bool is_signed = op == DW_OP_consts || op == DW_OP_const1s || op == DW_OP_const2s ||
+                             op == DW_OP_const4s || op == DW_OP_const8s;
+      const uint64_t v = op <= DW_OP_lit31 && op >= DW_OP_lit0 ? op - DW_OP_lit0 : ops[0].number;
+      p.in_register = true;
+      p.is_constant = true;
+      p.reg = is_signed ? StrCat("\\", static_cast<int64_t>(v)) : StrCat("\\", v);
+      return p;
     } else if ((op >= DW_OP_lit0 && op <= DW_OP_lit31) || op == DW_OP_constu || op == DW_OP_consts ||
                op == DW_OP_implicit_value) {
       *why = "here it is a constant the compiler computed (a DWARF expression, not a place)";
@@ -478,6 +497,10 @@ class Compiler {
       return absl::OutOfRangeError(
           StrCat("'", a.var, "' is static storage (DW_OP_addr) that no kprobe_events symbol ",
                  "names exactly here (a module's: its address is known on the live host only)"));
+    }
+    if (place.is_constant && !a.fields.empty()) {
+      return absl::OutOfRangeError(StrCat("'", a.var, "' is a constant here (", place.reg.substr(1),
+                                          ", folded into the code): it has nothing in memory to look into"));
     }
     Dwarf_Die cur = var;  // the DIE whose DW_AT_type is the current value's type
     std::string path = a.var;

@@ -308,6 +308,17 @@ absl::StatusOr<CompiledArgs> Symbolizer::FetchArgs(const std::string& path, cons
   return CompileFetchArgs(site, args, ctx);
 }
 
+absl::StatusOr<LinePlaces> Symbolizer::BodyLines(const std::string& path, const CopyAt& at, int line, bool relative,
+                                                 const FetchContext& ctx) {
+  CopyAt entry = at;
+  entry.offset = 0;
+  ASSIGN_OR_RETURN(FetchSite site, SiteOf(path, entry, ctx));
+  ASSIGN_OR_RETURN(LinePlaces places, FindLinePlaces(site, line, relative));
+  for (auto& pc : places.pcs) pc -= site.symbol;
+  for (auto& s : places.shared) s.first -= site.symbol;
+  return places;
+}
+
 absl::StatusOr<std::vector<ScopeVariable>> Symbolizer::Variables(const std::string& path, const CopyAt& at,
                                                                  const FetchContext& ctx) {
   ASSIGN_OR_RETURN(FetchSite site, SiteOf(path, at, ctx));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "server/common/status.h"
+#include "server/debuginfo/dwarf/body_lines.h"
 #include "server/debuginfo/dwarf/fetch_args.h"
 #include "server/debuginfo/symbolize/addr_map.h"
 
@@ -64,6 +65,10 @@ class Symbolizer {
   // debuginfo::ScopeVariables for that copy.
   absl::StatusOr<std::vector<ScopeVariable>> Variables(const std::string& path, const CopyAt& at,
                                                        const FetchContext& ctx);
+  // debuginfo::FindLinePlaces (body_lines.h) in that copy, with its places (`pcs`, `shared`)
+  // as offsets from the symbol.
+  absl::StatusOr<LinePlaces> BodyLines(const std::string& path, const CopyAt& at, int line, bool relative,
+                                       const FetchContext& ctx);
 
   // Closes every debug file and address map and drops what was parsed from them.
   void Clear();
