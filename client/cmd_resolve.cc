@@ -307,8 +307,8 @@ int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const 
 }
 
 // A line's places in another tracer's syntax: one form each, or the first refusal.
-int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax,
-                      const query::KprobeOptions& ko, const query::ProbeResult& probe, size_t same_file) {
+int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const query::KprobeOptions& ko,
+                      const query::ProbeResult& probe, size_t same_file) {
   const query::Match& m = probe.resolved.matches[0].match;
   const query::TargetInfo& t = probe.resolved.target;
   std::vector<query::ProbeForm> forms;
@@ -496,12 +496,9 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     written = path;
   }
   if (g.json) {
-    nlohmann::json j = {{"target", t->name},
-                        {"format", "kprobe_events"},
-                        {"definition", *line},
-                        {"written_to", written},
-                        {"notes", probe->notes},
-                        {"instance", InstanceJson(m->instance, m->offset, "")}};
+    nlohmann::json j = {{"target", t->name},     {"format", "kprobe_events"},
+                        {"definition", *line},   {"written_to", written},
+                        {"notes", probe->notes}, {"instance", InstanceJson(m->instance, m->offset, "")}};
     AddPlacesJson(*probe, j);
     PrintJson(j);
   } else {

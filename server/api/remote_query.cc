@@ -342,8 +342,8 @@ absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target,
   out.ftrace_filter = resp.ftrace_filter();
   out.notes.assign(resp.notes().begin(), resp.notes().end());
   for (const auto& p : resp.places()) {
-    out.places.push_back(
-        query::ProbePlace{.offset = p.offset(), .event = p.event(), .kprobe = p.kprobe(), .notes = {p.notes().begin(), p.notes().end()}});
+    out.places.push_back(query::ProbePlace{
+        .offset = p.offset(), .event = p.event(), .kprobe = p.kprobe(), .notes = {p.notes().begin(), p.notes().end()}});
   }
   out.line_file = resp.line_file();
   out.line = resp.line();

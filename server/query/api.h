@@ -177,7 +177,7 @@ inline constexpr size_t kMaxModuleNameLength = 256;
 inline constexpr size_t kMaxPathLength = 4096;
 inline constexpr size_t kMaxEventNameLength = 256;  // group and event of a kprobe definition
 inline constexpr size_t kMaxFetchargs = 128;        // MAX_TRACE_ARGS in the kernel
-inline constexpr int kMaxSourceLine = 1 << 24;       // a line number no source file reaches
+inline constexpr int kMaxSourceLine = 1 << 24;      // a line number no source file reaches
 inline constexpr size_t kMaxFetchargsBytes = 4096;
 // InvalidArgument "FIELD is N bytes; the limit is L" when value is longer than limit.
 absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit);

@@ -122,8 +122,8 @@ absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, c
   {
     std::lock_guard<std::mutex> l(sym_mu_);
     last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
-    ASSIGN_OR_RETURN(places, symbolizer_.BodyLines(at.path, at.at, opts.line ? *opts.line : *opts.rel_line,
-                                                   !opts.line, ctx));
+    ASSIGN_OR_RETURN(places,
+                     symbolizer_.BodyLines(at.path, at.at, opts.line ? *opts.line : *opts.rel_line, !opts.line, ctx));
   }
   out.line_file = places.file;
   out.line = places.line;
@@ -143,9 +143,10 @@ absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, c
     out.places.push_back(std::move(p));
   }
   for (const auto& [off, own] : places.shared) {
-    out.notes.push_back(fmt::format("+0x{:x} is a statement of line {} too, but a probe there belongs to line {}: "
-                                    "left out",
-                                    off, places.line, own));
+    out.notes.push_back(
+        fmt::format("+0x{:x} is a statement of line {} too, but a probe there belongs to line {}: "
+                    "left out",
+                    off, places.line, own));
   }
   out.kprobe = out.places.front().kprobe;
   return absl::OkStatus();

@@ -45,7 +45,8 @@ absl::Status CheckKprobeOptions(const KprobeOptions& o) {
     }
   }
   if ((o.line || o.rel_line) && o.ret) {
-    return absl::InvalidArgumentError("a return probe fires at the function's return, not at a line: drop -r or the line");
+    return absl::InvalidArgumentError(
+        "a return probe fires at the function's return, not at a line: drop -r or the line");
   }
   size_t bytes = 0;
   for (const auto& a : o.fetchargs) bytes += a.size() + 1;

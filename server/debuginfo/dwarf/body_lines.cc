@@ -129,8 +129,8 @@ absl::StatusOr<LinePlaces> FindLinePlaces(const FetchSite& site, int line, bool 
       where.push_back(fmt::format("+0x{:x} (line {}, {:+d} from {}'s declaration)", pc - site.symbol, own,
                                   own - out.decl_line, who));
     }
-    return absl::InvalidArgumentError(StrCat(asked, " shares every address it has with another line: ",
-                                             StrJoin(where, ", "), "; probe that line instead"));
+    return absl::InvalidArgumentError(StrCat(
+        asked, " shares every address it has with another line: ", StrJoin(where, ", "), "; probe that line instead"));
   }
   if (with_code.empty()) {
     return absl::InvalidArgumentError(StrCat(who, " has no statement of its own file ", out.file, " to probe"));
@@ -145,10 +145,10 @@ absl::StatusOr<LinePlaces> FindLinePlaces(const FetchSite& site, int line, bool 
     shown.push_back(relative ? fmt::format("{} ({})", n - out.decl_line, n) : std::to_string(n));
   }
   const bool inside = out.line >= *with_code.begin() && out.line <= *with_code.rbegin();
-  return absl::InvalidArgumentError(
-      StrCat(asked, inside ? " has no code in this copy" : " is outside this copy", " (its statements span ",
-             out.file, ":", *with_code.begin(), "-", *with_code.rbegin(), "); the nearest lines with code",
-             relative ? " (relative, absolute)" : "", ": ", StrJoin(shown, ", ")));
+  return absl::InvalidArgumentError(StrCat(asked, inside ? " has no code in this copy" : " is outside this copy",
+                                           " (its statements span ", out.file, ":", *with_code.begin(), "-",
+                                           *with_code.rbegin(), "); the nearest lines with code",
+                                           relative ? " (relative, absolute)" : "", ": ", StrJoin(shown, ", ")));
 }
 
 }  // namespace symdex::debuginfo

@@ -26,11 +26,11 @@
 namespace symdex::debuginfo {
 
 struct LinePlaces {
-  std::string file;                                    // the copy's declaration file, as its unit names it
-  int decl_line = 0;                                   // the copy's declaration line
-  int line = 0;                                        // the absolute line asked for
-  std::vector<Dwarf_Addr> pcs;                         // sorted, distinct
-  std::vector<std::pair<Dwarf_Addr, int>> shared;      // skipped: (address, the line it belongs to)
+  std::string file;                                // the copy's declaration file, as its unit names it
+  int decl_line = 0;                               // the copy's declaration line
+  int line = 0;                                    // the absolute line asked for
+  std::vector<Dwarf_Addr> pcs;                     // sorted, distinct
+  std::vector<std::pair<Dwarf_Addr, int>> shared;  // skipped: (address, the line it belongs to)
 };
 
 // `line` absolute, or relative to the copy's declaration line when `relative` (perf's RLN).

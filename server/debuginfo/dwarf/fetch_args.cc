@@ -384,8 +384,8 @@ class Compiler {
                ((op >= DW_OP_lit0 && op <= DW_OP_lit31) || op == DW_OP_constu || op == DW_OP_consts ||
                 (op >= DW_OP_const1u && op <= DW_OP_const8s))) {
       // A value the compiler knows here (DW_OP_litN / DW_OP_constN; DW_OP_stack_value): an immediate.
-      const bool is_signed = op == DW_OP_consts || op == DW_OP_const1s || op == DW_OP_const2s ||
-                             op == DW_OP_const4s || op == DW_OP_const8s;
+      const bool is_signed = op == DW_OP_consts || op == DW_OP_const1s || op == DW_OP_const2s || op == DW_OP_const4s ||
+                             op == DW_OP_const8s;
       const uint64_t v = op <= DW_OP_lit31 && op >= DW_OP_lit0 ? op - DW_OP_lit0 : ops[0].number;
       p.in_register = true;
       p.is_constant = true;
