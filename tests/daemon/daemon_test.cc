@@ -171,7 +171,11 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
       // Where a function was inlined (hdr_helper: into a_entry and b_entry), and where not.
       "inlined hdr_helper", "--json inlined hdr_helper", "inlined name_show", "-t no_such_target inlined hdr_helper",
       // One copy's variables: an ambiguous spec, none.
-      "vars name_show", "vars no_such_function_x", "kprobe -n vmlinux:a_entry x no_such_variable"};
+      "vars name_show", "vars no_such_function_x", "kprobe -n vmlinux:a_entry x no_such_variable",
+      // Lines of a copy's body: each place with its fetches, a line it does not have.
+      "kprobe -n --rel-line 0 vmlinux:a_entry '$vars'", "kprobe -n --rel-line 1 vmlinux:a_entry '$vars'",
+      "--json kprobe -n --rel-line 1 vmlinux:a_entry '$params'", "kprobe -n --line 99999 vmlinux:a_entry",
+      "--json kprobe -n --format perf --rel-line 1 vmlinux:a_entry"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
