@@ -306,6 +306,22 @@ int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const 
   return kRefused;
 }
 
+// A tracer that has no form for exactly this copy (at `offset`): exit 4, saying why.
+int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query::Match& m,
+                 const query::TargetInfo& t, const absl::Status& why, const std::string& kprobe, uint64_t offset) {
+  if (g.json) {
+    PrintJson({{"target", t.name},
+               {"status", "no-form"},
+               {"format", std::string(query::TracerSyntaxName(syntax))},
+               {"message", std::string(why.message())},
+               {"kprobe_events", kprobe},
+               {"instance", InstanceJson(m.instance, offset, "")}});
+  } else {
+    fmt::print(stderr, "symdex: {}\n", why.message());
+  }
+  return kRefused;
+}
+
 // A line's places in another tracer's syntax: one form each, or the first refusal.
 int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const query::KprobeOptions& ko,
                       const query::ProbeResult& probe, size_t same_file) {
@@ -320,17 +336,7 @@ int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const 
     auto form = query::FormFor(syntax, at, t, here, same_file);
     if (!form.ok()) {
       if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
-      if (g.json) {
-        PrintJson({{"target", t.name},
-                   {"status", "no-form"},
-                   {"format", std::string(query::TracerSyntaxName(syntax))},
-                   {"message", std::string(form.status().message())},
-                   {"kprobe_events", place.kprobe},
-                   {"instance", InstanceJson(m.instance, place.offset, "")}});
-      } else {
-        fmt::print(stderr, "symdex: {}\n", form.status().message());
-      }
-      return kRefused;
+      return RefuseNoForm(g, syntax, m, t, form.status(), place.kprobe, place.offset);
     }
     if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
     forms.push_back(std::move(*form));
@@ -369,17 +375,7 @@ int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCl
   auto form = query::FormFor(syntax, m, t, ko, same_file);
   if (!form.ok()) {
     if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
-    if (g.json) {
-      PrintJson({{"target", t.name},
-                 {"status", "no-form"},
-                 {"format", std::string(query::TracerSyntaxName(syntax))},
-                 {"message", std::string(form.status().message())},
-                 {"kprobe_events", probe.kprobe},
-                 {"instance", InstanceJson(m.instance, m.offset, "")}});
-    } else {
-      fmt::print(stderr, "symdex: {}\n", form.status().message());
-    }
-    return kRefused;
+    return RefuseNoForm(g, syntax, m, t, form.status(), probe.kprobe, m.offset);
   }
   if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
   if (g.json) {

@@ -58,6 +58,7 @@ import time
 
 import decode_traces
 import fleet_frames
+import probe_values
 import source_lines
 import verdicts
 
@@ -750,6 +751,18 @@ def main():
                 raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
             p["guest"] = res.split(" ", 1)[1]
         log(f"guest: {1 + len([p for p in probes if p['line']]) + len(vsample)} kprobe_events writes done")
+        # arguments by name: written, armed, fired by known commands, the trace read back
+        value_defs = probe_values.definitions(a.symdex, db, env, AGROUP)
+        value_results = {}
+        for ln in [ln for d in value_defs for ln in d["lines"]]:
+            guest.send(f"PROBE {ln}")
+            t, res = guest.msg()
+            if t != "RESULT":
+                raise Fail(f"guest protocol: expected RESULT, got {t} {res}")
+            value_results[ln] = res.split(" ", 1)[1]
+        guest.send(f"VALUES {AGROUP}")
+        value_trace = guest.file("values").decode(errors="replace")
+        values_done = guest.expect("DONE")
         guest.send("LIST")
         events = guest.file("kprobe_events").decode(errors="replace")
         klist = guest.file("kprobes_list").decode(errors="replace")
@@ -881,6 +894,11 @@ def main():
     call_ops = "CONFIG_DYNAMIC_FTRACE_WITH_CALL_OPS=y" in open(config).read().splitlines()
     orphans = (verdicts.orphan_sites(vmlinux, text_base - link, kallsyms, 2 if call_ops else 0)
                if a.arch == "arm64" else {})
+    with open(os.path.join(work, "values.trace"), "w") as f:
+        f.write(value_trace)
+    if values_done.strip() != "VALUES":
+        failures.append(f"arming the arguments' group: {values_done}")
+    failures += probe_values.check(value_defs, value_results, value_trace, log)
     failures += report_verdicts(vsymbols, sysroot, kallsyms, vsample, work, orphans)
     failures += report_ftrace_lines(a.symdex, db, env, vsymbols, sysroot, kallsyms, work, orphans,
                                     {p["addr"] for p in probes if not p["err"]})
@@ -910,6 +928,7 @@ def main():
 
 PLAIN = "name_show"
 VGROUP = "e2ev"  # the verdict sample's probes: registered, never enabled
+AGROUP = "e2ea"  # definitions with arguments by name: armed while known commands run
 
 
 def trace_names(dups, limit=150):
