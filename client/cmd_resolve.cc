@@ -307,8 +307,8 @@ int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const 
 }
 
 // A tracer that has no form for exactly this copy (at `offset`): exit 4, saying why.
-int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query::Match& m,
-                 const query::TargetInfo& t, const absl::Status& why, const std::string& kprobe, uint64_t offset) {
+int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query::Match& m, const query::TargetInfo& t,
+                 const absl::Status& why, const std::string& kprobe, uint64_t offset) {
   if (g.json) {
     PrintJson({{"target", t.name},
                {"status", "no-form"},

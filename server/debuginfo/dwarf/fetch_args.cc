@@ -2,6 +2,7 @@
 
 #include <dwarf.h>
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
@@ -257,6 +258,20 @@ class Compiler {
     return StrCat(Name(&site_.function), "+", off == 0 ? "0" : "0x" + Hex(off));
   }
 
+  // Where the function's code ends (the highest end of its ranges): a location that is not a
+  // list holds over the whole scope, which libdw gives as [0, ~0).
+  Dwarf_Addr FunctionEnd() {
+    if (function_end_ == 0) {
+      Dwarf_Die fn = site_.function;
+      Dwarf_Addr base = 0, lo = 0, hi = 0;
+      ptrdiff_t off = 0;
+      while ((off = dwarf_ranges(&fn, off, &base, &lo, &hi)) > 0) function_end_ = std::max(function_end_, hi);
+      if (function_end_ == 0) function_end_ = ~Dwarf_Addr{0};
+    }
+    return function_end_;
+  }
+  Dwarf_Addr function_end_ = 0;
+
   // The ranges (offsets from the symbol) where `var` has a location.
   std::string Ranges(Dwarf_Die* var) {
     Dwarf_Attribute a;
@@ -271,7 +286,8 @@ class Compiler {
       if (len == 0 || start >= end) continue;
       std::string why;
       if (!Evaluate(expr, len, &why)) continue;
-      if (end <= site_.symbol) continue;
+      end = std::min(end, FunctionEnd());
+      if (end <= site_.symbol || start >= end) continue;
       const uint64_t lo = start >= site_.symbol ? start - site_.symbol : 0, hi = end - site_.symbol;
       if (!spans.empty() && spans.back().second == lo) {
         spans.back().second = hi;
@@ -734,6 +750,7 @@ class Compiler {
         size_t len = 0;
         ptrdiff_t off = 0;
         while ((off = dwarf_getlocations(&a, off, &base, &start, &end, &expr, &len)) > 0 && s.ranges.size() < 64) {
+          end = std::min(end, FunctionEnd());
           if (len == 0 || start >= end || end <= site_.symbol) continue;
           const uint64_t lo = start >= site_.symbol ? start - site_.symbol : 0, hi = end - site_.symbol;
           if (!s.ranges.empty() && s.ranges.back().second == lo) {
