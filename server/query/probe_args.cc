@@ -94,6 +94,13 @@ absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db,
 absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db& db, const store::TargetInfo& t,
                                                                       const Match& m, const KprobeOptions& opts,
                                                                       std::vector<std::string>& notes) {
+  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, NamedArgs(opts));
+  if (!args) return opts.fetchargs;  // the kernel's own syntax only: nothing to look up
+  ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, opts.ret));
+  return CompileAt(at, *args, notes);
+}
+
+absl::StatusOr<std::optional<std::vector<ingest::ProbeArg>>> LocalQuery::NamedArgs(const KprobeOptions& opts) {
   std::vector<ingest::ProbeArg> args;
   bool named = false;
   for (const std::string& a : opts.fetchargs) {
@@ -101,8 +108,13 @@ absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db&
     named = named || p.kind != ingest::ProbeArg::Kind::kRaw;
     args.push_back(std::move(p));
   }
-  if (!named) return opts.fetchargs;  // the kernel's own syntax only: nothing to look up
-  ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, opts.ret));
+  if (!named) return std::nullopt;
+  return args;
+}
+
+absl::StatusOr<std::vector<std::string>> LocalQuery::CompileAt(const ProbeArgsAt& at,
+                                                               const std::vector<ingest::ProbeArg>& args,
+                                                               std::vector<std::string>& notes) {
   debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
   std::lock_guard<std::mutex> l(sym_mu_);
   last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -116,6 +128,7 @@ absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, c
   if (m.offset != 0) {
     return absl::InvalidArgumentError("a line and +OFFSET each say where the probe is: give one of them");
   }
+  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, NamedArgs(opts));
   ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, false));
   debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
   debuginfo::LinePlaces places;
@@ -138,7 +151,10 @@ absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, c
     Match place = m;
     place.offset = places.pcs[k];
     ProbePlace p{.offset = place.offset, .event = here.event};
-    ASSIGN_OR_RETURN(here.fetchargs, CompileProbeArgs(db, t, place, opts, p.notes));
+    if (args) {  // compiled at this place, from the site found once
+      at.at.offset = place.offset;
+      ASSIGN_OR_RETURN(here.fetchargs, CompileAt(at, *args, p.notes));
+    }
     ASSIGN_OR_RETURN(p.kprobe, KprobeLine(place, here));
     out.places.push_back(std::move(p));
   }
