@@ -252,6 +252,7 @@ struct KprobeCliOptions {
   std::string tracefs;
   std::string format = "kprobe_events";
   std::optional<int> line, rel_line;
+  bool inlined = false;
   std::vector<std::string> args;  // SPEC FETCHARGS...
 };
 
@@ -393,6 +394,140 @@ int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCl
   return kFound;
 }
 
+// Appends each definition to tracefs' kprobe_events; the file written, or why the kernel refused
+// a line (its error_log's last entry).
+absl::StatusOr<std::string> WriteKprobeEvents(const std::string& tracefs, const std::vector<std::string>& definitions) {
+  std::string dir = TracefsDir(tracefs);
+  std::string path = dir + "/kprobe_events";
+  for (const std::string& def : definitions) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) return absl::FailedPreconditionError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    std::string data = def + "\n";
+    ssize_t n = ::write(fd, data.data(), data.size());
+    int err = errno;
+    ::close(fd);
+    if (n != static_cast<ssize_t>(data.size())) {
+      std::string reason;
+      if (auto log = ReadFileBounded(dir + "/error_log", 1 << 20); log.ok() && !log->empty()) {
+        std::string_view l = StripWhitespace(*log);
+        size_t last = l.rfind('[');
+        reason = std::string(last == std::string::npos ? l : l.substr(last));
+      }
+      return absl::FailedPreconditionError(
+          StrCat("the kernel refused '", def, "': ", std::strerror(err), reason.empty() ? "" : "\n" + reason));
+    }
+  }
+  return path;
+}
+
+// `symdex kprobe --inlined NAME[@FILE]`: a definition at each place NAME was inlined.
+int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::TracerSyntax syntax,
+                     query::QueryApi& api, const query::KprobeOptions& ko) {
+  if (o.ret || o.line || o.rel_line) {
+    return Fail(g, absl::InvalidArgumentError(
+                       "--inlined probes each place a function's body was inlined, at its first address: it takes "
+                       "no -r (an inlined copy has no return of its own) and no line"));
+  }
+  query::InlinedProbesRequest req{.target = o.target,
+                                  .spec = o.args[0],
+                                  .group = ko.group,
+                                  .event = ko.event,
+                                  .fetchargs = ko.fetchargs};
+  auto r = api.Ask<query::InlinedProbes>(req);
+  if (!r.ok()) {
+    if (absl::IsNotFound(r.status())) {
+      Fail(g, r.status());
+      return kNotFound;
+    }
+    return Fail(g, r.status());
+  }
+  const query::TargetInfo& t = r->target;
+  if (r->probes.empty()) {  // every place left out: refused, as one copy's argument that cannot be fetched is
+    if (g.json) {
+      PrintJson({{"target", t.name},
+                 {"status", "refused"},
+                 {"name", r->name},
+                 {"probes", nlohmann::json::array()},
+                 {"left_out", r->left_out},
+                 {"notes", r->notes}});
+    } else {
+      fmt::print(stderr, "symdex: no place {} was inlined at takes this probe; {} left out:\n", r->name,
+                 r->left_out.size());
+      for (const auto& l : r->left_out) fmt::print(stderr, "  {}\n", l);
+      for (const auto& n : r->notes) fmt::print(stderr, "symdex: note: {}\n", n);
+    }
+    return kRefused;
+  }
+  std::vector<std::string> definitions;
+  std::vector<std::string> notes;
+  for (const auto& p : r->probes) {
+    if (syntax == query::TracerSyntax::kKprobeEvents) {
+      definitions.push_back(p.kprobe);
+      continue;
+    }
+    query::KprobeOptions here = ko;
+    here.event = p.event;
+    auto named = query::ProbeArgsAreNamed(ko.fetchargs);
+    if (!named.ok()) return Fail(g, named.status());
+    const query::Match at{.instance = *p.caller, .offset = p.offset};
+    if (*named && syntax == query::TracerSyntax::kPerf) {
+      return RefuseNoForm(g, syntax, at, t,
+                          absl::FailedPreconditionError(
+                              "perf compiles arguments by name in the scope of the function it probes, which is not "
+                              "the inlined copy's: use the kprobe_events definition (the default --format)"),
+                          p.kprobe, p.offset);
+    }
+    auto form = query::FormFor(syntax, at, t, here, 0);
+    if (!form.ok()) {
+      if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
+      return RefuseNoForm(g, syntax, at, t, form.status(), p.kprobe, p.offset);
+    }
+    if (!form->note.empty()) notes.push_back(form->note);
+    definitions.push_back(std::move(form->text));
+  }
+  std::string written;
+  if (!o.dry_run && syntax == query::TracerSyntax::kKprobeEvents) {
+    if (t.kind != "live") {
+      return Fail(g, absl::InvalidArgumentError(StrCat("target '", t.name,
+                                                       "' is an offline kernel: use -n to print the "
+                                                       "definitions instead of writing them to this host's tracefs")));
+    }
+    auto path = WriteKprobeEvents(o.tracefs, definitions);
+    if (!path.ok()) return Fail(g, path.status());
+    written = *path;
+  }
+  if (g.json) {
+    nlohmann::json probes = nlohmann::json::array();
+    for (size_t k = 0; k < r->probes.size(); ++k) {
+      const auto& p = r->probes[k];
+      probes.push_back({{"caller", InstanceJson(*p.caller, p.offset, "")},
+                        {"offset", p.offset},
+                        {"call_site", {{"file", p.file}, {"line", p.line}, {"column", p.column}}},
+                        {"decl_file", p.decl_file},
+                        {"event", p.event},
+                        {"definition", definitions[k]},
+                        {"kprobe_events", p.kprobe},
+                        {"notes", p.notes}});
+    }
+    PrintJson({{"target", t.name},
+               {"format", std::string(query::TracerSyntaxName(syntax))},
+               {"name", r->name},
+               {"written_to", written},
+               {"probes", probes},
+               {"left_out", r->left_out},
+               {"notes", r->notes}});
+    return kFound;
+  }
+  for (size_t k = 0; k < definitions.size(); ++k) {
+    fmt::print("{}\n", definitions[k]);
+    for (const auto& n : r->probes[k].notes) fmt::print(stderr, "symdex: note: {}\n", n);
+  }
+  for (const auto& n : notes) fmt::print(stderr, "symdex: note: {}\n", n);
+  for (const auto& l : r->left_out) fmt::print(stderr, "symdex: left out: {}\n", l);
+  for (const auto& n : r->notes) fmt::print(stderr, "symdex: note: {}\n", n);
+  return kFound;
+}
+
 int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   // A malformed argument is told before a missing index.
   auto syntax = query::TracerSyntaxArg(o.format);
@@ -413,6 +548,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   ko.fetchargs.assign(o.args.begin() + 1, o.args.end());
   ko.line = o.line;
   ko.rel_line = o.rel_line;
+  if (o.inlined) return RunKprobeInlined(g, o, *syntax, **api, ko);
   auto probe = (*api)->Probe(o.target, o.args[0], ko);
   if (!probe.ok()) {
     // An argument that exists but cannot be fetched at this address: refused, as a copy the
@@ -467,29 +603,9 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   const std::vector<std::string> definitions = Definitions(*probe);
   std::string written;
   if (!o.dry_run) {
-    std::string dir = TracefsDir(o.tracefs);
-    std::string path = dir + "/kprobe_events";
-    for (const std::string& def : definitions) {
-      int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-      if (fd < 0) {
-        return Fail(g, absl::FailedPreconditionError(StrCat("cannot open ", path, ": ", std::strerror(errno))));
-      }
-      std::string data = def + "\n";
-      ssize_t n = ::write(fd, data.data(), data.size());
-      int err = errno;
-      ::close(fd);
-      if (n != static_cast<ssize_t>(data.size())) {
-        std::string reason;
-        if (auto log = ReadFileBounded(dir + "/error_log", 1 << 20); log.ok() && !log->empty()) {
-          std::string_view l = StripWhitespace(*log);
-          size_t last = l.rfind('[');
-          reason = std::string(last == std::string::npos ? l : l.substr(last));
-        }
-        return Fail(g, absl::FailedPreconditionError(StrCat("the kernel refused '", def, "': ", std::strerror(err),
-                                                            reason.empty() ? "" : "\n" + reason)));
-      }
-    }
-    written = path;
+    auto path = WriteKprobeEvents(o.tracefs, definitions);
+    if (!path.ok()) return Fail(g, path.status());
+    written = *path;
   }
   if (g.json) {
     nlohmann::json j = {{"target", t->name},     {"format", "kprobe_events"},
@@ -745,6 +861,9 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   kp->add_option("--rel-line", k->rel_line, "A line counted from the copy's declaration line (perf's FUNC:RLN)")
       ->check(CLI::NonNegativeNumber)
       ->excludes("--line");
+  kp->add_flag("--inlined", k->inlined,
+               "A definition at each place the function's body was inlined (symdex inlined), the arguments "
+               "as they are in each copy");
   kp->add_option("SPEC ARGS", k->args,
                  "A spec, then arguments: by name as perf probe takes them (count, file->f_path.dentry, "
                  "'$params'), or kprobe fetch args ('arg1=%di:u64')")
@@ -773,6 +892,10 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "file (a line the compiler split has several: one definition each, events NAME_L<N>, _1, _2...),\n"
       "with the arguments fetched as they are at each place. A line with no code in the copy is refused\n"
       "(exit 2) with the nearest lines that have some.\n"
+      "--inlined puts one at each place the function's body was inlined into another (the places\n"
+      "'symdex inlined NAME' lists), at that copy's first address, its arguments compiled from that\n"
+      "copy's DWARF (events NAME, NAME_1, ...); NAME@FILE keeps the copies of the function declared in\n"
+      "FILE. A place the kernel refuses, or where an argument cannot be fetched, is left out and said.\n"
       "Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused\n"
       "the write, 4 refused on its verdict, the tracer has no form for exactly this copy, or an argument\n"
       "cannot be fetched there.\n"
@@ -781,7 +904,8 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "         symdex kprobe -n name_show@drivers/pnp/card.c:186 'dmdev->kobj.name:string'\n"
       "         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string\n"
       "         symdex kprobe -n --rel-line 11 vfs_read count\n"
-      "         p:symdex/vfs_read_L11 vfs_read+92 count=%dx:x64");
+      "         p:symdex/vfs_read_L11 vfs_read+92 count=%dx:x64\n"
+      "         symdex kprobe -n --inlined cpumask_weight srcp");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
 
   auto va = std::make_shared<VarsCliOptions>();

@@ -55,6 +55,8 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<LinesAnswer> LineAddresses(const LinesRequest& r);
   // The answer of the Vars verb (verbs.h; probe_args.cc).
   absl::StatusOr<VarsAnswer> Variables(const VarsRequest& r);
+  // The answer of the InlinedProbes verb (verbs.h; probe_args.cc).
+  absl::StatusOr<InlinedProbesAnswer> ProbesInlined(const InlinedProbesRequest& r);
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
                                     const KprobeOptions& opts) override;

@@ -10,6 +10,7 @@
 #include "server/query/local_query_impl.h"
 #include "server/query/probe_forms.h"
 #include "server/query/resolver.h"
+#include "server/query/spec.h"
 #include "server/store/debuginfo_store.h"
 #include "server/target/probe_bits.h"
 
@@ -219,6 +220,126 @@ absl::StatusOr<VarsAnswer> LocalQuery::Variables(const VarsRequest& r) {
     }
     return out;
   });
+}
+
+absl::Status InlinedProbes::Check(const InlinedProbesRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("spec", r.spec, kMaxSpecLength));
+  if (r.spec.empty()) return absl::InvalidArgumentError("spec is empty");
+  return CheckKprobeOptions(KprobeOptions{.group = r.group, .event = r.event, .fetchargs = r.fetchargs});
+}
+
+absl::StatusOr<InlinedProbesAnswer> InlinedProbes::Local(LocalQuery& q, const InlinedProbesRequest& r) {
+  return q.ProbesInlined(r);
+}
+
+absl::StatusOr<InlinedProbesAnswer> LocalQuery::ProbesInlined(const InlinedProbesRequest& r) {
+  ASSIGN_OR_RETURN(Spec spec, ParseSpec(r.spec));
+  if (spec.address || !spec.module.empty() || spec.line || !spec.kas_alias.empty() || spec.at_addr ||
+      !spec.cu.empty() || spec.offset != 0) {
+    return absl::InvalidArgumentError(StrCat("'", Excerpt(r.spec, 200),
+                                             "': inlined places are named NAME or NAME@FILE (the file the function "
+                                             "is declared in); each place is where the compiler put it"));
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args,
+                   NamedArgs(KprobeOptions{.fetchargs = r.fetchargs}));
+  ASSIGN_OR_RETURN(InlinedAnswer places, Inlined::Local(*this, InlinedRequest{r.target, spec.name}));
+  InlinedProbesAnswer out;
+  out.target = places.target;
+  out.name = spec.name;
+  out.notes = std::move(places.notes);
+  if (places.sites.empty()) {
+    return absl::NotFoundError(StrCat("no copy of '", Excerpt(spec.name, 200), "' is inlined in target '",
+                                      places.target.name, "'", out.notes.empty() ? "" : " (" + out.notes[0] + ")"));
+  }
+  KprobeOptions base;
+  base.group = r.group.empty() ? base.group : r.group;
+  {
+    Instance named;  // the event name: the function's, as for a copy of it that is unique
+    named.name = spec.name;
+    named.same_name_total = 1;
+    base.event = r.event.empty() ? DefaultEventName(named) : r.event;
+  }
+  size_t other_files = 0;
+  RETURN_IF_ERROR(InTarget(r.target, [&](store::Db& db, const store::TargetInfo& t) -> absl::Status {
+    if (t.generation != places.target.generation) return absl::AbortedError("the index changed during the call");
+    for (const InlinedSite& site : places.sites) {
+      const std::string where =
+          site.caller ? fmt::format("{}+{:#x}", site.caller->name, site.offset) : std::string("outside every symbol");
+      if (!site.caller) {
+        out.left_out.push_back(StrCat(where, ": no symbol holds this copy, so no kprobe names it"));
+        continue;
+      }
+      Match m{.instance = *site.caller, .offset = site.offset};
+      auto at = ProbeArgsSite(db, t, m, false);
+      if (!at.ok()) {
+        out.left_out.push_back(StrCat(where, ": ", at.status().message()));
+        continue;
+      }
+      at->at.inlined = spec.name;
+      debuginfo::FetchContext ctx{.arch = at->arch, .static_form = at->static_form};
+      std::string decl_file;
+      {
+        std::lock_guard<std::mutex> l(sym_mu_);
+        last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
+        auto f = symbolizer_.InlinedDeclFile(at->path, at->at, ctx);
+        if (!f.ok()) {
+          out.left_out.push_back(StrCat(where, ": ", f.status().message()));
+          continue;
+        }
+        decl_file = std::move(*f);
+      }
+      if (!spec.path.empty() && !PathSuffixMatch(decl_file, spec.path)) {
+        ++other_files;
+        continue;
+      }
+      const ProbeVerdict& v = m.instance.verdict;
+      if (v.known() && !v.kprobe) {
+        out.left_out.push_back(StrCat(where, ": the kernel refuses a kprobe in ", m.instance.name, ": ", v.reason));
+        continue;
+      }
+      InlinedProbe p{.caller = site.caller,
+                     .offset = site.offset,
+                     .file = site.file,
+                     .line = site.line,
+                     .column = site.column,
+                     .decl_file = decl_file};
+      KprobeOptions here = base;
+      const std::string suffix = out.probes.empty() ? "" : StrCat("_", out.probes.size());
+      here.event = base.event.substr(0, std::min(base.event.size(), 63 - suffix.size())) + suffix;
+      if (args) {
+        auto compiled = CompileAt(*at, *args, p.notes);
+        // An argument the function does not have (no such variable, member or type) is wrong
+        // for every copy: refused as a whole. One a copy cannot fetch leaves that copy out.
+        if (absl::IsInvalidArgument(compiled.status())) return compiled.status();
+        if (!compiled.ok()) {
+          out.left_out.push_back(StrCat(where, ": ", compiled.status().message()));
+          continue;
+        }
+        here.fetchargs = std::move(*compiled);
+      } else {
+        here.fetchargs = r.fetchargs;
+      }
+      auto line = KprobeLine(m, here);
+      if (!line.ok()) {
+        out.left_out.push_back(StrCat(where, ": ", line.status().message()));
+        continue;
+      }
+      p.event = here.event;
+      p.kprobe = std::move(*line);
+      out.probes.push_back(std::move(p));
+    }
+    return absl::OkStatus();
+  }));
+  if (other_files > 0) {
+    out.notes.push_back(StrCat(other_files, " place", other_files == 1 ? "" : "s", " of a '", spec.name,
+                               "' declared in another file than ", spec.path, " not shown"));
+  }
+  if (out.probes.empty() && out.left_out.empty()) {
+    return absl::NotFoundError(StrCat("no copy of '", spec.name, "' declared in ", spec.path, " is inlined in target '",
+                                      out.target.name, "'"));
+  }
+  return out;  // (every place left out: the caller says why)
 }
 
 }  // namespace symdex::query

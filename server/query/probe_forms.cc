@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "server/common/strings.h"
+#include "server/ingest/probe_arg.h"
 #include "server/query/resolver.h"
 
 namespace symdex::query {
@@ -116,6 +117,15 @@ absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts
   KprobeOptions named = opts;
   named.event = ProbeEventName(in, opts);
   return KprobeDefinition(by_address, named);
+}
+
+absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs) {
+  bool named = false;
+  for (const std::string& a : fetchargs) {
+    ASSIGN_OR_RETURN(ingest::ProbeArg p, ingest::ParseProbeArg(a));
+    named = named || p.kind != ingest::ProbeArg::Kind::kRaw;
+  }
+  return named;
 }
 
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/common/status.h"
 #include "server/query/answers.h"
@@ -30,6 +31,10 @@ namespace symdex::query {
 // address of a loaded module's copy), its event name kept. Where there is none (an offline
 // module), the line still names it: the caller refuses a line with a control byte (HasControlByte).
 absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts);
+
+// Whether any of `fetchargs` names a variable (perf probe's syntax, ingest/probe_arg.h) rather
+// than being kprobe_events' own; InvalidArgument for one that is neither.
+absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs);
 
 enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf };
 

@@ -145,6 +145,56 @@ struct Vars {
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
 };
 
+// `symdex kprobe --inlined NAME[@FILE] [ARGS...]`: a probe definition at each place NAME's body
+// was inlined (the places `symdex inlined` lists), its arguments by name compiled from that
+// copy's own DWARF — the parameters as they are there, not at NAME's entry. @FILE keeps the
+// copies of the function declared in that file (a name several files define). A place whose
+// holder the kernel would refuse, or where an argument cannot be fetched, is left out and said.
+struct InlinedProbesRequest {
+  std::string target;  // "" = the default target
+  std::string spec;    // NAME or NAME@FILE (the file the inlined function is declared in)
+  std::string group;   // "" = symdex
+  std::string event;   // "" = NAME; the places are EVENT, EVENT_1, EVENT_2 ...
+  std::vector<std::string> fetchargs;
+  SYMDEX_FIELDS(InlinedProbesRequest, target, spec, group, event, fetchargs)
+};
+struct InlinedProbe {
+  std::optional<Instance> caller;  // the text symbol holding the copy
+  uint64_t offset = 0;             // the copy's first address, as an offset into caller
+  std::string file;                // the call site: source-tree relative
+  int32_t line = 0, column = 0;
+  std::string decl_file;  // where the inlined function is declared
+  std::string event;
+  std::string kprobe;  // the kprobe_events line
+  std::vector<std::string> notes;
+  SYMDEX_FIELDS(InlinedProbe, caller, offset, file, line, column, decl_file, event, kprobe, notes)
+};
+struct InlinedProbesAnswer {
+  TargetInfo target;
+  std::string name;
+  std::vector<InlinedProbe> probes;  // in `symdex inlined`'s order
+  std::vector<std::string> left_out;  // each place left out, and why
+  std::vector<std::string> notes;     // what was not looked at
+  SYMDEX_FIELDS(InlinedProbesAnswer, target, name, probes, left_out, notes)
+};
+struct InlinedProbes {
+  static constexpr const char* kMethod = "InlinedProbes";
+  static constexpr bool kHeavy = true;  // a walk of vmlinux's address map, a unit of DWARF per place
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = InlinedProbesRequest;
+  using Answer = InlinedProbesAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  // A definition whose only form is an absolute address is not shown to a caller denied them.
+  static void HideAddresses(Answer& a) {
+    std::erase_if(a.probes, [&](const InlinedProbe& p) {
+      if (p.kprobe.find(" 0x") == std::string::npos) return false;
+      a.left_out.push_back(p.event + ": its only kprobe form is an absolute address, shown to privileged callers only");
+      return true;
+    });
+  }
+};
+
 // Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
 // they move here as they are touched.)
 template <class... V>
@@ -181,7 +231,7 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Inlined, Lines, Vars>;
+using Verbs = VerbList<Inlined, Lines, Vars, InlinedProbes>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

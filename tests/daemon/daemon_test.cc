@@ -175,7 +175,11 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
       // Lines of a copy's body: each place with its fetches, a line it does not have.
       "kprobe -n --rel-line 0 vmlinux:a_entry '$vars'", "kprobe -n --rel-line 1 vmlinux:a_entry '$vars'",
       "--json kprobe -n --rel-line 1 vmlinux:a_entry '$params'", "kprobe -n --line 99999 vmlinux:a_entry",
-      "--json kprobe -n --format perf --rel-line 1 vmlinux:a_entry"};
+      "--json kprobe -n --format perf --rel-line 1 vmlinux:a_entry",
+      // The places a function was inlined, each with its own fetches; none; a file without it.
+      "kprobe -n --inlined hdr_helper x", "--json kprobe -n --inlined hdr_helper '$params'",
+      "kprobe -n --inlined 'hdr_helper@include/linux/common.h'", "kprobe -n --inlined 'hdr_helper@nosuch.h'",
+      "kprobe -n --inlined no_such_function_x", "--json kprobe -n --format bpftrace --inlined hdr_helper"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];

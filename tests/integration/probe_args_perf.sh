@@ -7,10 +7,13 @@
 #     `symdex vars` against `perf probe -V` (the variables available at the entry, their types);
 #   - lines of a function's body (`--rel-line N` against perf's FUNC:RLN): every place, with
 #     `$vars` at each;
+#   - the places a function was inlined (`--inlined` against perf's FUNC, which probes them too):
+#     each place both give, fetch arg for fetch arg;
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
 #     (exit 2), a variable in a return probe; a named argument of a copy without DWARF; a line
-#     outside the copy, a line with -r or with +OFFSET.
-# SYMDEX_PROBE_SAMPLE (default 12) sets the sample, SYMDEX_PROBE_VARS (default 4) how many of
+#     outside the copy, a line with -r or with +OFFSET; --inlined with a variable no copy has,
+#     a file no copy is declared in, -r.
+# SYMDEX_PROBE_SAMPLE (default 8) sets the sample, SYMDEX_PROBE_VARS (default 2) how many of
 # them vars is checked on; tests/bench/probe_args.sh runs a large one (CI time: perf reads the
 # DWARF for seconds per run).
 #   probe_args_perf.sh SYMDEX_BIN
@@ -22,8 +25,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 command -v perf >/dev/null || { echo "SKIP: perf (linux-perf) is not installed"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-sample=${SYMDEX_PROBE_SAMPLE:-12}
-vars=${SYMDEX_PROBE_VARS:-4}
+sample=${SYMDEX_PROBE_SAMPLE:-8}
+vars=${SYMDEX_PROBE_VARS:-2}
 
 one_arch() {  # one_arch DEBIAN_ARCH
   local out
@@ -43,7 +46,9 @@ one_arch() {  # one_arch DEBIAN_ARCH
   "$here/compare_perf_probe.py" "$SYMDEX" "$vml" \
     --probe 'tcp_sendmsg:5 size' --probe 'vfs_read:11 count file->f_path.dentry->d_name.name:string' || fail=1
   "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$sample" --seed 7 --vars "$vars" || fail=1
-  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$((3 * sample))" --seed 5 --lines || fail=1
+  "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$((2 * sample))" --seed 5 --lines || fail=1
+  "$here/compare_perf_inlined.py" "$SYMDEX" "$vml" --name 'file_ppos file->f_path.dentry->d_name.name:string' \
+    --name 'cpumask_weight srcp' --sample 4 --seed 3 || fail=1
   local rc
   set +e
   "$SYMDEX" kprobe -n vfs_read nosuch >/dev/null 2>"$work/err"; rc=$?
@@ -62,6 +67,15 @@ one_arch() {  # one_arch DEBIAN_ARCH
   check_eq "$1: a line in a return probe: exit 2" "2 1" "$rc $(grep -c 'not at a line' "$work/err")"
   "$SYMDEX" kprobe -n --line 461 vfs_read+4 >/dev/null 2>"$work/err"; rc=$?
   check_eq "$1: a line and +OFFSET: exit 2" "2 1" "$rc $(grep -c 'give one of them' "$work/err")"
+  "$SYMDEX" kprobe -n --inlined file_ppos nosuch >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: --inlined, a variable the function does not have: exit 2" "2 1" \
+    "$rc $(grep -c "no variable 'nosuch' in scope in file_ppos" "$work/err")"
+  "$SYMDEX" kprobe -n --inlined 'file_ppos@fs/nosuch.c' >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: --inlined, a file no copy is declared in: exit 1" "1 1" "$rc $(grep -c "declared in fs/nosuch.c" "$work/err")"
+  "$SYMDEX" kprobe -n --inlined 'file_ppos@fs/read_write.c' >"$work/out" 2>/dev/null; rc=$?
+  check_eq "$1: --inlined NAME@FILE: its four places" "0 4" "$rc $(grep -c '^p:symdex/file_ppos' "$work/out")"
+  "$SYMDEX" kprobe -n --inlined -r file_ppos >/dev/null 2>"$work/err"; rc=$?
+  check_eq "$1: --inlined with -r: exit 2" "2 1" "$rc $(grep -c 'no -r' "$work/err")"
   "$SYMDEX" kprobe -n vfs_read '%di' 'x=+8(%si):u32' >"$work/out" 2>&1; rc=$?
   check_eq "$1: kprobe_events' own fetch args pass as written" "0 1" "$rc $(grep -c ' %di x=+8(%si):u32$' "$work/out")"
   set -e

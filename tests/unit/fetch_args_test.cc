@@ -37,6 +37,8 @@ __attribute__((noinline)) long probe_me(struct outer *o, int n, const char *s) {
 long folded(long x);
 int main(int c, char **v) { struct outer o = {0}; o.next = &o.in; return (int)probe_me(&o, c, v[0]) + folded(c); }
 __attribute__((noinline)) long folded(long x) { const long k = 7; return x * k; }
+static inline __attribute__((always_inline)) long scaled(const char *s, long v) { long r = s[0] * v; sink = r; return r + s[1] * v; }
+__attribute__((noinline)) long caller_of(const char *s, long v) { sink += v; return scaled(s, v) + 1; }
 )";
 
 class FetchArgsTest : public ::testing::TestWithParam<int> {
@@ -189,6 +191,40 @@ TEST_P(FetchArgsTest, AFoldedConstantIsAnImmediate) {
   auto member = sym_.FetchArgs(bin_, at, {*ingest::ParseProbeArg("k->x")}, ctx_);
   ASSERT_FALSE(member.ok());
   EXPECT_EQ(member.status().code(), absl::StatusCode::kOutOfRange) << member.status();
+}
+
+// An inlined copy (CopyAt::inlined): its parameters as they are in that copy, its frame the
+// function holding it; no copy of that name at an address outside it.
+TEST_P(FetchArgsTest, AnInlinedCopyFetchesItsOwnParameters) {
+  const uint64_t caller = NmValue(bin_, "caller_of");
+  std::optional<uint64_t> first;
+  for (uint64_t off = 0; off < 64 && !first; ++off) {
+    Symbolizer::CopyAt at{.symbol = caller, .offset = off, .dwarf_name = "caller_of", .inlined = "scaled"};
+    auto c = sym_.FetchArgs(bin_, at, {*ingest::ParseProbeArg("s")}, ctx_);
+    if (c.ok() || c.status().code() != absl::StatusCode::kNotFound) first = off;
+  }
+  ASSERT_TRUE(first) << "no copy of scaled found in caller_of";
+  EXPECT_GT(*first, 0u);  // past `sink += v`
+  Symbolizer::CopyAt at{.symbol = caller, .offset = *first, .dwarf_name = "caller_of", .inlined = "scaled"};
+  auto c = sym_.FetchArgs(bin_, at, {*ingest::ParseProbeArg("s"), *ingest::ParseProbeArg("s[0]")}, ctx_);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->fetchargs.size(), 2u);
+  EXPECT_TRUE(c->fetchargs[0].starts_with("s=%")) << c->fetchargs[0];
+  EXPECT_NE(c->fetchargs[1].find("=+0(%"), std::string::npos) << c->fetchargs[1];  // the char s points at
+  // A name only the copy's holder has is not in the copy's scope; the message names both.
+  auto other = sym_.FetchArgs(bin_, at, {*ingest::ParseProbeArg("nosuch")}, ctx_);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(other.status().message()).find("in scope in scaled at caller_of+0x"), std::string::npos)
+      << other.status();
+  auto decl = sym_.InlinedDeclFile(bin_, at, ctx_);
+  ASSERT_TRUE(decl.ok()) << decl.status();
+  EXPECT_TRUE(decl->ends_with("t.c")) << *decl;
+  // At the holder's entry no copy of scaled holds the address.
+  Symbolizer::CopyAt entry{.symbol = caller, .dwarf_name = "caller_of", .inlined = "scaled"};
+  auto none = sym_.FetchArgs(bin_, entry, {*ingest::ParseProbeArg("s")}, ctx_);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound) << none.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Dwarf, FetchArgsTest, ::testing::Values(4, 5),

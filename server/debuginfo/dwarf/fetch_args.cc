@@ -227,6 +227,15 @@ class Compiler {
     std::optional<Dwarf_Die> found;
     FindIn(&site_.function, name, 0, found);
     if (found) return found;
+    // An inlined copy without the parameter at all: the compiler dropped it there; its abstract
+    // declaration says it exists (and has no location to fetch).
+    Dwarf_Attribute origin_attr;
+    Dwarf_Die origin;
+    if (dwarf_tag(&site_.function) == DW_TAG_inlined_subroutine &&
+        dwarf_formref_die(dwarf_attr(&site_.function, DW_AT_abstract_origin, &origin_attr), &origin) != nullptr) {
+      FindIn(&origin, name, 0, found);
+      if (found) return found;
+    }
     Dwarf_Die child;
     Dwarf_Die cu = site_.cu;
     if (dwarf_child(&cu, &child) != 0) return std::nullopt;
@@ -255,14 +264,14 @@ class Compiler {
 
   std::string Where() {
     const uint64_t off = pc_ - site_.symbol;
-    return StrCat(Name(&site_.function), "+", off == 0 ? "0" : "0x" + Hex(off));
+    return StrCat(Name(&site_.frame), "+", off == 0 ? "0" : "0x" + Hex(off));
   }
 
   // Where the function's code ends (the highest end of its ranges): a location that is not a
   // list holds over the whole scope, which libdw gives as [0, ~0).
   Dwarf_Addr FunctionEnd() {
     if (function_end_ == 0) {
-      Dwarf_Die fn = site_.function;
+      Dwarf_Die fn = site_.frame;
       Dwarf_Addr base = 0, lo = 0, hi = 0;
       ptrdiff_t off = 0;
       while ((off = dwarf_ranges(&fn, off, &base, &lo, &hi)) > 0) function_end_ = std::max(function_end_, hi);
@@ -447,7 +456,7 @@ class Compiler {
     Dwarf_Attribute a;
     Dwarf_Op* ops = nullptr;
     size_t n = 0;
-    Dwarf_Die fn = site_.function;
+    Dwarf_Die fn = site_.frame;
     if (dwarf_attr(&fn, DW_AT_frame_base, &a) == nullptr || dwarf_getlocation_addr(&a, pc_, &ops, &n, 1) <= 0 ||
         n == 0) {
       *why = "it is on the stack relative to a frame base the function does not describe here";

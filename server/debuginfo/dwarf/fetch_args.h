@@ -35,7 +35,10 @@ namespace symdex::debuginfo {
 
 struct FetchSite {
   Dwarf_Die cu;
-  Dwarf_Die function;        // the copy: a concrete DW_TAG_subprogram
+  Dwarf_Die function;  // the copy: a concrete DW_TAG_subprogram, or a DW_TAG_inlined_subroutine
+  // The concrete subprogram whose code and frame the probe is in: `function` itself, or the
+  // one holding an inlined copy (its frame base, its name in messages).
+  Dwarf_Die frame;
   Dwarf_Addr symbol = 0;     // its symbol's address (what ranges in messages are relative to)
   Dwarf_Addr entry = 0;      // its DWARF entry pc (arm64: past the patchable-entry NOPs)
   Dwarf_Addr pc = 0;         // where the probe fires; before `entry` (in the NOPs) reads as `entry`

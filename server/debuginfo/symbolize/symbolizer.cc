@@ -150,6 +150,26 @@ std::vector<uint64_t> StatementAddresses(Dwarf* dw, const std::string& file_suff
   return out;
 }
 
+// The innermost DW_TAG_inlined_subroutine named `name` under `scope` whose ranges hold `pc`
+// (through lexical blocks and the copies inlined into copies).
+void InnermostInlined(Dwarf_Die* scope, Dwarf_Addr pc, const std::string& name, int depth,
+                      std::optional<Dwarf_Die>& found) {
+  Dwarf_Die child;
+  if (depth > 64 || dwarf_child(scope, &child) != 0) return;
+  do {
+    const int tag = dwarf_tag(&child);
+    if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_lexical_block) continue;
+    // (A block without addresses of its own may still hold copies that have some.)
+    const bool placed = dwarf_hasattr(&child, DW_AT_low_pc) || dwarf_hasattr(&child, DW_AT_ranges);
+    if ((placed || tag == DW_TAG_inlined_subroutine) && dwarf_haspc(&child, pc) != 1) continue;
+    if (tag == DW_TAG_inlined_subroutine) {
+      const char* n = dwarf_diename(&child);
+      if (n != nullptr && name == n) found = child;
+    }
+    InnermostInlined(&child, pc, name, depth + 1, found);
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<uint64_t>> Symbolizer::LineAddresses(const std::string& path, const std::string& file_suffix,
@@ -299,7 +319,28 @@ absl::StatusOr<FetchSite> Symbolizer::SiteOf(const std::string& path, const Copy
     return absl::InvalidArgumentError(
         StrCat("+0x", fmt::format("{:x}", at.offset), " is outside ", name ? name : "?", "'s code"));
   }
+  site.frame = site.function;
+  if (at.inlined.empty()) return site;
+  std::optional<Dwarf_Die> copy;
+  InnermostInlined(&site.function, site.pc, at.inlined, 0, copy);
+  if (!copy) {
+    return absl::NotFoundError(StrCat("no copy of ", at.inlined, " is inlined at ", name ? name : "?", "+0x",
+                                      fmt::format("{:x}", at.offset)));
+  }
+  site.function = *copy;
+  site.entry = site.pc;  // the copy's first address: no ftrace site before it
+  site.entry_slack = 0;
   return site;
+}
+
+absl::StatusOr<std::string> Symbolizer::InlinedDeclFile(const std::string& path, const CopyAt& at,
+                                                        const FetchContext& ctx) {
+  ASSIGN_OR_RETURN(FetchSite site, SiteOf(path, at, ctx));
+  const char* file = dwarf_decl_file(&site.function);
+  if (file == nullptr) return std::string();
+  Dwarf_Attribute comp_dir;
+  const char* dir = dwarf_formstring(dwarf_attr(&site.cu, DW_AT_comp_dir, &comp_dir));
+  return SourceTreeRelative(file, dir ? dir : "");
 }
 
 absl::StatusOr<CompiledArgs> Symbolizer::FetchArgs(const std::string& path, const CopyAt& at,

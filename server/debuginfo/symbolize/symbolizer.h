@@ -57,11 +57,16 @@ class Symbolizer {
     bool ret = false;
     std::string dwarf_name;
     uint64_t entry_slack = 0;  // FetchSite::entry_slack
+    // A function the compiler inlined into the copy: the site is then the innermost inlined copy
+    // of that name holding the probe's address (its DW_TAG_inlined_subroutine), not the copy.
+    std::string inlined;
   };
   // debuginfo::CompileFetchArgs (fetch_args.h) for that copy; NotFound when the file has no
   // function there.
   absl::StatusOr<CompiledArgs> FetchArgs(const std::string& path, const CopyAt& at,
                                          const std::vector<ingest::ProbeArg>& args, const FetchContext& ctx);
+  // The file (source-tree relative) the function inlined at `at` (CopyAt::inlined) was declared in.
+  absl::StatusOr<std::string> InlinedDeclFile(const std::string& path, const CopyAt& at, const FetchContext& ctx);
   // debuginfo::ScopeVariables for that copy.
   absl::StatusOr<std::vector<ScopeVariable>> Variables(const std::string& path, const CopyAt& at,
                                                        const FetchContext& ctx);
