@@ -9,7 +9,11 @@
 # And lines of the body: N functions probed at a random line 1-12 of their body, `--rel-line`
 # against perf's FUNC:RLN, every place and its `$vars` compared (--lines N).
 #
-#   tests/bench/probe_args.sh [--sample N] [--vars N] [--lines N] [--out FILE] [SYMDEX_BIN]
+# And inlined places: N functions declared inline (their verdict says so), `--inlined FUNC
+# '$params'` against perf's `FUNC $params` (which probes the inlined places too), place by place
+# where both put one (--inlined N; tests/integration/compare_perf_inlined.py).
+#
+#   tests/bench/probe_args.sh [--sample N] [--vars N] [--lines N] [--inlined N] [--out FILE] [SYMDEX_BIN]
 #
 # Prints one markdown table and writes it to --out; exit 1 when a row misses its goal.
 set -euo pipefail
@@ -18,12 +22,14 @@ root=$here/../..
 SAMPLE=300
 VARS=40
 LINES=300
+INLINED=60
 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
     --sample) SAMPLE=$2; shift 2 ;;
     --vars) VARS=$2; shift 2 ;;
     --lines) LINES=$2; shift 2 ;;
+    --inlined) INLINED=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "probe_args: unknown option $1" >&2; exit 2 ;;
@@ -70,9 +76,21 @@ print(d['probes'], d['perf_refused'], d['compared'], d['agree'], d['perf_first_o
   row "$k" "\`kprobe --rel-line N FUNC '\$vars'\`: every place and fetch as perf's FUNC:N ($cmp of $n; perf gave none for $refused)" \
     "$agree" "$cmp" "$(python3 -c "print(f'{100*$agree/max($cmp,1):.2f}%')")" "100%" \
     "$([ "$agree" = "$cmp" ] && [ "$cmp" -gt 0 ] && echo yes || echo no)"
+  "$root/tests/integration/compare_perf_inlined.py" "$SYMDEX" "$ROOT/usr/lib/debug/boot/vmlinux-$KREL" \
+    --sample "$INLINED" --seed 3 --summary "$work/$arch-inlined.json" --show 5 >&2 || true
+  read -r n with cmp agree nested computed fop magic < <(python3 -c "
+import json; d = json.load(open('$work/$arch-inlined.json'))
+print(d['functions'], d['with_places'], d['compared'], d['agree'], d['nested'], d['computed'], d['first_op'],
+      d['perf_magic'])")
+  row "$k" "\`kprobe --inlined FUNC '\$params'\`: fetch args as perf's at each place both give ($cmp places of $with of $n functions)" \
+    "$agree" "$cmp" "$(python3 -c "print(f'{100*$agree/max($cmp,1):.2f}%')")" "100%" \
+    "$([ "$agree" = "$cmp" ] && [ "$cmp" -gt 0 ] && echo yes || echo no)"
+  row "$k" "  ... of them where perf adds nested inlined parameters / reads a computed value as memory / reads the first operation only" \
+    "$nested / $computed / $fop" "-" - - -
+  row "$k" "  places where perf fetches its magic 0xdeade12d (no location; symdex leaves them out)" "-" "$magic" - - -
 done
 {
-  echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS --lines $LINES\`"
+  echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS --lines $LINES --inlined $INLINED\`"
   echo
   echo "| kernel | measure | symdex | perf probe | ratio | goal | met |"
   echo "|---|---|---|---|---|---|---|"

@@ -109,6 +109,7 @@ def main():
                     help="also this many functions declared inline (their verdict says so), with $params")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", type=int, default=10)
+    ap.add_argument("--summary", help="write the counts as JSON here")
     a = ap.parse_args()
 
     probes = list(a.name)
@@ -184,6 +185,11 @@ def main():
           f"{magic} where perf fetches its magic number 0xdeade12d for a variable with no location there "
           f"(symdex leaves the place out, saying why), {only_perf} others (an entry address past the copy's "
           f"first address, or a place symdex left out); symdex only: {only_symdex}")
+    if a.summary:
+        with open(a.summary, "w") as f:
+            json.dump({"functions": len(probes), "with_places": names, "compared": compared, "agree": agree,
+                       "nested": nested, "computed": computed, "first_op": first_op, "perf_own_copy": own_copy,
+                       "perf_magic": magic, "perf_only": only_perf, "symdex_only": only_symdex}, f)
     return 0 if compared and agree == compared else 1
 
 

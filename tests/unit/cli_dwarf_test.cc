@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -272,6 +273,46 @@ TEST_F(CliDwarfTest, InlinedListsEveryCopyWithTheCallSiteAddr2lineGives) {
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("hdr_helper: inlined at 2 places"), std::string::npos) << text.out;
   EXPECT_EQ(Symdex("inlined ''").exit_code, 2);
+}
+
+// kprobe --inlined: a definition at each place `inlined` lists, events NAME, NAME_1; NAME@FILE
+// keeps the copies of the function declared in FILE; each argument fetched in its copy or the
+// place left out saying why.
+TEST_F(CliDwarfTest, KprobeInlinedDefinesEachPlaceInlinedLists) {
+  ASSERT_EQ(Symdex(OfflineVmlinuxIndexArgs()).exit_code, 0);
+  json sites = Json("inlined hdr_helper");
+  std::set<std::pair<std::string, uint64_t>> want;
+  for (const auto& s : sites["sites"]) want.insert({s["caller"]["name"], s["offset"].get<uint64_t>()});
+  ASSERT_EQ(want.size(), 2u) << sites.dump(1);
+  json r = Json("kprobe -n --inlined hdr_helper");
+  std::set<std::pair<std::string, uint64_t>> got;
+  std::set<std::string> events;
+  for (const auto& p : r["probes"]) {
+    got.insert({p["caller"]["name"], p["offset"].get<uint64_t>()});
+    events.insert(p["event"]);
+    EXPECT_TRUE(p["definition"].get<std::string>().starts_with("p:symdex/" + p["event"].get<std::string>() + " "))
+        << p.dump();
+    EXPECT_TRUE(p["decl_file"].get<std::string>().ends_with("include/linux/common.h")) << p.dump();
+  }
+  EXPECT_EQ(got, want) << r.dump(1);
+  EXPECT_EQ(events, (std::set<std::string>{"hdr_helper", "hdr_helper_1"}));
+  EXPECT_EQ(Json("kprobe -n --inlined 'hdr_helper@linux/common.h'")["probes"].size(), 2u);
+  CommandResult elsewhere = Symdex("kprobe -n --inlined 'hdr_helper@drivers/a/a.c'");
+  EXPECT_EQ(elsewhere.exit_code, 1) << elsewhere.err;
+  EXPECT_NE(elsewhere.err.find("declared in drivers/a/a.c"), std::string::npos) << elsewhere.err;
+  // The parameter: fetched at each place, or that place left out with the reason.
+  // (Every place left out: exit 4, as for one copy's argument that cannot be fetched.)
+  CommandResult xr = Symdex("kprobe -n --inlined hdr_helper x --json");
+  json x = json::parse(xr.out);
+  EXPECT_EQ(xr.exit_code, x["probes"].empty() ? 4 : 0) << xr.out;
+  EXPECT_EQ(x["probes"].size() + x["left_out"].size(), 2u) << x.dump(1);
+  for (const auto& p : x["probes"]) EXPECT_NE(p["definition"].get<std::string>().find(" x=%"), std::string::npos);
+  for (const auto& l : x["left_out"]) EXPECT_NE(l.get<std::string>().find("'x'"), std::string::npos) << l;
+  CommandResult unknown = Symdex("kprobe -n --inlined hdr_helper nosuch");
+  EXPECT_EQ(unknown.exit_code, 2) << unknown.err;
+  EXPECT_EQ(Symdex("kprobe -n --inlined -r hdr_helper").exit_code, 2);
+  EXPECT_EQ(Symdex("kprobe -n --inlined name_show").exit_code, 1);  // inlined nowhere
+  EXPECT_EQ(Symdex("kprobe -n --inlined 'hdr_helper+4'").exit_code, 2);
 }
 
 TEST_F(CliDwarfTest, ResolveCanonicalKprobeAddrAndLines) {
