@@ -428,11 +428,8 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
                        "--inlined probes each place a function's body was inlined, at its first address: it takes "
                        "no -r (an inlined copy has no return of its own) and no line"));
   }
-  query::InlinedProbesRequest req{.target = o.target,
-                                  .spec = o.args[0],
-                                  .group = ko.group,
-                                  .event = ko.event,
-                                  .fetchargs = ko.fetchargs};
+  query::InlinedProbesRequest req{
+      .target = o.target, .spec = o.args[0], .group = ko.group, .event = ko.event, .fetchargs = ko.fetchargs};
   auto r = api.Ask<query::InlinedProbes>(req);
   if (!r.ok()) {
     if (absl::IsNotFound(r.status())) {

@@ -172,7 +172,7 @@ struct InlinedProbe {
 struct InlinedProbesAnswer {
   TargetInfo target;
   std::string name;
-  std::vector<InlinedProbe> probes;  // in `symdex inlined`'s order
+  std::vector<InlinedProbe> probes;   // in `symdex inlined`'s order
   std::vector<std::string> left_out;  // each place left out, and why
   std::vector<std::string> notes;     // what was not looked at
   SYMDEX_FIELDS(InlinedProbesAnswer, target, name, probes, left_out, notes)

@@ -324,8 +324,8 @@ absl::StatusOr<FetchSite> Symbolizer::SiteOf(const std::string& path, const Copy
   std::optional<Dwarf_Die> copy;
   InnermostInlined(&site.function, site.pc, at.inlined, 0, copy);
   if (!copy) {
-    return absl::NotFoundError(StrCat("no copy of ", at.inlined, " is inlined at ", name ? name : "?", "+0x",
-                                      fmt::format("{:x}", at.offset)));
+    return absl::NotFoundError(
+        StrCat("no copy of ", at.inlined, " is inlined at ", name ? name : "?", "+0x", fmt::format("{:x}", at.offset)));
   }
   site.function = *copy;
   site.entry = site.pc;  // the copy's first address: no ftrace site before it
