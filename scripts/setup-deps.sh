@@ -31,8 +31,9 @@ PKGS=(
   linux-perf
   # `go tool pprof` reads the profiles `symdex pprof` writes (tests)
   golang-go
-  # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests)
-  lintian debootstrap
+  # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests);
+  # bash-completion runs its completion script (tests/package/completion_test.sh)
+  lintian debootstrap bash-completion
 )
 
 SUDO=""
