@@ -533,7 +533,7 @@ TEST_F(DaemonTest, HostileRequestsGetClearErrorsAndTheDaemonKeepsServing) {
         undecodable.emplace_back(StrCat("/", svc->full_name(), "/", svc->method(i)->name()), garbage);
     }
   }
-  ASSERT_EQ(undecodable.size(), 20u);  // 15 + 4 methods, and the UTF-8 one
+  ASSERT_EQ(undecodable.size(), 21u);  // 16 + 4 methods, and the UTF-8 one
   for (const auto& [method, payload] : undecodable) {
     grpc::ClientContext ctx;
     grpc::ByteBuffer out;

@@ -123,6 +123,7 @@ while read -r cmd arg <&3; do
         cat /tmp/symdex-e2e-marker >/dev/null
         dd if=/e2e.conf of=/dev/null bs=1234 count=1 2>/dev/null
         cat /sys/class/rtc/rtc0/name >/dev/null 2>&1
+        cat /sys/class/net/lo/type >/dev/null 2>&1
         echo 0 >"$T/events/$arg/enable"
       fi
       cat $T/trace >/tmp/values

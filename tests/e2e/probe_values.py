@@ -1,8 +1,8 @@
 """Arguments by name judged by a booted kernel: `symdex kprobe` definitions with arguments, compiled
 from the guest's own debug files, written to the guest's kprobe_events, armed, and fired by
 commands whose values the test knows — a read of 1234 bytes, an open of a file it named, the
-device behind the rtc class's copy of the duplicated name_show, the file behind an inlined copy of
-file_ppos — then the trace the guest
+device behind the rtc class's copy of the duplicated name_show and the network class's copy of
+type_show, the file behind an inlined copy of file_ppos — then the trace the guest
 recorded is read: each event must have fired from its trigger with exactly those values.
 
   definitions(symdex, db, env, group) -> [dict]   the probes (host side)
@@ -27,6 +27,8 @@ PROBES = [
     ("vopen", ["do_sys_openat2", "filename=filename:ustring", "dfd"], "cat",
      {"filename": f'"{MARKER}"', "dfd": "-100"}),
     ("rtcname", ["name_show@drivers/rtc/sysfs.c", "dev->kobj.name:string"], "cat", {"name": '"rtc0"'}),
+    # another duplicated name, by copy: the network devices' type_show, fired for the loopback
+    ("nettype", ["type_show@net/core/net-sysfs.c", "dev->kobj.name:string"], "cat", {"name": '"lo"'}),
     # every place file_ppos was inlined (ksys_read, ksys_write, do_readv, do_writev), its parameter
     # read as it is in each copy: dd's read of the file fires the copy in ksys_read
     ("vppos", ["--inlined", "file_ppos", "file->f_path.dentry->d_name.name:string"], "dd",
