@@ -98,6 +98,7 @@ constexpr KernelArch kArchs[] = {
         .landing_pad_word = 0xd503241f,  // bti, bti c, bti j, bti jc
         .blacklist_areas = kArm64Blacklist,
         .call_size = 4,
+        .insn_align = 4,
         .dwarf_registers = kArm64Registers,
         .stack_pointer = 31,
     },

@@ -99,6 +99,9 @@ struct KernelArch {
   // Calls of a fixed size: the call is this many bytes before its return address (arm64: 4,
   // BL/BLR). 0: variable-length code (x86-64), decoded backwards from the return address.
   uint32_t call_size = 0;
+  // Instructions start at multiples of this (arm64: 4); 1: variable-length code (x86-64), whose
+  // boundaries the kernel's kprobes check by decoding the function when the probe is written.
+  uint32_t insn_align = 1;
 
   // The register kprobe_events names (without '%') for each DWARF register number; a number
   // past the end, or a name that is empty, is one a fetch arg cannot read.

@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "server/common/file_util.h"
+#include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/probe_forms.h"
@@ -448,6 +449,12 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   ASSIGN_OR_RETURN(out.resolved, ResolveIn(s, t, spec));
   if (out.resolved.matches.size() != 1) return out;
   const Match& m = out.resolved.matches[0].match;
+  if (const KernelArch* arch = ArchOfMachine(t.machine); arch != nullptr && m.offset % arch->insn_align != 0) {
+    return absl::InvalidArgumentError(StrCat("+", m.offset, " is inside an instruction: ", arch->name,
+                                             "'s are ", arch->insn_align, " bytes, aligned; probe at +",
+                                             m.offset - m.offset % arch->insn_align, " or +",
+                                             m.offset - m.offset % arch->insn_align + arch->insn_align));
+  }
   if (opts.line || opts.rel_line) {
     RETURN_IF_ERROR(LinePlaces(*db, t, m, opts, out));
   } else {

@@ -12,7 +12,7 @@
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
 #     (exit 2), a variable in a return probe; a named argument of a copy without DWARF; a line
 #     outside the copy, a line with -r or with +OFFSET; --inlined with a variable no copy has,
-#     a file no copy is declared in, -r.
+#     a file no copy is declared in, -r; on arm64, +OFFSET inside an instruction.
 # SYMDEX_PROBE_SAMPLE (default 8) sets the sample, SYMDEX_PROBE_VARS (default 2) how many of
 # them vars is checked on; tests/bench/probe_args.sh runs a large one (CI time: perf reads the
 # DWARF for seconds per run).
@@ -76,6 +76,11 @@ one_arch() {  # one_arch DEBIAN_ARCH
   check_eq "$1: --inlined NAME@FILE: its four places" "0 4" "$rc $(grep -c '^p:symdex/file_ppos' "$work/out")"
   "$SYMDEX" kprobe -n --inlined -r file_ppos >/dev/null 2>"$work/err"; rc=$?
   check_eq "$1: --inlined with -r: exit 2" "2 1" "$rc $(grep -c 'no -r' "$work/err")"
+  if [ "$1" = arm64 ]; then  # fixed-size instructions: an offset inside one is refused
+    "$SYMDEX" kprobe -n vfs_read+6 >/dev/null 2>"$work/err"; rc=$?
+    check_eq "$1: +OFFSET inside an instruction: exit 2, the starts around it" "2 1" \
+      "$rc $(grep -c 'inside an instruction.*probe at +4 or +8' "$work/err")"
+  fi
   "$SYMDEX" kprobe -n vfs_read '%di' 'x=+8(%si):u32' >"$work/out" 2>&1; rc=$?
   check_eq "$1: kprobe_events' own fetch args pass as written" "0 1" "$rc $(grep -c ' %di x=+8(%si):u32$' "$work/out")"
   set -e
