@@ -450,8 +450,8 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   if (out.resolved.matches.size() != 1) return out;
   const Match& m = out.resolved.matches[0].match;
   if (const KernelArch* arch = ArchOfMachine(t.machine); arch != nullptr && m.offset % arch->insn_align != 0) {
-    return absl::InvalidArgumentError(StrCat("+", m.offset, " is inside an instruction: ", arch->name,
-                                             "'s are ", arch->insn_align, " bytes, aligned; probe at +",
+    return absl::InvalidArgumentError(StrCat("+", m.offset, " is inside an instruction: ", arch->name, "'s are ",
+                                             arch->insn_align, " bytes, aligned; probe at +",
                                              m.offset - m.offset % arch->insn_align, " or +",
                                              m.offset - m.offset % arch->insn_align + arch->insn_align));
   }
