@@ -294,7 +294,7 @@ class Compiler {
     while ((off = dwarf_getlocations(&a, off, &base, &start, &end, &expr, &len)) > 0 && spans.size() < 16) {
       if (len == 0 || start >= end) continue;
       std::string why;
-      if (!Evaluate(expr, len, &why)) continue;
+      if (!Evaluate(expr, len, &why, WholeSize(var))) continue;
       end = std::min(end, FunctionEnd());
       if (end <= site_.symbol || start >= end) continue;
       const uint64_t lo = start >= site_.symbol ? start - site_.symbol : 0, hi = end - site_.symbol;
@@ -348,7 +348,7 @@ class Compiler {
                             : StrCat("its location list has no entry here; it can be fetched at ", ranges);
       return std::nullopt;
     }
-    auto p = Evaluate(expr, len, why);
+    auto p = Evaluate(expr, len, why, WholeSize(var));
     if (!p) {
       std::string ranges = Ranges(var);
       if (!ranges.empty()) *why += StrCat("; it can be fetched at ", ranges);
@@ -365,8 +365,22 @@ class Compiler {
     return StrCat("%", regs[regno]);
   }
 
-  // A location expression as a place, or why kprobe_events cannot read it.
-  std::optional<Place> Evaluate(Dwarf_Op* ops, size_t n, std::string* why) {
+  // The size in bytes of `var`'s type (0: not known).
+  static Dwarf_Word WholeSize(Dwarf_Die* var) {
+    Dwarf_Attribute a;
+    Dwarf_Die type;
+    Dwarf_Word size = 0;
+    if (dwarf_attr_integrate(var, DW_AT_type, &a) == nullptr || dwarf_formref_die(&a, &type) == nullptr ||
+        dwarf_aggregate_size(&type, &size) != 0) {
+      return 0;
+    }
+    return size;
+  }
+
+  // A location expression as a place, or why kprobe_events cannot read it. `whole_size`: the
+  // value's size, which a single trailing DW_OP_piece may name (a struct of one word passed in a
+  // register: `DW_OP_reg5; DW_OP_piece 8` is the register itself).
+  std::optional<Place> Evaluate(Dwarf_Op* ops, size_t n, std::string* why, Dwarf_Word whole_size = 0) {
     Place p;
     size_t i = 0;
     const uint8_t op = ops[0].atom;
@@ -437,6 +451,8 @@ class Compiler {
         // The value is the register itself (breg N 0; stack_value).
         p.in_register = true;
         p.reg = p.base;
+      } else if (o == DW_OP_piece && i + 1 == n && whole_size != 0 && ops[i].number == whole_size) {
+        // One piece that is the whole value: the place as it is.
       } else if (o == DW_OP_piece) {
         *why = "it is split into pieces (DW_OP_piece), which one fetch arg cannot join";
         return std::nullopt;
