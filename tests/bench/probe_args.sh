@@ -78,16 +78,16 @@ print(d['probes'], d['perf_refused'], d['compared'], d['agree'], d['perf_first_o
     "$([ "$agree" = "$cmp" ] && [ "$cmp" -gt 0 ] && echo yes || echo no)"
   "$root/tests/integration/compare_perf_inlined.py" "$SYMDEX" "$ROOT/usr/lib/debug/boot/vmlinux-$KREL" \
     --sample "$INLINED" --seed 3 --summary "$work/$arch-inlined.json" --show 5 >&2 || true
-  read -r n with cmp agree nested computed fop magic < <(python3 -c "
+  read -r n with cmp agree nested computed fop magic pieces < <(python3 -c "
 import json; d = json.load(open('$work/$arch-inlined.json'))
 print(d['functions'], d['with_places'], d['compared'], d['agree'], d['nested'], d['computed'], d['first_op'],
-      d['perf_magic'])")
+      d['perf_magic'] + d['magic_here'], d['pieces'])")
   row "$k" "\`kprobe --inlined FUNC '\$params'\`: fetch args as perf's at each place both give ($cmp places of $with of $n functions)" \
     "$agree" "$cmp" "$(python3 -c "print(f'{100*$agree/max($cmp,1):.2f}%')")" "100%" \
     "$([ "$agree" = "$cmp" ] && [ "$cmp" -gt 0 ] && echo yes || echo no)"
-  row "$k" "  ... of them where perf adds nested inlined parameters / reads a computed value as memory / reads the first operation only" \
-    "$nested / $computed / $fop" "-" - - -
-  row "$k" "  places where perf fetches its magic 0xdeade12d (no location; symdex leaves them out)" "-" "$magic" - - -
+  row "$k" "  ... of them where perf adds nested inlined parameters / reads a computed value as memory / reads the first operation only / the first of several pieces" \
+    "$nested / $computed / $fop / $pieces" "-" - - -
+  row "$k" "  places where perf fetches its magic 0xdeade12d (no location; symdex leaves it out)" "-" "$magic" - - -
 done
 {
   echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS --lines $LINES --inlined $INLINED\`"

@@ -93,6 +93,8 @@ def explained(func, key, want, got, refusals):
         why = refusals(func, w.partition("=")[0], *key)
         if w.partition("=")[2].startswith("\\deade12d") and ("optimized out" in why or "no entry here" in why):
             reasons.add("magic")
+        elif "split into pieces" in why:
+            reasons.add("pieces")
         elif "no variable" in why:
             reasons.add("nested")
         elif "DW_OP_stack_value" in why or "computed" in why or "has no form for" in why:
@@ -128,7 +130,7 @@ def main():
         probes += [f"{n} $params" for n in names[:a.sample]]
 
     statics = StaticNames(a.vmlinux)
-    names = compared = agree = only_perf = only_symdex = refused = own_copy = magic = nested = computed = first_op = magic_here = 0
+    names = compared = agree = only_perf = only_symdex = refused = own_copy = magic = nested = computed = first_op = magic_here = pieces = 0
     refusals = Refusals(a.symdex)
     shown = 0
     for p in probes:
@@ -166,6 +168,7 @@ def main():
                 nested += "nested" in why
                 computed += "computed" in why
                 magic_here += "magic" in why
+                pieces += "pieces" in why
             elif shown < a.show:
                 shown += 1
                 print(f"differs: {p} at {key[0]}+{key[1]:#x}\n  perf:   {want}\n  symdex: {args}")
@@ -184,7 +187,8 @@ def main():
           f"functions inlined into the copy there, {computed} where perf reads a value computed from a register "
           f"as memory at an offset from it and symdex refuses it, {first_op} where perf reads a location "
           f"of several operations by its first only, {magic_here} where perf fetches its magic 0xdeade12d for a "
-          f"parameter with no location there and symdex leaves it out)")
+          f"parameter with no location there and symdex leaves it out, {pieces} where perf fetches the first "
+          f"register of a value split across several as if it were the whole)")
     print(f"  perf only: {own_copy} at the function's own out-of-line copies (symdex kprobe SPEC names each), "
           f"{magic} where perf fetches its magic number 0xdeade12d for a variable with no location there "
           f"(symdex leaves the place out, saying why), {only_perf} others (an entry address past the copy's "
@@ -193,7 +197,7 @@ def main():
         with open(a.summary, "w") as f:
             json.dump({"functions": len(probes), "with_places": names, "compared": compared, "agree": agree,
                        "nested": nested, "computed": computed, "first_op": first_op, "perf_own_copy": own_copy,
-                       "perf_magic": magic, "magic_here": magic_here, "perf_only": only_perf, "symdex_only": only_symdex}, f)
+                       "perf_magic": magic, "magic_here": magic_here, "pieces": pieces, "perf_only": only_perf, "symdex_only": only_symdex}, f)
     return 0 if compared and agree == compared else 1
 
 
