@@ -457,6 +457,8 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
   }
   std::vector<std::string> definitions;
   std::vector<std::string> notes;
+  auto named = query::ProbeArgsAreNamed(ko.fetchargs);
+  if (!named.ok()) return Fail(g, named.status());
   for (const auto& p : r->probes) {
     if (syntax == query::TracerSyntax::kKprobeEvents) {
       definitions.push_back(p.kprobe);
@@ -464,8 +466,6 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     }
     query::KprobeOptions here = ko;
     here.event = p.event;
-    auto named = query::ProbeArgsAreNamed(ko.fetchargs);
-    if (!named.ok()) return Fail(g, named.status());
     const query::Match at{.instance = *p.caller, .offset = p.offset};
     if (*named && syntax == query::TracerSyntax::kPerf) {
       return RefuseNoForm(g, syntax, at, t,

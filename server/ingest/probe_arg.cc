@@ -142,4 +142,16 @@ absl::StatusOr<ProbeArg> ParseProbeArg(std::string_view text) {
   return out;
 }
 
+absl::StatusOr<std::optional<std::vector<ProbeArg>>> ParseNamedProbeArgs(const std::vector<std::string>& texts) {
+  std::vector<ProbeArg> args;
+  bool named = false;
+  for (const std::string& t : texts) {
+    ASSIGN_OR_RETURN(ProbeArg p, ParseProbeArg(t));
+    named = named || p.kind != ProbeArg::Kind::kRaw;
+    args.push_back(std::move(p));
+  }
+  if (!named) return std::nullopt;
+  return args;
+}
+
 }  // namespace symdex::ingest

@@ -53,6 +53,10 @@ struct ProbeArg {
 // that is not one, an unclosed or non-numeric index, an empty or unknown type after a variable.
 absl::StatusOr<ProbeArg> ParseProbeArg(std::string_view text);
 
+// Each of `texts` parsed, when one of them names a variable (nullopt: every one is kprobe_events'
+// own, passed as written); the first malformed one's error.
+absl::StatusOr<std::optional<std::vector<ProbeArg>>> ParseNamedProbeArgs(const std::vector<std::string>& texts);
+
 // A type kprobe_events reads (TYPE above, less the bare u/s/x): what a compiled argument may carry.
 bool IsFetchType(std::string_view type);
 

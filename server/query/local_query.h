@@ -135,8 +135,6 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<ProbeArgsAt> ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m, bool ret);
   absl::StatusOr<std::vector<std::string>> CompileProbeArgs(store::Db& db, const store::TargetInfo& t, const Match& m,
                                                             const KprobeOptions& opts, std::vector<std::string>& notes);
-  // opts.fetchargs parsed, when one of them is by name (nullopt: all are the kernel's own).
-  static absl::StatusOr<std::optional<std::vector<ingest::ProbeArg>>> NamedArgs(const KprobeOptions& opts);
   // Those arguments compiled where `at` says.
   absl::StatusOr<std::vector<std::string>> CompileAt(const ProbeArgsAt& at, const std::vector<ingest::ProbeArg>& args,
                                                      std::vector<std::string>& notes);

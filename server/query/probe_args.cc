@@ -95,22 +95,10 @@ absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db,
 absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db& db, const store::TargetInfo& t,
                                                                       const Match& m, const KprobeOptions& opts,
                                                                       std::vector<std::string>& notes) {
-  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, NamedArgs(opts));
+  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, ingest::ParseNamedProbeArgs(opts.fetchargs));
   if (!args) return opts.fetchargs;  // the kernel's own syntax only: nothing to look up
   ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, opts.ret));
   return CompileAt(at, *args, notes);
-}
-
-absl::StatusOr<std::optional<std::vector<ingest::ProbeArg>>> LocalQuery::NamedArgs(const KprobeOptions& opts) {
-  std::vector<ingest::ProbeArg> args;
-  bool named = false;
-  for (const std::string& a : opts.fetchargs) {
-    ASSIGN_OR_RETURN(ingest::ProbeArg p, ingest::ParseProbeArg(a));
-    named = named || p.kind != ingest::ProbeArg::Kind::kRaw;
-    args.push_back(std::move(p));
-  }
-  if (!named) return std::nullopt;
-  return args;
 }
 
 absl::StatusOr<std::vector<std::string>> LocalQuery::CompileAt(const ProbeArgsAt& at,
@@ -129,7 +117,7 @@ absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, c
   if (m.offset != 0) {
     return absl::InvalidArgumentError("a line and +OFFSET each say where the probe is: give one of them");
   }
-  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, NamedArgs(opts));
+  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, ingest::ParseNamedProbeArgs(opts.fetchargs));
   ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, false));
   debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
   debuginfo::LinePlaces places;
@@ -241,8 +229,7 @@ absl::StatusOr<InlinedProbesAnswer> LocalQuery::ProbesInlined(const InlinedProbe
                                              "': inlined places are named NAME or NAME@FILE (the file the function "
                                              "is declared in); each place is where the compiler put it"));
   }
-  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args,
-                   NamedArgs(KprobeOptions{.fetchargs = r.fetchargs}));
+  ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, ingest::ParseNamedProbeArgs(r.fetchargs));
   ASSIGN_OR_RETURN(InlinedAnswer places, Inlined::Local(*this, InlinedRequest{r.target, spec.name}));
   InlinedProbesAnswer out;
   out.target = places.target;

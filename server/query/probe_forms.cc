@@ -120,12 +120,8 @@ absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts
 }
 
 absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs) {
-  bool named = false;
-  for (const std::string& a : fetchargs) {
-    ASSIGN_OR_RETURN(ingest::ProbeArg p, ingest::ParseProbeArg(a));
-    named = named || p.kind != ingest::ProbeArg::Kind::kRaw;
-  }
-  return named;
+  ASSIGN_OR_RETURN(auto named, ingest::ParseNamedProbeArgs(fetchargs));
+  return named.has_value();
 }
 
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {
