@@ -332,8 +332,9 @@ int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const 
   for (const auto& place : probe.places) {
     query::Match at = m;
     at.offset = place.offset;
-    query::KprobeOptions here = ko;  // the arguments as written: perf compiles them itself
+    query::KprobeOptions here = ko;
     here.event = place.event;
+    here.fetchargs = query::TracerFetchArgs(syntax, ko.fetchargs, place.kprobe);
     auto form = query::FormFor(syntax, at, t, here, same_file);
     if (!form.ok()) {
       if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
@@ -350,13 +351,14 @@ int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const 
                         {"definition", forms[k].text},
                         {"note", forms[k].note},
                         {"kprobe_events", probe.places[k].kprobe}});
+      if (!forms[k].fetch.empty()) places.back()["fetch"] = forms[k].fetch;
     }
     j["line"] = {{"file", probe.line_file}, {"line", probe.line}};
     j["places"] = std::move(places);
     j["instance"] = InstanceJson(m.instance, m.offset, "");
     PrintJson(j);
   } else {
-    for (const auto& f : forms) fmt::print("{}\n", f.text);
+    for (const auto& f : forms) fmt::print("{}{}\n", f.fetch, f.text);
     if (!forms.front().note.empty()) fmt::print(stderr, "symdex: note: {}\n", forms.front().note);
     for (const auto& n : probe.notes) fmt::print(stderr, "symdex: note: {}\n", n);
   }
@@ -373,22 +375,27 @@ int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCl
                                ? SameDeclFile(api, o.target, m.instance)
                                : 0;
   if (!probe.places.empty()) return PrintTracerPlaces(g, syntax, ko, probe, same_file);
-  auto form = query::FormFor(syntax, m, t, ko, same_file);
+  query::KprobeOptions here = ko;
+  here.fetchargs = query::TracerFetchArgs(syntax, ko.fetchargs, probe.kprobe);
+  auto form = query::FormFor(syntax, m, t, here, same_file);
   if (!form.ok()) {
     if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
     return RefuseNoForm(g, syntax, m, t, form.status(), probe.kprobe, m.offset);
   }
   if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
   if (g.json) {
-    PrintJson({{"target", t.name},
-               {"format", std::string(query::TracerSyntaxName(syntax))},
-               {"definition", form->text},
-               {"note", form->note},
-               {"address", form->address ? nlohmann::json("0x" + Hex(*form->address)) : nlohmann::json(nullptr)},
-               {"kprobe_events", probe.kprobe},
-               {"instance", InstanceJson(m.instance, m.offset, "")}});
+    nlohmann::json j = {
+        {"target", t.name},
+        {"format", std::string(query::TracerSyntaxName(syntax))},
+        {"definition", form->text},
+        {"note", form->note},
+        {"address", form->address ? nlohmann::json("0x" + Hex(*form->address)) : nlohmann::json(nullptr)},
+        {"kprobe_events", probe.kprobe},
+        {"instance", InstanceJson(m.instance, m.offset, "")}};
+    if (!form->fetch.empty()) j["fetch"] = form->fetch;
+    PrintJson(j);
   } else {
-    fmt::print("{}\n", form->text);
+    fmt::print("{}{}\n", form->fetch, form->text);
     if (!form->note.empty()) fmt::print(stderr, "symdex: note: {}\n", form->note);
   }
   return kFound;
@@ -456,6 +463,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     return kRefused;
   }
   std::vector<std::string> definitions;
+  std::vector<std::string> fetches;  // libbpf with arguments: each place's C struct of fetches
   std::vector<std::string> notes;
   auto named = query::ProbeArgsAreNamed(ko.fetchargs);
   if (!named.ok()) return Fail(g, named.status());
@@ -466,6 +474,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     }
     query::KprobeOptions here = ko;
     here.event = p.event;
+    here.fetchargs = query::TracerFetchArgs(syntax, ko.fetchargs, p.kprobe);
     const query::Match at{.instance = *p.caller, .offset = p.offset};
     if (*named && syntax == query::TracerSyntax::kPerf) {
       return RefuseNoForm(g, syntax, at, t,
@@ -481,6 +490,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     }
     if (!form->note.empty()) notes.push_back(form->note);
     definitions.push_back(std::move(form->text));
+    fetches.push_back(std::move(form->fetch));
   }
   std::string written;
   if (!o.dry_run && syntax == query::TracerSyntax::kKprobeEvents) {
@@ -505,6 +515,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
                         {"definition", definitions[k]},
                         {"kprobe_events", p.kprobe},
                         {"notes", p.notes}});
+      if (k < fetches.size() && !fetches[k].empty()) probes.back()["fetch"] = fetches[k];
     }
     PrintJson({{"target", t.name},
                {"format", std::string(query::TracerSyntaxName(syntax))},
@@ -516,7 +527,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     return kFound;
   }
   for (size_t k = 0; k < definitions.size(); ++k) {
-    fmt::print("{}\n", definitions[k]);
+    fmt::print("{}{}\n", k < fetches.size() ? fetches[k] : "", definitions[k]);
     for (const auto& n : r->probes[k].notes) fmt::print(stderr, "symdex: note: {}\n", n);
   }
   for (const auto& n : notes) fmt::print(stderr, "symdex: note: {}\n", n);

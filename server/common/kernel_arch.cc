@@ -73,6 +73,11 @@ constexpr std::string_view kArm64Registers[] = {
     "x0",  "x1",  "x2",  "x3",  "x4",  "x5",  "x6",  "x7",  "x8",  "x9",  "x10", "x11", "x12", "x13", "x14", "x15",
     "x16", "x17", "x18", "x19", "x20", "x21", "x22", "x23", "x24", "x25", "x26", "x27", "x28", "x29", "x30", "sp"};
 
+constexpr std::string_view kX86OtherRegisters[] = {"ip", "flags", "cs", "ss", "orig_ax"};
+constexpr std::string_view kX86ArgumentRegisters[] = {"di", "si", "dx", "cx", "r8", "r9"};
+constexpr std::string_view kArm64OtherRegisters[] = {"pc", "pstate"};
+constexpr std::string_view kArm64ArgumentRegisters[] = {"x0", "x1", "x2", "x3", "x4", "x5", "x6", "x7"};
+
 constexpr KernelArch kArchs[] = {
     {
         .machine = EM_X86_64,
@@ -85,6 +90,10 @@ constexpr KernelArch kArchs[] = {
         .blacklist_areas = kX86Blacklist,
         .dwarf_registers = kX86Registers,
         .stack_pointer = 7,
+        .other_registers = kX86OtherRegisters,
+        .argument_registers = kX86ArgumentRegisters,
+        .return_register = "ax",
+        .c_registers = "ctx->",
     },
     {
         .machine = EM_AARCH64,
@@ -101,6 +110,13 @@ constexpr KernelArch kArchs[] = {
         .insn_align = 4,
         .dwarf_registers = kArm64Registers,
         .stack_pointer = 31,
+        .other_registers = kArm64OtherRegisters,
+        .argument_registers = kArm64ArgumentRegisters,
+        .return_register = "x0",
+        .numbered_register_prefix = "x",
+        .bpftrace_numbered_prefix = "r",
+        .c_registers = "((const struct user_pt_regs *)ctx)->",
+        .c_numbered_array = "regs",
     },
 };
 
@@ -111,6 +127,39 @@ const EntryLayout* KernelArch::Layout(std::string_view wanted) const {
     if (l.name == wanted) return &l;
   }
   return nullptr;
+}
+
+bool KernelArch::HasRegister(std::string_view name) const {
+  for (auto set : {dwarf_registers, other_registers}) {
+    for (std::string_view r : set) {
+      if (r == name) return true;
+    }
+  }
+  return false;
+}
+
+namespace {
+// The number of a numbered register ("x19" -> "19"), or "" when `name` is not one.
+std::string_view RegisterNumber(const KernelArch& a, std::string_view name) {
+  if (a.numbered_register_prefix.empty() || !name.starts_with(a.numbered_register_prefix)) return "";
+  std::string_view n = name.substr(a.numbered_register_prefix.size());
+  if (n.empty()) return "";
+  for (char c : n) {
+    if (c < '0' || c > '9') return "";
+  }
+  return n;
+}
+}  // namespace
+
+std::string KernelArch::BpftraceRegister(std::string_view name) const {
+  std::string_view n = RegisterNumber(*this, name);
+  return n.empty() ? std::string(name) : std::string(bpftrace_numbered_prefix) + std::string(n);
+}
+
+std::string KernelArch::CRegister(std::string_view name) const {
+  std::string_view n = RegisterNumber(*this, name);
+  if (n.empty()) return std::string(c_registers) + std::string(name);
+  return std::string(c_registers) + std::string(c_numbered_array) + "[" + std::string(n) + "]";
 }
 
 const KernelArch* ArchOfMachine(uint16_t machine) {

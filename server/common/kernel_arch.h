@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace symdex {
@@ -107,8 +108,28 @@ struct KernelArch {
   // past the end, or a name that is empty, is one a fetch arg cannot read.
   std::span<const std::string_view> dwarf_registers;
   uint32_t stack_pointer = 0;  // its DWARF number
+  // Registers kprobe_events also reads that have no DWARF number here (x86-64's ip, flags).
+  std::span<const std::string_view> other_registers;
+  // The registers of the first arguments and of the return value (kprobe_events' $argN, $retval).
+  std::span<const std::string_view> argument_registers;
+  std::string_view return_register;
+
+  // The registers as the tracers that read them in a program of their own name them. arm64's
+  // general registers are numbered (kprobe_events x0..x30): bpftrace reads them as r0..r30, a BPF
+  // C program as struct user_pt_regs' regs[N]; x86-64's names (ax, di, r12, ...) are the same in
+  // all three (struct pt_regs' fields).
+  std::string_view numbered_register_prefix;  // kprobe_events' prefix of a numbered register; "" = none
+  std::string_view bpftrace_numbered_prefix;  // bpftrace's for the same
+  std::string_view c_registers;               // what a BPF C program puts before a register's field
+  std::string_view c_numbered_array;          // the array a numbered register is in ("regs")
 
   uint64_t EntryPad() const { return uint64_t{entry_pad_words} * 4; }
+  // Whether kprobe_events reads register `name` (without '%') on this architecture.
+  bool HasRegister(std::string_view name) const;
+  // Register `name` (one HasRegister takes) as bpftrace's reg() names it, and as a BPF C program
+  // reads it from its `ctx` (`ctx->di`, `((const struct user_pt_regs *)ctx)->regs[19]`).
+  std::string BpftraceRegister(std::string_view name) const;
+  std::string CRegister(std::string_view name) const;
   // The layout named `name`; nullptr when the architecture has none of that name.
   const EntryLayout* Layout(std::string_view name) const;
 };

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "server/common/strings.h"
+#include "server/ingest/kprobe_fetch.h"
 #include "server/ingest/probe_arg.h"
 #include "server/query/resolver.h"
+#include "server/query/tracer_fetches.h"
 
 namespace symdex::query {
 namespace {
@@ -124,6 +126,11 @@ absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs
   return named.has_value();
 }
 
+std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<std::string>& written,
+                                         std::string_view kprobe) {
+  return syntax == TracerSyntax::kPerf ? written : ingest::KprobeLineFetchArgs(kprobe);
+}
+
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {
   for (TracerSyntax t :
        {TracerSyntax::kKprobeEvents, TracerSyntax::kPerf, TracerSyntax::kBpftrace, TracerSyntax::kLibbpf}) {
@@ -155,13 +162,22 @@ absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const Tar
   }
   RETURN_IF_ERROR(CheckReturnProbe(m, opts));
   if (syntax == TracerSyntax::kPerf) return Perf(m, t, opts, same_decl_file);
-  if (!opts.fetchargs.empty()) {
-    return absl::InvalidArgumentError(StrCat(TracerSyntaxName(syntax),
-                                             " takes no fetch args in the probe: read the arguments in the "
-                                             "program (bpftrace: arg0.., libbpf: PT_REGS_PARM1(ctx)..)"));
+  ASSIGN_OR_RETURN(ProbeForm out, syntax == TracerSyntax::kBpftrace ? Bpftrace(m, t, opts) : Libbpf(m, t, opts));
+  if (opts.fetchargs.empty()) return out;
+  ASSIGN_OR_RETURN(auto args, ParseFetchArgs(opts.fetchargs));
+  const KernelArch* arch = ArchOfMachine(t.machine);
+  if (arch == nullptr) {
+    return absl::FailedPreconditionError(StrCat("target '", t.name, "' has no known architecture (ELF machine ",
+                                                t.machine, "), whose registers ", TracerSyntaxName(syntax),
+                                                " would name: index it again"));
   }
-  if (syntax == TracerSyntax::kBpftrace) return Bpftrace(m, t, opts);
-  return Libbpf(m, t, opts);
+  if (syntax == TracerSyntax::kBpftrace) {
+    ASSIGN_OR_RETURN(out.text, BpftraceProgram(out.text, args, *arch));
+  } else {
+    ASSIGN_OR_RETURN(std::string line, KprobeLine(m, opts));
+    ASSIGN_OR_RETURN(out.fetch, CFetchStruct(ProbeEventName(m.instance, opts), line, args, *arch));
+  }
+  return out;
 }
 
 }  // namespace symdex::query

@@ -38,23 +38,31 @@ absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs
 
 enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf };
 
+// The fetch args FormFor takes for `syntax`: perf the ones the user wrote (it compiles names
+// itself), the others those of `kprobe`, the kprobe_events definition symdex compiled them into.
+std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<std::string>& written,
+                                         std::string_view kprobe);
+
 // "kprobe_events" | "perf" | "bpftrace" | "libbpf", or InvalidArgument naming the choices.
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s);
 std::string_view TracerSyntaxName(TracerSyntax s);
 
 struct ProbeForm {
   std::string text;                 // the line to paste: a command (perf), a probe (bpftrace), C (libbpf)
+  std::string fetch;                // libbpf with arguments: the C struct of fetches (tracer_fetches.h)
   std::string note;                 // what the user must know to use it ("needs --unsafe"), or ""
   std::optional<uint64_t> address;  // when the form is an absolute address
 };
 
 // The form of `m` (its instance and offset, on target `t`) in `syntax`, for the probe `opts`
-// describes (group and event name the perf event, a return probe, fetch args kept for
-// kprobe_events and perf); kprobe_events is KprobeDefinition's line. `same_decl_file` counts the
-// instances of the name whose DWARF declaration file is the instance's own (itself included; 0 =
-// unknown). FailedPrecondition when the tracer has no form for exactly this copy; InvalidArgument
-// for fetch args a tracer does not take in its probe name (bpftrace, libbpf read arguments in
-// the program).
+// describes (group and event name the perf event, a return probe, fetch args); kprobe_events is
+// KprobeDefinition's line. perf takes the fetch args as the user wrote them (it compiles names
+// itself); bpftrace and libbpf take them as kprobe_events fetch args (the compiled ones) and
+// read them in their program: bpftrace's text is then the whole program, libbpf's `fetch` the C
+// struct of fetches (query/tracer_fetches.h). `same_decl_file` counts the instances of the name
+// whose DWARF declaration file is the instance's own (itself included; 0 = unknown).
+// FailedPrecondition when the tracer has no form for exactly this copy or for one of the
+// arguments; InvalidArgument for a malformed fetch arg.
 absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t, const KprobeOptions& opts,
                                   size_t same_decl_file);
 

@@ -2,6 +2,7 @@
 // on a live target and an offline one, and what each refuses.
 #include "server/query/probe_forms.h"
 
+#include <elf.h>
 #include <gtest/gtest.h>
 
 #include "server/common/strings.h"
@@ -129,8 +130,30 @@ TEST(ProbeForms, ReturnProbesAndFetchArgs) {
   auto bt = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), Probe("t", "ret", true), 0);
   ASSERT_TRUE(bt.ok()) << bt.status();
   EXPECT_EQ(bt->text, "kretprobe:uio:name_show");
-  auto args = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), Probe("t", "a", false, {"arg1=%di"}), 0);
-  EXPECT_TRUE(absl::IsInvalidArgument(args.status())) << args.status();
+  // Arguments: read in the program, on the target's architecture.
+  const KprobeOptions with_args = Probe("t", "a", false, {"arg1=%di:u32"});
+  auto unknown = FormFor(TracerSyntax::kBpftrace, m, Target("offline"), with_args, 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(unknown.status()))
+      << "no architecture, no register names: " << unknown.status();
+  TargetInfo x86 = Target("offline");
+  x86.machine = EM_X86_64;
+  auto args = FormFor(TracerSyntax::kBpftrace, m, x86, with_args, 0);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(args->text, "kprobe:uio:name_show { printf(\"arg1=%lu\\n\", (uint32)reg(\"di\")); }");
+  auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("live"), with_args, 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(lb.status())) << lb.status();
+  TargetInfo live = Target("live");
+  live.machine = EM_X86_64;
+  lb = FormFor(TracerSyntax::kLibbpf, m, live, with_args, 0);
+  ASSERT_TRUE(lb.ok()) << lb.status();
+  EXPECT_NE(lb->text.find(".offset = 0xffffffffc0a01230"), std::string::npos) << lb->text;
+  EXPECT_NE(lb->fetch.find("struct a_args {\n\t__u32 arg1;\n};"), std::string::npos) << lb->fetch;
+  EXPECT_NE(lb->fetch.find("a->arg1 = (__u32)ctx->di;"), std::string::npos) << lb->fetch;
+  EXPECT_NE(lb->fetch.find("/* p:t/a uio:name_show arg1=%di:u32"), std::string::npos) << lb->fetch;
+  auto bad = FormFor(TracerSyntax::kBpftrace, m, x86, Probe("t", "a", false, {"+8(%di"}), 0);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  auto wrong = FormFor(TracerSyntax::kBpftrace, m, x86, Probe("t", "a", false, {"%x0"}), 0);
+  EXPECT_TRUE(absl::IsFailedPrecondition(wrong.status())) << wrong.status();
 }
 
 TEST(ProbeForms, UniqueNameKeepsItsName) {
