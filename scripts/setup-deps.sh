@@ -29,6 +29,10 @@ PKGS=(
   gcc-aarch64-linux-gnu
   # JIT tests and benchmark (perf record / perf inject -j); perf record -g for `symdex decode`
   linux-perf
+  # the tracers' forms of probe arguments, compiled by the tools themselves
+  # (tests/integration/check_tracer_fetches.sh: bpftrace --emit-elf; clang -target bpf against
+  # libbpf's headers and the vmlinux.h bpftool writes from a kernel's BTF)
+  bpftrace libbpf-dev bpftool
   # `go tool pprof` reads the profiles `symdex pprof` writes (tests)
   golang-go
   # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests);

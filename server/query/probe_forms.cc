@@ -100,6 +100,15 @@ absl::StatusOr<ProbeForm> Libbpf(const Match& m, const TargetInfo& t, const Kpro
     out.text = fmt::format("bpf_program__attach_kprobe(prog, {}, \"{}\");", k.ret ? "true" : "false", in.name);
     return out;
   }
+  if (in.same_name_total == 1) {  // an offset into the function, which libbpf adds to the name's address
+    out.text = fmt::format(
+        "LIBBPF_OPTS(bpf_kprobe_opts, opts, .offset = {}, .retprobe = false); "
+        "bpf_program__attach_kprobe_opts(prog, \"{}\", &opts);",
+        m.offset, in.name);
+    out.note = fmt::format("cilium/ebpf: link.Kprobe(\"{}\", prog, &link.KprobeOptions{{Offset: {}}})", in.name,
+                           m.offset);
+    return out;
+  }
   return absl::FailedPreconditionError(StrCat("libbpf attaches exactly one copy of ", in.name, " by its address, and ",
                                               NoAddressWhy(t), ": index the live host (symdex index) and ask there"));
 }

@@ -9,6 +9,8 @@
 #     `$vars` at each;
 #   - the places a function was inlined (`--inlined` against perf's FUNC, which probes them too):
 #     each place both give, fetch arg for fetch arg;
+#   - the same arguments in bpftrace's and libbpf's forms, taken by bpftrace and by clang -target
+#     bpf against the kernel's own BTF (check_tracer_fetches.sh);
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
 #     (exit 2), a variable in a return probe; a named argument of a copy without DWARF; a line
 #     outside the copy, a line with -r or with +OFFSET; --inlined with a variable no copy has,
@@ -49,6 +51,7 @@ one_arch() {  # one_arch DEBIAN_ARCH
   "$here/compare_perf_probe.py" "$SYMDEX" "$vml" --sample "$((2 * sample))" --seed 5 --lines || fail=1
   "$here/compare_perf_inlined.py" "$SYMDEX" "$vml" --name 'file_ppos file->f_path.dentry->d_name.name:string' \
     --name 'cpumask_weight srcp' --sample 4 --seed 3 || fail=1
+  "$here/check_tracer_fetches.sh" "$SYMDEX" "$vml" "$1" || fail=1
   local rc
   set +e
   "$SYMDEX" kprobe -n vfs_read nosuch >/dev/null 2>"$work/err"; rc=$?

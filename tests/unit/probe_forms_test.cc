@@ -169,6 +169,13 @@ TEST(ProbeForms, UniqueNameKeepsItsName) {
   auto perf = FormFor(TracerSyntax::kPerf, m, Target("live"), Probe("symdex", ""), 0);
   ASSERT_TRUE(perf.ok()) << perf.status();
   EXPECT_EQ(perf->text, "perf probe -a 'symdex:vfs_read=vfs_read+16'") << "no event given: kprobe_events' default name";
+  auto at = FormFor(TracerSyntax::kLibbpf, m, Target("offline"), Probe("symdex", "vfs_read"), 0);
+  ASSERT_TRUE(at.ok()) << at.status();
+  EXPECT_EQ(at->text,
+            "LIBBPF_OPTS(bpf_kprobe_opts, opts, .offset = 16, .retprobe = false); "
+            "bpf_program__attach_kprobe_opts(prog, \"vfs_read\", &opts);")
+      << "an offset into a unique name: libbpf adds it to the name's address";
+  EXPECT_NE(at->note.find("KprobeOptions{Offset: 16}"), std::string::npos) << at->note;
   m.offset = 0;
   auto lb = FormFor(TracerSyntax::kLibbpf, m, Target("offline"), Probe("symdex", "vfs_read"), 0);
   ASSERT_TRUE(lb.ok()) << lb.status();
