@@ -1,13 +1,38 @@
-// Fuzzes perf probe's argument syntax (ingest/probe_arg.h): any bytes give a record or an error,
-// and a record keeps what the grammar promises.
+// Fuzzes perf probe's argument syntax (ingest/probe_arg.h) and kprobe_events' fetch args
+// (ingest/kprobe_fetch.h), the latter written on into bpftrace and C (query/tracer_fetches.h):
+// any bytes give a record or an error, and a record keeps what the grammar promises.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "server/common/kernel_arch.h"
+#include "server/ingest/kprobe_fetch.h"
 #include "server/ingest/probe_arg.h"
+#include "server/query/tracer_fetches.h"
+
+namespace {
+
+void FetchArg(std::string_view text) {
+  auto f = symdex::ingest::ParseKprobeFetch(text, 1);
+  if (!f.ok()) return;
+  if (f->text != text || f->name.empty()) __builtin_trap();
+  if (f->reads.size() > symdex::ingest::kMaxKprobeFetchReads + 1) __builtin_trap();
+  if (f->kind == symdex::ingest::KprobeFetch::Kind::kBitfield && f->bit_width + f->bit_offset > f->bits) {
+    __builtin_trap();
+  }
+  for (const auto& arch : symdex::KnownArchs()) {
+    auto bt = symdex::query::BpftraceProgram("kprobe:f", {*f}, arch);
+    auto c = symdex::query::CFetchStruct("e", "p:g/e f", {*f}, arch);
+    if (bt.ok() && bt->empty()) __builtin_trap();
+    if (c.ok() && c->empty()) __builtin_trap();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
+  FetchArg(text);
   auto a = symdex::ingest::ParseProbeArg(text);
   if (!a.ok()) return 0;
   using Kind = symdex::ingest::ProbeArg::Kind;
