@@ -13,8 +13,8 @@ absl::Status BadFetch(std::string_view text, std::string_view why) {
 }
 
 absl::Status NotTranslated(std::string_view text, std::string_view what) {
-  return absl::FailedPreconditionError(StrCat("fetch arg '", Excerpt(text, 200), "': ", what,
-                                              " has no translation into another tracer's program"));
+  return absl::FailedPreconditionError(
+      StrCat("fetch arg '", Excerpt(text, 200), "': ", what, " has no translation into another tracer's program"));
 }
 
 bool IsFetchNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -148,7 +148,8 @@ absl::Status ParseFetch(std::string_view text, std::string_view s, KprobeFetch& 
     } else {
       const size_t sign = a.find_first_of("+-");
       std::string_view sym = a.substr(0, sign);
-      if (!IsFetchSymbol(sym)) return BadFetch(text, StrCat("'@", Excerpt(a, 40), "': expected @SYMBOL[+|-OFFS] or @ADDR"));
+      if (!IsFetchSymbol(sym))
+        return BadFetch(text, StrCat("'@", Excerpt(a, 40), "': expected @SYMBOL[+|-OFFS] or @ADDR"));
       out.source = KprobeFetch::Source::kSymbol;
       out.symbol = std::string(sym);
       if (sign != std::string_view::npos) {

@@ -58,9 +58,9 @@ struct KprobeFetch {
   Kind kind = Kind::kInteger;
   unsigned bits = 64;  // kInteger, kSymbol: the width read; kBitfield: the container's
   bool is_signed = false;
-  bool hex = true;                            // xN (and the default)
-  unsigned bit_width = 0, bit_offset = 0;     // kBitfield
-  bool symstr = false;                        // kSymbol: "symstr" (the name as a string) rather than "symbol"
+  bool hex = true;                         // xN (and the default)
+  unsigned bit_width = 0, bit_offset = 0;  // kBitfield
+  bool symstr = false;                     // kSymbol: "symstr" (the name as a string) rather than "symbol"
 };
 
 // `position` is the argument's place in its definition (1-based), for its default name.

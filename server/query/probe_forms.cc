@@ -105,8 +105,8 @@ absl::StatusOr<ProbeForm> Libbpf(const Match& m, const TargetInfo& t, const Kpro
         "LIBBPF_OPTS(bpf_kprobe_opts, opts, .offset = {}, .retprobe = false); "
         "bpf_program__attach_kprobe_opts(prog, \"{}\", &opts);",
         m.offset, in.name);
-    out.note = fmt::format("cilium/ebpf: link.Kprobe(\"{}\", prog, &link.KprobeOptions{{Offset: {}}})", in.name,
-                           m.offset);
+    out.note =
+        fmt::format("cilium/ebpf: link.Kprobe(\"{}\", prog, &link.KprobeOptions{{Offset: {}}})", in.name, m.offset);
     return out;
   }
   return absl::FailedPreconditionError(StrCat("libbpf attaches exactly one copy of ", in.name, " by its address, and ",

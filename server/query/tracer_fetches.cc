@@ -75,8 +75,8 @@ absl::StatusOr<Start> StartOf(std::string_view tracer, const KprobeFetch& f, con
       s.bpftrace = "retval";
       break;
     case Source::kSymbol:
-      s.bpftrace = f.offset ? StrCat("(kaddr(\"", f.symbol, "\")", Plus(f.offset), ")")
-                            : StrCat("kaddr(\"", f.symbol, "\")");
+      s.bpftrace =
+          f.offset ? StrCat("(kaddr(\"", f.symbol, "\")", Plus(f.offset), ")") : StrCat("kaddr(\"", f.symbol, "\")");
       if (ingest::IsCName(f.symbol)) {
         s.c = StrCat("(__u64)&", f.symbol, Plus(f.offset));
         s.ksym = f.symbol;
@@ -236,8 +236,8 @@ absl::StatusOr<std::string> CFetchStruct(std::string_view event, std::string_vie
   for (const auto& k : ksyms) out += StrCat("extern const void ", k, " __ksym;\n");
   if (!ksyms.empty()) out += "\n";
   out += StrCat("struct ", prefix, "_args {\n", StrJoin(fields, "\n"), "\n};\n\n");
-  out += StrCat("static __always_inline void ", prefix, "_fetch(struct pt_regs *ctx, struct ", prefix,
-                "_args *a)\n{\n");
+  out +=
+      StrCat("static __always_inline void ", prefix, "_fetch(struct pt_regs *ctx, struct ", prefix, "_args *a)\n{\n");
   if (uses_v) out += "\t__u64 v;\n\n";
   out += StrJoin(body, "\n") + "\n}\n";
   return out;

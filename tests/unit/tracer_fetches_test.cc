@@ -70,8 +70,8 @@ TEST(KprobeFetchTest, SourcesAndTypes) {
 }
 
 TEST(KprobeFetchTest, MalformedAndUntranslatable) {
-  for (const char* bad : {"", "%", "+8%di)", "+x(%di)", "@", "@+8", "%di:u7", "%di:b9@0/8", "$stack-1", "$comm:u8",
-                          "+8()", "!"}) {
+  for (const char* bad :
+       {"", "%", "+8%di)", "+x(%di)", "@", "@+8", "%di:u7", "%di:b9@0/8", "$stack-1", "$comm:u8", "+8()", "!"}) {
     auto f = ParseKprobeFetch(bad, 1);
     EXPECT_TRUE(absl::IsInvalidArgument(f.status())) << "'" << bad << "': " << f.status();
   }
@@ -129,8 +129,8 @@ TEST(TracerFetchesTest, BpftraceRefusesWhatItCannotRead) {
 }
 
 TEST(TracerFetchesTest, CStructOfFetches) {
-  auto parsed = query::ParseFetchArgs({"name=+0(+40(+24(%x0))):string", "count=%x2:x64", "j=@jiffies_64:u32",
-                                       "b=%x1:b4@1/8", "$comm"});
+  auto parsed = query::ParseFetchArgs(
+      {"name=+0(+40(+24(%x0))):string", "count=%x2:x64", "j=@jiffies_64:u32", "b=%x1:b4@1/8", "$comm"});
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   auto c = query::CFetchStruct("vfs_read", "p:symdex/vfs_read vfs_read ...", *parsed, Arm64());
   ASSERT_TRUE(c.ok()) << c.status();
