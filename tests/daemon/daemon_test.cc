@@ -179,7 +179,11 @@ std::vector<std::string> ComparisonCommands(const json& dups, const std::string&
       // The places a function was inlined, each with its own fetches; none; a file without it.
       "kprobe -n --inlined hdr_helper x", "--json kprobe -n --inlined hdr_helper '$params'",
       "kprobe -n --inlined 'hdr_helper@include/linux/common.h'", "kprobe -n --inlined 'hdr_helper@nosuch.h'",
-      "kprobe -n --inlined no_such_function_x", "--json kprobe -n --format bpftrace --inlined hdr_helper"};
+      "kprobe -n --inlined no_such_function_x", "--json kprobe -n --format bpftrace --inlined hdr_helper",
+      // Arguments in the programs of bpftrace and libbpf, on the target's architecture.
+      "kprobe -n --format bpftrace --rel-line 1 vmlinux:a_entry '$vars'",
+      "--json kprobe -n --format libbpf --rel-line 0 vmlinux:a_entry '$params' '$comm'",
+      "kprobe -n --format bpftrace --inlined hdr_helper x"};
   std::ofstream addrs(addr_file);
   for (const auto& g : dups["duplicates"]) {
     std::string name = g["name"];
