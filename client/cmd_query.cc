@@ -114,6 +114,10 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
 // vmlinux _text+N (_stext+N), KASLR-proof and exact whatever the name; "-" elsewhere.
 std::string ProbeAt(const query::Instance& in, uint64_t off) {
   if (in.module.empty() && in.text_offset) return fmt::format("{}+{}", in.text_anchor, *in.text_offset + off);
+  if (!in.module.empty() && in.same_name_in_module == 1) {
+    return off ? fmt::format("{}:{}+{}", in.module, in.name, off) : fmt::format("{}:{}", in.module, in.name);
+  }
+  if (!in.module.empty() && in.addr) return fmt::format("{:#x}", *in.addr + off);
   return "-";
 }
 
@@ -301,7 +305,9 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "is in (CALLER+OFFSET of its first instruction), the kprobe target of that instruction,\n"
       "the caller's probe VERDICT, the call site (file:line:column) and what it was inlined into\n"
       "directly (another inlined function's copy at depth > 1). --json describes each caller as\n"
-      "'symdex addr' does. From vmlinux's address map: modules are not searched.\n"
+      "'symdex addr' does. From the address maps of vmlinux and of each module with debug info:\n"
+      "vmlinux's places first, then each module's (kprobe target MOD:NAME+OFF where NAME is unique\n"
+      "in MOD, else its address on a live host).\n"
       "Exit: 0 copies listed, 1 none, 2 usage, 3 no index.");
   inlined->callback([&g, &exit_code, in] { exit_code = RunInlined(g, *in); });
 

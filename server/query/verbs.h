@@ -39,9 +39,11 @@ enum class VerbAccess {
 };
 
 // `symdex inlined NAME`: every place NAME's body was copied by the compiler into another function —
-// the copies a kprobe on NAME never sees. From vmlinux's address map (the inline nesting of every
-// address, debuginfo/symbolize/addr_map.h): each copy with the function instance it is in, where in it, the
-// call site (file:line:column) and what it was inlined into directly.
+// the copies a kprobe on NAME never sees. From the address maps of vmlinux and of each module with
+// debug info (the inline nesting of every address, debuginfo/symbolize/addr_map.h): each copy with
+// the function instance it is in, where in it, the call site (file:line:column) and what it was
+// inlined into directly. A module's copy is placed by its section's runtime address where the
+// target has one (a live host's loaded module), else by the module's symbol at its section offset.
 struct InlinedRequest {
   std::string target;  // "" = the default target
   std::string name;    // the inlined function's DWARF name
@@ -65,7 +67,7 @@ struct InlinedAnswer {
 };
 struct Inlined {
   static constexpr const char* kMethod = "Inlined";
-  static constexpr bool kHeavy = true;  // a walk of vmlinux's whole address map
+  static constexpr bool kHeavy = true;  // a walk of every address map: vmlinux's and the modules'
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = InlinedRequest;
   using Answer = InlinedAnswer;
@@ -179,7 +181,7 @@ struct InlinedProbesAnswer {
 };
 struct InlinedProbes {
   static constexpr const char* kMethod = "InlinedProbes";
-  static constexpr bool kHeavy = true;  // a walk of vmlinux's address map, a unit of DWARF per place
+  static constexpr bool kHeavy = true;  // a walk of every address map, a unit of DWARF per place
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = InlinedProbesRequest;
   using Answer = InlinedProbesAnswer;

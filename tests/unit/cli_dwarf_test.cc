@@ -62,6 +62,18 @@ class CliDwarfTest : public ::testing::Test {
     Must("mkdir -p '" + dbg + "/boot' && cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kFixtureRelease + "'");
     return "index --system-map '" + map + "' --debug-dir '" + dbg + "'";
   }
+  // The same with the module: its stripped .ko under lib/modules, its debug .ko in the debug root.
+  std::string OfflineWithModuleIndexArgs() {
+    std::string map = SystemMap();
+    std::string mods = fx_.dir / ("lib/modules/" + std::string(kFixtureRelease));
+    std::string dbg = fx_.dir / "debug";
+    Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kFixtureRelease +
+         "/kernel/drivers'");
+    Must("cp '" + fx_.module_stripped + "' '" + mods + "/kernel/drivers/fake_mod.ko'");
+    Must("cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kFixtureRelease + "'");
+    Must("cp '" + fx_.module + "' '" + dbg + "/lib/modules/" + kFixtureRelease + "/kernel/drivers/fake_mod.ko'");
+    return "index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'";
+  }
   KernelFixture fx_{5};
 };
 
@@ -273,6 +285,45 @@ TEST_F(CliDwarfTest, InlinedListsEveryCopyWithTheCallSiteAddr2lineGives) {
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("hdr_helper: inlined at 2 places"), std::string::npos) << text.out;
   EXPECT_EQ(Symdex("inlined ''").exit_code, 2);
+}
+
+// A module's copies too: each at its section offset, the call site addr2line gives for it in the
+// module's own debug file; a definition each, MOD:NAME+OFFSET (the module names the copy).
+TEST_F(CliDwarfTest, InlinedListsTheCopiesInModules) {
+  ASSERT_EQ(Symdex(OfflineWithModuleIndexArgs()).exit_code, 0);
+  json r = Json("inlined hdr_helper");
+  std::map<std::string, std::vector<json>> by_module;
+  for (const auto& s : r["sites"]) by_module[s["caller"]["module"].get<std::string>()].push_back(s);
+  ASSERT_EQ(by_module["vmlinux"].size(), 2u) << r.dump(1);
+  ASSERT_EQ(by_module["fake_mod"].size(), 2u) << r.dump(1);
+  EXPECT_EQ(r["sites"][0]["caller"]["module"], "vmlinux") << "vmlinux's places first";
+  for (const json& s : by_module["fake_mod"]) {
+    const std::string caller = s["caller"]["name"];
+    const std::string section = s["caller"]["section"];
+    ASSERT_FALSE(section.empty()) << s.dump();
+    // The symbol's offset in its section, as the module's own symbol table gives it.
+    CommandResult nm = RunCommand(fmt::format("nm '{}' | awk '$3 == \"{}\" {{print $1}}'", fx_.module, caller));
+    ASSERT_EQ(nm.exit_code, 0) << nm.err;
+    const uint64_t at = std::stoull(nm.out, nullptr, 16) + s["offset"].get<uint64_t>();
+    CommandResult a2l = RunCommand(fmt::format("addr2line -i -f -j '{}' -e '{}' {:#x}", section, fx_.module, at));
+    ASSERT_EQ(a2l.exit_code, 0) << a2l.err;
+    EXPECT_EQ(a2l.out.substr(0, a2l.out.find('\n')), "hdr_helper") << a2l.out;
+    EXPECT_NE(a2l.out.find(fmt::format("{}:{}", s["file"].get<std::string>(), s["line"].get<int>())), std::string::npos)
+        << a2l.out << s.dump();
+    EXPECT_EQ(s["probe"], fmt::format("fake_mod:{}+{}", caller, s["offset"].get<uint64_t>())) << s.dump();
+  }
+  json k = Json("kprobe -n --inlined hdr_helper");
+  ASSERT_EQ(k["probes"].size(), 4u) << k.dump(1);
+  size_t in_module = 0;
+  for (const auto& p : k["probes"]) {
+    if (p["caller"]["module"] != "fake_mod") continue;
+    ++in_module;
+    EXPECT_NE(p["definition"].get<std::string>().find(
+                  fmt::format(" fake_mod:{}+{}", p["caller"]["name"].get<std::string>(), p["offset"].get<uint64_t>())),
+              std::string::npos)
+        << p.dump();
+  }
+  EXPECT_EQ(in_module, 2u);
 }
 
 // kprobe --inlined: a definition at each place `inlined` lists, events NAME, NAME_1; NAME@FILE

@@ -238,6 +238,16 @@ std::optional<uint64_t> AddrMap::SectionBase(std::string_view section) const {
   return std::nullopt;
 }
 
+std::optional<std::pair<std::string, uint64_t>> AddrMap::SectionOf(uint64_t addr) const {
+  const ElfSection* sec = Records<ElfSection>(kElfSections);
+  const ElfSection* best = nullptr;
+  for (uint64_t i = 0; i < count(kElfSections); ++i) {
+    if (sec[i].base <= addr && (best == nullptr || sec[i].base > best->base)) best = &sec[i];
+  }
+  if (best == nullptr) return std::nullopt;
+  return std::make_pair(std::string(String(best->name)), addr - best->base);
+}
+
 MappedAddrMap::~MappedAddrMap() { ::munmap(base_, size_); }
 
 absl::StatusOr<std::unique_ptr<MappedAddrMap>> MappedAddrMap::Open(const std::string& path,

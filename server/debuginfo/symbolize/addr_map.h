@@ -119,6 +119,9 @@ class AddrMap {
   // A relocatable file's map: where `section` starts (the first section of that name, as
   // libdwfl reports them); nullopt when there is none (always, in a linked file's map).
   std::optional<uint64_t> SectionBase(std::string_view section) const;
+  // A relocatable file's map: the section holding map address `addr` (the one laid out at the
+  // highest base at or below it) and the offset into it; nullopt below every section.
+  std::optional<std::pair<std::string, uint64_t>> SectionOf(uint64_t addr) const;
   bool relocatable() const { return count(addrmap::kElfSections) > 0; }
   // Every inlined copy of the function named `name` that has code (its DWARF name: no clone
   // suffix), by address. One pass over the nodes and one over the intervals.
