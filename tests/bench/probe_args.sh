@@ -11,9 +11,12 @@
 #
 # And inlined places: N functions declared inline (their verdict says so), `--inlined FUNC
 # '$params'` against perf's `FUNC $params` (which probes the inlined places too), place by place
-# where both put one (--inlined N; tests/integration/compare_perf_inlined.py).
+# where both put one (--inlined N; tests/integration/compare_perf_inlined.py). And the same with
+# the modules indexed: N functions (vmlinux's and the modules'), each module's places against
+# `perf probe -m MODULE.ko` (--module-inlined N).
 #
-#   tests/bench/probe_args.sh [--sample N] [--vars N] [--lines N] [--inlined N] [--out FILE] [SYMDEX_BIN]
+#   tests/bench/probe_args.sh [--sample N] [--vars N] [--lines N] [--inlined N] [--module-inlined N]
+#                             [--out FILE] [SYMDEX_BIN]
 #
 # Prints one markdown table and writes it to --out; exit 1 when a row misses its goal.
 set -euo pipefail
@@ -23,6 +26,7 @@ SAMPLE=300
 VARS=40
 LINES=300
 INLINED=60
+MODULE_INLINED=40
 OUT=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -30,6 +34,7 @@ while [ $# -gt 0 ]; do
     --vars) VARS=$2; shift 2 ;;
     --lines) LINES=$2; shift 2 ;;
     --inlined) INLINED=$2; shift 2 ;;
+    --module-inlined) MODULE_INLINED=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "probe_args: unknown option $1" >&2; exit 2 ;;
@@ -88,9 +93,23 @@ print(d['functions'], d['with_places'], d['compared'], d['agree'], d['nested'], 
   row "$k" "  ... of them where perf adds nested inlined parameters / reads a computed value as memory / reads the first operation only / the first of several pieces" \
     "$nested / $computed / $fop / $pieces" "-" - - -
   row "$k" "  places where perf fetches its magic 0xdeade12d (no location; symdex leaves it out)" "-" "$magic" - - -
+  if [ "$MODULE_INLINED" -gt 0 ]; then
+    export SYMDEX_DB=$work/$arch-modules.db
+    "$SYMDEX" index -q --system-map "$ROOT/usr/lib/debug/boot/System.map-$KREL" \
+      --modules-dir "$ROOT/usr/lib/debug/lib/modules" --debug-dir "$ROOT/usr/lib/debug" --name "$arch" >/dev/null 2>&1
+    "$root/tests/integration/compare_perf_inlined.py" "$SYMDEX" "$ROOT/usr/lib/debug/boot/vmlinux-$KREL" \
+      --sample "$MODULE_INLINED" --seed 11 --module-debug "$ROOT/usr/lib/debug" \
+      --summary "$work/$arch-modules.json" --show 5 >&2 || true
+    read -r n with cmp agree mods < <(python3 -c "
+import json; d = json.load(open('$work/$arch-modules.json'))
+print(d['functions'], d['with_places'], d['compared'], d['agree'], d['module_places'])")
+    row "$k" "\`kprobe --inlined FUNC '\$params'\` with the modules: as perf's (\`-m MODULE.ko\` for a module's places) at each place both give ($cmp places, $mods in modules, of $with of $n functions)" \
+      "$agree" "$cmp" "$(python3 -c "print(f'{100*$agree/max($cmp,1):.2f}%')")" "100%" \
+      "$([ "$agree" = "$cmp" ] && [ "$mods" -gt 0 ] && echo yes || echo no)"
+  fi
 done
 {
-  echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS --lines $LINES --inlined $INLINED\`"
+  echo "Probe arguments, $(date -u +%Y-%m-%d), $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo '?'): \`tests/bench/probe_args.sh --sample $SAMPLE --vars $VARS --lines $LINES --inlined $INLINED --module-inlined $MODULE_INLINED\`"
   echo
   echo "| kernel | measure | symdex | perf probe | ratio | goal | met |"
   echo "|---|---|---|---|---|---|---|"

@@ -9,12 +9,17 @@ inlined copy's entry address (DW_AT_entry_pc), symdex its first address (where `
 places it): where the two differ the place is counted, not compared. Where a variable has no
 location perf fetches a magic number (0xdeade12d) and symdex leaves the place out: counted.
 
+With --module-debug DIR (the debug root holding lib/modules/R/**/M.ko) the places symdex gives in
+modules are compared too, each module's against `perf probe -k VMLINUX -m M.ko -D`.
+
   compare_perf_inlined.py SYMDEX VMLINUX [--name 'FUNC ARGS']... [--sample N] [--seed S]
+                          [--module-debug DIR]
 
 Exit 1 when a compared place differs, or nothing was compared.
 """
 import argparse
 import json
+import os
 import random
 import re
 import subprocess
@@ -23,9 +28,11 @@ import sys
 from compare_perf_probe import StaticNames, first_op_only, untyped
 
 
-def perf_places(vmlinux, probe):
-    """{(caller, offset): [fetch args]} of perf's definitions for one probe; None if refused."""
-    r = subprocess.run(["perf", "probe", "-q", "-k", vmlinux, "-D", probe], capture_output=True, text=True)
+def perf_places(vmlinux, probe, module=None):
+    """{(module, caller, offset): [fetch args]} of perf's definitions for one probe (in vmlinux, or
+    with `module` a .ko path in that module); None if refused."""
+    r = subprocess.run(["perf", "probe", "-q", "-k", vmlinux] + (["-m", module] if module else []) +
+                       ["-D", probe], capture_output=True, text=True)
     if r.returncode != 0:
         return None
     out = {}
@@ -33,21 +40,32 @@ def perf_places(vmlinux, probe):
         f = l.split()
         if len(f) < 2 or not l.startswith("p:"):
             continue
-        caller, _, off = f[1].rpartition("+")
-        out[(caller, int(off, 0))] = f[2:]
+        where, _, off = f[1].rpartition("+")
+        mod, _, caller = where.rpartition(":")
+        out[(mod or "vmlinux", caller, int(off, 0))] = f[2:]
     return out
 
 
 def symdex_places(symdex, probe):
-    """{(caller, offset): [fetch args]} of symdex kprobe --inlined; None when it gives none."""
+    """{(module, caller, offset): [fetch args]} of symdex kprobe --inlined; None when it gives none."""
     func, _, rest = probe.partition(" ")
     r = subprocess.run([symdex, "--json", "kprobe", "-n", "--inlined", func] + rest.split(),
                        capture_output=True, text=True)
     if r.returncode != 0:
         return None, r.stderr.strip()
     j = json.loads(r.stdout)
-    return {(p["caller"]["name"], p["offset"]): p["kprobe_events"].split()[2:] for p in j["probes"]}, \
-        f"{len(j['left_out'])} left out"
+    return {(p["caller"]["module"], p["caller"]["name"], p["offset"]): p["kprobe_events"].split()[2:]
+            for p in j["probes"]}, f"{len(j['left_out'])} left out"
+
+
+def module_files(root):
+    """{module name: its debug .ko} under a debug root (a module's name: the file's, '-' as '_')."""
+    out = {}
+    for dirpath, _, files in os.walk(os.path.join(root, "lib", "modules")):
+        for f in files:
+            if f.endswith(".ko"):
+                out.setdefault(f[:-3].replace("-", "_"), os.path.join(dirpath, f))
+    return out
 
 
 class Refusals:
@@ -116,6 +134,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", type=int, default=10)
     ap.add_argument("--summary", help="write the counts as JSON here")
+    ap.add_argument("--module-debug", help="debug root with the modules' .ko: compare their places too")
     a = ap.parse_args()
 
     probes = list(a.name)
@@ -125,7 +144,10 @@ def main():
         count = {}
         for s in syms:
             count[s["name"]] = count.get(s["name"], 0) + 1
-        names = sorted({s["name"] for s in syms if s["module"] == "vmlinux" and count[s["name"]] == 1
+        # (With --module-debug, modules' functions declared inline too: their places are mostly in
+        # the module that has them.)
+        names = sorted({s["name"] for s in syms if (s["module"] == "vmlinux" or a.module_debug)
+                        and count[s["name"]] == 1
                         and "declared inline" in s.get("verdict", {}).get("reason", "")
                         and s.get("dwarf", {}).get("function") == s["name"]})
         random.Random(a.seed).shuffle(names)
@@ -135,9 +157,17 @@ def main():
     names = compared = agree = only_perf = only_symdex = refused = own_copy = magic = nested = computed = first_op = magic_here = pieces = 0
     refusals = Refusals(a.symdex)
     shown = 0
+    kos = module_files(a.module_debug) if a.module_debug else {}
+    module_places = 0
     for p in probes:
         theirs = perf_places(a.vmlinux, p)
         ours, why = symdex_places(a.symdex, p)
+        if theirs is not None and ours is not None and kos:
+            for mod in sorted({k[0] for k in ours if k[0] != "vmlinux" and k[0] in kos}):
+                in_module = perf_places(a.vmlinux, p, kos[mod])
+                if in_module:
+                    theirs.update(in_module)
+                    module_places += sum(1 for k in ours if k[0] == mod and k in in_module)
         if theirs is None or ours is None:
             refused += 1
             if shown < a.show:
@@ -155,7 +185,7 @@ def main():
             # $params: perf 6.1 leaves out a parameter DWARF gives as a constant there, which
             # symdex fetches as an immediate (\N).
             got = [x for x in args if not ("=\\" in x and x not in want)] if "$params" in p else args
-            why = explained(p.partition(" ")[0], key, want, got, refusals) if got != want else None
+            why = explained(p.partition(" ")[0], key[1:], want, got, refusals) if got != want else None
             # A static perf names by the variable's own name, which no symbol has (the kernel
             # refuses it): symdex's _text+N is where DWARF puts it.
             want = [g if w != g and re.fullmatch(r"(\w+)=@\1\+0(:\w+)?", w) and "=@_" in g else w
@@ -173,19 +203,21 @@ def main():
                 pieces += "pieces" in why
             elif shown < a.show:
                 shown += 1
-                print(f"differs: {p} at {key[0]}+{key[1]:#x}\n  perf:   {want}\n  symdex: {args}")
+                print(f"differs: {p} at {key[0]}:{key[1]}+{key[2]:#x}\n  perf:   {want}\n  symdex: {args}")
         func = p.partition(" ")[0]
         for k, args in theirs.items():
             if k in ours:
                 continue
-            if k[0] == func or k[0].startswith(func + "."):
+            if k[0] != "vmlinux" and k[0] not in {o[0] for o in ours}:
+                continue  # a module symdex gave no place in: not asked of perf
+            if k[1] == func or k[1].startswith(func + "."):
                 own_copy += 1
             elif any("\\deade12d" in x for x in args):
                 magic += 1
             else:
                 only_perf += 1
     print(f"inlined functions: {len(probes)}; both gave places for {names}; places at the same address: "
-          f"{compared}, fetch args agree at {agree} (of them {nested} where perf adds the parameters of "
+          f"{compared} ({module_places} in modules), fetch args agree at {agree} (of them {nested} where perf adds the parameters of "
           f"functions inlined into the copy there, {computed} where perf reads a value computed from a register "
           f"as memory at an offset from it and symdex refuses it, {first_op} where perf reads a location "
           f"of several operations by its first only, {magic_here} where perf fetches its magic 0xdeade12d for a "
@@ -199,7 +231,8 @@ def main():
         with open(a.summary, "w") as f:
             json.dump({"functions": len(probes), "with_places": names, "compared": compared, "agree": agree,
                        "nested": nested, "computed": computed, "first_op": first_op, "perf_own_copy": own_copy,
-                       "perf_magic": magic, "magic_here": magic_here, "pieces": pieces, "perf_only": only_perf, "symdex_only": only_symdex}, f)
+                       "perf_magic": magic, "magic_here": magic_here, "pieces": pieces, "perf_only": only_perf, "symdex_only": only_symdex,
+                       "module_places": module_places}, f)
     return 0 if compared and agree == compared else 1
 
 
