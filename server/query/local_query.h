@@ -133,6 +133,10 @@ class LocalQuery : public QueryApi {
     std::function<std::string(uint64_t)> static_form;
   };
   absl::StatusOr<ProbeArgsAt> ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m, bool ret);
+  // x86-64: InvalidArgument when `m`'s offset falls inside an instruction of the copy, decoded
+  // from its start in the debug file's code (as the kernel decodes it when the probe is written);
+  // OK when it is an instruction's start, or when the code cannot be read or decoded.
+  absl::Status CheckInsnBoundary(store::Db& db, const store::TargetInfo& t, const Match& m);
   absl::StatusOr<std::vector<std::string>> CompileProbeArgs(store::Db& db, const store::TargetInfo& t, const Match& m,
                                                             const KprobeOptions& opts, std::vector<std::string>& notes);
   // Those arguments compiled where `at` says.

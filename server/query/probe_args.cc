@@ -2,10 +2,13 @@
 // resolved to: the copy's debug file, where in it the copy is (vmlinux: its link-time address;
 // a module: section + offset), the architecture's registers, and how static storage is named —
 // then debuginfo/dwarf/fetch_args.h compiles them from that one unit of DWARF.
+#include <elf.h>
 #include <fmt/format.h>
 
 #include "server/common/kernel_arch.h"
 #include "server/debuginfo/dwarf/fetch_args.h"
+#include "server/debuginfo/files/code_file.h"
+#include "server/ingest/x86_insn.h"
 #include "server/query/local_query.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/probe_forms.h"
@@ -28,6 +31,26 @@ uint64_t EntrySlack(const KernelArch& arch, uint32_t bits) {
 }
 
 }  // namespace
+
+absl::Status LocalQuery::CheckInsnBoundary(store::Db& db, const store::TargetInfo& t, const Match& m) {
+  auto at = ProbeArgsSite(db, t, m, false);
+  if (!at.ok()) return absl::OkStatus();  // no debug file: the kernel checks it when the probe is written
+  auto code = debuginfo::CodeFile::Open(at->path);
+  if (!code.ok() || (*code)->machine() != EM_X86_64) return absl::OkStatus();
+  auto bytes = (*code)->Code(at->at.section, at->at.symbol, m.offset + ingest::kMaxX86InsnLength);
+  if (!bytes.ok() || bytes->size() <= m.offset) return absl::OkStatus();
+  for (uint64_t p = 0; p < m.offset;) {
+    std::optional<size_t> n = ingest::X86InsnLength(bytes->subspan(static_cast<size_t>(p)));
+    if (!n) return absl::OkStatus();  // bytes this decoder does not know: left to the kernel
+    if (p + *n > m.offset) {
+      return absl::InvalidArgumentError(StrCat("+", m.offset, " is inside an instruction: the one at +", p, " is ", *n,
+                                               " bytes (decoded from the start of ", m.instance.name,
+                                               " as the file links it); probe at +", p, " or +", p + *n));
+    }
+    p += *n;
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db, const store::TargetInfo& t,
                                                                   const Match& m, bool ret) {

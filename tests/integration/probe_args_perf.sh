@@ -14,7 +14,8 @@
 #   - what must be refused: an unknown variable or member, '.' on a pointer, a string of an int
 #     (exit 2), a variable in a return probe; a named argument of a copy without DWARF; a line
 #     outside the copy, a line with -r or with +OFFSET; --inlined with a variable no copy has,
-#     a file no copy is declared in, -r; on arm64, +OFFSET inside an instruction.
+#     a file no copy is declared in, -r; +OFFSET inside an instruction (x86-64: against objdump's
+#     instruction starts, check_insn_boundaries.py).
 # SYMDEX_PROBE_SAMPLE (default 8) sets the sample, SYMDEX_PROBE_VARS (default 2) how many of
 # them vars is checked on; tests/bench/probe_args.sh runs a large one (CI time: perf reads the
 # DWARF for seconds per run).
@@ -83,6 +84,8 @@ one_arch() {  # one_arch DEBIAN_ARCH
     "$SYMDEX" kprobe -n vfs_read+6 >/dev/null 2>"$work/err"; rc=$?
     check_eq "$1: +OFFSET inside an instruction: exit 2, the starts around it" "2 1" \
       "$rc $(grep -c 'inside an instruction.*probe at +4 or +8' "$work/err")"
+  else  # decoded from the function's start, against objdump's instruction starts
+    "$here/check_insn_boundaries.py" "$SYMDEX" "$vml" --sample 10 --seed 3 || fail=1
   fi
   "$SYMDEX" kprobe -n vfs_read '%di' 'x=+8(%si):u32' >"$work/out" 2>&1; rc=$?
   check_eq "$1: kprobe_events' own fetch args pass as written" "0 1" "$rc $(grep -c ' %di x=+8(%si):u32$' "$work/out")"

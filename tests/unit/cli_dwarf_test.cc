@@ -326,6 +326,37 @@ TEST_F(CliDwarfTest, InlinedListsTheCopiesInModules) {
   EXPECT_EQ(in_module, 2u);
 }
 
+// x86-64 +OFFSET: an offset inside an instruction is refused naming the starts around it, decoded
+// from the function's start in its debug file (vmlinux and a module's .ko), as objdump splits it.
+TEST_F(CliDwarfTest, OffsetInsideAnInstructionIsRefused) {
+  ASSERT_EQ(Symdex(OfflineWithModuleIndexArgs()).exit_code, 0);
+  for (const auto& [file, spec] : {std::pair{fx_.vmlinux, std::string("vmlinux:a_entry")},
+                                   std::pair{fx_.module, std::string("fake_mod:a_entry")}}) {
+    SCOPED_TRACE(spec);
+    // objdump's instructions of a_entry: "  OFFSET:\tBYTES..." relative to the symbol's start.
+    CommandResult dis = RunCommand(fmt::format("objdump -d -w --disassemble=a_entry '{}'", file));
+    ASSERT_EQ(dis.exit_code, 0) << dis.err;
+    std::vector<uint64_t> at;
+    std::istringstream in(dis.out);
+    for (std::string l; std::getline(in, l);) {
+      const size_t colon = l.find(":\t");
+      if (colon != std::string::npos && !l.empty() && l[0] == ' ')
+        at.push_back(std::stoull(l.substr(0, colon), nullptr, 16));
+    }
+    ASSERT_GE(at.size(), 3u) << dis.out;
+    const uint64_t base = at[0];
+    size_t k = 0;
+    while (k + 1 < at.size() && at[k + 1] - at[k] < 2) ++k;
+    ASSERT_LT(k + 1, at.size()) << "no instruction of two bytes or more in a_entry:\n" << dis.out;
+    const uint64_t o = at[k] - base, next = at[k + 1] - base;
+    CommandResult inside = Symdex(fmt::format("kprobe -n {}+{}", spec, o + 1));
+    EXPECT_EQ(inside.exit_code, 2) << inside.out << inside.err;
+    EXPECT_NE(inside.err.find(fmt::format("probe at +{} or +{}", o, next)), std::string::npos) << inside.err;
+    CommandResult start = Symdex(fmt::format("kprobe -n {}+{}", spec, next));
+    EXPECT_EQ(start.exit_code, 0) << start.out << start.err;
+  }
+}
+
 // kprobe --inlined: a definition at each place `inlined` lists, events NAME, NAME_1; NAME@FILE
 // keeps the copies of the function declared in FILE; each argument fetched in its copy or the
 // place left out saying why.

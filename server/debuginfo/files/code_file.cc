@@ -72,6 +72,19 @@ const std::vector<CodeFile::Reloc>& CodeFile::RelocsFor(size_t section_index) {
   return out;
 }
 
+absl::StatusOr<std::span<const uint8_t>> CodeFile::Code(std::string_view section, uint64_t at, uint64_t len) const {
+  for (const Section& s : sections_) {
+    if (!s.code) continue;
+    if (relocatable_ ? s.name == section && at < s.size : at >= s.addr && at - s.addr < s.size) {
+      const uint64_t pos = relocatable_ ? at : at - s.addr;
+      const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + s.offset);
+      return std::span<const uint8_t>(code + pos, static_cast<size_t>(std::min(len, s.size - pos)));
+    }
+  }
+  return absl::NotFoundError(relocatable_ ? StrCat("no code of section ", section, " in the file")
+                                          : StrCat("address 0x", fmt::format("{:x}", at), " is in no code section"));
+}
+
 absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view section, uint64_t at) {
   const Section* sec = nullptr;
   for (const Section& s : sections_) {

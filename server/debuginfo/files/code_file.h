@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,12 @@ class CodeFile {
   // offset into `section` for a relocatable one. nullopt: no call ends there. NotFound: `at` is in
   // no code section whose bytes the file holds.
   absl::StatusOr<std::optional<CallSite>> CallBefore(std::string_view section, uint64_t at);
+
+  // The code bytes from `at` on, at most `len` of them (fewer at the section's end): `at` an
+  // address for a linked file (`section` ignored), an offset into `section` for a relocatable one.
+  // NotFound as for CallBefore.
+  absl::StatusOr<std::span<const uint8_t>> Code(std::string_view section, uint64_t at, uint64_t len) const;
+  uint16_t machine() const { return machine_; }
 
  private:
   CodeFile(MappedFile map) : map_(std::move(map)) {}

@@ -251,8 +251,13 @@ absl::StatusOr<std::vector<Frame>> Symbolizer::Symbolize(const std::string& path
 }
 
 CuFunctions* Symbolizer::UnitOf(File* f, uint64_t addr, Dwarf_Die* cu) {
-  if (!f->units) f->units = std::make_unique<UnitsByAddress>(f->dwarf);
-  if (f->units->Die(f->dwarf, addr, cu) == nullptr) return nullptr;
+  // .debug_aranges first (one small section): a unit it names for the address is the unit. Only
+  // an address it does not cover (a clang build names its assembler units only) takes the walk
+  // over every unit header, which touches a page of .debug_info per unit.
+  if (f->units || dwarf_addrdie(f->dwarf, addr, cu) == nullptr) {
+    if (!f->units) f->units = std::make_unique<UnitsByAddress>(f->dwarf);
+    if (f->units->Die(f->dwarf, addr, cu) == nullptr) return nullptr;
+  }
   auto [it, fresh] = f->cus.try_emplace(dwarf_dieoffset(cu));
   CuFunctions& fns = it->second;
   if (fresh) {
