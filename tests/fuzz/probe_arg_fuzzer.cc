@@ -1,6 +1,7 @@
 // Fuzzes perf probe's argument syntax (ingest/probe_arg.h) and kprobe_events' fetch args
 // (ingest/kprobe_fetch.h), the latter written on into bpftrace and C (query/tracer_fetches.h):
-// any bytes give a record or an error, and a record keeps what the grammar promises.
+// any bytes give a record or an error, and a record keeps what the grammar promises. The same
+// bytes as x86-64 code (ingest/x86_insn.h): a length within them and within 15, or none.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include "server/common/kernel_arch.h"
 #include "server/ingest/kprobe_fetch.h"
 #include "server/ingest/probe_arg.h"
+#include "server/ingest/x86_insn.h"
 #include "server/query/tracer_fetches.h"
 
 namespace {
@@ -33,6 +35,7 @@ void FetchArg(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   FetchArg(text);
+  if (auto n = symdex::ingest::X86InsnLength({data, size}); n && (*n == 0 || *n > size || *n > 15)) __builtin_trap();
   auto a = symdex::ingest::ParseProbeArg(text);
   if (!a.ok()) return 0;
   using Kind = symdex::ingest::ProbeArg::Kind;
