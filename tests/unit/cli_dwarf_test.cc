@@ -78,16 +78,7 @@ class CliDwarfTest : public ::testing::Test {
 };
 
 TEST_F(CliDwarfTest, OfflineWithDebugDirGivesEachCopyItsSourceAndCachesByBuildId) {
-  std::string map = SystemMap();
-  std::string mods = fx_.dir / ("lib/modules/" + std::string(kFixtureRelease));
-  std::string dbg = fx_.dir / "debug";
-  Must("mkdir -p '" + mods + "/kernel/drivers' '" + dbg + "/boot' '" + dbg + "/lib/modules/" + kFixtureRelease +
-       "/kernel/drivers'");
-  Must("cp '" + fx_.module_stripped + "' '" + mods + "/kernel/drivers/fake_mod.ko'");
-  Must("cp '" + fx_.vmlinux + "' '" + dbg + "/boot/vmlinux-" + kFixtureRelease + "'");
-  Must("cp '" + fx_.module + "' '" + dbg + "/lib/modules/" + kFixtureRelease + "/kernel/drivers/fake_mod.ko'");
-
-  std::string args = "index --system-map '" + map + "' --modules-dir '" + mods + "' --debug-dir '" + dbg + "'";
+  const std::string args = OfflineWithModuleIndexArgs();
   json first = Json(args);
   EXPECT_EQ(first["debug_files"]["indexed"], 2);
   EXPECT_EQ(first["debug_files"]["missing"], 0);
