@@ -456,7 +456,10 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
                                              m.offset - m.offset % arch->insn_align, " or +",
                                              m.offset - m.offset % arch->insn_align + arch->insn_align));
   }
-  if (m.offset != 0 && t.machine == EM_X86_64) RETURN_IF_ERROR(CheckInsnBoundary(*db, t, m));
+  // (A line with +OFFSET is refused by LinePlaces: one place or the other.)
+  if (m.offset != 0 && t.machine == EM_X86_64 && !opts.line && !opts.rel_line) {
+    RETURN_IF_ERROR(CheckInsnBoundary(*db, t, m));
+  }
   if (opts.line || opts.rel_line) {
     RETURN_IF_ERROR(LinePlaces(*db, t, m, opts, out));
   } else {
