@@ -7,14 +7,14 @@ namespace {
 
 // Per opcode of a map, what follows it.
 enum : uint8_t {
-  kNone = 0,       // nothing: the opcode is the instruction (or what follows is fixed below)
-  kModRM = 1,      // a ModRM byte (and SIB, displacement)
-  kImm8 = 2,       // an 8-bit immediate
-  kImmZ = 4,       // a 16/32-bit immediate (2 bytes with the 66 prefix)
-  kInvalid = 8,    // no instruction in 64-bit mode
-  kPrefix = 16,    // a legacy prefix, REX, or an escape handled before the table
-  kGroup3 = 32,    // F6/F7: an immediate only for /0 and /1 (TEST)
-  kSpecial = 64,   // a length of its own (moffs, ENTER, RET imm16, MOV r64, imm64)
+  kNone = 0,      // nothing: the opcode is the instruction (or what follows is fixed below)
+  kModRM = 1,     // a ModRM byte (and SIB, displacement)
+  kImm8 = 2,      // an 8-bit immediate
+  kImmZ = 4,      // a 16/32-bit immediate (2 bytes with the 66 prefix)
+  kInvalid = 8,   // no instruction in 64-bit mode
+  kPrefix = 16,   // a legacy prefix, REX, or an escape handled before the table
+  kGroup3 = 32,   // F6/F7: an immediate only for /0 and /1 (TEST)
+  kSpecial = 64,  // a length of its own (moffs, ENTER, RET imm16, MOV r64, imm64)
 };
 
 using Table = std::array<uint8_t, 256>;
@@ -23,10 +23,21 @@ constexpr Table OneByte() {
   Table t{};
   for (int op = 0; op < 0x40; ++op) {
     switch (op & 7) {
-      case 0: case 1: case 2: case 3: t[op] = kModRM; break;
-      case 4: t[op] = kImm8; break;
-      case 5: t[op] = kImmZ; break;
-      default: t[op] = kInvalid; break;  // push/pop of segments, DAA/DAS/AAA/AAS
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        t[op] = kModRM;
+        break;
+      case 4:
+        t[op] = kImm8;
+        break;
+      case 5:
+        t[op] = kImmZ;
+        break;
+      default:
+        t[op] = kInvalid;
+        break;  // push/pop of segments, DAA/DAS/AAA/AAS
     }
   }
   t[0x0F] = kPrefix;  // the 0F maps
@@ -49,7 +60,7 @@ constexpr Table OneByte() {
   t[0x83] = kModRM | kImm8;
   for (int op = 0x84; op < 0x90; ++op) t[op] = kModRM;
   for (int op = 0x90; op < 0xA0; ++op) t[op] = kNone;
-  t[0x9A] = kInvalid;  // far call
+  t[0x9A] = kInvalid;                                     // far call
   for (int op = 0xA0; op < 0xA4; ++op) t[op] = kSpecial;  // MOV moffs
   for (int op = 0xA4; op < 0xB0; ++op) t[op] = kNone;
   t[0xA8] = kImm8;
@@ -74,7 +85,7 @@ constexpr Table OneByte() {
   t[0xD7] = kNone;
   for (int op = 0xD8; op < 0xE0; ++op) t[op] = kModRM;  // x87
   for (int op = 0xE0; op < 0xE8; ++op) t[op] = kImm8;   // LOOP/JrCXZ rel8, IN/OUT imm8
-  t[0xE8] = t[0xE9] = kSpecial;                          // CALL/JMP rel32
+  t[0xE8] = t[0xE9] = kSpecial;                         // CALL/JMP rel32
   t[0xEA] = kInvalid;
   t[0xEB] = kImm8;
   for (int op = 0xEC; op < 0xF0; ++op) t[op] = kNone;
@@ -89,15 +100,15 @@ constexpr Table OneByte() {
 constexpr Table TwoByte() {  // 0F xx
   Table t{};
   for (int op = 0; op < 256; ++op) t[op] = kModRM;
-  for (int op : {0x04, 0x0A, 0x0C, 0x24, 0x25, 0x26, 0x27, 0x36, 0x39, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F, 0x7A, 0x7B,
-                 0xA6, 0xA7}) {
+  for (int op :
+       {0x04, 0x0A, 0x0C, 0x24, 0x25, 0x26, 0x27, 0x36, 0x39, 0x3B, 0x3C, 0x3D, 0x3E, 0x3F, 0x7A, 0x7B, 0xA6, 0xA7}) {
     t[op] = kInvalid;
   }
-  for (int op : {0x05, 0x06, 0x07, 0x08, 0x09, 0x0B, 0x0E, 0x30, 0x31, 0x32, 0x33, 0x34, 0x35, 0x37, 0x77, 0xA0, 0xA1,
-                 0xA2, 0xA8, 0xA9, 0xAA}) {
+  for (int op : {0x05, 0x06, 0x07, 0x08, 0x09, 0x0B, 0x0E, 0x30, 0x31, 0x32, 0x33,
+                 0x34, 0x35, 0x37, 0x77, 0xA0, 0xA1, 0xA2, 0xA8, 0xA9, 0xAA}) {
     t[op] = kNone;
   }
-  t[0x0F] = kModRM | kImm8;  // 3DNow!: the opcode is an imm8 suffix
+  t[0x0F] = kModRM | kImm8;     // 3DNow!: the opcode is an imm8 suffix
   t[0x38] = t[0x3A] = kPrefix;  // the three-byte maps
   for (int op = 0x70; op < 0x74; ++op) t[op] = kModRM | kImm8;
   for (int op = 0x80; op < 0x90; ++op) t[op] = kSpecial;  // Jcc rel32
@@ -148,8 +159,8 @@ std::optional<size_t> X86InsnLength(std::span<const uint8_t> code) {
       opsize = true;
     } else if (b == 0x67) {
       addrsize = true;
-    } else if (b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x26 || b == 0x2E || b == 0x36 || b == 0x3E ||
-               b == 0x64 || b == 0x65) {
+    } else if (b == 0xF0 || b == 0xF2 || b == 0xF3 || b == 0x26 || b == 0x2E || b == 0x36 || b == 0x3E || b == 0x64 ||
+               b == 0x65) {
       // (segment, LOCK, REP)
     } else {
       break;
@@ -194,13 +205,18 @@ std::optional<size_t> X86InsnLength(std::span<const uint8_t> code) {
     what = kOneByte[op];
     if (what & kSpecial) {
       switch (op) {
-        case 0xA0: case 0xA1: case 0xA2: case 0xA3:
+        case 0xA0:
+        case 0xA1:
+        case 0xA2:
+        case 0xA3:
           return done(p + 1 + (addrsize ? 4 : 8));
-        case 0xC2: case 0xCA:
+        case 0xC2:
+        case 0xCA:
           return done(p + 1 + 2);
         case 0xC8:
           return done(p + 1 + 3);
-        case 0xE8: case 0xE9:
+        case 0xE8:
+        case 0xE9:
           return done(p + 1 + 4);
         default:  // B8..BF
           return done(p + 1 + (rex_w ? 8 : opsize ? 2 : 4));

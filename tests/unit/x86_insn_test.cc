@@ -25,44 +25,44 @@ using testing::WriteFile;
 std::optional<size_t> Len(std::vector<uint8_t> bytes) { return X86InsnLength(bytes); }
 
 TEST(X86InsnTest, KernelEncodings) {
-  EXPECT_EQ(Len({0xf3, 0x0f, 0x1e, 0xfa}), 4u);                        // endbr64
-  EXPECT_EQ(Len({0xe8, 0, 0, 0, 0}), 5u);                              // call rel32 (__fentry__)
-  EXPECT_EQ(Len({0x0f, 0x1f, 0x44, 0x00, 0x00}), 5u);                  // nopl 0x0(%rax,%rax,1)
-  EXPECT_EQ(Len({0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00}), 6u);            // nopw
-  EXPECT_EQ(Len({0x55}), 1u);                                          // push %rbp
-  EXPECT_EQ(Len({0x48, 0x89, 0xe5}), 3u);                              // mov %rsp,%rbp
-  EXPECT_EQ(Len({0x48, 0x8b, 0x47, 0x18}), 4u);                        // mov 0x18(%rdi),%rax
-  EXPECT_EQ(Len({0x48, 0x8b, 0x87, 0x00, 0x01, 0, 0}), 7u);            // mov 0x100(%rdi),%rax
-  EXPECT_EQ(Len({0x48, 0x8b, 0x05, 1, 2, 3, 4}), 7u);                  // mov rip-relative
-  EXPECT_EQ(Len({0x48, 0x8b, 0x04, 0x25, 1, 2, 3, 4}), 8u);            // mov absolute via SIB
-  EXPECT_EQ(Len({0x48, 0x8b, 0x44, 0x24, 0x08}), 5u);                  // mov 0x8(%rsp),%rax
-  EXPECT_EQ(Len({0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8}), 10u);           // movabs imm64
-  EXPECT_EQ(Len({0xb8, 1, 2, 3, 4}), 5u);                              // mov $imm32,%eax
-  EXPECT_EQ(Len({0x66, 0xb8, 1, 2}), 4u);                              // mov $imm16,%ax
-  EXPECT_EQ(Len({0x48, 0xa1, 1, 2, 3, 4, 5, 6, 7, 8}), 10u);           // movabs moffs64,%rax
-  EXPECT_EQ(Len({0x48, 0x81, 0xec, 0x00, 0x01, 0, 0}), 7u);            // sub $0x100,%rsp
-  EXPECT_EQ(Len({0x48, 0x83, 0xec, 0x08}), 4u);                        // sub $0x8,%rsp
-  EXPECT_EQ(Len({0xf6, 0x47, 0x10, 0x01}), 4u);                        // testb $0x1,0x10(%rdi)
-  EXPECT_EQ(Len({0xf7, 0xc7, 1, 0, 0, 0}), 6u);                        // test $0x1,%edi
-  EXPECT_EQ(Len({0xf7, 0xd8}), 2u);                                    // neg %eax (no immediate)
-  EXPECT_EQ(Len({0x66, 0xf7, 0xc7, 1, 0}), 5u);                        // test $0x1,%di
-  EXPECT_EQ(Len({0x0f, 0x84, 1, 2, 3, 4}), 6u);                        // je rel32
-  EXPECT_EQ(Len({0x74, 0x05}), 2u);                                    // je rel8
-  EXPECT_EQ(Len({0xf0, 0x48, 0x0f, 0xb1, 0x17}), 5u);                  // lock cmpxchg %rdx,(%rdi)
+  EXPECT_EQ(Len({0xf3, 0x0f, 0x1e, 0xfa}), 4u);                       // endbr64
+  EXPECT_EQ(Len({0xe8, 0, 0, 0, 0}), 5u);                             // call rel32 (__fentry__)
+  EXPECT_EQ(Len({0x0f, 0x1f, 0x44, 0x00, 0x00}), 5u);                 // nopl 0x0(%rax,%rax,1)
+  EXPECT_EQ(Len({0x66, 0x0f, 0x1f, 0x44, 0x00, 0x00}), 6u);           // nopw
+  EXPECT_EQ(Len({0x55}), 1u);                                         // push %rbp
+  EXPECT_EQ(Len({0x48, 0x89, 0xe5}), 3u);                             // mov %rsp,%rbp
+  EXPECT_EQ(Len({0x48, 0x8b, 0x47, 0x18}), 4u);                       // mov 0x18(%rdi),%rax
+  EXPECT_EQ(Len({0x48, 0x8b, 0x87, 0x00, 0x01, 0, 0}), 7u);           // mov 0x100(%rdi),%rax
+  EXPECT_EQ(Len({0x48, 0x8b, 0x05, 1, 2, 3, 4}), 7u);                 // mov rip-relative
+  EXPECT_EQ(Len({0x48, 0x8b, 0x04, 0x25, 1, 2, 3, 4}), 8u);           // mov absolute via SIB
+  EXPECT_EQ(Len({0x48, 0x8b, 0x44, 0x24, 0x08}), 5u);                 // mov 0x8(%rsp),%rax
+  EXPECT_EQ(Len({0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8}), 10u);          // movabs imm64
+  EXPECT_EQ(Len({0xb8, 1, 2, 3, 4}), 5u);                             // mov $imm32,%eax
+  EXPECT_EQ(Len({0x66, 0xb8, 1, 2}), 4u);                             // mov $imm16,%ax
+  EXPECT_EQ(Len({0x48, 0xa1, 1, 2, 3, 4, 5, 6, 7, 8}), 10u);          // movabs moffs64,%rax
+  EXPECT_EQ(Len({0x48, 0x81, 0xec, 0x00, 0x01, 0, 0}), 7u);           // sub $0x100,%rsp
+  EXPECT_EQ(Len({0x48, 0x83, 0xec, 0x08}), 4u);                       // sub $0x8,%rsp
+  EXPECT_EQ(Len({0xf6, 0x47, 0x10, 0x01}), 4u);                       // testb $0x1,0x10(%rdi)
+  EXPECT_EQ(Len({0xf7, 0xc7, 1, 0, 0, 0}), 6u);                       // test $0x1,%edi
+  EXPECT_EQ(Len({0xf7, 0xd8}), 2u);                                   // neg %eax (no immediate)
+  EXPECT_EQ(Len({0x66, 0xf7, 0xc7, 1, 0}), 5u);                       // test $0x1,%di
+  EXPECT_EQ(Len({0x0f, 0x84, 1, 2, 3, 4}), 6u);                       // je rel32
+  EXPECT_EQ(Len({0x74, 0x05}), 2u);                                   // je rel8
+  EXPECT_EQ(Len({0xf0, 0x48, 0x0f, 0xb1, 0x17}), 5u);                 // lock cmpxchg %rdx,(%rdi)
   EXPECT_EQ(Len({0x65, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0}), 9u);  // mov %gs:0x28,%rax
-  EXPECT_EQ(Len({0x0f, 0x01, 0xca}), 3u);                              // clac
-  EXPECT_EQ(Len({0x0f, 0x0b}), 2u);                                    // ud2
-  EXPECT_EQ(Len({0xc2, 0x08, 0x00}), 3u);                              // ret $0x8
-  EXPECT_EQ(Len({0xc8, 0x10, 0x00, 0x00}), 4u);                        // enter
-  EXPECT_EQ(Len({0x0f, 0xba, 0xe0, 0x03}), 4u);                        // bt $0x3,%eax
-  EXPECT_EQ(Len({0x66, 0x0f, 0x3a, 0x0f, 0xc1, 0x08}), 6u);            // palignr
-  EXPECT_EQ(Len({0x66, 0x0f, 0x38, 0x00, 0xc1}), 5u);                  // pshufb
-  EXPECT_EQ(Len({0xc5, 0xf8, 0x77}), 3u);                              // vzeroupper
-  EXPECT_EQ(Len({0xc5, 0xfd, 0x6f, 0x07}), 4u);                        // vmovdqa (%rdi),%ymm0
-  EXPECT_EQ(Len({0xc4, 0xe3, 0x7d, 0x39, 0xc1, 0x01}), 6u);            // vextracti128 $1
-  EXPECT_EQ(Len({0x62, 0xf1, 0x7c, 0x48, 0x10, 0x07}), 6u);            // vmovups (%rdi),%zmm0
-  EXPECT_EQ(Len({0x62, 0xf1, 0x7c, 0x48, 0x10, 0x47, 0x01}), 7u);      // ... 0x40(%rdi): disp8*N
-  EXPECT_EQ(Len({0xc7, 0xf8, 1, 2, 3, 4}), 6u);                        // xbegin rel32
+  EXPECT_EQ(Len({0x0f, 0x01, 0xca}), 3u);                             // clac
+  EXPECT_EQ(Len({0x0f, 0x0b}), 2u);                                   // ud2
+  EXPECT_EQ(Len({0xc2, 0x08, 0x00}), 3u);                             // ret $0x8
+  EXPECT_EQ(Len({0xc8, 0x10, 0x00, 0x00}), 4u);                       // enter
+  EXPECT_EQ(Len({0x0f, 0xba, 0xe0, 0x03}), 4u);                       // bt $0x3,%eax
+  EXPECT_EQ(Len({0x66, 0x0f, 0x3a, 0x0f, 0xc1, 0x08}), 6u);           // palignr
+  EXPECT_EQ(Len({0x66, 0x0f, 0x38, 0x00, 0xc1}), 5u);                 // pshufb
+  EXPECT_EQ(Len({0xc5, 0xf8, 0x77}), 3u);                             // vzeroupper
+  EXPECT_EQ(Len({0xc5, 0xfd, 0x6f, 0x07}), 4u);                       // vmovdqa (%rdi),%ymm0
+  EXPECT_EQ(Len({0xc4, 0xe3, 0x7d, 0x39, 0xc1, 0x01}), 6u);           // vextracti128 $1
+  EXPECT_EQ(Len({0x62, 0xf1, 0x7c, 0x48, 0x10, 0x07}), 6u);           // vmovups (%rdi),%zmm0
+  EXPECT_EQ(Len({0x62, 0xf1, 0x7c, 0x48, 0x10, 0x47, 0x01}), 7u);     // ... 0x40(%rdi): disp8*N
+  EXPECT_EQ(Len({0xc7, 0xf8, 1, 2, 3, 4}), 6u);                       // xbegin rel32
 }
 
 TEST(X86InsnTest, NotAnInstruction) {
