@@ -463,13 +463,14 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     return kRefused;
   }
   std::vector<std::string> definitions;
-  std::vector<std::string> fetches;  // libbpf with arguments: each place's C struct of fetches
+  std::vector<std::string> fetches;  // parallel: libbpf with arguments, each place's C struct of fetches
   std::vector<std::string> notes;
   auto named = query::ProbeArgsAreNamed(ko.fetchargs);
   if (!named.ok()) return Fail(g, named.status());
   for (const auto& p : r->probes) {
     if (syntax == query::TracerSyntax::kKprobeEvents) {
       definitions.push_back(p.kprobe);
+      fetches.emplace_back();
       continue;
     }
     query::KprobeOptions here = ko;
@@ -515,7 +516,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
                         {"definition", definitions[k]},
                         {"kprobe_events", p.kprobe},
                         {"notes", p.notes}});
-      if (k < fetches.size() && !fetches[k].empty()) probes.back()["fetch"] = fetches[k];
+      if (!fetches[k].empty()) probes.back()["fetch"] = fetches[k];
     }
     PrintJson({{"target", t.name},
                {"format", std::string(query::TracerSyntaxName(syntax))},
@@ -527,7 +528,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     return kFound;
   }
   for (size_t k = 0; k < definitions.size(); ++k) {
-    fmt::print("{}{}\n", k < fetches.size() ? fetches[k] : "", definitions[k]);
+    fmt::print("{}{}\n", fetches[k], definitions[k]);
     for (const auto& n : r->probes[k].notes) fmt::print(stderr, "symdex: note: {}\n", n);
   }
   for (const auto& n : notes) fmt::print(stderr, "symdex: note: {}\n", n);

@@ -301,20 +301,16 @@ absl::StatusOr<InlinedAnswer> Inlined::Local(LocalQuery& q, const InlinedRequest
       out.sites.push_back(std::move(site));
     }
   }
-  // vmlinux's first, by address; then the modules', by module, section offset and offset.
+  // vmlinux's first, by address (as symbolized above); then the modules', by module, section,
+  // the caller's place there and the offset (a copy no symbol holds last).
   for (InlinedSite& s : f.module_sites) out.sites.push_back(std::move(s));
-  auto module_of = [](const InlinedSite& s) { return s.caller ? s.caller->module : std::string("~"); };
-  std::stable_sort(out.sites.begin(), out.sites.end(), [&](const InlinedSite& a, const InlinedSite& b) {
-    const std::string ma = module_of(a), mb = module_of(b);
-    if ((ma.empty() || ma == "vmlinux") != (mb.empty() || mb == "vmlinux")) return ma.empty() || ma == "vmlinux";
-    if (ma.empty() || ma == "vmlinux") return false;  // vmlinux's keep their address order
-    auto key = [](const InlinedSite& s) {
-      return std::make_tuple(s.caller ? s.caller->section : std::string(),
-                             s.caller ? s.caller->addr.value_or(s.caller->section_offset) : 0, s.offset);
-    };
-    if (ma != mb) return ma < mb;
-    return key(a) < key(b);
-  });
+  auto key = [](const InlinedSite& s) {
+    const Instance* c = s.caller ? &*s.caller : nullptr;
+    return std::make_tuple(c == nullptr, c ? c->module : std::string(), c ? c->section : std::string(),
+                           c ? c->addr.value_or(c->section_offset) : 0, s.offset);
+  };
+  std::sort(out.sites.begin() + static_cast<ptrdiff_t>(f.copies.size()), out.sites.end(),
+            [&](const InlinedSite& a, const InlinedSite& b) { return key(a) < key(b); });
   return out;
 }
 

@@ -1,6 +1,6 @@
-#include <elf.h>
 #include "server/query/local_query.h"
 
+#include <elf.h>
 #include <malloc.h>
 #include <unistd.h>
 

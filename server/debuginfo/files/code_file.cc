@@ -72,33 +72,31 @@ const std::vector<CodeFile::Reloc>& CodeFile::RelocsFor(size_t section_index) {
   return out;
 }
 
-absl::StatusOr<std::span<const uint8_t>> CodeFile::Code(std::string_view section, uint64_t at, uint64_t len) const {
+absl::StatusOr<std::pair<const CodeFile::Section*, uint64_t>> CodeFile::CodeAt(std::string_view section, uint64_t at,
+                                                                               bool ending) const {
   for (const Section& s : sections_) {
-    if (!s.code) continue;
-    if (relocatable_ ? s.name == section && at < s.size : at >= s.addr && at - s.addr < s.size) {
-      const uint64_t pos = relocatable_ ? at : at - s.addr;
-      const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + s.offset);
-      return std::span<const uint8_t>(code + pos, static_cast<size_t>(std::min(len, s.size - pos)));
-    }
+    if (!s.code || (relocatable_ && s.name != section)) continue;
+    const uint64_t base = relocatable_ ? 0 : s.addr;
+    if (at < base) continue;
+    const uint64_t pos = at - base;
+    // Code ending at a linked section's first address is the section before's; a relocatable
+    // section is named, so its offset 0 is its own either way.
+    if (ending ? pos <= s.size && (pos > 0 || relocatable_) : pos < s.size) return std::make_pair(&s, pos);
   }
   return absl::NotFoundError(relocatable_ ? StrCat("no code of section ", section, " in the file")
                                           : StrCat("address 0x", fmt::format("{:x}", at), " is in no code section"));
 }
 
+absl::StatusOr<std::span<const uint8_t>> CodeFile::Code(std::string_view section, uint64_t at, uint64_t len) const {
+  ASSIGN_OR_RETURN(auto found, CodeAt(section, at, /*ending=*/false));
+  const auto [sec, pos] = found;
+  const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + sec->offset);
+  return std::span<const uint8_t>(code + pos, static_cast<size_t>(std::min(len, sec->size - pos)));
+}
+
 absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view section, uint64_t at) {
-  const Section* sec = nullptr;
-  for (const Section& s : sections_) {
-    if (!s.code) continue;
-    if (relocatable_ ? s.name == section && at <= s.size : at > s.addr && at - s.addr <= s.size) {
-      sec = &s;
-      break;
-    }
-  }
-  if (sec == nullptr) {
-    return absl::NotFoundError(relocatable_ ? StrCat("no code of section ", section, " in the file")
-                                            : StrCat("address 0x", fmt::format("{:x}", at), " is in no code section"));
-  }
-  const uint64_t pos = relocatable_ ? at : at - sec->addr;
+  ASSIGN_OR_RETURN(auto found, CodeAt(section, at, /*ending=*/true));
+  const auto [sec, pos] = found;
   const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + sec->offset);
   std::optional<ingest::CallInsn> insn;
   if (machine_ == EM_AARCH64) {

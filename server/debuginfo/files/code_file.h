@@ -64,6 +64,9 @@ class CodeFile {
     int64_t addend;
   };
   const std::vector<Reloc>& RelocsFor(size_t section_index);
+  // The code section holding `at` (as CallBefore and Code take it) and `at`'s offset into it:
+  // code ending at `at` when `ending`, starting there otherwise. NotFound naming what is missing.
+  absl::StatusOr<std::pair<const Section*, uint64_t>> CodeAt(std::string_view section, uint64_t at, bool ending) const;
 
   MappedFile map_;
   ElfPtr elf_;
