@@ -26,7 +26,7 @@ struct DecodeOptions {
   bool only_frames = false;
 };
 
-std::string Location(const query::Frame& f) {
+std::string Location(const Frame& f) {
   std::string out = f.file.empty() ? std::string("??") : f.file;
   if (f.line > 0) out += fmt::format(":{}", f.line);
   if (f.column > 0) out += fmt::format(":{}", f.column);

@@ -1,6 +1,6 @@
 // `symdex frames`: stack frames from another machine (a kernel log, perf script, a profiler's
 // addresses), symbolized against that machine's kernel — typically known here only by its
-// build-ID (query/frames.h says which forms are exact).
+// build-ID (query/answers.h says which forms are exact).
 #include <fmt/compile.h>
 #include <fmt/core.h>
 #include <unistd.h>

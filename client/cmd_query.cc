@@ -55,7 +55,7 @@ nlohmann::json ToJson(const query::Instance& in) {
 // (a header inline, an #included .c), or the reason there is no DWARF.
 std::string SourceText(const query::Instance& in) {
   if (!in.dwarf) return in.dwarf_note.empty() ? "" : "[" + in.dwarf_note + "]";
-  const query::DwarfInfo& d = *in.dwarf;
+  const DwarfInfo& d = *in.dwarf;
   std::string out = fmt::format("{}:{}", d.entry_file.empty() ? "?" : d.entry_file, d.entry_line);
   if (!d.decl_file.empty()) {
     out += d.decl_file == d.entry_file ? fmt::format(" (decl :{})", d.decl_line)
@@ -90,9 +90,9 @@ struct WhichOptions {
 int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto r = (*api)->Which(o.target, o.name, o.exact);
+  auto r = (*api)->Ask<query::Which>({.target = o.target, .name = o.name, .exact = o.exact});
   if (!r.ok()) return Fail(g, r.status());
-  const query::TargetInfo* t = &r->target;
+  const TargetInfo* t = &r->target;
   const std::vector<query::Instance>* found = &r->instances;
   if (g.json) {
     nlohmann::json arr = nlohmann::json::array();
@@ -186,7 +186,7 @@ int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
   if (!api.ok()) return Fail(g, api.status());
   auto r = (*api)->Dups(o.target, o.q);
   if (!r.ok()) return Fail(g, r.status());
-  const query::TargetInfo* t = &r->target;
+  const TargetInfo* t = &r->target;
   const std::vector<query::DupGroup>* groups = r->groups.get();
   size_t symbols = 0, vmlinux_only = 0;
   for (const auto& gr : *groups) {

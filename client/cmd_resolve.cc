@@ -118,7 +118,7 @@ int ReportResolve(const std::string& text, absl::StatusOr<query::ResolveResult> 
 // Resolves one spec text; fills `j` and returns the exit code for it.
 int ResolveOne(query::QueryApi& api, const std::string& target, const std::string& text, bool json, nlohmann::json& j,
                query::ResolveResult* out = nullptr) {
-  return ReportResolve(text, api.Resolve(target, text), json, j, out);
+  return ReportResolve(text, api.Ask<query::Resolve>({.target = target, .spec = text}), json, j, out);
 }
 
 int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
@@ -230,7 +230,8 @@ std::vector<std::string> ProbeableAlternatives(query::QueryApi& api, const std::
         ++sites;
       }
       if (callers.size() < 5) {
-        auto r = api.Resolve(target, fmt::format("{}+{}", caller.text_anchor, *caller.text_offset));
+        auto r = api.Ask<query::Resolve>(
+            {.target = target, .spec = fmt::format("{}+{}", caller.text_anchor, *caller.text_offset)});
         if (r.ok() && r->matches.size() == 1) callers.emplace(r->matches[0].canonical, caller.name);
       }
     }
@@ -278,7 +279,7 @@ void AddPlacesJson(const query::ProbeResult& p, nlohmann::json& j) {
 // How many instances of m's name are declared in m's own DWARF declaration file (0: unknown).
 size_t SameDeclFile(query::QueryApi& api, const std::string& target, const query::Instance& in) {
   if (!in.dwarf || in.dwarf->decl_file.empty()) return 0;
-  auto all = api.Which(target, in.name, /*exact=*/true);
+  auto all = api.Ask<query::Which>({.target = target, .name = in.name, .exact = true});
   if (!all.ok()) return 0;
   return std::count_if(all->instances.begin(), all->instances.end(),
                        [&](const query::Instance& i) { return i.dwarf && i.dwarf->decl_file == in.dwarf->decl_file; });
@@ -287,8 +288,7 @@ size_t SameDeclFile(query::QueryApi& api, const std::string& target, const query
 // A probe definition that would carry a control byte (a name the kernel keeps with one, and no
 // address form for that copy: a module not loaded in this target) is refused, never printed or
 // written: exit 4, as for a copy the tracer has no form for.
-int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const query::Match& m,
-                      std::string_view format) {
+int RefuseControlByte(const GlobalOptions& g, const TargetInfo& t, const query::Match& m, std::string_view format) {
   const query::Instance& in = m.instance;
   const std::string who = EscapeControl(in.module.empty() ? in.name : in.module + ":" + in.name);
   const std::string message =
@@ -308,7 +308,7 @@ int RefuseControlByte(const GlobalOptions& g, const query::TargetInfo& t, const 
 }
 
 // A tracer that has no form for exactly this copy (at `offset`): exit 4, saying why.
-int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query::Match& m, const query::TargetInfo& t,
+int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query::Match& m, const TargetInfo& t,
                  const absl::Status& why, const std::string& kprobe, uint64_t offset) {
   if (g.json) {
     PrintJson({{"target", t.name},
@@ -327,7 +327,7 @@ int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query
 int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const query::KprobeOptions& ko,
                       const query::ProbeResult& probe, size_t same_file) {
   const query::Match& m = probe.resolved.matches[0].match;
-  const query::TargetInfo& t = probe.resolved.target;
+  const TargetInfo& t = probe.resolved.target;
   std::vector<query::ProbeForm> forms;
   for (const auto& place : probe.places) {
     query::Match at = m;
@@ -369,7 +369,7 @@ int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const 
 int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCliOptions& o, query::TracerSyntax syntax,
                     const query::KprobeOptions& ko, const query::ProbeResult& probe) {
   const query::Match& m = probe.resolved.matches[0].match;
-  const query::TargetInfo& t = probe.resolved.target;
+  const TargetInfo& t = probe.resolved.target;
   const size_t same_file = syntax == query::TracerSyntax::kPerf && m.instance.same_name_total > 1 &&
                                    m.instance.same_name_in_module != 1 && !(t.kind == "live" && m.instance.addr)
                                ? SameDeclFile(api, o.target, m.instance)
@@ -445,7 +445,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
     }
     return Fail(g, r.status());
   }
-  const query::TargetInfo& t = r->target;
+  const TargetInfo& t = r->target;
   if (r->probes.empty()) {  // every place left out: refused, as one copy's argument that cannot be fetched is
     if (g.json) {
       PrintJson({{"target", t.name},
@@ -558,7 +558,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
   ko.line = o.line;
   ko.rel_line = o.rel_line;
   if (o.inlined) return RunKprobeInlined(g, o, *syntax, **api, ko);
-  auto probe = (*api)->Probe(o.target, o.args[0], ko);
+  auto probe = (*api)->Ask<query::Probe>({.target = o.target, .spec = o.args[0], .opts = ko});
   if (!probe.ok()) {
     // An argument that exists but cannot be fetched at this address: refused, as a copy the
     // kernel would refuse is (the message names where it can be).
@@ -576,7 +576,7 @@ int RunKprobe(const GlobalOptions& g, const KprobeCliOptions& o) {
     return code;
   }
   const query::Match* m = &probe->resolved.matches[0].match;
-  const query::TargetInfo* t = &probe->resolved.target;
+  const TargetInfo* t = &probe->resolved.target;
   const std::string* line = &probe->kprobe;
   const query::ProbeVerdict& verdict = m->instance.verdict;
   if (verdict.known() && !verdict.kprobe) {
@@ -762,7 +762,7 @@ int RunFtraceIndex(const GlobalOptions& g, const FtraceOptions& o) {
     method = "available_filter_functions_addrs";
   }
   if (index == 0) {
-    auto all = (*api)->Which(o.target, in.name, true);
+    auto all = (*api)->Ask<query::Which>({.target = o.target, .name = in.name, .exact = true});
     if (!all.ok()) return Fail(g, all.status());
     // ftrace lists only the copies with an fentry call at their entry, and not freed init
     // code: counting any other copy would select a different line. After a copy's own line

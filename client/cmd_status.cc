@@ -63,8 +63,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
   }
   if (!g.json && index->targets.empty()) fmt::print("no targets: run 'symdex index'\n");
   for (const auto& ts : index->targets) {
-    const query::TargetInfo& t = ts.summary.info;
-    const query::TargetCounts& counts = ts.summary.counts;
+    const TargetInfo& t = ts.summary.info;
+    const TargetCounts& counts = ts.summary.counts;
     std::map<std::string, int> by_status;
     for (const auto& f : ts.files) ++by_status[f.status];
     std::map<std::string, int> dbg_status;

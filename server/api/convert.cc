@@ -105,7 +105,7 @@ query::Instance ToInstance(M& in) {
   out.init_or_exit = in.init_or_exit();
   if (in.has_dwarf()) {
     auto& d = *FieldOf(in, &pb::Instance::dwarf, &pb::Instance::mutable_dwarf);
-    query::DwarfInfo w;
+    DwarfInfo w;
     w.has_function = d.has_function();
     w.function = SYMDEX_TAKE(d, function);
     w.cu = SYMDEX_TAKE(d, cu);
@@ -131,7 +131,7 @@ query::Instance FromProto(const pb::Instance& in) { return ToInstance(in); }
 query::Instance FromProto(pb::Instance&& in) { return ToInstance(in); }
 
 void ToProto(const query::TargetSummary& t, pb::Target* out) {
-  const query::TargetInfo& i = t.info;
+  const TargetInfo& i = t.info;
   out->set_name(i.name);
   out->set_kind(i.kind);
   out->set_release(i.release);
@@ -154,7 +154,7 @@ void ToProto(const query::TargetSummary& t, pb::Target* out) {
 
 query::TargetSummary FromProto(const pb::Target& t) {
   query::TargetSummary out;
-  query::TargetInfo& i = out.info;
+  TargetInfo& i = out.info;
   i.name = t.name();
   i.kind = t.kind();
   i.release = t.release();

@@ -1,8 +1,9 @@
-// SymbolizeFrames and its stream: frames from another host (query/frames.h), answered by the
+// SymbolizeFrames and its stream: frames from another host (query/answers.h: which forms are exact), answered by the
 // index the router picks — for a kernel named by build-ID on a --fleet-cache daemon, that
 // kernel's, fetched and indexed on first use with the modules the request names. Decode: a whole
 // log's frames (query/decode.h), the same way.
 #include "server/api/convert.h"
+#include "server/api/methods.h"
 #include "server/api/serve.h"
 #include "server/api/services.h"
 #include "server/common/strings.h"
@@ -47,7 +48,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizeFrames(grpc::CallbackServe
                                                              const pb::SymbolizeFramesRequest* req,
                                                              pb::SymbolizeFramesResponse* resp) {
   return Serve(
-      ctx, control(), stats(), "SymbolizeFrames", true,
+      ctx, control(), stats(), rpc::kSymbolizeFrames.label, rpc::kSymbolizeFrames.heavy,
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->frames_size()));
         if (!unread.ok()) return ToGrpc(unread.status());
@@ -60,7 +61,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizeFrames(grpc::CallbackServe
 grpc::ServerBidiReactor<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse>*
 SymbolServiceImpl::SymbolizeFramesStream(grpc::CallbackServerContext* ctx) {
   return new BatchStreamReactor<pb::SymbolizeFramesRequest, pb::SymbolizeFramesResponse>(
-      control(), stats(), ctx, "SymbolizeFramesStream",
+      control(), stats(), ctx, rpc::kSymbolizeFramesStream.label,
       [](const pb::SymbolizeFramesRequest& r) { return static_cast<size_t>(r.frames_size()); },
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeFramesRequest& r,
              pb::SymbolizeFramesResponse* out) { return DoFrames(peer, c, r, out); },
@@ -77,7 +78,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext*
   // Modules the log names with build-IDs: a fleet replica fetches them by those.
   const absl::StatusOr<std::vector<query::FrameModule>> modules = query::DecodeModules(req->log());
   return Serve(
-      ctx, control(), stats(), "Decode", true,
+      ctx, control(), stats(), rpc::kDecode.label, rpc::kDecode.heavy,
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, weight);
         if (!unread.ok()) return ToGrpc(unread.status());
@@ -108,7 +109,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizePprof(grpc::CallbackServer
                                  ? StrCat(query::kBuildIdTargetPrefix, Lower(req->kernel_build_id()))
                                  : req->target();
   return Serve(
-      ctx, control(), stats(), "SymbolizePprof", true,
+      ctx, control(), stats(), rpc::kSymbolizePprof.label, rpc::kSymbolizePprof.heavy,
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, weight);
         if (!unread.ok()) return ToGrpc(unread.status());

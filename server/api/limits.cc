@@ -1,18 +1,19 @@
 #include "server/api/limits.h"
 
+#include "server/api/methods.h"
 #include "server/common/strings.h"
 
 namespace symdex::api {
 namespace {
 
-const char* KindName(Limiter::Kind k) {
+std::string KindName(Limiter::Kind k) {
   switch (k) {
     case Limiter::Kind::kCall:
       return "calls in progress";
     case Limiter::Kind::kStream:
       return "open streams";
     case Limiter::Kind::kHeavy:
-      return "heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running";
+      return StrCat("heavy calls (", HeavyMethodNames(), ") queued or running");
     case Limiter::Kind::kAddresses:
       return "addresses in answers not yet read";
     case Limiter::Kind::kListing:

@@ -147,48 +147,6 @@ bool RemoteQuery::WaitReady(double seconds) {
                                           std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
-absl::StatusOr<std::vector<query::TargetSummary>> RemoteQuery::Targets() {
-  pb::ListTargetsResponse resp;
-  const Impl::Attempt a = impl_->Unary(
-      "", "", [&](grpc::ClientContext& c) { return impl_->stub->ListTargets(&c, pb::ListTargetsRequest(), &resp); });
-  const grpc::Status& s = a.status;
-  if (!s.ok()) return impl_->Error(a);
-  std::vector<query::TargetSummary> out;
-  for (const auto& t : resp.targets()) out.push_back(FromProto(t));
-  return out;
-}
-
-absl::StatusOr<query::WhichResult> RemoteQuery::Which(const std::string& target, const std::string& name, bool exact) {
-  pb::WhichRequest req;
-  req.set_target(target);
-  req.set_name(name);
-  req.set_exact(exact);
-  pb::WhichResponse resp;
-  const Impl::Attempt a =
-      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Which(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  if (!s.ok()) return impl_->Error(a);
-  query::WhichResult out{FromProto(resp.target_info()).info, {}};
-  out.instances.reserve(resp.instances_size());
-  for (const auto& in : resp.instances()) out.instances.push_back(FromProto(in));
-  return out;
-}
-
-absl::StatusOr<query::ResolveResult> RemoteQuery::Resolve(const std::string& target, const std::string& spec) {
-  pb::ResolveRequest req;
-  req.set_target(target);
-  req.set_spec(spec);
-  pb::ResolveResponse resp;
-  const Impl::Attempt a =
-      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Resolve(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(a);
-    return ResolveFromError(s);
-  }
-  return query::ResolveResult{FromProto(resp.target_info()).info, {FromProto(resp.match())}};
-}
-
 absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string& target,
                                                               const std::vector<uint64_t>& addrs) {
   query::SymbolizeResult out;
@@ -312,41 +270,6 @@ absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, c
   grpc::Status s = reader->Finish();
   if (!s.ok()) return impl_->Error(s, ctx);
   out.groups = std::make_shared<const std::vector<query::DupGroup>>(std::move(groups));
-  return out;
-}
-
-absl::StatusOr<query::ProbeResult> RemoteQuery::Probe(const std::string& target, const std::string& spec,
-                                                      const query::KprobeOptions& opts) {
-  pb::ProbeDefinitionRequest req;
-  req.set_target(target);
-  req.set_spec(spec);
-  req.set_return_probe(opts.ret);
-  req.set_group(opts.group);
-  req.set_event(opts.event);
-  for (const auto& a : opts.fetchargs) req.add_fetchargs(a);
-  if (opts.line) req.set_line(*opts.line);
-  if (opts.rel_line) req.set_rel_line(*opts.rel_line);
-  pb::ProbeDefinitionResponse resp;
-  const Impl::Attempt a =
-      impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->ProbeDefinition(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  query::ProbeResult out;
-  if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) return impl_->Error(a);
-    ASSIGN_OR_RETURN(out.resolved, ResolveFromError(s));
-    return out;
-  }
-  out.resolved.target = FromProto(resp.target_info()).info;
-  out.resolved.matches.push_back(FromProto(resp.match()));
-  out.kprobe = resp.kprobe();
-  out.ftrace_filter = resp.ftrace_filter();
-  out.notes.assign(resp.notes().begin(), resp.notes().end());
-  for (const auto& p : resp.places()) {
-    out.places.push_back(query::ProbePlace{
-        .offset = p.offset(), .event = p.event(), .kprobe = p.kprobe(), .notes = {p.notes().begin(), p.notes().end()}});
-  }
-  out.line_file = resp.line_file();
-  out.line = resp.line();
   return out;
 }
 
@@ -498,8 +421,16 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
       return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
           impl_->channel.get(), method, &c, *in, out);
     });
-    if (!a.status.ok()) return impl_->Error(a);
     typename V::Answer answer;
+    if constexpr (requires { V::Resolved(answer); }) {
+      // No copy, or several: the status carries the candidates (convert.h ResolveError).
+      const grpc::StatusCode code = a.status.error_code();
+      if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
+        ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
+        return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+      }
+    }
+    if (!a.status.ok()) return impl_->Error(a);
     FromWire(*out, &answer);
     return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
   });

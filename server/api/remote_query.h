@@ -39,14 +39,9 @@ class RemoteQuery : public query::QueryApi {
   // Waits up to `seconds` for the channel to be ready.
   bool WaitReady(double seconds);
 
-  absl::StatusOr<std::vector<query::TargetSummary>> Targets() override;
-  absl::StatusOr<query::WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
-  absl::StatusOr<query::ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
   absl::StatusOr<query::SymbolizeResult> Symbolize(const std::string& target,
                                                    const std::vector<uint64_t>& addrs) override;
   absl::StatusOr<query::DupsResult> Dups(const std::string& target, const query::DupsOptions& opts) override;
-  absl::StatusOr<query::ProbeResult> Probe(const std::string& target, const std::string& spec,
-                                           const query::KprobeOptions& opts) override;
   absl::StatusOr<query::SymbolsResult> Symbols(const std::string& target, const query::SymbolsOptions& opts) override;
   absl::StatusOr<query::FramesResult> Frames(const std::string& target, const query::FramesContext& ctx,
                                              const std::vector<query::FrameIn>& frames) override;

@@ -8,8 +8,8 @@ namespace symdex::api {
 namespace {
 thread_local bool t_counted_elsewhere = false;
 
-std::vector<indexer::ModuleByBuildId> WithBuildIds(const std::vector<query::FrameModule>& modules) {
-  std::vector<indexer::ModuleByBuildId> mods;
+std::vector<ModuleByBuildId> WithBuildIds(const std::vector<query::FrameModule>& modules) {
+  std::vector<ModuleByBuildId> mods;
   for (const query::FrameModule& m : modules) {
     if (!m.build_id.empty()) mods.push_back({m.name, m.build_id});
   }
@@ -32,7 +32,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::For(const std::s
   if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return own_shared_;
   // Indexed here already (symdex index --build-id into the daemon's own index): answered from it.
   if (own_.Target(target).ok()) return own_shared_;
-  const std::vector<indexer::ModuleByBuildId> mods = WithBuildIds(modules);
+  const std::vector<ModuleByBuildId> mods = WithBuildIds(modules);
   // The call's deadline as a steady-clock point; no deadline (gRPC's infinite future) = 10 min.
   const auto now_sys = std::chrono::system_clock::now();
   const auto left = std::min<std::chrono::system_clock::duration>(deadline - now_sys, std::chrono::minutes(10));

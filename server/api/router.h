@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "server/common/status.h"
-#include "server/query/frames.h"
+#include "server/query/answers.h"
 #include "server/query/local_query.h"
 
 namespace symdex::fleet {

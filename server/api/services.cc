@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "server/api/convert.h"
+#include "server/api/methods.h"
 #include "server/api/serve.h"
 #include "server/api/verb_service.h"
 #include "server/common/strings.h"
@@ -12,7 +13,7 @@
 namespace symdex::api {
 namespace {
 
-void TargetInfoTo(const query::TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
+void TargetInfoTo(const TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
 
 // A server stream of one computed answer (ListDuplicates, ListSymbols): computed on the pool
 // (the heavy part: its heavy slot is given back once the answer is built), then written one
@@ -157,20 +158,16 @@ MethodName MethodOf(std::string_view service, std::string_view method) {
 SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                                      std::function<void(pb::StatusResponse*)> status)
     : q_(router.own()), router_(router), stats_(stats), control_(control), status_(std::move(status)) {
-  auto decoded_here = [this](std::string_view name, auto method) {
-    MethodName m = MethodOf("SymbolService", name);
+  auto decoded_here = [this](const Method& rpc, auto method) {
+    MethodName m = MethodOf(rpc.service, rpc.rpc);
     MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
   };
-  decoded_here("ListTargets", &SymbolServiceImpl::ListTargets);
-  decoded_here("Which", &SymbolServiceImpl::Which);
-  decoded_here("Resolve", &SymbolServiceImpl::Resolve);
-  decoded_here("Symbolize", &SymbolServiceImpl::Symbolize);
-  decoded_here("ProbeDefinition", &SymbolServiceImpl::ProbeDefinition);
-  decoded_here("LookupBuildId", &SymbolServiceImpl::LookupBuildId);
-  decoded_here("Status", &SymbolServiceImpl::Status);
-  decoded_here("SymbolizeFrames", &SymbolServiceImpl::SymbolizeFrames);
-  decoded_here("Decode", &SymbolServiceImpl::Decode);
-  decoded_here("SymbolizePprof", &SymbolServiceImpl::SymbolizePprof);
+  decoded_here(rpc::kSymbolize, &SymbolServiceImpl::Symbolize);
+  decoded_here(rpc::kLookupBuildId, &SymbolServiceImpl::LookupBuildId);
+  decoded_here(rpc::kStatus, &SymbolServiceImpl::Status);
+  decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
+  decoded_here(rpc::kDecode, &SymbolServiceImpl::Decode);
+  decoded_here(rpc::kSymbolizePprof, &SymbolServiceImpl::SymbolizePprof);
   query::Verbs::ForEach([this]<class V>(std::type_identity<V>) {
     const VerbWire& w = WireOf<V>();
     MarkMethodRawCallback(
@@ -178,51 +175,6 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
                                [this](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,
                                       google::protobuf::Message* resp) { return ServeVerb<V>(ctx, *req, resp); }));
   });
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::ListTargets(grpc::CallbackServerContext* ctx,
-                                                         const pb::ListTargetsRequest*, pb::ListTargetsResponse* resp) {
-  return Serve(ctx, control_, stats_, "ListTargets", false, [=, this](const Peer& peer, auto&) {
-    auto t = query::CallerView(q_, AccessOf(peer)).Targets();
-    if (!t.ok()) return ToGrpc(t.status());
-    for (const auto& s : *t) ToProto(s, resp->add_targets());
-    return grpc::Status::OK;
-  });
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::Which(grpc::CallbackServerContext* ctx, const pb::WhichRequest* req,
-                                                   pb::WhichResponse* resp) {
-  return Serve(
-      ctx, control_, stats_, "Which", Fleet(req->target()),
-      [=, this](const Peer& peer, auto&) {
-        auto q = router_.For(req->target(), {}, ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        auto r = query::CallerView(**q, AccessOf(peer)).Which(req->target(), req->name(), req->exact());
-        if (!r.ok()) return ToGrpc(r.status());
-        resp->set_target(r->target.name);
-        TargetInfoTo(r->target, resp->mutable_target_info());
-        for (const auto& in : r->instances) ToProto(in, resp->add_instances());
-        return grpc::Status::OK;
-      },
-      WaitFirst(req->target(), {}, ctx->deadline()));
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::Resolve(grpc::CallbackServerContext* ctx, const pb::ResolveRequest* req,
-                                                     pb::ResolveResponse* resp) {
-  return Serve(
-      ctx, control_, stats_, "Resolve", Fleet(req->target()),
-      [=, this](const Peer& peer, auto&) {
-        auto q = router_.For(req->target(), {}, ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        auto r = query::CallerView(**q, AccessOf(peer)).Resolve(req->target(), req->spec());
-        if (!r.ok()) return ToGrpc(r.status());
-        if (r->matches.size() != 1) return ResolveError(req->spec(), *r);
-        resp->set_target(r->target.name);
-        TargetInfoTo(r->target, resp->mutable_target_info());
-        ToProto(r->matches[0], resp->mutable_match());
-        return grpc::Status::OK;
-      },
-      WaitFirst(req->target(), {}, ctx->deadline()));
 }
 
 grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
@@ -264,7 +216,7 @@ grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::Callba
 grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerContext* ctx,
                                                        const pb::SymbolizeRequest* req, pb::SymbolizeResponse* resp) {
   return Serve(
-      ctx, control_, stats_, "Symbolize", true,
+      ctx, control_, stats_, rpc::kSymbolize.label, rpc::kSymbolize.heavy,
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         auto unread =
             control_.limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->addresses_size()));
@@ -278,7 +230,8 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerConte
 grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServiceImpl::SymbolizeStream(
     grpc::CallbackServerContext* ctx) {
   return new BatchStreamReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>(
-      control_, stats_, ctx, "SymbolizeStream", [](const pb::SymbolizeRequest& r) { return r.addresses_size(); },
+      control_, stats_, ctx, rpc::kSymbolizeStream.label,
+      [](const pb::SymbolizeRequest& r) { return r.addresses_size(); },
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeRequest& r,
              pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); },
       [this, ctx](const pb::SymbolizeRequest& r) { return WaitFirst(r.target(), {}, ctx->deadline()); });
@@ -293,8 +246,9 @@ grpc::ServerWriteReactor<pb::DuplicateGroup>* SymbolServiceImpl::ListDuplicates(
   o.traceable = req->traceable();
   std::string target = req->target();
   using Writer = ListWriter<pb::DuplicateGroup>;
-  return new Writer(this, ctx, "ListDuplicates", {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy},
-                    target, [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
+  return new Writer(this, ctx, rpc::kListDuplicates.label,
+                    {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kHeavy}, target,
+                    [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
                       ASSIGN_OR_RETURN(auto r, view.Dups(target, o));
                       auto result = std::make_shared<const query::DupsResult>(std::move(r));
                       return [result](size_t i, pb::DuplicateGroup* m) {
@@ -319,7 +273,7 @@ grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc:
   o.aliases = req->kas_aliases();
   std::string target = req->target();
   using Writer = ListWriter<pb::SymbolsChunk>;
-  return new Writer(this, ctx, "ListSymbols",
+  return new Writer(this, ctx, rpc::kListSymbols.label,
                     {Limiter::Kind::kCall, Limiter::Kind::kStream, Limiter::Kind::kListing, Limiter::Kind::kHeavy},
                     target, [o, target](query::CallerView& view) -> absl::StatusOr<Writer::Fill> {
                       ASSIGN_OR_RETURN(auto r, view.Symbols(target, o));
@@ -340,65 +294,28 @@ grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc:
                     });
 }
 
-grpc::ServerUnaryReactor* SymbolServiceImpl::ProbeDefinition(grpc::CallbackServerContext* ctx,
-                                                             const pb::ProbeDefinitionRequest* req,
-                                                             pb::ProbeDefinitionResponse* resp) {
-  return Serve(
-      ctx, control_, stats_, "ProbeDefinition", Fleet(req->target()),
-      [=, this](const Peer& peer, auto&) {
-        query::KprobeOptions o;
-        if (!req->group().empty()) o.group = req->group();
-        o.event = req->event();
-        o.ret = req->return_probe();
-        o.fetchargs.assign(req->fetchargs().begin(), req->fetchargs().end());
-        if (req->has_line()) o.line = req->line();
-        if (req->has_rel_line()) o.rel_line = req->rel_line();
-        auto q = router_.For(req->target(), {}, ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        auto r = query::CallerView(**q, AccessOf(peer)).Probe(req->target(), req->spec(), o);
-        if (!r.ok()) return ToGrpc(r.status());
-        if (r->resolved.matches.size() != 1) return ResolveError(req->spec(), r->resolved);
-        resp->set_target(r->resolved.target.name);
-        TargetInfoTo(r->resolved.target, resp->mutable_target_info());
-        ToProto(r->resolved.matches[0], resp->mutable_match());
-        resp->set_kprobe(r->kprobe);
-        resp->set_ftrace_filter(r->ftrace_filter);
-        for (const auto& n : r->notes) resp->add_notes(n);
-        for (const auto& p : r->places) {
-          pb::ProbePlace* o = resp->add_places();
-          o->set_offset(p.offset);
-          o->set_kprobe(p.kprobe);
-          o->set_event(p.event);
-          for (const auto& n : p.notes) o->add_notes(n);
-        }
-        resp->set_line_file(r->line_file);
-        resp->set_line(r->line);
-        return grpc::Status::OK;
-      },
-      WaitFirst(req->target(), {}, ctx->deadline()));
-}
-
 grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerContext* ctx,
                                                            const pb::LookupBuildIdRequest* req,
                                                            pb::LookupBuildIdResponse* resp) {
-  return Serve(ctx, control_, stats_, "LookupBuildId", false, [=, this](const Peer& peer, auto&) {
-    auto answer = query::CallerView(q_, AccessOf(peer)).BuildId(req->build_id());
-    if (!answer.ok()) return ToGrpc(answer.status());
-    if (answer->empty()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", answer->build_id));
-    }
-    ToProto(*answer, resp);
-    return grpc::Status::OK;
-  });
+  return Serve(
+      ctx, control_, stats_, rpc::kLookupBuildId.label, rpc::kLookupBuildId.heavy, [=, this](const Peer& peer, auto&) {
+        auto answer = query::CallerView(q_, AccessOf(peer)).BuildId(req->build_id());
+        if (!answer.ok()) return ToGrpc(answer.status());
+        if (answer->empty()) {
+          return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", answer->build_id));
+        }
+        ToProto(*answer, resp);
+        return grpc::Status::OK;
+      });
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext* ctx, const pb::StatusRequest* req,
                                                     pb::StatusResponse* resp) {
-  return Serve(ctx, control_, stats_, "Status", true, [=, this](const Peer& peer, auto&) {
+  return Serve(ctx, control_, stats_, rpc::kStatus.label, rpc::kStatus.heavy, [=, this](const Peer& peer, auto&) {
     query::CallerView view(q_, AccessOf(peer));
-    auto t = view.Targets();
+    auto t = view.Ask<query::Targets>({});
     if (!t.ok()) return ToGrpc(t.status());
-    for (const auto& s : *t) ToProto(s, resp->add_targets());
+    for (const auto& s : t->targets) ToProto(s, resp->add_targets());
     if (req->index()) {
       auto index = view.Index({.check_integrity = req->check_integrity(), .details = !req->addr_maps_only()});
       if (!index.ok()) return ToGrpc(index.status());

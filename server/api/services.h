@@ -60,21 +60,12 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                     std::function<void(::symdex::v1::StatusResponse*)> status);
 
-  grpc::ServerUnaryReactor* ListTargets(grpc::CallbackServerContext* ctx, const ::symdex::v1::ListTargetsRequest* req,
-                                        ::symdex::v1::ListTargetsResponse* resp) override;
-  grpc::ServerUnaryReactor* Which(grpc::CallbackServerContext* ctx, const ::symdex::v1::WhichRequest* req,
-                                  ::symdex::v1::WhichResponse* resp) override;
-  grpc::ServerUnaryReactor* Resolve(grpc::CallbackServerContext* ctx, const ::symdex::v1::ResolveRequest* req,
-                                    ::symdex::v1::ResolveResponse* resp) override;
   grpc::ServerUnaryReactor* Symbolize(grpc::CallbackServerContext* ctx, const ::symdex::v1::SymbolizeRequest* req,
                                       ::symdex::v1::SymbolizeResponse* resp) override;
   grpc::ServerBidiReactor<::symdex::v1::SymbolizeRequest, ::symdex::v1::SymbolizeResponse>* SymbolizeStream(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerWriteReactor<::symdex::v1::DuplicateGroup>* ListDuplicates(
       grpc::CallbackServerContext* ctx, const ::symdex::v1::ListDuplicatesRequest* req) override;
-  grpc::ServerUnaryReactor* ProbeDefinition(grpc::CallbackServerContext* ctx,
-                                            const ::symdex::v1::ProbeDefinitionRequest* req,
-                                            ::symdex::v1::ProbeDefinitionResponse* resp) override;
   grpc::ServerUnaryReactor* LookupBuildId(grpc::CallbackServerContext* ctx,
                                           const ::symdex::v1::LookupBuildIdRequest* req,
                                           ::symdex::v1::LookupBuildIdResponse* resp) override;

@@ -27,6 +27,10 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
         if (!q.ok()) return ToGrpc(q.status());
         auto a = query::CallerView(**q, AccessOf(peer)).template Ask<V>(*req);
         if (!a.ok()) return ToGrpc(a.status());
+        if constexpr (requires { V::Resolved(*a); }) {
+          // The wire's answer names one copy; none or several go as the status (convert.h).
+          if (const query::ResolveResult& r = V::Resolved(*a); r.matches.size() != 1) return ResolveError(req->spec, r);
+        }
         ToWire(*a, out);
         return grpc::Status::OK;
       },

@@ -1,8 +1,8 @@
 // The wire of the verbs declared in server/query/verbs.h: a value with a field list
 // (query/fields.h) put on the proto message whose fields have the same names, and read back,
 // through protobuf reflection — so a verb's request and answer are declared once, in the query
-// layer, and the proto only has to name its fields alike. Instance and TargetInfo (as Target) go
-// through their hand-written conversions (convert.h). A TargetInfo whose field on the wire is a
+// layer, and the proto only has to name its fields alike. Instance, TargetInfo and TargetSummary
+// (as Target) go through their hand-written conversions (convert.h). A TargetInfo whose field on the wire is a
 // string is the older answers' pair: its name there, the whole in `target_info` beside it (as
 // every answer before the declared verbs carried it). CheckWire says, for a type and a message,
 // every field that is missing or of another kind; the daemon refuses to start on any
@@ -56,7 +56,8 @@ std::array<const gp::FieldDescriptor*, query::kFieldCount<T>> FieldsIn(const gp:
   auto resolve = [d] {
     Array a{};
     size_t i = 0;
-    query::ForEachField<T>([&](auto f) { a[i++] = d->FindFieldByName(std::string(f.name)); });
+    query::ForEachField<T>(
+        [&](auto f) { a[i++] = f.name.empty() ? nullptr : d->FindFieldByName(std::string(f.name)); });
     return a;
   };
   static const gp::Descriptor* const cached_for = d;
@@ -124,8 +125,12 @@ template <class X>
 void MessageTo(const X& v, gp::Message* m) {
   if constexpr (std::is_same_v<X, query::Instance>) {
     ToProto(v, static_cast<pb::Instance*>(m));
-  } else if constexpr (std::is_same_v<X, query::TargetInfo>) {
+  } else if constexpr (std::is_same_v<X, TargetInfo>) {
     ToProto(query::TargetSummary{v, {}}, static_cast<pb::Target*>(m));
+  } else if constexpr (std::is_same_v<X, query::TargetSummary>) {
+    ToProto(v, static_cast<pb::Target*>(m));
+  } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
+    ToProto(v, static_cast<pb::Match*>(m));
   } else {
     const auto fields = FieldsIn<X>(m->GetDescriptor());
     size_t i = 0;
@@ -133,7 +138,13 @@ void MessageTo(const X& v, gp::Message* m) {
       const gp::FieldDescriptor* f = fields[i++];
       const auto& value = v.*(field.member);
       using M = std::remove_cvref_t<decltype(value)>;
-      if constexpr (std::is_same_v<M, query::TargetInfo>) {
+      if constexpr (query::HasFields<M>) {
+        if (field.name.empty()) {  // embedded: its fields are this message's
+          MessageTo(value, m);
+          return;
+        }
+      }
+      if constexpr (std::is_same_v<M, TargetInfo>) {
         if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_STRING) {
           m->GetReflection()->SetString(m, f, value.name);
           PutOne(m, m->GetDescriptor()->FindFieldByName("target_info"), value, false);
@@ -141,6 +152,10 @@ void MessageTo(const X& v, gp::Message* m) {
         }
       }
       if constexpr (IsVector<M>::value) {
+        if (!f->is_repeated()) {  // the one value of a singular field
+          if (!value.empty()) PutOne(m, f, value.front(), false);
+          return;
+        }
         for (const auto& e : value) PutOne(m, f, e, true);
       } else if constexpr (IsOptional<M>::value) {
         if (value) PutOne(m, f, *value, false);
@@ -155,8 +170,12 @@ template <class X>
 void MessageFrom(const gp::Message& m, X* v) {
   if constexpr (std::is_same_v<X, query::Instance>) {
     *v = FromProto(static_cast<const pb::Instance&>(m));
-  } else if constexpr (std::is_same_v<X, query::TargetInfo>) {
+  } else if constexpr (std::is_same_v<X, TargetInfo>) {
     *v = FromProto(static_cast<const pb::Target&>(m)).info;
+  } else if constexpr (std::is_same_v<X, query::TargetSummary>) {
+    *v = FromProto(static_cast<const pb::Target&>(m));
+  } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
+    *v = FromProto(static_cast<const pb::Match&>(m));
   } else {
     const auto fields = FieldsIn<X>(m.GetDescriptor());
     const gp::Reflection* r = m.GetReflection();
@@ -165,13 +184,24 @@ void MessageFrom(const gp::Message& m, X* v) {
       const gp::FieldDescriptor* f = fields[i++];
       auto& value = v->*(field.member);
       using M = std::remove_cvref_t<decltype(value)>;
-      if constexpr (std::is_same_v<M, query::TargetInfo>) {
+      if constexpr (query::HasFields<M>) {
+        if (field.name.empty()) {
+          MessageFrom(m, &value);
+          return;
+        }
+      }
+      if constexpr (std::is_same_v<M, TargetInfo>) {
         if (f->cpp_type() == gp::FieldDescriptor::CPPTYPE_STRING) {
           GetOne(m, m.GetDescriptor()->FindFieldByName("target_info"), -1, &value);
           return;
         }
       }
       if constexpr (IsVector<M>::value) {
+        if (!f->is_repeated()) {
+          value.clear();
+          if (r->HasField(m, f)) GetOne(m, f, -1, &value.emplace_back());
+          return;
+        }
         const int n = r->FieldSize(m, f);
         value.resize(static_cast<size_t>(n));
         for (int k = 0; k < n; ++k) GetOne(m, f, k, &value[static_cast<size_t>(k)]);
@@ -191,8 +221,10 @@ std::string Check(const gp::Descriptor* d) {
   using FD = gp::FieldDescriptor;
   if constexpr (std::is_same_v<X, query::Instance>) {
     return d == pb::Instance::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Instance");
-  } else if constexpr (std::is_same_v<X, query::TargetInfo>) {
+  } else if constexpr (std::is_same_v<X, TargetInfo> || std::is_same_v<X, query::TargetSummary>) {
     return d == pb::Target::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Target");
+  } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
+    return d == pb::Match::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Match");
   } else {
     std::string problems;
     const auto fields = FieldsIn<X>(d);
@@ -202,7 +234,16 @@ std::string Check(const gp::Descriptor* d) {
       using M = std::remove_cvref_t<decltype(std::declval<X&>().*(field.member))>;
       using E = typename Element<M>::type;
       std::string what;
-      if constexpr (std::is_same_v<M, query::TargetInfo>) {
+      if (field.name.empty()) {
+        if constexpr (query::HasFields<M>) {
+          what = Check<M>(d);
+          if (!what.empty()) problems += StrCat(problems.empty() ? "" : "; ", what);
+        } else {
+          problems += StrCat(problems.empty() ? "" : "; ", "an unnamed field whose type has no field list");
+        }
+        return;
+      }
+      if constexpr (std::is_same_v<M, TargetInfo>) {
         if (f != nullptr && f->cpp_type() == FD::CPPTYPE_STRING) {
           const FD* whole = d->FindFieldByName("target_info");
           f = whole && !whole->is_repeated() && whole->cpp_type() == FD::CPPTYPE_MESSAGE ? whole : nullptr;
@@ -215,7 +256,9 @@ std::string Check(const gp::Descriptor* d) {
       }
       if (f == nullptr) {
         what = "no such field";
-      } else if (IsVector<M>::value != f->is_repeated()) {
+      } else if (IsVector<M>::value && field.one && f->is_repeated()) {
+        what = "the one value of a list, the field is repeated";
+      } else if (IsVector<M>::value != f->is_repeated() && !(IsVector<M>::value && field.one)) {
         what = IsVector<M>::value ? "a list, the field is not repeated" : "one value, the field is repeated";
       } else if (IsOptional<M>::value && !f->has_presence()) {
         what = "optional, the field has no presence (declare it `optional`)";

@@ -1,7 +1,7 @@
 // What one index run reads, as a caller names it: a live host, an offline kernel's files, or a
 // kernel known by build-ID, and where debug files are looked for. Plain values (std only): the
 // CLI's `symdex index`, the daemon and the fleet fill them in; target/, debuginfo/ and indexer/
-// read them (target::LiveHostOptions and the others are these).
+// read them, each as symdex::X.
 #pragma once
 
 #include <cstddef>

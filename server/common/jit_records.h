@@ -3,7 +3,7 @@
 // jitdump or perf-map file ingested. Plain values (std and BuildId only): the store writes and
 // reads instances, the parsers make DSOs, the ingest fills reports, the query API and the CLI
 // hand them out -- one type each, below all of those (store::JitInstanceRow,
-// query::JitInstanceInfo, ingest::JittedDso and jit::IngestReport are these).
+// query::JitInstanceInfo and jit::IngestReport are these).
 #pragma once
 
 #include <cstddef>

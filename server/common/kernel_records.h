@@ -1,8 +1,8 @@
 // The records every layer names alike: a kernel target as the index holds it, its counts, the
 // DWARF function a symbol was joined to, one source frame of an address. Plain values (std only):
 // the store writes and reads them, the debug-info readers make frames, the query API hands them
-// out and the wire carries them — one type each, below all of those (store::TargetInfo,
-// debuginfo::Frame and query's names are these).
+// out and the wire carries them — one type each, below all of those, named by every layer as
+// symdex::X (no layer re-exports one under its own namespace).
 #pragma once
 
 #include <cstdint>

@@ -13,12 +13,12 @@ namespace symdex::daemon {
 
 indexer::IndexRequest Daemon::LiveRequest() const {
   indexer::IndexRequest req;
-  req.live = target::LiveHostOptions{.sysroot = opts.sysroot, .name = "host"};
-  req.finder = debuginfo::DebugFinderOptions{.debug_dirs = opts.debug_dirs,
-                                             .sysroot = opts.sysroot,
-                                             .vmlinux = "",
-                                             .use_debuginfod = opts.debuginfod,
-                                             .debuginfod_progress = false};
+  req.live = LiveHostOptions{.sysroot = opts.sysroot, .name = "host"};
+  req.finder = DebugFinderOptions{.debug_dirs = opts.debug_dirs,
+                                  .sysroot = opts.sysroot,
+                                  .vmlinux = "",
+                                  .use_debuginfod = opts.debuginfod,
+                                  .debuginfod_progress = false};
   req.jobs = 0;
   return req;
 }

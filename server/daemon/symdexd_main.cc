@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "server/api/methods.h"
+#include "server/common/strings.h"
 #include "server/daemon/daemon.h"
 #include "server/query/local_query.h"
 
@@ -99,7 +101,7 @@ int main(int argc, char** argv) {
                  "Calls in progress per peer (uid, certificate name or IP) (256)");
   app.add_option("--max-streams-per-peer", o.limits.streams_per_peer, "Open streams per peer (32)");
   app.add_option("--max-heavy-per-peer", o.limits.heavy_per_peer,
-                 "Heavy calls (Symbolize, Lines, ListDuplicates, Status, JIT) queued or running per peer (32)");
+                 symdex::StrCat("Heavy calls (", symdex::api::HeavyMethodNames(), ") queued or running per peer (32)"));
   app.add_option("--max-unread-addresses-per-peer", o.limits.addresses_per_peer,
                  "Addresses in answers built but not yet read, per peer (131072)");
   app.add_option("--max-unread-addresses", o.limits.addresses,

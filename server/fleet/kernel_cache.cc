@@ -146,7 +146,7 @@ absl::Status KernelCache::OpenExisting(const std::string& hex, Entry& e) {
   return absl::OkStatus();
 }
 
-bool KernelCache::Ready(const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules) {
+bool KernelCache::Ready(const std::string& build_id, const std::vector<ModuleByBuildId>& modules) {
   const std::optional<BuildId> id = BuildId::FromHex(build_id);
   if (!id || id->raw().size() > 64 || build_id.size() > 128) return true;
   std::shared_ptr<Entry> entry;
@@ -163,11 +163,10 @@ bool KernelCache::Ready(const std::string& build_id, const std::vector<indexer::
   return MissingModules(*entry, modules, now).empty();
 }
 
-std::vector<indexer::ModuleByBuildId> KernelCache::MissingModules(const Entry& e,
-                                                                  const std::vector<indexer::ModuleByBuildId>& modules,
-                                                                  Clock::time_point now) {
-  std::vector<indexer::ModuleByBuildId> missing;
-  for (const indexer::ModuleByBuildId& m : modules) {
+std::vector<ModuleByBuildId> KernelCache::MissingModules(const Entry& e, const std::vector<ModuleByBuildId>& modules,
+                                                         Clock::time_point now) {
+  std::vector<ModuleByBuildId> missing;
+  for (const ModuleByBuildId& m : modules) {
     if (e.modules.count(m.name)) continue;  // indexed (a different build-ID is the query's to refuse)
     auto failed = e.module_failed.find(m.name + " " + Lower(m.build_id));
     if (failed != e.module_failed.end() && now < failed->second) continue;
@@ -176,9 +175,9 @@ std::vector<indexer::ModuleByBuildId> KernelCache::MissingModules(const Entry& e
   return missing;
 }
 
-absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
-    const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules, Clock::time_point deadline,
-    bool counted) {
+absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(const std::string& build_id,
+                                                                    const std::vector<ModuleByBuildId>& modules,
+                                                                    Clock::time_point deadline, bool counted) {
   const std::optional<BuildId> id = BuildId::FromHex(build_id);
   if (!id || id->raw().size() > 64 || build_id.size() > 128) {
     return absl::InvalidArgumentError(
@@ -215,7 +214,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
         }
       }
     }
-    const std::vector<indexer::ModuleByBuildId> missing = MissingModules(e, modules, failure_now);
+    const std::vector<ModuleByBuildId> missing = MissingModules(e, modules, failure_now);
     if (e.q && missing.empty()) {
       e.last_used = now;
       count(waited ? "waited" : "hit");
@@ -238,7 +237,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
     // This request runs the index; the others wait for it.
     e.busy = true;
     e.busy_since = now;
-    std::vector<indexer::ModuleByBuildId> all;
+    std::vector<ModuleByBuildId> all;
     for (const auto& [name, bid] : e.modules) all.push_back({name, bid});
     for (const auto& m : missing) all.push_back(m);
     const char* why = e.q ? "modules" : "miss";
@@ -267,8 +266,7 @@ absl::StatusOr<std::shared_ptr<query::LocalQuery>> KernelCache::Get(
   }
 }
 
-absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
-                                   const std::vector<indexer::ModuleByBuildId>& modules) {
+absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e, const std::vector<ModuleByBuildId>& modules) {
   {
     std::unique_lock<std::mutex> l(slots_mu_);
     slots_cv_.wait(l, [&] { return running_ < std::max(1, opts_.max_concurrent_index); });
@@ -297,7 +295,7 @@ absl::Status KernelCache::RunIndex(const std::string& hex, Entry& e,
   absl::StatusOr<indexer::IndexSummary> sum = [&]() -> absl::StatusOr<indexer::IndexSummary> {
     ASSIGN_OR_RETURN(store::Db db, store::OpenIndex(db_path, store::IndexUse::kWrite));
     indexer::IndexRequest req;
-    req.build_id = indexer::BuildIdTargetOptions{.build_id = hex, .name = hex, .modules = modules};
+    req.build_id = BuildIdTargetOptions{.build_id = hex, .name = hex, .modules = modules};
     req.finder = opts_.finder;
     req.jobs = opts_.jobs;
     return indexer::IndexTarget(db, req);

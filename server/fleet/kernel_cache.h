@@ -40,9 +40,9 @@ struct KernelCacheOptions {
   // What "now" is when a failure is remembered and when it is asked about again: the steady
   // clock when empty. Tests move it past negative_seconds instead of sleeping.
   std::function<std::chrono::steady_clock::time_point()> failure_clock;
-  int max_concurrent_index = 1;          // index runs at once
-  debuginfo::DebugFinderOptions finder;  // debug roots, debuginfod
-  unsigned jobs = 0;                     // threads per index run (0: all cores)
+  int max_concurrent_index = 1;  // index runs at once
+  DebugFinderOptions finder;     // debug roots, debuginfod
+  unsigned jobs = 0;             // threads per index run (0: all cores)
   query::LocalQuery::Options query{.target_cache_seconds = 0.1};
   // One line per index run and eviction, for the daemon's log.
   std::function<void(const std::string&)> log;
@@ -65,14 +65,14 @@ class KernelCache {
   // `counted`: false for the second look of a call whose first (a wait off the heavy pool) was
   // counted in symdex_fleet_requests_total already.
   absl::StatusOr<std::shared_ptr<query::LocalQuery>> Get(const std::string& build_id,
-                                                         const std::vector<indexer::ModuleByBuildId>& modules,
+                                                         const std::vector<ModuleByBuildId>& modules,
                                                          std::chrono::steady_clock::time_point deadline,
                                                          bool counted = true);
 
   // Would Get answer at once — the kernel indexed and open with those modules (or remembered as
   // failed), nothing to fetch, index, open or wait for? Never blocks on a run. A malformed
   // build-ID is "ready" too: Get refuses it at once.
-  bool Ready(const std::string& build_id, const std::vector<indexer::ModuleByBuildId>& modules);
+  bool Ready(const std::string& build_id, const std::vector<ModuleByBuildId>& modules);
 
   std::vector<KernelEntryState> State();
   int64_t waiting() const;  // requests waiting for an index run
@@ -80,14 +80,13 @@ class KernelCache {
  private:
   struct Entry;
   // The modules of `modules` that `e` neither holds nor remembers as failed at `now` (e.mu held).
-  static std::vector<indexer::ModuleByBuildId> MissingModules(const Entry& e,
-                                                              const std::vector<indexer::ModuleByBuildId>& modules,
-                                                              std::chrono::steady_clock::time_point now);
+  static std::vector<ModuleByBuildId> MissingModules(const Entry& e, const std::vector<ModuleByBuildId>& modules,
+                                                     std::chrono::steady_clock::time_point now);
   using Clock = std::chrono::steady_clock;
   KernelCache(KernelCacheOptions opts, metrics::Registry* registry);
   Clock::time_point FailureNow() const { return opts_.failure_clock ? opts_.failure_clock() : Clock::now(); }
   std::shared_ptr<Entry> EntryFor(const std::string& hex);
-  absl::Status RunIndex(const std::string& hex, Entry& e, const std::vector<indexer::ModuleByBuildId>& modules);
+  absl::Status RunIndex(const std::string& hex, Entry& e, const std::vector<ModuleByBuildId>& modules);
   absl::Status OpenExisting(const std::string& hex, Entry& e);
   void EvictOverLimit(const std::string& keep);
   std::string DbPath(const std::string& hex) const;

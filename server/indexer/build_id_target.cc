@@ -80,7 +80,7 @@ std::vector<absl::StatusOr<FoundModule>> FindModules(debuginfo::DebugFinder& fin
 }  // namespace
 
 absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
-                                                       const debuginfo::DebugFinderOptions& finder_opts) {
+                                                       const DebugFinderOptions& finder_opts) {
   const std::optional<BuildId> id = BuildId::FromHex(opts.build_id);
   if (!id) {
     return absl::InvalidArgumentError(

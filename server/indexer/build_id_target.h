@@ -16,10 +16,7 @@
 
 namespace symdex::indexer {
 
-using symdex::BuildIdTargetOptions;
-using symdex::ModuleByBuildId;
-
 absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
-                                                       const debuginfo::DebugFinderOptions& finder);
+                                                       const DebugFinderOptions& finder);
 
 }  // namespace symdex::indexer

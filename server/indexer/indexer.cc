@@ -231,7 +231,7 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
 absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req) {
   if (req.build_id) return LoadBuildIdTarget(*req.build_id, req.finder);
   return req.offline ? target::LoadOfflineKernel(*req.offline)
-                     : target::LoadLiveHost(req.live.value_or(target::LiveHostOptions{}));
+                     : target::LoadLiveHost(req.live.value_or(LiveHostOptions{}));
 }
 
 absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req) {

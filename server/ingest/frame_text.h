@@ -1,6 +1,6 @@
 // One stack frame as text from another machine: what a kernel log, `perf script` or a profiler
 // printed. Pure: a line in, the parts it names out; deciding what they mean on which kernel is
-// the query layer's job (query/frames.h).
+// the query layer's job (query/frames.cc).
 //
 // Forms recognised (anything before/after them on the line — timestamps, "Call Trace:" prefixes,
 // "RIP: 0010:" — is skipped):

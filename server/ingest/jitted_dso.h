@@ -20,10 +20,6 @@
 
 namespace symdex::ingest {
 
-using symdex::JittedDso;  // common/jit_records.h
-using symdex::JittedDsoName;
-using symdex::SharedDsoId;
-
 // Jitted DSOs are one function each (perf's are a few KiB); anything bigger is not one.
 inline constexpr size_t kMaxJittedDsoBytes = size_t{64} << 20;  // 64 MiB
 

@@ -10,7 +10,6 @@
 namespace symdex::jit {
 
 namespace fs = std::filesystem;
-using ingest::JittedDso;
 using ingest::LooksLikeJittedDso;
 
 absl::StatusOr<JittedDso> ReadJittedDso(const std::string& path, size_t max_bytes) {

@@ -13,7 +13,7 @@ namespace symdex::jit {
 
 // Reads `path` (at most max_bytes; larger files are refused) and parses it. Errors name the path:
 // not found, unreadable, too big, not an ELF file, truncated section headers, no build-ID note.
-absl::StatusOr<ingest::JittedDso> ReadJittedDso(const std::string& path, size_t max_bytes = ingest::kMaxJittedDsoBytes);
+absl::StatusOr<JittedDso> ReadJittedDso(const std::string& path, size_t max_bytes = ingest::kMaxJittedDsoBytes);
 
 struct JittedDsoScan {
   std::vector<std::string> files;    // sorted within each PATH, no duplicates

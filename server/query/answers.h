@@ -19,10 +19,6 @@
 
 namespace symdex::query {
 
-using symdex::DwarfInfo;
-using symdex::TargetCounts;
-using symdex::TargetInfo;
-
 class QueryApi;
 
 enum class Probeability {
@@ -100,10 +96,10 @@ struct DupGroup {
 struct Match {
   Instance instance;
   uint64_t offset = 0;
+  SYMDEX_FIELDS(Match, instance, offset)
 };
 
 // Address -> symbol+offset and the inline chain (leaf first) from the debug file.
-using symdex::Frame;
 // A frame's fields, as symdex.v1.Frame names them (query/fields.h).
 template <>
 struct FieldsOf<Frame> {
@@ -129,6 +125,15 @@ struct KprobeOptions {
   // A line of the copy's body instead of its entry: absolute (in the copy's declaration file)
   // or relative to its declaration line (perf's FUNC:RLN); at most one, and not with +OFFSET.
   std::optional<int> line, rel_line;
+  // As symdex.v1.ProbeDefinitionRequest names them (`ret` is return_probe).
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<KprobeOptions, std::string>{"group", &KprobeOptions::group},
+                           Field<KprobeOptions, std::string>{"event", &KprobeOptions::event},
+                           Field<KprobeOptions, bool>{"return_probe", &KprobeOptions::ret},
+                           Field<KprobeOptions, std::vector<std::string>>{"fetchargs", &KprobeOptions::fetchargs},
+                           Field<KprobeOptions, std::optional<int>>{"line", &KprobeOptions::line},
+                           Field<KprobeOptions, std::optional<int>>{"rel_line", &KprobeOptions::rel_line});
+  }
 };
 
 inline constexpr size_t kMaxFrameModules = 8192;      // a host's loaded modules (~100-300 usually)
@@ -139,6 +144,31 @@ inline constexpr size_t kMaxFrameTextLength = 4096;   // a printed frame (ingest
 // /sys/module/M/notes/.note.gnu.build-id): InvalidArgument for a malformed blob or one without
 // that note. What a front end reads from a machine's captured notes to name its kernel.
 absl::StatusOr<std::string> NotesBuildId(std::string_view notes);
+
+// Frames that come from elsewhere: a fleet host's stack frames, symbolized against a
+// target indexed here — typically the host's kernel, known by build-ID. The host says where its
+// kernel and modules were loaded; each frame is an address, a module-relative offset, or a line as
+// a kernel log or perf printed it (ingest/frame_text.h).
+//
+// Which inputs are exact (FrameAnswer::exact):
+//   address, with the host's _text or KASLR offset        exact (vmlinux: address - slide)
+//   address in a module, with its section bases           exact (the section holding it + offset)
+//   address in a module, with only its .text base         exact inside .text; other sections
+//                                                          (.text.unlikely, .init.text) are not placed
+//   module + section + offset                             exact
+//   symbol+off/size [module]                              exact when that name (of that size) is
+//                                                          unique in its module/vmlinux; else chosen
+//                                                          (not exact, `note` says how) by the offset
+//                                                          fitting, and for frames of one stack
+//                                                          (FrameIn::return_address, caller) by the
+//                                                          code: a call before the return address,
+//                                                          the caller's call landing on the callee;
+//                                                          else the candidates, and no answer
+//   address with neither _text nor KASLR offset           taken as the target's own address: exact
+//                                                          only for a live target, or a host booted
+//                                                          without KASLR (said in `note`)
+// A module whose build-ID the host gives and the target's differs is never answered from: wrong
+// answers are worse than none.
 
 // A module as the host loaded it.
 struct FrameModule {
@@ -182,7 +212,7 @@ std::string_view FrameBasisName(FrameBasis b);  // "", address, module-offset, s
 
 struct FrameAnswer {
   FrameBasis basis = FrameBasis::kNone;  // what the answer was computed from
-  bool exact = false;                    // which inputs are exact: query/frames.h
+  bool exact = false;                    // which inputs are exact: "Frames that come from elsewhere" above
   // Symbol (+offset), inline chain (leaf first). Shared and immutable: a cached answer is handed
   // out without copying it. Never null.
   std::shared_ptr<const AddressInfo> info = NoAddressInfo();

@@ -26,28 +26,6 @@
 
 namespace symdex::query {
 
-struct TargetSummary {
-  TargetInfo info;
-  TargetCounts counts;
-};
-
-struct CanonicalMatch {
-  Match match;
-  std::string canonical;
-};
-
-// A spec's answer: no match (not found), one, or several (ambiguous, each with its canonical
-// spec). A malformed spec is an InvalidArgument status instead.
-struct ResolveResult {
-  TargetInfo target;
-  std::vector<CanonicalMatch> matches;
-};
-
-struct WhichResult {
-  TargetInfo target;
-  std::vector<Instance> instances;
-};
-
 struct SymbolizeResult {
   TargetInfo target;
   std::vector<uint64_t> addresses;
@@ -61,26 +39,6 @@ struct DupsResult {
   // Shared and immutable: computed once per (target generation, options) and handed to every
   // caller (the daemon streams it to many clients at once without copying it).
   std::shared_ptr<const std::vector<DupGroup>> groups = std::make_shared<const std::vector<DupGroup>>();
-};
-
-// One place of a line in a copy's body, with its own definition.
-struct ProbePlace {
-  uint64_t offset = 0;  // from the copy's symbol
-  std::string event;    // its event name (NAME_L<N>, then _1, _2 ...)
-  std::string kprobe;
-  std::vector<std::string> notes;
-};
-struct ProbeResult {
-  ResolveResult resolved;  // exactly one match when `kprobe` is set
-  std::string kprobe;      // the kprobe_events line, its arguments by name compiled to fetch args
-  std::string ftrace_filter;
-  std::vector<std::string> notes;  // what the line does not show (a value cut to 64 bits)
-  // With a line (KprobeOptions::line, rel_line): each place the line has in the copy, in address
-  // order (a line the compiler split has several), each with its own notes; `kprobe` is the
-  // first's, `notes` what was left out of the line.
-  std::vector<ProbePlace> places;
-  std::string line_file;  // the file of that line (source-tree relative)
-  int line = 0;           // the line, absolute
 };
 
 // What `symdex symbols` and `symdex kallsyms` list: every symbol instance of a target.
@@ -187,18 +145,11 @@ class QueryApi {
  public:
   virtual ~QueryApi() = default;
   // `target` "" = the default target (query::SelectTarget's rule).
-  virtual absl::StatusOr<std::vector<TargetSummary>> Targets() = 0;
-  virtual absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) = 0;
-  virtual absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) = 0;
   virtual absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) = 0;
   virtual absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) = 0;
-  // Resolve, then (exactly one match) the kprobe line; FailedPrecondition when no kprobe form
-  // names the instance. Not-found/ambiguous leave `kprobe` empty.
-  virtual absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
-                                            const KprobeOptions& opts) = 0;
   // Every symbol of a target (for scripts that compare symdex with other tools, and kallsyms).
   virtual absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) = 0;
-  // Frames from another host running this target's kernel (frames.h: the forms, which are exact).
+  // Frames from another host running this target's kernel (answers.h: the forms, which are exact).
   virtual absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                               const std::vector<FrameIn>& frames) = 0;
   // The index and every target's state.

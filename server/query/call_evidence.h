@@ -35,7 +35,7 @@ struct Callee {
 
 class CallEvidence {
  public:
-  CallEvidence(const store::TargetInfo& t, DebugFileLookup debug_file_of, SectionLookup sections_of)
+  CallEvidence(const TargetInfo& t, DebugFileLookup debug_file_of, SectionLookup sections_of)
       : t_(t), debug_file_of_(std::move(debug_file_of)), sections_of_(std::move(sections_of)) {}
 
   // Whether a call instruction ends at in+off. nullopt: the code cannot be read.
@@ -53,7 +53,7 @@ class CallEvidence {
   debuginfo::CodeFile* FileOf(const std::string& module);
   absl::StatusOr<std::optional<debuginfo::CallSite>> CallAt(const CodePlace& p);
 
-  const store::TargetInfo& t_;
+  const TargetInfo& t_;
   DebugFileLookup debug_file_of_;
   SectionLookup sections_of_;
   std::map<std::string, std::unique_ptr<debuginfo::CodeFile>> files_;  // null: no code for it

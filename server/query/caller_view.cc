@@ -8,17 +8,9 @@ namespace symdex::query {
 namespace {
 
 // The target's KASLR-revealing addresses: the kernel's _text and its anchor symbol's.
-void ForgetKernelBase(store::TargetInfo& t) {
+void ForgetKernelBase(TargetInfo& t) {
   t.text_addr.reset();
   t.anchor_addr.reset();
-}
-
-absl::Status Denied(const store::TargetInfo& t, std::string_view what) {
-  return absl::PermissionDeniedError(
-      StrCat(what, ": target '", t.name,
-             "' is a live kernel, whose absolute addresses reveal its KASLR offset; they are for privileged callers "
-             "(root, CAP_SYSLOG, or a group/certificate the daemon trusts), as /proc/kallsyms shows them only to "
-             "those. Name functions by NAME, MOD:NAME, NAME@FILE[:LINE] or _text+N instead"));
 }
 
 absl::Status JitDenied(std::string_view what) {
@@ -33,13 +25,21 @@ constexpr size_t kQuoteMax = 80;
 
 }  // namespace
 
-bool HidesAddresses(AddressAccess access, const store::TargetInfo& t) {
+absl::Status AddressesDenied(const TargetInfo& t, std::string_view what) {
+  return absl::PermissionDeniedError(
+      StrCat(what, ": target '", t.name,
+             "' is a live kernel, whose absolute addresses reveal its KASLR offset; they are for privileged callers "
+             "(root, CAP_SYSLOG, or a group/certificate the daemon trusts), as /proc/kallsyms shows them only to "
+             "those. Name functions by NAME, MOD:NAME, NAME@FILE[:LINE] or _text+N instead"));
+}
+
+bool HidesAddresses(AddressAccess access, const TargetInfo& t) {
   return access == AddressAccess::kKaslrFree && t.kind == "live";
 }
 
 // vmlinux: _text+N (the `section` _text, or the target's anchor: _stext on arm64); a loaded module: SECTION+0xOFF from
 // the section bases /sys/module/M/sections gave; a kprobe target that is an absolute address is dropped.
-absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
+absl::Status CallerView::Hide(const TargetInfo& t, Instance& in) {
   if (!HidesAddresses(access_, t)) return absl::OkStatus();
   if (in.probe.starts_with("0x")) in.probe.clear();
   if (!in.addr) return absl::OkStatus();
@@ -60,17 +60,6 @@ absl::Status CallerView::Hide(const store::TargetInfo& t, Instance& in) {
   return absl::OkStatus();
 }
 
-absl::Status CallerView::Hide(ResolveResult& r) {
-  if (!HidesAddresses(access_, r.target)) return absl::OkStatus();
-  ForgetKernelBase(r.target);
-  for (auto& m : r.matches) {
-    RETURN_IF_ERROR(Hide(r.target, m.match.instance));
-    // The last-resort canonical spec names the instance by its address (NAME@0xADDR).
-    if (m.canonical.find("@0x") != std::string::npos) m.canonical.clear();
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CallerView::CheckSpec(const std::string& target, const std::string& spec) {
   if (access_ == AddressAccess::kAbsolute) return absl::OkStatus();
   auto parsed = ParseSpec(spec);
@@ -78,37 +67,14 @@ absl::Status CallerView::CheckSpec(const std::string& target, const std::string&
   const bool absolute = parsed->address || (parsed->at_addr && parsed->at_section.empty());
   if (!absolute) return absl::OkStatus();
   ASSIGN_OR_RETURN(auto t, q_.Target(target));
-  if (HidesAddresses(access_, t)) return Denied(t, "a spec with an absolute address");
+  if (HidesAddresses(access_, t)) return AddressesDenied(t, "a spec with an absolute address");
   return absl::OkStatus();
-}
-
-absl::StatusOr<std::vector<TargetSummary>> CallerView::Targets() {
-  ASSIGN_OR_RETURN(auto v, q_.Targets());
-  for (auto& s : v) {
-    if (HidesAddresses(access_, s.info)) ForgetKernelBase(s.info);
-  }
-  return v;
-}
-
-absl::StatusOr<WhichResult> CallerView::Which(const std::string& target, const std::string& name, bool exact) {
-  ASSIGN_OR_RETURN(auto r, q_.Which(target, name, exact));
-  if (!HidesAddresses(access_, r.target)) return r;
-  ForgetKernelBase(r.target);
-  for (auto& in : r.instances) RETURN_IF_ERROR(Hide(r.target, in));
-  return r;
-}
-
-absl::StatusOr<ResolveResult> CallerView::Resolve(const std::string& target, const std::string& spec) {
-  RETURN_IF_ERROR(CheckSpec(target, spec));
-  ASSIGN_OR_RETURN(auto r, q_.Resolve(target, spec));
-  RETURN_IF_ERROR(Hide(r));
-  return r;
 }
 
 absl::StatusOr<SymbolizeResult> CallerView::Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) {
   if (access_ == AddressAccess::kKaslrFree) {
     ASSIGN_OR_RETURN(auto t, q_.Target(target));
-    if (HidesAddresses(access_, t)) return Denied(t, "symbolizing absolute addresses");
+    if (HidesAddresses(access_, t)) return AddressesDenied(t, "symbolizing absolute addresses");
   }
   return q_.Symbolize(target, addrs);
 }
@@ -122,20 +88,6 @@ absl::StatusOr<DupsResult> CallerView::Dups(const std::string& target, const Dup
     for (auto& in : g.instances) RETURN_IF_ERROR(Hide(r.target, in));
   }
   r.groups = std::move(groups);
-  return r;
-}
-
-absl::StatusOr<ProbeResult> CallerView::Probe(const std::string& target, const std::string& spec,
-                                              const KprobeOptions& opts) {
-  RETURN_IF_ERROR(CheckSpec(target, spec));
-  ASSIGN_OR_RETURN(auto r, q_.Probe(target, spec, opts));
-  if (!HidesAddresses(access_, r.resolved.target)) return r;
-  // A module instance whose name repeats inside its module has only its absolute address.
-  if (!r.kprobe.empty() && r.resolved.matches.size() == 1 && r.resolved.matches[0].match.instance.addr &&
-      r.kprobe.find(" 0x") != std::string::npos) {
-    return Denied(r.resolved.target, "this instance's only kprobe form is its absolute address");
-  }
-  RETURN_IF_ERROR(Hide(r.resolved));
   return r;
 }
 
@@ -155,7 +107,7 @@ absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const
                                                 const std::vector<FrameIn>& frames) {
   if (access_ == AddressAccess::kKaslrFree) {
     ASSIGN_OR_RETURN(auto t, q_.Target(FramesTarget(target, ctx)));
-    if (HidesAddresses(access_, t)) return Denied(t, "symbolizing frames against the live host");
+    if (HidesAddresses(access_, t)) return AddressesDenied(t, "symbolizing frames against the live host");
   }
   return q_.Frames(target, ctx, frames);
 }
@@ -198,25 +150,55 @@ absl::StatusOr<BuildIdAnswer> CallerView::BuildId(const std::string& hex) {
   return q_.BuildIdHits(hex, access_ == AddressAccess::kAbsolute, kQuoteMax);
 }
 
+namespace {
+// The one target an answer is about (nullptr: an answer about several, as Targets').
+template <class V>
+TargetInfo* TargetOf(typename V::Answer& a) {
+  if constexpr (requires { V::Resolved(a); }) {
+    return &V::Resolved(a).target;
+  } else if constexpr (requires { a.target; }) {
+    return &a.target;
+  } else {
+    return nullptr;
+  }
+}
+}  // namespace
+
 absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
   return Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<AnyAnswer> {
+    const typename V::Request& req = std::get<Verbs::IndexOf<V>()>(r);
     if constexpr (V::kAccess == VerbAccess::kPrivileged) {
       if (access_ != AddressAccess::kAbsolute) {
         return absl::PermissionDeniedError(StrCat(
             V::kMethod, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts)"));
       }
     }
+    if constexpr (V::kAccess == VerbAccess::kHideAddresses && requires { req.spec; }) {
+      RETURN_IF_ERROR(CheckSpec(req.target, req.spec));
+    }
     ASSIGN_OR_RETURN(AnyAnswer any, q_.Call(r));
     if constexpr (V::kAccess == VerbAccess::kHideAddresses) {
       auto& a = std::get<Verbs::IndexOf<V>()>(any);
-      if (HidesAddresses(access_, a.target)) {
+      TargetInfo* t = TargetOf<V>(a);
+      if (t == nullptr) {
+        ForEachValueOf<TargetInfo>(a, [&](TargetInfo& each) {
+          if (HidesAddresses(access_, each)) ForgetKernelBase(each);
+        });
+      } else if (HidesAddresses(access_, *t)) {
+        // The verb's own first: what it refuses or hides may depend on the addresses.
+        if constexpr (requires { V::HideAddresses(a); }) {
+          if constexpr (std::is_same_v<decltype(V::HideAddresses(a)), absl::Status>) {
+            RETURN_IF_ERROR(V::HideAddresses(a));
+          } else {
+            V::HideAddresses(a);
+          }
+        }
         absl::Status hidden;
         ForEachValueOf<Instance>(a, [&](Instance& in) {
-          if (hidden.ok()) hidden = Hide(a.target, in);
+          if (hidden.ok()) hidden = Hide(*t, in);
         });
         RETURN_IF_ERROR(hidden);
-        if constexpr (requires { V::HideAddresses(a); }) V::HideAddresses(a);
-        ForgetKernelBase(a.target);
+        ForgetKernelBase(*t);
       }
     }
     return any;

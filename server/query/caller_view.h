@@ -31,19 +31,16 @@ namespace symdex::query {
 enum class AddressAccess { kAbsolute, kKaslrFree };
 
 // True when answers about `t` must not carry absolute addresses for `access`.
-bool HidesAddresses(AddressAccess access, const store::TargetInfo& t);
+bool HidesAddresses(AddressAccess access, const TargetInfo& t);
+// PermissionDenied: `what` would show a live target's absolute addresses to a caller denied them.
+absl::Status AddressesDenied(const TargetInfo& t, std::string_view what);
 
 class CallerView : public QueryApi {
  public:
   CallerView(LocalQuery& q, AddressAccess access) : q_(q), access_(access) {}
 
-  absl::StatusOr<std::vector<TargetSummary>> Targets() override;
-  absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
-  absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
-  absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
-                                    const KprobeOptions& opts) override;
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
@@ -60,8 +57,7 @@ class CallerView : public QueryApi {
  private:
   // PermissionDenied when `spec` names an absolute address of a hidden target.
   absl::Status CheckSpec(const std::string& target, const std::string& spec);
-  absl::Status Hide(const store::TargetInfo& t, Instance& in);
-  absl::Status Hide(ResolveResult& r);
+  absl::Status Hide(const TargetInfo& t, Instance& in);
 
   LocalQuery& q_;
   AddressAccess access_;

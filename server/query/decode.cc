@@ -19,9 +19,9 @@ absl::StatusOr<std::pair<std::string, std::string>> PickTarget(QueryApi& api, co
     return std::make_pair(StrCat(kBuildIdTargetPrefix, Lower(req.kernel_build_id)), std::string("by build-ID"));
   }
   if (log.release.empty()) return std::make_pair(std::string(), std::string("the default target"));
-  ASSIGN_OR_RETURN(std::vector<TargetSummary> all, api.Targets());
+  ASSIGN_OR_RETURN(TargetsAnswer all, api.Ask<Targets>({}));
   std::vector<std::string> same;
-  for (const TargetSummary& t : all) {
+  for (const TargetSummary& t : all.targets) {
     if (t.info.release == log.release) same.push_back(t.info.name);
   }
   if (same.size() == 1) return std::make_pair(same.front(), StrCat("release ", log.release, " in the log"));

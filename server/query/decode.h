@@ -5,7 +5,7 @@
 //
 // Works over any QueryApi (the embedded index, the daemon, a fleet replica) through Frames: what
 // a log's stacks tell about each frame (a return address, which frame called it) travels with the
-// frames, so the same evidence is used whichever front end answers (query/frames.h).
+// frames, so the same evidence is used whichever front end answers (query/frames.cc).
 //
 // The kernel: the target named, else the one whose vmlinux build-ID is given, else the one whose
 // release the log prints ("Linux version R", "Not tainted R #1"), else the default target.

@@ -16,8 +16,10 @@ namespace symdex::query {
 
 template <class T, class M>
 struct Field {
-  std::string_view name;
+  std::string_view name;  // "": the member's own fields are the message's (a struct embedded)
   M T::*member;
+  bool one = false;  // a list carried as the one value of a singular field (an answer that names
+                     // exactly one on the wire)
 };
 
 // T's field list: T::Fields(), or a specialization's for a type declared elsewhere.

@@ -1,6 +1,4 @@
-// LocalQuery::Frames: frames from another host (frames.h says which forms are exact).
-#include "server/query/frames.h"
-
+// LocalQuery::Frames: frames from another host (answers.h says which forms are exact).
 #include <algorithm>
 #include <map>
 #include <unordered_map>
@@ -139,8 +137,7 @@ absl::Status CheckFramesRequest(const FramesContext& ctx, size_t frames) {
 
 // One call's state: the target, the host's layout, and per-call caches.
 struct LocalQuery::FramesCall {
-  FramesCall(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache& cache, Cache* shared,
-             const FramesContext& ctx)
+  FramesCall(LocalQuery& q, Session& s, const TargetInfo& t, Cache& cache, Cache* shared, const FramesContext& ctx)
       : q(q), s(s), t(t), ctx(ctx), sz(q, s, t, cache), shared(shared) {
     for (const FrameModule& m : ctx.modules) host_modules.emplace(m.name, &m);
   }
@@ -263,7 +260,7 @@ struct LocalQuery::FramesCall {
     if (!df) {
       info->note = "no debug info for this module";
     } else {
-      absl::StatusOr<std::vector<debuginfo::Frame>> frames;
+      absl::StatusOr<std::vector<Frame>> frames;
       {
         std::lock_guard<std::mutex> l(q.sym_mu_);
         q.last_dwarf_use_ = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -520,7 +517,7 @@ struct LocalQuery::FramesCall {
 
   LocalQuery& q;
   Session& s;
-  const store::TargetInfo& t;
+  const TargetInfo& t;
   const FramesContext& ctx;
   Symbolizing sz;
   Cache* shared;  // the generation's cache (null: the CLI's uncached mode)
@@ -721,7 +718,7 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
       // (or a wrong target), not this frame; another line alone, lines that moved.
       if (const Plan& p = plans[i];
           !p.printed_file.empty() && !a.info->frames.empty() && !SaysSource(*a.info, p.printed_file, p.printed_line)) {
-        const debuginfo::Frame& leaf = a.info->frames.front();
+        const Frame& leaf = a.info->frames.front();
         const bool same_file = SaysSource(*a.info, p.printed_file, 0);
         if (!same_file) a.exact = false;
         a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the log prints ", p.printed_file, ":", p.printed_line,

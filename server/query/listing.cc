@@ -37,7 +37,7 @@ std::vector<std::string> AddrMapLeftovers(const std::string& db_path) {
   return out;
 }
 
-absl::StatusOr<AddrMapState> VmlinuxAddrMap(store::Db& db, const std::string& db_path, const store::TargetInfo& t) {
+absl::StatusOr<AddrMapState> VmlinuxAddrMap(store::Db& db, const std::string& db_path, const TargetInfo& t) {
   ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
   const std::string dir = AddrMapDirFor(db_path);
   if (!vml || vml->relocatable || dir.empty()) return AddrMapState{};
@@ -177,9 +177,8 @@ struct ModuleCopy {
 
 // The copies of `name` inlined into each module of `t` that has a debug file and an address map,
 // and the modules whose map cannot be read.
-absl::Status ModuleInlinedCopies(store::Db& db, const store::TargetInfo& t, const std::string& dir,
-                                 const std::string& name, std::vector<ModuleCopy>& out,
-                                 std::vector<std::string>& unreadable) {
+absl::Status ModuleInlinedCopies(store::Db& db, const TargetInfo& t, const std::string& dir, const std::string& name,
+                                 std::vector<ModuleCopy>& out, std::vector<std::string>& unreadable) {
   ASSIGN_OR_RETURN(auto modules, store::ModuleNames(db, t.id));
   for (const std::string& mod : modules) {
     ASSIGN_OR_RETURN(auto df, store::DebugFileOf(db, t.id, mod));
@@ -220,67 +219,66 @@ absl::StatusOr<InlinedAnswer> Inlined::Local(LocalQuery& q, const InlinedRequest
     std::vector<uint64_t> module_addrs;     // the runtime addresses of the others (a live target)
     std::vector<const ModuleCopy*> addressed;
   };
-  ASSIGN_OR_RETURN(
-      Found f, q.InTarget(r.target, [&](store::Db& db, const store::TargetInfo& t) -> absl::StatusOr<Found> {
-        Found f;
-        f.answer.target = t;
-        f.answer.name = r.name;
-        const std::string dir = AddrMapDirFor(q.path());
-        if (dir.empty()) return f;
-        ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
-        if (!vml || vml->relocatable) {
-          f.answer.notes.push_back("no debug info for vmlinux: where its functions were inlined is not known");
-        } else if (auto m = debuginfo::MappedAddrMap::Open(debuginfo::AddrMapPath(dir, vml->build_id), vml->build_id);
-                   !m.ok()) {
-          f.answer.notes.push_back(
-              StrCat("vmlinux's address map cannot be read (", m.status().message(), "): run 'symdex index' again"));
-        } else {
-          f.copies = (*m)->map().InlinedCopies(r.name);
-          f.slide = (t.text_addr && vml->text_addr) ? *t.text_addr - *vml->text_addr : 0;
+  ASSIGN_OR_RETURN(Found f, q.InTarget(r.target, [&](store::Db& db, const TargetInfo& t) -> absl::StatusOr<Found> {
+    Found f;
+    f.answer.target = t;
+    f.answer.name = r.name;
+    const std::string dir = AddrMapDirFor(q.path());
+    if (dir.empty()) return f;
+    ASSIGN_OR_RETURN(auto vml, store::DebugFileOf(db, t.id, ""));
+    if (!vml || vml->relocatable) {
+      f.answer.notes.push_back("no debug info for vmlinux: where its functions were inlined is not known");
+    } else if (auto m = debuginfo::MappedAddrMap::Open(debuginfo::AddrMapPath(dir, vml->build_id), vml->build_id);
+               !m.ok()) {
+      f.answer.notes.push_back(
+          StrCat("vmlinux's address map cannot be read (", m.status().message(), "): run 'symdex index' again"));
+    } else {
+      f.copies = (*m)->map().InlinedCopies(r.name);
+      f.slide = (t.text_addr && vml->text_addr) ? *t.text_addr - *vml->text_addr : 0;
+    }
+    std::vector<std::string> unreadable;
+    RETURN_IF_ERROR(ModuleInlinedCopies(db, t, dir, r.name, f.module_copies, unreadable));
+    if (!unreadable.empty()) {
+      f.answer.notes.push_back(StrCat(unreadable.size(), " module address map", unreadable.size() == 1 ? "" : "s",
+                                      " cannot be read (", Excerpt(StrJoin(unreadable, ", "), 200),
+                                      "): run 'symdex index' again"));
+    }
+    // A module's copy is named by the runtime address of its section where the target has
+    // one (a live host's loaded module), else by the module's symbol at that section offset.
+    std::map<std::string, std::shared_ptr<const store::ModuleCodeSymbols>> tables;
+    std::map<std::string, std::map<std::string, uint64_t>> bases;
+    for (const ModuleCopy& c : f.module_copies) {
+      auto [b, fresh] = bases.try_emplace(c.module);
+      if (fresh) {
+        ASSIGN_OR_RETURN(auto secs, store::ModuleSections(db, t.id, c.module));
+        b->second.insert(secs.begin(), secs.end());
+      }
+      if (auto base = b->second.find(c.section); base != b->second.end()) {
+        f.module_addrs.push_back(base->second + c.offset);
+        f.addressed.push_back(&c);
+        continue;
+      }
+      std::shared_ptr<const store::ModuleCodeSymbols>& table = tables[c.module];
+      if (!table) {
+        ASSIGN_OR_RETURN(table, store::LoadModuleCodeSymbols(db, t.id, c.module));
+      }
+      InlinedSite site = SiteOf(c.copy);
+      store::Containment held = table->InSection(c.section, c.offset);
+      if (held.symbol) {
+        // The instance as `which` gives it: the counts and verdict a definition needs.
+        ASSIGN_OR_RETURN(auto all, InstancesNamed(db, t, held.symbol->name, false));
+        for (Instance& in : all) {
+          if (in.module == c.module && in.section == c.section && in.section_offset == held.symbol->addr) {
+            site.caller = std::move(in);
+            break;
+          }
         }
-        std::vector<std::string> unreadable;
-        RETURN_IF_ERROR(ModuleInlinedCopies(db, t, dir, r.name, f.module_copies, unreadable));
-        if (!unreadable.empty()) {
-          f.answer.notes.push_back(StrCat(unreadable.size(), " module address map", unreadable.size() == 1 ? "" : "s",
-                                          " cannot be read (", Excerpt(StrJoin(unreadable, ", "), 200),
-                                          "): run 'symdex index' again"));
-        }
-        // A module's copy is named by the runtime address of its section where the target has
-        // one (a live host's loaded module), else by the module's symbol at that section offset.
-        std::map<std::string, std::shared_ptr<const store::ModuleCodeSymbols>> tables;
-        std::map<std::string, std::map<std::string, uint64_t>> bases;
-        for (const ModuleCopy& c : f.module_copies) {
-          auto [b, fresh] = bases.try_emplace(c.module);
-          if (fresh) {
-            ASSIGN_OR_RETURN(auto secs, store::ModuleSections(db, t.id, c.module));
-            b->second.insert(secs.begin(), secs.end());
-          }
-          if (auto base = b->second.find(c.section); base != b->second.end()) {
-            f.module_addrs.push_back(base->second + c.offset);
-            f.addressed.push_back(&c);
-            continue;
-          }
-          std::shared_ptr<const store::ModuleCodeSymbols>& table = tables[c.module];
-          if (!table) {
-            ASSIGN_OR_RETURN(table, store::LoadModuleCodeSymbols(db, t.id, c.module));
-          }
-          InlinedSite site = SiteOf(c.copy);
-          store::Containment held = table->InSection(c.section, c.offset);
-          if (held.symbol) {
-            // The instance as `which` gives it: the counts and verdict a definition needs.
-            ASSIGN_OR_RETURN(auto all, Which(db, t, held.symbol->name, false));
-            for (Instance& in : all) {
-              if (in.module == c.module && in.section == c.section && in.section_offset == held.symbol->addr) {
-                site.caller = std::move(in);
-                break;
-              }
-            }
-            site.offset = c.offset - held.symbol->addr;
-          }
-          f.module_sites.push_back(std::move(site));
-        }
-        return f;
-      }));
+        site.offset = c.offset - held.symbol->addr;
+      }
+      f.module_sites.push_back(std::move(site));
+    }
+    return f;
+  }));
   InlinedAnswer& out = f.answer;
   // The instance holding each copy: what `symdex addr` says of its first address.
   constexpr size_t kBatch = 16384;

@@ -47,9 +47,11 @@ class LocalQuery : public QueryApi {
                                                           std::optional<store::Db> first = std::nullopt);
   ~LocalQuery() override;
 
-  absl::StatusOr<std::vector<TargetSummary>> Targets() override;
-  absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact) override;
-  absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec) override;
+  // The answers of the Targets and Which verbs (verbs.h).
+  absl::StatusOr<std::vector<TargetSummary>> Targets();
+  absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact);
+  // The answers of the Resolve and Probe verbs (verbs.h).
+  absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec);
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
   // The answer of the Lines verb (verbs.h), its request checked.
   absl::StatusOr<LinesAnswer> LineAddresses(const LinesRequest& r);
@@ -58,8 +60,7 @@ class LocalQuery : public QueryApi {
   // The answer of the InlinedProbes verb (verbs.h; probe_args.cc).
   absl::StatusOr<InlinedProbesAnswer> ProbesInlined(const InlinedProbesRequest& r);
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
-  absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec,
-                                    const KprobeOptions& opts) override;
+  absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec, const KprobeOptions& opts);
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
@@ -75,17 +76,17 @@ class LocalQuery : public QueryApi {
   // under it. (Defined in local_query_impl.h, which a verb's implementation includes.)
   template <class F>
   auto InTarget(const std::string& requested, F&& f)
-      -> decltype(f(std::declval<store::Db&>(), std::declval<const store::TargetInfo&>()));
+      -> decltype(f(std::declval<store::Db&>(), std::declval<const TargetInfo&>()));
   // BuildId, with jitted loads only when `include_jitted`, quoting a bad argument in at most
   // `quote_max` characters (a daemon does not echo a hostile request back in full).
   absl::StatusOr<BuildIdAnswer> BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max);
 
   // The target a call naming `requested` would use (the default rule for "").
-  absl::StatusOr<store::TargetInfo> Target(const std::string& requested);
+  absl::StatusOr<TargetInfo> Target(const std::string& requested);
   // A loaded module's section bases in `t` (cached per generation): what turns a module address
   // into SECTION+offset.
   absl::StatusOr<std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> ModuleSections(
-      const store::TargetInfo& t, const std::string& module);
+      const TargetInfo& t, const std::string& module);
 
   int64_t DebugFileCount();
   // Releases the debug files' parsed state (libdw line tables, CU data: hundreds of MB after a
@@ -106,12 +107,12 @@ class LocalQuery : public QueryApi {
   class CachedSource;
   LocalQuery(std::string path, Options opts);
   absl::StatusOr<ConnLease> Acquire();
-  std::shared_ptr<Cache> CacheFor(const store::TargetInfo& t);
-  absl::StatusOr<store::TargetInfo> PickTarget(Session& s, const std::string& requested);
+  std::shared_ptr<Cache> CacheFor(const TargetInfo& t);
+  absl::StatusOr<TargetInfo> PickTarget(Session& s, const std::string& requested);
   void ForgetTargets();
   template <typename F>
   auto WithSession(F&& f) -> decltype(f(std::declval<Session&>()));
-  absl::StatusOr<ResolveResult> ResolveIn(Session& s, const store::TargetInfo& t, const std::string& spec);
+  absl::StatusOr<ResolveResult> ResolveIn(Session& s, const TargetInfo& t, const std::string& spec);
   // `canonical`, when given, gets each address's cached canonical spec of its symbol ("" when
   // none is cached yet): what Frames answers besides the symbol.
   absl::StatusOr<SymbolizeResult> SymbolizeWith(Session& s, const std::string& target,
@@ -120,7 +121,7 @@ class LocalQuery : public QueryApi {
   // Keeps canonical[i] with the cached answer of addrs[i] when infos[i] is that answer (null: no
   // spec made for it), for the next SymbolizeWith; entries already holding one, evicted or
   // replaced are left alone.
-  void CacheCanonical(const store::TargetInfo& t, const std::vector<uint64_t>& addrs,
+  void CacheCanonical(const TargetInfo& t, const std::vector<uint64_t>& addrs,
                       const std::vector<const AddressInfo*>& infos, const std::vector<std::string>& canonical);
   struct Symbolizing;
   struct FramesCall;
@@ -132,18 +133,18 @@ class LocalQuery : public QueryApi {
     debuginfo::Symbolizer::CopyAt at;
     std::function<std::string(uint64_t)> static_form;
   };
-  absl::StatusOr<ProbeArgsAt> ProbeArgsSite(store::Db& db, const store::TargetInfo& t, const Match& m, bool ret);
+  absl::StatusOr<ProbeArgsAt> ProbeArgsSite(store::Db& db, const TargetInfo& t, const Match& m, bool ret);
   // x86-64: InvalidArgument when `m`'s offset falls inside an instruction of the copy, decoded
   // from its start in the debug file's code (as the kernel decodes it when the probe is written);
   // OK when it is an instruction's start, or when the code cannot be read or decoded.
-  absl::Status CheckInsnBoundary(store::Db& db, const store::TargetInfo& t, const Match& m);
-  absl::StatusOr<std::vector<std::string>> CompileProbeArgs(store::Db& db, const store::TargetInfo& t, const Match& m,
+  absl::Status CheckInsnBoundary(store::Db& db, const TargetInfo& t, const Match& m);
+  absl::StatusOr<std::vector<std::string>> CompileProbeArgs(store::Db& db, const TargetInfo& t, const Match& m,
                                                             const KprobeOptions& opts, std::vector<std::string>& notes);
   // Those arguments compiled where `at` says.
   absl::StatusOr<std::vector<std::string>> CompileAt(const ProbeArgsAt& at, const std::vector<ingest::ProbeArg>& args,
                                                      std::vector<std::string>& notes);
   // The places of opts.line / opts.rel_line in the copy `m`, each with its definition.
-  absl::Status LinePlaces(store::Db& db, const store::TargetInfo& t, const Match& m, const KprobeOptions& opts,
+  absl::Status LinePlaces(store::Db& db, const TargetInfo& t, const Match& m, const KprobeOptions& opts,
                           ProbeResult& out);
 
   std::string path_;
@@ -151,9 +152,9 @@ class LocalQuery : public QueryApi {
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Conn>> pool_;
   std::mutex targets_mu_;
-  std::vector<store::TargetInfo> targets_;
+  std::vector<TargetInfo> targets_;
   std::optional<std::chrono::steady_clock::time_point> targets_at_;
-  std::unordered_map<int64_t, std::pair<int64_t, store::TargetCounts>> counts_;  // id -> (generation, counts)
+  std::unordered_map<int64_t, std::pair<int64_t, TargetCounts>> counts_;  // id -> (generation, counts)
   std::mutex cache_mu_;
   std::unordered_map<int64_t, std::shared_ptr<Cache>> caches_;  // target id -> cache (one generation)
   std::mutex sym_mu_;

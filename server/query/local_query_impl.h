@@ -126,7 +126,7 @@ class LocalQuery::Session {
     return &(*lease_)->db;
   }
   // The call's target came from the target cache, not from this session's snapshot.
-  void Expect(const store::TargetInfo& t) {
+  void Expect(const TargetInfo& t) {
     if (!lease_) expect_ = t;
   }
   bool stale() const { return stale_; }
@@ -135,14 +135,14 @@ class LocalQuery::Session {
   LocalQuery& q_;
   std::optional<ConnLease> lease_;
   std::optional<store::ReadSnapshot> snap_;  // destroyed (COMMIT) before the lease returns
-  std::optional<store::TargetInfo> expect_;
+  std::optional<TargetInfo> expect_;
   bool stale_ = false;
 };
 
 // Which() through the cache; Containing() straight from the database.
 class LocalQuery::CachedSource : public InstanceSource {
  public:
-  CachedSource(LocalQuery& q, Session& s, const store::TargetInfo& t, Cache* cache,
+  CachedSource(LocalQuery& q, Session& s, const TargetInfo& t, Cache* cache,
                const store::TextSymbolTable* table = nullptr)
       : q_(q), s_(s), t_(t), cache_(cache), table_(table) {}
   absl::StatusOr<List> Which(const std::string& name, bool with_clones) override {
@@ -179,14 +179,14 @@ class LocalQuery::CachedSource : public InstanceSource {
   }
   LocalQuery& q_;
   Session& s_;
-  const store::TargetInfo& t_;
+  const TargetInfo& t_;
   Cache* cache_;
   const store::TextSymbolTable* table_;
 };
 
 // What symbolizing addresses of one target needs, set up once per call rather than per address.
 struct LocalQuery::Symbolizing {
-  Symbolizing(LocalQuery& q, Session& session, const store::TargetInfo& t, Cache& cache)
+  Symbolizing(LocalQuery& q, Session& session, const TargetInfo& t, Cache& cache)
       : q(q),
         t(t),
         cache(cache),
@@ -222,7 +222,7 @@ struct LocalQuery::Symbolizing {
   }
 
   LocalQuery& q;
-  const store::TargetInfo& t;
+  const TargetInfo& t;
   Cache& cache;
   std::shared_ptr<const store::TextSymbolTable> table;  // null: one SQL lookup per address
   CachedSource src;
@@ -242,13 +242,12 @@ auto LocalQuery::WithSession(F&& f) -> decltype(f(std::declval<Session&>())) {
 
 template <class F>
 auto LocalQuery::InTarget(const std::string& requested, F&& f)
-    -> decltype(f(std::declval<store::Db&>(), std::declval<const store::TargetInfo&>())) {
-  return WithSession(
-      [&](Session& s) -> decltype(f(std::declval<store::Db&>(), std::declval<const store::TargetInfo&>())) {
-        ASSIGN_OR_RETURN(store::Db * db, s.Db());
-        ASSIGN_OR_RETURN(store::TargetInfo t, PickTarget(s, requested));
-        return f(*db, t);
-      });
+    -> decltype(f(std::declval<store::Db&>(), std::declval<const TargetInfo&>())) {
+  return WithSession([&](Session& s) -> decltype(f(std::declval<store::Db&>(), std::declval<const TargetInfo&>())) {
+    ASSIGN_OR_RETURN(store::Db * db, s.Db());
+    ASSIGN_OR_RETURN(TargetInfo t, PickTarget(s, requested));
+    return f(*db, t);
+  });
 }
 
 }  // namespace symdex::query

@@ -32,7 +32,7 @@ uint64_t EntrySlack(const KernelArch& arch, uint32_t bits) {
 
 }  // namespace
 
-absl::Status LocalQuery::CheckInsnBoundary(store::Db& db, const store::TargetInfo& t, const Match& m) {
+absl::Status LocalQuery::CheckInsnBoundary(store::Db& db, const TargetInfo& t, const Match& m) {
   auto at = ProbeArgsSite(db, t, m, false);
   if (!at.ok()) return absl::OkStatus();  // no debug file: the kernel checks it when the probe is written
   auto code = debuginfo::CodeFile::Open(at->path);
@@ -52,8 +52,8 @@ absl::Status LocalQuery::CheckInsnBoundary(store::Db& db, const store::TargetInf
   return absl::OkStatus();
 }
 
-absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db, const store::TargetInfo& t,
-                                                                  const Match& m, bool ret) {
+absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db, const TargetInfo& t, const Match& m,
+                                                                  bool ret) {
   const Instance& in = m.instance;
   ProbeArgsAt out;
   out.arch = ArchOfMachine(t.machine);
@@ -115,7 +115,7 @@ absl::StatusOr<LocalQuery::ProbeArgsAt> LocalQuery::ProbeArgsSite(store::Db& db,
   return out;
 }
 
-absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db& db, const store::TargetInfo& t,
+absl::StatusOr<std::vector<std::string>> LocalQuery::CompileProbeArgs(store::Db& db, const TargetInfo& t,
                                                                       const Match& m, const KprobeOptions& opts,
                                                                       std::vector<std::string>& notes) {
   ASSIGN_OR_RETURN(std::optional<std::vector<ingest::ProbeArg>> args, ingest::ParseNamedProbeArgs(opts.fetchargs));
@@ -135,8 +135,8 @@ absl::StatusOr<std::vector<std::string>> LocalQuery::CompileAt(const ProbeArgsAt
   return std::move(c.fetchargs);
 }
 
-absl::Status LocalQuery::LinePlaces(store::Db& db, const store::TargetInfo& t, const Match& m,
-                                    const KprobeOptions& opts, ProbeResult& out) {
+absl::Status LocalQuery::LinePlaces(store::Db& db, const TargetInfo& t, const Match& m, const KprobeOptions& opts,
+                                    ProbeResult& out) {
   if (m.offset != 0) {
     return absl::InvalidArgumentError("a line and +OFFSET each say where the probe is: give one of them");
   }
@@ -202,7 +202,7 @@ absl::StatusOr<VarsAnswer> LocalQuery::Variables(const VarsRequest& r) {
                                              " candidates; name one: ", StrJoin(specs, ", ")));
   }
   const Match& m = res.matches[0].match;
-  return InTarget(r.target, [&](store::Db& db, const store::TargetInfo& t) -> absl::StatusOr<VarsAnswer> {
+  return InTarget(r.target, [&](store::Db& db, const TargetInfo& t) -> absl::StatusOr<VarsAnswer> {
     ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, false));
     debuginfo::FetchContext ctx{.arch = at.arch, .static_form = at.static_form};
     std::vector<debuginfo::ScopeVariable> vars;
@@ -271,7 +271,7 @@ absl::StatusOr<InlinedProbesAnswer> LocalQuery::ProbesInlined(const InlinedProbe
     base.event = r.event.empty() ? DefaultEventName(named) : r.event;
   }
   size_t other_files = 0;
-  RETURN_IF_ERROR(InTarget(r.target, [&](store::Db& db, const store::TargetInfo& t) -> absl::Status {
+  RETURN_IF_ERROR(InTarget(r.target, [&](store::Db& db, const TargetInfo& t) -> absl::Status {
     if (t.generation != places.target.generation) return absl::AbortedError("the index changed during the call");
     for (const InlinedSite& site : places.sites) {
       const std::string where =

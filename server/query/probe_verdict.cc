@@ -54,7 +54,7 @@ absl::StatusOr<Probeability> ParseProbeability(std::string_view name) {
   return absl::InvalidArgumentError(StrCat("unknown probe verdict '", Excerpt(name), "'"));
 }
 
-ProbeVerdict ProbeVerdictOf(const store::TargetInfo& t, const store::SymbolRecord& r) {
+ProbeVerdict ProbeVerdictOf(const TargetInfo& t, const store::SymbolRecord& r) {
   using namespace target;
   ProbeVerdict v;
   v.bits = r.probe;

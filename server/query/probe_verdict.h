@@ -16,6 +16,6 @@
 
 namespace symdex::query {
 
-ProbeVerdict ProbeVerdictOf(const store::TargetInfo& t, const store::SymbolRecord& r);
+ProbeVerdict ProbeVerdictOf(const TargetInfo& t, const store::SymbolRecord& r);
 
 }  // namespace symdex::query

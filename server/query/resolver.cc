@@ -45,7 +45,7 @@ bool SpecMatches(const Spec& s, const Instance& in) {
     if (s.at_section.empty()) return in.addr && *in.addr == *s.at_addr;
     return in.section == s.at_section && in.section_offset == *s.at_addr;
   }
-  const store::DwarfInfo* d = in.dwarf ? &*in.dwarf : nullptr;
+  const DwarfInfo* d = in.dwarf ? &*in.dwarf : nullptr;
   if (!s.kas_alias.empty()) {
     if (d == nullptr || d->entry_file.empty() || KasAlias(d->entry_file, d->entry_line) != s.kas_alias) return false;
   }
@@ -66,7 +66,7 @@ bool SpecMatches(const Spec& s, const Instance& in) {
 }
 
 absl::StatusOr<InstanceSource::List> DbSource::Which(const std::string& name, bool with_clones) {
-  ASSIGN_OR_RETURN(auto v, query::Which(db_, t_, name, with_clones));
+  ASSIGN_OR_RETURN(auto v, InstancesNamed(db_, t_, name, with_clones));
   return std::make_shared<const std::vector<Instance>>(std::move(v));
 }
 
@@ -74,14 +74,14 @@ absl::StatusOr<store::Containment> DbSource::Containing(uint64_t addr) {
   return store::SymbolContaining(db_, t_.id, addr);
 }
 
-absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
-                                           std::vector<Instance>* candidates) {
+absl::StatusOr<std::vector<Match>> MatchSpec(store::Db& db, const TargetInfo& t, const Spec& spec,
+                                             std::vector<Instance>* candidates) {
   DbSource src(db, t);
-  return Resolve(src, t, spec, candidates);
+  return MatchSpec(src, t, spec, candidates);
 }
 
-absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
-                                           std::vector<Instance>* candidates, std::string* group) {
+absl::StatusOr<std::vector<Match>> MatchSpec(InstanceSource& src, const TargetInfo& t, const Spec& spec,
+                                             std::vector<Instance>* candidates, std::string* group) {
   std::vector<Match> out;
   // _text+N (or the target's anchor: _stext+N on arm64) names an address (the form perf probe -D
   // and symdex kprobe print): resolve it to the function there, as for 0xADDR.
@@ -92,7 +92,7 @@ absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::Tar
       !spec.at_addr && spec.cu.empty()) {
     Spec as_address;
     as_address.address = *base + spec.offset;
-    return Resolve(src, t, as_address, candidates, group);
+    return MatchSpec(src, t, as_address, candidates, group);
   }
   if (spec.address) {
     ASSIGN_OR_RETURN(store::Containment found, src.Containing(*spec.address));
@@ -226,8 +226,8 @@ const std::pair<std::string, uint64_t>* SectionHolding(const std::vector<std::pa
   return best;
 }
 
-absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetInfo& t, const Instance& in) {
-  ASSIGN_OR_RETURN(auto all, Which(db, t, in.name, false));
+absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const TargetInfo& t, const Instance& in) {
+  ASSIGN_OR_RETURN(auto all, InstancesNamed(db, t, in.name, false));
   std::vector<Instance> group;
   for (auto& c : all) {
     if (IsCodeInstance(c)) group.push_back(std::move(c));
@@ -235,8 +235,7 @@ absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetI
   return CanonicalSpec(in, group);
 }
 
-absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
-                                                                                const store::TargetInfo& t) {
+absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db, const TargetInfo& t) {
   // A spec is resolved among every code symbol of the name (a module's weak definition too), so
   // each text instance's spec is made against all of them: a name whose only other copy is a W
   // symbol in another module is no bare name.
@@ -257,7 +256,7 @@ absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(
   return out;
 }
 
-absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
+absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr) {
   DbSource src(db, t);
   return SymbolizeAddress(
@@ -284,7 +283,7 @@ std::string PaddingNote(std::string_view padded) {
   return StrCat("function padding before ", padded, " (no source line)");
 }
 
-uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset) {
+uint64_t CodeOffset(const TargetInfo& t, const Instance& in, uint64_t offset) {
   const KernelArch* arch = ArchOfMachine(t.machine);
   if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & target::kProbeFentryEntry) &&
       offset < arch->EntryPad()) {
@@ -294,7 +293,7 @@ uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t off
 }
 
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
-                                             const SectionLookup& sections_of, const store::TargetInfo& t,
+                                             const SectionLookup& sections_of, const TargetInfo& t,
                                              debuginfo::Symbolizer& sym, uint64_t addr) {
   AddressInfo out;
   // The symbol row alone (no per-name counts: a stack frame does not need them, and gathering
@@ -315,7 +314,7 @@ absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFil
   }
   addr = hit->addr + CodeOffset(t, in, out.offset);
   ASSIGN_OR_RETURN(auto df, debug_file_of(in.module));
-  absl::StatusOr<std::vector<debuginfo::Frame>> frames = std::vector<debuginfo::Frame>();
+  absl::StatusOr<std::vector<Frame>> frames = std::vector<Frame>();
   if (df && !df->relocatable) {
     uint64_t slide = (t.text_addr && df->text_addr) ? *t.text_addr - *df->text_addr : 0;
     frames = sym.SymbolizeLinked(df->path, df->build_id, addr - slide);

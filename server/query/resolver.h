@@ -33,22 +33,22 @@ class InstanceSource {
 
 class DbSource : public InstanceSource {
  public:
-  DbSource(store::Db& db, const store::TargetInfo& t) : db_(db), t_(t) {}
+  DbSource(store::Db& db, const TargetInfo& t) : db_(db), t_(t) {}
   absl::StatusOr<List> Which(const std::string& name, bool with_clones) override;
   absl::StatusOr<store::Containment> Containing(uint64_t addr) override;
 
  private:
   store::Db& db_;
-  const store::TargetInfo& t_;
+  const TargetInfo& t_;
 };
 
 // `candidates`, when given, receives every text instance the spec's name reaches (for canonical specs).
 // `group`, when given, receives the name whose text instances `candidates` holds (the spec's
 // name, or for an address the name of the symbol there): what a canonical-spec cache keys on.
-absl::StatusOr<std::vector<Match>> Resolve(InstanceSource& src, const store::TargetInfo& t, const Spec& spec,
-                                           std::vector<Instance>* candidates = nullptr, std::string* group = nullptr);
-absl::StatusOr<std::vector<Match>> Resolve(store::Db& db, const store::TargetInfo& t, const Spec& spec,
-                                           std::vector<Instance>* candidates = nullptr);
+absl::StatusOr<std::vector<Match>> MatchSpec(InstanceSource& src, const TargetInfo& t, const Spec& spec,
+                                             std::vector<Instance>* candidates = nullptr, std::string* group = nullptr);
+absl::StatusOr<std::vector<Match>> MatchSpec(store::Db& db, const TargetInfo& t, const Spec& spec,
+                                             std::vector<Instance>* candidates = nullptr);
 
 // Does `spec`'s name-independent part (module, WHERE, CU) select `in`?
 bool SpecMatches(const Spec& spec, const Instance& in);
@@ -59,23 +59,22 @@ bool SpecMatches(const Spec& spec, const Instance& in);
 std::string CanonicalSpec(const Instance& in, const std::vector<Instance>& same_name);
 
 // CanonicalSpec against every text instance of the target that carries in.name.
-absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const store::TargetInfo& t, const Instance& in);
+absl::StatusOr<std::string> CanonicalSpecFor(store::Db& db, const TargetInfo& t, const Instance& in);
 
 // Canonical specs for every text instance of the target, keyed like AllInstances' order.
-absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db,
-                                                                                const store::TargetInfo& t);
+absl::StatusOr<std::vector<std::pair<Instance, std::string>>> AllCanonicalSpecs(store::Db& db, const TargetInfo& t);
 
 // The offset into `in` whose line-table row describes an address `offset` into it: past the
 // patchable-entry NOPs of a traceable arm64 function (the line table gives them the function
 // before's last row; ftrace prints its traced function at +0x4), else `offset` itself.
-uint64_t CodeOffset(const store::TargetInfo& t, const Instance& in, uint64_t offset);
+uint64_t CodeOffset(const TargetInfo& t, const Instance& in, uint64_t offset);
 
 // The section of a loaded module holding `addr`: the one whose base is the highest at or below it
 // (`sections` as store::ModuleSections gives them); nullptr when none is.
 const std::pair<std::string, uint64_t>* SectionHolding(const std::vector<std::pair<std::string, uint64_t>>& sections,
                                                        uint64_t addr);
 
-absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const store::TargetInfo& t, debuginfo::Symbolizer& sym,
+absl::StatusOr<AddressInfo> SymbolizeAddress(store::Db& db, const TargetInfo& t, debuginfo::Symbolizer& sym,
                                              uint64_t addr);
 // The same with instances from `src` and the debug file looked up through `debug_file_of`
 // (module name -> file; the daemon caches it).
@@ -86,7 +85,7 @@ using DebugFileLookup =
 using SectionLookup =
     std::function<absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>>(const std::string& module)>;
 absl::StatusOr<AddressInfo> SymbolizeAddress(InstanceSource& src, const DebugFileLookup& debug_file_of,
-                                             const SectionLookup& sections_of, const store::TargetInfo& t,
+                                             const SectionLookup& sections_of, const TargetInfo& t,
                                              debuginfo::Symbolizer& sym, uint64_t addr);
 
 // The function whose padding `in` is ("" = none): objtool's __pfx_NAME (CONFIG_FUNCTION_PADDING,

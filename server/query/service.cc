@@ -14,6 +14,7 @@
 #include "server/common/file_util.h"
 #include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
+#include "server/query/caller_view.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/probe_forms.h"
 #include "server/store/debuginfo_store.h"
@@ -93,7 +94,7 @@ absl::StatusOr<LocalQuery::ConnLease> LocalQuery::Acquire() {
   return ConnLease(this, std::make_unique<Conn>(Conn{std::move(db)}));
 }
 
-std::shared_ptr<LocalQuery::Cache> LocalQuery::CacheFor(const store::TargetInfo& t) {
+std::shared_ptr<LocalQuery::Cache> LocalQuery::CacheFor(const TargetInfo& t) {
   if (!opts_.cache) return nullptr;
   std::lock_guard<std::mutex> l(cache_mu_);
   auto& slot = caches_[t.id];
@@ -105,7 +106,7 @@ std::shared_ptr<LocalQuery::Cache> LocalQuery::CacheFor(const store::TargetInfo&
   return slot;
 }
 
-absl::StatusOr<store::TargetInfo> LocalQuery::PickTarget(Session& s, const std::string& requested) {
+absl::StatusOr<TargetInfo> LocalQuery::PickTarget(Session& s, const std::string& requested) {
   const auto now = std::chrono::steady_clock::now();
   if (opts_.target_cache_seconds > 0) {
     std::lock_guard<std::mutex> l(targets_mu_);
@@ -143,13 +144,13 @@ bool LocalQuery::TrimIfIdle(double idle_seconds) {
   return true;
 }
 
-absl::StatusOr<store::TargetInfo> LocalQuery::Target(const std::string& requested) {
+absl::StatusOr<TargetInfo> LocalQuery::Target(const std::string& requested) {
   RETURN_IF_ERROR(CheckFieldSize("target", requested, kMaxTargetNameLength));
   return WithSession([&](Session& s) { return PickTarget(s, requested); });
 }
 
 absl::StatusOr<std::shared_ptr<const std::vector<std::pair<std::string, uint64_t>>>> LocalQuery::ModuleSections(
-    const store::TargetInfo& t, const std::string& module) {
+    const TargetInfo& t, const std::string& module) {
   auto cache = CacheFor(t);
   if (cache) {
     std::lock_guard<std::mutex> l(cache->mu);
@@ -180,7 +181,7 @@ absl::StatusOr<std::vector<TargetSummary>> LocalQuery::Targets() {
   std::vector<TargetSummary> out;
   for (auto& t : list) {
     // Counting a kernel's symbols takes a while (~0.1 s); the counts of a generation never change.
-    std::optional<store::TargetCounts> counts;
+    std::optional<TargetCounts> counts;
     {
       std::lock_guard<std::mutex> l(targets_mu_);
       auto it = counts_.find(t.id);
@@ -196,10 +197,24 @@ absl::StatusOr<std::vector<TargetSummary>> LocalQuery::Targets() {
   return out;
 }
 
+absl::StatusOr<TargetsAnswer> Targets::Local(LocalQuery& q, const TargetsRequest&) {
+  ASSIGN_OR_RETURN(std::vector<TargetSummary> v, q.Targets());
+  return TargetsAnswer{std::move(v)};
+}
+
+absl::Status Which::Check(const WhichRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("name", r.name, kMaxSymbolNameLength));
+  if (r.name.empty()) return absl::InvalidArgumentError("name is empty");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WhichResult> Which::Local(LocalQuery& q, const WhichRequest& r) {
+  return q.Which(r.target, r.name, r.exact);
+}
+
 absl::StatusOr<WhichResult> LocalQuery::Which(const std::string& target, const std::string& name, bool exact) {
-  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("name", name, kMaxSymbolNameLength));
-  if (name.empty()) return absl::InvalidArgumentError("name is empty");
+  RETURN_IF_ERROR(query::Which::Check({target, name, exact}));
   return WithSession([&](Session& s) -> absl::StatusOr<WhichResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
     auto cache = CacheFor(t);
@@ -209,8 +224,7 @@ absl::StatusOr<WhichResult> LocalQuery::Which(const std::string& target, const s
   });
 }
 
-absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const store::TargetInfo& t,
-                                                    const std::string& text) {
+absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const TargetInfo& t, const std::string& text) {
   if (text.size() > kMaxSpecLength) {
     return absl::InvalidArgumentError(StrCat("spec is ", text.size(), " bytes; the limit is ", kMaxSpecLength));
   }
@@ -218,7 +232,7 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const stor
   auto cache = CacheFor(t);
   CachedSource src(*this, session, t, cache.get());
   std::string group_name;
-  ASSIGN_OR_RETURN(auto matches, query::Resolve(src, t, spec, nullptr, &group_name));
+  ASSIGN_OR_RETURN(auto matches, MatchSpec(src, t, spec, nullptr, &group_name));
   ResolveResult out{t, {}};
   out.matches.reserve(matches.size());
   // Canonical specs depend only on the group's instances: computed once per group and
@@ -238,7 +252,7 @@ absl::StatusOr<ResolveResult> LocalQuery::ResolveIn(Session& session, const stor
   }
   if (missing) {
     std::vector<Instance> group;
-    ASSIGN_OR_RETURN(auto again, query::Resolve(src, t, spec, &group));
+    ASSIGN_OR_RETURN(auto again, MatchSpec(src, t, spec, &group));
     (void)again;
     for (size_t i = 0; i < matches.size(); ++i) canon[i] = CanonicalSpec(matches[i].instance, group);
     if (cache) {
@@ -327,7 +341,7 @@ absl::StatusOr<SymbolizeResult> LocalQuery::SymbolizeWith(Session& s, const std:
   return out;
 }
 
-void LocalQuery::CacheCanonical(const store::TargetInfo& t, const std::vector<uint64_t>& addrs,
+void LocalQuery::CacheCanonical(const TargetInfo& t, const std::vector<uint64_t>& addrs,
                                 const std::vector<const AddressInfo*>& infos,
                                 const std::vector<std::string>& canonical) {
   auto cache = CacheFor(t);
@@ -437,6 +451,35 @@ absl::StatusOr<DupsResult> LocalQuery::Dups(const std::string& target, const Dup
     }
     return DupsResult{std::move(t), slot->groups};
   });
+}
+
+absl::Status Resolve::Check(const ResolveRequest& r) {
+  return CheckFieldSize("target", r.target, kMaxTargetNameLength);
+}
+
+absl::StatusOr<ResolveResult> Resolve::Local(LocalQuery& q, const ResolveRequest& r) {
+  return q.Resolve(r.target, r.spec);
+}
+
+absl::Status Probe::Check(const ProbeRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  return CheckKprobeOptions(r.opts);
+}
+
+absl::StatusOr<ProbeResult> Probe::Local(LocalQuery& q, const ProbeRequest& r) {
+  if (!r.opts.group.empty()) return q.Probe(r.target, r.spec, r.opts);
+  KprobeOptions o = r.opts;
+  o.group = KprobeOptions().group;
+  return q.Probe(r.target, r.spec, o);
+}
+
+absl::Status Probe::HideAddresses(ProbeResult& a) {
+  if (!a.kprobe.empty() && a.resolved.matches.size() == 1 && a.resolved.matches[0].match.instance.addr &&
+      a.kprobe.find(" 0x") != std::string::npos) {
+    return AddressesDenied(a.resolved.target, "this instance's only kprobe form is its absolute address");
+  }
+  Resolve::HideAddresses(a.resolved);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const std::string& spec,

@@ -24,7 +24,7 @@ bool IsInitOrExitSection(std::string_view section) {
   return section.starts_with(".init") || section.starts_with(".exit");
 }
 
-Instance MakeInstance(const store::TargetInfo& t, const store::SymbolRecord& r) {
+Instance MakeInstance(const TargetInfo& t, const store::SymbolRecord& r) {
   Instance in;
   in.name = r.name;
   in.module = r.module;
@@ -65,13 +65,12 @@ void FillProbe(Instance& in) {
 
 }  // namespace
 
-absl::StatusOr<store::TargetInfo> SelectTarget(store::Db& db, const std::string& requested) {
+absl::StatusOr<TargetInfo> SelectTarget(store::Db& db, const std::string& requested) {
   ASSIGN_OR_RETURN(auto all, store::ListTargets(db));
   return SelectTargetFrom(all, requested);
 }
 
-absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::TargetInfo>& all,
-                                                   const std::string& requested) {
+absl::StatusOr<TargetInfo> SelectTargetFrom(const std::vector<TargetInfo>& all, const std::string& requested) {
   if (requested.starts_with(kBuildIdTargetPrefix)) {
     const std::string_view hex = std::string_view(requested).substr(kBuildIdTargetPrefix.size());
     const std::optional<BuildId> id = BuildId::FromHex(hex);
@@ -99,10 +98,10 @@ absl::StatusOr<store::TargetInfo> SelectTargetFrom(const std::vector<store::Targ
       StrCat("several targets are indexed; pick one with --target: ", StrJoin(names, ", ")));
 }
 
-Instance InstanceOf(const store::TargetInfo& t, const store::SymbolRecord& r) { return MakeInstance(t, r); }
+Instance InstanceOf(const TargetInfo& t, const store::SymbolRecord& r) { return MakeInstance(t, r); }
 
-absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetInfo& t, const std::string& name,
-                                            bool with_clones) {
+absl::StatusOr<std::vector<Instance>> InstancesNamed(store::Db& db, const TargetInfo& t, const std::string& name,
+                                                     bool with_clones) {
   ASSIGN_OR_RETURN(auto rows, store::SymbolsByName(db, t.id, name, with_clones));
   // The rows hold every symbol (any type) carrying each name they contain, so the counts the
   // kernel's kprobe lookup makes (by name, and by name inside a module) come from them.
@@ -124,7 +123,7 @@ absl::StatusOr<std::vector<Instance>> Which(store::Db& db, const store::TargetIn
   return out;
 }
 
-absl::StatusOr<std::vector<Instance>> AllInstances(store::Db& db, const store::TargetInfo& t, bool all_types) {
+absl::StatusOr<std::vector<Instance>> AllInstances(store::Db& db, const TargetInfo& t, bool all_types) {
   ASSIGN_OR_RETURN(auto rows, store::AllSymbols(db, t.id, all_types));
   std::vector<Instance> out;
   out.reserve(rows.size());
@@ -160,7 +159,7 @@ bool IsAliasNoise(std::string_view n) {
   return false;
 }
 
-absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const store::TargetInfo& t, const DupsOptions& opts) {
+absl::StatusOr<std::vector<DupGroup>> Dups(store::Db& db, const TargetInfo& t, const DupsOptions& opts) {
   ASSIGN_OR_RETURN(auto rows, store::AllSymbols(db, t.id, opts.all_types));
   // Group the candidate symbols by name.
   std::unordered_map<std::string, std::vector<size_t>> by_name;

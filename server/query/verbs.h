@@ -11,7 +11,10 @@
 //   the daemon's handler      the same in reverse, in Serve with the peer's limits and the fleet's
 //                             kernel by build-ID (server/api/verb_service.h)
 // so a new verb is this declaration, its Local, its proto messages and the CLI's printing. A
-// verb whose answer holds addresses outside its Instances zeroes them in HideAddresses(Answer&).
+// verb whose answer holds addresses outside its Instances zeroes them in HideAddresses(Answer&)
+// (returning a Status when it may refuse instead). A request with a `spec` is refused to such a
+// caller when the spec names an absolute address of a live target (an address oracle). A verb
+// whose answer names one copy on the wire says where its list of copies is: Resolved(Answer&).
 #pragma once
 
 #include <cstddef>
@@ -34,8 +37,153 @@ class LocalQuery;
 enum class VerbAccess {
   kAnyone,         // nothing in the answer reveals the kernel's layout
   kHideAddresses,  // for a live target an unprivileged caller gets `target` without the kernel's
-                   // base, and every Instance as _text+N / SECTION+0xOFF (CallerView::Hide)
+                   // base, and every Instance as _text+N / SECTION+0xOFF (CallerView::Hide); an
+                   // answer without a `target` has each TargetInfo in it without the base
   kPrivileged,     // refused to unprivileged callers
+};
+
+// Every indexed kernel with its counts: what `symdex status` and a front end choosing a target
+// list. A caller denied a live kernel's addresses gets its entry without the kernel's base.
+struct TargetSummary {
+  TargetInfo info;
+  TargetCounts counts;
+  SYMDEX_FIELDS(TargetSummary, info, counts)
+};
+struct TargetsRequest {
+  SYMDEX_FIELDS(TargetsRequest)
+};
+struct TargetsAnswer {
+  std::vector<TargetSummary> targets;
+  SYMDEX_FIELDS(TargetsAnswer, targets)
+};
+struct Targets {
+  static constexpr const char* kMethod = "ListTargets";
+  static constexpr bool kHeavy = false;  // one small query, its counts cached per generation
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = TargetsRequest;
+  using Answer = TargetsAnswer;
+  static absl::Status Check(const Request&) { return absl::OkStatus(); }
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// `symdex which NAME`: every symbol instance named NAME (with its compiler clones unless
+// `exact`), each with its DWARF row and probe verdict. Empty is an answer (the CLI exits 1).
+struct WhichRequest {
+  std::string target;  // "" = the default target
+  std::string name;
+  bool exact = false;  // false: also NAME.isra.0, NAME.cold, ...
+  SYMDEX_FIELDS(WhichRequest, target, name, exact)
+};
+struct WhichResult {
+  TargetInfo target;
+  std::vector<Instance> instances;
+  SYMDEX_FIELDS(WhichResult, target, instances)
+};
+struct Which {
+  static constexpr const char* kMethod = "Which";
+  static constexpr bool kHeavy = false;  // the name's rows, cached per generation
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = WhichRequest;
+  using Answer = WhichResult;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// `symdex resolve SPEC`: the copies a spec names (query/spec.h), each with its canonical spec —
+// the one spec that names it alone. On the wire an answer names exactly one copy; none or several
+// travel as NOT_FOUND / ABORTED with the candidates in the status details (symdex.v1.Ambiguity):
+// the verb's Resolved(answer) says where that list is in its answer.
+struct CanonicalMatch {
+  Match match;
+  std::string canonical;
+  SYMDEX_FIELDS(CanonicalMatch, match, canonical)
+};
+struct ResolveRequest {
+  std::string target;  // "" = the default target
+  std::string spec;
+  SYMDEX_FIELDS(ResolveRequest, target, spec)
+};
+// No match (not found), one, or several (ambiguous). A malformed spec is InvalidArgument instead.
+struct ResolveResult {
+  TargetInfo target;
+  std::vector<CanonicalMatch> matches;
+  // `matches` is the wire's one `match`.
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<ResolveResult, TargetInfo>{"target", &ResolveResult::target},
+                           Field<ResolveResult, std::vector<CanonicalMatch>>{"match", &ResolveResult::matches, true});
+  }
+};
+struct Resolve {
+  static constexpr const char* kMethod = "Resolve";
+  static constexpr bool kHeavy = false;  // the name's rows and canonical specs, cached per generation
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = ResolveRequest;
+  using Answer = ResolveResult;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static ResolveResult& Resolved(Answer& a) { return a; }
+  // A canonical spec of last resort names the copy by its address (NAME@0xADDR).
+  static void HideAddresses(Answer& a) {
+    for (CanonicalMatch& m : a.matches) {
+      if (m.canonical.find("@0x") != std::string::npos) m.canonical.clear();
+    }
+  }
+};
+
+// `symdex kprobe SPEC [ARGS...]`: the spec resolved, then (exactly one copy) its kprobe_events
+// line, the arguments by name compiled from that copy's DWARF; FailedPrecondition when no kprobe
+// form names the copy. With a line, a definition per place the line has in the copy.
+struct ProbeRequest {
+  std::string target;  // "" = the default target
+  std::string spec;
+  KprobeOptions opts;  // "" group = symdex
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<ProbeRequest, std::string>{"target", &ProbeRequest::target},
+                           Field<ProbeRequest, std::string>{"spec", &ProbeRequest::spec},
+                           Field<ProbeRequest, KprobeOptions>{"", &ProbeRequest::opts});
+  }
+};
+// One place of a line in a copy's body, with its own definition.
+struct ProbePlace {
+  uint64_t offset = 0;  // from the copy's symbol
+  std::string event;    // its event name (NAME_L<N>, then _1, _2 ...)
+  std::string kprobe;
+  std::vector<std::string> notes;
+  SYMDEX_FIELDS(ProbePlace, offset, event, kprobe, notes)
+};
+struct ProbeResult {
+  ResolveResult resolved;  // exactly one match when `kprobe` is set
+  std::string kprobe;      // the kprobe_events line, its arguments by name compiled to fetch args
+  std::string ftrace_filter;
+  std::vector<std::string> notes;  // what the line does not show (a value cut to 64 bits)
+  // With a line (KprobeOptions::line, rel_line): each place the line has in the copy, in address
+  // order (a line the compiler split has several), each with its own notes; `kprobe` is the
+  // first's, `notes` what was left out of the line.
+  std::vector<ProbePlace> places;
+  std::string line_file;  // the file of that line (source-tree relative)
+  int line = 0;           // the line, absolute
+  // `resolved`'s fields are the message's own.
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<ProbeResult, ResolveResult>{"", &ProbeResult::resolved},
+                           Field<ProbeResult, std::string>{"kprobe", &ProbeResult::kprobe},
+                           Field<ProbeResult, std::string>{"ftrace_filter", &ProbeResult::ftrace_filter},
+                           Field<ProbeResult, std::vector<std::string>>{"notes", &ProbeResult::notes},
+                           Field<ProbeResult, std::vector<ProbePlace>>{"places", &ProbeResult::places},
+                           Field<ProbeResult, std::string>{"line_file", &ProbeResult::line_file},
+                           Field<ProbeResult, int>{"line", &ProbeResult::line});
+  }
+};
+struct Probe {
+  static constexpr const char* kMethod = "ProbeDefinition";
+  static constexpr bool kHeavy = false;  // heavy work (arguments by name) is one unit of DWARF
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = ProbeRequest;
+  using Answer = ProbeResult;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static ResolveResult& Resolved(Answer& a) { return a.resolved; }
+  // A module copy whose name repeats inside its module has only its absolute address: refused.
+  static absl::Status HideAddresses(Answer& a);
 };
 
 // `symdex inlined NAME`: every place NAME's body was copied by the compiler into another function —
@@ -233,7 +381,7 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Inlined, Lines, Vars, InlinedProbes>;
+using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

@@ -20,10 +20,6 @@
 
 namespace symdex::store {
 
-using symdex::DwarfInfo;
-using symdex::TargetCounts;
-using symdex::TargetInfo;
-
 struct FileRecord {
   std::string role, path;
   target::InputFileStatus status = target::InputFileStatus::kUsed;

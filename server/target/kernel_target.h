@@ -114,8 +114,6 @@ struct KernelTarget {
 void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_t>(std::string_view)>& symbol_of,
                       bool live);
 
-using symdex::ProgressFn;
-
 // Sets each symbol's `size` (not exact) to the kernel's extent: the distance to the next higher
 // address of the same vmlinux/module (and section, for a module file's section-relative symbols).
 // The last of each run keeps what it had (a module file's .symtab size; none for absolute

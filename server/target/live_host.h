@@ -14,8 +14,6 @@
 
 namespace symdex::target {
 
-using symdex::LiveHostOptions;
-
 absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts);
 
 }  // namespace symdex::target

@@ -14,8 +14,6 @@
 
 namespace symdex::target {
 
-using symdex::OfflineKernelOptions;
-
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts);
 
 // Appends a module read from `path` (its symbol table `tab`, an ET_REL): a ModuleInfo with the

@@ -17,7 +17,7 @@ namespace {
 
 struct Fixture {
   symdex::store::Db db;
-  symdex::store::TargetInfo target;
+  symdex::TargetInfo target;
   std::vector<symdex::query::Spec> specs;
   std::vector<symdex::query::Spec> names;
   std::vector<std::string> spec_texts;
@@ -58,7 +58,7 @@ void BM_ResolveCanonicalSpec(benchmark::State& state) {
   Fixture* f = Load();
   size_t i = 0;
   for (auto _ : state) {
-    auto m = symdex::query::Resolve(f->db, f->target, f->specs[i++ % f->specs.size()]);
+    auto m = symdex::query::MatchSpec(f->db, f->target, f->specs[i++ % f->specs.size()]);
     if (!m.ok() || m->size() != 1) state.SkipWithError("canonical spec did not resolve to one instance");
     benchmark::DoNotOptimize(m);
   }
@@ -77,7 +77,7 @@ void BM_ResolveAmbiguousName(benchmark::State& state) {
   Fixture* f = Load();
   size_t i = 0;
   for (auto _ : state) {
-    auto m = symdex::query::Resolve(f->db, f->target, f->names[i++ % f->names.size()]);
+    auto m = symdex::query::MatchSpec(f->db, f->target, f->names[i++ % f->names.size()]);
     benchmark::DoNotOptimize(m);
   }
 }

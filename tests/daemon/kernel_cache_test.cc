@@ -64,7 +64,7 @@ TEST(KernelCacheTest, LeastRecentlyUsedKernelIsEvictedAndFailuresExpire) {
   // Failures are remembered on a clock the test moves (by `skipped`), not on the time it takes.
   std::atomic<int64_t> skipped_seconds{0};
   o.failure_clock = [&] { return std::chrono::steady_clock::now() + std::chrono::seconds(skipped_seconds.load()); };
-  o.finder = debuginfo::DebugFinderOptions{.debug_dirs = {root}, .use_debuginfod = false};
+  o.finder = DebugFinderOptions{.debug_dirs = {root}, .use_debuginfod = false};
   auto cache = fleet::KernelCache::Create(o, &registry);
   ASSERT_TRUE(cache.ok()) << cache.status().message();
   const auto later = std::chrono::steady_clock::now() + std::chrono::seconds(60);

@@ -3,6 +3,10 @@
 // reaches the message and comes back, and a field the proto does not have is named.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
+#include "server/api/methods.h"
 #include "server/api/wire_fields.h"
 #include "server/query/verbs.h"
 
@@ -26,6 +30,47 @@ TEST(VerbWireTest, EveryVerbFitsItsRpc) {
     EXPECT_EQ(w.request->GetDescriptor(), m->input_type());
   });
   EXPECT_EQ(verbs, query::Verbs::kCount);
+}
+
+// Every RPC of symdex.v1's services is in the daemon's method list exactly once — a declared verb
+// or a hand-written handler's entry — and the list names no RPC the proto lacks: the texts made
+// from it (the heavy calls) cannot leave one out.
+TEST(VerbWireTest, TheMethodListIsTheProtosRpcs) {
+  const gp::FileDescriptor* file = api::pb::ResolveRequest::descriptor()->file();
+  std::set<std::string> proto;
+  for (int i = 0; i < file->service_count(); ++i) {
+    const gp::ServiceDescriptor* s = file->service(i);
+    for (int k = 0; k < s->method_count(); ++k) proto.insert(s->name() + "." + s->method(k)->name());
+  }
+  EXPECT_EQ(proto.size(), 22u);  // SymbolService's 18 and JitService's 4
+  std::map<std::string, int> listed;
+  std::set<std::string> labels;
+  size_t declared = 0;
+  for (const api::Method& m : api::AllMethods()) {
+    ++listed[std::string(m.service) + "." + m.rpc];
+    EXPECT_TRUE(labels.insert(m.label).second) << "label " << m.label << " twice";
+    if (m.declared) ++declared;
+  }
+  EXPECT_EQ(declared, query::Verbs::kCount);
+  for (const std::string& rpc : proto) EXPECT_EQ(listed[rpc], 1) << rpc;
+  for (const auto& [rpc, n] : listed) EXPECT_TRUE(proto.count(rpc)) << rpc << " is no RPC of the proto";
+  // A declared verb's traits are its declaration's.
+  query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
+    bool found = false;
+    for (const api::Method& m : api::AllMethods()) {
+      if (m.declared && std::string(m.rpc) == V::kMethod) {
+        found = true;
+        EXPECT_EQ(m.heavy, V::kHeavy) << V::kMethod;
+      }
+    }
+    EXPECT_TRUE(found) << V::kMethod;
+  });
+  // The heavy-call text names each heavy method, and no other.
+  const std::string heavy = api::HeavyMethodNames();
+  for (const api::Method& m : api::AllMethods()) {
+    const bool named = (", " + heavy + ",").find(", " + api::NameOf(m) + ",") != std::string::npos;
+    EXPECT_EQ(named, m.heavy) << api::NameOf(m) << " in \"" << heavy << "\"";
+  }
 }
 
 query::InlinedAnswer FullAnswer() {

@@ -12,6 +12,9 @@ Fails (exit 1, one line per problem) when
 - `symdex help TOPIC` prints text that docs/reference/TOPIC.md does not quote line for line;
 - a verb's row in docs/reference/exit-codes.md's per-verb table gives other codes than the
   "Exit:" line of that verb's `--help`;
+- an RPC of proto/symdex/v1/symdex.proto has no row in docs/reference/grpc-api.md (or a row names
+  no RPC), or a row's *pool* column says heavy where `symdexd --help` (`--max-heavy-per-peer`, made
+  from the daemon's own method list) does not, or the other way round;
 - README.md, docs/, server/, client/, tests/, scripts/ or deploy/ speak of work items
   (the words issue, session or item followed by a number) instead of what the code does.
 
@@ -241,6 +244,40 @@ def check_help_topics(root, symdex, bad):
                        f"({len(missing)} lines differ, the first: {missing[0].strip()!r})")
 
 
+def check_rpc_table(root, symdexd, bad):
+    """Each RPC of the proto has a row in grpc-api.md, marked heavy as symdexd's --help says."""
+    page = "docs/reference/grpc-api.md"
+    proto = (root / "proto/symdex/v1/symdex.proto").read_text()
+    rpcs = set()
+    for service, body in re.findall(r"^service (\w+) \{(.*?)^\}", proto, re.M | re.S):
+        for name in re.findall(r"^\s*rpc (\w+)\(", body, re.M):
+            rpcs.add(name if service == "SymbolService" else f"{service}.{name}")
+    rows, service = {}, None
+    for line in (root / page).read_text().splitlines():
+        if line.startswith("## "):
+            m = re.match(r"^## symdex\.v1\.(\w+)", line)
+            service = m.group(1) if m else None
+            continue
+        m = re.match(r"^\| `(\w+)`[^|]*\|[^|]*\|\s*(\w*)\s*\|", line)
+        if m and service:
+            rows[m.group(1) if service == "SymbolService" else f"{service}.{m.group(1)}"] = m.group(2) == "heavy"
+    h = re.search(r"Heavy calls \(([^)]*)\) queued or running per peer", " ".join(symdexd.text([])[1].split()))
+    if not h:
+        bad.append("symdexd --help: --max-heavy-per-peer names no heavy calls")
+        return
+    heavy = {x.strip() for x in h.group(1).split(",")}
+    for r in sorted(rpcs - rows.keys()):
+        bad.append(f"{page}: no row for the RPC {r}")
+    for r in sorted(rows.keys() - rpcs):
+        bad.append(f"{page}: a row for {r}, which is no RPC of the proto")
+    for r in sorted(rows.keys() & rpcs):
+        if rows[r] != (r in heavy):
+            bad.append(f"{page}: {r} is {'' if rows[r] else 'not '}marked heavy; symdexd --help says it is"
+                       f"{'' if r in heavy else ' not'}")
+    for r in sorted(heavy - rpcs):
+        bad.append(f"symdexd --help: names {r} among the heavy calls, which is no RPC of the proto")
+
+
 def check_exit_codes(root, symdex, bad):
     """Each verb's row of the per-verb table names the codes its --help's "Exit:" line names."""
     page = root / "docs" / "reference" / "exit-codes.md"
@@ -299,6 +336,7 @@ def main(root, bindir):
     count = check_commands(root, clis, bad)
     check_help_topics(root, clis["symdex"], bad)
     check_exit_codes(root, clis["symdex"], bad)
+    check_rpc_table(root, clis["symdexd"], bad)
     check_work_items(root, bad)
     for b in bad:
         print(b)

@@ -2,8 +2,8 @@
 """check_docs.py must fail on each kind of problem: a copy of README.md and docs/ with one planted
 at a time (a flag `--help` does not list, a verb that does not exist, a broken link, a missing
 anchor, a page nothing links to, a work-item number in a source file, a reference page that no
-longer quotes its help topic, a verb's exit codes the table and --help disagree on, a README over
-its length), each expected by its message.
+longer quotes its help topic, a verb's exit codes the table and --help disagree on, an RPC the
+gRPC reference has no row for, a heavy mark the daemon disagrees with, a README over its length), each expected by its message.
 
 Usage: check_docs_test.py SOURCE_DIR BIN_DIR
 """
@@ -42,11 +42,16 @@ def main(src, bindir):
          [("docs/reference/specs.md", "")], "docs/reference/specs.md", "does not quote `symdex help specs`"),
         ("a verb's exit codes that its --help does not give",
          [("docs/reference/exit-codes.md", "")], "docs/reference/exit-codes.md", "`which` lists codes [0, 1, 2]"),
+        ("an RPC the gRPC reference has no row for", [("docs/reference/grpc-api.md", "Decode")],
+         "docs/reference/grpc-api.md", "no row for the RPC Decode"),
+        ("a heavy mark the daemon disagrees with", [("docs/reference/grpc-api.md", "Which")],
+         "docs/reference/grpc-api.md", "Which is marked heavy; symdexd --help says it is not"),
         ("a README over its length", [("README.md", "\n" * 300)], "README.md", "lines (at most 250"),
     ]
     def plant(tree, edits):
         shutil.copy(src / "README.md", tree / "README.md")
         shutil.copytree(src / "docs", tree / "docs")
+        shutil.copytree(src / "proto", tree / "proto")
         for d in ("server", "client", "tests", "scripts", "deploy"):
             (tree / d).mkdir()
         for rel, text in edits:
@@ -60,6 +65,10 @@ def main(src, bindir):
                 p.write_text(p.read_text() + text)
             elif rel == "docs/reference/specs.md":
                 p.write_text(p.read_text().replace("SPEC     :=", "SPEC :="))
+            elif rel == "docs/reference/grpc-api.md" and text == "Decode":
+                p.write_text("".join(l for l in p.read_text().splitlines(True) if not l.startswith("| `Decode`")))
+            elif rel == "docs/reference/grpc-api.md":
+                p.write_text(p.read_text().replace("| `Which` | `which` | |", "| `Which` | `which` | heavy |"))
             elif rel == "docs/reference/exit-codes.md":
                 p.write_text(p.read_text().replace("| `which` | found | no such symbol | usage | no index |",
                                                    "| `which` | found | no such symbol | usage | |"))

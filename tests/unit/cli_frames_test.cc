@@ -2,7 +2,7 @@
 // with modules by build-ID (the compiled mini kernel of probe_fixture: a vmlinux and a module,
 // both with DWARF). Each answer is checked against what the ELF files themselves say (nm for
 // addresses, eu-addr2line for lines), and every input form against the exactness rules of
-// query/frames.h.
+// query/answers.h.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -115,7 +115,7 @@ class OfflineReleaseTest : public ::testing::Test {
   void SetUp() override {
     WriteFile(dir_ / "map", "ffffffff81000000 T _text\nffffffff81000100 T start_kernel\nffffffff82000000 B _end\n");
   }
-  target::OfflineKernelOptions Opts() { return {.system_map = dir_ / "map", .modules_dir = dir_ / "mods", .jobs = 1}; }
+  OfflineKernelOptions Opts() { return {.system_map = dir_ / "map", .modules_dir = dir_ / "mods", .jobs = 1}; }
   static bool Mentions(const std::vector<std::string>& warnings, const std::string& text) {
     return std::any_of(warnings.begin(), warnings.end(),
                        [&](const std::string& w) { return w.find(text) != std::string::npos; });

@@ -214,7 +214,7 @@ TEST(KernelConfigTest, ReadsTheOptionAsKconfigWritesIt) {
 
 TEST(ProbeVerdictTest, BitsAndConfigMakeTheVerdict) {
   using namespace target;
-  store::TargetInfo t;
+  TargetInfo t;
   store::SymbolRecord r;
   r.name = "f";
   r.type = 't';

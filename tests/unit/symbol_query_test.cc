@@ -26,11 +26,11 @@ class SymbolQueryTest : public ::testing::Test {
   }
   TempDir dir_;
   store::Db db_;
-  store::TargetInfo target_;
+  TargetInfo target_;
 };
 
 TEST_F(SymbolQueryTest, WhichGivesEachInstanceAProbeTheKernelAccepts) {
-  auto found = Which(db_, target_, "name_show", /*with_clones=*/false);
+  auto found = InstancesNamed(db_, target_, "name_show", /*with_clones=*/false);
   ASSERT_TRUE(found.ok());
   ASSERT_EQ(found->size(), 4u);
   const Instance& v1 = (*found)[0];
@@ -49,21 +49,21 @@ TEST_F(SymbolQueryTest, WhichGivesEachInstanceAProbeTheKernelAccepts) {
 }
 
 TEST_F(SymbolQueryTest, WhichIncludesClonesUnlessExact) {
-  auto all = Which(db_, target_, "name_show", true);
+  auto all = InstancesNamed(db_, target_, "name_show", true);
   ASSERT_EQ(all->size(), 5u);
   auto cold = std::find_if(all->begin(), all->end(), [](const Instance& i) { return i.name == "name_show.cold"; });
   ASSERT_NE(cold, all->end());
   EXPECT_EQ(cold->probe, "name_show.cold");  // unique name: plain name works
-  EXPECT_EQ(Which(db_, target_, "name_sho", true)->size(), 0u);
+  EXPECT_EQ(InstancesNamed(db_, target_, "name_sho", true)->size(), 0u);
 }
 
 TEST_F(SymbolQueryTest, ModuleDuplicateFallsBackToAddress) {
-  auto found = Which(db_, target_, "jhash", false);
+  auto found = InstancesNamed(db_, target_, "jhash", false);
   ASSERT_EQ(found->size(), 4u);
   EXPECT_EQ((*found)[2].module, "uio");
   EXPECT_EQ((*found)[2].same_name_in_module, 2);
   EXPECT_EQ((*found)[2].probe, "0xffffffffc0a00100");
-  EXPECT_EQ(Which(db_, target_, "unique_fn", false)->at(0).probe, "unique_fn");
+  EXPECT_EQ(InstancesNamed(db_, target_, "unique_fn", false)->at(0).probe, "unique_fn");
 }
 
 TEST_F(SymbolQueryTest, DupsCountsTextOverVmlinuxAndModulesSkippingNoise) {

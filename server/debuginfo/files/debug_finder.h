@@ -64,8 +64,6 @@ struct LookupResult {
 // the file is over the size limit. `what` leads the message.
 absl::Status LookupFailure(const LookupResult& r, const std::string& what);
 
-using symdex::DebugFinderOptions;
-
 // The GNU build-ID in an open ELF's SHT_NOTE sections, nullopt if it has none.
 std::optional<BuildId> ElfBuildId(Elf* elf);
 

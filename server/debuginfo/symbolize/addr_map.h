@@ -31,9 +31,9 @@
 #include <vector>
 
 #include "server/common/file_util.h"
+#include "server/common/kernel_records.h"
 #include "server/common/status.h"
 #include "server/debuginfo/dwarf/relocated_elf.h"
-#include "server/debuginfo/symbolize/frame.h"
 
 namespace symdex::debuginfo {
 
