@@ -103,7 +103,8 @@ std::string FormatTime(int64_t unix);  // "2026-11-29 23:59:01 UTC"
 void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
-void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
+void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);  // and, in their place, kprobe's
+void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code);   // kprobe, vars
 // `addr` and `lines` (client/cmd_addr.cc).
 void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
 // `frames` (client/cmd_frames.cc).

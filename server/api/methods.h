@@ -29,8 +29,7 @@ inline constexpr Method kLookupBuildId{"SymbolService", "LookupBuildId", "Lookup
 inline constexpr Method kStatus{"SymbolService", "Status", "Status", true};
 inline constexpr Method kListSymbols{"SymbolService", "ListSymbols", "ListSymbols", true};
 inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "SymbolizeFrames", true};
-inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream",
-                                               true};
+inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream", true};
 inline constexpr Method kDecode{"SymbolService", "Decode", "Decode", true};
 inline constexpr Method kSymbolizePprof{"SymbolService", "SymbolizePprof", "SymbolizePprof", true};
 inline constexpr Method kJitAddr{"JitService", "Addr", "JitAddr", true};

@@ -172,220 +172,253 @@ void BlockTerminationSignals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-int RunDaemon(const DaemonOptions& opts) {
-  auto level = ParseLogLevel(opts.log_level);
-  if (!level.ok()) {
-    Log(LogLevel::kError, "{}", level.status().message());
-    return 2;
-  }
-  g_level = *level;
-  // Debian's abseil checks every Mutex acquisition for lock-order cycles (a debug aid that costs
-  // microseconds per lock on the request path).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  Daemon d(opts);
+namespace {
+
+// A step that stops symdexd from starting: logged, and the exit code (2: the options are wrong,
+// 3: a resource failed — the index, a socket, a port).
+struct StartError {
+  int exit_code = 3;
+};
+
+// The index: the writer connection creates or migrates it; queries use their own read
+// connections, whose target info may be 100 ms old (calls answered from the caches never touch
+// SQLite, and a re-index, ours or another process's, is picked up within 0.1 s, whole).
+std::optional<StartError> OpenTheIndex(Daemon& d, const DaemonOptions& opts) {
   d.db_path = opts.db.empty() ? DefaultIndexPath() : opts.db;  // OpenIndex creates its directory 0750
-  // The writer connection creates / migrates the index; queries use their own read connections.
   auto writer = store::OpenIndex(d.db_path, store::IndexUse::kCreate);
   if (!writer.ok()) {
     Log(LogLevel::kError, "{}", writer.status().message());
-    return 3;
+    return StartError{3};
   }
   d.writer.emplace(std::move(*writer));
-  // Target info may be 100 ms old: calls answered from the caches then never touch SQLite, and a
-  // re-index (ours or another process's) is picked up within 0.1 s, whole.
   auto q = query::LocalQuery::Open(d.db_path, query::LocalQuery::Options{.target_cache_seconds = 0.1});
   if (!q.ok()) {
     Log(LogLevel::kError, "{}", q.status().message());
-    return 3;
+    return StartError{3};
   }
   d.query = std::move(*q);
-  // debuginfod's client reads its limits from the environment, per fetch: set before any thread
-  // fetches anything.
+  return std::nullopt;
+}
+
+// debuginfod's client reads its limits from the environment, per fetch: set before any thread
+// fetches anything.
+void SetDebuginfodLimits(const DaemonOptions& opts) {
   if (!opts.debuginfod_urls.empty()) ::setenv("DEBUGINFOD_URLS", opts.debuginfod_urls.c_str(), 1);
   if (opts.fetch_timeout > 0) ::setenv("DEBUGINFOD_TIMEOUT", StrCat(static_cast<long>(opts.fetch_timeout)).c_str(), 1);
   if (opts.fetch_max_seconds > 0) {
     ::setenv("DEBUGINFOD_MAXTIME", StrCat(static_cast<long>(opts.fetch_max_seconds)).c_str(), 1);
   }
   if (opts.fetch_max_bytes > 0) ::setenv("DEBUGINFOD_MAXSIZE", StrCat(opts.fetch_max_bytes).c_str(), 1);
-  if (!opts.fleet_cache.empty()) {
-    fleet::KernelCacheOptions ko;
-    ko.dir = opts.fleet_cache;
-    ko.max_bytes = opts.fleet_cache_max_bytes;
-    ko.negative_seconds = opts.negative_cache_seconds;
-    ko.max_concurrent_index = opts.fleet_index_jobs;
-    ko.log = [](const std::string& line) { Log(LogLevel::kInfo, "{}", line); };
-    ko.finder = debuginfo::DebugFinderOptions{.debug_dirs = opts.debug_dirs,
-                                              .sysroot = "",
-                                              .vmlinux = "",
-                                              .use_debuginfod = opts.debuginfod,
-                                              .debuginfod_progress = false};
-    auto kc = fleet::KernelCache::Create(std::move(ko), &d.registry);
-    if (!kc.ok()) {
-      Log(LogLevel::kError, "{}", kc.status().message());
-      return 3;
-    }
-    d.kernels = std::move(*kc);
-    Log(LogLevel::kInfo, "fleet cache {} ({} kernel(s) on disk, limit {} bytes); debuginfod: {}", opts.fleet_cache,
-        d.kernels->State().size(), opts.fleet_cache_max_bytes,
-        std::getenv("DEBUGINFOD_URLS") ? std::getenv("DEBUGINFOD_URLS") : "(DEBUGINFOD_URLS unset)");
-  }
-  QueryRouter router(*d.query, d.kernels.get());
+}
 
-  std::vector<std::string> listen = opts.listen;
-  if (listen.empty()) listen.push_back("unix:/run/symdex/symdex.sock");
+// --fleet-cache: kernels by build-ID, fetched and indexed on first use.
+std::optional<StartError> OpenTheFleetCache(Daemon& d, const DaemonOptions& opts) {
+  if (opts.fleet_cache.empty()) return std::nullopt;
+  fleet::KernelCacheOptions ko;
+  ko.dir = opts.fleet_cache;
+  ko.max_bytes = opts.fleet_cache_max_bytes;
+  ko.negative_seconds = opts.negative_cache_seconds;
+  ko.max_concurrent_index = opts.fleet_index_jobs;
+  ko.log = [](const std::string& line) { Log(LogLevel::kInfo, "{}", line); };
+  ko.finder = DebugFinderOptions{.debug_dirs = opts.debug_dirs,
+                                 .sysroot = "",
+                                 .vmlinux = "",
+                                 .use_debuginfod = opts.debuginfod,
+                                 .debuginfod_progress = false};
+  auto kc = fleet::KernelCache::Create(std::move(ko), &d.registry);
+  if (!kc.ok()) {
+    Log(LogLevel::kError, "{}", kc.status().message());
+    return StartError{3};
+  }
+  d.kernels = std::move(*kc);
+  Log(LogLevel::kInfo, "fleet cache {} ({} kernel(s) on disk, limit {} bytes); debuginfod: {}", opts.fleet_cache,
+      d.kernels->State().size(), opts.fleet_cache_max_bytes,
+      std::getenv("DEBUGINFOD_URLS") ? std::getenv("DEBUGINFOD_URLS") : "(DEBUGINFOD_URLS unset)");
+  return std::nullopt;
+}
+
+// What serves the calls, in the order it is made (and torn down in reverse): who the peer is and
+// what it may ask, its slots, the pools, the listeners, the services and the gRPC server.
+struct Serving {
+  std::vector<std::string> listen;
+  std::optional<AccessPolicy> policy;
+  PeerRegistry peers;
+  std::optional<Limiter> limiter;
+  std::optional<FairPool> pool;
+  // Calls waiting for a fleet kernel's fetch and index run wait on threads of their own (they
+  // sleep; the index runs themselves are bounded by --fleet-index-jobs).
+  std::unique_ptr<FairPool> wait_pool;
+  grpc::ServerBuilder builder;
+  std::vector<std::unique_ptr<UnixListener>> unix_listeners;
+  std::map<std::string, std::unique_ptr<int>> bound;  // TCP address -> the port gRPC bound
+  std::optional<QueryRouter> router;
+  std::optional<SymbolServiceImpl> symbols;
+  std::optional<jit::Ingester> ingester;
+  std::optional<JitServiceImpl> jits;
+  std::unique_ptr<grpc::Server> server;
+};
+
+// The access policy, the limiter and the pools.
+std::optional<StartError> MakeTheLimits(Serving& s, const DaemonOptions& opts) {
+  s.listen = opts.listen;
+  if (s.listen.empty()) s.listen.push_back("unix:/run/symdex/symdex.sock");
   AccessPolicyOptions access = opts.access;
   access.sysroot = opts.sysroot;
   auto policy = AccessPolicy::Create(access);
   if (!policy.ok()) {
     Log(LogLevel::kError, "{}", policy.status().message());
-    return 2;
+    return StartError{2};
   }
-  PeerRegistry peers;
-  Limiter limiter(opts.limits);
-  FairPool pool(opts.limits.heavy_threads);
-  // Calls waiting for a fleet kernel's fetch and index run wait on threads of their own (they
-  // sleep; the index runs themselves are bounded by --fleet-index-jobs).
-  std::unique_ptr<FairPool> wait_pool;
-  if (!opts.fleet_cache.empty()) wait_pool = std::make_unique<FairPool>(kFleetWaitThreads);
-  const CallControl control{&*policy, &peers, &limiter, &pool, wait_pool.get()};
+  s.policy.emplace(std::move(*policy));
+  s.limiter.emplace(opts.limits);
+  s.pool.emplace(opts.limits.heavy_threads);
+  if (!opts.fleet_cache.empty()) s.wait_pool = std::make_unique<FairPool>(kFleetWaitThreads);
+  return std::nullopt;
+}
+
+// TLS (or, with --insecure-tcp, plaintext) credentials for a TCP listener `l`.
+std::optional<StartError> TcpCredentials(const DaemonOptions& opts, const std::string& l,
+                                         std::shared_ptr<grpc::ServerCredentials>& creds) {
+  if (opts.tls_cert.empty()) {
+    if (opts.insecure_tcp) {
+      creds = grpc::InsecureServerCredentials();
+      return std::nullopt;
+    }
+    Log(LogLevel::kError,
+        "listen {}: TCP needs --tls-cert and --tls-key (or --insecure-tcp for a trusted loopback/test setup)", l);
+    return StartError{2};
+  }
+  grpc::SslServerCredentialsOptions ssl(opts.tls_client_ca.empty()
+                                            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  auto cert = ReadFileBounded(opts.tls_cert, 1 << 20);
+  auto key = ReadFileBounded(opts.tls_key, 1 << 20);
+  if (!cert.ok() || !key.ok()) {
+    Log(LogLevel::kError, "TLS: {}", (!cert.ok() ? cert.status() : key.status()).message());
+    return StartError{3};
+  }
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!opts.tls_client_ca.empty()) {
+    auto ca = ReadFileBounded(opts.tls_client_ca, 1 << 20);
+    if (!ca.ok()) {
+      Log(LogLevel::kError, "TLS client CA: {}", ca.status().message());
+      return StartError{3};
+    }
+    ssl.pem_root_certs = *ca;
+  }
+  creds = grpc::SslServerCredentials(ssl);
+  return std::nullopt;
+}
+
+// The server's settings and every listener: Unix sockets are bound here (accepted by symdex,
+// not gRPC: the peer's SO_PEERCRED decides what it sees), TCP ports are handed to gRPC.
+std::optional<StartError> Listen(Serving& s, const DaemonOptions& opts) {
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short
-  builder.SetMaxSendMessageSize(256 << 20);
+  s.builder.SetMaxReceiveMessageSize(16 << 20);  // 65,536 addresses = 0.6 MB; specs are short
+  s.builder.SetMaxSendMessageSize(256 << 20);
   // One connection cannot open more streams than this at once (HTTP/2 SETTINGS); the limiter
   // bounds what a peer holds over all its connections.
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
-  {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-    interceptors.push_back(UndecodableRequestInterceptor());
-    builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  }
-  std::vector<std::unique_ptr<UnixListener>> unix_listeners;
-  std::map<std::string, int> tcp_ports;
-  std::map<std::string, std::unique_ptr<int>> bound;
-  for (const auto& l : listen) {
+  s.builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, 128);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(UndecodableRequestInterceptor());
+  s.builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  for (const auto& l : s.listen) {
     if (l.starts_with("unix:")) {
       std::string path = l.substr(5);
       if (path.starts_with("//")) path = path.substr(2);
-      if (auto s = PrepareUnixSocket(path); !s.ok()) {
-        Log(LogLevel::kError, "listen {}: {}", l, s.message());
-        return 3;
+      if (auto st = PrepareUnixSocket(path); !st.ok()) {
+        Log(LogLevel::kError, "listen {}: {}", l, st.message());
+        return StartError{3};
       }
-      // Accepted here, not by gRPC: the peer's credentials (SO_PEERCRED) decide what it sees.
       auto ul = UnixListener::Bind(UnixListenerOptions{.path = path,
                                                        .mode = opts.socket_mode,
                                                        .max_connections = opts.max_connections,
                                                        .max_connections_per_peer = opts.max_connections_per_peer});
       if (!ul.ok()) {
         Log(LogLevel::kError, "listen {}: {}", l, ul.status().message());
-        return 3;
+        return StartError{3};
       }
-      unix_listeners.push_back(std::move(*ul));
+      s.unix_listeners.push_back(std::move(*ul));
       continue;
     }
     std::shared_ptr<grpc::ServerCredentials> creds;
-    if (!opts.tls_cert.empty()) {
-      grpc::SslServerCredentialsOptions ssl(opts.tls_client_ca.empty()
-                                                ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                                : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-      auto cert = ReadFileBounded(opts.tls_cert, 1 << 20);
-      auto key = ReadFileBounded(opts.tls_key, 1 << 20);
-      if (!cert.ok() || !key.ok()) {
-        Log(LogLevel::kError, "TLS: {}", (!cert.ok() ? cert.status() : key.status()).message());
-        return 3;
-      }
-      ssl.pem_key_cert_pairs.push_back({*key, *cert});
-      if (!opts.tls_client_ca.empty()) {
-        auto ca = ReadFileBounded(opts.tls_client_ca, 1 << 20);
-        if (!ca.ok()) {
-          Log(LogLevel::kError, "TLS client CA: {}", ca.status().message());
-          return 3;
-        }
-        ssl.pem_root_certs = *ca;
-      }
-      creds = grpc::SslServerCredentials(ssl);
-    } else if (opts.insecure_tcp) {
-      creds = grpc::InsecureServerCredentials();
-    } else {
-      Log(LogLevel::kError,
-          "listen {}: TCP needs --tls-cert and --tls-key (or --insecure-tcp for a trusted loopback/test setup)", l);
-      return 2;
-    }
+    if (auto e = TcpCredentials(opts, l, creds)) return e;
     auto port = std::make_unique<int>(0);
-    builder.AddListeningPort(l, creds, port.get());
-    bound[l] = std::move(port);
+    s.builder.AddListeningPort(l, creds, port.get());
+    s.bound[l] = std::move(port);
   }
-  SymbolServiceImpl symbols(router, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
-  jit::Ingester ingester(*d.writer, d.writer_mu);
-  JitServiceImpl jits(*d.query, ingester, d.stats, control);
-  builder.RegisterService(&symbols);
-  builder.RegisterService(&jits);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server) {
+  return std::nullopt;
+}
+
+// The services on the server, the server started, each listener serving, health set.
+std::optional<StartError> StartServing(Daemon& d, Serving& s, const DaemonOptions& opts) {
+  const CallControl control{&*s.policy, &s.peers, &*s.limiter, &*s.pool, s.wait_pool.get()};
+  s.router.emplace(*d.query, d.kernels.get());
+  s.symbols.emplace(*s.router, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  s.ingester.emplace(*d.writer, d.writer_mu);
+  s.jits.emplace(*d.query, *s.ingester, d.stats, control);
+  s.builder.RegisterService(&*s.symbols);
+  s.builder.RegisterService(&*s.jits);
+  s.server = s.builder.BuildAndStart();
+  if (!s.server) {
     Log(LogLevel::kError, "could not start the gRPC server on {} (address in use or not permitted)",
-        StrJoin(listen, ", "));
-    return 3;
+        StrJoin(s.listen, ", "));
+    return StartError{3};
   }
-  for (const auto& [l, port] : bound) {
+  for (const auto& [l, port] : s.bound) {
     if (*port == 0) {
       Log(LogLevel::kError, "could not listen on {}", l);
-      server->Shutdown();
-      return 3;
+      s.server->Shutdown();
+      return StartError{3};
     }
     Log(LogLevel::kInfo, "listening on {} (port {}, {})", l, *port,
         opts.tls_cert.empty()        ? "plaintext"
         : opts.tls_client_ca.empty() ? "TLS"
                                      : "TLS + client certificates");
   }
-  for (auto& ul : unix_listeners) {
-    ul->Start(server.get(), &peers, &*policy, [](const std::string& m) { Log(LogLevel::kWarn, "{}", m); });
+  for (auto& ul : s.unix_listeners) {
+    ul->Start(s.server.get(), &s.peers, &*s.policy, [](const std::string& m) { Log(LogLevel::kWarn, "{}", m); });
     Log(LogLevel::kInfo, "listening on unix:{} (mode {:04o})", ul->path(), opts.socket_mode);
   }
   // Health: overall ("") and per service, as grpc.health.v1 clients ask.
   for (const char* svc : {"", "symdex.v1.SymbolService", "symdex.v1.JitService"}) {
-    server->GetHealthCheckService()->SetServingStatus(svc, true);
+    s.server->GetHealthCheckService()->SetServingStatus(svc, true);
   }
+  return std::nullopt;
+}
 
-  std::unique_ptr<metrics::HttpServer> http;
-  if (!opts.metrics_listen.empty()) {
-    d.registry.AddCollector([&d, &limiter, &pool](metrics::Registry& r) {
-      d.CollectMetrics(r);
-      const std::pair<Limiter::Kind, const char*> kinds[] = {{Limiter::Kind::kCall, "calls"},
-                                                             {Limiter::Kind::kStream, "streams"},
-                                                             {Limiter::Kind::kHeavy, "heavy"},
-                                                             {Limiter::Kind::kAddresses, "unread_addresses"},
-                                                             {Limiter::Kind::kListing, "listings"}};
-      for (const auto& [k, name] : kinds) {
-        r.GetGauge("symdex_limiter_in_use", "Units held now, by kind (limits: symdexd --help)", {{"kind", name}})
-            .Set(static_cast<double>(limiter.InUse(k)));
-      }
-      r.GetGauge("symdex_heavy_queue_depth", "Heavy calls waiting for a pool thread")
-          .Set(static_cast<double>(pool.queued()));
-    });
-    auto h = metrics::HttpServer::Start(d.registry, opts.metrics_listen);
-    if (!h.ok()) {
-      Log(LogLevel::kError, "{}", h.status().message());
-      server->Shutdown();
-      return 3;
+// --metrics-listen: /metrics, with the limiter's and the pool's state beside the daemon's.
+std::optional<StartError> ServeMetrics(Daemon& d, Serving& s, const DaemonOptions& opts,
+                                       std::unique_ptr<metrics::HttpServer>& http) {
+  if (opts.metrics_listen.empty()) return std::nullopt;
+  d.registry.AddCollector([&d, &s](metrics::Registry& r) {
+    d.CollectMetrics(r);
+    const std::pair<Limiter::Kind, const char*> kinds[] = {{Limiter::Kind::kCall, "calls"},
+                                                           {Limiter::Kind::kStream, "streams"},
+                                                           {Limiter::Kind::kHeavy, "heavy"},
+                                                           {Limiter::Kind::kAddresses, "unread_addresses"},
+                                                           {Limiter::Kind::kListing, "listings"}};
+    for (const auto& [k, name] : kinds) {
+      r.GetGauge("symdex_limiter_in_use", "Units held now, by kind (limits: symdexd --help)", {{"kind", name}})
+          .Set(static_cast<double>(s.limiter->InUse(k)));
     }
-    http = std::move(*h);
-    Log(LogLevel::kInfo, "metrics on http://{}/metrics (port {})", opts.metrics_listen, http->port());
+    r.GetGauge("symdex_heavy_queue_depth", "Heavy calls waiting for a pool thread")
+        .Set(static_cast<double>(s.pool->queued()));
+  });
+  auto h = metrics::HttpServer::Start(d.registry, opts.metrics_listen);
+  if (!h.ok()) {
+    Log(LogLevel::kError, "{}", h.status().message());
+    s.server->Shutdown();
+    return StartError{3};
   }
+  http = std::move(*h);
+  Log(LogLevel::kInfo, "metrics on http://{}/metrics (port {})", opts.metrics_listen, http->port());
+  return std::nullopt;
+}
 
-  if (opts.index_live.value_or(true) && opts.modules_poll > 0) {
-    d.live_tracking = StrCat("polling ", SysrootPath(opts.sysroot, "/proc/modules"), " every ", opts.modules_poll,
-                             " s; a change re-reads kallsyms (debug info reused by build-ID)");
-  }
-  std::thread tracker([&d] { d.LiveTracker(); });
-  std::thread housekeeping([&d] { d.Housekeeping(); });
-  std::thread jit_watcher;
-  if (!opts.jit_watch.empty()) {
-    jit_watcher = std::thread([&d] { d.JitWatcher(); });
-    Log(LogLevel::kInfo, "watching {} for jit-*.dump / perf-*.map every {} s", StrJoin(opts.jit_watch, ", "),
-        opts.jit_poll);
-  }
-  Log(LogLevel::kInfo, "symdexd {} ready, index {}", SYMDEX_VERSION, d.db_path);
-
+// Until SIGTERM or SIGINT (blocked in every thread: BlockTerminationSignals); SIGHUP asks for a
+// re-index of the live host and waits on.
+void WaitForTheEnd(Daemon& d, const DaemonOptions& opts) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
@@ -401,16 +434,57 @@ int RunDaemon(const DaemonOptions& opts) {
     }
     Log(LogLevel::kInfo, "{}: draining {} call(s) in flight (up to {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
         d.stats.in_flight(), opts.drain_seconds);
-    break;
+    return;
   }
-  server->GetHealthCheckService()->SetServingStatus(false);
-  for (auto& ul : unix_listeners) ul->Stop();  // no new connections
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& opts) {
+  auto level = ParseLogLevel(opts.log_level);
+  if (!level.ok()) {
+    Log(LogLevel::kError, "{}", level.status().message());
+    return 2;
+  }
+  g_level = *level;
+  // Debian's abseil checks every Mutex acquisition for lock-order cycles (a debug aid that costs
+  // microseconds per lock on the request path).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  Daemon d(opts);
+  if (auto e = OpenTheIndex(d, opts)) return e->exit_code;
+  SetDebuginfodLimits(opts);
+  if (auto e = OpenTheFleetCache(d, opts)) return e->exit_code;
+  Serving s;
+  if (auto e = MakeTheLimits(s, opts)) return e->exit_code;
+  if (auto e = Listen(s, opts)) return e->exit_code;
+  if (auto e = StartServing(d, s, opts)) return e->exit_code;
+  std::unique_ptr<metrics::HttpServer> http;
+  if (auto e = ServeMetrics(d, s, opts, http)) return e->exit_code;
+
+  if (opts.index_live.value_or(true) && opts.modules_poll > 0) {
+    d.live_tracking = StrCat("polling ", SysrootPath(opts.sysroot, "/proc/modules"), " every ", opts.modules_poll,
+                             " s; a change re-reads kallsyms (debug info reused by build-ID)");
+  }
+  std::thread tracker([&d] { d.LiveTracker(); });
+  std::thread housekeeping([&d] { d.Housekeeping(); });
+  std::thread jit_watcher;
+  if (!opts.jit_watch.empty()) {
+    jit_watcher = std::thread([&d] { d.JitWatcher(); });
+    Log(LogLevel::kInfo, "watching {} for jit-*.dump / perf-*.map every {} s", StrJoin(opts.jit_watch, ", "),
+        opts.jit_poll);
+  }
+  Log(LogLevel::kInfo, "symdexd {} ready, index {}", SYMDEX_VERSION, d.db_path);
+  WaitForTheEnd(d, opts);
+
+  // The drain: no new calls or connections, the calls in flight given --drain-seconds.
+  s.server->GetHealthCheckService()->SetServingStatus(false);
+  for (auto& ul : s.unix_listeners) ul->Stop();
   d.stopper.Stop();
   auto deadline =
       std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(opts.drain_seconds * 1000));
-  server->Shutdown(deadline);
+  s.server->Shutdown(deadline);
   Log(LogLevel::kDebug, "gRPC server shut down");
-  server->Wait();
+  s.server->Wait();
   tracker.join();
   housekeeping.join();
   Log(LogLevel::kDebug, "background threads stopped");

@@ -14,6 +14,8 @@
 #include "server/daemon/daemon.h"
 #include "server/query/local_query.h"
 
+// The daemon's command line: one statement an option, in --help's order. Long because the
+// daemon has that many options; a table reads best whole (RunDaemon, daemon.cc, is the life).
 int main(int argc, char** argv) {
   // Before any thread exists (gRPC starts its own): SIGTERM/SIGINT/SIGHUP go to sigwait().
   symdex::daemon::BlockTerminationSignals();

@@ -256,7 +256,9 @@ class Program {
   }
 
   // The line program. The registers live in locals (State), the hot path — special opcodes and
-  // the short standard ones — reads bytes without the DwarfCursor's bookkeeping.
+  // the short standard ones — reads bytes without the DwarfCursor's bookkeeping. One function,
+  // one switch over the opcodes, past 120 lines: split into calls, the registers would leave the
+  // locals the compiler keeps in registers (the line tables of a whole kernel go through here).
   absl::Status Run(DwarfCursor& c) {
     const uint8_t* p = c.pos();
     const uint8_t* const end = c.end();
