@@ -525,7 +525,6 @@ int RunVars(const GlobalOptions& g, const VarsCliOptions& o) {
   return kFound;
 }
 
-
 }  // namespace
 
 void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
