@@ -1,6 +1,6 @@
-// The kprobe verbs: `symdex kprobe` (a definition for exactly one copy, in kprobe_events' or
-// another tracer's syntax, written to tracefs without -n) and `symdex vars` (what perf probe -V
-// lists, for one copy).
+// The verbs about exactly one copy: `symdex kprobe` (a definition for it, in kprobe_events' or
+// another tracer's syntax, written to tracefs without -n), `symdex vars` (what perf probe -V
+// lists, for it) and `symdex callers` (who calls it).
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <poll.h>
@@ -525,6 +525,79 @@ int RunVars(const GlobalOptions& g, const VarsCliOptions& o) {
   return kFound;
 }
 
+struct CallersCliOptions {
+  query::CallersRequest q;
+};
+
+// "drivers/pnp/card.c:200:9", and the function the call is written in when the compiler inlined
+// it into the caller.
+std::string CallPlace(const query::LineAddress& w) {
+  if (w.frames.empty()) return "??";
+  const Frame& f = w.frames.front();
+  std::string s = fmt::format("{}:{}", f.file.empty() ? std::string("??") : f.file, f.line);
+  if (f.column) s += fmt::format(":{}", f.column);
+  if (w.frames.size() > 1) s += fmt::format(" (in {}, inlined)", f.function);
+  return s;
+}
+
+int RunCallers(const GlobalOptions& g, const CallersCliOptions& o) {
+  auto api = OpenQuery(g);
+  if (!api.ok()) return Fail(g, api.status());
+  auto r = (*api)->Ask<query::Callers>(o.q);
+  if (!r.ok()) {
+    if (absl::IsNotFound(r.status())) {
+      Fail(g, r.status());
+      return kNotFound;
+    }
+    return Fail(g, r.status());
+  }
+  if (g.json) {
+    nlohmann::json sites = nlohmann::json::array();
+    for (const query::CallerSite& s : r->sites) {
+      const query::LineAddress& w = s.where;
+      nlohmann::json frames = nlohmann::json::array();
+      for (const Frame& f : w.frames) {
+        frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}, {"column", f.column}});
+      }
+      // 0: no address (an offline module's call, or one not shown to this caller).
+      sites.push_back(
+          {{"address", w.address ? nlohmann::json(fmt::format("0x{:x}", w.address)) : nlohmann::json(nullptr)},
+           {"caller", w.symbol ? InstanceJson(*w.symbol, 0, "") : nlohmann::json(nullptr)},
+           {"offset", w.offset},
+           {"tail_call", s.tail_call},
+           {"frames", frames},
+           {"probe", s.probe},
+           {"note", w.note}});
+    }
+    PrintJson({{"target", r->target.name},
+               {"canonical", r->canonical},
+               {"instance", r->instance ? InstanceJson(*r->instance, 0, r->canonical) : nlohmann::json(nullptr)},
+               {"sites", sites},
+               {"notes", r->notes}});
+    return r->sites.empty() ? kNotFound : kFound;
+  }
+  const std::string who = EscapeControl(r->canonical.empty() && r->instance ? r->instance->name : r->canonical);
+  if (r->sites.empty()) {
+    fmt::print(stderr, "symdex: no direct call of {} in target '{}'\n", who, r->target.name);
+  } else {
+    fmt::print("{} in target '{}': called at {} place{}\n", who, r->target.name, r->sites.size(),
+               r->sites.size() == 1 ? "" : "s");
+    fmt::print("  {:<48} {:<5} {:<44} {}\n", "CALLER+OFFSET", "KIND", "CALL SITE", "PROBE");
+    for (const query::CallerSite& s : r->sites) {
+      const query::LineAddress& w = s.where;
+      std::string caller = "??";
+      if (w.symbol) {
+        caller = fmt::format("{}+{:#x} [{}]", EscapeControl(w.symbol->name), w.offset,
+                             w.symbol->module.empty() ? std::string("vmlinux") : EscapeControl(w.symbol->module));
+      }
+      fmt::print("  {:<48} {:<5} {:<44} {}\n", caller, s.tail_call ? "jump" : "call", CallPlace(w),
+                 s.probe.empty() ? "-" : EscapeControl(s.probe));
+    }
+  }
+  for (const std::string& n : r->notes) fmt::print(stderr, "symdex: note: {}\n", n);
+  return r->sites.empty() ? kNotFound : kFound;
+}
+
 }  // namespace
 
 void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
@@ -609,6 +682,20 @@ void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Example: symdex vars vfs_read\n"
       "         symdex vars 'name_show@drivers/pnp/card.c'");
   vars->callback([&g, &exit_code, va] { exit_code = RunVars(g, *va); });
+
+  auto ca = std::make_shared<CallersCliOptions>();
+  CLI::App* callers = app.add_subcommand("callers", "Every call of exactly one copy: the caller, file:line, a probe");
+  callers->add_option("SPEC", ca->q.spec, "One copy (symdex help specs)")->required();
+  AddTargetOptions(callers, ca->q.target, "Target to query (default: 'host', or the only one)");
+  callers->footer(
+      "Every direct call and tail call (KIND jump) of the copy SPEC names, found in the code of its\n"
+      "file (vmlinux, or its module) as the debug package holds it, each function decoded from its\n"
+      "start: the function the call is in, the kprobe target of the call instruction (probe there to\n"
+      "see this caller's calls only) and the call's file:line:column from the debug info. Calls\n"
+      "through pointers, static calls and code patched at boot are not in that code: not listed.\n"
+      "Exit: 0 listed, 1 no match or no direct call, 2 ambiguous or usage, 3 no index or no code.\n"
+      "Example: symdex callers 'name_show@drivers/pnp/card.c'");
+  callers->callback([&g, &exit_code, ca] { exit_code = RunCallers(g, *ca); });
 }
 
 }  // namespace symdex::cli

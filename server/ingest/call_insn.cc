@@ -63,4 +63,58 @@ std::optional<CallInsn> A64CallEndingAt(uint32_t insn) {
   return std::nullopt;
 }
 
+std::optional<DirectBranch> X86DirectBranch(std::span<const uint8_t> insn) {
+  size_t p = 0;
+  while (p < insn.size() && (insn[p] == 0x2e || insn[p] == 0x3e || insn[p] == 0xf2)) ++p;
+  if (p >= insn.size()) return std::nullopt;
+  const uint8_t op = insn[p];
+  DirectBranch b;
+  size_t width = 0;
+  if (op == 0xe8 || op == 0xe9) {
+    b.call = op == 0xe8;
+    b.operand = p + 1;
+    width = 4;
+  } else if (op == 0xeb || (op >= 0x70 && op <= 0x7f)) {
+    b.operand = p + 1;
+    width = 1;
+  } else if (op == 0x0f && p + 1 < insn.size() && insn[p + 1] >= 0x80 && insn[p + 1] <= 0x8f) {
+    b.operand = p + 2;
+    width = 4;
+  } else {
+    return std::nullopt;
+  }
+  // The displacement ends the instruction: anything else is not this encoding.
+  if (b.operand + width != insn.size()) return std::nullopt;
+  int64_t disp = 0;
+  if (width == 1) {
+    disp = static_cast<int8_t>(insn[b.operand]);
+  } else {
+    int32_t d32 = 0;
+    std::memcpy(&d32, &insn[b.operand], 4);  // little-endian, as x86 stores it
+    disp = d32;
+  }
+  b.target = static_cast<int64_t>(insn.size()) + disp;
+  return b;
+}
+
+std::optional<DirectBranch> A64DirectBranch(uint32_t insn) {
+  DirectBranch b;
+  auto sext = [](uint32_t v, int bits) {
+    return static_cast<int64_t>(static_cast<int32_t>(v << (32 - bits)) >> (32 - bits));
+  };
+  if ((insn & 0x7c000000u) == 0x14000000u) {  // B (0) / BL (1) imm26
+    b.call = (insn >> 31) != 0;
+    b.target = sext(insn & 0x03ffffffu, 26) * 4;
+  } else if ((insn & 0xff000010u) == 0x54000000u) {  // B.cond imm19
+    b.target = sext((insn >> 5) & 0x7ffffu, 19) * 4;
+  } else if ((insn & 0x7e000000u) == 0x34000000u) {  // CBZ / CBNZ imm19
+    b.target = sext((insn >> 5) & 0x7ffffu, 19) * 4;
+  } else if ((insn & 0x7e000000u) == 0x36000000u) {  // TBZ / TBNZ imm14
+    b.target = sext((insn >> 5) & 0x3fffu, 14) * 4;
+  } else {
+    return std::nullopt;
+  }
+  return b;
+}
+
 }  // namespace symdex::ingest

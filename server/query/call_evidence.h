@@ -6,6 +6,8 @@
 //     the callee.
 // Read from the target's debug files (their code as linked: debuginfo/files/code_file.h). Evidence is
 // used only to choose among candidates the frame's name and size already allow.
+// The same code read the other way round gives a copy's callers: every direct call and jump in its
+// file that lands on its first byte.
 #pragma once
 
 #include <map>
@@ -44,6 +46,17 @@ class CallEvidence {
   std::optional<Callee> CalleeBefore(const Instance& in, uint64_t off);
   // Whether `callee` is where `k` starts.
   bool Starts(const Callee& callee, const Instance& k);
+
+  // Every direct call and jump in k's file (vmlinux, or k's module) landing on k's first byte,
+  // each where it is in the target: `runtime` the address the target gives it (vmlinux, a loaded
+  // module's section), else its place in the module's file. NotFound saying why when k's code
+  // cannot be read.
+  struct Branch {
+    CodePlace place;
+    std::optional<uint64_t> runtime;
+    bool call = false;
+  };
+  absl::StatusOr<std::vector<Branch>> BranchesTo(const Instance& k);
 
   // Why code could not be read, the first time it could not ("" = it always could).
   const std::string& unavailable() const { return unavailable_; }

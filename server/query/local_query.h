@@ -52,6 +52,9 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<WhichResult> Which(const std::string& target, const std::string& name, bool exact);
   // The answers of the Resolve and Probe verbs (verbs.h).
   absl::StatusOr<ResolveResult> Resolve(const std::string& target, const std::string& spec);
+  // Resolve, for a verb about exactly one copy: NotFound for none, InvalidArgument listing the
+  // candidates' canonical specs for several.
+  absl::StatusOr<ResolveResult> ResolveOne(const std::string& target, const std::string& spec);
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
   // The answer of the Lines verb (verbs.h), its request checked.
   absl::StatusOr<LinesAnswer> LineAddresses(const LinesRequest& r);

@@ -189,18 +189,23 @@ absl::Status Vars::Check(const VarsRequest& r) {
 
 absl::StatusOr<VarsAnswer> Vars::Local(LocalQuery& q, const VarsRequest& r) { return q.Variables(r); }
 
-absl::StatusOr<VarsAnswer> LocalQuery::Variables(const VarsRequest& r) {
-  ASSIGN_OR_RETURN(ResolveResult res, Resolve(r.target, r.spec));
+absl::StatusOr<ResolveResult> LocalQuery::ResolveOne(const std::string& target, const std::string& spec) {
+  ASSIGN_OR_RETURN(ResolveResult res, Resolve(target, spec));
   if (res.matches.empty()) {
     return absl::NotFoundError(
-        StrCat("no symbol matches '", Excerpt(r.spec, 200), "' in target '", res.target.name, "'"));
+        StrCat("no symbol matches '", Excerpt(spec, 200), "' in target '", res.target.name, "'"));
   }
   if (res.matches.size() > 1) {
     std::vector<std::string> specs;
     for (const auto& c : res.matches) specs.push_back(c.canonical);
-    return absl::InvalidArgumentError(StrCat("'", Excerpt(r.spec, 200), "' is ambiguous: ", res.matches.size(),
+    return absl::InvalidArgumentError(StrCat("'", Excerpt(spec, 200), "' is ambiguous: ", res.matches.size(),
                                              " candidates; name one: ", StrJoin(specs, ", ")));
   }
+  return res;
+}
+
+absl::StatusOr<VarsAnswer> LocalQuery::Variables(const VarsRequest& r) {
+  ASSIGN_OR_RETURN(ResolveResult res, ResolveOne(r.target, r.spec));
   const Match& m = res.matches[0].match;
   return InTarget(r.target, [&](store::Db& db, const TargetInfo& t) -> absl::StatusOr<VarsAnswer> {
     ASSIGN_OR_RETURN(ProbeArgsAt at, ProbeArgsSite(db, t, m, false));

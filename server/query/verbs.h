@@ -345,6 +345,54 @@ struct InlinedProbes {
   }
 };
 
+// `symdex callers SPEC`: who calls exactly the copy SPEC names — every direct call and jump (a
+// tail call) in its file's code that lands on its first byte, decoded from each function's start
+// (query/call_evidence.h), each with the function it is in, the call's file:line and inline chain
+// from the debug info, and a kprobe target at the call. Calls through pointers, static calls and
+// code patched at boot are not in the code as linked: they are not found.
+struct CallersRequest {
+  std::string target;  // "" = the default target
+  std::string spec;    // exactly one copy (query/spec.h), without +OFFSET
+  SYMDEX_FIELDS(CallersRequest, target, spec)
+};
+struct CallerSite {
+  LineAddress where;       // the call instruction: its address, the caller, offset, frames (leaf first)
+  bool tail_call = false;  // a jump, not a call: the copy returns to the caller's caller
+  std::string probe;       // kprobe_events' target for the call (_text+N, MOD:NAME+N, 0xADDR); "" when none
+  // `where`'s fields are the message's own.
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<CallerSite, LineAddress>{"", &CallerSite::where},
+                           Field<CallerSite, bool>{"tail_call", &CallerSite::tail_call},
+                           Field<CallerSite, std::string>{"probe", &CallerSite::probe});
+  }
+};
+struct CallersAnswer {
+  TargetInfo target;
+  std::optional<Instance> instance;  // the copy
+  std::string canonical;             // its canonical spec
+  std::vector<CallerSite> sites;     // vmlinux's by address, then a module's by section and offset
+  std::vector<std::string> notes;    // where callers may be that were not looked at
+  SYMDEX_FIELDS(CallersAnswer, target, instance, canonical, sites, notes)
+};
+struct Callers {
+  static constexpr const char* kMethod = "Callers";
+  static constexpr bool kHeavy = true;  // decodes the code of vmlinux or of the copy's module
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = CallersRequest;
+  using Answer = CallersAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  // Hidden beyond the Instances: each call's address, a probe target that is one, and a canonical
+  // spec of last resort (NAME@0xADDR).
+  static void HideAddresses(Answer& a) {
+    for (CallerSite& s : a.sites) {
+      s.where.address = 0;
+      if (s.probe.starts_with("0x")) s.probe.clear();
+    }
+    if (a.canonical.find("@0x") != std::string::npos) a.canonical.clear();
+  }
+};
+
 // Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
 // they move here as they are touched.)
 template <class... V>
@@ -381,7 +429,7 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes>;
+using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes, Callers>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

@@ -6,7 +6,7 @@ embedded (--local), each through its own symdexd, and each CLI through the *othe
 daemon (the wire is a contract: an older client must read a newer daemon's answers, and the
 other way round). The questions come from the index: sampled duplicated names (which, resolve
 by name, by canonical spec, by address; kprobe in every form, with arguments by name and at a
-line; vars; lines; inlined), and the whole listings (dups, symbols, kallsyms), text and --json.
+line; vars; callers; lines; inlined), and the whole listings (dups, symbols, kallsyms), text and --json.
 
   tests/bench/compare_builds.py --old OLD/bin --new build/bin --db INDEX [--sample 40] [--seed 1]
 
@@ -58,6 +58,7 @@ def commands(new, db, sample, seed):
                      f"kprobe -n --format perf {q(spec)}", f"kprobe -n --format bpftrace {q(spec)} '$params'",
                      f"kprobe -n --format libbpf {q(spec)} '$params'", f"--json kprobe -n --format libbpf {q(spec)}",
                      f"kprobe -n -e grp/ev {q(spec)} 'x=%di:u64'", f"vars {q(spec)}", f"--json vars {q(spec)}",
+                     f"callers {q(spec)}", f"--json callers {q(spec)}",
                      f"lines {q(dw['file'] + ':' + str(dw['line']))}",
                      f"--json lines {q(dw['file'] + ':' + str(dw['line']))}"]
             if i == 0:

@@ -317,6 +317,64 @@ TEST_F(CliDwarfTest, InlinedListsTheCopiesInModules) {
   EXPECT_EQ(in_module, 2u);
 }
 
+// Who calls each copy of name_show: a_entry calls a.c's, b_entry b.c's — in vmlinux at the
+// address objdump gives each call (its return address less the call's 5 bytes), in the module at
+// the caller's offset, as the relocation names the callee there — each with the call's line from
+// the debug info; the copies' callers never mixed; a function only called through a pointer has
+// no direct caller (exit 1); +OFFSET and an ambiguous name are refused (exit 2).
+TEST_F(CliDwarfTest, CallersNameEachCopysOwnCalls) {
+  ASSERT_EQ(Symdex(OfflineWithModuleIndexArgs()).exit_code, 0);
+  const int call_line = fx_.Line("drivers/a/a.c", "name_show") + 6;  // a_entry's line
+  for (const char* which : {"a", "b"}) {
+    const std::string entry = std::string(which) + "_entry";
+    const std::string copy = fmt::format("name_show@drivers/{}/{}.c", which, which);
+    json r = Json(fmt::format("callers 'vmlinux:{}'", copy));
+    ASSERT_EQ(r["sites"].size(), 1u) << r.dump(1);
+    const json& s = r["sites"][0];
+    EXPECT_EQ(s["caller"]["name"], entry) << s.dump();
+    EXPECT_FALSE(s["tail_call"].get<bool>()) << s.dump();
+    const testing::DirectCall call = testing::ObjdumpDirectCall(fx_.vmlinux, entry, "name_show");
+    ASSERT_NE(call.return_address, 0u) << entry << " calls name_show directly";
+    EXPECT_EQ(s["address"], testing::HexAddress(call.return_address - 5)) << s.dump();
+    EXPECT_EQ(s["address"], testing::HexAddress(testing::NmValue(fx_.vmlinux, entry) + s["offset"].get<uint64_t>()));
+    ASSERT_FALSE(s["frames"].empty()) << s.dump();
+    EXPECT_EQ(s["frames"][0]["file"], fmt::format("drivers/{}/{}.c", which, which)) << s.dump();
+    if (std::string(which) == "a") EXPECT_EQ(s["frames"][0]["line"], call_line) << s.dump();
+
+    json m = Json(fmt::format("callers 'fake_mod:{}'", copy));
+    ASSERT_EQ(m["sites"].size(), 1u) << m.dump(1);
+    const json& ms = m["sites"][0];
+    EXPECT_EQ(ms["caller"]["name"], entry) << ms.dump();
+    EXPECT_EQ(ms["caller"]["module"], "fake_mod") << ms.dump();
+    EXPECT_TRUE(ms["address"].is_null()) << "an offline module's call has no address: " << ms.dump();
+    // The call's offset into the caller, as the .ko's own code and relocation give it.
+    CommandResult od =
+        RunCommand(fmt::format("objdump -d -w -r '{}' | awk '/<{}>:$/ {{on = 1}} on && /call/ && "
+                               "/name_show/ {{print substr($1, 1, length($1) - 1); exit}}'",
+                               fx_.module, entry));
+    ASSERT_EQ(od.exit_code, 0) << od.err;
+    ASSERT_FALSE(od.out.empty()) << "objdump shows " << entry << "'s call in the module";
+    CommandResult nm = RunCommand(fmt::format("nm '{}' | awk '$3 == \"{}\" {{print $1}}'", fx_.module, entry));
+    EXPECT_EQ(std::stoull(od.out, nullptr, 16) - std::stoull(nm.out, nullptr, 16), ms["offset"].get<uint64_t>())
+        << od.out << nm.out << ms.dump();
+    EXPECT_EQ(ms["probe"], fmt::format("fake_mod:{}+{}", entry, ms["offset"].get<uint64_t>())) << ms.dump();
+    ASSERT_FALSE(ms["frames"].empty()) << ms.dump();
+    EXPECT_EQ(ms["frames"][0]["file"], fmt::format("drivers/{}/{}.c", which, which)) << ms.dump();
+  }
+  CommandResult text = Symdex("callers 'vmlinux:name_show@drivers/a/a.c'");
+  EXPECT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("called at 1 place"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(fmt::format("drivers/a/a.c:{}", call_line)), std::string::npos) << text.out;
+  // load_binary is only stored in a pointer: no direct call.
+  CommandResult none = Symdex("callers 'vmlinux:load_binary#compat.c'");
+  EXPECT_EQ(none.exit_code, 1) << none.out << none.err;
+  EXPECT_NE(none.err.find("no direct call"), std::string::npos) << none.err;
+  EXPECT_EQ(Symdex("callers name_show").exit_code, 2);
+  CommandResult inside = Symdex("callers 'vmlinux:name_show@drivers/a/a.c+1'");
+  EXPECT_EQ(inside.exit_code, 2);
+  EXPECT_NE(inside.err.find("drop +OFFSET"), std::string::npos) << inside.err;
+}
+
 // x86-64 +OFFSET: an offset inside an instruction is refused naming the starts around it, decoded
 // from the function's start in its debug file (vmlinux and a module's .ko), as objdump splits it.
 TEST_F(CliDwarfTest, OffsetInsideAnInstructionIsRefused) {

@@ -311,3 +311,72 @@ TEST(A64CallTest, DirectAndIndirectCalls) {
 
 }  // namespace
 }  // namespace symdex::ingest
+
+// Where a direct call or jump goes (ingest/call_insn.h X86DirectBranch, A64DirectBranch): what
+// `symdex callers` finds a copy's calls by.
+namespace symdex::ingest {
+namespace {
+
+std::optional<DirectBranch> X86(std::initializer_list<uint8_t> bytes) {
+  std::vector<uint8_t> v(bytes);
+  return X86DirectBranch(v);
+}
+
+TEST(DirectBranchTest, X86CallsAndJumps) {
+  auto call = X86({0xe8, 0x10, 0xff, 0xff, 0xff});  // call .-0xeb
+  ASSERT_TRUE(call);
+  EXPECT_TRUE(call->call);
+  EXPECT_EQ(call->operand, 1u);
+  EXPECT_EQ(call->target, 5 - 0xf0);
+  auto jmp = X86({0xe9, 0x00, 0x01, 0x00, 0x00});  // jmp .+0x105 (a tail call)
+  ASSERT_TRUE(jmp);
+  EXPECT_FALSE(jmp->call);
+  EXPECT_EQ(jmp->target, 0x105);
+  auto shortj = X86({0xeb, 0xfe});  // jmp . (rel8)
+  ASSERT_TRUE(shortj);
+  EXPECT_EQ(shortj->target, 0);
+  auto jcc8 = X86({0x75, 0x10});  // jne .+0x12
+  ASSERT_TRUE(jcc8);
+  EXPECT_EQ(jcc8->target, 0x12);
+  auto jcc32 = X86({0x0f, 0x85, 0x00, 0x00, 0x00, 0x00});  // jne rel32, a module's operand before relocation
+  ASSERT_TRUE(jcc32);
+  EXPECT_EQ(jcc32->operand, 2u);
+  EXPECT_EQ(jcc32->target, 6);
+  auto hinted = X86({0x3e, 0xe9, 0x00, 0x00, 0x00, 0x00});  // ds jmp (a branch hint prefix)
+  ASSERT_TRUE(hinted);
+  EXPECT_EQ(hinted->operand, 2u);
+  EXPECT_EQ(hinted->target, 6);
+  EXPECT_FALSE(X86({0xff, 0xd0}));              // call *%rax: no destination in the instruction
+  EXPECT_FALSE(X86({0xff, 0xe0}));              // jmp *%rax
+  EXPECT_FALSE(X86({0xc3}));                    // ret
+  EXPECT_FALSE(X86({0x48, 0x89, 0xc7}));        // mov
+  EXPECT_FALSE(X86({0xe8, 0x00, 0x00, 0x00}));  // cut short
+  EXPECT_FALSE(X86({}));
+}
+
+TEST(DirectBranchTest, A64CallsAndJumps) {
+  auto bl = A64DirectBranch(0x97fffffe);  // bl .-8
+  ASSERT_TRUE(bl);
+  EXPECT_TRUE(bl->call);
+  EXPECT_EQ(bl->target, -8);
+  auto b = A64DirectBranch(0x14000010);  // b .+0x40 (a tail call)
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->call);
+  EXPECT_EQ(b->target, 0x40);
+  auto bcond = A64DirectBranch(0x54ffffe1);  // b.ne .-4
+  ASSERT_TRUE(bcond);
+  EXPECT_EQ(bcond->target, -4);
+  auto cbz = A64DirectBranch(0xb4000080);  // cbz x0, .+0x10
+  ASSERT_TRUE(cbz);
+  EXPECT_EQ(cbz->target, 0x10);
+  auto tbnz = A64DirectBranch(0x37180040);  // tbnz w0, #3, .+8
+  ASSERT_TRUE(tbnz);
+  EXPECT_EQ(tbnz->target, 8);
+  EXPECT_FALSE(A64DirectBranch(0xd63f0060));  // blr x3
+  EXPECT_FALSE(A64DirectBranch(0xd61f0060));  // br x3
+  EXPECT_FALSE(A64DirectBranch(0xd65f03c0));  // ret
+  EXPECT_FALSE(A64DirectBranch(0xd503201f));  // nop
+}
+
+}  // namespace
+}  // namespace symdex::ingest

@@ -3,13 +3,16 @@
 #include <algorithm>
 
 #include "server/common/strings.h"
+#include "server/ingest/x86_insn.h"
 
 namespace symdex::debuginfo {
 namespace {
-constexpr uint32_t kRelocPc32 = 2;      // R_X86_64_PC32
-constexpr uint32_t kRelocPlt32 = 4;     // R_X86_64_PLT32: what calls to functions use since binutils 2.31
-constexpr uint32_t kRelocJump26 = 282;  // R_AARCH64_JUMP26
-constexpr uint32_t kRelocCall26 = 283;  // R_AARCH64_CALL26: a BL's
+constexpr uint32_t kRelocPc32 = 2;        // R_X86_64_PC32
+constexpr uint32_t kRelocPlt32 = 4;       // R_X86_64_PLT32: what calls to functions use since binutils 2.31
+constexpr uint32_t kRelocTstBr14 = 279;   // R_AARCH64_TSTBR14: a TBZ/TBNZ's
+constexpr uint32_t kRelocCondBr19 = 280;  // R_AARCH64_CONDBR19: a B.cond's, CBZ/CBNZ's
+constexpr uint32_t kRelocJump26 = 282;    // R_AARCH64_JUMP26
+constexpr uint32_t kRelocCall26 = 283;    // R_AARCH64_CALL26: a BL's
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CodeFile>> CodeFile::Open(const std::string& path) {
@@ -118,34 +121,130 @@ absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view se
   }
   // A module's call operand is 0 until it is relocated: the relocation names the callee. It
   // applies to the operand: x86-64's rel32 is the call's last 4 bytes, AArch64's imm26 is the BL.
-  const std::vector<Reloc>& rel = RelocsFor(sec->index);
-  auto it = std::lower_bound(rel.begin(), rel.end(), at - 4, [](const Reloc& r, uint64_t o) { return r.offset < o; });
   const bool a64 = machine_ == EM_AARCH64;
-  if (it == rel.end() || it->offset != at - 4 ||
-      (a64 ? it->type != kRelocCall26 && it->type != kRelocJump26
-           : it->type != kRelocPc32 && it->type != kRelocPlt32)) {
-    return std::optional<CallSite>(std::move(c));
+  const Reloc* r = a64 ? RelocAt(sec->index, at - 4, {kRelocCall26, kRelocJump26})
+                       : RelocAt(sec->index, at - 4, {kRelocPc32, kRelocPlt32});
+  // x86-64: S + A - P is the operand; the callee is P + 4 + operand = S + A + 4. AArch64: the
+  // callee is S + A.
+  std::optional<RelocDest> dest = r ? DestOf(*r, a64 ? 0 : 4) : std::nullopt;
+  if (!dest) return std::optional<CallSite>(std::move(c));
+  if (dest->section == 0) {
+    c.target_symbol = std::move(dest->symbol);
+  } else {
+    c.target_section = sections_[dest->section].name;
+    c.target = dest->offset;
+    c.target_symbol = std::move(dest->symbol);
   }
+  return std::optional<CallSite>(std::move(c));
+}
+
+const CodeFile::Reloc* CodeFile::RelocAt(size_t section_index, uint64_t offset, std::initializer_list<uint32_t> types) {
+  const std::vector<Reloc>& rel = RelocsFor(section_index);
+  auto it = std::lower_bound(rel.begin(), rel.end(), offset, [](const Reloc& r, uint64_t o) { return r.offset < o; });
+  if (it == rel.end() || it->offset != offset) return nullptr;
+  return std::find(types.begin(), types.end(), it->type) != types.end() ? &*it : nullptr;
+}
+
+std::optional<CodeFile::RelocDest> CodeFile::DestOf(const Reloc& r, int64_t extra) {
   Elf_Scn* st = elf_getscn(elf_.get(), symtab_);
   GElf_Shdr st_sh;
   Elf_Data* data = st ? elf_getdata(st, nullptr) : nullptr;
   GElf_Sym sym;
   if (data == nullptr || gelf_getshdr(st, &st_sh) == nullptr ||
-      gelf_getsym(data, static_cast<int>(it->sym), &sym) == nullptr) {
-    return std::optional<CallSite>(std::move(c));
+      gelf_getsym(data, static_cast<int>(r.sym), &sym) == nullptr) {
+    return std::nullopt;
   }
   const char* name = elf_strptr(elf_.get(), st_sh.sh_link, sym.st_name);
-  // x86-64: S + A - P is the operand; the callee is P + 4 + operand = S + A + 4. AArch64: the
-  // callee is S + A.
-  const int64_t a4 = it->addend + (a64 ? 0 : 4);
+  const int64_t a = r.addend + extra;
+  RelocDest d;
   if (sym.st_shndx == SHN_UNDEF) {
-    if (a4 == 0 && name != nullptr) c.target_symbol = name;
-  } else if (sym.st_shndx < sections_.size() && sym.st_shndx != SHN_ABS) {
-    c.target_section = sections_[sym.st_shndx].name;
-    c.target = sym.st_value + static_cast<uint64_t>(a4);
-    if (GELF_ST_TYPE(sym.st_info) != STT_SECTION && name != nullptr) c.target_symbol = name;
+    if (a != 0 || name == nullptr) return std::nullopt;
+    d.symbol = name;
+    return d;
   }
-  return std::optional<CallSite>(std::move(c));
+  if (sym.st_shndx >= sections_.size() || sym.st_shndx == SHN_ABS) return std::nullopt;
+  d.section = sym.st_shndx;
+  d.offset = sym.st_value + static_cast<uint64_t>(a);
+  if (GELF_ST_TYPE(sym.st_info) != STT_SECTION && name != nullptr) d.symbol = name;
+  return d;
+}
+
+std::map<size_t, std::vector<uint64_t>> CodeFile::FunctionStarts() {
+  std::map<size_t, std::vector<uint64_t>> out;
+  for (const Section& s : sections_) {
+    if (s.code) out[s.index].push_back(0);  // code before its first symbol is decoded too
+  }
+  Elf_Scn* st = symtab_ ? elf_getscn(elf_.get(), symtab_) : nullptr;
+  GElf_Shdr sh;
+  Elf_Data* data = st ? elf_getdata(st, nullptr) : nullptr;
+  const size_t n = data && st && gelf_getshdr(st, &sh) != nullptr && sh.sh_entsize ? data->d_size / sh.sh_entsize : 0;
+  for (size_t k = 1; k < n; ++k) {
+    GElf_Sym sym;
+    if (gelf_getsym(data, static_cast<int>(k), &sym) == nullptr) break;
+    if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_shndx >= sections_.size()) continue;
+    const Section& s = sections_[sym.st_shndx];
+    if (!s.code) continue;
+    const uint64_t base = relocatable_ ? 0 : s.addr;
+    if (sym.st_value < base || sym.st_value - base >= s.size) continue;
+    out[s.index].push_back(sym.st_value - base);
+  }
+  for (auto& [index, starts] : out) {
+    std::sort(starts.begin(), starts.end());
+    starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Branch>> CodeFile::BranchesTo(std::string_view section, uint64_t to) {
+  const bool a64 = machine_ == EM_AARCH64;
+  std::vector<Branch> out;
+  for (const auto& [index, starts] : FunctionStarts()) {
+    const Section& s = sections_[index];
+    const uint64_t base = relocatable_ ? 0 : s.addr;
+    const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + s.offset);
+    // Where a branch at `pos` of `len` bytes goes when it lands in this file: this section plus
+    // its displacement, or (a module) what the relocation on its operand says.
+    auto lands_on_to = [&](uint64_t pos, const ingest::DirectBranch& b, size_t len) {
+      if (relocatable_) {
+        const Reloc* r = a64 ? RelocAt(index, pos, {kRelocCall26, kRelocJump26, kRelocCondBr19, kRelocTstBr14})
+                             : RelocAt(index, pos + b.operand, {kRelocPc32, kRelocPlt32});
+        if (r != nullptr) {
+          // x86-64: S + A - P is the operand at P; the branch goes to P + (len - operand) + operand.
+          std::optional<RelocDest> d = DestOf(*r, a64 ? 0 : static_cast<int64_t>(len - b.operand));
+          return d && d->section != 0 && sections_[d->section].name == section && d->offset == to;
+        }
+        if (s.name != section) return false;
+      }
+      return base + pos + static_cast<uint64_t>(b.target) == to;
+    };
+    for (size_t i = 0; i < starts.size(); ++i) {
+      const uint64_t end = i + 1 < starts.size() ? starts[i + 1] : s.size;
+      uint64_t pos = starts[i];
+      if (a64) pos = (pos + 3) & ~uint64_t{3};
+      while (pos < end) {
+        size_t len = 4;
+        std::optional<ingest::DirectBranch> b;
+        if (a64) {
+          if (end - pos < 4) break;
+          uint32_t word = 0;
+          for (int k = 3; k >= 0; --k) word = word << 8 | code[pos + static_cast<uint64_t>(k)];
+          b = ingest::A64DirectBranch(word);
+        } else {
+          const size_t avail = static_cast<size_t>(std::min<uint64_t>(s.size - pos, ingest::kMaxX86InsnLength));
+          std::optional<size_t> n = ingest::X86InsnLength({code + pos, avail});
+          if (!n) {  // no instruction here (data, or a 32-bit byte): on with the next byte
+            ++pos;
+            continue;
+          }
+          len = *n;
+          b = ingest::X86DirectBranch({code + pos, len});
+        }
+        if (b && lands_on_to(pos, *b, len)) out.push_back({s.name, base + pos, b->call});
+        pos += len;
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace symdex::debuginfo
