@@ -11,7 +11,7 @@
 namespace symdex::cli {
 namespace {
 
-constexpr size_t kMaxProfileBytes = size_t{256} << 20;  // ingest/pprof.h's limit
+constexpr size_t kMaxProfileBytes = size_t{256} << 20;  // ingest/pprof_wire.h's limit
 
 struct PprofOptions {
   std::string target, kernel_build_id, text, kaslr_offset;

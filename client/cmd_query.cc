@@ -338,7 +338,8 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
                  "Text symbols with their canonical spec (the shortest spec naming exactly that copy)");
   syms->footer(
       "TSV columns: address (or section+offset), type, name, module, entry file:line, compilation\n"
-      "unit, DWARF function name (or why there is none).");
+      "unit, DWARF function name (or why there is none).\n"
+      "Exit: 0 listed, 1 none (a module with no symbols), 2 usage, 3 no index or no such target.");
   syms->callback([&g, &exit_code, so] { exit_code = RunSymbols(g, *so); });
 }
 

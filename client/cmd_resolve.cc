@@ -382,6 +382,7 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
     return s.size() == 1 ? std::string() : std::string("the separator is one character");
   });
   AddTargetOptions(kal, ks->target, "Target (default: 'host', or the only one)");
+  kal->footer("Exit: 0 listed, 2 usage, 3 no index or no such target.");
   kal->callback([&g, &exit_code, ks] { exit_code = RunKallsyms(g, *ks); });
 
   AddAddrCommands(app, g, exit_code);  // after kallsyms in --help, as before

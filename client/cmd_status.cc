@@ -267,6 +267,7 @@ void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   auto verbose = std::make_shared<bool>(false);
   CLI::App* c = app.add_subcommand("status", "Targets in the index: build-IDs, counts, input files and their problems");
   c->add_flag("-v,--verbose", *verbose, "List every input file, not only the problems");
+  c->footer("Exit: 0 reported, 2 usage, 3 no index (or a damaged one).");
   c->callback([&g, &exit_code, verbose] { exit_code = RunStatus(g, *verbose); });
 }
 

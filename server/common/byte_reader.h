@@ -8,6 +8,9 @@
 //                            where (worker replies, ELF notes, jitdump records, pprof fields)
 //   DwarfCursor              the hot loops' reader (DWARF line programs): raw pointers, little
 //                            endian, no message — the parser that owns it says what failed
+//   LoadLittle               one fixed-width little-endian value whose bytes the caller has
+//                            bounds-checked (an instruction's operand, a table entry, a DWARF
+//                            form's length): the one place such bytes are put together
 #pragma once
 
 #include <bit>
@@ -27,6 +30,30 @@ enum class Leb : uint8_t {
   kTruncated,  // the input ends inside it
   kTooLong,    // more than 10 bytes
 };
+
+// The little-endian value of sizeof(T) bytes at p, which the caller has checked are there.
+template <typename T>
+T LoadLittle(const uint8_t* p) {
+  static_assert(std::is_integral_v<T>);
+  using U = std::make_unsigned_t<T>;
+  U v = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, sizeof v);
+  } else {
+    for (size_t i = 0; i < sizeof v; ++i) v = static_cast<U>(v | static_cast<U>(U{p[i]} << (8 * i)));
+  }
+  return static_cast<T>(v);
+}
+// The little-endian value of `n` (1..8) bytes at p, which the caller has checked are there.
+inline uint64_t LoadLittle(const uint8_t* p, size_t n) {
+  uint64_t v = 0;
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(&v, p, n);
+  } else {
+    for (size_t i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
+  }
+  return v;
+}
 
 // An unsigned LEB128 at p (moved past what was read); v holds the bits read so far on failure.
 inline Leb DecodeUleb(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
@@ -217,8 +244,7 @@ class DwarfCursor {
   }
   uint64_t Fixed(size_t n) {  // n in 1..8
     if (left() < n) return Fail();
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= uint64_t{p_[i]} << (8 * i);
+    const uint64_t v = LoadLittle(p_, n);
     p_ += n;
     return v;
   }

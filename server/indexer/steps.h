@@ -206,7 +206,7 @@ class ModuleJoin {
 };
 
 // Step 5b: the ELF symbol table facts (common/elf_facts.h) of every code symbol of the parts
-// that have a debug file, read from that file (elf_facts.cc says why here). A part whose file
+// that have a debug file, read from that file (elf_symbol_facts.cc says why here). A part whose file
 // cannot be read keeps none, and says so in its record's detail.
 // `ahead`, if given, holds vmlinux's table, read while the steps before ran.
 struct ElfFactsTable;

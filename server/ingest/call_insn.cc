@@ -1,6 +1,6 @@
 #include "server/ingest/call_insn.h"
 
-#include <cstring>
+#include "server/common/byte_reader.h"
 
 namespace symdex::ingest {
 namespace {
@@ -34,7 +34,7 @@ std::optional<CallInsn> CallEndingAt(std::span<const uint8_t> before) {
     CallInsn c;
     c.length = 5;
     c.direct = true;
-    std::memcpy(&c.rel32, &before[n - 4], 4);  // little-endian, as x86 stores it
+    c.rel32 = LoadLittle<int32_t>(&before[n - 4]);
     return c;
   }
   for (size_t len = 2; len <= n && len <= kMaxCallLength; ++len) {
@@ -89,9 +89,7 @@ std::optional<DirectBranch> X86DirectBranch(std::span<const uint8_t> insn) {
   if (width == 1) {
     disp = static_cast<int8_t>(insn[b.operand]);
   } else {
-    int32_t d32 = 0;
-    std::memcpy(&d32, &insn[b.operand], 4);  // little-endian, as x86 stores it
-    disp = d32;
+    disp = LoadLittle<int32_t>(&insn[b.operand]);
   }
   b.target = static_cast<int64_t>(insn.size()) + disp;
   return b;

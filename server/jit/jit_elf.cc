@@ -100,21 +100,11 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
-  static_assert(std::endian::native == std::endian::little, "the ELF headers are copied from host structs");
-  if (in.build_id.raw().empty() || in.build_id.raw().size() > 64) {
-    return absl::InvalidArgumentError(StrCat("build-ID of ", in.build_id.raw().size(), " bytes"));
-  }
-  if (in.name.find('\0') != std::string_view::npos)
-    return absl::InvalidArgumentError("function name contains a NUL byte");
-  const uint64_t size = in.code.size();
-
-  // Lines inside the code, sorted by offset (stable: the producer's order for equal offsets),
-  // one row per offset (the last one written wins, as in a line program).
+// Lines inside the code, sorted by offset (stable: the producer's order for equal offsets), one
+// row per offset (the last one written wins, as in a line program).
+std::vector<JitElfLine> LineRows(const std::vector<JitElfLine>& given, uint64_t size) {
   std::vector<JitElfLine> lines;
-  for (const JitElfLine& l : in.lines) {
+  for (const JitElfLine& l : given) {
     if (l.offset < size && l.line > 0) lines.push_back(l);
   }
   std::stable_sort(lines.begin(), lines.end(),
@@ -127,6 +117,135 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
       rows.push_back(l);
     }
   }
+  return rows;
+}
+
+// The .note.gnu.build-id section's bytes.
+std::string BuildIdNote(std::string_view raw) {
+  std::string note;
+  Put(note, 4, 4);
+  Put(note, raw.size(), 4);
+  Put(note, NT_GNU_BUILD_ID, 4);
+  note.append("GNU\0", 4);
+  note += raw;
+  Align(note, 4);
+  return note;
+}
+
+// One compile unit with one subprogram: their abbreviations.
+std::string DebugAbbrev() {
+  std::string abbrev;
+  AppendUleb(abbrev, 1);
+  AppendUleb(abbrev, 0x11);  // DW_TAG_compile_unit
+  abbrev.push_back(1);       // DW_CHILDREN_yes
+  for (auto [at, form] : {std::pair{0x03, 0x08}, {0x1b, 0x08}, {0x10, 0x06}, {0x11, 0x01}, {0x12, 0x01}}) {
+    // DW_AT_name string, DW_AT_comp_dir string, DW_AT_stmt_list data4, DW_AT_low_pc addr,
+    // DW_AT_high_pc addr
+    AppendUleb(abbrev, at);
+    AppendUleb(abbrev, form);
+  }
+  abbrev.append(2, '\0');
+  AppendUleb(abbrev, 2);
+  AppendUleb(abbrev, 0x2e);  // DW_TAG_subprogram
+  abbrev.push_back(0);       // DW_CHILDREN_no
+  for (auto [at, form] : {std::pair{0x03, 0x08}, {0x11, 0x01}, {0x12, 0x01}}) {
+    AppendUleb(abbrev, at);
+    AppendUleb(abbrev, form);
+  }
+  abbrev.append(2, '\0');
+  abbrev.push_back(0);  // end of abbreviations
+
+  return abbrev;
+}
+
+// The compile unit (named `file`, its lines at offset 0 of .debug_line) and its function `name`,
+// both over [kJitElfTextOffset, + size).
+std::string DebugInfo(const std::string& file, std::string_view name, uint64_t size) {
+  std::string dies;
+  AppendUleb(dies, 1);
+  dies += file;
+  dies.push_back(0);
+  // An empty comp_dir: JIT file names ("node:internal/util", URLs) are not paths to resolve,
+  // and without one libdw prints "(null)" before relative names.
+  dies.push_back(0);
+  Put(dies, 0, 4);  // stmt_list: offset 0 in .debug_line
+  Put(dies, kJitElfTextOffset, 8);
+  Put(dies, kJitElfTextOffset + size, 8);
+  AppendUleb(dies, 2);
+  dies += name;
+  dies.push_back(0);
+  Put(dies, kJitElfTextOffset, 8);
+  Put(dies, kJitElfTextOffset + size, 8);
+  dies.push_back(0);  // end of the CU's children
+  std::string info;
+  Put(info, 2 + 4 + 1 + dies.size(), 4);  // unit_length
+  Put(info, 2, 2);                        // version
+  Put(info, 0, 4);                        // debug_abbrev_offset
+  info.push_back(8);                      // address_size
+  info += dies;
+  return info;
+}
+
+// The address range of the compile unit.
+std::string DebugAranges(uint64_t size) {
+  std::string aranges;
+  Put(aranges, 2 + 4 + 1 + 1 + 4 + 16 + 16, 4);  // unit_length
+  Put(aranges, 2, 2);                            // version
+  Put(aranges, 0, 4);                            // debug_info_offset
+  aranges.push_back(8);                          // address_size
+  aranges.push_back(0);                          // segment_size
+  aranges.append(4, '\0');                       // pad the header to 2 * address_size
+  Put(aranges, kJitElfTextOffset, 8);
+  Put(aranges, size, 8);
+  aranges.append(16, '\0');  // terminator
+  return aranges;
+}
+
+// The ELF header and the one program header (the code's PT_LOAD) at the start of `out`.
+void WriteHeaders(std::string& out, uint64_t shoff, size_t sections, uint16_t machine, uint64_t size) {
+  Elf64_Ehdr eh{};
+  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+  eh.e_ident[EI_CLASS] = ELFCLASS64;
+  eh.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh.e_ident[EI_VERSION] = EV_CURRENT;
+  eh.e_ident[EI_OSABI] = ELFOSABI_NONE;
+  eh.e_type = ET_DYN;
+  eh.e_machine = machine;
+  eh.e_version = EV_CURRENT;
+  eh.e_entry = kJitElfTextOffset;
+  eh.e_phoff = sizeof(Elf64_Ehdr);
+  eh.e_shoff = shoff;
+  eh.e_ehsize = sizeof(Elf64_Ehdr);
+  eh.e_phentsize = sizeof(Elf64_Phdr);
+  eh.e_phnum = 1;
+  eh.e_shentsize = sizeof(Elf64_Shdr);
+  eh.e_shnum = static_cast<uint16_t>(sections);
+  eh.e_shstrndx = 2;
+  std::memcpy(out.data(), &eh, sizeof eh);
+  Elf64_Phdr ph{};
+  ph.p_type = PT_LOAD;
+  ph.p_flags = PF_R | PF_X;
+  ph.p_offset = kJitElfTextOffset;
+  ph.p_vaddr = kJitElfTextOffset;
+  ph.p_paddr = kJitElfTextOffset;
+  ph.p_filesz = size;
+  ph.p_memsz = size;
+  ph.p_align = 8;
+  std::memcpy(out.data() + sizeof eh, &ph, sizeof ph);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
+  static_assert(std::endian::native == std::endian::little, "the ELF headers are copied from host structs");
+  if (in.build_id.raw().empty() || in.build_id.raw().size() > 64) {
+    return absl::InvalidArgumentError(StrCat("build-ID of ", in.build_id.raw().size(), " bytes"));
+  }
+  if (in.name.find('\0') != std::string_view::npos)
+    return absl::InvalidArgumentError("function name contains a NUL byte");
+  const uint64_t size = in.code.size();
+
+  const std::vector<JitElfLine> rows = LineRows(in.lines, size);
   const bool debug = !rows.empty();
 
   // Section names.
@@ -183,109 +302,21 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
   // sh_info of a symtab: one past the last local symbol.
   section(n_sym, SHT_SYMTAB, 0, 0, 8, symtab, /*link=*/4, /*info=*/2, sizeof(Elf64_Sym));  // [3]
   section(n_str, SHT_STRTAB, 0, 0, 1, strtab);                                             // [4]
-  std::string note;
-  Put(note, 4, 4);
-  Put(note, in.build_id.raw().size(), 4);
-  Put(note, NT_GNU_BUILD_ID, 4);
-  note.append("GNU\0", 4);
-  note += in.build_id.raw();
-  Align(note, 4);
-  section(n_note, SHT_NOTE, 0, 0, 4, note);  // [5]
+  section(n_note, SHT_NOTE, 0, 0, 4, BuildIdNote(in.build_id.raw()));                      // [5]
   if (debug) {
     std::vector<std::string> files;
     std::string line_section = DebugLine(rows, size, &files);
-    std::string abbrev;
-    AppendUleb(abbrev, 1);
-    AppendUleb(abbrev, 0x11);  // DW_TAG_compile_unit
-    abbrev.push_back(1);       // DW_CHILDREN_yes
-    for (auto [at, form] : {std::pair{0x03, 0x08}, {0x1b, 0x08}, {0x10, 0x06}, {0x11, 0x01}, {0x12, 0x01}}) {
-      // DW_AT_name string, DW_AT_comp_dir string, DW_AT_stmt_list data4, DW_AT_low_pc addr,
-      // DW_AT_high_pc addr
-      AppendUleb(abbrev, at);
-      AppendUleb(abbrev, form);
-    }
-    abbrev.append(2, '\0');
-    AppendUleb(abbrev, 2);
-    AppendUleb(abbrev, 0x2e);  // DW_TAG_subprogram
-    abbrev.push_back(0);       // DW_CHILDREN_no
-    for (auto [at, form] : {std::pair{0x03, 0x08}, {0x11, 0x01}, {0x12, 0x01}}) {
-      AppendUleb(abbrev, at);
-      AppendUleb(abbrev, form);
-    }
-    abbrev.append(2, '\0');
-    abbrev.push_back(0);  // end of abbreviations
-
-    std::string dies;
-    AppendUleb(dies, 1);
-    dies += files.front();
-    dies.push_back(0);
-    // An empty comp_dir: JIT file names ("node:internal/util", URLs) are not paths to resolve,
-    // and without one libdw prints "(null)" before relative names.
-    dies.push_back(0);
-    Put(dies, 0, 4);  // stmt_list: offset 0 in .debug_line
-    Put(dies, kJitElfTextOffset, 8);
-    Put(dies, kJitElfTextOffset + size, 8);
-    AppendUleb(dies, 2);
-    dies += in.name;
-    dies.push_back(0);
-    Put(dies, kJitElfTextOffset, 8);
-    Put(dies, kJitElfTextOffset + size, 8);
-    dies.push_back(0);  // end of the CU's children
-    std::string info;
-    Put(info, 2 + 4 + 1 + dies.size(), 4);  // unit_length
-    Put(info, 2, 2);                        // version
-    Put(info, 0, 4);                        // debug_abbrev_offset
-    info.push_back(8);                      // address_size
-    info += dies;
     section(n_line, SHT_PROGBITS, 0, 0, 1, line_section);
-    section(n_info, SHT_PROGBITS, 0, 0, 1, info);
-    section(n_abbrev, SHT_PROGBITS, 0, 0, 1, abbrev);
+    section(n_info, SHT_PROGBITS, 0, 0, 1, DebugInfo(files.front(), in.name, size));
+    section(n_abbrev, SHT_PROGBITS, 0, 0, 1, DebugAbbrev());
     // elfutils (0.188) finds a CU for an address only through .debug_aranges.
-    std::string aranges;
-    Put(aranges, 2 + 4 + 1 + 1 + 4 + 16 + 16, 4);  // unit_length
-    Put(aranges, 2, 2);                            // version
-    Put(aranges, 0, 4);                            // debug_info_offset
-    aranges.push_back(8);                          // address_size
-    aranges.push_back(0);                          // segment_size
-    aranges.append(4, '\0');                       // pad the header to 2 * address_size
-    Put(aranges, kJitElfTextOffset, 8);
-    Put(aranges, size, 8);
-    aranges.append(16, '\0');  // terminator
-    section(n_aranges, SHT_PROGBITS, 0, 0, 1, aranges);
+    section(n_aranges, SHT_PROGBITS, 0, 0, 1, DebugAranges(size));
   }
   Align(out, 8);
   const uint64_t shoff = out.size();
   for (const Elf64_Shdr& s : sh) Append(out, s);
 
-  Elf64_Ehdr eh{};
-  std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
-  eh.e_ident[EI_CLASS] = ELFCLASS64;
-  eh.e_ident[EI_DATA] = ELFDATA2LSB;
-  eh.e_ident[EI_VERSION] = EV_CURRENT;
-  eh.e_ident[EI_OSABI] = ELFOSABI_NONE;
-  eh.e_type = ET_DYN;
-  eh.e_machine = in.machine;
-  eh.e_version = EV_CURRENT;
-  eh.e_entry = kJitElfTextOffset;
-  eh.e_phoff = sizeof(Elf64_Ehdr);
-  eh.e_shoff = shoff;
-  eh.e_ehsize = sizeof(Elf64_Ehdr);
-  eh.e_phentsize = sizeof(Elf64_Phdr);
-  eh.e_phnum = 1;
-  eh.e_shentsize = sizeof(Elf64_Shdr);
-  eh.e_shnum = static_cast<uint16_t>(sh.size());
-  eh.e_shstrndx = 2;
-  std::memcpy(out.data(), &eh, sizeof eh);
-  Elf64_Phdr ph{};
-  ph.p_type = PT_LOAD;
-  ph.p_flags = PF_R | PF_X;
-  ph.p_offset = kJitElfTextOffset;
-  ph.p_vaddr = kJitElfTextOffset;
-  ph.p_paddr = kJitElfTextOffset;
-  ph.p_filesz = size;
-  ph.p_memsz = size;
-  ph.p_align = 8;
-  std::memcpy(out.data() + sizeof eh, &ph, sizeof ph);
+  WriteHeaders(out, shoff, sh.size(), in.machine, size);
   return out;
 }
 

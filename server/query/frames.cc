@@ -515,6 +515,20 @@ struct LocalQuery::FramesCall {
     return canonical.emplace(CanonicalKey(key), std::move(c)).first->second;
   }
 
+  // The steps of LocalQuery::Frames, in order. Each frame's plan: an address in the target (the
+  // host's less `slide`), a module offset, or a symbol+offset with the copies it may be.
+  absl::Status PlanFrames(const std::vector<FrameIn>& frames, std::optional<int64_t> slide, bool own_addresses,
+                          std::vector<FrameAnswer>& answers, std::vector<Plan>& plans);
+  // The plans that are target addresses, answered in one symbolization batch (an address in no
+  // symbol of vmlinux becomes its host module's offset, when the host said where its modules are).
+  absl::Status AnswerAddresses(const std::vector<FrameIn>& frames, std::vector<Plan>& plans,
+                               std::vector<FrameAnswer>& answers);
+  absl::Status AnswerModuleOffsets(const std::vector<FrameIn>& frames, std::vector<Plan>& plans,
+                                   std::vector<FrameAnswer>& answers);
+  // Each answer against what its frame line printed: the source line, the symbol's name.
+  absl::Status CheckAgainstTheLines(const std::vector<FrameIn>& frames, const std::vector<Plan>& plans,
+                                    std::vector<FrameAnswer>& answers);
+
   LocalQuery& q;
   Session& s;
   const TargetInfo& t;
@@ -535,8 +549,20 @@ struct LocalQuery::FramesCall {
   CanonicalCache canonical;
 };
 
-absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const FramesContext& ctx,
-                                                const std::vector<FrameIn>& frames) {
+namespace {
+
+// A return address is looked up one byte back, in the call that pushed it: its line is the
+// call's (as the kernel's %pB and perf do), not the next statement's.
+uint64_t LookBack(const FrameIn& f) { return f.return_address ? 1 : 0; }
+// ... and the offset shown stays the frame's.
+void Forward(FrameAnswer& a, uint64_t by) {
+  if (by == 0 || !a.info->symbol) return;
+  auto moved = std::make_shared<AddressInfo>(*a.info);
+  moved->offset += by;
+  a.info = std::move(moved);
+}
+
+absl::Status CheckFrames(const std::string& target, const FramesContext& ctx, const std::vector<FrameIn>& frames) {
   RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
   RETURN_IF_ERROR(CheckFramesRequest(ctx, frames.size()));
   for (const FrameIn& f : frames) {
@@ -548,6 +574,212 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
                                                frames.size(), " in the request"));
     }
   }
+  return absl::OkStatus();
+}
+
+// host address - slide = the target's address (vmlinux); nullopt when the host gave neither its
+// _text nor a KASLR offset.
+absl::StatusOr<std::optional<int64_t>> SlideOf(const TargetInfo& t, const FramesContext& ctx) {
+  if (ctx.text) {
+    // The host's value of the target's anchor: _text, or _stext where kallsyms lists no _text.
+    if (!t.AnchorAddr()) {
+      return absl::FailedPreconditionError(StrCat("target ", t.name, " has no _text: give a KASLR offset"));
+    }
+    return std::optional<int64_t>(static_cast<int64_t>(*ctx.text - *t.AnchorAddr()));
+  }
+  if (ctx.kaslr_offset) {
+    if (t.kind != "offline") {
+      return absl::FailedPreconditionError(
+          StrCat("target ", t.name, " is a live host: its addresses are already slid; give the host's _text instead"));
+    }
+    return std::optional<int64_t>(*ctx.kaslr_offset);
+  }
+  return std::optional<int64_t>();
+}
+
+}  // namespace
+
+absl::Status LocalQuery::FramesCall::PlanFrames(const std::vector<FrameIn>& frames, std::optional<int64_t> slide,
+                                                bool own_addresses, std::vector<FrameAnswer>& answers,
+                                                std::vector<Plan>& plans) {
+  const std::string unslid_note =
+      own_addresses ? ""
+                    : "no _text or KASLR offset given: taken as the target's link-time address (exact only "
+                      "if the host booted without KASLR)";
+  auto plan_address = [&](uint64_t host, FrameAnswer& a) {
+    Plan p;
+    p.kind = Plan::kTargetAddress;
+    p.host_addr = host;
+    p.addr = host - static_cast<uint64_t>(slide.value_or(0));
+    a.basis = FrameBasis::kAddress;
+    a.exact = slide || own_addresses;
+    if (!a.exact) a.note = unslid_note;
+    return p;
+  };
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const FrameIn& f = frames[i];
+    FrameAnswer& a = answers[i];
+    const int forms = (f.address ? 1 : 0) + (f.offset ? 1 : 0) + (f.text.empty() ? 0 : 1);
+    if (forms != 1) {
+      a.error = "a frame is exactly one of: an address, a module offset (module + offset), a frame line";
+      continue;
+    }
+    if (f.address) {
+      plans[i] = plan_address(*f.address, a);
+    } else if (f.offset) {
+      if (f.module.empty()) {
+        a.error = "a module offset needs its module";
+        continue;
+      }
+      plans[i].kind = Plan::kModuleOffset;
+      plans[i].module = f.module;
+      plans[i].section = f.section.empty() ? ".text" : f.section;
+      plans[i].offset = *f.offset;
+      a.basis = FrameBasis::kModuleOffset;
+      a.exact = true;
+    } else {
+      absl::StatusOr<ingest::FrameText> ft = ingest::ParseFrameText(f.text);
+      if (!ft.ok()) {
+        a.error = std::string(ft.status().message());
+        continue;
+      }
+      // The address is exact when this host's layout is known; otherwise symbol+offset is.
+      // (A module's address needs that module's base: the slide places vmlinux only.)
+      const bool placeable = ft->address && (own_addresses || ModuleOf(*ft->address) || (slide && ft->module.empty()));
+      if (placeable || (ft->address && ft->symbol.empty())) {
+        plans[i] = plan_address(*ft->address, a);
+        plans[i].expect_symbol = ft->symbol;
+        plans[i].expect_offset = ft->offset;
+      } else {
+        a.basis = FrameBasis::kSymbolOffset;
+        ASSIGN_OR_RETURN(plans[i], PlanSymbol(*ft, a));
+      }
+      plans[i].printed_file = std::move(ft->source_file);
+      plans[i].printed_line = ft->source_line;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalQuery::FramesCall::AnswerAddresses(const std::vector<FrameIn>& frames, std::vector<Plan>& plans,
+                                                     std::vector<FrameAnswer>& answers) {
+  std::vector<uint64_t> batch;
+  std::vector<size_t> batch_of;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].kind == Plan::kTargetAddress) {
+      batch.push_back(plans[i].addr - LookBack(frames[i]));
+      batch_of.push_back(i);
+    }
+  }
+  if (batch.empty()) return absl::OkStatus();
+  // The canonical spec cached with each answer; those made here are cached with it after.
+  std::vector<std::string> canonical;
+  std::vector<const AddressInfo*> made_for;
+  ASSIGN_OR_RETURN(SymbolizeResult r, q.SymbolizeWith(s, t.name, batch, &canonical));
+  made_for.assign(batch.size(), nullptr);
+  for (size_t k = 0; k < batch.size(); ++k) {
+    const size_t i = batch_of[k];
+    FrameAnswer& a = answers[i];
+    if (!r.results[k]->symbol && plans[i].host_addr) {
+      // Not in vmlinux: a module's, when the host said where its modules are.
+      if (std::optional<Plan> m = ModuleOf(*plans[i].host_addr)) {
+        m->expect_symbol = plans[i].expect_symbol;
+        m->expect_offset = plans[i].expect_offset;
+        plans[i] = std::move(*m);
+        a.exact = true;
+        a.note.clear();
+        continue;
+      }
+    }
+    a.info = r.results[k];
+    if (a.info->symbol) {
+      if (canonical[k].empty()) {
+        ASSIGN_OR_RETURN(canonical[k], Canonical(*a.info->symbol));
+        made_for[k] = a.info.get();
+        a.canonical = canonical[k];  // and cached below
+      } else {
+        a.canonical = std::move(canonical[k]);
+      }
+    }
+    Forward(a, LookBack(frames[i]));
+    a.target_address = plans[i].addr;
+    if (!a.info->symbol) a.exact = false;
+    plans[i].kind = Plan::kDone;
+  }
+  q.CacheCanonical(t, batch, made_for, canonical);
+  return absl::OkStatus();
+}
+
+absl::Status LocalQuery::FramesCall::AnswerModuleOffsets(const std::vector<FrameIn>& frames, std::vector<Plan>& plans,
+                                                         std::vector<FrameAnswer>& answers) {
+  module_tables = static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [](const Plan& p) {
+                    return p.kind == Plan::kModuleOffset;
+                  })) >= kModuleTableFrames;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (plans[i].kind != Plan::kModuleOffset) continue;
+    Plan at = plans[i];
+    const uint64_t by = std::min(LookBack(frames[i]), at.offset);
+    at.offset -= by;
+    RETURN_IF_ERROR(AnswerModuleOffset(at, answers[i]));
+    answers[i].section_offset += by;
+    if (answers[i].target_address) *answers[i].target_address += by;
+    Forward(answers[i], by);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalQuery::FramesCall::CheckAgainstTheLines(const std::vector<FrameIn>& frames,
+                                                          const std::vector<Plan>& plans,
+                                                          std::vector<FrameAnswer>& answers) {
+  for (size_t i = 0; i < plans.size(); ++i) {
+    FrameAnswer& a = answers[i];
+    if (!a.info->symbol) {
+      a.exact = false;
+      if (a.note.empty()) a.note = a.info->note;
+      continue;
+    }
+    if (a.canonical.empty()) {
+      ASSIGN_OR_RETURN(a.canonical, Canonical(*a.info->symbol));
+    }
+    // The printing kernel's file:line against the debug info's: another file is another build
+    // (or a wrong target), not this frame; another line alone, lines that moved.
+    if (const Plan& p = plans[i];
+        !p.printed_file.empty() && !a.info->frames.empty() && !SaysSource(*a.info, p.printed_file, p.printed_line)) {
+      const Frame& leaf = a.info->frames.front();
+      const bool same_file = SaysSource(*a.info, p.printed_file, 0);
+      if (!same_file) a.exact = false;
+      a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the log prints ", p.printed_file, ":", p.printed_line,
+                      ", the debug info says ", leaf.file.empty() ? "no file" : leaf.file, ":", leaf.line,
+                      same_file ? "" : " (a log of another build?)");
+    }
+    if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info->symbol->name) {
+      // Another name of the same code (kallsyms aliases: __x64_sys_vfork = __do_sys_vfork) is
+      // no disagreement.
+      const Instance& got = *a.info->symbol;
+      ASSIGN_OR_RETURN(auto named, sz.src.Which(plans[i].expect_symbol, false));
+      const bool alias = std::any_of(named->begin(), named->end(), [&](const Instance& in) {
+        return in.name == plans[i].expect_symbol && in.module == got.module && in.addr == got.addr &&
+               in.section == got.section && in.section_offset == got.section_offset;
+      });
+      if (alias) continue;
+      if (frames[i].return_address && plans[i].expect_offset == 0) {
+        // The call was the caller's last instruction (a noreturn call): its return address is
+        // the next symbol's start, which the line names; the call is in this one.
+        a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the return address is where ", plans[i].expect_symbol,
+                        " starts: the call is the last instruction of ", got.name);
+        continue;
+      }
+      a.exact = false;
+      a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the line says ", plans[i].expect_symbol,
+                      "; the address is in ", a.info->symbol->name, " (wrong _text or module base?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const FramesContext& ctx,
+                                                const std::vector<FrameIn>& frames) {
+  RETURN_IF_ERROR(CheckFrames(target, ctx, frames));
   return WithSession([&](Session& s) -> absl::StatusOr<FramesResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, FramesTarget(target, ctx)));
     if (!ctx.kernel_build_id.empty() && Lower(ctx.kernel_build_id) != t.build_id) {
@@ -555,198 +787,18 @@ absl::StatusOr<FramesResult> LocalQuery::Frames(const std::string& target, const
                                                   "; target ", t.name, " is build-ID ",
                                                   t.build_id.empty() ? std::string("(unknown)") : t.build_id));
     }
-    // host address - slide = the target's address (vmlinux).
-    std::optional<int64_t> slide;
-    if (ctx.text) {
-      // The host's value of the target's anchor: _text, or _stext where kallsyms lists no _text.
-      if (!t.AnchorAddr()) {
-        return absl::FailedPreconditionError(StrCat("target ", t.name, " has no _text: give a KASLR offset"));
-      }
-      slide = static_cast<int64_t>(*ctx.text - *t.AnchorAddr());
-    } else if (ctx.kaslr_offset) {
-      if (t.kind != "offline") {
-        return absl::FailedPreconditionError(StrCat(
-            "target ", t.name, " is a live host: its addresses are already slid; give the host's _text instead"));
-      }
-      slide = *ctx.kaslr_offset;
-    }
+    ASSIGN_OR_RETURN(const std::optional<int64_t> slide, SlideOf(t, ctx));
     const bool own_addresses = t.kind == "live" && !slide;
-    const std::string unslid_note =
-        own_addresses ? ""
-                      : "no _text or KASLR offset given: taken as the target's link-time address (exact only "
-                        "if the host booted without KASLR)";
     auto cache = CacheFor(t);
     Cache scratch;
     FramesCall call(*this, s, t, cache ? *cache : scratch, cache.get(), ctx);
     FramesResult out{t, std::vector<FrameAnswer>(frames.size())};
     std::vector<Plan> plans(frames.size());
-
-    auto plan_address = [&](uint64_t host, FrameAnswer& a) {
-      Plan p;
-      p.kind = Plan::kTargetAddress;
-      p.host_addr = host;
-      p.addr = host - static_cast<uint64_t>(slide.value_or(0));
-      a.basis = FrameBasis::kAddress;
-      a.exact = slide || own_addresses;
-      if (!a.exact) a.note = unslid_note;
-      return p;
-    };
-    for (size_t i = 0; i < frames.size(); ++i) {
-      const FrameIn& f = frames[i];
-      FrameAnswer& a = out.frames[i];
-      const int forms = (f.address ? 1 : 0) + (f.offset ? 1 : 0) + (f.text.empty() ? 0 : 1);
-      if (forms != 1) {
-        a.error = "a frame is exactly one of: an address, a module offset (module + offset), a frame line";
-        continue;
-      }
-      if (f.address) {
-        plans[i] = plan_address(*f.address, a);
-      } else if (f.offset) {
-        if (f.module.empty()) {
-          a.error = "a module offset needs its module";
-          continue;
-        }
-        plans[i].kind = Plan::kModuleOffset;
-        plans[i].module = f.module;
-        plans[i].section = f.section.empty() ? ".text" : f.section;
-        plans[i].offset = *f.offset;
-        a.basis = FrameBasis::kModuleOffset;
-        a.exact = true;
-      } else {
-        absl::StatusOr<ingest::FrameText> ft = ingest::ParseFrameText(f.text);
-        if (!ft.ok()) {
-          a.error = std::string(ft.status().message());
-          continue;
-        }
-        // The address is exact when this host's layout is known; otherwise symbol+offset is.
-        // (A module's address needs that module's base: the slide places vmlinux only.)
-        const bool placeable =
-            ft->address && (own_addresses || call.ModuleOf(*ft->address) || (slide && ft->module.empty()));
-        if (placeable || (ft->address && ft->symbol.empty())) {
-          plans[i] = plan_address(*ft->address, a);
-          plans[i].expect_symbol = ft->symbol;
-          plans[i].expect_offset = ft->offset;
-        } else {
-          a.basis = FrameBasis::kSymbolOffset;
-          ASSIGN_OR_RETURN(plans[i], call.PlanSymbol(*ft, a));
-        }
-        plans[i].printed_file = std::move(ft->source_file);
-        plans[i].printed_line = ft->source_line;
-      }
-    }
+    RETURN_IF_ERROR(call.PlanFrames(frames, slide, own_addresses, out.frames, plans));
     RETURN_IF_ERROR(call.Narrow(frames, plans, out.frames));
-    // vmlinux (and a live target's own) addresses in one batch.
-    std::vector<uint64_t> batch;
-    std::vector<size_t> batch_of;
-    for (size_t i = 0; i < plans.size(); ++i) {
-      if (plans[i].kind == Plan::kTargetAddress) {
-        batch.push_back(plans[i].addr);
-        batch_of.push_back(i);
-      }
-    }
-    // A return address is looked up one byte back, in the call that pushed it: its line is the
-    // call's (as the kernel's %pB and perf do), not the next statement's; the offset shown stays.
-    auto back = [&](size_t i) -> uint64_t { return frames[i].return_address ? 1 : 0; };
-    auto forward = [](FrameAnswer& a, uint64_t by) {
-      if (by == 0 || !a.info->symbol) return;
-      auto moved = std::make_shared<AddressInfo>(*a.info);
-      moved->offset += by;
-      a.info = std::move(moved);
-    };
-    for (size_t k = 0; k < batch.size(); ++k) batch[k] -= back(batch_of[k]);
-    // The canonical spec cached with each answer; those made here are cached with it after.
-    std::vector<std::string> canonical;
-    std::vector<const AddressInfo*> made_for;
-    if (!batch.empty()) {
-      ASSIGN_OR_RETURN(SymbolizeResult r, SymbolizeWith(s, t.name, batch, &canonical));
-      made_for.assign(batch.size(), nullptr);
-      for (size_t k = 0; k < batch.size(); ++k) {
-        const size_t i = batch_of[k];
-        FrameAnswer& a = out.frames[i];
-        if (!r.results[k]->symbol && plans[i].host_addr) {
-          // Not in vmlinux: a module's, when the host said where its modules are.
-          if (std::optional<Plan> m = call.ModuleOf(*plans[i].host_addr)) {
-            m->expect_symbol = plans[i].expect_symbol;
-            m->expect_offset = plans[i].expect_offset;
-            plans[i] = std::move(*m);
-            a.exact = true;
-            a.note.clear();
-            continue;
-          }
-        }
-        a.info = r.results[k];
-        if (a.info->symbol) {
-          if (canonical[k].empty()) {
-            ASSIGN_OR_RETURN(canonical[k], call.Canonical(*a.info->symbol));
-            made_for[k] = a.info.get();
-            a.canonical = canonical[k];  // and cached below
-          } else {
-            a.canonical = std::move(canonical[k]);
-          }
-        }
-        forward(a, back(i));
-        a.target_address = plans[i].addr;
-        if (!a.info->symbol) a.exact = false;
-        plans[i].kind = Plan::kDone;
-      }
-      CacheCanonical(t, batch, made_for, canonical);
-    }
-    call.module_tables = static_cast<size_t>(std::count_if(plans.begin(), plans.end(), [](const Plan& p) {
-                           return p.kind == Plan::kModuleOffset;
-                         })) >= kModuleTableFrames;
-    for (size_t i = 0; i < plans.size(); ++i) {
-      if (plans[i].kind != Plan::kModuleOffset) continue;
-      Plan at = plans[i];
-      const uint64_t by = std::min(back(i), at.offset);
-      at.offset -= by;
-      RETURN_IF_ERROR(call.AnswerModuleOffset(at, out.frames[i]));
-      out.frames[i].section_offset += by;
-      if (out.frames[i].target_address) *out.frames[i].target_address += by;
-      forward(out.frames[i], by);
-    }
-    for (size_t i = 0; i < plans.size(); ++i) {
-      FrameAnswer& a = out.frames[i];
-      if (!a.info->symbol) {
-        a.exact = false;
-        if (a.note.empty()) a.note = a.info->note;
-        continue;
-      }
-      if (a.canonical.empty()) {
-        ASSIGN_OR_RETURN(a.canonical, call.Canonical(*a.info->symbol));
-      }
-      // The printing kernel's file:line against the debug info's: another file is another build
-      // (or a wrong target), not this frame; another line alone, lines that moved.
-      if (const Plan& p = plans[i];
-          !p.printed_file.empty() && !a.info->frames.empty() && !SaysSource(*a.info, p.printed_file, p.printed_line)) {
-        const Frame& leaf = a.info->frames.front();
-        const bool same_file = SaysSource(*a.info, p.printed_file, 0);
-        if (!same_file) a.exact = false;
-        a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the log prints ", p.printed_file, ":", p.printed_line,
-                        ", the debug info says ", leaf.file.empty() ? "no file" : leaf.file, ":", leaf.line,
-                        same_file ? "" : " (a log of another build?)");
-      }
-      if (!plans[i].expect_symbol.empty() && plans[i].expect_symbol != a.info->symbol->name) {
-        // Another name of the same code (kallsyms aliases: __x64_sys_vfork = __do_sys_vfork) is
-        // no disagreement.
-        const Instance& got = *a.info->symbol;
-        ASSIGN_OR_RETURN(auto named, call.sz.src.Which(plans[i].expect_symbol, false));
-        const bool alias = std::any_of(named->begin(), named->end(), [&](const Instance& in) {
-          return in.name == plans[i].expect_symbol && in.module == got.module && in.addr == got.addr &&
-                 in.section == got.section && in.section_offset == got.section_offset;
-        });
-        if (alias) continue;
-        if (frames[i].return_address && plans[i].expect_offset == 0) {
-          // The call was the caller's last instruction (a noreturn call): its return address is
-          // the next symbol's start, which the line names; the call is in this one.
-          a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the return address is where ", plans[i].expect_symbol,
-                          " starts: the call is the last instruction of ", got.name);
-          continue;
-        }
-        a.exact = false;
-        a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the line says ", plans[i].expect_symbol,
-                        "; the address is in ", a.info->symbol->name, " (wrong _text or module base?)");
-      }
-    }
+    RETURN_IF_ERROR(call.AnswerAddresses(frames, plans, out.frames));  // vmlinux's (and a live target's own)
+    RETURN_IF_ERROR(call.AnswerModuleOffsets(frames, plans, out.frames));
+    RETURN_IF_ERROR(call.CheckAgainstTheLines(frames, plans, out.frames));
     return out;
   });
 }

@@ -1,5 +1,5 @@
-// LocalQuery's private machinery, shared by the files that implement it (service.cc: the
-// lookups; listing.cc: whole-target listings and the index's state). Not for other users.
+// LocalQuery's private machinery, shared by the files that implement it (local_query.cc: the
+// lookups; listing.cc: whole-target listings and the index's state; inlined.cc: the Inlined verb). Not for other users.
 #pragma once
 
 #include <optional>

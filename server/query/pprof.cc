@@ -6,7 +6,7 @@
 #include "server/common/build_id.h"
 #include "server/common/strings.h"
 #include "server/ingest/decompress.h"
-#include "server/ingest/pprof.h"
+#include "server/ingest/pprof_wire.h"
 #include "server/query/local_query.h"
 
 namespace symdex::query {

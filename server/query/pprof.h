@@ -38,7 +38,7 @@ struct PprofResult {
   std::vector<std::string> notes;
 };
 
-// InvalidArgument for bytes that are not a profile (or over the limits of ingest/pprof.h);
+// InvalidArgument for bytes that are not a profile (or over the limits of ingest/pprof_wire.h);
 // a profile without kernel locations is returned as it was (recompressed), with a note.
 absl::StatusOr<PprofResult> SymbolizePprof(QueryApi& api, const PprofRequest& req);
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "server/common/byte_reader.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 
@@ -136,16 +137,16 @@ struct TextSymbolFileAccess {
     if (h.flags & kHasStart) ex.vmlinux_start = h.vmlinux_start;
     if (h.flags & kHasEnd) ex.vmlinux_end = h.vmlinux_end;
     ex.modules_unplaced = (h.flags & kUnplaced) != 0;
-    for (size_t i = 0; i < extents.size();) {
-      if (extents.size() - i < 17) return bad("a module extent is cut short");
+    ByteReader r(std::string_view(extents.data(), extents.size()),
+                 std::endian::native);  // written in this host's order, as the header is
+    while (!r.done()) {
+      if (r.remaining() < 17) return bad("a module extent is cut short");
       OwnerExtents::Module m;
-      std::memcpy(&m.start, extents.data() + i, 8);
-      std::memcpy(&m.end, extents.data() + i + 8, 8);
-      const char* name = extents.data() + i + 16;
-      const void* nul = std::memchr(name, '\0', extents.size() - i - 16);
-      if (nul == nullptr) return bad("a module extent's name is not terminated");
-      m.name.assign(name, static_cast<const char*>(nul));
-      i = static_cast<size_t>(static_cast<const char*>(nul) - extents.data()) + 1;
+      m.start = r.Int<uint64_t>();
+      m.end = r.Int<uint64_t>();
+      std::optional<std::string_view> name = r.CString();
+      if (!name) return bad("a module extent's name is not terminated");
+      m.name = std::string(*name);
       ex.modules.push_back(std::move(m));
     }
     if (ex.modules.size() != h.extents) return bad("its module extents do not add up");

@@ -6,8 +6,8 @@
 
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
+#include "server/ingest/config_text.h"
 #include "server/ingest/decompress.h"
-#include "server/ingest/kernel_config.h"
 
 namespace symdex::target {
 namespace {

@@ -32,6 +32,53 @@ std::string ZeroAddressHelp(const std::string& sysroot) {
 // A sysfs file holding one address ("0xffffffffc0a01000\n").
 std::optional<uint64_t> ParseHexLine(std::string_view s) { return ParseHex(StripWhitespace(s)); }
 
+// The kernel's build-ID from /sys/kernel/notes, and the file's state.
+void ReadKernelNotes(const std::string& root, KernelTarget& t) {
+  const std::string notes_path = SysrootPath(root, "/sys/kernel/notes");
+  if (auto notes = ReadFileBounded(notes_path, kMaxSmallFileBytes); notes.ok()) {
+    auto id = ingest::FindGnuBuildId(*notes);
+    if (!id.ok()) {
+      t.files.push_back({"notes", notes_path, InputFileStatus::kError, std::string(id.status().message())});
+    } else if (!id->has_value()) {
+      t.files.push_back({"notes", notes_path, InputFileStatus::kError, "no GNU build-ID note"});
+    } else {
+      t.build_id = **id;
+      t.files.push_back({"notes", notes_path, InputFileStatus::kUsed, ""});
+    }
+  } else {
+    t.files.push_back({"notes", notes_path, InputFileStatus::kMissing, std::string(notes.status().message())});
+  }
+}
+
+// Each loaded module's section bases and build-ID from /sys/module/M.
+void ReadModulesSysfs(const std::string& root, KernelTarget& t) {
+  size_t unreadable = 0;
+  for (ModuleInfo& m : t.modules) {
+    if (ingest::IsPseudoModule(m.name)) continue;
+    const std::string base = SysrootPath(root, "/sys/module/" + m.name);
+    if (auto sec = ReadFileBounded(base + "/sections/.text", 256); sec.ok()) {
+      if (auto a = ParseHexLine(*sec)) m.text_addr = a;
+    } else {
+      ++unreadable;
+    }
+    // Every section base, sorted, for turning addresses into (section, offset).
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(base + "/sections", ec)) {
+      if (auto v = ReadFileBounded(e.path().string(), 256); v.ok()) {
+        if (auto a = ParseHexLine(*v); a && *a != 0) m.sections.emplace_back(e.path().filename().string(), *a);
+      }
+    }
+    std::sort(m.sections.begin(), m.sections.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (auto n = ReadFileBounded(base + "/notes/.note.gnu.build-id", 4096); n.ok()) {
+      if (auto id = ingest::FindGnuBuildId(*n); id.ok() && id->has_value()) m.build_id = **id;
+    }
+  }
+  if (unreadable > 0) {
+    t.warnings.push_back(
+        StrCat(unreadable, " module(s) without a readable ", SysrootPath(root, "/sys/module/M/sections/.text")));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
@@ -60,20 +107,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
     t.release = std::string(StripWhitespace(*rel));
   }
 
-  const std::string notes_path = SysrootPath(root, "/sys/kernel/notes");
-  if (auto notes = ReadFileBounded(notes_path, kMaxSmallFileBytes); notes.ok()) {
-    auto id = ingest::FindGnuBuildId(*notes);
-    if (!id.ok()) {
-      t.files.push_back({"notes", notes_path, InputFileStatus::kError, std::string(id.status().message())});
-    } else if (!id->has_value()) {
-      t.files.push_back({"notes", notes_path, InputFileStatus::kError, "no GNU build-ID note"});
-    } else {
-      t.build_id = **id;
-      t.files.push_back({"notes", notes_path, InputFileStatus::kUsed, ""});
-    }
-  } else {
-    t.files.push_back({"notes", notes_path, InputFileStatus::kMissing, std::string(notes.status().message())});
-  }
+  ReadKernelNotes(root, t);
 
   // Modules: every [tag] in kallsyms, plus /proc/modules (which also gives sizes).
   std::map<std::string, int> module_index;
@@ -133,31 +167,7 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
       /*live=*/true);
   if (!t.anchor_addr) t.warnings.push_back("no _text or _stext symbol: _text-relative offsets unavailable");
 
-  size_t unreadable = 0;
-  for (ModuleInfo& m : t.modules) {
-    if (ingest::IsPseudoModule(m.name)) continue;
-    const std::string base = SysrootPath(root, "/sys/module/" + m.name);
-    if (auto sec = ReadFileBounded(base + "/sections/.text", 256); sec.ok()) {
-      if (auto a = ParseHexLine(*sec)) m.text_addr = a;
-    } else {
-      ++unreadable;
-    }
-    // Every section base, sorted, for turning addresses into (section, offset).
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(base + "/sections", ec)) {
-      if (auto v = ReadFileBounded(e.path().string(), 256); v.ok()) {
-        if (auto a = ParseHexLine(*v); a && *a != 0) m.sections.emplace_back(e.path().filename().string(), *a);
-      }
-    }
-    std::sort(m.sections.begin(), m.sections.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-    if (auto n = ReadFileBounded(base + "/notes/.note.gnu.build-id", 4096); n.ok()) {
-      if (auto id = ingest::FindGnuBuildId(*n); id.ok() && id->has_value()) m.build_id = **id;
-    }
-  }
-  if (unreadable > 0) {
-    t.warnings.push_back(
-        StrCat(unreadable, " module(s) without a readable ", SysrootPath(root, "/sys/module/M/sections/.text")));
-  }
+  ReadModulesSysfs(root, t);
   DeriveSizesAndDedupe(t);
   return t;
 }

@@ -158,25 +158,24 @@ int AppendOfflineModule(KernelTarget& t, std::string name, const std::string& pa
   return static_cast<int>(t.modules.size()) - 1;
 }
 
-absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts) {
-  KernelTarget t;
-  t.kind = "offline";
-  t.source = opts.system_map;
+namespace {
 
+// vmlinux's symbols from System.map (`path`), and the text anchor among them.
+absl::Status ReadSystemMap(const std::string& path, KernelTarget& t) {
   // (The file's text and its parse go once the symbols are moved out: a scope, not the whole load.)
   ingest::SystemMapSymbols map;
   {
-    ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(opts.system_map, kMaxSystemMapBytes));
-    ASSIGN_OR_RETURN(map, ingest::ParseSystemMap(map_text, opts.system_map));
+    ASSIGN_OR_RETURN(std::string map_text, ReadFileBounded(path, kMaxSystemMapBytes));
+    ASSIGN_OR_RETURN(map, ingest::ParseSystemMap(map_text, path));
   }
   std::vector<ingest::KernelSymbol> vsyms = std::move(map.symbols);
-  if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(opts.system_map, " has no symbols"));
+  if (vsyms.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
   // (What scripts/kallsyms leaves out of the kernel's table is left out here, counted.)
-  t.files.push_back({"system-map", opts.system_map, InputFileStatus::kUsed, "", std::move(map.dropped)});
+  t.files.push_back({"system-map", path, InputFileStatus::kUsed, "", std::move(map.dropped)});
   t.symbols.reserve(vsyms.size());
   for (auto& k : vsyms) {
     if (!k.module.empty()) {
-      return absl::InvalidArgumentError(StrCat(opts.system_map,
+      return absl::InvalidArgumentError(StrCat(path,
                                                ": has module-tagged symbols; this is a kallsyms dump, index it with "
                                                "--sysroot (a tree holding proc/kallsyms)"));
     }
@@ -197,23 +196,40 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
         /*live=*/false);
   }
   if (!t.anchor_addr) t.warnings.push_back("System.map has no _text or _stext: _text offsets unavailable");
+  return absl::OkStatus();
+}
+
+// Every module file below `dir`, sorted.
+absl::StatusOr<std::vector<std::string>> ModuleFiles(const std::string& dir) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) {
+    return absl::NotFoundError(StrCat("cannot read modules directory ", dir, ": ", ec.message()));
+  }
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (it->is_regular_file(ec) && IsModuleFile(it->path().filename().string())) {
+      paths.push_back(it->path().string());
+    }
+  }
+  std::sort(paths.begin(), paths.end());
+  return paths;
+}
+
+}  // namespace
+
+absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts) {
+  KernelTarget t;
+  t.kind = "offline";
+  t.source = opts.system_map;
+
+  RETURN_IF_ERROR(ReadSystemMap(opts.system_map, t));
 
   std::vector<std::string> vermagics;  // each module's release, as its vermagic says
   std::shared_ptr<SymbolSpill> spill;  // the modules' symbols, as they are read
   if (!opts.modules_dir.empty()) {
-    std::vector<std::string> paths;
-    std::error_code ec;
-    fs::recursive_directory_iterator it(opts.modules_dir, fs::directory_options::skip_permission_denied, ec);
-    if (ec) {
-      return absl::NotFoundError(StrCat("cannot read modules directory ", opts.modules_dir, ": ", ec.message()));
-    }
-    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      if (it->is_regular_file(ec) && IsModuleFile(it->path().filename().string())) {
-        paths.push_back(it->path().string());
-      }
-    }
-    std::sort(paths.begin(), paths.end());
+    ASSIGN_OR_RETURN(std::vector<std::string> paths, ModuleFiles(opts.modules_dir));
     t.source = StrCat(opts.system_map, " + ", opts.modules_dir);
 
     // Read by `jobs` threads, a few files ahead; taken in path order by this thread, which

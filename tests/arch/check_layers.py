@@ -18,8 +18,13 @@ Fails (exit 1, one line per offence: file:line, the include or call, the rule) w
 - SQL is written outside server/store/ (a statement in a string literal, or a statement prepared
   on the database handle): the schema's one owner is the store;
 - a reader of untrusted bytes or a LEB128 decoder is defined outside server/common/ (a class
-  named *Cursor / *ByteReader, or a loop shifting 7-bit groups): the family lives in
-  server/common/byte_reader.h.
+  named *Cursor / *ByteReader, or a loop shifting 7-bit groups), or a fixed-width value is put
+  together from bytes by hand (bytes shifted by multiples of 8, a 2/4/8-byte memcpy into a
+  scalar): the family lives in server/common/byte_reader.h (LoadLittle for checked bytes);
+- a file in client/ includes SQLite, libelf/libdw or the generated protobuf/gRPC headers itself:
+  the CLI reads answers, never the index, a debug file or the wire;
+- a function in server/ or client/ runs past 120 lines without the comment above it saying why
+  ("Long because ...", or "... past 120 lines ..."): split it into steps a reader can hold.
 
 Usage: check_layers.py SOURCE_DIR
 """
@@ -85,6 +90,15 @@ HANDLER_FORBIDDEN = [
     (re.compile(r"\b(std::)?(i|o)?fstream\b|\bfopen\s*\(|::open\s*\(|\bReadFile(Bounded)?\s*\("), "file I/O"),
 ]
 
+# What client/ may not include itself (THIN_FORBIDDEN_SYSTEM, and the generated headers).
+CLIENT_FORBIDDEN_INCLUDE = re.compile(r"^(sqlite3\.h|elfutils/|libelf\.h|gelf\.h|dwarf\.h|grpc|google/protobuf/)|"
+                                      r"\.pb\.h$")
+MAX_FUNCTION_LINES = 120
+LONG_REASON = re.compile(r"Long because|past 120 lines")
+# A function definition's first line starts with none of these.
+NOT_A_DEFINITION = re.compile(r"^(if|for|while|switch|else|do|return|case|default|namespace|struct|class|enum|union|"
+                              r"extern|try|catch)\b|^[}){\]&|+\-*/<>=!?:.,\"]")
+
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 SYSTEM_INCLUDE = re.compile(r'^\s*#\s*include\s+<([^>]+)>')
 # SQL outside the store: a statement in a string literal, or one prepared on the database handle.
@@ -93,6 +107,10 @@ SQL_TEXT = re.compile(r'"[^"]*\b(SELECT\s.*\bFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UP
 SQL_CALL = re.compile(r'\bdb_?(\.|->)Prepare\s*\(|\bsqlite3_(prepare|exec)')
 # A byte reader or a LEB128 decoder outside server/common/.
 BYTE_READER = re.compile(r'^\s*(class|struct)\s+\w*(Cursor|ByteReader)\b[^;]*$|0x7fu?[)}]?\s*<<\s*\(?\s*(\w*shift|7\s*\*)')
+# A fixed-width value put together by hand: a byte shifted into place (p[1] << 8, word << 8 | p[i],
+# << (8 * i)), or 2, 4 or 8 bytes copied into a scalar.
+HAND_DECODED = re.compile(r'\[[^]]*\]\)?\s*<<\s*(8|16|24|32|40|48|56)\b|<<\s*8\s*\|\s*\w+\[|'
+                          r'memcpy\(&[^,]+,[^;]*,\s*[248]\s*\)|<<\s*\(\s*8\s*\*')
 
 
 def includes(path):
@@ -125,6 +143,40 @@ def system_includes(path):
             yield n, m.group(1)
 
 
+def code_of(line):
+    return line.split("//")[0].rstrip()
+
+
+def long_functions(lines):
+    """(first line, line count) of each function body over MAX_FUNCTION_LINES without a stated reason:
+    a definition's line ends with its '{' (its signature may run over several lines), its body ends
+    at the '}' indented as the signature's first line."""
+    for i, line in enumerate(lines):
+        s = code_of(line)
+        if not s.endswith("{") or ")" not in s:
+            continue
+        j = i
+        while j > 0:
+            prev = lines[j - 1]
+            pc = code_of(prev)
+            if not pc.strip() or pc.endswith((";", "{", "}", ":")) or prev.lstrip().startswith(("//", "#", "*", "/*")):
+                break
+            j -= 1
+        first = lines[j].strip()
+        if NOT_A_DEFINITION.match(first) or "(" not in first or "=" in first.split("(")[0]:
+            continue
+        close = lines[j][:len(lines[j]) - len(lines[j].lstrip())] + "}"
+        for k in range(i + 1, len(lines)):
+            if lines[k].startswith(close) and (len(lines[k]) == len(close) or lines[k][len(close)] in " ;/"):
+                if k - j + 1 > MAX_FUNCTION_LINES:
+                    c = j - 1
+                    while c >= 0 and lines[c].lstrip().startswith("//"):
+                        c -= 1
+                    if not LONG_REASON.search(" ".join(lines[c + 1:j])):
+                        yield j + 1, k - j + 1
+                break
+
+
 def main(root):
     root = pathlib.Path(root)
     bad = []
@@ -147,6 +199,9 @@ def main(root):
             if layer != "common" and BYTE_READER.search(code):
                 bad.append(f"{rel}:{n}: a byte reader or LEB128 decoder outside server/common/: "
                            "use server/common/byte_reader.h (ByteReader, DwarfCursor, DecodeUleb)")
+            if layer != "common" and HAND_DECODED.search(code):
+                bad.append(f"{rel}:{n}: a fixed-width value decoded by hand outside server/common/: "
+                           "use server/common/byte_reader.h (LoadLittle, ByteReader::Int)")
         parts = PARTS.get(layer)
         part = rel.split("/")[2] if parts and rel.count("/") >= 3 else None
         if parts and part not in parts:
@@ -218,6 +273,21 @@ def main(root):
             for rx, what in HANDLER_FORBIDDEN:
                 if rx.search(code):
                     bad.append(f"{h}:{n}: {what} in a gRPC handler: put it in the query layer, where the CLI gets it too")
+    for p in sources + clients:
+        rel = p.relative_to(root).as_posix()
+        lines = p.read_text(errors="replace").splitlines()
+        for n, count in long_functions(lines):
+            bad.append(f"{rel}:{n}: a function of {count} lines: split it into steps, or say in the comment above "
+                       f"why it is long ('Long because ...')")
+        if rel.startswith("client/"):
+            for n, inc in system_includes(p):
+                if CLIENT_FORBIDDEN_INCLUDE.search(inc):
+                    bad.append(f"{rel}:{n}: includes <{inc}>: client/ asks the query API; SQLite, libdw and the wire "
+                               "are the server's")
+            for n, inc in includes(p):
+                if CLIENT_FORBIDDEN_INCLUDE.search(inc):
+                    bad.append(f"{rel}:{n}: includes {inc}: client/ asks the query API; the generated wire headers "
+                               "are server/api/'s")
     for b in bad:
         print(b)
     print(f"check_layers: {len(sources)} server files, {len(clients)} client files, {len(bad)} problems")

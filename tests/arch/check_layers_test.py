@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """check_layers.py must fail on each kind of offence: a copy of the tree with one planted at a
 time (a client file reaching the store through a header of its own, the query API header reaching
-SQLite, SQL in the query layer, a parser including the store), each expected by its message.
+SQLite, SQL in the query layer, a parser including the store, a client file including SQLite, libdw
+or the wire's generated headers, a long function without its reason, a fixed-width value decoded
+by hand), each expected by its message.
 
 Usage: check_layers_test.py SOURCE_DIR
 """
@@ -47,6 +49,14 @@ def main(src):
            "static unsigned long Leb(const unsigned char* p) {\n  unsigned long v = 0; int shift = 0;\n"
            "  v |= (unsigned long)(p[0] & 0x7f) << shift;\n  return v;\n}\n")],
          "server/ingest/kallsyms.cc", "LEB128 decoder outside server/common/"),
+        ("bytes shifted into a value by hand",
+         [("server/ingest/kallsyms.cc", "\n",
+           "static unsigned Word(const unsigned char* p) { return p[0] | p[1] << 8; }\n")],
+         "server/ingest/kallsyms.cc", "a fixed-width value decoded by hand"),
+        ("a 4-byte memcpy into a scalar",
+         [("server/ingest/kallsyms.cc", "\n",
+           "static int Rel(const char* p) { int v; memcpy(&v, p + 1, 4); return v; }\n")],
+         "server/ingest/kallsyms.cc", "a fixed-width value decoded by hand"),
         ("a cursor class in the debug-info readers",
          [("server/debuginfo/dwarf/line_table.cc", "namespace {\n", "class LineCursor {\n};\n")],
          "server/debuginfo/dwarf/line_table.cc", "a byte reader or LEB128 decoder outside"),
@@ -54,6 +64,19 @@ def main(src):
          [("server/debuginfo/dwarf/line_table.h", "#pragma once\n",
            '#include "server/debuginfo/symbolize/addr_map.h"\n')],
          "server/debuginfo/dwarf/line_table.h", "server/debuginfo/dwarf/ may include only the parts"),
+        ("a client file including SQLite itself",
+         [("client/json_text.cc", "\n", "#include <sqlite3.h>\n")],
+         "client/json_text.cc", "includes <sqlite3.h>: client/ asks the query API"),
+        ("a client file including libdw itself",
+         [("client/json_text.cc", "\n", "#include <elfutils/libdw.h>\n")],
+         "client/json_text.cc", "includes <elfutils/libdw.h>: client/ asks the query API"),
+        ("a client file including the generated wire headers",
+         [("client/json_text.cc", "\n", '#include "symdex/v1/symdex.pb.h"\n')],
+         "client/json_text.cc", "the generated wire headers are server/api/'s"),
+        ("a function past 120 lines without a reason",
+         [("server/ingest/kallsyms.cc", "\n",
+           "static int Planted(int x) {\n" + "  x += 1;\n" * 125 + "  return x;\n}\n")],
+         "server/ingest/kallsyms.cc", "a function of 128 lines: split it into steps"),
         ("a parser including the store",
          [("server/ingest/kallsyms.h", "#pragma once\n", '#include "server/store/index_store.h"\n')],
          "server/ingest/kallsyms.h", "server/ingest/ may include only"),

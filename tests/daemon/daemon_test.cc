@@ -23,7 +23,7 @@
 #include "server/common/strings.h"
 #include "server/debuginfo/symbolize/addr_map.h"
 #include "server/ingest/decompress.h"
-#include "server/ingest/pprof.h"
+#include "server/ingest/pprof_wire.h"
 #include "server/query/local_query.h"
 #include "server/store/migrations.h"
 #include "symdex/v1/symdex.grpc.pb.h"

@@ -306,6 +306,45 @@ def check_exit_codes(root, symdex, bad):
         bad.append("docs/reference/exit-codes.md: no verb's row compared with its --help (no per-verb table?)")
 
 
+def check_verb_pages(root, symdex, bad):
+    """Every verb `symdex --help` lists has its row in the reference pages that list verbs: the
+    per-verb exit codes, the per-verb JSON fields (or the JSON page says it prints none), the
+    commands table."""
+    listing = symdex.text([])[1]
+    verbs = []
+    on = False
+    for line in listing.splitlines():
+        if line.startswith("Subcommands:"):
+            on = True
+            continue
+        if on and re.match(r"^  [a-z]", line):
+            verbs.append(line.split()[0])
+        elif on and not line.strip():
+            break
+    if not verbs:
+        bad.append("symdex --help: no Subcommands: list")
+        return
+    exit_text = (root / "docs/reference/exit-codes.md").read_text()
+    exit_rows = set(re.findall(r"^\| `([a-z-]+)[ `]", exit_text[exit_text.find("## Per verb"):], re.M))
+    json_text = (root / "docs/reference/json.md").read_text()
+    json_named = set(re.findall(r"^\| `([a-z-]+)[ `]", json_text, re.M))
+    json_named |= set(re.findall(r"^## ([a-z-]+)", json_text, re.M))
+    for bullet in re.findall(r"^- (`.*?):", json_text, re.M):  # "- `jit addr`, `buildid`: ..."
+        json_named |= set(re.findall(r"`([a-z-]+)[ `]", bullet))
+    without = re.search(r"^Without JSON:(.*)$", json_text, re.M)
+    json_named |= set(re.findall(r"`([a-z-]+)`", without.group(1))) if without else set()
+    commands = (root / "docs/reference/commands.md").read_text()
+    for verb in verbs:
+        if verb == "help":
+            continue
+        if verb not in exit_rows:
+            bad.append(f"docs/reference/exit-codes.md: no row for `{verb}` in the per-verb table")
+        if verb not in json_named:
+            bad.append(f"docs/reference/json.md: `{verb}` is in no per-verb row (or the Without JSON: line)")
+        if not re.search(rf"^\| `symdex {re.escape(verb)}\b", commands, re.M):
+            bad.append(f"docs/reference/commands.md: no row for `symdex {verb}`")
+
+
 def check_work_items(root, bad):
     for top in WORK_ITEM_DIRS:
         base = root / top
@@ -336,6 +375,7 @@ def main(root, bindir):
     count = check_commands(root, clis, bad)
     check_help_topics(root, clis["symdex"], bad)
     check_exit_codes(root, clis["symdex"], bad)
+    check_verb_pages(root, clis["symdex"], bad)
     check_rpc_table(root, clis["symdexd"], bad)
     check_work_items(root, bad)
     for b in bad:

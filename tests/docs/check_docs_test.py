@@ -3,7 +3,8 @@
 at a time (a flag `--help` does not list, a verb that does not exist, a broken link, a missing
 anchor, a page nothing links to, a work-item number in a source file, a reference page that no
 longer quotes its help topic, a verb's exit codes the table and --help disagree on, an RPC the
-gRPC reference has no row for, a heavy mark the daemon disagrees with, a README over its length), each expected by its message.
+gRPC reference has no row for, a heavy mark the daemon disagrees with, a README over its length, a
+verb the JSON, exit-code or commands reference has no row for), each expected by its message.
 
 Usage: check_docs_test.py SOURCE_DIR BIN_DIR
 """
@@ -47,6 +48,12 @@ def main(src, bindir):
         ("a heavy mark the daemon disagrees with", [("docs/reference/grpc-api.md", "Which")],
          "docs/reference/grpc-api.md", "Which is marked heavy; symdexd --help says it is not"),
         ("a README over its length", [("README.md", "\n" * 300)], "README.md", "lines (at most 250"),
+        ("a verb the JSON reference has no row for", [("docs/reference/json.md", "callers")],
+         "docs/reference/json.md", "`callers` is in no per-verb row"),
+        ("a verb the exit-code table has no row for", [("docs/reference/exit-codes.md", "callers")],
+         "docs/reference/exit-codes.md", "no row for `callers` in the per-verb table"),
+        ("a verb the commands table has no row for", [("docs/reference/commands.md", "callers")],
+         "docs/reference/commands.md", "no row for `symdex callers`"),
     ]
     def plant(tree, edits):
         shutil.copy(src / "README.md", tree / "README.md")
@@ -69,6 +76,9 @@ def main(src, bindir):
                 p.write_text("".join(l for l in p.read_text().splitlines(True) if not l.startswith("| `Decode`")))
             elif rel == "docs/reference/grpc-api.md":
                 p.write_text(p.read_text().replace("| `Which` | `which` | |", "| `Which` | `which` | heavy |"))
+            elif text == "callers":  # the verb's row taken out of a page that lists verbs
+                p.write_text("".join(l for l in p.read_text().splitlines(True)
+                                     if not l.startswith(("| `callers`", "| `symdex callers"))))
             elif rel == "docs/reference/exit-codes.md":
                 p.write_text(p.read_text().replace("| `which` | found | no such symbol | usage | no index |",
                                                    "| `which` | found | no such symbol | usage | |"))

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "server/ingest/pprof.h"
+#include "server/ingest/pprof_wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -1,6 +1,6 @@
-// pprof profiles read and rewritten (ingest/pprof.h): what symbolizing needs is read, and the
+// pprof profiles read and rewritten (ingest/pprof_wire.h): what symbolizing needs is read, and the
 // rewrite changes nothing but the symbolized locations, the new functions and strings.
-#include "server/ingest/pprof.h"
+#include "server/ingest/pprof_wire.h"
 
 #include <gtest/gtest.h>
 

@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "server/debuginfo/files/probe_files.h"
-#include "server/ingest/kernel_config.h"
+#include "server/ingest/config_text.h"
 #include "server/ingest/probe_tables.h"
 #include "server/query/probe_verdict.h"
 #include "server/target/probe_bits.h"

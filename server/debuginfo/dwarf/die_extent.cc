@@ -35,11 +35,9 @@ int64_t FormLength(unsigned form, const unsigned char* p, const AttrScan& s) {
     case DW_FORM_block1:
       return p < s.end_limit ? 1 + int64_t{p[0]} : -1;
     case DW_FORM_block2:
-      return s.end_limit - p >= 2 ? 2 + int64_t{p[0] | (p[1] << 8)} : -1;
+      return s.end_limit - p >= 2 ? 2 + int64_t{LoadLittle<uint16_t>(p)} : -1;
     case DW_FORM_block4:
-      return s.end_limit - p >= 4
-                 ? 4 + int64_t{uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24}
-                 : -1;
+      return s.end_limit - p >= 4 ? 4 + int64_t{LoadLittle<uint32_t>(p)} : -1;
     case DW_FORM_block:
     case DW_FORM_exprloc: {
       size_t n = LebLength(p, s.end_limit);

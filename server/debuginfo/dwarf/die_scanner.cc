@@ -160,17 +160,11 @@ int FixedFormSize(uint64_t form, unsigned version, unsigned address_size, unsign
 
 namespace {
 
-inline uint64_t ReadLe(const uint8_t* p, unsigned n) {
-  uint64_t v = 0;
-  std::memcpy(&v, p, n);  // little-endian host and file (LinkedDwarfSections checks the file)
-  return v;
-}
-
 // Entry `index` of a table of `width`-byte values at `base` of `table` (.debug_str_offsets,
 // .debug_addr, the offsets after a .debug_rnglists header): false when it lies outside.
 bool TableEntry(std::string_view table, uint64_t base, uint64_t index, unsigned width, uint64_t& v) {
   if (base > table.size() || index >= (table.size() - base) / width) return false;
-  v = ReadLe(reinterpret_cast<const uint8_t*>(table.data()) + base + index * width, width);
+  v = LoadLittle(reinterpret_cast<const uint8_t*>(table.data()) + base + index * width, width);
   return true;
 }
 
@@ -251,12 +245,12 @@ bool UnitScanner::Open(const DwarfSections& sections, uint64_t header_offset) {
   end_ = info_end;  // until the unit's length is known
   auto have = [&](size_t n) { return static_cast<size_t>(info_end - p) >= n; };
   if (!have(4)) return Fail(header_offset, "truncated unit header");
-  uint64_t length = ReadLe(p, 4);
+  uint64_t length = LoadLittle(p, 4);
   p += 4;
   offset_size_ = 4;
   if (length == 0xffffffff) {
     if (!have(8)) return Fail(header_offset, "truncated unit header");
-    length = ReadLe(p, 8);
+    length = LoadLittle(p, 8);
     p += 8;
     offset_size_ = 8;
   } else if (length >= 0xfffffff0) {
@@ -266,7 +260,7 @@ bool UnitScanner::Open(const DwarfSections& sections, uint64_t header_offset) {
   end_ = p + length;
   end_offset_ = Offset(end_);
   if (!have(2)) return Fail(header_offset, "truncated unit header");
-  const uint64_t version = ReadLe(p, 2);
+  const uint64_t version = LoadLittle(p, 2);
   p += 2;
   if (version < 2 || version > 5) return Fail(header_offset, "unit version outside 2-5");
   version_ = static_cast<uint8_t>(version);
@@ -275,13 +269,13 @@ bool UnitScanner::Open(const DwarfSections& sections, uint64_t header_offset) {
     if (!have(2u + offset_size_)) return Fail(header_offset, "truncated unit header");
     unit_type_ = p[0];
     address_size_ = p[1];
-    abbrev_offset = ReadLe(p + 2, offset_size_);
+    abbrev_offset = LoadLittle(p + 2, offset_size_);
     p += 2 + offset_size_;
     if (unit_type_ != DW_UT_compile && unit_type_ != DW_UT_partial) return Fail(header_offset, "not a plain unit");
   } else {
     if (!have(1u + offset_size_)) return Fail(header_offset, "truncated unit header");
     unit_type_ = DW_UT_compile;
-    abbrev_offset = ReadLe(p, offset_size_);
+    abbrev_offset = LoadLittle(p, offset_size_);
     address_size_ = p[offset_size_];
     p += 1 + offset_size_;
   }
@@ -314,9 +308,9 @@ bool UnitScanner::ReadUnitBytes(uint64_t offset) {
   const uint64_t left = sec_.info.size() - offset;
   if (!Pread(offset, static_cast<size_t>(std::min<uint64_t>(left, 12)))) return false;
   uint64_t length = 0, header = 4;
-  if (buf_used_ >= 4) length = ReadLe(buf_.get(), 4);
+  if (buf_used_ >= 4) length = LoadLittle(buf_.get(), 4);
   if (length == 0xffffffff && buf_used_ >= 12) {
-    length = ReadLe(buf_.get() + 4, 8);
+    length = LoadLittle(buf_.get() + 4, 8);
     header = 12;
   }
   if (buf_used_ < header || length >= 0xfffffff0 || length > left - header) {
@@ -412,12 +406,12 @@ bool UnitScanner::ReadDie(const uint8_t* p, ScanDie& die) {
         break;
       case DW_FORM_block2:
         if (end_ - p < 2) return Fail(die.offset, "DIE runs past its unit");
-        len = ReadLe(p, 2);
+        len = LoadLittle(p, 2);
         p += 2;
         break;
       case DW_FORM_block4:
         if (end_ - p < 4) return Fail(die.offset, "DIE runs past its unit");
-        len = ReadLe(p, 4);
+        len = LoadLittle(p, 4);
         p += 4;
         break;
       case DW_FORM_block:
@@ -476,13 +470,13 @@ int UnitScanner::Sibling(const ScanDie& die, ScanDie& next, uint64_t* stop) {
           off = sib->value[0];
           break;
         case DW_FORM_ref2:
-          off = ReadLe(sib->value, 2);
+          off = LoadLittle(sib->value, 2);
           break;
         case DW_FORM_ref4:
-          off = ReadLe(sib->value, 4);
+          off = LoadLittle(sib->value, 4);
           break;
         case DW_FORM_ref8:
-          off = ReadLe(sib->value, 8);
+          off = LoadLittle(sib->value, 8);
           break;
         case DW_FORM_ref_udata: {
           const uint8_t* q = sib->value;
@@ -565,13 +559,13 @@ bool UnitScanner::Udata(const ScanAttr& a, uint64_t& v) {
       v = p[0];
       return true;
     case DW_FORM_data2:
-      v = ReadLe(p, 2);
+      v = LoadLittle(p, 2);
       return true;
     case DW_FORM_data4:
-      v = ReadLe(p, 4);
+      v = LoadLittle(p, 4);
       return true;
     case DW_FORM_data8:
-      v = ReadLe(p, 8);
+      v = LoadLittle(p, 8);
       return true;
     case DW_FORM_udata:
       return ReadUleb(p, end_, v) || Fail(Offset(a.value), "unreadable constant");
@@ -594,7 +588,7 @@ bool UnitScanner::Udata(const ScanAttr& a, uint64_t& v) {
 bool UnitScanner::Addr(const ScanAttr& a, uint64_t& v) {
   switch (a.form) {
     case DW_FORM_addr:
-      v = ReadLe(a.value, address_size_);
+      v = LoadLittle(a.value, address_size_);
       return true;
     case DW_FORM_addrx:
     case DW_FORM_addrx1:
@@ -620,15 +614,15 @@ bool UnitScanner::Index(const ScanAttr& a, uint64_t& index) {
       return true;
     case DW_FORM_strx2:
     case DW_FORM_addrx2:
-      index = ReadLe(a.value, 2);
+      index = LoadLittle(a.value, 2);
       return true;
     case DW_FORM_strx3:
     case DW_FORM_addrx3:
-      index = ReadLe(a.value, 3);
+      index = LoadLittle(a.value, 3);
       return true;
     case DW_FORM_strx4:
     case DW_FORM_addrx4:
-      index = ReadLe(a.value, 4);
+      index = LoadLittle(a.value, 4);
       return true;
     default: {  // the ULEB128 forms (ReadDie found the value inside the unit)
       const uint8_t* p = a.value;
@@ -649,7 +643,7 @@ bool UnitScanner::Bases() {
     const ScanAttr* a = cu.get(at);
     if (a == nullptr) return false;
     if (a->form == DW_FORM_sec_offset) {
-      v = ReadLe(a->value, offset_size_);
+      v = LoadLittle(a->value, offset_size_);
       return true;
     }
     return Udata(*a, v);
@@ -675,7 +669,7 @@ bool UnitScanner::SingleAddress(const ScanAttr& loc, uint64_t& addr) {
   if (!Block(loc, p, len)) return false;  // (fails the unit: a form the scanner does not read)
   if (len > static_cast<uint64_t>(end_ - p)) return Fail(Offset(loc.value), "block runs past its unit");
   if (len == 1u + address_size_ && p[0] == DW_OP_addr) {
-    addr = ReadLe(p + 1, address_size_);
+    addr = LoadLittle(p + 1, address_size_);
     return true;
   }
   if (len >= 2 && p[0] == DW_OP_addrx) {
@@ -736,7 +730,7 @@ const char* UnitScanner::String(const ScanAttr& a) {
     default:
       return nullptr;
   }
-  const uint64_t off = ReadLe(a.value, offset_size_);
+  const uint64_t off = LoadLittle(a.value, offset_size_);
   if (off >= sec.size() || std::memchr(sec.data() + off, 0, sec.size() - off) == nullptr) {
     Fail(Offset(a.value), "string offset past its section");
     return nullptr;
@@ -753,13 +747,13 @@ bool UnitScanner::RefDie(const ScanAttr& a, ScanDie& target) {
       off = p[0];
       break;
     case DW_FORM_ref2:
-      off = ReadLe(p, 2);
+      off = LoadLittle(p, 2);
       break;
     case DW_FORM_ref4:
-      off = ReadLe(p, 4);
+      off = LoadLittle(p, 4);
       break;
     case DW_FORM_ref8:
-      off = ReadLe(p, 8);
+      off = LoadLittle(p, 8);
       break;
     case DW_FORM_ref_udata:
       if (!ReadUleb(p, end_, off)) return Fail(Offset(a.value), "unreadable reference");
@@ -773,11 +767,11 @@ bool UnitScanner::RefDie(const ScanAttr& a, ScanDie& target) {
 
 bool UnitScanner::SecOffset(const ScanAttr& a, uint64_t& offset) {
   if (a.form == DW_FORM_sec_offset) {
-    offset = ReadLe(a.value, offset_size_);
+    offset = LoadLittle(a.value, offset_size_);
     return true;
   }
   if (version_ < 4 && (a.form == DW_FORM_data4 || a.form == DW_FORM_data8)) {
-    offset = ReadLe(a.value, a.form == DW_FORM_data4 ? 4 : 8);
+    offset = LoadLittle(a.value, a.form == DW_FORM_data4 ? 4 : 8);
     return true;
   }
   return Fail(Offset(a.value), fmt::format("section offset in form {:#x}", a.form));
@@ -790,11 +784,11 @@ bool UnitScanner::Block(const ScanAttr& a, const uint8_t*& data, uint64_t& len) 
       len = *p++;
       break;
     case DW_FORM_block2:
-      len = ReadLe(p, 2);
+      len = LoadLittle(p, 2);
       p += 2;
       break;
     case DW_FORM_block4:
-      len = ReadLe(p, 4);
+      len = LoadLittle(p, 4);
       p += 4;
       break;
     case DW_FORM_block:
@@ -895,7 +889,7 @@ bool UnitScanner::Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uin
     const uint64_t escape = width == 8 ? ~uint64_t{0} : uint64_t{0xffffffff};
     for (;;) {
       if (static_cast<size_t>(end - p) < 2u * width) return bad();
-      const uint64_t b = ReadLe(p, width), e = ReadLe(p + width, width);
+      const uint64_t b = LoadLittle(p, width), e = LoadLittle(p + width, width);
       p += 2 * width;
       if (b == escape) {
         if (e == escape) return bad();
@@ -919,19 +913,19 @@ bool UnitScanner::Ranges(const ScanDie& die, std::vector<std::pair<uint64_t, uin
         break;
       case DW_RLE_base_address:
         if (static_cast<size_t>(end - p) < width) return bad();
-        base = ReadLe(p, width);
+        base = LoadLittle(p, width);
         p += width;
         break;
       case DW_RLE_start_end:
         if (static_cast<size_t>(end - p) < 2u * width) return bad();
-        b = ReadLe(p, width);
-        e = ReadLe(p + width, width);
+        b = LoadLittle(p, width);
+        e = LoadLittle(p + width, width);
         p += 2 * width;
         out.emplace_back(b, e);
         break;
       case DW_RLE_start_length:
         if (static_cast<size_t>(end - p) < width) return bad();
-        b = ReadLe(p, width);
+        b = LoadLittle(p, width);
         p += width;
         if (p >= end || !ReadUleb(p, end, e)) return bad();
         out.emplace_back(b, b + e);

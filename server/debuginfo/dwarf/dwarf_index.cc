@@ -913,6 +913,155 @@ class PartEmitter {
   bool hold_ = false;
 };
 
+// Each text symbol's address, the unit dwarf_addrdie gives it (its line is read with that unit's
+// walk), or none of the listed units (read afterwards).
+struct SymbolsByUnit {
+  std::vector<RawSymbolLine> raw;                // by address, one per address
+  std::vector<std::vector<uint32_t>> unit_syms;  // per unit: indices into raw
+  std::vector<uint32_t> other_syms;
+};
+SymbolsByUnit AssignSymbolsToUnits(BoundedDwarf& first, const std::vector<UnitRef>& units, const EntryPads& pads,
+                                   const UnitsByAddress& units_by_address) {
+  std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first.elf());
+  std::sort(syms.begin(), syms.end());
+  syms.erase(std::unique(syms.begin(), syms.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+             syms.end());
+  SymbolsByUnit out;
+  out.raw.resize(syms.size());
+  out.unit_syms.resize(units.size());
+  std::unordered_map<Dwarf_Off, size_t> unit_at;
+  for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
+  for (size_t i = 0; i < syms.size(); ++i) {
+    out.raw[i].addr = syms[i].first;
+    Dwarf_Die cu;
+    if (units_by_address.Die(first.dwarf(), pads.LineAddress(syms[i].first), &cu) == nullptr) continue;
+    auto it = unit_at.find(dwarf_dieoffset(&cu));
+    (it == unit_at.end() ? out.other_syms : out.unit_syms[it->second]).push_back(static_cast<uint32_t>(i));
+  }
+  return out;
+}
+
+// The lines of the symbols in none of the listed units, each read with the unit dwarf_addrdie
+// gives it.
+void ReadOtherSymbolLines(BoundedDwarf& first, SymbolsByUnit& by_unit, const EntryPads& pads,
+                          const UnitsByAddress& units_by_address) {
+  if (!by_unit.other_syms.empty()) first.PrepareUnits();
+  for (uint32_t i : by_unit.other_syms) {
+    Dwarf_Die cu;
+    const uint64_t at = pads.LineAddress(by_unit.raw[i].addr);
+    if (units_by_address.Die(first.dwarf(), at, &cu) == nullptr) continue;
+    RawSymbolLine r = LineAt(&cu, at);
+    r.addr = by_unit.raw[i].addr;
+    by_unit.raw[i] = std::move(r);
+  }
+}
+
+enum class Scanned { kRead, kFastLines, kDeclined };
+// The DIE scanner's read of one unit (die_scanner.h) into `part`, and the lines of its symbols
+// `syms` into `raw`: kFastLines when its line table was read by the fast reader too; kDeclined,
+// with `why`, when the scanner cannot read it.
+Scanned ScanUnit(BoundedDwarf& h, const UnitRef& unit, Partial& part, UnitScanner& scanner, AddressMapper& mapper,
+                 const std::vector<uint32_t>& syms, const EntryPads& pads, std::vector<RawSymbolLine>& raw,
+                 std::string& why) {
+  auto sections = LinkedDwarfSections(h.dwarf());  // per unit: a recycled handle maps anew
+  if (!sections.ok()) {
+    why = std::string(sections.status().message());
+    return Scanned::kDeclined;
+  }
+  sections->fd = h.fd();
+  ScanWalker walker(part, scanner, *sections, mapper);
+  if (!walker.Walk(unit.end - unit.size)) {
+    why = StrCat("unit at ", unit.die_offset, ": ", scanner.why());
+    return Scanned::kDeclined;
+  }
+  for (uint32_t i : syms) {
+    RawSymbolLine r = TableLineAt(walker.cu_offset(), walker.comp_dir(), pads.LineAddress(raw[i].addr), walker.table());
+    r.addr = raw[i].addr;
+    raw[i] = std::move(r);
+  }
+  return walker.table() != nullptr ? Scanned::kFastLines : Scanned::kRead;
+}
+
+// The index's rows from the partials not yet handed out in parts (from `first_kept` on), merged
+// in unit order (the result does not depend on thread scheduling), then the symbols' lines.
+void MergeInUnitOrder(std::vector<Partial>& partials, size_t first_kept, PartEmitter* emitter,
+                      std::vector<RawSymbolLine>& raw, DwarfIndex& out) {
+  std::unordered_map<std::string, uint32_t> file_ids;
+  IndexBase base;
+  std::vector<uint64_t> units_before;
+  if (emitter) {
+    file_ids = std::move(emitter->file_ids);
+    base = emitter->base;
+    units_before = std::move(emitter->unit_offsets);
+  }
+  {
+    size_t units_n = 0, functions = 0, variables = 0;
+    for (const Partial& p : partials) {
+      units_n += p.units.size();
+      functions += p.functions.size();
+      variables += p.variables.size();
+    }
+    out.units.reserve(units_n);
+    out.functions.reserve(functions);
+    out.variables.reserve(variables);
+  }
+  for (size_t k = first_kept; k < partials.size(); ++k) Merge(partials[k], out, file_ids, base);
+  std::vector<Partial>().swap(partials);
+  AddSymbolLines(raw, out, file_ids, base, units_before);
+}
+
+// The order units are read in: largest first, so that no thread is left with one huge unit at the
+// end; or as listed.
+std::vector<size_t> UnitOrder(const std::vector<UnitRef>& units, bool largest_first) {
+  std::vector<size_t> order(units.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (largest_first) {
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
+  }
+  return order;
+}
+
+// libdw's read of one unit into `part`, and the lines of its symbols `syms` into `raw`: whether
+// its line table was read by the fast reader too; nullopt (the damage noted) when its DIE cannot
+// be read.
+std::optional<bool> WalkUnit(BoundedDwarf& h, const UnitRef& unit, Partial& part, AddressMapper& mapper,
+                             const std::vector<uint32_t>& syms, const EntryPads& pads,
+                             std::vector<RawSymbolLine>& raw) {
+  h.PrepareUnits();
+  Dwarf_Die cu;
+  if (dwarf_offdie(h.dwarf(), unit.die_offset, &cu) == nullptr) {
+    part.Damage(".debug_info", unit.die_offset, "unit DIE unreadable");
+    return std::nullopt;
+  }
+  auto line_sections = LinkedLineSections(h.dwarf());  // per unit: a recycled handle maps anew
+  UnitWalker walker(part, mapper, line_sections.ok() ? &*line_sections : nullptr);
+  walker.Walk(&cu, unit.end);
+  for (uint32_t i : syms) {
+    RawSymbolLine r = LineAt(&cu, pads.LineAddress(raw[i].addr), walker.table());
+    r.addr = raw[i].addr;
+    raw[i] = std::move(r);
+  }
+  return walker.table() != nullptr;
+}
+
+// work(thread, handle) on `jobs` threads: this one with `first`, each other with a bounded handle
+// of its own on `path`.
+template <class Work>
+absl::Status OnThreads(unsigned jobs, const std::string& path, uint64_t budget,
+                       const std::vector<Dwarf_Off>& unit_offsets, BoundedDwarf& first, Work& work) {
+  std::vector<std::unique_ptr<BoundedDwarf>> handles;
+  for (unsigned t = 1; t < jobs; ++t) {
+    handles.push_back(std::make_unique<BoundedDwarf>());
+    RETURN_IF_ERROR(handles.back()->Open(path, budget));
+    handles.back()->SetUnits(unit_offsets);
+  }
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
+  work(0, &first);
+  for (auto& th : threads) th.join();
+  return absl::OkStatus();
+}
+
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget,
                                        size_t* units_fast_lines, size_t* units_scanned,
                                        std::vector<std::string>* scan_misses, bool use_scanner,
@@ -937,36 +1086,17 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
   // Largest units first so that no thread is left with one huge CU at the end; in unit order
   // when parts are handed out (they go in unit order).
   const bool streaming = use_scanner && on_part != nullptr && *on_part;
-  std::vector<size_t> order(units.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  if (!streaming) {
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return units[a].size > units[b].size; });
-  }
+  const std::vector<size_t> order = UnitOrder(units, /*largest_first=*/!streaming);
 
   // The line at every text symbol address is read with the walk of the unit dwarf_addrdie gives
   // it, while that unit's line table is loaded. (A unit outside the list: read afterwards.)
-  std::vector<std::pair<uint64_t, size_t>> syms = TextSymbolAddresses(first->elf());
   const EntryPads pads = LinkedEntryPads(first->elf());
-  std::sort(syms.begin(), syms.end());
-  syms.erase(std::unique(syms.begin(), syms.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
-             syms.end());
-  std::vector<RawSymbolLine> raw(syms.size());
-  std::vector<std::vector<uint32_t>> unit_syms(units.size());
-  std::vector<uint32_t> other_syms;
   first->PrepareUnits();
   // dwarf_addrdie, also without .debug_aranges
   const UnitsByAddress units_by_address(first->dwarf(), [&] { first->HeaderRead(); });
-  {
-    std::unordered_map<Dwarf_Off, size_t> unit_at;
-    for (size_t u = 0; u < units.size(); ++u) unit_at.emplace(units[u].die_offset, u);
-    for (size_t i = 0; i < syms.size(); ++i) {
-      raw[i].addr = syms[i].first;
-      Dwarf_Die cu;
-      if (units_by_address.Die(first->dwarf(), pads.LineAddress(syms[i].first), &cu) == nullptr) continue;
-      auto it = unit_at.find(dwarf_dieoffset(&cu));
-      (it == unit_at.end() ? other_syms : unit_syms[it->second]).push_back(static_cast<uint32_t>(i));
-    }
-  }
+  SymbolsByUnit by_unit = AssignSymbolsToUnits(*first, units, pads, units_by_address);
+  std::vector<RawSymbolLine>& raw = by_unit.raw;
+  const std::vector<std::vector<uint32_t>>& unit_syms = by_unit.unit_syms;
   first->DropPages();
 
   jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(std::max<size_t>(1, units.size()))));
@@ -992,68 +1122,37 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
         // which units it was asked for before, so a unit read by libdw in the middle of a
         // scanner pass could differ from a libdw-only read of the file.
         if (declined.load(std::memory_order_relaxed)) return;
-        auto sections = LinkedDwarfSections(h->dwarf());  // per unit: a recycled handle maps anew
         std::string why;
-        if (sections.ok()) {
-          sections->fd = h->fd();
-          ScanWalker walker(partials[u], scanner, *sections, mapper);
-          if (walker.Walk(units[u].end - units[u].size)) {
+        switch (ScanUnit(*h, units[u], partials[u], scanner, mapper, unit_syms[u], pads, raw, why)) {
+          case Scanned::kFastLines:
+            ++fast_units;
+            [[fallthrough]];
+          case Scanned::kRead:
             ++scanned_units;
-            if (walker.table() != nullptr) ++fast_units;
-            for (uint32_t i : unit_syms[u]) {
-              RawSymbolLine r =
-                  TableLineAt(walker.cu_offset(), walker.comp_dir(), pads.LineAddress(raw[i].addr), walker.table());
-              r.addr = raw[i].addr;
-              raw[i] = std::move(r);
-            }
             if (auto recycled = h->Read(units[u].size); !recycled.ok()) {
               errors[tid] = recycled.status();
               return;
             }
             if (emitter) emitter->UnitDone(u);
             continue;
-          }
-          why = StrCat("unit at ", units[u].die_offset, ": ", scanner.why());
-        } else {
-          why = std::string(sections.status().message());
+          case Scanned::kDeclined:
+            break;
         }
         std::lock_guard<std::mutex> lock(miss_mu);
         if (misses.size() < 4) misses.push_back(std::move(why));
         declined = true;
         return;
       }
-      h->PrepareUnits();
-      Dwarf_Die cu;
-      if (dwarf_offdie(h->dwarf(), units[u].die_offset, &cu) == nullptr) {
-        partials[u].Damage(".debug_info", units[u].die_offset, "unit DIE unreadable");
-        continue;
-      }
-      auto line_sections = LinkedLineSections(h->dwarf());  // per unit: a recycled handle maps anew
-      UnitWalker walker(partials[u], mapper, line_sections.ok() ? &*line_sections : nullptr);
-      walker.Walk(&cu, units[u].end);
-      if (walker.table() != nullptr) ++fast_units;
-      for (uint32_t i : unit_syms[u]) {
-        RawSymbolLine r = LineAt(&cu, pads.LineAddress(raw[i].addr), walker.table());
-        r.addr = raw[i].addr;
-        raw[i] = std::move(r);
-      }
+      const std::optional<bool> fast = WalkUnit(*h, units[u], partials[u], mapper, unit_syms[u], pads, raw);
+      if (!fast) continue;
+      if (*fast) ++fast_units;
       if (auto recycled = h->Read(units[u].size); !recycled.ok()) {
         errors[tid] = recycled.status();
         return;
       }
     }
   };
-  std::vector<std::thread> threads;
-  std::vector<std::unique_ptr<BoundedDwarf>> handles;
-  for (unsigned t = 1; t < jobs; ++t) {
-    handles.push_back(std::make_unique<BoundedDwarf>());
-    RETURN_IF_ERROR(handles.back()->Open(path, budget));
-    handles.back()->SetUnits(unit_offsets);
-  }
-  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
-  work(0, first.get());
-  for (auto& th : threads) th.join();
-  handles.clear();
+  RETURN_IF_ERROR(OnThreads(jobs, path, budget, unit_offsets, *first, work));
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
   if (declined && emitter && emitter->any()) {
     return absl::AbortedError(StrCat(path, ": the DIE scanner declined a unit (", misses.empty() ? "" : misses.front(),
@@ -1075,40 +1174,10 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
     for (size_t k = first_kept; k < partials.size(); ++k) ps.push_back(&partials[k]);
     RETURN_IF_ERROR(CheckParts(path, ps, emitter ? emitter->units_out : 0, emitter ? emitter->functions_out : 0));
   }
-  if (!other_syms.empty()) first->PrepareUnits();
-  for (uint32_t i : other_syms) {
-    Dwarf_Die cu;
-    const uint64_t at = pads.LineAddress(raw[i].addr);
-    if (units_by_address.Die(first->dwarf(), at, &cu) == nullptr) continue;
-    RawSymbolLine r = LineAt(&cu, at);
-    r.addr = raw[i].addr;
-    raw[i] = std::move(r);
-  }
+  ReadOtherSymbolLines(*first, by_unit, pads, units_by_address);
   first.reset();
 
-  // Merge in unit order: the result does not depend on thread scheduling.
-  std::unordered_map<std::string, uint32_t> file_ids;
-  IndexBase base;
-  std::vector<uint64_t> units_before;
-  if (emitter) {
-    file_ids = std::move(emitter->file_ids);
-    base = emitter->base;
-    units_before = std::move(emitter->unit_offsets);
-  }
-  {
-    size_t units_n = 0, functions = 0, variables = 0;
-    for (const Partial& p : partials) {
-      units_n += p.units.size();
-      functions += p.functions.size();
-      variables += p.variables.size();
-    }
-    out.units.reserve(units_n);
-    out.functions.reserve(functions);
-    out.variables.reserve(variables);
-  }
-  for (size_t k = first_kept; k < partials.size(); ++k) Merge(partials[k], out, file_ids, base);
-  std::vector<Partial>().swap(partials);
-  AddSymbolLines(raw, out, file_ids, base, units_before);
+  MergeInUnitOrder(partials, first_kept, emitter ? &*emitter : nullptr, raw, out);
   return out;
 }
 

@@ -532,6 +532,52 @@ class Compiler {
     return a.type.empty() ? a.var : StrCat(a.var, "_", a.type);
   }
 
+  // A bitfield member's fetch: its containing word at `place` (which holds the member's byte
+  // offset) and its bits in it. `bit_position` counts from the start of the aggregate holding it.
+  absl::StatusOr<std::string> BitfieldFetch(const std::string& path, Dwarf_Die bitfield, int64_t bit_position,
+                                            Place place) {
+    Dwarf_Attribute ba;
+    Dwarf_Word width = 0;
+    dwarf_formudata(dwarf_attr(&bitfield, DW_AT_bit_size, &ba), &width);
+    std::optional<Dwarf_Die> bt = RealType(&bitfield);
+    const int64_t container = bt ? SizeOf(&*bt) : -1;
+    if (container != 1 && container != 2 && container != 4 && container != 8) {
+      return absl::OutOfRangeError(StrCat("'", path, "' is a bitfield of a type with no fetchable size"));
+    }
+    // place.offset already includes the member's byte offset for the non-bitfield part: undo and redo.
+    const int64_t cbits = container * 8;
+    const int64_t unit = (bit_position / cbits) * container;
+    const int64_t bit = bit_position - unit * 8;
+    if (bit + static_cast<int64_t>(width) > cbits) {
+      return absl::OutOfRangeError(StrCat("'", path, "' straddles two ", cbits, "-bit words"));
+    }
+    place.offset += unit;
+    return StrCat(FetchText(place), ":b", width, "@", bit, "/", cbits);
+  }
+
+  // `:string` / `:ustring` of the value `cur` (its real type `type`) at `place`: a char pointer
+  // is followed, a char array in memory read where it is.
+  absl::StatusOr<std::string> StringFetch(const std::string& path, Dwarf_Die cur, std::optional<Dwarf_Die> type,
+                                          const std::string& as, Place place) {
+    const int tag = type ? dwarf_tag(&*type) : 0;
+    if (tag != DW_TAG_pointer_type && tag != DW_TAG_array_type) {
+      return absl::InvalidArgumentError(
+          StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :", as));
+    }
+    std::optional<Dwarf_Die> elem = RealType(&*type);
+    const std::string en = elem ? Name(&*elem) : "";
+    if (!elem || (en != "char" && en != "unsigned char" && en != "signed char")) {
+      return absl::InvalidArgumentError(
+          StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :", as));
+    }
+    if (tag == DW_TAG_pointer_type) {
+      place = Place{.base = FetchText(place), .offset = 0};
+    } else if (place.in_register) {
+      return absl::OutOfRangeError(StrCat("'", path, "' is a char array held in a register: no string to read"));
+    }
+    return StrCat(FetchText(place), ":", as);
+  }
+
   // The fetch for `a` (its members, index, type) starting from `var` at `place`.
   absl::StatusOr<std::string> FetchOf(const ProbeArg& a, Dwarf_Die var, Place place, std::vector<std::string>& notes) {
     if (place.is_static && (!ctx_.static_form || ctx_.static_form(place.static_addr).empty())) {
@@ -614,46 +660,9 @@ class Compiler {
     }
 
     // The type: a cast given, else the value's own.
-    if (bitfield && (a.type.empty())) {
-      Dwarf_Attribute ba;
-      Dwarf_Word width = 0;
-      dwarf_formudata(dwarf_attr(&*bitfield, DW_AT_bit_size, &ba), &width);
-      std::optional<Dwarf_Die> bt = RealType(&*bitfield);
-      const int64_t container = bt ? SizeOf(&*bt) : -1;
-      if (container != 1 && container != 2 && container != 4 && container != 8) {
-        return absl::OutOfRangeError(StrCat("'", path, "' is a bitfield of a type with no fetchable size"));
-      }
-      // bit_position counts from the start of the aggregate holding the member (place.offset
-      // already includes the member's byte offset for the non-bitfield part: undo and redo).
-      const int64_t cbits = container * 8;
-      const int64_t unit = (bit_position / cbits) * container;
-      const int64_t bit = bit_position - unit * 8;
-      if (bit + static_cast<int64_t>(width) > cbits) {
-        return absl::OutOfRangeError(StrCat("'", path, "' straddles two ", cbits, "-bit words"));
-      }
-      place.offset += unit;
-      return StrCat(FetchText(place), ":b", width, "@", bit, "/", cbits);
-    }
+    if (bitfield && (a.type.empty())) return BitfieldFetch(path, *bitfield, bit_position, place);
     std::optional<Dwarf_Die> type = RealType(&cur);
-    if (a.type == "string" || a.type == "ustring") {
-      const int tag = type ? dwarf_tag(&*type) : 0;
-      if (tag != DW_TAG_pointer_type && tag != DW_TAG_array_type) {
-        return absl::InvalidArgumentError(
-            StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :", a.type));
-      }
-      std::optional<Dwarf_Die> elem = RealType(&*type);
-      const std::string en = elem ? Name(&*elem) : "";
-      if (!elem || (en != "char" && en != "unsigned char" && en != "signed char")) {
-        return absl::InvalidArgumentError(
-            StrCat("'", path, "' (", TypeName(&cur), ") is not a char pointer or array: no :", a.type));
-      }
-      if (tag == DW_TAG_pointer_type) {
-        place = Place{.base = FetchText(place), .offset = 0};
-      } else if (place.in_register) {
-        return absl::OutOfRangeError(StrCat("'", path, "' is a char array held in a register: no string to read"));
-      }
-      return StrCat(FetchText(place), ":", a.type);
-    }
+    if (a.type == "string" || a.type == "ustring") return StringFetch(path, cur, type, a.type, place);
     if (!a.type.empty() && a.type != "u" && a.type != "s" && a.type != "x")
       return StrCat(FetchText(place), ":", a.type);
     if (!type) return FetchText(place);

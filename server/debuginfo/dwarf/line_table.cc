@@ -420,7 +420,7 @@ class Program {
             break;
           case DW_LNS_fixed_advance_pc:
             if (end - p < 2) return Bad("truncated fixed_advance_pc");
-            st.addr += static_cast<uint64_t>(p[0]) | static_cast<uint64_t>(p[1]) << 8;
+            st.addr += LoadLittle<uint16_t>(p);
             p += 2;
             st.op_index = 0;
             break;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "server/common/byte_reader.h"
 #include "server/common/strings.h"
 #include "server/ingest/x86_insn.h"
 
@@ -104,9 +105,7 @@ absl::StatusOr<std::optional<CallSite>> CodeFile::CallBefore(std::string_view se
   std::optional<ingest::CallInsn> insn;
   if (machine_ == EM_AARCH64) {
     if (pos < 4 || pos % 4 != 0) return std::optional<CallSite>();
-    uint32_t word = 0;
-    for (int i = 3; i >= 0; --i) word = word << 8 | code[pos - 4 + static_cast<uint64_t>(i)];
-    insn = ingest::A64CallEndingAt(word);
+    insn = ingest::A64CallEndingAt(LoadLittle<uint32_t>(code + pos - 4));
   } else {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(pos, ingest::kMaxCallLength));
     insn = ingest::CallEndingAt({code + pos - n, n});
@@ -198,7 +197,9 @@ std::map<size_t, std::vector<uint64_t>> CodeFile::FunctionStarts() {
 absl::StatusOr<std::vector<Branch>> CodeFile::BranchesTo(std::string_view section, uint64_t to) {
   const bool a64 = machine_ == EM_AARCH64;
   std::vector<Branch> out;
-  for (const auto& [index, starts] : FunctionStarts()) {
+  for (const auto& entry : FunctionStarts()) {
+    const size_t index = entry.first;  // not a structured binding: the lambda below captures it
+    const std::vector<uint64_t>& starts = entry.second;
     const Section& s = sections_[index];
     const uint64_t base = relocatable_ ? 0 : s.addr;
     const auto* code = reinterpret_cast<const uint8_t*>(map_.bytes().data() + s.offset);
@@ -226,9 +227,7 @@ absl::StatusOr<std::vector<Branch>> CodeFile::BranchesTo(std::string_view sectio
         std::optional<ingest::DirectBranch> b;
         if (a64) {
           if (end - pos < 4) break;
-          uint32_t word = 0;
-          for (int k = 3; k >= 0; --k) word = word << 8 | code[pos + static_cast<uint64_t>(k)];
-          b = ingest::A64DirectBranch(word);
+          b = ingest::A64DirectBranch(LoadLittle<uint32_t>(code + pos));
         } else {
           const size_t avail = static_cast<size_t>(std::min<uint64_t>(s.size - pos, ingest::kMaxX86InsnLength));
           std::optional<size_t> n = ingest::X86InsnLength({code + pos, avail});

@@ -88,6 +88,105 @@ absl::Status PlainElf::Explain(const absl::Status& s) const {
   return absl::Status(s.code(), msg);
 }
 
+namespace {
+
+// Where each compressed section's bytes go in the copy (after the file's own, each at its
+// alignment), and which algorithms they use.
+struct CopyLayout {
+  uint64_t end = 0;  // the copy's size
+  bool zlib = false, zstd = false;
+};
+absl::StatusOr<CopyLayout> PlanLayout(int fd, const std::string& path, uint64_t file_size,
+                                      const std::vector<Elf64_Shdr>& shdrs, uint64_t shstrndx,
+                                      const PlainElfLimits& limits, std::vector<Compressed>& todo) {
+  // Section names, for the messages (bounded: a name table is a few KiB).
+  std::string names;
+  if (shstrndx < shdrs.size() && shdrs[shstrndx].sh_type == SHT_STRTAB && shdrs[shstrndx].sh_size <= (1u << 24) &&
+      shdrs[shstrndx].sh_offset <= file_size && shdrs[shstrndx].sh_size <= file_size - shdrs[shstrndx].sh_offset) {
+    names.resize(shdrs[shstrndx].sh_size);
+    RETURN_IF_ERROR(ReadAt(fd, names.data(), names.size(), shdrs[shstrndx].sh_offset, path, "section name table"));
+  }
+  CopyLayout out{.end = file_size};
+  uint64_t& end = out.end;
+  for (Compressed& c : todo) {
+    c.name = c.sh.sh_name < names.size() ? std::string(names.c_str() + c.sh.sh_name) : StrCat("section ", c.index);
+    const std::string where = StrCat(path, ": ", c.name);
+    if (c.sh.sh_offset > file_size || c.sh.sh_size > file_size - c.sh.sh_offset || c.sh.sh_size < sizeof(Elf64_Chdr)) {
+      return absl::InvalidArgumentError(StrCat(where, ": compressed section lies outside the file"));
+    }
+    Elf64_Chdr ch;
+    RETURN_IF_ERROR(ReadAt(fd, &ch, sizeof ch, c.sh.sh_offset, path, "compression header"));
+    if (ch.ch_type != ELFCOMPRESS_ZLIB && ch.ch_type != ELFCOMPRESS_ZSTD) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": compressed with algorithm ", ch.ch_type, " (symdex reads zlib (1) and zstd (2))"));
+    }
+    if (ch.ch_size > limits.max_section) {
+      return absl::ResourceExhaustedError(
+          StrCat(where, ": declares ", ch.ch_size, " bytes uncompressed, over the limit of ", limits.max_section));
+    }
+    c.type = ch.ch_type;
+    c.size = ch.ch_size;
+    c.align = ch.ch_addralign != 0 && (ch.ch_addralign & (ch.ch_addralign - 1)) == 0 ? ch.ch_addralign : 1;
+    const uint64_t a = std::min<uint64_t>(c.align, 4096);
+    c.new_offset = (end + a - 1) / a * a;
+    end = c.new_offset + c.size;
+    if (end > limits.max_total) {
+      return absl::ResourceExhaustedError(StrCat(path, ": its decompressed sections would make a copy of ", end,
+                                                 " bytes, over the limit of ", limits.max_total));
+    }
+    (ch.ch_type == ELFCOMPRESS_ZLIB ? out.zlib : out.zstd) = true;
+  }
+  return out;
+}
+
+// Each section of `todo` decompressed from `fd` into `copy` at its new offset, by `jobs` threads.
+absl::Status DecompressInto(int fd, int copy, uint64_t file_size, const std::vector<Compressed>& todo, unsigned jobs,
+                            const std::string& path) {
+  void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map == MAP_FAILED) return absl::InternalError(StrCat("cannot map ", path, ": ", std::strerror(errno)));
+  const char* base = static_cast<const char*>(map);
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  absl::Status failed;
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < todo.size();) {
+      const Compressed& c = todo[k];
+      const std::string_view in(base + c.sh.sh_offset + sizeof(Elf64_Chdr), c.sh.sh_size - sizeof(Elf64_Chdr));
+      uint64_t at = c.new_offset;
+      absl::Status s = ingest::DecompressStream(
+          in, c.type == ELFCOMPRESS_ZLIB ? ingest::Compression::kZlib : ingest::Compression::kZstd, c.size,
+          [&](std::string_view piece) {
+            RETURN_IF_ERROR(WriteAllAt(copy, piece, at, kPlainCopyName));
+            at += piece.size();
+            return absl::OkStatus();
+          });
+      if (s.ok() && at != c.new_offset + c.size) {
+        s = absl::InvalidArgumentError(StrCat("holds ", at - c.new_offset, " bytes, its header declares ", c.size));
+      }
+      // The compressed bytes are read once: drop their pages from this process.
+      const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+      const uintptr_t lo = reinterpret_cast<uintptr_t>(in.data()) & ~(page - 1);
+      ::madvise(reinterpret_cast<void*>(lo), reinterpret_cast<uintptr_t>(in.data()) + in.size() - lo, MADV_DONTNEED);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (failed.ok()) failed = absl::Status(s.code(), StrCat(path, ": ", c.name, ": ", s.message()));
+        next = todo.size();
+      }
+    }
+  };
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(todo.size())));
+  {
+    std::vector<std::jthread> threads;
+    for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work);
+    work();
+  }
+  ::munmap(map, file_size);
+  RETURN_IF_ERROR(failed);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, const PlainElfLimits& limits) {
   PlainElf out;
   out.original_ = out.path_ = path;
@@ -124,44 +223,8 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
   }
   if (todo.empty()) return out;
 
-  // Section names, for the messages (bounded: a name table is a few KiB).
-  std::string names;
-  if (shstrndx < shdrs.size() && shdrs[shstrndx].sh_type == SHT_STRTAB && shdrs[shstrndx].sh_size <= (1u << 24) &&
-      shdrs[shstrndx].sh_offset <= file_size && shdrs[shstrndx].sh_size <= file_size - shdrs[shstrndx].sh_offset) {
-    names.resize(shdrs[shstrndx].sh_size);
-    RETURN_IF_ERROR(
-        ReadAt(fd.get(), names.data(), names.size(), shdrs[shstrndx].sh_offset, path, "section name table"));
-  }
-  uint64_t end = file_size;
-  bool zlib = false, zstd = false;
-  for (Compressed& c : todo) {
-    c.name = c.sh.sh_name < names.size() ? std::string(names.c_str() + c.sh.sh_name) : StrCat("section ", c.index);
-    const std::string where = StrCat(path, ": ", c.name);
-    if (c.sh.sh_offset > file_size || c.sh.sh_size > file_size - c.sh.sh_offset || c.sh.sh_size < sizeof(Elf64_Chdr)) {
-      return absl::InvalidArgumentError(StrCat(where, ": compressed section lies outside the file"));
-    }
-    Elf64_Chdr ch;
-    RETURN_IF_ERROR(ReadAt(fd.get(), &ch, sizeof ch, c.sh.sh_offset, path, "compression header"));
-    if (ch.ch_type != ELFCOMPRESS_ZLIB && ch.ch_type != ELFCOMPRESS_ZSTD) {
-      return absl::InvalidArgumentError(
-          StrCat(where, ": compressed with algorithm ", ch.ch_type, " (symdex reads zlib (1) and zstd (2))"));
-    }
-    if (ch.ch_size > limits.max_section) {
-      return absl::ResourceExhaustedError(
-          StrCat(where, ": declares ", ch.ch_size, " bytes uncompressed, over the limit of ", limits.max_section));
-    }
-    c.type = ch.ch_type;
-    c.size = ch.ch_size;
-    c.align = ch.ch_addralign != 0 && (ch.ch_addralign & (ch.ch_addralign - 1)) == 0 ? ch.ch_addralign : 1;
-    const uint64_t a = std::min<uint64_t>(c.align, 4096);
-    c.new_offset = (end + a - 1) / a * a;
-    end = c.new_offset + c.size;
-    if (end > limits.max_total) {
-      return absl::ResourceExhaustedError(StrCat(path, ": its decompressed sections would make a copy of ", end,
-                                                 " bytes, over the limit of ", limits.max_total));
-    }
-    (ch.ch_type == ELFCOMPRESS_ZLIB ? zlib : zstd) = true;
-  }
+  ASSIGN_OR_RETURN(const CopyLayout layout, PlanLayout(fd.get(), path, file_size, shdrs, shstrndx, limits, todo));
+  const uint64_t end = layout.end;
 
   std::string dir;
   auto made = UnlinkedScratchFile("symdex-plain", dir);
@@ -177,46 +240,7 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
   if (auto s = CopyAll(fd.get(), copy.get(), file_size); !s.ok())
     return absl::Status(s.code(), StrCat(path, ": ", s.message()));
 
-  void* map = ::mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
-  if (map == MAP_FAILED) return absl::InternalError(StrCat("cannot map ", path, ": ", std::strerror(errno)));
-  const char* base = static_cast<const char*>(map);
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  absl::Status failed;
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < todo.size();) {
-      const Compressed& c = todo[k];
-      const std::string_view in(base + c.sh.sh_offset + sizeof(Elf64_Chdr), c.sh.sh_size - sizeof(Elf64_Chdr));
-      uint64_t at = c.new_offset;
-      absl::Status s = ingest::DecompressStream(
-          in, c.type == ELFCOMPRESS_ZLIB ? ingest::Compression::kZlib : ingest::Compression::kZstd, c.size,
-          [&](std::string_view piece) {
-            RETURN_IF_ERROR(WriteAllAt(copy.get(), piece, at, kPlainCopyName));
-            at += piece.size();
-            return absl::OkStatus();
-          });
-      if (s.ok() && at != c.new_offset + c.size) {
-        s = absl::InvalidArgumentError(StrCat("holds ", at - c.new_offset, " bytes, its header declares ", c.size));
-      }
-      // The compressed bytes are read once: drop their pages from this process.
-      const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-      const uintptr_t lo = reinterpret_cast<uintptr_t>(in.data()) & ~(page - 1);
-      ::madvise(reinterpret_cast<void*>(lo), reinterpret_cast<uintptr_t>(in.data()) + in.size() - lo, MADV_DONTNEED);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (failed.ok()) failed = absl::Status(s.code(), StrCat(path, ": ", c.name, ": ", s.message()));
-        next = todo.size();
-      }
-    }
-  };
-  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(todo.size())));
-  {
-    std::vector<std::jthread> threads;
-    for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work);
-    work();
-  }
-  ::munmap(map, file_size);
-  RETURN_IF_ERROR(failed);
+  RETURN_IF_ERROR(DecompressInto(fd.get(), copy.get(), file_size, todo, jobs, path));
 
   for (const Compressed& c : todo) {
     Elf64_Shdr sh = c.sh;
@@ -227,7 +251,7 @@ absl::StatusOr<PlainElf> PlainElf::Open(const std::string& path, unsigned jobs, 
     RETURN_IF_ERROR(WriteAllAt(copy.get(), std::string_view(reinterpret_cast<const char*>(&sh), sizeof sh),
                                eh.e_shoff + c.index * sizeof(Elf64_Shdr), kPlainCopyName));
   }
-  out.compression_ = zlib && zstd ? "zlib+zstd" : zlib ? "zlib" : "zstd";
+  out.compression_ = layout.zlib && layout.zstd ? "zlib+zstd" : layout.zlib ? "zlib" : "zstd";
   out.sections_ = todo.size();
   out.path_ = StrCat("/proc/self/fd/", copy.get());
   out.copy_ = std::move(copy);

@@ -1,4 +1,4 @@
-#include "server/ingest/pprof.h"
+#include "server/ingest/pprof_wire.h"
 
 #include <algorithm>
 #include <optional>
@@ -95,6 +95,86 @@ absl::Status Limit(size_t n, std::string_view what) {
   return absl::OkStatus();
 }
 
+// A Mapping message: its numbers, and its filename's and build_id's string indices (resolved
+// once the string table is whole: it may come after the mappings).
+struct MappingRead {
+  PprofMapping m;
+  std::optional<uint64_t> filename, build_id;
+};
+absl::StatusOr<MappingRead> ReadMapping(std::string_view data) {
+  MappingRead out;
+  Reader mr(data);
+  Field g;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, mr.Next(g));
+    if (!more) break;
+    if (g.type != kVarint) continue;
+    if (g.number == kMapId) out.m.id = g.value;
+    if (g.number == kMemStart) out.m.memory_start = g.value;
+    if (g.number == kMemLimit) out.m.memory_limit = g.value;
+    if (g.number == kFileOffset) out.m.file_offset = g.value;
+    if (g.number == kFilename) out.filename = g.value;
+    if (g.number == kBuildId) out.build_id = g.value;
+  }
+  return out;
+}
+
+absl::StatusOr<PprofLocation> ReadLocation(std::string_view data) {
+  PprofLocation l;
+  Reader lr(data);
+  Field g;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, lr.Next(g));
+    if (!more) break;
+    if (g.number == kLocLine && g.type == kBytes) ++l.lines;
+    if (g.type != kVarint) continue;
+    if (g.number == kLocId) l.id = g.value;
+    if (g.number == kLocMapping) l.mapping_id = g.value;
+    if (g.number == kLocAddress) l.address = g.value;
+  }
+  return l;
+}
+
+// A Function message's id.
+absl::StatusOr<uint64_t> FunctionId(std::string_view data) {
+  uint64_t id = 0;
+  Reader fr(data);
+  Field g;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, fr.Next(g));
+    if (!more) break;
+    if (g.number == 1 && g.type == kVarint) id = std::max(id, g.value);
+  }
+  return id;
+}
+
+// A Sample's location ids, leaf first (field 1: varints, or packed runs of them).
+absl::StatusOr<std::vector<uint64_t>> ReadStack(std::string_view data) {
+  std::vector<uint64_t> ids;
+  Reader sr(data);
+  Field g;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, sr.Next(g));
+    if (!more) break;
+    if (g.number != 1) continue;
+    if (g.type == kVarint) {
+      ids.push_back(g.value);
+    } else if (g.type == kBytes) {  // packed: a run of varints
+      ByteReader packed(g.data);
+      while (!packed.done()) {
+        const uint64_t v = packed.Uleb();
+        if (!packed.ok()) return absl::InvalidArgumentError("not a pprof profile: a truncated packed location_id");
+        ids.push_back(v);
+      }
+    }
+    if (ids.size() > kMaxPprofStackDepth) {
+      return absl::InvalidArgumentError(
+          StrCat("a sample of more than ", kMaxPprofStackDepth, " locations: not a profile symdex reads"));
+    }
+  }
+  return ids;
+}
+
 }  // namespace
 
 absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
@@ -119,79 +199,26 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
         break;
       case kMapping: {
         RETURN_IF_ERROR(Limit(p.mappings.size() + 1, "mappings"));
-        PprofMapping m;
-        Reader mr(f.data);
-        Field g;
-        std::optional<uint64_t> filename, build_id;
-        while (true) {
-          ASSIGN_OR_RETURN(bool mm, mr.Next(g));
-          if (!mm) break;
-          if (g.type != kVarint) continue;
-          if (g.number == kMapId) m.id = g.value;
-          if (g.number == kMemStart) m.memory_start = g.value;
-          if (g.number == kMemLimit) m.memory_limit = g.value;
-          if (g.number == kFileOffset) m.file_offset = g.value;
-          if (g.number == kFilename) filename = g.value;
-          if (g.number == kBuildId) build_id = g.value;
-        }
-        // Strings are resolved once the table is read (it may come after the mappings).
-        mapping_strings.emplace_back(filename, build_id);
-        p.mappings.push_back(std::move(m));
+        ASSIGN_OR_RETURN(MappingRead m, ReadMapping(f.data));
+        mapping_strings.emplace_back(m.filename, m.build_id);
+        p.mappings.push_back(std::move(m.m));
         break;
       }
       case kLocation: {
         RETURN_IF_ERROR(Limit(p.locations.size() + 1, "locations"));
-        PprofLocation l;
-        Reader lr(f.data);
-        Field g;
-        while (true) {
-          ASSIGN_OR_RETURN(bool lm, lr.Next(g));
-          if (!lm) break;
-          if (g.number == kLocLine && g.type == kBytes) ++l.lines;
-          if (g.type != kVarint) continue;
-          if (g.number == kLocId) l.id = g.value;
-          if (g.number == kLocMapping) l.mapping_id = g.value;
-          if (g.number == kLocAddress) l.address = g.value;
-        }
+        ASSIGN_OR_RETURN(PprofLocation l, ReadLocation(f.data));
         loc_index[l.id] = p.locations.size();
         p.locations.push_back(l);
         break;
       }
       case kFunction: {
-        Reader fr(f.data);
-        Field g;
-        while (true) {
-          ASSIGN_OR_RETURN(bool fm, fr.Next(g));
-          if (!fm) break;
-          if (g.number == 1 && g.type == kVarint) p.max_function_id = std::max(p.max_function_id, g.value);
-        }
+        ASSIGN_OR_RETURN(uint64_t id, FunctionId(f.data));
+        p.max_function_id = std::max(p.max_function_id, id);
         break;
       }
       case kSample: {
         RETURN_IF_ERROR(Limit(stacks.size() + 1, "samples"));
-        std::vector<uint64_t> ids;
-        Reader sr(f.data);
-        Field g;
-        while (true) {
-          ASSIGN_OR_RETURN(bool sm, sr.Next(g));
-          if (!sm) break;
-          if (g.number != 1) continue;
-          if (g.type == kVarint) {
-            ids.push_back(g.value);
-          } else if (g.type == kBytes) {  // packed: a run of varints
-            ByteReader packed(g.data);
-            while (!packed.done()) {
-              const uint64_t v = packed.Uleb();
-              if (!packed.ok())
-                return absl::InvalidArgumentError("not a pprof profile: a truncated packed location_id");
-              ids.push_back(v);
-            }
-          }
-          if (ids.size() > kMaxPprofStackDepth) {
-            return absl::InvalidArgumentError(
-                StrCat("a sample of more than ", kMaxPprofStackDepth, " locations: not a profile symdex reads"));
-          }
-        }
+        ASSIGN_OR_RETURN(std::vector<uint64_t> ids, ReadStack(f.data));
         stacks.push_back(std::move(ids));
         break;
       }

@@ -1,4 +1,4 @@
-#include "server/ingest/kernel_config.h"
+#include "server/ingest/config_text.h"
 
 #include "server/common/strings.h"
 
