@@ -337,7 +337,7 @@ int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
   if (!hex.ok()) return Fail(g, hex.status());
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto answer = (*api)->BuildId(*hex);
+  auto answer = (*api)->Ask<query::LookupBuildId>({.build_id = *hex});
   if (!answer.ok()) return Fail(g, answer.status());
   const auto& jitted = answer->jitted;
   const auto& kernel = answer->kernel;

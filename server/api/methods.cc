@@ -13,9 +13,9 @@ const std::vector<Method>& AllMethods() {
       v.push_back(Method{"SymbolService", V::kMethod, V::kMethod, V::kHeavy, true});
     });
     for (const Method& m :
-         {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kListDuplicates, rpc::kLookupBuildId, rpc::kStatus,
-          rpc::kListSymbols, rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream, rpc::kDecode, rpc::kSymbolizePprof,
-          rpc::kJitAddr, rpc::kJitMatchDsos, rpc::kJitCollisions, rpc::kJitIngest}) {
+         {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kListDuplicates, rpc::kStatus, rpc::kListSymbols,
+          rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream, rpc::kDecode, rpc::kSymbolizePprof, rpc::kJitAddr,
+          rpc::kJitMatchDsos, rpc::kJitCollisions, rpc::kJitIngest}) {
       v.push_back(m);
     }
     return v;

@@ -25,7 +25,6 @@ namespace rpc {
 inline constexpr Method kSymbolize{"SymbolService", "Symbolize", "Symbolize", true};
 inline constexpr Method kSymbolizeStream{"SymbolService", "SymbolizeStream", "SymbolizeStream", true};
 inline constexpr Method kListDuplicates{"SymbolService", "ListDuplicates", "ListDuplicates", true};
-inline constexpr Method kLookupBuildId{"SymbolService", "LookupBuildId", "LookupBuildId", false};
 inline constexpr Method kStatus{"SymbolService", "Status", "Status", true};
 inline constexpr Method kListSymbols{"SymbolService", "ListSymbols", "ListSymbols", true};
 inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "SymbolizeFrames", true};

@@ -373,19 +373,6 @@ absl::StatusOr<query::JitCollisionsAnswer> RemoteQuery::JitCollisions(const std:
   return FromProto(resp);
 }
 
-absl::StatusOr<query::BuildIdAnswer> RemoteQuery::BuildId(const std::string& hex) {
-  pb::LookupBuildIdRequest req;
-  req.set_build_id(hex);
-  pb::LookupBuildIdResponse resp;
-  const Impl::Attempt a =
-      impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->stub->LookupBuildId(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  // Nothing has that build-ID: an empty answer, as the query API gives it.
-  if (s.error_code() == grpc::StatusCode::NOT_FOUND) return query::BuildIdAnswer{.build_id = hex};
-  if (!s.ok()) return impl_->Error(a);
-  return FromProto(resp);
-}
-
 absl::StatusOr<std::vector<query::DsoMatch>> RemoteQuery::MatchJittedDsos(
     const std::vector<query::JittedDsoKey>& dsos) {
   std::vector<query::DsoMatch> out;
@@ -428,6 +415,12 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
       if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
         ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
         return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+      }
+    }
+    if constexpr (requires { V::Empty(req); }) {
+      // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
+      if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
       }
     }
     if (!a.status.ok()) return impl_->Error(a);

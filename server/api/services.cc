@@ -163,7 +163,6 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
     MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
   };
   decoded_here(rpc::kSymbolize, &SymbolServiceImpl::Symbolize);
-  decoded_here(rpc::kLookupBuildId, &SymbolServiceImpl::LookupBuildId);
   decoded_here(rpc::kStatus, &SymbolServiceImpl::Status);
   decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
   decoded_here(rpc::kDecode, &SymbolServiceImpl::Decode);
@@ -292,21 +291,6 @@ grpc::ServerWriteReactor<pb::SymbolsChunk>* SymbolServiceImpl::ListSymbols(grpc:
                         return true;
                       };
                     });
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::LookupBuildId(grpc::CallbackServerContext* ctx,
-                                                           const pb::LookupBuildIdRequest* req,
-                                                           pb::LookupBuildIdResponse* resp) {
-  return Serve(
-      ctx, control_, stats_, rpc::kLookupBuildId.label, rpc::kLookupBuildId.heavy, [=, this](const Peer& peer, auto&) {
-        auto answer = query::CallerView(q_, AccessOf(peer)).BuildId(req->build_id());
-        if (!answer.ok()) return ToGrpc(answer.status());
-        if (answer->empty()) {
-          return grpc::Status(grpc::StatusCode::NOT_FOUND, StrCat("nothing indexed has build-ID ", answer->build_id));
-        }
-        ToProto(*answer, resp);
-        return grpc::Status::OK;
-      });
 }
 
 grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext* ctx, const pb::StatusRequest* req,

@@ -66,9 +66,6 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerWriteReactor<::symdex::v1::DuplicateGroup>* ListDuplicates(
       grpc::CallbackServerContext* ctx, const ::symdex::v1::ListDuplicatesRequest* req) override;
-  grpc::ServerUnaryReactor* LookupBuildId(grpc::CallbackServerContext* ctx,
-                                          const ::symdex::v1::LookupBuildIdRequest* req,
-                                          ::symdex::v1::LookupBuildIdResponse* resp) override;
   grpc::ServerWriteReactor<::symdex::v1::SymbolsChunk>* ListSymbols(
       grpc::CallbackServerContext* ctx, const ::symdex::v1::ListSymbolsRequest* req) override;
   grpc::ServerUnaryReactor* SymbolizeFrames(grpc::CallbackServerContext* ctx,

@@ -31,6 +31,9 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
           // The wire's answer names one copy; none or several go as the status (convert.h).
           if (const query::ResolveResult& r = V::Resolved(*a); r.matches.size() != 1) return ResolveError(req->spec, r);
         }
+        if constexpr (requires { V::NotFoundMessage(*a); }) {
+          if (std::string m = V::NotFoundMessage(*a); !m.empty()) return grpc::Status(grpc::StatusCode::NOT_FOUND, m);
+        }
         ToWire(*a, out);
         return grpc::Status::OK;
       },

@@ -2,7 +2,8 @@
 // (query/fields.h) put on the proto message whose fields have the same names, and read back,
 // through protobuf reflection — so a verb's request and answer are declared once, in the query
 // layer, and the proto only has to name its fields alike. Instance, TargetInfo and TargetSummary
-// (as Target) go through their hand-written conversions (convert.h). A TargetInfo whose field on the wire is a
+// (as Target), CanonicalMatch (as Match) and BuildIdAnswer (its kernel and jitted hits as one list
+// of kinds) go through their hand-written conversions (convert.h). A TargetInfo whose field on the wire is a
 // string is the older answers' pair: its name there, the whole in `target_info` beside it (as
 // every answer before the declared verbs carried it). CheckWire says, for a type and a message,
 // every field that is missing or of another kind; the daemon refuses to start on any
@@ -131,6 +132,8 @@ void MessageTo(const X& v, gp::Message* m) {
     ToProto(v, static_cast<pb::Target*>(m));
   } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
     ToProto(v, static_cast<pb::Match*>(m));
+  } else if constexpr (std::is_same_v<X, query::BuildIdAnswer>) {
+    ToProto(v, static_cast<pb::LookupBuildIdResponse*>(m));
   } else {
     const auto fields = FieldsIn<X>(m->GetDescriptor());
     size_t i = 0;
@@ -176,6 +179,8 @@ void MessageFrom(const gp::Message& m, X* v) {
     *v = FromProto(static_cast<const pb::Target&>(m));
   } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
     *v = FromProto(static_cast<const pb::Match&>(m));
+  } else if constexpr (std::is_same_v<X, query::BuildIdAnswer>) {
+    *v = FromProto(static_cast<const pb::LookupBuildIdResponse&>(m));
   } else {
     const auto fields = FieldsIn<X>(m.GetDescriptor());
     const gp::Reflection* r = m.GetReflection();
@@ -225,6 +230,10 @@ std::string Check(const gp::Descriptor* d) {
     return d == pb::Target::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Target");
   } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
     return d == pb::Match::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Match");
+  } else if constexpr (std::is_same_v<X, query::BuildIdAnswer>) {
+    return d == pb::LookupBuildIdResponse::descriptor()
+               ? ""
+               : StrCat(d->full_name(), " is not symdex.v1.LookupBuildIdResponse");
   } else {
     std::string problems;
     const auto fields = FieldsIn<X>(d);

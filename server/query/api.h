@@ -159,9 +159,6 @@ class QueryApi {
   virtual absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) = 0;
   // `scheme`: a canonical scheme name, or nullopt for all.
   virtual absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) = 0;
-  // What has build-ID `hex`: kernels, modules, debug files and (privileged) jitted loads.
-  // InvalidArgument when `hex` is not a build-ID; an empty answer is not an error.
-  virtual absl::StatusOr<BuildIdAnswer> BuildId(const std::string& hex) = 0;
   // Which ingested load each jitted DSO (as read from disk by the caller) is, in order.
   virtual absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) = 0;
 

@@ -146,10 +146,6 @@ absl::StatusOr<std::vector<DsoMatch>> CallerView::MatchJittedDsos(const std::vec
   return q_.MatchJittedDsos(dsos);
 }
 
-absl::StatusOr<BuildIdAnswer> CallerView::BuildId(const std::string& hex) {
-  return q_.BuildIdHits(hex, access_ == AddressAccess::kAbsolute, kQuoteMax);
-}
-
 namespace {
 // The one target an answer is about (nullptr: an answer about several, as Targets').
 template <class V>
@@ -177,6 +173,9 @@ absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
       RETURN_IF_ERROR(CheckSpec(req.target, req.spec));
     }
     ASSIGN_OR_RETURN(AnyAnswer any, q_.Call(r));
+    if constexpr (requires(typename V::Answer & a) { V::HidePrivileged(a); }) {
+      if (access_ != AddressAccess::kAbsolute) V::HidePrivileged(std::get<Verbs::IndexOf<V>()>(any));
+    }
     if constexpr (V::kAccess == VerbAccess::kHideAddresses) {
       auto& a = std::get<Verbs::IndexOf<V>()>(any);
       TargetInfo* t = TargetOf<V>(a);

@@ -32,8 +32,12 @@ absl::StatusOr<std::vector<DsoMatch>> LocalQuery::MatchJittedDsos(const std::vec
   return out;
 }
 
-absl::StatusOr<BuildIdAnswer> LocalQuery::BuildId(const std::string& hex) {
-  return BuildIdHits(hex, /*include_jitted=*/true, kQuoteInFull);
+absl::Status LookupBuildId::Check(const BuildIdRequest& r) {
+  return CheckFieldSize("build_id", r.build_id, kMaxBuildIdHexLength);
+}
+
+absl::StatusOr<BuildIdAnswer> LookupBuildId::Local(LocalQuery& q, const BuildIdRequest& r) {
+  return q.BuildIdHits(r.build_id, /*include_jitted=*/true, kQuoteInFull);
 }
 
 absl::StatusOr<BuildIdAnswer> LocalQuery::BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max) {

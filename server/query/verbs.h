@@ -15,6 +15,10 @@
 // (returning a Status when it may refuse instead). A request with a `spec` is refused to such a
 // caller when the spec names an absolute address of a live target (an address oracle). A verb
 // whose answer names one copy on the wire says where its list of copies is: Resolved(Answer&).
+// A verb whose answer holds parts for privileged callers only removes them for others in
+// HidePrivileged(Answer&). A verb whose RPC answered "nothing" as NOT_FOUND before it was declared
+// keeps that wire: NotFoundMessage(answer) ("" = an answer to send) and Empty(request), what the
+// client reads NOT_FOUND back as.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +33,7 @@
 #include "server/common/status.h"
 #include "server/query/answers.h"
 #include "server/query/fields.h"
+#include "server/query/jit_types.h"
 
 namespace symdex::query {
 
@@ -393,6 +398,29 @@ struct Callers {
   }
 };
 
+// `symdex buildid HEX`: what has build-ID HEX — kernels, modules and debug files, and the jitted
+// loads (other users' processes: for privileged callers only). InvalidArgument when HEX is not a
+// build-ID; nothing found is an empty answer (NOT_FOUND on the wire).
+inline constexpr size_t kMaxBuildIdHexLength = 128;  // 64 bytes: longer than any build-ID note holds
+struct BuildIdRequest {
+  std::string build_id;  // hex
+  SYMDEX_FIELDS(BuildIdRequest, build_id)
+};
+struct LookupBuildId {
+  static constexpr const char* kMethod = "LookupBuildId";
+  static constexpr bool kHeavy = false;  // a few indexed lookups
+  static constexpr VerbAccess kAccess = VerbAccess::kAnyone;
+  using Request = BuildIdRequest;
+  using Answer = BuildIdAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static void HidePrivileged(Answer& a) { a.jitted.clear(); }
+  static std::string NotFoundMessage(const Answer& a) {
+    return a.empty() ? "nothing indexed has build-ID " + a.build_id : std::string();
+  }
+  static Answer Empty(const Request& r) { return Answer{.build_id = r.build_id}; }
+};
+
 // Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
 // they move here as they are touched.)
 template <class... V>
@@ -429,7 +457,7 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes, Callers>;
+using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

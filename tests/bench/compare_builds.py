@@ -6,11 +6,13 @@ embedded (--local), each through its own symdexd, and each CLI through the *othe
 daemon (the wire is a contract: an older client must read a newer daemon's answers, and the
 other way round). The questions come from the index: sampled duplicated names (which, resolve
 by name, by canonical spec, by address; kprobe in every form, with arguments by name and at a
-line; vars; callers; lines; inlined), and the whole listings (dups, symbols, kallsyms), text and --json.
+line; vars; callers; lines; inlined), what has a build-ID, and the whole listings (dups, symbols,
+kallsyms), text and --json.
 
   tests/bench/compare_builds.py --old OLD/bin --new build/bin --db INDEX [--sample 40] [--seed 1]
 
-Prints one line per difference (command, mode, what differs) and a summary; exit 1 on any.
+Prints one line per difference (command, mode, what differs) and a summary; exit 1 on any. A verb
+only the new build has is left out, and named.
 """
 import argparse
 import json
@@ -37,6 +39,12 @@ def commands(new, db, sample, seed):
     picked = rng.sample(groups, min(sample, len(groups)))
     cmds = ["dups", "--json dups", "dups --traceable", "symbols", "--json symbols --canonical",
             "kallsyms --aliases", "status", "--json status"]
+    # What has a build-ID: the debug files' (sampled), one nothing has, one that is no build-ID.
+    rc, out, _ = run(new, ["--db", db, "--json", "status"])
+    ids = sorted({d["build_id"] for t in json.loads(out)["targets"] for d in t.get("debuginfo", [])
+                  if d.get("build_id")}) if rc == 0 else []
+    for bid in random.Random(seed).sample(ids, min(8, len(ids))) + ["00" * 20, "not-hex"]:
+        cmds += [f"buildid {bid}", f"--json buildid {bid}"]
     for g in picked:
         name = g["name"]
         q = shlex.quote
@@ -83,6 +91,13 @@ class Daemon:
         self.p.wait(timeout=60)
 
 
+def verbs(bindir):
+    """The verbs a build's `symdex --help` lists."""
+    out = run(bindir, ["--help"])[1].decode(errors="replace")
+    listed = out.split("Subcommands:", 1)[-1].split("\n\n", 1)[0]
+    return {line.split()[0] for line in listed.splitlines() if line.startswith("  ") and line.split()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--old", required=True)
@@ -93,6 +108,11 @@ def main():
     ap.add_argument("--no-daemon", action="store_true")
     a = ap.parse_args()
     cmds = commands(a.new, a.db, a.sample, a.seed)
+    # A verb the old build does not have yet has nothing to be compared with.
+    added = verbs(a.new) - verbs(a.old)
+    if added:
+        cmds = [c for c in cmds if not added & set(shlex.split(c))]
+        print(f"compare_builds: verbs only the new build has, not compared: {', '.join(sorted(added))}")
     work = tempfile.mkdtemp(prefix="compare_builds.")
     modes = [("embedded", a.old, a.new, ["--local", "--db", a.db], ["--local", "--db", a.db])]
     daemons = []

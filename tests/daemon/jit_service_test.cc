@@ -35,6 +35,8 @@
 #include <thread>
 #include <vector>
 
+#include "server/query/caller_view.h"
+#include "server/query/local_query.h"
 #include "server/store/sqlite_db.h"
 #include "symdex/v1/symdex.grpc.pb.h"
 #include "tests/daemon/daemon_harness.h"
@@ -866,6 +868,26 @@ TEST_F(JitServiceTest, LookupBuildIdFindsTheJittedDso) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
   s = LookupBuildId("not-hex", &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+}
+
+// Jitted loads are other users' processes: through the view an unprivileged peer gets
+// (query::CallerView, which every declared verb's handler asks), a build-ID's jitted hits are
+// left out and its kernel owners kept; a privileged one sees them.
+TEST_F(JitServiceTest, JittedBuildIdHitsAreForPrivilegedCallersOnly) {
+  WriteFile(dir_ / "b/jit-7001.dump", CollisionDump().bytes());
+  pb::JitIngestResponse in;
+  ASSERT_TRUE(Ingest({dir_ / "b/jit-7001.dump"}, &in).ok());
+  const std::string id = ExpectedBuildIds(7001, 3000, 1, 0x1000, "JS:one", kSameCode).at("symdex");
+  auto q = query::LocalQuery::Open(daemon_->db(), {});
+  ASSERT_TRUE(q.ok()) << q.status();
+  auto privileged = query::CallerView(**q, query::AddressAccess::kAbsolute).Ask<query::LookupBuildId>({.build_id = id});
+  ASSERT_TRUE(privileged.ok()) << privileged.status();
+  EXPECT_EQ(privileged->jitted.size(), 1u);
+  auto other = query::CallerView(**q, query::AddressAccess::kKaslrFree).Ask<query::LookupBuildId>({.build_id = id});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_TRUE(other->jitted.empty());
+  EXPECT_EQ(other->build_id, id);
+  EXPECT_TRUE(other->empty()) << "nothing else has a jitted load's ID: the daemon answers such a peer NOT_FOUND";
 }
 
 // ---------------------------------------------------------------------------------------------
