@@ -51,6 +51,13 @@ int Fail(const GlobalOptions& g, const absl::Status& s, bool input_error = false
 // The output of every verb is the same either way.
 absl::StatusOr<std::unique_ptr<query::QueryApi>> OpenQuery(const GlobalOptions& g);
 
+// Fail for an answer that failed: NotFound (no copy matched) exits 1, as a query that found
+// nothing; the rest as Fail says.
+inline int FailAnswer(const GlobalOptions& g, const absl::Status& s) {
+  const int code = Fail(g, s);
+  return absl::IsNotFound(s) ? kNotFound : code;
+}
+
 void PrintJson(const nlohmann::json& j);
 
 // PrintJson of {KEY: [elements...], rest...} for answers of thousands of elements: each element

@@ -271,13 +271,7 @@ int RunKprobeInlined(const GlobalOptions& g, const KprobeCliOptions& o, query::T
   query::InlinedProbesRequest req{
       .target = o.target, .spec = o.args[0], .group = ko.group, .event = ko.event, .fetchargs = ko.fetchargs};
   auto r = api.Ask<query::InlinedProbes>(req);
-  if (!r.ok()) {
-    if (absl::IsNotFound(r.status())) {
-      Fail(g, r.status());
-      return kNotFound;
-    }
-    return Fail(g, r.status());
-  }
+  if (!r.ok()) return FailAnswer(g, r.status());
   const TargetInfo& t = r->target;
   if (r->probes.empty()) {  // every place left out: refused, as one copy's argument that cannot be fetched is
     if (g.json) {
@@ -482,13 +476,7 @@ int RunVars(const GlobalOptions& g, const VarsCliOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
   auto r = (*api)->Ask<query::Vars>(o.q);
-  if (!r.ok()) {
-    if (absl::IsNotFound(r.status())) {
-      Fail(g, r.status());
-      return kNotFound;
-    }
-    return Fail(g, r.status());
-  }
+  if (!r.ok()) return FailAnswer(g, r.status());
   const std::string where =
       r->instance ? fmt::format("{}+{:#x}", EscapeControl(r->instance->name), r->offset) : std::string("?");
   if (g.json) {
@@ -544,13 +532,7 @@ int RunCallers(const GlobalOptions& g, const CallersCliOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
   auto r = (*api)->Ask<query::Callers>(o.q);
-  if (!r.ok()) {
-    if (absl::IsNotFound(r.status())) {
-      Fail(g, r.status());
-      return kNotFound;
-    }
-    return Fail(g, r.status());
-  }
+  if (!r.ok()) return FailAnswer(g, r.status());
   if (g.json) {
     nlohmann::json sites = nlohmann::json::array();
     for (const query::CallerSite& s : r->sites) {

@@ -1,8 +1,8 @@
 // Hostile ELF files through CodeFile (debuginfo/files/code_file.h), what `symdex callers` and the
 // frames' call evidence read code with: opened or refused with a reason, and when opened, every
 // direct branch to a few destinations found (a linked file's inside its code) and the call before a
-// few places looked for — never a read outside the file. CodeFile maps a path, so each input is written to a memfd and opened
-// through /proc/self/fd. Seeds: the relocator's small gcc-built objects for x86-64 and AArch64
+// few places looked for — never a read outside the file. CodeFile maps a path, so each input is written to a memfd and
+// opened through /proc/self/fd. Seeds: the relocator's small gcc-built objects for x86-64 and AArch64
 // (tests/fuzz/corpus/code_file/).
 #include <sys/mman.h>
 #include <unistd.h>
