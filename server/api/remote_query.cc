@@ -396,9 +396,9 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
     constexpr size_t kIndex = query::Verbs::IndexOf<V>();
     const typename V::Request& req = std::get<kIndex>(r);
     const VerbWire& w = WireOf<V>();
-    const std::unique_ptr<google::protobuf::Message> in_owned(w.request->New()), out_owned(w.response->New());
-    google::protobuf::Message* in = in_owned.get();
-    google::protobuf::Message* out = out_owned.get();
+    google::protobuf::Arena arena;
+    google::protobuf::Message* in = w.request->New(&arena);
+    google::protobuf::Message* out = w.response->New(&arena);
     ToWire(req, in);
     const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
     std::string target;
