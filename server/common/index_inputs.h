@@ -1,6 +1,6 @@
 // What one index run reads, as a caller names it: a live host, an offline kernel's files, or a
 // kernel known by build-ID, and where debug files are looked for. Plain values (std only): the
-// CLI's `symdex index`, the daemon and the fleet fill them in; target/, debuginfo/ and indexer/
+// CLI's `symdex index`, the daemon and the fleet fill them in; kernel/, debuginfo/ and indexer/
 // read them, each as symdex::X.
 #pragma once
 

@@ -43,12 +43,12 @@ struct TargetInfo {
   int64_t id = 0;
   std::string name, kind, release, build_id, source, warnings;
   std::optional<uint64_t> text_addr;  // the kernel's _text (KASLR slides)
-  // KASLR-proof probes are ANCHOR+N (target/kernel_target.h KernelTarget::text_anchor); anchor_addr is unset in
+  // KASLR-proof probes are ANCHOR+N (kernel/kernel_target.h KernelTarget::text_anchor); anchor_addr is unset in
   // rows written before it was stored, whose anchor is _text.
   std::string text_anchor = "_text";
   std::optional<uint64_t> anchor_addr;
   std::optional<uint64_t> AnchorAddr() const { return anchor_addr ? anchor_addr : text_addr; }
-  uint16_t machine = 0;  // ELF e_machine (target/kernel_target.h KernelTarget::machine)
+  uint16_t machine = 0;  // ELF e_machine (kernel/kernel_target.h KernelTarget::machine)
   int64_t indexed_at = 0;
   int64_t generation = 0;
   int64_t symbols_stamp = 0;  // changes with every change of its symbol rows (schema/013); 0: unknown

@@ -8,8 +8,8 @@
 #include "server/common/strings.h"
 #include "server/debuginfo/files/symtab_file.h"
 #include "server/ingest/kallsyms.h"
-#include "server/target/offline_kernel.h"
-#include "server/target/vmlinux_release.h"
+#include "server/kernel/offline_kernel.h"
+#include "server/kernel/vmlinux_release.h"
 
 namespace symdex::indexer {
 namespace {
@@ -79,7 +79,7 @@ std::vector<absl::StatusOr<FoundModule>> FindModules(debuginfo::DebugFinder& fin
 
 }  // namespace
 
-absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
+absl::StatusOr<kernel::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
                                                        const DebugFinderOptions& finder_opts) {
   const std::optional<BuildId> id = BuildId::FromHex(opts.build_id);
   if (!id) {
@@ -97,10 +97,10 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
                                              tab.build_id ? tab.build_id->ToHex() : std::string("(none)"), ", not ",
                                              id->ToHex()));
   }
-  target::KernelTarget t;
+  kernel::KernelTarget t;
   t.kind = "offline";
   t.build_id = id;
-  t.release = target::VmlinuxRelease(path).value_or("");
+  t.release = kernel::VmlinuxRelease(path).value_or("");
   t.name = !opts.name.empty() ? opts.name : id->ToHex();
   t.source = StrCat("build-ID ", id->ToHex(), ": ", path, " (", found.found->origin, ")");
   t.symbols.reserve(tab.symbols.size());
@@ -118,11 +118,11 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
     // No .symtab size: a vmlinux symbol's extent is the kernel's, up to the next symbol kallsyms
     // keeps (what it prints as "+0x4/0x50" and what a live target of the same kernel holds);
     // DeriveSizesAndDedupe derives it from the symbols kept here.
-    t.symbols.push_back(target::SymbolEntry{.name = std::move(s.name), .addr = s.value, .type = s.type});
+    t.symbols.push_back(kernel::SymbolEntry{.name = std::move(s.name), .addr = s.value, .type = s.type});
   }
   if (t.symbols.empty()) return absl::InvalidArgumentError(StrCat(path, " has no symbols"));
-  t.files.push_back({"vmlinux", path, target::InputFileStatus::kUsed, "", std::move(dropped)});
-  target::ChooseTextAnchor(
+  t.files.push_back({"vmlinux", path, kernel::InputFileStatus::kUsed, "", std::move(dropped)});
+  kernel::ChooseTextAnchor(
       t,
       [&](std::string_view n) {
         auto it = anchors.find(n);
@@ -135,22 +135,22 @@ absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOption
   for (size_t i = 0; i < opts.modules.size(); ++i) {
     if (!found_modules[i].ok()) {
       ++failed;
-      t.files.push_back({"module", opts.modules[i].name, target::InputFileStatus::kError,
+      t.files.push_back({"module", opts.modules[i].name, kernel::InputFileStatus::kError,
                          std::string(found_modules[i].status().message())});
       continue;
     }
     std::vector<DroppedSymbols> module_dropped;
-    target::AppendOfflineModule(t, opts.modules[i].name, found_modules[i]->path, found_modules[i]->table,
+    kernel::AppendOfflineModule(t, opts.modules[i].name, found_modules[i]->path, found_modules[i]->table,
                                 module_dropped);
     t.files.push_back(
-        {"module", found_modules[i]->path, target::InputFileStatus::kUsed, "", std::move(module_dropped)});
+        {"module", found_modules[i]->path, kernel::InputFileStatus::kUsed, "", std::move(module_dropped)});
   }
   if (failed > 0) {
     t.warnings.push_back(StrCat(failed, " of ", opts.modules.size(),
                                 " modules have no usable debug file by their "
                                 "build-ID; see 'symdex status'"));
   }
-  target::DeriveSizesAndDedupe(t);
+  kernel::DeriveSizesAndDedupe(t);
   return t;
 }
 

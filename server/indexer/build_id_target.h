@@ -12,11 +12,11 @@
 
 #include "server/common/status.h"
 #include "server/debuginfo/files/debug_finder.h"
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
 namespace symdex::indexer {
 
-absl::StatusOr<target::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
+absl::StatusOr<kernel::KernelTarget> LoadBuildIdTarget(const BuildIdTargetOptions& opts,
                                                        const DebugFinderOptions& finder);
 
 }  // namespace symdex::indexer

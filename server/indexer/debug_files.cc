@@ -23,7 +23,7 @@ namespace symdex::indexer {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using target::DebugFileStatus;
+using kernel::DebugFileStatus;
 
 // Functions from which a debug file's join table is made on a thread of its own while the file
 // is stored (vmlinux has 43k; most modules a few dozen).
@@ -334,7 +334,7 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseAll(store::Db& db, const Index
 
 }  // namespace
 
-absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const target::KernelTarget& t,
+absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const kernel::KernelTarget& t,
                                              unsigned jobs, const PartFilter& want) {
   DebugFilePlan plan;
   std::vector<Part>& parts = plan.parts;
@@ -441,7 +441,7 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, cons
   return parsed;
 }
 
-void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan) {
+void SettleDebugFiles(const kernel::KernelTarget& t, DebugFilePlan& plan) {
   std::vector<Part>& parts = plan.parts;
   for (Part& p : parts) {
     if (p.record.debug_file_id || p.record.build_id.empty()) continue;

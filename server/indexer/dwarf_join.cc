@@ -8,12 +8,12 @@
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/indexer/steps.h"
-#include "server/target/symbol_spill.h"
+#include "server/kernel/symbol_spill.h"
 
 namespace symdex::indexer {
 namespace {
 
-using target::DebugFileStatus;
+using kernel::DebugFileStatus;
 
 std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
   return section < idx.sections.size() ? idx.sections[section] : std::string();
@@ -21,14 +21,14 @@ std::string SectionName(const debuginfo::DwarfIndex& idx, uint16_t section) {
 
 // One part's code symbols `symbols` (indices into `syms`) joined to its table (step 5, and
 // ModuleJoin in step 4b).
-void JoinPart(const target::KernelTarget& t, const Part& p, const JoinTable& join,
-              std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& symbols) {
+void JoinPart(const kernel::KernelTarget& t, const Part& p, const JoinTable& join,
+              std::vector<kernel::SymbolEntry>& syms, const std::vector<size_t>& symbols) {
   int64_t slide = 0;
   if (p.module < 0 && t.text_addr && p.debug_text_addr) slide = static_cast<int64_t>(*t.text_addr - *p.debug_text_addr);
   std::vector<std::pair<std::string, uint64_t>> sections;
   if (p.module >= 0) sections = t.modules[static_cast<size_t>(p.module)].sections;
   for (size_t s : symbols) {
-    target::SymbolEntry& sym = syms[s];
+    kernel::SymbolEntry& sym = syms[s];
     std::string section;
     uint64_t addr = sym.addr;
     if (p.module < 0) {
@@ -66,20 +66,20 @@ void JoinPart(const target::KernelTarget& t, const Part& p, const JoinTable& joi
 
 // `change` on each code symbol of a part: those in t.symbols (`in_memory`), and a spilled
 // module's, taken out of the spill and put back (`spilled` then true).
-using PartChange = std::function<void(std::vector<target::SymbolEntry>&, const std::vector<size_t>&, bool spilled)>;
-absl::Status ForPartSymbols(target::KernelTarget& t, const Part& p, const std::vector<size_t>& in_memory,
+using PartChange = std::function<void(std::vector<kernel::SymbolEntry>&, const std::vector<size_t>&, bool spilled)>;
+absl::Status ForPartSymbols(kernel::KernelTarget& t, const Part& p, const std::vector<size_t>& in_memory,
                             const PartChange& change) {
   if (!in_memory.empty()) change(t.symbols, in_memory, false);
   if (!t.spill || p.module < 0) return absl::OkStatus();
   return t.spill->Update(p.module,
-                         [&](std::vector<target::SymbolEntry>& syms) { change(syms, CodeSymbols(syms), true); });
+                         [&](std::vector<kernel::SymbolEntry>& syms) { change(syms, CodeSymbols(syms), true); });
 }
 
 }  // namespace
 
 // The code symbols of each part (by index into `parts`) held in t.symbols, in symbol order: a
 // spilled module's are in t.spill (ForPartSymbols).
-std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts) {
+std::vector<std::vector<size_t>> CodeSymbolsByPart(const kernel::KernelTarget& t, const std::vector<Part>& parts) {
   std::vector<std::vector<size_t>> out(parts.size());
   std::unordered_map<int, size_t> part_of_module;
   for (size_t i = 0; i < parts.size(); ++i) part_of_module[parts[i].module] = i;
@@ -163,7 +163,7 @@ absl::StatusOr<std::shared_ptr<const JoinTable>> LoadJoinTable(store::Db& db, in
   return std::make_shared<JoinTable>(std::move(spans), std::move(rows));
 }
 
-absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum) {
+absl::Status JoinSymbolsToDwarf(store::Db& db, kernel::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum) {
   const std::vector<std::vector<size_t>> symbols_by_part = CodeSymbolsByPart(t, parts);
   // Debug files indexed by an earlier run: read from the store once each, and let go once the
   // last part using it is joined (a table is only ever needed while its parts are joined).
@@ -179,7 +179,7 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     if (!p.record.debug_file_id) {
       const std::string note = StrCat("no debug info (", Name(p.record.status), ")");
       RETURN_IF_ERROR(ForPartSymbols(
-          t, p, symbols_by_part[i], [&](std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& code, bool) {
+          t, p, symbols_by_part[i], [&](std::vector<kernel::SymbolEntry>& syms, const std::vector<size_t>& code, bool) {
             for (size_t s : code) syms[s].dwarf_note = note;
           }));
       continue;
@@ -200,7 +200,7 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
     // 5b's, beside this one).
     RETURN_IF_ERROR(
         ForPartSymbols(t, p, symbols_by_part[i],
-                       [&](std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& code, bool spilled) {
+                       [&](std::vector<kernel::SymbolEntry>& syms, const std::vector<size_t>& code, bool spilled) {
                          JoinPart(t, p, *held, syms, code);
                          if (spilled) AttachModuleFacts(t, p, syms, code);
                        }));
@@ -208,7 +208,7 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
   return absl::OkStatus();
 }
 
-ModuleJoin::ModuleJoin(target::KernelTarget& t, std::vector<Part>& parts)
+ModuleJoin::ModuleJoin(kernel::KernelTarget& t, std::vector<Part>& parts)
     : t_(t), parts_(parts), symbols_(CodeSymbolsByPart(t, parts)) {
   for (const Part& p : parts) {
     if (!p.record.build_id.empty()) ++uses_[p.record.build_id];
@@ -219,7 +219,7 @@ absl::Status ModuleJoin::operator()(size_t i) {
   Part& p = parts_[i];
   if (p.module < 0 || !p.join || !p.record.debug_file_id) return absl::OkStatus();
   RETURN_IF_ERROR(ForPartSymbols(
-      t_, p, symbols_[i], [&](std::vector<target::SymbolEntry>& syms, const std::vector<size_t>& code, bool spilled) {
+      t_, p, symbols_[i], [&](std::vector<kernel::SymbolEntry>& syms, const std::vector<size_t>& code, bool spilled) {
         JoinPart(t_, p, *p.join, syms, code);
         if (spilled) AttachModuleFacts(t_, p, syms, code);
       }));

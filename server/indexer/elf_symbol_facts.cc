@@ -99,7 +99,7 @@ bool HasFacts(const Part& p) {
 // Sets elf_facts on the part's symbols found (by section, address and name) in its debug
 // file's symbol table — `ahead`'s when it read that file. Symbols of a part are touched by this
 // call only.
-void AttachPart(const target::KernelTarget& t, Part& p, std::vector<target::SymbolEntry>& syms,
+void AttachPart(const kernel::KernelTarget& t, Part& p, std::vector<kernel::SymbolEntry>& syms,
                 const std::vector<size_t>& symbols, const ElfFactsTable* ahead) {
   if (symbols.empty() || !HasFacts(p)) return;
   std::unique_ptr<ElfFactsTable> own;
@@ -118,7 +118,7 @@ void AttachPart(const target::KernelTarget& t, Part& p, std::vector<target::Symb
   const std::vector<std::pair<std::string, uint64_t>>* sections =
       p.module >= 0 ? &t.modules[static_cast<size_t>(p.module)].sections : nullptr;
   for (size_t i : symbols) {
-    target::SymbolEntry& sym = syms[i];
+    kernel::SymbolEntry& sym = syms[i];
     std::string section = sym.section;
     uint64_t addr = sym.addr;
     if (p.module < 0) {
@@ -150,7 +150,7 @@ const ElfFactsTable* ElfFactsAhead::Get() {
   return table_.get();
 }
 
-void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead) {
+void AttachElfFacts(kernel::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead) {
   const ElfFactsTable* read = ahead ? ahead->Get() : nullptr;
   const std::vector<std::vector<size_t>> symbols_by_part = CodeSymbolsByPart(t, parts);
   // Parts own disjoint symbols: each thread writes only those of the parts it takes.
@@ -165,7 +165,7 @@ void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned 
   for (auto& th : pool) th.join();
 }
 
-void AttachModuleFacts(const target::KernelTarget& t, Part& p, std::vector<target::SymbolEntry>& syms,
+void AttachModuleFacts(const kernel::KernelTarget& t, Part& p, std::vector<kernel::SymbolEntry>& syms,
                        const std::vector<size_t>& code) {
   AttachPart(t, p, syms, code, nullptr);
 }

@@ -28,7 +28,7 @@ struct IndexRequest {
   // Replace the target even when its input looks truncated (indexer/input_checks.h).
   bool force = false;
   // The kernel's .config (for CONFIG_KPROBE_EVENTS_ON_NOTRACE); "" = look in the usual places
-  // (target/kernel_config.h).
+  // (kernel/kernel_config.h).
   std::string kernel_config;
 };
 

@@ -23,11 +23,11 @@
 #include "server/indexer/input_checks.h"
 #include "server/indexer/steps.h"
 #include "server/ingest/kallsyms.h"
+#include "server/kernel/kernel_config.h"
+#include "server/kernel/symbol_spill.h"
 #include "server/store/index_store.h"
 #include "server/store/open_index.h"
 #include "server/store/text_symbol_file.h"
-#include "server/target/kernel_config.h"
-#include "server/target/symbol_spill.h"
 
 namespace symdex::indexer {
 namespace {
@@ -54,7 +54,7 @@ class AddrMapStep {
   // the target's stored warnings. The target is written by then: storing the warnings cannot
   // fail the run, only be reported. (An early return of the run waits here too, in the
   // destructor, for the map being built.)
-  void Finish(store::Db& db, target::KernelTarget& t, int64_t generation, IndexSummary& sum) {
+  void Finish(store::Db& db, kernel::KernelTarget& t, int64_t generation, IndexSummary& sum) {
     if (thread_.joinable()) thread_.join();
     sum.addr_maps_built += outcome_.built;
     sum.addr_map_seconds = outcome_.seconds;
@@ -74,7 +74,7 @@ class AddrMapStep {
 
 // A live kernel whose kallsyms lists _stext but no _text (arm64): its _text, which KASLR slides
 // are taken from, is the anchor less the distance between the two in its vmlinux debug file.
-void DeriveTextFromAnchor(target::KernelTarget& t, const std::vector<Part>& parts) {
+void DeriveTextFromAnchor(kernel::KernelTarget& t, const std::vector<Part>& parts) {
   if (t.text_addr || !t.anchor_addr || t.text_anchor == "_text") return;
   for (const Part& p : parts) {
     if (p.module >= 0 || !p.record.debug_file_id || !p.debug_text_addr || p.record.path.empty()) continue;
@@ -88,7 +88,7 @@ void DeriveTextFromAnchor(target::KernelTarget& t, const std::vector<Part>& part
 // Steps 3-5 for the parts `want` selects: afterwards every selected code symbol carries its
 // DWARF join (or why none), and t.debuginfo one record per selected part. Step 6, the address
 // maps, starts in `map_step` as soon as the debug files are parsed.
-absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::KernelTarget& t, unsigned jobs,
+absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, kernel::KernelTarget& t, unsigned jobs,
                              const PartFilter& want, IndexSummary& sum, std::optional<AddrMapStep>& map_step) {
   const auto t1 = Clock::now();
   ASSIGN_OR_RETURN(DebugFilePlan plan, FindDebugFiles(db, req, t, jobs, want));
@@ -121,26 +121,26 @@ absl::Status AttachDebugInfo(store::Db& db, const IndexRequest& req, target::Ker
 }
 
 // Step 1's companion: the kernel config, for what probe verdicts assume.
-absl::Status ReadKernelConfig(const IndexRequest& req, target::KernelTarget& t) {
+absl::Status ReadKernelConfig(const IndexRequest& req, kernel::KernelTarget& t) {
   const std::string sysroot = req.live ? req.live->sysroot : "";
   const std::string map = req.offline ? req.offline->system_map : "";
-  return target::AttachKernelConfig(t, req.kernel_config, target::KernelConfigCandidates(t, sysroot, map));
+  return kernel::AttachKernelConfig(t, req.kernel_config, kernel::KernelConfigCandidates(t, sysroot, map));
 }
 
-void Summarize(const target::KernelTarget& t, IndexSummary& sum) {
+void Summarize(const kernel::KernelTarget& t, IndexSummary& sum) {
   sum.name = t.name;
   sum.kind = t.kind;
   sum.release = t.release;
   sum.build_id = t.build_id ? t.build_id->ToHex() : "";
-  sum.symbols = target::SymbolCount(t);
+  sum.symbols = kernel::SymbolCount(t);
   sum.modules = t.modules.size();
-  for (const auto& f : t.files) sum.file_errors += f.status == target::InputFileStatus::kError;
+  for (const auto& f : t.files) sum.file_errors += f.status == kernel::InputFileStatus::kError;
   sum.warnings = t.warnings;
 }
 
 // The summary's text-symbol counts over the parts `counted` selects (-1: vmlinux): code symbols,
 // and how many of them the join gave a function or a source line.
-absl::Status CountJoined(const target::KernelTarget& t, const PartFilter& counted, IndexSummary& sum) {
+absl::Status CountJoined(const kernel::KernelTarget& t, const PartFilter& counted, IndexSummary& sum) {
   auto count = [&](char type, bool joined) {
     if (!IsCodeSymbolType(type)) return;
     ++sum.text_symbols;
@@ -152,7 +152,7 @@ absl::Status CountJoined(const target::KernelTarget& t, const PartFilter& counte
   if (!t.spill) return absl::OkStatus();
   for (const int m : t.spill->Modules()) {
     if (!counted(m)) continue;
-    RETURN_IF_ERROR(t.spill->VisitBriefs(m, [&](const target::SymbolSpill::Brief& b) { count(b.type, b.joined); }));
+    RETURN_IF_ERROR(t.spill->VisitBriefs(m, [&](const kernel::SymbolSpill::Brief& b) { count(b.type, b.joined); }));
   }
   return absl::OkStatus();
 }
@@ -193,7 +193,7 @@ unsigned Jobs(const IndexRequest& req) {
 }
 
 // Steps 2-7 over the whole target, loaded by step 1 (LoadTarget).
-absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, target::KernelTarget& t,
+absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req, kernel::KernelTarget& t,
                                          IndexSummary sum) {
   RETURN_IF_ERROR(CheckInputLooksComplete(db, t, req.force));  // before the DWARF work, not after
   store::CheckpointLater checkpoint(db);                       // run while the address maps are built (below)
@@ -228,17 +228,17 @@ absl::StatusOr<IndexSummary> IndexLoaded(store::Db& db, const IndexRequest& req,
 
 }  // namespace
 
-absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req) {
+absl::StatusOr<kernel::KernelTarget> LoadTarget(const IndexRequest& req) {
   if (req.build_id) return LoadBuildIdTarget(*req.build_id, req.finder);
-  return req.offline ? target::LoadOfflineKernel(*req.offline)
-                     : target::LoadLiveHost(req.live.value_or(LiveHostOptions{}));
+  return req.offline ? kernel::LoadOfflineKernel(*req.offline)
+                     : kernel::LoadLiveHost(req.live.value_or(LiveHostOptions{}));
 }
 
 absl::StatusOr<IndexSummary> IndexTarget(store::Db& db, const IndexRequest& req) {
   BoundHeapRetention();
   const auto t0 = Clock::now();
-  ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
-  RETURN_IF_ERROR(target::SpillModuleSymbols(t));  // each module's symbols out until a step works on them
+  ASSIGN_OR_RETURN(kernel::KernelTarget t, LoadTarget(req));
+  RETURN_IF_ERROR(kernel::SpillModuleSymbols(t));  // each module's symbols out until a step works on them
   ::malloc_trim(0);  // the symbol files read and parsed to load the target: freed, given back
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
   FaultPoint("symbols-read");
@@ -251,8 +251,8 @@ absl::StatusOr<IndexSummary> UpdateModules(store::Db& db, const IndexRequest& re
                                            const std::set<std::string>& changed) {
   BoundHeapRetention();
   const auto t0 = Clock::now();
-  ASSIGN_OR_RETURN(target::KernelTarget t, LoadTarget(req));
-  RETURN_IF_ERROR(target::SpillModuleSymbols(t));
+  ASSIGN_OR_RETURN(kernel::KernelTarget t, LoadTarget(req));
+  RETURN_IF_ERROR(kernel::SpillModuleSymbols(t));
   RETURN_IF_ERROR(ReadKernelConfig(req, t));
   FaultPoint("symbols-read");
   IndexSummary sum;

@@ -12,9 +12,9 @@
 #include "server/debuginfo/files/debug_finder.h"
 #include "server/indexer/build_id_target.h"
 #include "server/indexer/index_request.h"
+#include "server/kernel/live_host.h"
+#include "server/kernel/offline_kernel.h"
 #include "server/store/sqlite_db.h"
-#include "server/target/live_host.h"
-#include "server/target/offline_kernel.h"
 
 namespace symdex::indexer {
 

@@ -9,14 +9,14 @@ namespace symdex::indexer {
 namespace {
 
 // The file the vmlinux symbols came from: System.map or kallsyms.
-std::string SymbolFile(const target::KernelTarget& t) {
+std::string SymbolFile(const kernel::KernelTarget& t) {
   for (const auto& f : t.files) {
     if (f.role == "system-map" || f.role == "kallsyms") return f.path;
   }
   return t.source;
 }
 
-absl::Status CheckSystemMapMarkers(const target::KernelTarget& t) {
+absl::Status CheckSystemMapMarkers(const kernel::KernelTarget& t) {
   bool etext = false, end = false;
   for (const auto& s : t.symbols) {
     if (s.module >= 0) continue;
@@ -32,7 +32,7 @@ absl::Status CheckSystemMapMarkers(const target::KernelTarget& t) {
 
 }  // namespace
 
-absl::Status CheckInputLooksComplete(store::Db& db, const target::KernelTarget& t, bool force) {
+absl::Status CheckInputLooksComplete(store::Db& db, const kernel::KernelTarget& t, bool force) {
   if (force) return absl::OkStatus();
   if (t.kind == "offline") RETURN_IF_ERROR(CheckSystemMapMarkers(t));
   ASSIGN_OR_RETURN(auto old, store::FindTarget(db, t.name));

@@ -5,8 +5,8 @@
 #pragma once
 
 #include "server/common/status.h"
+#include "server/kernel/kernel_target.h"
 #include "server/store/sqlite_db.h"
-#include "server/target/kernel_target.h"
 
 namespace symdex::indexer {
 
@@ -19,6 +19,6 @@ inline constexpr double kMinVmlinuxSymbolShare = 0.9;
 //  - the target named t.name is already indexed and `t` has fewer than 90% of its vmlinux
 //    symbols (modules are not counted: they come and go).
 // `force` skips both checks.
-absl::Status CheckInputLooksComplete(store::Db& db, const target::KernelTarget& t, bool force);
+absl::Status CheckInputLooksComplete(store::Db& db, const kernel::KernelTarget& t, bool force);
 
 }  // namespace symdex::indexer

@@ -1,4 +1,4 @@
-// Step 5b of an index run (steps.h, JudgeProbes): the probe bits (target/probe_bits.h) of every
+// Step 5b of an index run (steps.h, JudgeProbes): the probe bits (kernel/probe_bits.h) of every
 // code symbol, from the kernel's own tables (ingest/probe_tables.h) applied the way the kernel
 // applies them:
 //  - an fentry site belongs to the symbol kallsyms would name for it: the greatest symbol
@@ -33,14 +33,14 @@
 #include "server/indexer/steps.h"
 #include "server/ingest/config_text.h"
 #include "server/ingest/kallsyms.h"
+#include "server/kernel/probe_bits.h"
+#include "server/kernel/symbol_spill.h"
 #include "server/store/index_store.h"
-#include "server/target/probe_bits.h"
-#include "server/target/symbol_spill.h"
 
 namespace symdex::indexer {
 namespace {
 
-using target::SymbolEntry;
+using kernel::SymbolEntry;
 
 // The blacklist areas every architecture has (kernel/kprobes.c), beside the arch's own.
 constexpr BoundedText kGenericBlacklist[] = {{"__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"},
@@ -71,7 +71,7 @@ struct Owner {
 class Judge {
  public:
   // Judges `syms`, the symbols of t's owners Build is given (t.symbols, or a spilled module's).
-  Judge(const target::KernelTarget& t, std::vector<SymbolEntry>& syms) : t_(t), syms_(syms) {}
+  Judge(const kernel::KernelTarget& t, std::vector<SymbolEntry>& syms) : t_(t), syms_(syms) {}
 
   void Build(const std::vector<int>& owners) {
     for (int m : owners) owners_.emplace(m, Owner{.module = m});
@@ -136,19 +136,19 @@ class Judge {
   void Fentry(Space& sp, uint64_t site, uint64_t floor, const EntryLayout* layout) {
     auto r = Containing(sp, site, floor);
     if (r.first == r.second) return;
-    uint32_t bits = target::kProbeFentryInside;
+    uint32_t bits = kernel::kProbeFentryInside;
     const uint64_t in = site - sp.addrs[r.first];
     if (in <= (layout != nullptr ? layout->ftrace_entry_max_offset : 0)) {
-      bits |= target::kProbeFentryEntry;
+      bits |= kernel::kProbeFentryEntry;
       // A site past the entry that is still the function's own follows a landing pad.
       if (layout != nullptr && layout->kprobe_entry_pad != 0 && in == layout->kprobe_entry_pad) {
-        bits |= target::kProbeEntryEndbr;
+        bits |= kernel::kProbeEntryEndbr;
       }
     } else if (layout != nullptr && layout->ftrace_names_far_sites) {
       for (size_t k = r.first; k < r.second; ++k) {
         SymbolEntry& s = syms_[sp.syms[k]];
-        if (IsCodeSymbolType(s.type) && target::FarFtraceSites(s.probe) < 0xff) {
-          s.probe += 1u << target::kProbeFarSitesShift;
+        if (IsCodeSymbolType(s.type) && kernel::FarFtraceSites(s.probe) < 0xff) {
+          s.probe += 1u << kernel::kProbeFarSitesShift;
         }
       }
     }
@@ -175,13 +175,13 @@ class Judge {
       if (auto w = Locate(o, a.section, a.lo, slide)) {
         Area(*w->space, w->addr, w->addr + (a.hi - a.lo), kBl, true, w->floor);
         if (a.what == ".noinstr.text") {
-          Area(*w->space, w->addr, w->addr + (a.hi - a.lo), target::kProbeNoinstr, false);
+          Area(*w->space, w->addr, w->addr + (a.hi - a.lo), kernel::kProbeNoinstr, false);
         }
       }
     }
     for (const auto& a : tab.init_areas) {
       if (auto w = Locate(o, a.section, a.lo, slide)) {
-        Area(*w->space, w->addr, w->addr + (a.hi - a.lo), target::kProbeInit, false);
+        Area(*w->space, w->addr, w->addr + (a.hi - a.lo), kernel::kProbeInit, false);
       }
     }
   }
@@ -197,9 +197,9 @@ class Judge {
       auto a = v.find(s), b = v.find(e);
       if (a != v.end() && b != v.end() && b->second > a->second) Area(it->second, a->second, b->second, bits, holder);
     };
-    area("_sinittext", "_einittext", target::kProbeInit, false);
+    area("_sinittext", "_einittext", kernel::kProbeInit, false);
     for (const BoundedText& b : kGenericBlacklist) {
-      area(b.start, b.end, kBl | (b.what == ".noinstr.text" ? target::kProbeNoinstr : 0u), true);
+      area(b.start, b.end, kBl | (b.what == ".noinstr.text" ? kernel::kProbeNoinstr : 0u), true);
     }
     if (arch != nullptr) {
       for (const BoundedText& b : arch->blacklist_areas) area(b.start, b.end, kBl, true);
@@ -211,7 +211,7 @@ class Judge {
   // Offline modules: symbols of .init* sections are init text whatever the tables say.
   void ModuleInitSections(Owner& o) {
     for (auto& [sec, sp] : o.spaces) {
-      if (sec.starts_with(".init")) Mark(sp, {0, sp.syms.size()}, target::kProbeInit);
+      if (sec.starts_with(".init")) Mark(sp, {0, sp.syms.size()}, kernel::kProbeInit);
     }
   }
 
@@ -219,19 +219,19 @@ class Judge {
   void MarkJudged() {
     for (auto& [m, o] : owners_) {
       if (!o.fentry_known) continue;
-      for (auto& [sec, sp] : o.spaces) Mark(sp, {0, sp.syms.size()}, target::kProbeJudged);
+      for (auto& [sec, sp] : o.spaces) Mark(sp, {0, sp.syms.size()}, kernel::kProbeJudged);
     }
   }
 
  private:
-  static constexpr uint32_t kBl = target::kProbeBlacklisted;
+  static constexpr uint32_t kBl = kernel::kProbeBlacklisted;
 
   std::optional<Landing> Where(Owner& o, const std::string& section, uint64_t addr, uint64_t floor) {
     auto it = o.spaces.find(section);
     if (it == o.spaces.end()) return std::nullopt;
     return Landing{&it->second, addr, floor};
   }
-  const target::KernelTarget& t_;
+  const kernel::KernelTarget& t_;
   std::vector<SymbolEntry>& syms_;
   std::map<int, Owner> owners_;
 };
@@ -247,13 +247,13 @@ class CrossRules {
  public:
   void Collect(const std::vector<SymbolEntry>& syms) {
     for (const SymbolEntry& s : syms) {
-      if (!(s.probe & target::kProbeJudged)) continue;
+      if (!(s.probe & kernel::kProbeJudged)) continue;
       if (IsCodeSymbolType(s.type)) {
         const size_t dot = s.name.find('.');
         if (dot != std::string::npos && dot != 0) bases_.emplace(s.name.substr(0, dot), std::nullopt);
       }
       if (s.debug_file_id && s.src_unit) {
-        unit_has_[{*s.debug_file_id, *s.src_unit}] |= (s.probe & target::kProbeFentryInside) != 0;
+        unit_has_[{*s.debug_file_id, *s.src_unit}] |= (s.probe & kernel::kProbeFentryInside) != 0;
       }
     }
   }
@@ -266,23 +266,23 @@ class CrossRules {
   }
   void Fix(std::vector<SymbolEntry>& syms) const {
     for (SymbolEntry& s : syms) {
-      if (!(s.probe & target::kProbeJudged)) continue;
+      if (!(s.probe & kernel::kProbeJudged)) continue;
       if (IsCodeSymbolType(s.type)) {
         const size_t dot = s.name.find('.');
         if (dot != std::string::npos && dot != 0) {
           auto it = bases_.find(std::string_view(s.name).substr(0, dot));
           if (it != bases_.end() && it->second) {
             const uint32_t base = *it->second;
-            if (!(s.probe & target::kProbeFentryInside) && (base & target::kProbeFentryInside)) {
-              s.probe |= target::kProbeBaseTraceable;
+            if (!(s.probe & kernel::kProbeFentryInside) && (base & kernel::kProbeFentryInside)) {
+              s.probe |= kernel::kProbeBaseTraceable;
             }
-            if (base & target::kProbeBlacklisted) s.probe |= target::kProbeBlacklisted;
+            if (base & kernel::kProbeBlacklisted) s.probe |= kernel::kProbeBlacklisted;
           }
         }
       }
-      if ((s.probe & target::kProbeFentryInside) || !s.debug_file_id || !s.src_unit) continue;
+      if ((s.probe & kernel::kProbeFentryInside) || !s.debug_file_id || !s.src_unit) continue;
       if (auto it = unit_has_.find({*s.debug_file_id, *s.src_unit}); it != unit_has_.end() && !it->second) {
-        s.probe |= target::kProbeUnitWithoutFentry;
+        s.probe |= kernel::kProbeUnitWithoutFentry;
       }
     }
   }
@@ -293,7 +293,7 @@ class CrossRules {
 };
 
 // The vmlinux debug file this run (or an earlier one) found: its path and link-time _text.
-absl::StatusOr<std::optional<store::DebugFileInfo>> VmlinuxDebugFile(store::Db& db, const target::KernelTarget& t) {
+absl::StatusOr<std::optional<store::DebugFileInfo>> VmlinuxDebugFile(store::Db& db, const kernel::KernelTarget& t) {
   for (const auto& d : t.debuginfo) {
     if (d.module.empty() && d.debug_file_id) return store::FindDebugFileById(db, *d.debug_file_id);
   }
@@ -304,7 +304,7 @@ absl::StatusOr<std::optional<store::DebugFileInfo>> VmlinuxDebugFile(store::Db& 
 
 // The kernel config (when one was read) selects one entry layout of the architecture by its
 // option; the records showed `tab.layout`. "" when they agree or nothing tells, else a warning.
-std::string LayoutAgainstConfig(const target::KernelTarget& t, const ingest::ProbeTables& tab) {
+std::string LayoutAgainstConfig(const kernel::KernelTarget& t, const ingest::ProbeTables& tab) {
   const KernelArch* arch = ArchOfMachine(tab.machine);
   if (t.kernel_config.empty() || arch == nullptr) return "";
   auto text = ReadFileBounded(t.kernel_config, size_t{16} << 20);
@@ -323,9 +323,9 @@ std::string LayoutAgainstConfig(const target::KernelTarget& t, const ingest::Pro
 
 }  // namespace
 
-absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum) {
+absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilter& want, IndexSummary& sum) {
   // The modules' symbols come out of the spill one module at a time; vmlinux's stay in t.symbols.
-  RETURN_IF_ERROR(target::SpillModuleSymbols(t));
+  RETURN_IF_ERROR(kernel::SpillModuleSymbols(t));
   std::vector<int> modules;
   for (size_t i = 0; i < t.modules.size(); ++i) {
     if (want(static_cast<int>(i)) && !ingest::IsPseudoModule(t.modules[i].name)) modules.push_back(static_cast<int>(i));
@@ -361,13 +361,13 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
   }
   // Modules: the debug file the join used, else the module file itself (an offline kernel's
   // .ko keeps __mcount_loc and its relocations when stripped of debug info).
-  std::unordered_map<std::string, const target::DebugInfoRecord*> records;
+  std::unordered_map<std::string, const kernel::DebugInfoRecord*> records;
   for (const auto& d : t.debuginfo) {
     if (!d.module.empty() && d.debug_file_id && !d.path.empty()) records[d.module] = &d;
   }
   auto cross = std::make_shared<CrossRules>();  // kept by t.spill->finish for the write
   for (const int m : modules) {
-    const target::ModuleInfo& mod = t.modules[static_cast<size_t>(m)];
+    const kernel::ModuleInfo& mod = t.modules[static_cast<size_t>(m)];
     std::vector<std::string> paths;
     if (auto it = records.find(mod.name); it != records.end()) paths.push_back(it->second->path);
     if (!mod.path.empty()) paths.push_back(mod.path);
@@ -405,7 +405,7 @@ absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilte
   for (const SymbolEntry& s : t.symbols) cross->Next(s.type, s.name, s.probe);
   for (const int m : t.spill->Modules()) {
     RETURN_IF_ERROR(
-        t.spill->VisitBriefs(m, [&](const target::SymbolSpill::Brief& b) { cross->Next(b.type, b.name, b.probe); }));
+        t.spill->VisitBriefs(m, [&](const kernel::SymbolSpill::Brief& b) { cross->Next(b.type, b.name, b.probe); }));
   }
   cross->Fix(t.symbols);
   t.spill->finish = [cross](std::vector<SymbolEntry>& syms) { cross->Fix(syms); };

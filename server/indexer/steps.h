@@ -8,7 +8,7 @@
 //
 // Each step takes the target and/or the parts it works on and hands the next one what it
 // made; nothing is written to SQLite and read back. The modules' symbols are in t.spill
-// (target/symbol_spill.h) from the load to the write: a step takes one module's out, changes
+// (kernel/symbol_spill.h) from the load to the write: a step takes one module's out, changes
 // them and puts them back, and two steps never work on one module at once. Debug files are the one exception to
 // "written once, at the end": each is stored in step 4b in its own transaction, because it
 // is keyed by build-ID, immutable and shared by every target that uses it (a later failure of
@@ -36,9 +36,9 @@
 #include "server/debuginfo/files/file_stamp.h"
 #include "server/debuginfo/files/plain_elf.h"
 #include "server/indexer/indexer.h"
+#include "server/kernel/kernel_target.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/sqlite_db.h"
-#include "server/target/kernel_target.h"
 
 namespace symdex::indexer {
 
@@ -71,7 +71,7 @@ struct JoinTable {
 // One part of the target that has its own debug file: vmlinux (module == -1) or a module.
 struct Part {
   int module = -1;
-  target::DebugInfoRecord record;  // becomes t.debuginfo[...] at the end
+  kernel::DebugInfoRecord record;  // becomes t.debuginfo[...] at the end
   std::string path_to_index;       // set when the file must be parsed in this run
   bool verified = false;           // the file's build-ID was compared equal to the target's
   std::optional<uint64_t> debug_text_addr;
@@ -93,7 +93,7 @@ struct Part {
 };
 
 // The indices of the code symbols of `syms`, in order.
-inline std::vector<size_t> CodeSymbols(const std::vector<target::SymbolEntry>& syms) {
+inline std::vector<size_t> CodeSymbols(const std::vector<kernel::SymbolEntry>& syms) {
   std::vector<size_t> out;
   for (size_t i = 0; i < syms.size(); ++i) {
     if (IsCodeSymbolType(syms[i].type)) out.push_back(i);
@@ -122,13 +122,13 @@ void MakePlainCopies(DebugFilePlan& plan, unsigned jobs);
 
 // Step 1 (LoadTarget, "read symbols"): the kernel target, live or offline, with every symbol, module and
 // input file; no debug info yet.
-absl::StatusOr<target::KernelTarget> LoadTarget(const IndexRequest& req);
+absl::StatusOr<kernel::KernelTarget> LoadTarget(const IndexRequest& req);
 
 // Step 3: which debug file each selected part uses. Takes the target; gives one Part per
 // selected part (vmlinux first), each either resolved from the store by build-ID ("cached"),
 // or with the file found locally / through debuginfod in `path_to_index`, or with the reason
 // there is none. A build-ID shared by several parts is parsed only for the first.
-absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const target::KernelTarget& t,
+absl::StatusOr<DebugFilePlan> FindDebugFiles(store::Db& db, const IndexRequest& req, const kernel::KernelTarget& t,
                                              unsigned jobs, const PartFilter& want);
 
 // One file of plan.to_parse, parsed (or why not).
@@ -177,16 +177,16 @@ absl::StatusOr<std::vector<ParsedDebugFile>> ParseDebugFiles(store::Db& db, cons
 
 // Step 4c: a part whose build-ID another part's file was parsed for gets that file's row; an
 // offline vmlinux debug file whose _text disagrees with the System.map is refused.
-void SettleDebugFiles(const target::KernelTarget& t, DebugFilePlan& plan);
+void SettleDebugFiles(const kernel::KernelTarget& t, DebugFilePlan& plan);
 
 // The code symbols of each part (by index into `parts`) held in t.symbols, in symbol order (a
 // spilled module's are in t.spill): what steps 5 and 5b work on.
-std::vector<std::vector<size_t>> CodeSymbolsByPart(const target::KernelTarget& t, const std::vector<Part>& parts);
+std::vector<std::vector<size_t>> CodeSymbolsByPart(const kernel::KernelTarget& t, const std::vector<Part>& parts);
 
 // Step 5: joins every code symbol of the parts to its DWARF function and line-table row by
 // address, in memory (tables of debug files stored by earlier runs are loaded once each).
 // Fills the symbols' DWARF columns or their dwarf_note; counts cached/missing into `sum`.
-absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum);
+absl::Status JoinSymbolsToDwarf(store::Db& db, kernel::KernelTarget& t, std::vector<Part>& parts, IndexSummary& sum);
 
 // Step 5 for one module at a time, in step 4b: a module's symbols (out of the spill and back)
 // joined the moment its file is stored, and its table let go then, so that what step 4 holds does
@@ -194,12 +194,12 @@ absl::Status JoinSymbolsToDwarf(store::Db& db, target::KernelTarget& t, std::vec
 // symbol. A module whose build-ID another part shares keeps its table for that part (SettleDebugFiles hands it on).
 class ModuleJoin {
  public:
-  ModuleJoin(target::KernelTarget& t, std::vector<Part>& parts);
+  ModuleJoin(kernel::KernelTarget& t, std::vector<Part>& parts);
   // Joins parts[i]'s symbols if it is a module with a table, and marks it joined.
   absl::Status operator()(size_t i);
 
  private:
-  target::KernelTarget& t_;
+  kernel::KernelTarget& t_;
   std::vector<Part>& parts_;
   std::vector<std::vector<size_t>> symbols_;   // each part's code symbols, until joined
   std::unordered_map<std::string, int> uses_;  // build-ID -> parts that use it
@@ -225,10 +225,10 @@ class ElfFactsAhead {
   std::unique_ptr<ElfFactsTable> table_;
   std::jthread thread_;  // declared last: joined before table_ goes
 };
-void AttachElfFacts(target::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead = nullptr);
+void AttachElfFacts(kernel::KernelTarget& t, std::vector<Part>& parts, unsigned jobs, ElfFactsAhead* ahead = nullptr);
 // The same for one spilled module's code symbols `code` (indices into `syms`), done by the join
 // while it has them out of the spill (ModuleJoin, JoinSymbolsToDwarf): one trip for both.
-void AttachModuleFacts(const target::KernelTarget& t, Part& p, std::vector<target::SymbolEntry>& syms,
+void AttachModuleFacts(const kernel::KernelTarget& t, Part& p, std::vector<kernel::SymbolEntry>& syms,
                        const std::vector<size_t>& code);
 
 // Step 6: the address maps of vmlinux's and the modules' debug files, built once per build-ID
@@ -259,12 +259,12 @@ absl::StatusOr<std::vector<AddrMapBuild>> PlanAddrMaps(store::Db& db, const Inde
 AddrMapOutcome BuildAddrMaps(const std::vector<AddrMapBuild>& builds, const IndexRequest& req, unsigned jobs,
                              PrivateFileBatch* made = nullptr);
 
-// Step 5b: the probe bits (target/probe_bits.h) of the code symbols of vmlinux and of the
+// Step 5b: the probe bits (kernel/probe_bits.h) of the code symbols of vmlinux and of the
 // modules `want` selects, from the kernel's own tables in each part's debug file (else the
 // module file itself; vmlinux's areas from its symbols). Files without tables are a warning.
 // Each module is judged alone; what looks across parts (a clone's base name, a unit without an
 // fentry site) is settled once all are, from what each kept per name and per unit.
-absl::Status JudgeProbes(store::Db& db, target::KernelTarget& t, const PartFilter& want, IndexSummary& sum);
+absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilter& want, IndexSummary& sum);
 
 // (Step 7, WriteTarget, is store::ReplaceTarget / store::ReplaceModules: one transaction.)
 

@@ -20,7 +20,7 @@
 //
 // Pure: bytes in, records out. Which names the index keeps (a module's local labels and mapping
 // symbols: ModuleSymbolIgnoreRule) and what an all-zero address table means are the caller's
-// policy (see target/live_host.cc).
+// policy (see kernel/live_host.cc).
 #pragma once
 
 #include <cstdint>

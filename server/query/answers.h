@@ -37,11 +37,11 @@ struct ProbeVerdict {
   bool kprobe = false;  // `p:SYM` (or _text+N, MOD:SYM, 0xADDR) is accepted
   bool ftrace = false;  // available_filter_functions lists it
   std::string reason;   // why not, or how (empty for an ordinary traceable function)
-  uint32_t bits = 0;    // target::ProbeBits as indexed
+  uint32_t bits = 0;    // kernel::ProbeBits as indexed
   bool known() const { return kind != Probeability::kUnknown; }
   // No function of its compilation unit has an fentry call (the whole file is built without).
   bool unit_without_fentry() const;
-  // How many more lines ftrace lists under its name after its own (target/probe_bits.h).
+  // How many more lines ftrace lists under its name after its own (kernel/probe_bits.h).
   unsigned far_ftrace_sites() const;
 };
 

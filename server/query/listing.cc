@@ -7,13 +7,13 @@
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/debuginfo/symbolize/addr_map.h"
+#include "server/kernel/file_status.h"
 #include "server/query/kas_alias.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/spec.h"
 #include "server/query/symbol_query.h"
 #include "server/store/debuginfo_store.h"
 #include "server/store/index_store.h"
-#include "server/target/file_status.h"
 
 namespace symdex::query {
 namespace {
@@ -141,15 +141,15 @@ absl::StatusOr<IndexState> LocalQuery::Index(const IndexOptions& opts) {
     ASSIGN_OR_RETURN(ts.summary.counts, store::CountTarget(db, t.id));
     ASSIGN_OR_RETURN(auto files, store::TargetFiles(db, t.id));
     for (auto& f : files) {
-      const bool problem = f.status == target::InputFileStatus::kError ||
-                           (f.status == target::InputFileStatus::kMissing && f.role != "module");
-      ts.files.push_back({std::move(f.role), std::move(f.path), std::string(target::Name(f.status)),
+      const bool problem = f.status == kernel::InputFileStatus::kError ||
+                           (f.status == kernel::InputFileStatus::kMissing && f.role != "module");
+      ts.files.push_back({std::move(f.role), std::move(f.path), std::string(kernel::Name(f.status)),
                           std::move(f.detail), problem, std::move(f.dropped)});
     }
     ASSIGN_OR_RETURN(auto dbg, store::TargetDebugInfo(db, t.id));
     for (auto& d : dbg) {
-      const bool usable = d.status == target::DebugFileStatus::kUsed || d.status == target::DebugFileStatus::kCached;
-      ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::string(target::Name(d.status)),
+      const bool usable = d.status == kernel::DebugFileStatus::kUsed || d.status == kernel::DebugFileStatus::kCached;
+      ts.debuginfo.push_back({std::move(d.module), std::move(d.build_id), std::string(kernel::Name(d.status)),
                               std::move(d.path), std::move(d.origin), std::move(d.detail), usable,
                               std::move(d.reader)});
     }

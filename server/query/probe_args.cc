@@ -9,13 +9,13 @@
 #include "server/debuginfo/dwarf/fetch_args.h"
 #include "server/debuginfo/files/code_file.h"
 #include "server/ingest/x86_insn.h"
+#include "server/kernel/probe_bits.h"
 #include "server/query/local_query.h"
 #include "server/query/local_query_impl.h"
 #include "server/query/probe_forms.h"
 #include "server/query/resolver.h"
 #include "server/query/spec.h"
 #include "server/store/debuginfo_store.h"
-#include "server/target/probe_bits.h"
 
 namespace symdex::query {
 
@@ -25,8 +25,8 @@ namespace {
 // start there): x86-64's `call __fentry__` (5 bytes) after an ENDBR64 when there is one; arm64's
 // BTI landing pad after the patchable NOPs (which are before DWARF's entry). 0: no site there.
 uint64_t EntrySlack(const KernelArch& arch, uint32_t bits) {
-  if ((bits & target::kProbeJudged) == 0 || (bits & target::kProbeFentryEntry) == 0) return 0;
-  if (arch.call_size == 0) return (bits & target::kProbeEntryEndbr) ? 9 : 5;  // x86-64
+  if ((bits & kernel::kProbeJudged) == 0 || (bits & kernel::kProbeFentryEntry) == 0) return 0;
+  if (arch.call_size == 0) return (bits & kernel::kProbeEntryEndbr) ? 9 : 5;  // x86-64
   return 4;
 }
 

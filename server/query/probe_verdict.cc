@@ -2,7 +2,7 @@
 
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/target/probe_bits.h"
+#include "server/kernel/probe_bits.h"
 
 namespace symdex::query {
 namespace {
@@ -15,7 +15,7 @@ constexpr std::pair<Probeability, std::string_view> kNames[] = {
 
 // Why a function has no fentry call, as far as the index can tell.
 std::string NoFentryCause(const store::SymbolRecord& r) {
-  using namespace target;
+  using namespace kernel;
   if (r.probe & kProbeNoinstr) return "noinstr (no instrumentation of any kind)";
   if (r.dwarf && r.dwarf->inline_copy) {
     return StrCat("declared inline", r.dwarf->decl_file.empty() ? "" : " in " + r.dwarf->decl_file,
@@ -37,8 +37,8 @@ std::string NoFentryCause(const store::SymbolRecord& r) {
 
 }  // namespace
 
-bool ProbeVerdict::unit_without_fentry() const { return (bits & target::kProbeUnitWithoutFentry) != 0; }
-unsigned ProbeVerdict::far_ftrace_sites() const { return target::FarFtraceSites(bits); }
+bool ProbeVerdict::unit_without_fentry() const { return (bits & kernel::kProbeUnitWithoutFentry) != 0; }
+unsigned ProbeVerdict::far_ftrace_sites() const { return kernel::FarFtraceSites(bits); }
 
 std::string_view ProbeabilityName(Probeability p) {
   for (const auto& [k, n] : kNames) {
@@ -55,7 +55,7 @@ absl::StatusOr<Probeability> ParseProbeability(std::string_view name) {
 }
 
 ProbeVerdict ProbeVerdictOf(const TargetInfo& t, const store::SymbolRecord& r) {
-  using namespace target;
+  using namespace kernel;
   ProbeVerdict v;
   v.bits = r.probe;
   if (!IsCodeSymbolType(r.type)) {

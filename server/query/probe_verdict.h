@@ -1,4 +1,4 @@
-// The verdict on probing one symbol, from the bits the indexer stored (target/probe_bits.h) and
+// The verdict on probing one symbol, from the bits the indexer stored (kernel/probe_bits.h) and
 // the target's kernel config: what kprobe events (kprobe_events, perf probe, bpftrace kprobe:,
 // BPF kprobe links: all go through trace_kprobe) and ftrace (available_filter_functions,
 // set_ftrace_filter) will do with it, and why. Offline: the kernel's own tables, no live

@@ -7,8 +7,8 @@
 #include "server/common/kernel_arch.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
+#include "server/kernel/probe_bits.h"
 #include "server/store/debuginfo_store.h"
-#include "server/target/probe_bits.h"
 
 namespace symdex::query {
 namespace {
@@ -285,7 +285,7 @@ std::string PaddingNote(std::string_view padded) {
 
 uint64_t CodeOffset(const TargetInfo& t, const Instance& in, uint64_t offset) {
   const KernelArch* arch = ArchOfMachine(t.machine);
-  if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & target::kProbeFentryEntry) &&
+  if (arch != nullptr && arch->entry_pad_words != 0 && (in.verdict.bits & kernel::kProbeFentryEntry) &&
       offset < arch->EntryPad()) {
     return arch->EntryPad();
   }

@@ -13,7 +13,7 @@
 #include "server/common/fault_point.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
-#include "server/target/symbol_spill.h"
+#include "server/kernel/symbol_spill.h"
 
 namespace symdex::store {
 namespace {
@@ -122,7 +122,7 @@ namespace {
 
 // Inserts the modules `pick` selects by name (with their sections), their symbols, and — when
 // pick("") — vmlinux's symbols.
-absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& t,
+absl::Status InsertOwned(Db& db, int64_t target_id, const kernel::KernelTarget& t,
                          const std::function<bool(const std::string&)>& pick) {
   ASSIGN_OR_RETURN(Stmt ins_mod, db.Prepare("INSERT INTO modules (target_id, name, build_id, text_addr, size, path) "
                                             "VALUES (?1,?2,?3,?4,?5,?6)"));
@@ -146,7 +146,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
   }
 
   const bool vmlinux = pick("");
-  auto owned = [&](const target::SymbolEntry& s) {
+  auto owned = [&](const kernel::SymbolEntry& s) {
     return s.module >= 0 ? module_ids.at(static_cast<size_t>(s.module)) != 0 : vmlinux;
   };
   size_t rows = 0;
@@ -162,7 +162,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
                                         "section", "dwarf_function_id", "dwarf_note", "debug_file_id", "src_unit",
                                         "src_file", "src_line", "probe", "elf_facts"},
                                        rows));
-  RETURN_IF_ERROR(target::ForEachSymbol(t, [&](const target::SymbolEntry& s) -> absl::Status {
+  RETURN_IF_ERROR(kernel::ForEachSymbol(t, [&](const kernel::SymbolEntry& s) -> absl::Status {
     if (!owned(s)) return absl::OkStatus();
     FaultPoint("target-symbol-row");
     ASSIGN_OR_RETURN(BulkInsert::Row r, ins_sym.Add());
@@ -206,7 +206,7 @@ absl::Status InsertOwned(Db& db, int64_t target_id, const target::KernelTarget& 
   return absl::OkStatus();
 }
 
-absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarget& t,
+absl::Status InsertDebugInfo(Db& db, int64_t target_id, const kernel::KernelTarget& t,
                              const std::function<bool(const std::string&)>& pick) {
   ASSIGN_OR_RETURN(Stmt ins_dbg,
                    db.Prepare("INSERT INTO target_debuginfo (target_id, module, build_id, debug_file_id, status, "
@@ -214,7 +214,7 @@ absl::Status InsertDebugInfo(Db& db, int64_t target_id, const target::KernelTarg
   for (const auto& d : t.debuginfo) {
     if (!pick(d.module)) continue;
     ins_dbg.Bind(1, target_id).Bind(2, d.module).Bind(3, NonEmpty(d.build_id)).Bind(4, d.debug_file_id);
-    ins_dbg.Bind(5, target::Name(d.status))
+    ins_dbg.Bind(5, kernel::Name(d.status))
         .Bind(6, NonEmpty(d.path))
         .Bind(7, NonEmpty(d.origin))
         .Bind(8, NonEmpty(d.detail));
@@ -276,7 +276,7 @@ int64_t NewSymbolsStamp() {
   }
 }
 
-absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now) {
+absl::StatusOr<int64_t> ReplaceTarget(Db& db, const kernel::KernelTarget& t, int64_t now) {
   // Every child row of the old target is deleted here and the references checked once before the
   // commit (CheckTargetForeignKeys); with enforcement on, "DELETE FROM symbols" would visit and
   // unindex all 116k rows of a distribution kernel one by one (1.3 s here; off, 0.06 s).
@@ -330,7 +330,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
     ins_file.Bind(1, target_id)
         .Bind(2, f.role)
         .Bind(3, f.path)
-        .Bind(4, target::Name(f.status))
+        .Bind(4, kernel::Name(f.status))
         .Bind(5, NonEmpty(f.detail))
         .Bind(6, EncodeDropped(f.dropped));
     RETURN_IF_ERROR(ins_file.Run());
@@ -342,7 +342,7 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int
   return generation;
 }
 
-absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, const std::set<std::string>& names,
+absl::StatusOr<int64_t> ReplaceModules(Db& db, const kernel::KernelTarget& t, const std::set<std::string>& names,
                                        int64_t now) {
   ASSIGN_OR_RETURN(Transaction tx, Transaction::Begin(db));
   ASSIGN_OR_RETURN(Stmt find, db.Prepare("SELECT id, generation FROM targets WHERE name = ?1"));
@@ -448,7 +448,7 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    ASSIGN_OR_RETURN(auto status, target::ParseInputFileStatus(st.Text(2)));
+    ASSIGN_OR_RETURN(auto status, kernel::ParseInputFileStatus(st.Text(2)));
     out.push_back({st.Text(0), st.Text(1), status, st.Text(3), DecodeDropped(st.Text(4))});
   }
   return out;
@@ -465,7 +465,7 @@ absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t id)
   for (;;) {
     ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row) break;
-    ASSIGN_OR_RETURN(auto status, target::ParseDebugFileStatus(st.Text(2)));
+    ASSIGN_OR_RETURN(auto status, kernel::ParseDebugFileStatus(st.Text(2)));
     out.push_back({st.Text(0), st.Text(1), status, st.Text(3), st.Text(4), st.Text(5), st.OptInt(6), st.Text(7)});
   }
   return out;

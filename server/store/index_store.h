@@ -14,15 +14,15 @@
 
 #include "server/common/kernel_records.h"
 #include "server/common/mapped_file.h"
+#include "server/kernel/kernel_target.h"
 #include "server/store/sqlite_db.h"
 #include "server/store/symbol_extent.h"
-#include "server/target/kernel_target.h"
 
 namespace symdex::store {
 
 struct FileRecord {
   std::string role, path;
-  target::InputFileStatus status = target::InputFileStatus::kUsed;
+  kernel::InputFileStatus status = kernel::InputFileStatus::kUsed;
   std::string detail;
   std::vector<DroppedSymbols> dropped;  // what the run left out of it, by rule
 };
@@ -43,7 +43,7 @@ struct SymbolRecord {
   bool size_exact = false;
   std::optional<DwarfInfo> dwarf;
   std::string dwarf_note;            // why there is no DWARF function, or where in it the symbol is
-  uint32_t probe = 0;                // target::ProbeBits
+  uint32_t probe = 0;                // kernel::ProbeBits
   std::optional<uint8_t> elf_facts;  // common/elf_facts.h bits; absent: no ELF symbol table said
 };
 
@@ -51,7 +51,7 @@ struct SymbolRecord {
 int64_t NewSymbolsStamp();
 
 // Writes `t`, replacing any target of the same name. Returns the new generation.
-absl::StatusOr<int64_t> ReplaceTarget(Db& db, const target::KernelTarget& t, int64_t now_unix);
+absl::StatusOr<int64_t> ReplaceTarget(Db& db, const kernel::KernelTarget& t, int64_t now_unix);
 
 // Replaces the warnings stored with the target named `name` at `generation` (warnings learnt
 // after it was written, such as an address map that could not be built). NotFound when the
@@ -64,7 +64,7 @@ absl::Status SetTargetWarnings(Db& db, const std::string& name, int64_t generati
 // (a name absent from `t` is an unloaded module). vmlinux and every other module stay as they
 // are; the target keeps its id and its generation goes up by one, in one transaction.
 // NotFound when there is no such target yet.
-absl::StatusOr<int64_t> ReplaceModules(Db& db, const target::KernelTarget& t, const std::set<std::string>& names,
+absl::StatusOr<int64_t> ReplaceModules(Db& db, const kernel::KernelTarget& t, const std::set<std::string>& names,
                                        int64_t now_unix);
 
 // The names of a target's modules (pseudo-modules such as "bpf" included).
@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t target_id);
 struct DebugInfoStatus {
   std::string module;  // "" = vmlinux
   std::string build_id;
-  target::DebugFileStatus status = target::DebugFileStatus::kNotFound;
+  kernel::DebugFileStatus status = kernel::DebugFileStatus::kNotFound;
   std::string path, origin, detail;
   std::optional<int64_t> debug_file_id;
   std::string reader;  // debug_files.reader of its file ("" when none or not recorded)
@@ -175,7 +175,7 @@ class TextSymbolTable {
     uint8_t flags;
     uint8_t elf_facts;  // common/elf_facts.h bits, when flags say they are known
     uint8_t reserved;   // 0 (no padding: the records are written to a file as they are)
-    uint32_t probe;     // target/probe_bits.h
+    uint32_t probe;     // kernel/probe_bits.h
   };
 
  private:

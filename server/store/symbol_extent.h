@@ -9,7 +9,7 @@
 //    the best by AliasRank: a sized function over a label, as llvm-symbolizer ranks them;
 //  - a label that ends a region (_etext, _einittext, __*_text_end, __end_*, ...) holds nothing;
 //  - a symbol extends up to its size: the ELF size, or the distance to the next symbol of any
-//    type of the same owner (target::DeriveSizesAndDedupe), and for a module symbol no further
+//    type of the same owner (kernel::DeriveSizesAndDedupe), and for a module symbol no further
 //    than the module's end; the last symbol of an owner, whose
 //    size is unknown, extends to its owner's end: _end for vmlinux, base + size from
 //    /proc/modules for a loaded module; when that end is unknown too, nothing is claimed.

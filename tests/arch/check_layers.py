@@ -2,7 +2,7 @@
 """The tree's layering, checked: which directory may include which, what the CLI may see, and
 what a gRPC handler may do.
 
-  ingest (pure parsers) -> target, debuginfo -> store -> indexer (writes) / query (reads)
+  ingest (pure parsers) -> kernel, debuginfo -> store -> indexer (writes) / query (reads)
   -> jit (JIT ingest and files) / fleet (on-demand kernels by build-ID) -> api (gRPC) and client (CLI)
 
 Fails (exit 1, one line per offence: file:line, the include or call, the rule) when
@@ -36,21 +36,21 @@ import sys
 LAYERS = {
     "common": set(),
     "ingest": {"common"},
-    "target": {"common", "ingest"},
-    "debuginfo": {"common", "ingest", "target"},
-    "store": {"common", "ingest", "debuginfo", "target"},
-    "indexer": {"common", "ingest", "target", "debuginfo", "store"},
-    "query": {"common", "ingest", "target", "debuginfo", "store"},
+    "kernel": {"common", "ingest"},
+    "debuginfo": {"common", "ingest", "kernel"},
+    "store": {"common", "ingest", "debuginfo", "kernel"},
+    "indexer": {"common", "ingest", "kernel", "debuginfo", "store"},
+    "query": {"common", "ingest", "kernel", "debuginfo", "store"},
     # JIT ingest (a write), the build-ID schemes, the ELF writer, the jitted DSOs on disk and the
     # JIT verbs on local files (jit_files.h; export reads the index through query/jit_query.h).
     "jit": {"common", "ingest", "store", "debuginfo", "query"},
     "metrics": {"common"},
     # Kernels by build-ID indexed on demand (the daemon's --fleet-cache): runs the indexer, hands
     # out the query over each kernel's index.
-    "fleet": {"common", "ingest", "target", "debuginfo", "store", "indexer", "query", "metrics"},
-    "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest", "fleet"},
+    "fleet": {"common", "ingest", "kernel", "debuginfo", "store", "indexer", "query", "metrics"},
+    "api": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "kernel", "ingest", "fleet"},
     # symdexd's life: the index and its writer, live tracking, the JIT watcher, listeners, drain.
-    "daemon": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "target", "ingest", "fleet",
+    "daemon": {"common", "query", "metrics", "store", "indexer", "jit", "debuginfo", "kernel", "ingest", "fleet",
                "api"},
 }
 
@@ -65,7 +65,7 @@ PARTS = {
 # The query API a front end sees: these headers and what they include must stay above the store,
 # the parsers and the debug-info readers, and name no SQLite, libdw or gRPC header.
 THIN_API = ["server/query/api.h", "server/api/remote_query.h", "server/api/remote_plugin.h"]
-THIN_FORBIDDEN_DIRS = {"store", "ingest", "debuginfo", "target", "indexer", "jit", "fleet", "metrics"}
+THIN_FORBIDDEN_DIRS = {"store", "ingest", "debuginfo", "kernel", "indexer", "jit", "fleet", "metrics"}
 THIN_FORBIDDEN_SYSTEM = re.compile(r"^(sqlite3\.h|elfutils/|libelf\.h|gelf\.h|dwarf\.h|grpc|google/protobuf/)")
 # What the client's includes may reach in server/ besides THIN_API's closure.
 CLIENT_API = [re.compile(p) for p in (r"server/common/[^/]+\.h$",)]

@@ -120,7 +120,7 @@ TEST(AliasRankTest, TheIndexerCarriesTheDebugFilesFactsToBothLookups) {
 
   // The target as a live host's kallsyms shows it: KASLR-slid, names and letters only.
   constexpr uint64_t kSlide = 0x20000000;
-  target::KernelTarget t;
+  kernel::KernelTarget t;
   t.name = "host";
   t.kind = "live";
   t.source = "fixture";
@@ -133,7 +133,7 @@ TEST(AliasRankTest, TheIndexerCarriesTheDebugFilesFactsToBothLookups) {
   }
   ASSERT_TRUE(addr_of.count("_sinittext") && addr_of.count("_end"));
   t.text_addr = addr_of["_sinittext"] + kSlide;
-  target::DeriveSizesAndDedupe(t);
+  kernel::DeriveSizesAndDedupe(t);
 
   indexer::Part vmlinux{.module = -1};
   vmlinux.record.build_id = elf->build_id->ToHex();
@@ -207,7 +207,7 @@ __asm__(".section .note.gnu.build-id,\"a\",@note\n.long 4\n.long 20\n.long 3\n.a
   ASSERT_TRUE(elf.ok()) << elf.status();
   ASSERT_TRUE(elf->relocatable);
   constexpr uint64_t kBase = 0xffffffffc0100000ull;
-  target::KernelTarget t;
+  kernel::KernelTarget t;
   t.name = "host";
   t.kind = "live";
   t.modules.push_back(

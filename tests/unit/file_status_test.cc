@@ -2,9 +2,9 @@
 // schema 002/003 CHECK and `symdex status` has always printed, and read back to the same value.
 #include <gtest/gtest.h>
 
-#include "server/target/file_status.h"
+#include "server/kernel/file_status.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 TEST(FileStatus, InputNamesAreTheStoredOnesAndRoundTrip) {
@@ -45,4 +45,4 @@ TEST(FileStatus, UnknownStoredNameIsAnErrorNamingIt) {
 }
 
 }  // namespace
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -22,10 +22,10 @@ TEST(IndexStoreTest, WritesAndReadsBackATarget) {
   auto t = SmallTarget("host");
   t.files.push_back({"kallsyms",
                      "/proc/kallsyms",
-                     target::InputFileStatus::kUsed,
+                     kernel::InputFileStatus::kUsed,
                      "",
                      {{"module local labels (.L, L0)", 66}, {"module mapping symbols ($x, $d)", 3}}});
-  t.files.push_back({"modules", "/proc/modules", target::InputFileStatus::kMissing, "no such file"});
+  t.files.push_back({"modules", "/proc/modules", kernel::InputFileStatus::kMissing, "no such file"});
   t.warnings = {"w1", "w2"};
   auto gen = ReplaceTarget(*db, t, 1700000000);
   ASSERT_TRUE(gen.ok()) << gen.status();
@@ -93,12 +93,12 @@ TEST(IndexStoreTest, ReindexOfTheOnlyTargetLeavesNoOrphans) {
   auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
   auto t = SmallTarget("host");
   t.modules[0].sections = {{".text", 0xffffffffc0a00000ull}, {".data", 0xffffffffc0a10000ull}};
-  t.files.push_back({"kallsyms", "/proc/kallsyms", target::InputFileStatus::kUsed, ""});
-  t.debuginfo.push_back({.module = "uio", .status = target::DebugFileStatus::kNotFound});
+  t.files.push_back({"kallsyms", "/proc/kallsyms", kernel::InputFileStatus::kUsed, ""});
+  t.debuginfo.push_back({.module = "uio", .status = kernel::DebugFileStatus::kNotFound});
   ASSERT_TRUE(ReplaceTarget(*db, t, 1).ok());
   auto next = SmallTarget("host");
   next.modules.resize(1);  // mei gone, uio without sections
-  std::erase_if(next.symbols, [](const target::SymbolEntry& s) { return s.module == 1; });
+  std::erase_if(next.symbols, [](const kernel::SymbolEntry& s) { return s.module == 1; });
   ASSERT_TRUE(ReplaceTarget(*db, next, 2).ok());
   EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM symbols"), static_cast<int64_t>(next.symbols.size()));
   EXPECT_EQ(Rows(*db, "SELECT COUNT(*) FROM modules"), 1);
@@ -117,8 +117,8 @@ TEST(IndexStoreTest, ReplacingOneOfTwoTargetsLeavesTheOtherWhole) {
   auto a = SmallTarget("a");
   auto b = SmallTarget("b");
   b.modules[0].sections = {{".text", 0xffffffffc0a00000ull}};
-  b.files.push_back({"kallsyms", "/b/kallsyms", target::InputFileStatus::kUsed, ""});
-  b.debuginfo.push_back({.module = "uio", .status = target::DebugFileStatus::kNotFound});
+  b.files.push_back({"kallsyms", "/b/kallsyms", kernel::InputFileStatus::kUsed, ""});
+  b.debuginfo.push_back({.module = "uio", .status = kernel::DebugFileStatus::kNotFound});
   ASSERT_TRUE(ReplaceTarget(*db, a, 1).ok());
   ASSERT_TRUE(ReplaceTarget(*db, b, 1).ok());
   a.symbols.resize(4);
@@ -144,7 +144,7 @@ TEST(IndexStoreTest, FailedReindexLeavesThePreviousVersionIntact) {
   auto bad = SmallTarget("host");
   bad.symbols.resize(2);
   // A debug file that does not exist: violates the foreign key, after all other inserts.
-  bad.debuginfo.push_back({.module = "", .debug_file_id = 424242, .status = target::DebugFileStatus::kCached});
+  bad.debuginfo.push_back({.module = "", .debug_file_id = 424242, .status = kernel::DebugFileStatus::kCached});
   EXPECT_FALSE(ReplaceTarget(*db, bad, 2).ok());
   auto info = FindTarget(*db, "host");
   ASSERT_TRUE(info->has_value());

@@ -1,5 +1,5 @@
 // The release from what kernel files say of themselves (ingest/kernel_release.h,
-// target/vmlinux_release.h), its use by the offline loader, and module/vmlinux debug files
+// kernel/vmlinux_release.h), its use by the offline loader, and module/vmlinux debug files
 // found whatever their release directory is called (debuginfo/files/debug_finder.h).
 #include "server/ingest/kernel_release.h"
 
@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "server/debuginfo/files/debug_finder.h"
-#include "server/target/offline_kernel.h"
-#include "server/target/vmlinux_release.h"
+#include "server/kernel/offline_kernel.h"
+#include "server/kernel/vmlinux_release.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex {
@@ -80,14 +80,14 @@ std::string MakeVmlinux(const TempDir& d, const std::string& name, const std::st
 
 TEST(KernelReleaseTest, VmlinuxReleaseReadsLinuxBanner) {
   TempDir d;
-  EXPECT_EQ(*target::VmlinuxRelease(MakeVmlinux(d, "vmlinux", "6.1.0-57-cloud-amd64")), "6.1.0-57-cloud-amd64");
-  EXPECT_EQ(*target::VmlinuxRelease(MakeVmlinux(d, "bss", "x", true)), "");  // no bytes on file: no release
+  EXPECT_EQ(*kernel::VmlinuxRelease(MakeVmlinux(d, "vmlinux", "6.1.0-57-cloud-amd64")), "6.1.0-57-cloud-amd64");
+  EXPECT_EQ(*kernel::VmlinuxRelease(MakeVmlinux(d, "bss", "x", true)), "");  // no bytes on file: no release
   WriteFile(d / "nomod.c", "int other = 1; void _start(void) {}\n");
   ASSERT_EQ(RunCommand("gcc -nostdlib -static -o '" + (d / "plain") + "' '" + (d / "nomod.c") + "'").exit_code, 0);
-  EXPECT_EQ(*target::VmlinuxRelease(d / "plain"), "");
+  EXPECT_EQ(*kernel::VmlinuxRelease(d / "plain"), "");
   WriteFile(d / "text", "not an ELF");
-  EXPECT_FALSE(target::VmlinuxRelease(d / "text").ok());
-  EXPECT_EQ(target::VmlinuxRelease(d / "missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(kernel::VmlinuxRelease(d / "text").ok());
+  EXPECT_EQ(kernel::VmlinuxRelease(d / "missing").status().code(), absl::StatusCode::kNotFound);
 }
 
 // A module-like object: `name`, its vermagic, a build-ID ending in `id_byte`.
@@ -126,14 +126,14 @@ class OfflineReleaseTest : public ::testing::Test {
 TEST_F(OfflineReleaseTest, VermagicMajorityNamesTheRelease) {
   MakeModule(dir_ / "mods/a.ko", "mod_a", kDebianVermagic, 1);
   MakeModule(dir_ / "mods/b.ko", "mod_b", kDebianVermagic, 2);
-  auto t = target::LoadOfflineKernel(Opts());
+  auto t = kernel::LoadOfflineKernel(Opts());
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->release, "6.1.0-57-cloud-amd64");  // "map" and "mods" say nothing
   EXPECT_EQ(t->name, "6.1.0-57-cloud-amd64");
   EXPECT_FALSE(Mentions(t->warnings, "disagree"));
 
   MakeModule(dir_ / "mods/c.ko", "mod_c", "6.1.0-99-other SMP", 3);
-  t = target::LoadOfflineKernel(Opts());
+  t = kernel::LoadOfflineKernel(Opts());
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->release, "6.1.0-57-cloud-amd64");
   EXPECT_TRUE(Mentions(t->warnings,
@@ -144,14 +144,14 @@ TEST_F(OfflineReleaseTest, VermagicMajorityNamesTheRelease) {
   // --release overrides, and says it differs.
   auto o = Opts();
   o.release = "6.1.0-manual";
-  t = target::LoadOfflineKernel(o);
+  t = kernel::LoadOfflineKernel(o);
   EXPECT_EQ(t->release, "6.1.0-manual");
   EXPECT_TRUE(Mentions(t->warnings, "release 6.1.0-manual (--release) differs from the modules' vermagic"));
 
   // vmlinux's own banner comes before the modules'.
   o = Opts();
   o.vmlinux = MakeVmlinux(dir_, "vmlinux-x", "6.1.0-from-banner");
-  t = target::LoadOfflineKernel(o);
+  t = kernel::LoadOfflineKernel(o);
   EXPECT_EQ(t->release, "6.1.0-from-banner");
 }
 
@@ -159,9 +159,9 @@ TEST_F(OfflineReleaseTest, PathsAreTheLastResort) {
   fs::create_directories(dir_ / "lib/modules/6.1.0-from-path");
   auto o = Opts();
   o.modules_dir = dir_ / "lib/modules/6.1.0-from-path";
-  EXPECT_EQ(target::LoadOfflineKernel(o)->release, "6.1.0-from-path");
+  EXPECT_EQ(kernel::LoadOfflineKernel(o)->release, "6.1.0-from-path");
   MakeModule(dir_ / "lib/modules/6.1.0-from-path/a.ko", "mod_a", "6.1.0-from-vermagic SMP", 1);
-  EXPECT_EQ(target::LoadOfflineKernel(o)->release, "6.1.0-from-vermagic");
+  EXPECT_EQ(kernel::LoadOfflineKernel(o)->release, "6.1.0-from-vermagic");
 }
 
 TEST(DebugFinderLayoutTest, ModulesByBuildIdInAnyReleaseDir) {
@@ -186,7 +186,7 @@ TEST(DebugFinderLayoutTest, ModulesByBuildIdInAnyReleaseDir) {
   // Never a file of another build-ID, wherever it is.
   auto c = f.Find({.module = "mod_a", .release = rel, .build_id = BuildId::FromHex(IdHex(7))});
   EXPECT_FALSE(c.found.has_value());
-  EXPECT_EQ(c.status, target::DebugFileStatus::kBuildIdMismatch);  // the one under lib/modules/R
+  EXPECT_EQ(c.status, kernel::DebugFileStatus::kBuildIdMismatch);  // the one under lib/modules/R
   // Without a build-ID to vouch for it, only lib/modules/R is searched.
   auto e = f.Find({.module = "mod_b", .release = rel});
   EXPECT_FALSE(e.found.has_value());
@@ -205,7 +205,7 @@ TEST(DebugFinderLayoutTest, VmlinuxElsewhereOnlyWhenItsBannerNamesTheRelease) {
   EXPECT_FALSE(v.found->verified);
   auto w = f.Find({.module = "", .release = "6.1.0-12-nowhere"});
   EXPECT_FALSE(w.found.has_value());
-  EXPECT_EQ(w.status, target::DebugFileStatus::kNotFound);
+  EXPECT_EQ(w.status, kernel::DebugFileStatus::kNotFound);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // DeriveSizesAndDedupe against the definition it implements, spelled out the slow way.
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 // The definition: every symbol ends at the next higher address among the symbols of its owner
@@ -72,4 +72,4 @@ TEST(KernelTargetTest, DerivedSizesAndDedupeMatchTheDefinition) {
 }
 
 }  // namespace
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -10,8 +10,8 @@
 #include "server/debuginfo/files/probe_files.h"
 #include "server/ingest/config_text.h"
 #include "server/ingest/probe_tables.h"
+#include "server/kernel/probe_bits.h"
 #include "server/query/probe_verdict.h"
-#include "server/target/probe_bits.h"
 #include "tests/unit/probe_fixture.h"
 
 namespace symdex {
@@ -213,7 +213,7 @@ TEST(KernelConfigTest, ReadsTheOptionAsKconfigWritesIt) {
 }
 
 TEST(ProbeVerdictTest, BitsAndConfigMakeTheVerdict) {
-  using namespace target;
+  using namespace kernel;
   TargetInfo t;
   store::SymbolRecord r;
   r.name = "f";

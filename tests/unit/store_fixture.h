@@ -1,12 +1,12 @@
 // A small kernel target built in memory, for store and query tests.
 #pragma once
 
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
 namespace symdex::testing {
 
-inline target::KernelTarget SmallTarget(const std::string& name, const std::string& kind = "live") {
-  target::KernelTarget t;
+inline kernel::KernelTarget SmallTarget(const std::string& name, const std::string& kind = "live") {
+  kernel::KernelTarget t;
   t.name = name;
   t.kind = kind;
   t.release = "6.1.0-test";
@@ -41,7 +41,7 @@ inline target::KernelTarget SmallTarget(const std::string& name, const std::stri
   add("init_module", 't', 0x0, 1, ".init.text");
   add("init_module", 'T', 0x0, 0, ".init.text");
   add("bpf_prog_x", 't', 0xffffffffc0000000ull, -1);
-  target::DeriveSizesAndDedupe(t);
+  kernel::DeriveSizesAndDedupe(t);
   return t;
 }
 

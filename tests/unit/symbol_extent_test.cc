@@ -41,8 +41,8 @@ TEST(SymbolExtentTest, RegionLabelsAreOnlyTheReservedForms) {
 constexpr uint64_t kV = 0xffffffff81000000ull;  // _text
 constexpr uint64_t kUio = 0xffffffffc0a00000ull;
 
-target::KernelTarget LaidOutTarget() {
-  target::KernelTarget t;
+kernel::KernelTarget LaidOutTarget() {
+  kernel::KernelTarget t;
   t.name = "host";
   t.kind = "live";
   t.text_addr = kV;
@@ -75,7 +75,7 @@ target::KernelTarget LaidOutTarget() {
   add("uio_data", 'd', kUio + 0x100000, 0);       // placed apart from uio's text: uio's end bounds uio_read
   add("last_fn", 't', 0xffffffffc0b00000ull, 1);  // nosize has no /proc/modules size
   add("mei_fn", 't', 0xffffffffc0c00100ull, 2);   // the last symbol of mei: extends to mei's end
-  target::DeriveSizesAndDedupe(t);
+  kernel::DeriveSizesAndDedupe(t);
   return t;
 }
 
@@ -161,7 +161,7 @@ TEST(SymbolExtentTest, BothLookupsApplyTheSameRule) {
 TEST(SymbolExtentTest, AnOfflineTargetSaysItsModulesHaveNoAddresses) {
   TempDir d;
   auto db = OpenIndex(d / "i.db", IndexUse::kCreate);
-  target::KernelTarget t = LaidOutTarget();
+  kernel::KernelTarget t = LaidOutTarget();
   t.kind = "offline";
   t.modules = {{.name = "uio"}};
   t.symbols.erase(std::remove_if(t.symbols.begin(), t.symbols.end(), [](const auto& s) { return s.module >= 0; }),

@@ -1,7 +1,7 @@
-// The module symbols an index run keeps in a scratch file (target/symbol_spill.h): every field
+// The module symbols an index run keeps in a scratch file (kernel/symbol_spill.h): every field
 // comes back as it went in, records are replaced in place or grown, and a spilled target gives
 // its symbols back in load order.
-#include "server/target/symbol_spill.h"
+#include "server/kernel/symbol_spill.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 auto Fields(const SymbolEntry& s) {
@@ -196,4 +196,4 @@ TEST(SymbolSpillTest, ASpilledTargetGivesItsSymbolsBackInLoadOrder) {
 }
 
 }  // namespace
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -20,7 +20,7 @@
 #include "server/debuginfo/files/debuginfod_lib.h"
 #include "server/ingest/decompress.h"
 #include "server/ingest/elf_notes.h"
-#include "server/target/vmlinux_release.h"
+#include "server/kernel/vmlinux_release.h"
 
 namespace symdex::debuginfo {
 namespace fs = std::filesystem;
@@ -188,19 +188,19 @@ bool DebugFinder::TryCandidate(const std::string& path, const DebugFileRequest& 
   if (req.build_id) {
     if (!id->has_value()) {
       r.attempts.push_back(StrCat(path, ": has no build-ID"));
-      if (!elsewhere) r.status = target::DebugFileStatus::kBuildIdMismatch;
+      if (!elsewhere) r.status = kernel::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
     if (!(**id == *req.build_id)) {
       r.attempts.push_back(StrCat(path, ": build-ID ", (*id)->ToHex(), " != ", req.build_id->ToHex()));
       // A file where release R puts it, but of another build, is a mismatch worth reporting;
       // another kernel's file met while searching elsewhere is not.
-      if (!elsewhere) r.status = target::DebugFileStatus::kBuildIdMismatch;
+      if (!elsewhere) r.status = kernel::DebugFileStatus::kBuildIdMismatch;
       return false;
     }
   }
   r.found = FoundDebugFile{path, origin, req.build_id.has_value(), *id};
-  r.status = target::DebugFileStatus::kUsed;
+  r.status = kernel::DebugFileStatus::kUsed;
   r.attempts.push_back(StrCat(path, ": used", req.build_id ? "" : " (unverified: the target has no build-ID)"));
   return true;
 }
@@ -253,7 +253,7 @@ bool DebugFinder::FindVmlinuxElsewhere(const std::string& root, const DebugFileR
       if (TryCandidate(p, req, "local", r, true)) return true;
       continue;
     }
-    auto rel = target::VmlinuxRelease(p);
+    auto rel = kernel::VmlinuxRelease(p);
     if (!rel.ok()) {
       r.attempts.push_back(StrCat(p, ": ", rel.status().message()));
       continue;
@@ -265,7 +265,7 @@ bool DebugFinder::FindVmlinuxElsewhere(const std::string& root, const DebugFileR
     }
     auto id = ReadFileBuildId(p);
     r.found = FoundDebugFile{p, "local", false, id.ok() ? *id : std::nullopt};
-    r.status = target::DebugFileStatus::kUsed;
+    r.status = kernel::DebugFileStatus::kUsed;
     r.attempts.push_back(
         StrCat(p, ": used (its linux_banner names release ", req.release, "; unverified: the target has no build-ID)"));
     return true;
@@ -324,8 +324,8 @@ void DebugFinder::TryDebuginfod(const DebugFileRequest& req, LookupResult& r) {
 }
 
 absl::Status LookupFailure(const LookupResult& r, const std::string& what) {
-  const std::string msg = StrCat(what, " (", target::Name(r.status), "); tried: ", StrJoin(r.attempts, "; "));
-  if (r.status != target::DebugFileStatus::kNotFound) return absl::InvalidArgumentError(msg);
+  const std::string msg = StrCat(what, " (", kernel::Name(r.status), "); tried: ", StrJoin(r.attempts, "; "));
+  if (r.status != kernel::DebugFileStatus::kNotFound) return absl::InvalidArgumentError(msg);
   switch (r.debuginfod_errno) {
     case ECONNREFUSED:
     case EHOSTUNREACH:
@@ -345,7 +345,7 @@ absl::Status LookupFailure(const LookupResult& r, const std::string& what) {
 
 LookupResult DebugFinder::Find(const DebugFileRequest& req) {
   LookupResult r;
-  r.status = target::DebugFileStatus::kNotFound;
+  r.status = kernel::DebugFileStatus::kNotFound;
   std::vector<std::string> roots = Roots();
   const std::string hex = req.build_id ? req.build_id->ToHex() : "";
   auto done = [&] { return r.found.has_value(); };

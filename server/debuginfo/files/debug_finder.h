@@ -29,7 +29,7 @@
 #include "server/common/build_id.h"
 #include "server/common/index_inputs.h"
 #include "server/common/status.h"
-#include "server/target/file_status.h"
+#include "server/kernel/file_status.h"
 
 typedef struct Elf Elf;
 
@@ -52,7 +52,7 @@ struct FoundDebugFile {
 // candidate examined and why it was rejected.
 struct LookupResult {
   std::optional<FoundDebugFile> found;
-  target::DebugFileStatus status = target::DebugFileStatus::kNotFound;  // used, not-found or build-id-mismatch
+  kernel::DebugFileStatus status = kernel::DebugFileStatus::kNotFound;  // used, not-found or build-id-mismatch
   std::vector<std::string> attempts;
   // debuginfod's failure (a positive errno: ENOENT not there, ECONNREFUSED/EHOSTUNREACH server
   // unreachable, ETIME too slow, EFBIG over DEBUGINFOD_MAXSIZE); 0 = it was not asked or answered.

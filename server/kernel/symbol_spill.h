@@ -25,9 +25,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/common/unique_fd.h"
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 class SymbolSpill {
  public:
@@ -97,4 +97,4 @@ absl::Status ForEachSymbol(const KernelTarget& t, const std::function<absl::Stat
 // How many symbols `t` has, spilled or not.
 size_t SymbolCount(const KernelTarget& t);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -15,9 +15,9 @@
 #include "server/common/index_inputs.h"
 #include "server/common/kernel_records.h"
 #include "server/common/shared_text.h"
-#include "server/target/file_status.h"
+#include "server/kernel/file_status.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 class SymbolSpill;
 
@@ -33,7 +33,7 @@ struct ModuleInfo {
 
 // One symbol of the target. A kernel has hundreds of thousands: fields ordered so that none pads,
 // the recurring strings shared (common/shared_text.h). (An index run holds vmlinux's and the few
-// modules' it is working on; the others wait in target/symbol_spill.h.)
+// modules' it is working on; the others wait in kernel/symbol_spill.h.)
 struct SymbolEntry {
   std::string name;
   uint64_t addr = 0;  // absolute, or the offset into `section` when section is non-empty
@@ -47,7 +47,7 @@ struct SymbolEntry {
   SharedText section;               // offline module symbols only
   SharedText dwarf_note;
   int module = -1;     // index into KernelTarget::modules; -1 = vmlinux
-  uint32_t probe = 0;  // target::ProbeBits (probe_bits.h), set by the indexer's probe step
+  uint32_t probe = 0;  // kernel::ProbeBits (probe_bits.h), set by the indexer's probe step
   char type = '?';
   bool size_exact = false;
   // common/elf_facts.h bits from an ELF symbol table (the module's own .ko, or the debug file
@@ -122,4 +122,4 @@ void DeriveSizesAndDedupe(KernelTarget& target);
 // The same over `syms` alone (a module's symbols, or vmlinux's: owners never mix in the rule).
 void DeriveSizesAndDedupe(std::vector<SymbolEntry>& syms);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

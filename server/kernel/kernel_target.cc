@@ -1,9 +1,9 @@
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
 #include <algorithm>
 #include <numeric>
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 void ChooseTextAnchor(KernelTarget& t, const std::function<std::optional<uint64_t>(std::string_view)>& symbol_of,
                       bool live) {
@@ -64,4 +64,4 @@ void DeriveSizesAndDedupe(std::vector<SymbolEntry>& syms) {
   syms.resize(w);
 }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

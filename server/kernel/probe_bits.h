@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 enum ProbeBits : uint32_t {
   // Its owner's fentry sites are known (vmlinux __mcount_loc, or the module's); without this
@@ -41,4 +41,4 @@ constexpr uint32_t kProbeFarSitesShift = 24;
 constexpr uint32_t kProbeFarSitesMask = 0xffu << kProbeFarSitesShift;
 constexpr uint32_t FarFtraceSites(uint32_t bits) { return (bits & kProbeFarSitesMask) >> kProbeFarSitesShift; }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -1,4 +1,4 @@
-#include "server/target/vmlinux_release.h"
+#include "server/kernel/vmlinux_release.h"
 
 #include <fcntl.h>
 #include <libelf.h>
@@ -13,7 +13,7 @@
 #include "server/common/unique_fd.h"
 #include "server/ingest/kernel_release.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 absl::StatusOr<std::string> VmlinuxRelease(const std::string& path) {
   InitLibelf();
@@ -26,4 +26,4 @@ absl::StatusOr<std::string> VmlinuxRelease(const std::string& path) {
   return *banner ? ingest::ReleaseFromBanner(**banner) : std::string();
 }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -1,4 +1,4 @@
-#include "server/target/offline_kernel.h"
+#include "server/kernel/offline_kernel.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -16,10 +16,10 @@
 #include "server/ingest/elf_symbols.h"
 #include "server/ingest/kallsyms.h"
 #include "server/ingest/kernel_release.h"
-#include "server/target/symbol_spill.h"
-#include "server/target/vmlinux_release.h"
+#include "server/kernel/symbol_spill.h"
+#include "server/kernel/vmlinux_release.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace fs = std::filesystem;
 namespace {
 
@@ -233,7 +233,7 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
     t.source = StrCat(opts.system_map, " + ", opts.modules_dir);
 
     // Read by `jobs` threads, a few files ahead; taken in path order by this thread, which
-    // spills each module's symbols at once (target/symbol_spill.h): what the load holds of the
+    // spills each module's symbols at once (kernel/symbol_spill.h): what the load holds of the
     // modules is the few files read ahead, whatever their number.
     spill = SymbolSpill::Create();
     std::vector<ModuleResult> results(paths.size());
@@ -304,4 +304,4 @@ absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts)
   return t;
 }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -6,10 +6,10 @@
 
 #include "server/common/status.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 // "" when the file is an ELF without a readable linux_banner; an error when it cannot be
 // opened or is no ELF at all.
 absl::StatusOr<std::string> VmlinuxRelease(const std::string& path);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -1,11 +1,11 @@
-#include "server/target/file_status.h"
+#include "server/kernel/file_status.h"
 
 #include <array>
 #include <utility>
 
 #include "server/common/strings.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 // One table per enum, in enum order: Name indexes it, Parse searches it.
@@ -40,4 +40,4 @@ absl::StatusOr<DebugFileStatus> ParseDebugFileStatus(std::string_view name) {
   return ParseIn<DebugFileStatus>(kDebugNames, name, "debug file");
 }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

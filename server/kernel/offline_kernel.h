@@ -10,9 +10,9 @@
 
 #include "server/common/status.h"
 #include "server/ingest/elf_symbols.h"
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 absl::StatusOr<KernelTarget> LoadOfflineKernel(const OfflineKernelOptions& opts);
 
@@ -30,4 +30,4 @@ std::vector<SymbolEntry> AddOfflineModule(KernelTarget& t, std::string name, con
 // carries no name.
 std::string ModuleNameFromPath(std::string_view path);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -10,10 +10,10 @@
 #include <string>
 
 #include "server/common/status.h"
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

@@ -1,4 +1,4 @@
-#include "server/target/kernel_config.h"
+#include "server/kernel/kernel_config.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "server/ingest/config_text.h"
 #include "server/ingest/decompress.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;  // 6.1's is ~250 KB
@@ -81,4 +81,4 @@ absl::Status AttachKernelConfig(KernelTarget& t, const std::string& explicit_pat
   return absl::OkStatus();
 }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

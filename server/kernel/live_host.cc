@@ -1,4 +1,4 @@
-#include "server/target/live_host.h"
+#include "server/kernel/live_host.h"
 
 #include <algorithm>
 #include <charconv>
@@ -12,7 +12,7 @@
 #include "server/ingest/kallsyms.h"
 #include "server/ingest/proc_modules.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 constexpr size_t kMaxKallsymsBytes = size_t{512} << 20;
@@ -172,4 +172,4 @@ absl::StatusOr<KernelTarget> LoadLiveHost(const LiveHostOptions& opts) {
   return t;
 }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

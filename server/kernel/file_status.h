@@ -8,7 +8,7 @@
 
 #include "server/common/status.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 // An input file of an index run (target_files.status).
 enum class InputFileStatus {
@@ -35,4 +35,4 @@ std::string_view Name(DebugFileStatus s);
 absl::StatusOr<InputFileStatus> ParseInputFileStatus(std::string_view name);
 absl::StatusOr<DebugFileStatus> ParseDebugFileStatus(std::string_view name);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

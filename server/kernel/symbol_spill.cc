@@ -1,4 +1,4 @@
-#include "server/target/symbol_spill.h"
+#include "server/kernel/symbol_spill.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 namespace {
 
 // One symbol: flags, type, probe, addr, the fields the flags say are present, then its name,
@@ -300,4 +300,4 @@ absl::Status ForEachSymbol(const KernelTarget& t, const std::function<absl::Stat
 
 size_t SymbolCount(const KernelTarget& t) { return t.symbols.size() + (t.spill ? t.spill->total() : 0); }
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel

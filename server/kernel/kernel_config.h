@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "server/common/status.h"
-#include "server/target/kernel_target.h"
+#include "server/kernel/kernel_target.h"
 
-namespace symdex::target {
+namespace symdex::kernel {
 
 // The usual places of the config of `t`'s kernel: a live host's (sysroot-relative)
 // /proc/config.gz, /boot/config-R, /lib/modules/R/config; for an offline kernel, config-R or
@@ -23,4 +23,4 @@ std::vector<std::string> KernelConfigCandidates(const KernelTarget& t, const std
 absl::Status AttachKernelConfig(KernelTarget& t, const std::string& explicit_path,
                                 const std::vector<std::string>& candidates);
 
-}  // namespace symdex::target
+}  // namespace symdex::kernel
