@@ -685,12 +685,12 @@ TEST_F(DaemonTest, TlsOnLoopbackWithClientCertificates) {
   EXPECT_EQ(by_name.exit_code, 0) << by_name.err;
   // No client certificate: refused. Plaintext: refused. Wrong CA: refused.
   CommandResult no_cert = Cli("--tls-ca '" + certs + "/ca.pem' --connect " + addr + " which " + name);
-  EXPECT_EQ(no_cert.exit_code, 3) << no_cert.out;
+  EXPECT_EQ(no_cert.exit_code, 3) << no_cert.out << no_cert.err;
   CommandResult plain = Cli("--connect " + addr + " which " + name);
-  EXPECT_EQ(plain.exit_code, 3) << plain.out;
+  EXPECT_EQ(plain.exit_code, 3) << plain.out << plain.err;
   CommandResult wrong_ca = Cli("--tls-ca '" + certs + "/client.pem' --tls-cert '" + certs + "/client.pem' --tls-key '" +
                                certs + "/client.key' --connect " + addr + " which " + name);
-  EXPECT_EQ(wrong_ca.exit_code, 3) << wrong_ca.out;
+  EXPECT_EQ(wrong_ca.exit_code, 3) << wrong_ca.out << wrong_ca.err;
   // The Unix socket next to it needs no certificate.
   CommandResult unix_sock = Cli("--connect unix:" + sock_ + " which " + name);
   EXPECT_EQ(unix_sock.out, local.out);
