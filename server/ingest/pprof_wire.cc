@@ -95,6 +95,18 @@ absl::Status Limit(size_t n, std::string_view what) {
   return absl::OkStatus();
 }
 
+// f(field) for each field of `data`, in order: the first error, the reader's or f's, ends it.
+template <class F>
+absl::Status ForEachField(std::string_view data, F&& f) {
+  Reader r(data);
+  Field g;
+  while (true) {
+    ASSIGN_OR_RETURN(bool more, r.Next(g));
+    if (!more) return absl::OkStatus();
+    RETURN_IF_ERROR(f(g));
+  }
+}
+
 // A Mapping message: its numbers, and its filename's and build_id's string indices (resolved
 // once the string table is whole: it may come after the mappings).
 struct MappingRead {
@@ -103,60 +115,47 @@ struct MappingRead {
 };
 absl::StatusOr<MappingRead> ReadMapping(std::string_view data) {
   MappingRead out;
-  Reader mr(data);
-  Field g;
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, mr.Next(g));
-    if (!more) break;
-    if (g.type != kVarint) continue;
+  RETURN_IF_ERROR(ForEachField(data, [&](const Field& g) {
+    if (g.type != kVarint) return absl::OkStatus();
     if (g.number == kMapId) out.m.id = g.value;
     if (g.number == kMemStart) out.m.memory_start = g.value;
     if (g.number == kMemLimit) out.m.memory_limit = g.value;
     if (g.number == kFileOffset) out.m.file_offset = g.value;
     if (g.number == kFilename) out.filename = g.value;
     if (g.number == kBuildId) out.build_id = g.value;
-  }
+    return absl::OkStatus();
+  }));
   return out;
 }
 
 absl::StatusOr<PprofLocation> ReadLocation(std::string_view data) {
   PprofLocation l;
-  Reader lr(data);
-  Field g;
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, lr.Next(g));
-    if (!more) break;
+  RETURN_IF_ERROR(ForEachField(data, [&](const Field& g) {
     if (g.number == kLocLine && g.type == kBytes) ++l.lines;
-    if (g.type != kVarint) continue;
+    if (g.type != kVarint) return absl::OkStatus();
     if (g.number == kLocId) l.id = g.value;
     if (g.number == kLocMapping) l.mapping_id = g.value;
     if (g.number == kLocAddress) l.address = g.value;
-  }
+    return absl::OkStatus();
+  }));
   return l;
 }
 
 // A Function message's id.
 absl::StatusOr<uint64_t> FunctionId(std::string_view data) {
   uint64_t id = 0;
-  Reader fr(data);
-  Field g;
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, fr.Next(g));
-    if (!more) break;
+  RETURN_IF_ERROR(ForEachField(data, [&](const Field& g) {
     if (g.number == 1 && g.type == kVarint) id = std::max(id, g.value);
-  }
+    return absl::OkStatus();
+  }));
   return id;
 }
 
 // A Sample's location ids, leaf first (field 1: varints, or packed runs of them).
 absl::StatusOr<std::vector<uint64_t>> ReadStack(std::string_view data) {
   std::vector<uint64_t> ids;
-  Reader sr(data);
-  Field g;
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, sr.Next(g));
-    if (!more) break;
-    if (g.number != 1) continue;
+  RETURN_IF_ERROR(ForEachField(data, [&](const Field& g) {
+    if (g.number != 1) return absl::OkStatus();
     if (g.type == kVarint) {
       ids.push_back(g.value);
     } else if (g.type == kBytes) {  // packed: a run of varints
@@ -171,7 +170,8 @@ absl::StatusOr<std::vector<uint64_t>> ReadStack(std::string_view data) {
       return absl::InvalidArgumentError(
           StrCat("a sample of more than ", kMaxPprofStackDepth, " locations: not a profile symdex reads"));
     }
-  }
+    return absl::OkStatus();
+  }));
   return ids;
 }
 
@@ -186,12 +186,8 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
   std::vector<std::vector<uint64_t>> stacks;  // sample location ids, resolved after every location is read
   // Each mapping's filename and build_id string indices, resolved after the string table is read.
   std::vector<std::pair<std::optional<uint64_t>, std::optional<uint64_t>>> mapping_strings;
-  Reader r(bytes);
-  Field f;
-  while (true) {
-    ASSIGN_OR_RETURN(bool more, r.Next(f));
-    if (!more) break;
-    if (f.type != kBytes) continue;
+  RETURN_IF_ERROR(ForEachField(bytes, [&](const Field& f) -> absl::Status {
+    if (f.type != kBytes) return absl::OkStatus();
     switch (f.number) {
       case kStringTable:
         RETURN_IF_ERROR(Limit(p.strings.size() + 1, "strings"));
@@ -225,7 +221,8 @@ absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
       default:
         break;
     }
-  }
+    return absl::OkStatus();
+  }));
   // Mapping strings, now that the table is whole.
   auto str = [&](std::optional<uint64_t> i) { return i && *i < p.strings.size() ? p.strings[*i] : std::string(); };
   for (size_t k = 0; k < p.mappings.size(); ++k) {

@@ -72,6 +72,12 @@ struct Instance {
   ProbeVerdict verdict;
 };
 
+// Whether `a` and `b` are at the same place: the same owner, absolute address, and section and
+// offset (an offline module's). Two names there are aliases of one code.
+inline bool SamePlace(const Instance& a, const Instance& b) {
+  return a.module == b.module && a.addr == b.addr && a.section == b.section && a.section_offset == b.section_offset;
+}
+
 // A requested target "build-id:HEX" names the target whose vmlinux build-ID is HEX (the CLI's
 // --build-id), whatever its name.
 inline constexpr std::string_view kBuildIdTargetPrefix = "build-id:";

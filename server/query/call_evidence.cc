@@ -117,12 +117,11 @@ absl::StatusOr<std::vector<CallEvidence::Branch>> CallEvidence::BranchesTo(const
     Branch x;
     x.call = b.call;
     x.place.module = k.module;
+    x.place.at = b.at;
     if (k.module.empty()) {
-      x.place.at = b.at;
       x.runtime = b.at + vmlinux_slide_;
     } else {
       x.place.section = b.section;
-      x.place.at = b.at;
       if (auto base = bases.find(b.section); base != bases.end()) x.runtime = base->second + b.at;
     }
     out.push_back(std::move(x));
@@ -151,8 +150,7 @@ std::string ProbeTargetAt(const Instance& in, uint64_t off, uint64_t addr) {
 absl::StatusOr<std::optional<Instance>> FullInstance(store::Db& db, const TargetInfo& t, const Instance& brief) {
   ASSIGN_OR_RETURN(std::vector<Instance> all, InstancesNamed(db, t, brief.name, true));
   for (Instance& in : all) {
-    if (in.module == brief.module && in.addr == brief.addr && in.section == brief.section &&
-        in.section_offset == brief.section_offset) {
+    if (SamePlace(in, brief)) {
       return std::optional<Instance>(std::move(in));
     }
   }
@@ -287,8 +285,7 @@ absl::StatusOr<CallersAnswer> Callers::Local(LocalQuery& q, const CallersRequest
   // A jump from a copy to its own start is a loop, not a call.
   std::erase_if(out.sites, [&](const CallerSite& site) {
     const std::optional<Instance>& c = site.where.symbol;
-    return site.tail_call && c && c->module == k.module && c->name == k.name && c->addr == k.addr &&
-           c->section == k.section && c->section_offset == k.section_offset;
+    return site.tail_call && c && c->name == k.name && SamePlace(*c, k);
   });
   return out;
 }

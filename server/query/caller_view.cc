@@ -20,9 +20,6 @@ absl::Status JitDenied(std::string_view what) {
              "records hold other users' process addresses and paths"));
 }
 
-// A request's arguments are quoted back in at most this many characters.
-constexpr size_t kQuoteMax = 80;
-
 }  // namespace
 
 absl::Status AddressesDenied(const TargetInfo& t, std::string_view what) {

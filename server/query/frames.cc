@@ -499,8 +499,7 @@ struct LocalQuery::FramesCall {
         if (IsCodeSymbolType(in.type)) group.push_back(in);
       }
       for (const Instance& in : group) {
-        if (in.module == brief.module && in.section == brief.section && in.addr == brief.addr &&
-            in.section_offset == brief.section_offset) {
+        if (SamePlace(in, brief)) {
           self = &in;
         }
       }
@@ -758,8 +757,7 @@ absl::Status LocalQuery::FramesCall::CheckAgainstTheLines(const std::vector<Fram
       const Instance& got = *a.info->symbol;
       ASSIGN_OR_RETURN(auto named, sz.src.Which(plans[i].expect_symbol, false));
       const bool alias = std::any_of(named->begin(), named->end(), [&](const Instance& in) {
-        return in.name == plans[i].expect_symbol && in.module == got.module && in.addr == got.addr &&
-               in.section == got.section && in.section_offset == got.section_offset;
+        return in.name == plans[i].expect_symbol && SamePlace(in, got);
       });
       if (alias) continue;
       if (frames[i].return_address && plans[i].expect_offset == 0) {
