@@ -131,7 +131,7 @@ int RunJitAddr(const GlobalOptions& g, const JitAddrOptions& o) {
   }
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto answer = (*api)->JitAddr(req);
+  auto answer = (*api)->Ask<query::JitAddr>(req);
   if (!answer.ok()) return Fail(g, answer.status());
   const std::string& sname = *scheme;
   size_t missing = 0;
@@ -210,7 +210,7 @@ int RunCollisions(const GlobalOptions& g, const CollisionOptions& o) {
   }
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto answer = (*api)->JitCollisions(scheme);
+  auto answer = (*api)->Ask<query::JitCollisions>({.scheme = scheme.value_or("")});
   if (!answer.ok()) return Fail(g, answer.status());
   const std::vector<query::JitCollision>* groups = &answer->collisions;
   const std::map<std::string, query::JitSchemeCount>* counts = &answer->counts;

@@ -42,14 +42,15 @@ absl::Status MatchAgainstTheIndex(const GlobalOptions& g, DsoReport& r) {
   if (!dsos.empty()) {
     auto api = OpenQuery(g);
     if (api.ok()) {
-      std::vector<query::JittedDsoKey> keys;
+      query::MatchDsosRequest req;
       for (const auto& d : dsos) {
-        keys.push_back({.pid = d.name ? std::optional<uint32_t>(d.name->pid) : std::nullopt,
-                        .code_index = d.name ? d.name->code_index : 0,
-                        .build_id = d.build_id.ToHex(),
-                        .symbol = d.symbol});
+        req.dsos.push_back({.pid = d.name ? std::optional<uint32_t>(d.name->pid) : std::nullopt,
+                            .code_index = d.name ? d.name->code_index : 0,
+                            .build_id = d.build_id.ToHex(),
+                            .symbol = d.symbol});
       }
-      ASSIGN_OR_RETURN(r.matches, (*api)->MatchJittedDsos(keys));
+      ASSIGN_OR_RETURN(auto answer, (*api)->Ask<query::MatchJittedDsos>(req));
+      r.matches = std::move(answer.matches);
     } else {
       r.no_index = std::string(api.status().message());
     }

@@ -423,67 +423,29 @@ query::JitFunction FromProto(const pb::JitLoad& l) {
   return out;
 }
 
-void ToProto(const query::JitAddrAnswer& a, pb::JitAddrResponse* out) {
-  if (a.instance) InstanceTo(*a.instance, out->mutable_instance());
-  for (const query::JitAddrResult& r : a.results) {
-    pb::JitAddrResult* o = out->add_results();
-    o->set_address(r.address);
-    if (r.function) {
-      ToProto(*r.function, o->mutable_load());
-    } else if (r.perf_map) {
-      o->set_perf_map_symbol(r.perf_map->name);
-      pb::PerfMapSymbol* m = o->mutable_perf_map();
-      m->set_map_path(r.perf_map->map_path);
-      m->set_map_line(r.perf_map->map_line);
-      m->set_start(r.perf_map->start);
-      m->set_size(r.perf_map->size);
-      m->set_name(r.perf_map->name);
-    }
+void ToProto(const query::JitAddrResult& r, pb::JitAddrResult* out) {
+  out->set_address(r.address);
+  if (r.function) {
+    ToProto(*r.function, out->mutable_load());
+  } else if (r.perf_map) {
+    out->set_perf_map_symbol(r.perf_map->name);
+    pb::PerfMapSymbol* m = out->mutable_perf_map();
+    m->set_map_path(r.perf_map->map_path);
+    m->set_map_line(r.perf_map->map_line);
+    m->set_start(r.perf_map->start);
+    m->set_size(r.perf_map->size);
+    m->set_name(r.perf_map->name);
   }
 }
 
-query::JitAddrAnswer FromProto(const pb::JitAddrResponse& a) {
-  query::JitAddrAnswer out;
-  if (a.has_instance()) out.instance = InstanceFrom(a.instance());
-  for (const auto& r : a.results()) {
-    query::JitAddrResult o;
-    o.address = r.address();
-    if (r.has_load()) o.function = FromProto(r.load());
-    if (r.has_perf_map()) {
-      const auto& m = r.perf_map();
-      o.perf_map = query::PerfMapSymbol{m.map_path(), static_cast<size_t>(m.map_line()), m.start(), m.size(), m.name()};
-    }
-    out.results.push_back(std::move(o));
+query::JitAddrResult FromProto(const pb::JitAddrResult& r) {
+  query::JitAddrResult out;
+  out.address = r.address();
+  if (r.has_load()) out.function = FromProto(r.load());
+  if (r.has_perf_map()) {
+    const auto& m = r.perf_map();
+    out.perf_map = query::PerfMapSymbol{m.map_path(), static_cast<size_t>(m.map_line()), m.start(), m.size(), m.name()};
   }
-  return out;
-}
-
-void ToProto(const query::JitCollisionsAnswer& a, pb::JitCollisionsResponse* out) {
-  for (const auto& g : a.collisions) {
-    pb::JitCollision* c = out->add_collisions();
-    c->set_scheme(g.scheme);
-    c->set_build_id(g.build_id);
-    c->set_distinct_names(g.distinct_names);
-    for (const auto& l : g.loads) ToProto(l, c->add_loads());
-  }
-  for (const auto& [scheme, n] : a.counts) {
-    pb::JitSchemeCount& o = (*out->mutable_counts())[scheme];
-    o.set_loads(n.loads);
-    o.set_distinct_ids(n.distinct_ids);
-  }
-}
-
-query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a) {
-  query::JitCollisionsAnswer out;
-  for (const auto& c : a.collisions()) {
-    query::JitCollision g;
-    g.scheme = c.scheme();
-    g.build_id = c.build_id();
-    g.distinct_names = c.distinct_names();
-    for (const auto& l : c.loads()) g.loads.push_back(FromProto(l));
-    out.collisions.push_back(std::move(g));
-  }
-  for (const auto& [scheme, n] : a.counts()) out.counts[scheme] = {n.loads(), n.distinct_ids()};
   return out;
 }
 
@@ -514,40 +476,6 @@ query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a) {
       out.kernel.push_back({h.kind(), h.name(), h.target()});
     }
   }
-  return out;
-}
-
-void ToProto(const query::JittedDsoKey& k, pb::JittedDsoKey* out) {
-  if (k.pid) out->set_pid(*k.pid);
-  out->set_code_index(k.code_index);
-  out->set_build_id(k.build_id);
-  out->set_symbol(k.symbol);
-}
-
-query::JittedDsoKey FromProto(const pb::JittedDsoKey& k) {
-  return {k.has_pid() ? std::optional<uint32_t>(k.pid()) : std::nullopt, k.code_index(), k.build_id(), k.symbol()};
-}
-
-void ToProto(const query::DsoMatch& m, pb::DsoMatch* out) {
-  out->set_status(m.status);
-  for (const auto& c : m.candidates) {
-    pb::DsoLoadCandidate* o = out->add_candidates();
-    ToProto(c.load, o->mutable_load());
-    for (const auto& s : c.schemes) o->add_schemes(s);
-    o->set_symbol_matches(c.symbol_matches);
-  }
-  out->set_loads_with_id(m.loads_with_id);
-  out->set_message(m.message);
-}
-
-query::DsoMatch FromProto(const pb::DsoMatch& m) {
-  query::DsoMatch out;
-  out.status = m.status();
-  for (const auto& c : m.candidates()) {
-    out.candidates.push_back({FromProto(c.load()), {c.schemes().begin(), c.schemes().end()}, c.symbol_matches()});
-  }
-  out.loads_with_id = m.loads_with_id();
-  out.message = m.message();
   return out;
 }
 
@@ -715,25 +643,26 @@ void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out) {
   out->set_unanswered(r.unanswered);
 }
 
-const VerbWire& WireOf(const char* method, std::string (*check)(const google::protobuf::Descriptor* req,
-                                                                const google::protobuf::Descriptor* resp)) {
+const VerbWire& WireOf(const char* service, const char* method,
+                       std::string (*check)(const google::protobuf::Descriptor* req,
+                                            const google::protobuf::Descriptor* resp)) {
   static std::mutex mu;
   static std::map<std::string, VerbWire, std::less<>> known;
   std::lock_guard<std::mutex> l(mu);
-  if (auto it = known.find(std::string_view(method)); it != known.end()) return it->second;
-  const google::protobuf::ServiceDescriptor* s =
-      pb::ResolveRequest::descriptor()->file()->FindServiceByName("SymbolService");
+  const std::string key = StrCat(service, ".", method);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  const google::protobuf::ServiceDescriptor* s = pb::ResolveRequest::descriptor()->file()->FindServiceByName(service);
   const google::protobuf::MethodDescriptor* m = s == nullptr ? nullptr : s->FindMethodByName(method);
-  std::string problems = m == nullptr ? StrCat("no method SymbolService.", method, " in symdex.proto")
-                                      : check(m->input_type(), m->output_type());
+  std::string problems =
+      m == nullptr ? StrCat("no method ", key, " in symdex.proto") : check(m->input_type(), m->output_type());
   if (!problems.empty()) {
-    std::fprintf(stderr, "symdex: the verb %s does not match symdex.proto: %s\n", method, problems.c_str());
+    std::fprintf(stderr, "symdex: the verb %s does not match symdex.proto: %s\n", key.c_str(), problems.c_str());
     std::abort();
   }
   auto* factory = google::protobuf::MessageFactory::generated_factory();
   VerbWire w{StrCat("/", s->full_name(), "/", m->name()), m->index(), factory->GetPrototype(m->input_type()),
              factory->GetPrototype(m->output_type())};
-  return known.emplace(method, std::move(w)).first->second;
+  return known.emplace(key, std::move(w)).first->second;
 }
 
 }  // namespace symdex::api

@@ -35,10 +35,8 @@ absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s);
 
 void ToProto(const query::JitFunction& l, pb::JitLoad* out);
 query::JitFunction FromProto(const pb::JitLoad& l);
-void ToProto(const query::JitAddrAnswer& a, pb::JitAddrResponse* out);
-query::JitAddrAnswer FromProto(const pb::JitAddrResponse& a);
-void ToProto(const query::JitCollisionsAnswer& a, pb::JitCollisionsResponse* out);
-query::JitCollisionsAnswer FromProto(const pb::JitCollisionsResponse& a);
+void ToProto(const query::JitAddrResult& r, pb::JitAddrResult* out);
+query::JitAddrResult FromProto(const pb::JitAddrResult& r);
 void ToProto(const query::BuildIdAnswer& a, pb::LookupBuildIdResponse* out);
 query::BuildIdAnswer FromProto(const pb::LookupBuildIdResponse& a);
 
@@ -56,11 +54,6 @@ void ToProto(const query::FrameAnswer& a, pb::FrameResult* out);
 query::FrameAnswer FromProto(const pb::FrameResult& p);
 query::DecodeRequest FromProto(const pb::DecodeRequest& req);
 void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out);
-
-void ToProto(const query::JittedDsoKey& k, pb::JittedDsoKey* out);
-query::JittedDsoKey FromProto(const pb::JittedDsoKey& k);
-void ToProto(const query::DsoMatch& m, pb::DsoMatch* out);
-query::DsoMatch FromProto(const pb::DsoMatch& m);
 
 // absl codes map 1:1 onto gRPC codes (same numbering); the message is kept.
 grpc::Status ToGrpc(const absl::Status& s);

@@ -31,13 +31,11 @@ inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "Sy
 inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream", true};
 inline constexpr Method kDecode{"SymbolService", "Decode", "Decode", true};
 inline constexpr Method kSymbolizePprof{"SymbolService", "SymbolizePprof", "SymbolizePprof", true};
-inline constexpr Method kJitAddr{"JitService", "Addr", "JitAddr", true};
-inline constexpr Method kJitMatchDsos{"JitService", "MatchDsos", "JitMatchDsos", true};
-inline constexpr Method kJitCollisions{"JitService", "Collisions", "JitCollisions", true};
 inline constexpr Method kJitIngest{"JitService", "Ingest", "JitIngest", true};
 }  // namespace rpc
 
-// Every RPC: the declared verbs (in their table's order), then the hand-written ones.
+// Every RPC, SymbolService's first, then JitService's: in each, the declared verbs (in their table's
+// order), then the hand-written ones.
 const std::vector<Method>& AllMethods();
 // How texts name a method: "Symbolize" (SymbolService's), "JitService.Addr" (another service's).
 std::string NameOf(const Method& m);

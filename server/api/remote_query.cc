@@ -337,60 +337,6 @@ absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& 
   return out;
 }
 
-absl::StatusOr<query::JitAddrAnswer> RemoteQuery::JitAddr(const query::JitAddrRequest& q) {
-  query::JitAddrAnswer out;
-  // Batches within the server's per-request limit (at least one call: it also checks the pid).
-  size_t i = 0;
-  do {
-    pb::JitAddrRequest req;
-    req.set_pid(q.pid);
-    if (q.time) req.set_time(*q.time);
-    if (q.instance) req.set_instance(*q.instance);
-    size_t end = std::min(q.addresses.size(), i + query::kMaxAddressesPerRequest);
-    for (size_t k = i; k < end; ++k) req.add_addresses(q.addresses[k]);
-    ResponseArena arena;
-    auto& resp = *arena.Make<pb::JitAddrResponse>();
-    const Impl::Attempt a =
-        impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->jit->Addr(&c, req, &resp); });
-    const grpc::Status& s = a.status;
-    if (!s.ok()) return impl_->Error(a);
-    query::JitAddrAnswer part = FromProto(resp);
-    out.instance = part.instance;
-    for (auto& r : part.results) out.results.push_back(std::move(r));
-    i += query::kMaxAddressesPerRequest;
-  } while (i < q.addresses.size());
-  return out;
-}
-
-absl::StatusOr<query::JitCollisionsAnswer> RemoteQuery::JitCollisions(const std::optional<std::string>& scheme) {
-  pb::JitCollisionsRequest req;
-  if (scheme) req.set_scheme(*scheme);
-  pb::JitCollisionsResponse resp;
-  const Impl::Attempt a =
-      impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->jit->Collisions(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  if (!s.ok()) return impl_->Error(a);
-  return FromProto(resp);
-}
-
-absl::StatusOr<std::vector<query::DsoMatch>> RemoteQuery::MatchJittedDsos(
-    const std::vector<query::JittedDsoKey>& dsos) {
-  std::vector<query::DsoMatch> out;
-  for (size_t i = 0; i < dsos.size(); i += query::kMaxAddressesPerRequest) {
-    pb::MatchDsosRequest req;
-    for (size_t k = i; k < std::min(dsos.size(), i + query::kMaxAddressesPerRequest); ++k) {
-      ToProto(dsos[k], req.add_dsos());
-    }
-    pb::MatchDsosResponse resp;
-    const Impl::Attempt a =
-        impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->jit->MatchDsos(&c, req, &resp); });
-    const grpc::Status& s = a.status;
-    if (!s.ok()) return impl_->Error(a);
-    for (const auto& m : resp.matches()) out.push_back(FromProto(m));
-  }
-  return out;
-}
-
 absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
   return query::Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<query::AnyAnswer> {
     constexpr size_t kIndex = query::Verbs::IndexOf<V>();

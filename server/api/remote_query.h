@@ -46,9 +46,6 @@ class RemoteQuery : public query::QueryApi {
   absl::StatusOr<query::FramesResult> Frames(const std::string& target, const query::FramesContext& ctx,
                                              const std::vector<query::FrameIn>& frames) override;
   absl::StatusOr<query::IndexState> Index(const query::IndexOptions& opts) override;
-  absl::StatusOr<query::JitAddrAnswer> JitAddr(const query::JitAddrRequest& req) override;
-  absl::StatusOr<query::JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
-  absl::StatusOr<std::vector<query::DsoMatch>> MatchJittedDsos(const std::vector<query::JittedDsoKey>& dsos) override;
   // A verb of query/verbs.h: its request on the wire by field name (wire_fields.h), its answer
   // read back.
   absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override;

@@ -167,13 +167,8 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
   decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
   decoded_here(rpc::kDecode, &SymbolServiceImpl::Decode);
   decoded_here(rpc::kSymbolizePprof, &SymbolServiceImpl::SymbolizePprof);
-  query::Verbs::ForEach([this]<class V>(std::type_identity<V>) {
-    const VerbWire& w = WireOf<V>();
-    MarkMethodRawCallback(
-        w.index, DecodedHereAs(w.request, w.response, w.path,
-                               [this](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,
-                                      google::protobuf::Message* resp) { return ServeVerb<V>(ctx, *req, resp); }));
-  });
+  ForEachVerbHandler(*this, "SymbolService",
+                     [this](int index, auto* handler) { MarkMethodRawCallback(index, handler); });
 }
 
 grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,

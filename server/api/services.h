@@ -113,25 +113,17 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   std::function<void(::symdex::v1::StatusResponse*)> status_;
 };
 
-// JIT lookups (query/jit_query.h, on their own read connection per call) and ingest, which goes
-// through the daemon's single writer connection (`writer`, guarded by `writer_mu`).
+// JitService: the JIT verbs of query/verbs.h (served by `symbols`, as every verb is) and Ingest,
+// which reads files with the daemon's rights (privileged peers only) into the index through
+// `ingester`, the daemon's single writer.
 class JitServiceImpl final : public ::symdex::v1::JitService::CallbackService {
  public:
-  // Every JIT call is for privileged peers: the records hold other users' process addresses
-  // and file paths, and Ingest reads files with the daemon's rights.
-  JitServiceImpl(query::LocalQuery& q, jit::Ingester& ingester, RpcStats& stats, CallControl control);
+  JitServiceImpl(SymbolServiceImpl& symbols, jit::Ingester& ingester);
 
-  grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,
-                                 ::symdex::v1::JitAddrResponse* resp) override;
-  grpc::ServerUnaryReactor* MatchDsos(grpc::CallbackServerContext* ctx, const ::symdex::v1::MatchDsosRequest* req,
-                                      ::symdex::v1::MatchDsosResponse* resp) override;
-  grpc::ServerUnaryReactor* Collisions(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitCollisionsRequest* req,
-                                       ::symdex::v1::JitCollisionsResponse* resp) override;
   grpc::ServerUnaryReactor* Ingest(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitIngestRequest* req,
                                    ::symdex::v1::JitIngestResponse* resp) override;
 
  private:
-  query::LocalQuery& q_;
   jit::Ingester& ingester_;
   RpcStats& stats_;
   CallControl control_;

@@ -1,19 +1,19 @@
 // The wire of the verbs declared in server/query/verbs.h: a value with a field list
 // (query/fields.h) put on the proto message whose fields have the same names, and read back,
 // through protobuf reflection — so a verb's request and answer are declared once, in the query
-// layer, and the proto only has to name its fields alike. Instance, TargetInfo and TargetSummary
-// (as Target), CanonicalMatch (as Match) and BuildIdAnswer (its kernel and jitted hits as one list
-// of kinds) go through their hand-written conversions (convert.h). A TargetInfo whose field on the wire is a
-// string is the older answers' pair: its name there, the whole in `target_info` beside it (as
-// every answer before the declared verbs carried it). CheckWire says, for a type and a message,
-// every field that is missing or of another kind; the daemon refuses to start on any
-// (SymbolServiceImpl), and a test checks every verb.
+// layer, and the proto only has to name its fields alike. A std::map is a proto map. The records
+// in HandWired below go through their hand-written conversions (convert.h). A TargetInfo whose
+// field on the wire is a string is the older answers' pair: its name there, the whole in
+// `target_info` beside it (as every answer before the declared verbs carried it). CheckWire says,
+// for a type and a message, every field that is missing or of another kind; the daemon refuses to
+// start on any (SymbolServiceImpl), and a test checks every verb.
 #pragma once
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/message.h>
 
 #include <array>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -22,6 +22,7 @@
 #include "server/api/convert.h"
 #include "server/common/strings.h"
 #include "server/query/fields.h"
+#include "server/query/verbs.h"
 
 namespace symdex::api {
 namespace wire_internal {
@@ -48,6 +49,41 @@ template <class T>
 struct Element<std::optional<T>> {
   using type = T;
 };
+
+template <class T>
+struct IsMap : std::false_type {};
+template <class K, class T>
+struct IsMap<std::map<K, T>> : std::true_type {};
+
+// The records whose wire form is written by hand (convert.h), each with its message type: a
+// record of server/common, or one whose message is not named field for field (an Instance's
+// address forms, a TargetInfo inside a Target, a build-ID answer's hits as one list of kinds).
+template <class X, class M>
+struct ByHand {
+  using Message = M;
+  static void To(const X& v, M* m) { ToProto(v, m); }
+  static X From(const M& m) { return FromProto(m); }
+};
+template <class X>
+struct HandWired {};
+template <>
+struct HandWired<query::Instance> : ByHand<query::Instance, pb::Instance> {};
+template <>
+struct HandWired<query::TargetSummary> : ByHand<query::TargetSummary, pb::Target> {};
+template <>
+struct HandWired<TargetInfo> {
+  using Message = pb::Target;
+  static void To(const TargetInfo& v, pb::Target* m) { ToProto(query::TargetSummary{v, {}}, m); }
+  static TargetInfo From(const pb::Target& m) { return FromProto(m).info; }
+};
+template <>
+struct HandWired<query::CanonicalMatch> : ByHand<query::CanonicalMatch, pb::Match> {};
+template <>
+struct HandWired<query::BuildIdAnswer> : ByHand<query::BuildIdAnswer, pb::LookupBuildIdResponse> {};
+template <>
+struct HandWired<query::JitFunction> : ByHand<query::JitFunction, pb::JitLoad> {};
+template <>
+struct HandWired<query::JitAddrResult> : ByHand<query::JitAddrResult, pb::JitAddrResult> {};
 
 // T's fields in message type `d`, looked up once (a type meets one message type; another is
 // looked up every time).
@@ -124,16 +160,8 @@ void GetOne(const gp::Message& m, const gp::FieldDescriptor* f, int i, X* v) {
 
 template <class X>
 void MessageTo(const X& v, gp::Message* m) {
-  if constexpr (std::is_same_v<X, query::Instance>) {
-    ToProto(v, static_cast<pb::Instance*>(m));
-  } else if constexpr (std::is_same_v<X, TargetInfo>) {
-    ToProto(query::TargetSummary{v, {}}, static_cast<pb::Target*>(m));
-  } else if constexpr (std::is_same_v<X, query::TargetSummary>) {
-    ToProto(v, static_cast<pb::Target*>(m));
-  } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
-    ToProto(v, static_cast<pb::Match*>(m));
-  } else if constexpr (std::is_same_v<X, query::BuildIdAnswer>) {
-    ToProto(v, static_cast<pb::LookupBuildIdResponse*>(m));
+  if constexpr (requires { typename HandWired<X>::Message; }) {
+    HandWired<X>::To(v, static_cast<typename HandWired<X>::Message*>(m));
   } else {
     const auto fields = FieldsIn<X>(m->GetDescriptor());
     size_t i = 0;
@@ -154,7 +182,13 @@ void MessageTo(const X& v, gp::Message* m) {
           return;
         }
       }
-      if constexpr (IsVector<M>::value) {
+      if constexpr (IsMap<M>::value) {  // a proto map: repeated entries of key and value
+        for (const auto& [key, each] : value) {
+          gp::Message* entry = m->GetReflection()->AddMessage(m, f);
+          PutOne(entry, f->message_type()->map_key(), key, false);
+          PutOne(entry, f->message_type()->map_value(), each, false);
+        }
+      } else if constexpr (IsVector<M>::value) {
         if (!f->is_repeated()) {  // the one value of a singular field
           if (!value.empty()) PutOne(m, f, value.front(), false);
           return;
@@ -171,16 +205,8 @@ void MessageTo(const X& v, gp::Message* m) {
 
 template <class X>
 void MessageFrom(const gp::Message& m, X* v) {
-  if constexpr (std::is_same_v<X, query::Instance>) {
-    *v = FromProto(static_cast<const pb::Instance&>(m));
-  } else if constexpr (std::is_same_v<X, TargetInfo>) {
-    *v = FromProto(static_cast<const pb::Target&>(m)).info;
-  } else if constexpr (std::is_same_v<X, query::TargetSummary>) {
-    *v = FromProto(static_cast<const pb::Target&>(m));
-  } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
-    *v = FromProto(static_cast<const pb::Match&>(m));
-  } else if constexpr (std::is_same_v<X, query::BuildIdAnswer>) {
-    *v = FromProto(static_cast<const pb::LookupBuildIdResponse&>(m));
+  if constexpr (requires { typename HandWired<X>::Message; }) {
+    *v = HandWired<X>::From(static_cast<const typename HandWired<X>::Message&>(m));
   } else {
     const auto fields = FieldsIn<X>(m.GetDescriptor());
     const gp::Reflection* r = m.GetReflection();
@@ -201,7 +227,15 @@ void MessageFrom(const gp::Message& m, X* v) {
           return;
         }
       }
-      if constexpr (IsVector<M>::value) {
+      if constexpr (IsMap<M>::value) {
+        value.clear();
+        for (int k = 0; k < r->FieldSize(m, f); ++k) {
+          const gp::Message& entry = r->GetRepeatedMessage(m, f, k);
+          typename M::key_type key{};
+          GetOne(entry, f->message_type()->map_key(), -1, &key);
+          GetOne(entry, f->message_type()->map_value(), -1, &value[key]);
+        }
+      } else if constexpr (IsVector<M>::value) {
         if (!f->is_repeated()) {
           value.clear();
           if (r->HasField(m, f)) GetOne(m, f, -1, &value.emplace_back());
@@ -220,20 +254,39 @@ void MessageFrom(const gp::Message& m, X* v) {
   }
 }
 
+template <class X>
+std::string Check(const gp::Descriptor* d);
+
+// What is wrong with carrying one E in field `f` ("" = nothing), whether it is repeated aside.
+template <class E>
+std::string CheckOne(const gp::FieldDescriptor* f) {
+  using FD = gp::FieldDescriptor;
+  if constexpr (std::is_same_v<E, std::string>) {
+    if (f->cpp_type() != FD::CPPTYPE_STRING) return "a string";
+  } else if constexpr (std::is_same_v<E, bool>) {
+    if (f->cpp_type() != FD::CPPTYPE_BOOL) return "a bool";
+  } else if constexpr (std::is_integral_v<E> && std::is_signed_v<E>) {
+    if (f->cpp_type() != FD::CPPTYPE_INT64 && f->cpp_type() != FD::CPPTYPE_INT32) return "a signed integer";
+    if (f->cpp_type() == FD::CPPTYPE_INT32 && sizeof(E) > 4) return "a 64-bit integer, the field is 32-bit";
+  } else if constexpr (std::is_integral_v<E>) {
+    if (f->cpp_type() != FD::CPPTYPE_UINT64 && f->cpp_type() != FD::CPPTYPE_UINT32) return "an unsigned integer";
+    if (f->cpp_type() == FD::CPPTYPE_UINT32 && sizeof(E) > 4) return "a 64-bit integer, the field is 32-bit";
+  } else if constexpr (std::is_floating_point_v<E>) {
+    if (f->cpp_type() != FD::CPPTYPE_DOUBLE) return "a double";
+  } else {
+    if (f->cpp_type() != FD::CPPTYPE_MESSAGE) return "a message";
+    return Check<E>(f->message_type());
+  }
+  return "";
+}
+
 // What is wrong with carrying X in messages of type `d` ("" = nothing).
 template <class X>
 std::string Check(const gp::Descriptor* d) {
   using FD = gp::FieldDescriptor;
-  if constexpr (std::is_same_v<X, query::Instance>) {
-    return d == pb::Instance::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Instance");
-  } else if constexpr (std::is_same_v<X, TargetInfo> || std::is_same_v<X, query::TargetSummary>) {
-    return d == pb::Target::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Target");
-  } else if constexpr (std::is_same_v<X, query::CanonicalMatch>) {
-    return d == pb::Match::descriptor() ? "" : StrCat(d->full_name(), " is not symdex.v1.Match");
-  } else if constexpr (std::is_same_v<X, query::BuildIdAnswer>) {
-    return d == pb::LookupBuildIdResponse::descriptor()
-               ? ""
-               : StrCat(d->full_name(), " is not symdex.v1.LookupBuildIdResponse");
+  if constexpr (requires { typename HandWired<X>::Message; }) {
+    const gp::Descriptor* want = HandWired<X>::Message::descriptor();
+    return d == want ? "" : StrCat(d->full_name(), " is not ", want->full_name());
   } else {
     std::string problems;
     const auto fields = FieldsIn<X>(d);
@@ -263,7 +316,14 @@ std::string Check(const gp::Descriptor* d) {
           }
         }
       }
-      if (f == nullptr) {
+      if constexpr (IsMap<M>::value) {
+        if (f == nullptr || !f->is_map()) {
+          what = f == nullptr ? "no such field" : "a map, the field is not one";
+        } else {
+          what = CheckOne<typename M::key_type>(f->message_type()->map_key());
+          if (what.empty()) what = CheckOne<typename M::mapped_type>(f->message_type()->map_value());
+        }
+      } else if (f == nullptr) {
         what = "no such field";
       } else if (IsVector<M>::value && field.one && f->is_repeated()) {
         what = "the one value of a list, the field is repeated";
@@ -271,24 +331,8 @@ std::string Check(const gp::Descriptor* d) {
         what = IsVector<M>::value ? "a list, the field is not repeated" : "one value, the field is repeated";
       } else if (IsOptional<M>::value && !f->has_presence()) {
         what = "optional, the field has no presence (declare it `optional`)";
-      } else if constexpr (std::is_same_v<E, std::string>) {
-        if (f->cpp_type() != FD::CPPTYPE_STRING) what = "a string";
-      } else if constexpr (std::is_same_v<E, bool>) {
-        if (f->cpp_type() != FD::CPPTYPE_BOOL) what = "a bool";
-      } else if constexpr (std::is_integral_v<E> && std::is_signed_v<E>) {
-        if (f->cpp_type() != FD::CPPTYPE_INT64 && f->cpp_type() != FD::CPPTYPE_INT32) what = "a signed integer";
-        if (f->cpp_type() == FD::CPPTYPE_INT32 && sizeof(E) > 4) what = "a 64-bit integer, the field is 32-bit";
-      } else if constexpr (std::is_integral_v<E>) {
-        if (f->cpp_type() != FD::CPPTYPE_UINT64 && f->cpp_type() != FD::CPPTYPE_UINT32) what = "an unsigned integer";
-        if (f->cpp_type() == FD::CPPTYPE_UINT32 && sizeof(E) > 4) what = "a 64-bit integer, the field is 32-bit";
-      } else if constexpr (std::is_floating_point_v<E>) {
-        if (f->cpp_type() != FD::CPPTYPE_DOUBLE) what = "a double";
       } else {
-        if (f->cpp_type() != FD::CPPTYPE_MESSAGE) {
-          what = "a message";
-        } else {
-          what = Check<E>(f->message_type());
-        }
+        what = CheckOne<E>(f);
       }
       if (!what.empty()) problems += StrCat(problems.empty() ? "" : "; ", d->full_name(), ".", field.name, ": ", what);
     });
@@ -312,7 +356,7 @@ std::string CheckWire(const google::protobuf::Descriptor* d) {
   return wire_internal::Check<X>(d);
 }
 
-// A verb's RPC (query/verbs.h kMethod) in symdex.v1.SymbolService: its path and its messages'
+// A verb's RPC (query/verbs.h: kMethod in its ServiceOf) : its path and its messages'
 // prototypes; aborts naming what is wrong when the proto does not carry the verb's structs.
 struct VerbWire {
   std::string path;  // "/symdex.v1.SymbolService/Inlined"
@@ -320,14 +364,16 @@ struct VerbWire {
   const google::protobuf::Message* request = nullptr;
   const google::protobuf::Message* response = nullptr;
 };
-const VerbWire& WireOf(const char* method, std::string (*check)(const google::protobuf::Descriptor* req,
-                                                                const google::protobuf::Descriptor* resp));
+const VerbWire& WireOf(const char* service, const char* method,
+                       std::string (*check)(const google::protobuf::Descriptor* req,
+                                            const google::protobuf::Descriptor* resp));
 template <class V>
 const VerbWire& WireOf() {
-  return WireOf(V::kMethod, [](const google::protobuf::Descriptor* req, const google::protobuf::Descriptor* resp) {
-    std::string a = CheckWire<typename V::Request>(req), b = CheckWire<typename V::Answer>(resp);
-    return a.empty() || b.empty() ? a + b : a + "; " + b;
-  });
+  return WireOf(query::ServiceOf<V>(), V::kMethod,
+                [](const google::protobuf::Descriptor* req, const google::protobuf::Descriptor* resp) {
+                  std::string a = CheckWire<typename V::Request>(req), b = CheckWire<typename V::Answer>(resp);
+                  return a.empty() || b.empty() ? a + b : a + "; " + b;
+                });
 }
 
 }  // namespace symdex::api

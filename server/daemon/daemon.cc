@@ -356,7 +356,7 @@ std::optional<StartError> StartServing(Daemon& d, Serving& s, const DaemonOption
   s.router.emplace(*d.query, d.kernels.get());
   s.symbols.emplace(*s.router, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
   s.ingester.emplace(*d.writer, d.writer_mu);
-  s.jits.emplace(*d.query, *s.ingester, d.stats, control);
+  s.jits.emplace(*s.symbols, *s.ingester);
   s.builder.RegisterService(&*s.symbols);
   s.builder.RegisterService(&*s.jits);
   s.server = s.builder.BuildAndStart();

@@ -8,6 +8,8 @@
 // end that includes it sees the questions and answers only.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -127,7 +129,6 @@ struct IndexState {
 // Limits both implementations enforce, so a hostile request is refused the same way anywhere.
 // Every string a request carries has one; a refusal names the field and the limit, never echoes
 // the value.
-inline constexpr size_t kMaxAddressesPerRequest = 65536;
 inline constexpr size_t kMaxSpecLength = 4096;
 inline constexpr size_t kMaxTargetNameLength = 256;
 inline constexpr size_t kMaxSymbolNameLength = 1024;  // the kernel's KSYM_NAME_LEN is 512
@@ -154,17 +155,30 @@ class QueryApi {
                                               const std::vector<FrameIn>& frames) = 0;
   // The index and every target's state.
   virtual absl::StatusOr<IndexState> Index(const IndexOptions& opts) = 0;
-  // JIT-ed code (jit_query.h says how each is answered). Served to other users, these are for
-  // privileged callers only: the records hold other users' process addresses and paths.
-  virtual absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) = 0;
-  // `scheme`: a canonical scheme name, or nullopt for all.
-  virtual absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) = 0;
-  // Which ingested load each jitted DSO (as read from disk by the caller) is, in order.
-  virtual absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) = 0;
 
-  // A verb declared in verbs.h, asked of this implementation.
+  // A verb declared in verbs.h, asked of this implementation; a list longer than one request may
+  // carry (the verb's kParts) asked in parts, their answers merged.
   template <class V>
   absl::StatusOr<typename V::Answer> Ask(const typename V::Request& r) {
+    if constexpr (requires { V::kParts; }) {
+      const auto& list = r.*V::kParts;
+      if (list.size() > kMaxAddressesPerRequest) {
+        typename V::Request part = r;
+        typename V::Answer whole;
+        for (size_t i = 0; i < list.size(); i += kMaxAddressesPerRequest) {
+          const auto end = list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), i + kMaxAddressesPerRequest));
+          (part.*V::kParts).assign(list.begin() + static_cast<ptrdiff_t>(i), end);
+          ASSIGN_OR_RETURN(typename V::Answer a, AskWhole<V>(part));
+          V::Merge(whole, std::move(a));
+        }
+        return whole;
+      }
+    }
+    return AskWhole<V>(r);
+  }
+  // Ask, the request as it is: what a server answers (its Check refuses a list too long).
+  template <class V>
+  absl::StatusOr<typename V::Answer> AskWhole(const typename V::Request& r) {
     constexpr size_t kIndex = Verbs::IndexOf<V>();
     ASSIGN_OR_RETURN(AnyAnswer a, Call(AnyRequest(std::in_place_index<kIndex>, r)));
     if (a.index() != kIndex) return absl::InternalError(StrCat(V::kMethod, " was answered with another verb's answer"));

@@ -13,13 +13,6 @@ void ForgetKernelBase(TargetInfo& t) {
   t.anchor_addr.reset();
 }
 
-absl::Status JitDenied(std::string_view what) {
-  return absl::PermissionDeniedError(
-      StrCat(what,
-             " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): JIT "
-             "records hold other users' process addresses and paths"));
-}
-
 }  // namespace
 
 absl::Status AddressesDenied(const TargetInfo& t, std::string_view what) {
@@ -117,32 +110,6 @@ absl::StatusOr<IndexState> CallerView::Index(const IndexOptions& opts) {
   return r;
 }
 
-absl::StatusOr<JitAddrAnswer> CallerView::JitAddr(const JitAddrRequest& req) {
-  if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.Addr");
-  if (req.addresses.size() > kMaxAddressesPerRequest) {
-    return absl::InvalidArgumentError(
-        StrCat(req.addresses.size(), " addresses; the limit is ", kMaxAddressesPerRequest));
-  }
-  return q_.JitAddr(req);
-}
-
-absl::StatusOr<JitCollisionsAnswer> CallerView::JitCollisions(const std::optional<std::string>& scheme) {
-  if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.Collisions");
-  return q_.JitCollisions(scheme);
-}
-
-absl::StatusOr<std::vector<DsoMatch>> CallerView::MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) {
-  if (access_ != AddressAccess::kAbsolute) return JitDenied("JitService.MatchDsos");
-  if (dsos.size() > kMaxAddressesPerRequest) {
-    return absl::InvalidArgumentError(StrCat(dsos.size(), " DSOs; the limit is ", kMaxAddressesPerRequest));
-  }
-  for (const auto& d : dsos) {
-    RETURN_IF_ERROR(CheckFieldSize("build_id", d.build_id, 128));
-    RETURN_IF_ERROR(CheckFieldSize("symbol", d.symbol, kMaxSymbolNameLength));
-  }
-  return q_.MatchJittedDsos(dsos);
-}
-
 namespace {
 // The one target an answer is about (nullptr: an answer about several, as Targets').
 template <class V>
@@ -163,7 +130,8 @@ absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
     if constexpr (V::kAccess == VerbAccess::kPrivileged) {
       if (access_ != AddressAccess::kAbsolute) {
         return absl::PermissionDeniedError(StrCat(
-            V::kMethod, " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts)"));
+            VerbName<V>(), " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): ",
+            V::kWhyPrivileged));
       }
     }
     if constexpr (V::kAccess == VerbAccess::kHideAddresses && requires { req.spec; }) {

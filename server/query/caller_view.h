@@ -45,9 +45,6 @@ class CallerView : public QueryApi {
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
   absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
-  absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
-  absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
-  absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) override;
   // A verb of verbs.h, under its kAccess.
   absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) override;
 

@@ -126,7 +126,7 @@ std::string_view JitBuildIdSchemeEra(std::string_view scheme) {
   return "unknown scheme";
 }
 
-absl::StatusOr<JitAddrAnswer> JitAddr(Db& db, const JitAddrRequest& req) {
+absl::StatusOr<JitAddrAnswer> JitAddresses(Db& db, const JitAddrRequest& req) {
   ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(db));
   JitAddrAnswer out;
   ASSIGN_OR_RETURN(out.instance, SelectInstance(db, req.pid, req.time, req.instance));
@@ -150,7 +150,7 @@ absl::StatusOr<JitAddrAnswer> JitAddr(Db& db, const JitAddrRequest& req) {
   return out;
 }
 
-absl::StatusOr<std::vector<JitCollision>> JitCollisions(Db& db, std::optional<std::string> scheme) {
+absl::StatusOr<std::vector<JitCollision>> JitCollisionGroups(Db& db, std::optional<std::string> scheme) {
   ASSIGN_OR_RETURN(auto snap, store::ReadSnapshot::Begin(db));
   ASSIGN_OR_RETURN(auto rows,
                    store::JitSharedBuildIdRows(db, scheme ? std::optional<std::string_view>(*scheme) : std::nullopt));
@@ -328,12 +328,12 @@ absl::StatusOr<Db> OpenRead(const std::string& path) { return store::OpenIndex(p
 
 absl::StatusOr<JitAddrAnswer> JitReader::Addr(const JitAddrRequest& req) const {
   ASSIGN_OR_RETURN(Db db, OpenRead(db_path_));
-  return JitAddr(db, req);
+  return JitAddresses(db, req);
 }
 
 absl::StatusOr<std::vector<JitCollision>> JitReader::Collisions(std::optional<std::string> scheme) const {
   ASSIGN_OR_RETURN(Db db, OpenRead(db_path_));
-  return JitCollisions(db, std::move(scheme));
+  return JitCollisionGroups(db, std::move(scheme));
 }
 
 absl::StatusOr<BuildIdAnswer> JitReader::BuildIdHits(std::string_view hex_in, bool include_jitted,

@@ -3,8 +3,8 @@
 // CLI prints them, the gRPC handlers convert them; neither runs SQL nor reads files for a lookup.
 //
 // Usage overview
-//   auto a = JitAddr(db, {.pid = 4242, .addresses = {0x7f6d5bf891d0}});  // jitdump, else perf map
-//   auto c = JitCollisions(db, "sha1-code");  JitSchemeCounts(db, "sha1-code");
+//   auto a = JitAddresses(db, {.pid = 4242, .addresses = {0x7f6d5bf891d0}});  // jitdump, else perf map
+//   auto c = JitCollisionGroups(db, "sha1-code");  JitSchemeCounts(db, "sha1-code");
 //   auto b = LookupBuildId(db, "ab12...", /*include_jitted=*/true);   // kernel + jitted hits
 //   auto e = JitExportInstances(db, pid, instance); JitExportLoads(db, e[0], "symdex");
 //   JittedDsoMatcher(db).Match(key)                                    // which load a DSO is
@@ -33,14 +33,14 @@ namespace symdex::query {
 // dump opened at or before `time`, else the only one), else the latest perf map's entry.
 // NotFound when nothing is ingested for the pid; InvalidArgument when the pid has several
 // instances and nothing to choose by (listing them).
-absl::StatusOr<JitAddrAnswer> JitAddr(store::Db& db, const JitAddrRequest& req);
+absl::StatusOr<JitAddrAnswer> JitAddresses(store::Db& db, const JitAddrRequest& req);
 
 // ---------------------------------------------------------------------------------------------
 // collisions
 
 // Build-IDs shared by more than one load, in `scheme` (a canonical name; all when nullopt), per
 // scheme biggest group first.
-absl::StatusOr<std::vector<JitCollision>> JitCollisions(store::Db& db, std::optional<std::string> scheme);
+absl::StatusOr<std::vector<JitCollision>> JitCollisionGroups(store::Db& db, std::optional<std::string> scheme);
 // scheme -> counts over the whole index (only `scheme` when given).
 absl::StatusOr<std::map<std::string, JitSchemeCount>> JitSchemeCounts(store::Db& db, std::optional<std::string> scheme);
 

@@ -11,6 +11,7 @@
 
 #include "server/common/jit_records.h"
 #include "server/common/status.h"
+#include "server/query/fields.h"
 
 namespace symdex::query {
 
@@ -34,6 +35,19 @@ struct BuildIdHit {
   std::string target;  // module: its target
 };
 using JitInstanceInfo = JitInstance;  // common/jit_records.h
+template <>
+struct FieldsOf<JitInstance> {
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<JitInstance, int64_t>{"id", &JitInstance::id},
+                           Field<JitInstance, uint32_t>{"pid", &JitInstance::pid},
+                           Field<JitInstance, uint64_t>{"dump_timestamp", &JitInstance::dump_timestamp},
+                           Field<JitInstance, uint32_t>{"elf_mach", &JitInstance::elf_mach},
+                           Field<JitInstance, bool>{"big_endian", &JitInstance::big_endian},
+                           Field<JitInstance, std::string>{"path", &JitInstance::path},
+                           Field<JitInstance, std::string>{"status", &JitInstance::status},
+                           Field<JitInstance, int64_t>{"loads", &JitInstance::loads});
+  }
+};
 
 struct JitSourceLine {
   std::string file;
@@ -79,6 +93,7 @@ struct JitAddrRequest {
   std::optional<uint64_t> time;      // dump timestamp to resolve at; nullopt: the latest placements
   std::optional<uint64_t> instance;  // the dump header timestamp (pid reuse)
   std::vector<uint64_t> addresses;
+  SYMDEX_FIELDS(JitAddrRequest, pid, time, instance, addresses)
 };
 struct JitAddrResult {
   uint64_t address = 0;
@@ -89,16 +104,19 @@ struct JitAddrResult {
 struct JitAddrAnswer {
   std::optional<JitInstanceInfo> instance;  // the process instance chosen; none: perf map only
   std::vector<JitAddrResult> results;       // one per address, in order
+  SYMDEX_FIELDS(JitAddrAnswer, instance, results)
 };
 struct JitCollision {
   std::string scheme;
   std::string build_id;
   std::vector<JitFunction> loads;  // name, pid, code_index, instance filled
   size_t distinct_names = 0;
+  SYMDEX_FIELDS(JitCollision, scheme, build_id, loads, distinct_names)
 };
 struct JitSchemeCount {
   int64_t loads = 0;
   int64_t distinct_ids = 0;
+  SYMDEX_FIELDS(JitSchemeCount, loads, distinct_ids)
 };
 struct JitBuildIdMatch {
   std::string scheme;
@@ -114,6 +132,7 @@ struct BuildIdAnswer {
 struct JitCollisionsAnswer {
   std::vector<JitCollision> collisions;
   std::map<std::string, JitSchemeCount> counts;
+  SYMDEX_FIELDS(JitCollisionsAnswer, collisions, counts)
 };
 
 // What a DSO file says about itself (server/ingest/jitted_dso.h reads it).
@@ -122,11 +141,13 @@ struct JittedDsoKey {
   uint64_t code_index = 0;
   std::string build_id;  // hex
   std::string symbol;
+  SYMDEX_FIELDS(JittedDsoKey, pid, code_index, build_id, symbol)
 };
 struct DsoLoadCandidate {
   JitFunction load;                  // name, pid, code_index, code range, instance, build_ids
   std::vector<std::string> schemes;  // schemes whose ID for this load equals the DSO's
   bool symbol_matches = false;       // the DSO's symbol is the load's name
+  SYMDEX_FIELDS(DsoLoadCandidate, load, schemes, symbol_matches)
 };
 struct DsoMatch {
   // matched      some load with the DSO's pid and code_index has its ID under `schemes`
@@ -140,5 +161,6 @@ struct DsoMatch {
   // apart from a foreign one. Counted for every status but "matched".
   int64_t loads_with_id = 0;
   std::string message;  // human-readable why, for every status but "matched"
+  SYMDEX_FIELDS(DsoMatch, status, candidates, loads_with_id, message)
 };
 }  // namespace symdex::query

@@ -68,9 +68,6 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
   absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
-  absl::StatusOr<JitAddrAnswer> JitAddr(const JitAddrRequest& req) override;
-  absl::StatusOr<JitCollisionsAnswer> JitCollisions(const std::optional<std::string>& scheme) override;
-  absl::StatusOr<std::vector<DsoMatch>> MatchJittedDsos(const std::vector<JittedDsoKey>& dsos) override;
   // A verb of verbs.h: its Check, then its Local.
   absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) override;
   // f(db, target) on one read snapshot of the target `requested` names (the default rule for
@@ -79,6 +76,10 @@ class LocalQuery : public QueryApi {
   template <class F>
   auto InTarget(const std::string& requested, F&& f)
       -> decltype(f(std::declval<store::Db&>(), std::declval<const TargetInfo&>()));
+  // f(db) on one read connection of the pool, each statement in its own snapshot: what a verb
+  // about no target (the JIT verbs) reads the index through. (Defined in local_query_impl.h.)
+  template <class F>
+  auto OnConnection(F&& f) -> decltype(f(std::declval<store::Db&>()));
   // BuildId, with jitted loads only when `include_jitted`, quoting a bad argument in at most
   // `quote_max` characters (a daemon does not echo a hostile request back in full).
   absl::StatusOr<BuildIdAnswer> BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max);

@@ -250,4 +250,10 @@ auto LocalQuery::InTarget(const std::string& requested, F&& f)
   });
 }
 
+template <class F>
+auto LocalQuery::OnConnection(F&& f) -> decltype(f(std::declval<store::Db&>())) {
+  ASSIGN_OR_RETURN(auto lease, Acquire());
+  return f(lease->db);
+}
+
 }  // namespace symdex::query

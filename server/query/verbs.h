@@ -18,13 +18,16 @@
 // A verb whose answer holds parts for privileged callers only removes them for others in
 // HidePrivileged(Answer&). A verb whose RPC answered "nothing" as NOT_FOUND before it was declared
 // keeps that wire: NotFoundMessage(answer) ("" = an answer to send) and Empty(request), what the
-// client reads NOT_FOUND back as.
+// client reads NOT_FOUND back as. A verb of another service names it (kService, with kLabel for
+// its metrics); a privileged verb says why in its refusal (kWhyPrivileged); a verb whose request
+// carries a list is asked in parts (kParts, Merge: QueryApi::Ask).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -38,6 +41,9 @@
 namespace symdex::query {
 
 class LocalQuery;
+
+// The most addresses (or other list elements) one request may carry.
+inline constexpr size_t kMaxAddressesPerRequest = 65536;
 
 enum class VerbAccess {
   kAnyone,         // nothing in the answer reveals the kernel's layout
@@ -421,8 +427,106 @@ struct LookupBuildId {
   static Answer Empty(const Request& r) { return Answer{.build_id = r.build_id}; }
 };
 
-// Every verb declared above. (Verbs declared before this table are QueryApi's virtual methods;
-// they move here as they are touched.)
+// The JIT verbs (symdex.v1.JitService): JIT-ed code from jitdumps and perf maps (jit_query.h
+// says how each is answered). Their records are other users' processes — addresses and paths —
+// so they are for privileged callers only (kWhyPrivileged says so in the refusal). A request
+// carrying a list (kParts) is sent in parts of kMaxAddressesPerRequest by QueryApi::Ask, each
+// part's answer merged into the whole (Merge); Check refuses a longer list.
+inline constexpr std::string_view kJitRecordsArePrivate = "JIT records hold other users' process addresses and paths";
+
+// `symdex jit addr PID ADDR...`: the jitted load (where it was at the time asked) holding each
+// address of process PID, else the perf map's symbol.
+struct JitAddr {
+  static constexpr const char* kService = "JitService";
+  static constexpr const char* kMethod = "Addr";
+  static constexpr const char* kLabel = "JitAddr";
+  static constexpr bool kHeavy = true;  // reads the loads and placements of a process
+  static constexpr VerbAccess kAccess = VerbAccess::kPrivileged;
+  static constexpr std::string_view kWhyPrivileged = kJitRecordsArePrivate;
+  using Request = JitAddrRequest;
+  using Answer = JitAddrAnswer;
+  static constexpr auto kParts = &JitAddrRequest::addresses;
+  static void Merge(Answer& a, Answer&& part) {
+    a.instance = std::move(part.instance);
+    for (JitAddrResult& r : part.results) a.results.push_back(std::move(r));
+  }
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// `symdex jit collisions`: loads of different code that share a build-ID, per scheme, and each
+// scheme's counts.
+struct JitCollisionsRequest {
+  std::string scheme;  // a canonical scheme name (JitSchemeArg); "" = every scheme
+  SYMDEX_FIELDS(JitCollisionsRequest, scheme)
+};
+struct JitCollisions {
+  static constexpr const char* kService = "JitService";
+  static constexpr const char* kMethod = "Collisions";
+  static constexpr const char* kLabel = "JitCollisions";
+  static constexpr bool kHeavy = true;  // groups every load's IDs
+  static constexpr VerbAccess kAccess = VerbAccess::kPrivileged;
+  static constexpr std::string_view kWhyPrivileged = kJitRecordsArePrivate;
+  using Request = JitCollisionsRequest;
+  using Answer = JitCollisionsAnswer;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// `symdex jit dsos`: which ingested load each jitted DSO (as the caller read it from disk) is,
+// in order.
+struct MatchDsosRequest {
+  std::vector<JittedDsoKey> dsos;
+  SYMDEX_FIELDS(MatchDsosRequest, dsos)
+};
+struct MatchDsosAnswer {
+  std::vector<DsoMatch> matches;  // in request order
+  SYMDEX_FIELDS(MatchDsosAnswer, matches)
+};
+struct MatchJittedDsos {
+  static constexpr const char* kService = "JitService";
+  static constexpr const char* kMethod = "MatchDsos";
+  static constexpr const char* kLabel = "JitMatchDsos";
+  static constexpr bool kHeavy = true;  // a few lookups per DSO
+  static constexpr VerbAccess kAccess = VerbAccess::kPrivileged;
+  static constexpr std::string_view kWhyPrivileged = kJitRecordsArePrivate;
+  using Request = MatchDsosRequest;
+  using Answer = MatchDsosAnswer;
+  static constexpr auto kParts = &MatchDsosRequest::dsos;
+  static void Merge(Answer& a, Answer&& part) {
+    for (DsoMatch& m : part.matches) a.matches.push_back(std::move(m));
+  }
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// The service of a verb's RPC (kService; SymbolService unless it says) and the label of its
+// metrics and log lines (kLabel; the RPC's name unless it says).
+template <class V>
+constexpr const char* ServiceOf() {
+  if constexpr (requires { V::kService; }) {
+    return V::kService;
+  } else {
+    return "SymbolService";
+  }
+}
+template <class V>
+constexpr const char* LabelOf() {
+  if constexpr (requires { V::kLabel; }) {
+    return V::kLabel;
+  } else {
+    return V::kMethod;
+  }
+}
+// How texts name a verb's RPC: "Which" (SymbolService's), "JitService.Addr" (another service's).
+template <class V>
+std::string VerbName() {
+  const std::string_view service = ServiceOf<V>();
+  return service == "SymbolService" ? std::string(V::kMethod) : std::string(service) + "." + V::kMethod;
+}
+
+// Every verb declared above. (The verbs declared before this table — Symbolize, Dups, Symbols,
+// Frames, Index — are still QueryApi's virtual methods.)
 template <class... V>
 struct VerbList {
   using Requests = std::variant<typename V::Request...>;
@@ -457,7 +561,8 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId>;
+using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId,
+                       JitAddr, MatchJittedDsos, JitCollisions>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

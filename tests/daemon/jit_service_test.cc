@@ -890,6 +890,31 @@ TEST_F(JitServiceTest, JittedBuildIdHitsAreForPrivilegedCallersOnly) {
   EXPECT_TRUE(other->empty()) << "nothing else has a jitted load's ID: the daemon answers such a peer NOT_FOUND";
 }
 
+// Every JIT lookup is refused to an unprivileged caller, naming the RPC and why; a privileged one
+// is answered.
+TEST_F(JitServiceTest, JitLookupsAreRefusedToUnprivilegedCallersSayingWhy) {
+  WriteFile(dir_ / "b/jit-7001.dump", CollisionDump().bytes());
+  pb::JitIngestResponse in;
+  ASSERT_TRUE(Ingest({dir_ / "b/jit-7001.dump"}, &in).ok());
+  auto q = query::LocalQuery::Open(daemon_->db(), {});
+  ASSERT_TRUE(q.ok()) << q.status();
+  query::CallerView other(**q, query::AddressAccess::kKaslrFree), root(**q, query::AddressAccess::kAbsolute);
+  const std::string why =
+      " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): JIT records hold "
+      "other users' process addresses and paths";
+  const query::JitAddrRequest addr{.pid = 7001, .addresses = {0x1000}};
+  EXPECT_EQ(other.Ask<query::JitAddr>(addr).status(), absl::PermissionDeniedError("JitService.Addr" + why));
+  EXPECT_EQ(other.Ask<query::JitCollisions>({}).status(), absl::PermissionDeniedError("JitService.Collisions" + why));
+  EXPECT_EQ(other.Ask<query::MatchJittedDsos>({}).status(), absl::PermissionDeniedError("JitService.MatchDsos" + why));
+  auto a = root.Ask<query::JitAddr>(addr);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->results.size(), 1u);
+  EXPECT_TRUE(a->results[0].function.has_value());
+  auto c = root.Ask<query::JitCollisions>({.scheme = "symdex"});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->counts.count("symdex"), 1u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // 6. A real Node dump, written by node straight into the watched directory.
 

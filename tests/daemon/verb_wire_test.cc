@@ -8,6 +8,7 @@
 
 #include "server/api/methods.h"
 #include "server/api/wire_fields.h"
+#include "server/query/api.h"
 #include "server/query/verbs.h"
 
 namespace symdex {
@@ -16,17 +17,18 @@ namespace {
 namespace gp = google::protobuf;
 
 TEST(VerbWireTest, EveryVerbFitsItsRpc) {
-  const gp::ServiceDescriptor* s = api::pb::ResolveRequest::descriptor()->file()->FindServiceByName("SymbolService");
-  ASSERT_NE(s, nullptr);
+  const gp::FileDescriptor* file = api::pb::ResolveRequest::descriptor()->file();
   size_t verbs = 0;
   query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
     ++verbs;
+    const gp::ServiceDescriptor* s = file->FindServiceByName(query::ServiceOf<V>());
+    ASSERT_NE(s, nullptr) << query::ServiceOf<V>();
     const gp::MethodDescriptor* m = s->FindMethodByName(V::kMethod);
     ASSERT_NE(m, nullptr) << V::kMethod;
     EXPECT_EQ(api::CheckWire<typename V::Request>(m->input_type()), "") << V::kMethod;
     EXPECT_EQ(api::CheckWire<typename V::Answer>(m->output_type()), "") << V::kMethod;
     const api::VerbWire& w = api::WireOf<V>();
-    EXPECT_EQ(w.path, std::string("/symdex.v1.SymbolService/") + V::kMethod);
+    EXPECT_EQ(w.path, std::string("/symdex.v1.") + query::ServiceOf<V>() + "/" + V::kMethod);
     EXPECT_EQ(w.request->GetDescriptor(), m->input_type());
   });
   EXPECT_EQ(verbs, query::Verbs::kCount);
@@ -197,4 +199,88 @@ TEST(VerbWireTest, AFieldTheProtoLacksIsNamed) {
 }
 
 }  // namespace
+// A proto map carries a std::map field: its entries go out and come back, and a field that is no
+// map is named.
+TEST(VerbWireTest, AMapGoesOutAsEntriesAndComesBack) {
+  query::JitCollisionsAnswer a;
+  a.counts["sha1-code"] = {.loads = 3, .distinct_ids = 2};
+  a.counts["symdex"] = {.loads = 1, .distinct_ids = 1};
+  query::JitCollision c{.scheme = "sha1-code", .build_id = "ab", .distinct_names = 2};
+  c.loads.push_back(query::JitFunction{.pid = 7, .code_index = 3, .name = "LazyCompile:f"});
+  a.collisions.push_back(c);
+  api::pb::JitCollisionsResponse m;
+  api::ToWire(a, &m);
+  ASSERT_EQ(m.counts_size(), 2);
+  EXPECT_EQ(m.counts().at("sha1-code").loads(), 3);
+  EXPECT_EQ(m.counts().at("sha1-code").distinct_ids(), 2);
+  ASSERT_EQ(m.collisions_size(), 1);
+  EXPECT_EQ(m.collisions(0).loads(0).dso(), "jitted-7-3.so");
+
+  query::JitCollisionsAnswer back;
+  api::FromWire(m, &back);
+  ASSERT_EQ(back.counts.size(), 2u);
+  EXPECT_EQ(back.counts["symdex"].loads, 1);
+  EXPECT_EQ(back.counts["sha1-code"].distinct_ids, 2);
+  ASSERT_EQ(back.collisions.size(), 1u);
+  EXPECT_EQ(back.collisions[0].loads[0].name, "LazyCompile:f");
+  EXPECT_EQ(back.collisions[0].distinct_names, 2u);
+
+  struct NotAMap {
+    std::map<std::string, query::JitSchemeCount> collisions;
+    SYMDEX_FIELDS(NotAMap, collisions)
+  };
+  EXPECT_NE(api::CheckWire<NotAMap>(api::pb::JitCollisionsResponse::descriptor()).find("a map, the field is not one"),
+            std::string::npos);
+}
+
+// An implementation that records the requests it is asked, answering each address with itself.
+class Recorder : public query::QueryApi {
+ public:
+  std::vector<size_t> sizes;
+  absl::StatusOr<query::SymbolizeResult> Symbolize(const std::string&, const std::vector<uint64_t>&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<query::DupsResult> Dups(const std::string&, const query::DupsOptions&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<query::SymbolsResult> Symbols(const std::string&, const query::SymbolsOptions&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<query::FramesResult> Frames(const std::string&, const query::FramesContext&,
+                                             const std::vector<query::FrameIn>&) override {
+    return absl::UnimplementedError("");
+  }
+  absl::StatusOr<query::IndexState> Index(const query::IndexOptions&) override { return absl::UnimplementedError(""); }
+  absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override {
+    const auto* req = std::get_if<query::JitAddrRequest>(&r);
+    if (req == nullptr) return absl::UnimplementedError("");
+    RETURN_IF_ERROR(query::JitAddr::Check(*req));
+    sizes.push_back(req->addresses.size());
+    query::JitAddrAnswer a;
+    a.instance = query::JitInstanceInfo{.pid = req->pid, .loads = static_cast<int64_t>(sizes.size())};
+    for (uint64_t x : req->addresses) a.results.push_back({.address = x});
+    return query::AnyAnswer(std::in_place_type<query::JitAddrAnswer>, std::move(a));
+  }
+};
+
+// A list longer than one request may carry is asked in parts, the answers merged in order; the
+// whole request as it is is refused by the verb's Check.
+TEST(VerbWireTest, AListPastTheRequestLimitIsAskedInParts) {
+  Recorder api;
+  query::JitAddrRequest req{.pid = 42};
+  for (uint64_t i = 0; i < 2 * query::kMaxAddressesPerRequest + 5; ++i) req.addresses.push_back(i);
+  auto a = api.Ask<query::JitAddr>(req);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(api.sizes, (std::vector<size_t>{query::kMaxAddressesPerRequest, query::kMaxAddressesPerRequest, 5}));
+  ASSERT_EQ(a->results.size(), req.addresses.size());
+  for (size_t i = 0; i < a->results.size(); ++i) ASSERT_EQ(a->results[i].address, i);
+  EXPECT_EQ(a->instance->loads, 3);  // the last part's
+
+  api.sizes.clear();
+  auto whole = api.AskWhole<query::JitAddr>(req);
+  EXPECT_EQ(whole.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(whole.status().message(), "131077 addresses; the limit is 65536");
+  EXPECT_TRUE(api.sizes.empty());
+}
+
 }  // namespace symdex

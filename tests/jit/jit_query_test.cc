@@ -46,7 +46,7 @@ class JitQueryTest : public ::testing::Test {
 };
 
 TEST_F(JitQueryTest, AddrFindsLoadLineMoveAndMisses) {
-  auto a = JitAddr(*db_, {.pid = 4242, .addresses = {0x1012, 0x1002, 0x3008, 0x2008, 0x9999}});
+  auto a = JitAddresses(*db_, {.pid = 4242, .addresses = {0x1012, 0x1002, 0x3008, 0x2008, 0x9999}});
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(a->instance);
   EXPECT_EQ(a->instance->pid, 4242u);
@@ -80,7 +80,7 @@ TEST_F(JitQueryTest, AddrFindsLoadLineMoveAndMisses) {
 
   // At time 30 the code of g was still at 0x2000 (from its load; it leaves at 50) and nothing
   // was at 0x3000.
-  auto at30 = JitAddr(*db_, {.pid = 4242, .time = 30, .addresses = {0x2008, 0x3008}});
+  auto at30 = JitAddresses(*db_, {.pid = 4242, .time = 30, .addresses = {0x2008, 0x3008}});
   ASSERT_TRUE(at30.ok()) << at30.status();
   ASSERT_TRUE(at30->results[0].function);
   EXPECT_EQ(at30->results[0].function->placed_by, "load");
@@ -89,7 +89,7 @@ TEST_F(JitQueryTest, AddrFindsLoadLineMoveAndMisses) {
 }
 
 TEST_F(JitQueryTest, PerfMapWhenNoDumpAndNotFoundWhenNothing) {
-  auto a = JitAddr(*db_, {.pid = 77, .addresses = {0x5010, 0x6000}});
+  auto a = JitAddresses(*db_, {.pid = 77, .addresses = {0x5010, 0x6000}});
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_FALSE(a->instance);
   ASSERT_TRUE(a->results[0].perf_map);
@@ -97,13 +97,13 @@ TEST_F(JitQueryTest, PerfMapWhenNoDumpAndNotFoundWhenNothing) {
   EXPECT_EQ(a->results[0].perf_map->map_line, 1u);
   EXPECT_FALSE(a->results[1].found());
 
-  auto none = JitAddr(*db_, {.pid = 1, .addresses = {0x10}});
+  auto none = JitAddresses(*db_, {.pid = 1, .addresses = {0x10}});
   EXPECT_TRUE(absl::IsNotFound(none.status())) << none.status();
   EXPECT_NE(none.status().message().find("jit-1.dump"), std::string::npos) << none.status();
 }
 
 TEST_F(JitQueryTest, BuildIdWithAndWithoutJitHits) {
-  auto a = JitAddr(*db_, {.pid = 4242, .addresses = {0x1000}});
+  auto a = JitAddresses(*db_, {.pid = 4242, .addresses = {0x1000}});
   ASSERT_TRUE(a.ok() && a->results[0].function) << a.status();
   const std::string id = a->results[0].function->build_ids.at("symdex");
   std::string upper = id;
@@ -132,7 +132,7 @@ TEST_F(JitQueryTest, SchemesCollisionsAndExport) {
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
   EXPECT_NE(bad.status().message().find("bogus"), std::string::npos);
 
-  auto groups = JitCollisions(*db_, std::string("sha1-code"));
+  auto groups = JitCollisionGroups(*db_, std::string("sha1-code"));
   ASSERT_TRUE(groups.ok()) << groups.status();
   EXPECT_TRUE(groups->empty()) << "two different codes";
   auto counts = JitSchemeCounts(*db_, std::string("symdex"));
