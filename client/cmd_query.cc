@@ -184,7 +184,7 @@ struct DupsCliOptions {
 int RunDups(const GlobalOptions& g, const DupsCliOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto r = (*api)->Dups(o.target, o.q);
+  auto r = (*api)->Ask<query::ListDuplicates>({o.target, o.q});
   if (!r.ok()) return Fail(g, r.status());
   const TargetInfo* t = &r->target;
   const std::vector<query::DupGroup>* groups = r->groups.get();
@@ -248,7 +248,8 @@ struct SymbolsOptions {
 int RunSymbols(const GlobalOptions& g, const SymbolsOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto r = (*api)->Symbols(o.target, {.module = o.module, .all_types = o.all_types, .canonical = o.canonical});
+  auto r = (*api)->Ask<query::ListSymbols>(
+      {o.target, {.module = o.module, .all_types = o.all_types, .canonical = o.canonical}});
   if (!r.ok()) return Fail(g, r.status());
   nlohmann::json arr = nlohmann::json::array();
   for (size_t i = 0; i < r->instances.size(); ++i) {

@@ -323,7 +323,7 @@ struct KallsymsOptions {
 int RunKallsyms(const GlobalOptions& g, const KallsymsOptions& o) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto all = (*api)->Symbols(o.target, {.all_types = true, .aliases = o.aliases});
+  auto all = (*api)->Ask<query::ListSymbols>({o.target, {.all_types = true, .aliases = o.aliases}});
   if (!all.ok()) return Fail(g, all.status());
   size_t aliases = 0;
   std::string out;

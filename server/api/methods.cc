@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <string_view>
+#include <utility>
 
 #include "server/query/verbs.h"
+#include "symdex/v1/symdex.pb.h"
 
 namespace symdex::api {
 
@@ -13,14 +15,18 @@ const std::vector<Method>& AllMethods() {
     query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
       v.push_back(Method{query::ServiceOf<V>(), V::kMethod, query::LabelOf<V>(), V::kHeavy, true});
     });
-    for (const Method& m :
-         {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kListDuplicates, rpc::kStatus, rpc::kListSymbols,
-          rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream, rpc::kDecode, rpc::kSymbolizePprof, rpc::kJitIngest}) {
+    for (const Method& m : {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kStatus, rpc::kSymbolizeFrames,
+                            rpc::kSymbolizeFramesStream, rpc::kDecode, rpc::kSymbolizePprof, rpc::kJitIngest}) {
       v.push_back(m);
     }
-    // SymbolService's first, then each other service's (the order the texts list them in).
-    std::stable_partition(v.begin(), v.end(),
-                          [](const Method& m) { return std::string_view(m.service) == "SymbolService"; });
+    // In the proto's order: its services', each one's RPCs' (the order the texts list them in).
+    const google::protobuf::FileDescriptor* file = ::symdex::v1::ResolveRequest::descriptor()->file();
+    auto place = [file](const Method& m) {
+      const google::protobuf::ServiceDescriptor* s = file->FindServiceByName(m.service);
+      const google::protobuf::MethodDescriptor* d = s == nullptr ? nullptr : s->FindMethodByName(m.rpc);
+      return std::make_pair(s == nullptr ? file->service_count() : s->index(), d == nullptr ? 0 : d->index());
+    };
+    std::stable_sort(v.begin(), v.end(), [&](const Method& a, const Method& b) { return place(a) < place(b); });
     return v;
   }();
   return all;

@@ -24,9 +24,7 @@ struct Method {
 namespace rpc {
 inline constexpr Method kSymbolize{"SymbolService", "Symbolize", "Symbolize", true};
 inline constexpr Method kSymbolizeStream{"SymbolService", "SymbolizeStream", "SymbolizeStream", true};
-inline constexpr Method kListDuplicates{"SymbolService", "ListDuplicates", "ListDuplicates", true};
 inline constexpr Method kStatus{"SymbolService", "Status", "Status", true};
-inline constexpr Method kListSymbols{"SymbolService", "ListSymbols", "ListSymbols", true};
 inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "SymbolizeFrames", true};
 inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream", true};
 inline constexpr Method kDecode{"SymbolService", "Decode", "Decode", true};
@@ -34,8 +32,7 @@ inline constexpr Method kSymbolizePprof{"SymbolService", "SymbolizePprof", "Symb
 inline constexpr Method kJitIngest{"JitService", "Ingest", "JitIngest", true};
 }  // namespace rpc
 
-// Every RPC, SymbolService's first, then JitService's: in each, the declared verbs (in their table's
-// order), then the hand-written ones.
+// Every RPC, in the proto's order.
 const std::vector<Method>& AllMethods();
 // How texts name a method: "Symbolize" (SymbolService's), "JitService.Addr" (another service's).
 std::string NameOf(const Method& m);

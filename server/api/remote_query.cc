@@ -246,62 +246,6 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   return out;
 }
 
-absl::StatusOr<query::DupsResult> RemoteQuery::Dups(const std::string& target, const query::DupsOptions& opts) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target);
-  pb::ListDuplicatesRequest req;
-  req.set_target(target);
-  req.set_module(opts.module);
-  req.set_all_types(opts.all_types);
-  req.set_with_init(opts.with_init);
-  req.set_traceable(opts.traceable);
-  auto reader = impl_->stub->ListDuplicates(&ctx, req);
-  query::DupsResult out;
-  std::vector<query::DupGroup> groups;
-  pb::DuplicateGroup g;
-  while (reader->Read(&g)) {
-    if (g.has_target_info()) out.target = FromProto(g.target_info()).info;
-    if (g.name().empty()) continue;  // a target-only message (no duplicates)
-    query::DupGroup d;
-    d.name = g.name();
-    for (const auto& in : g.instances()) d.instances.push_back(FromProto(in));
-    groups.push_back(std::move(d));
-  }
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) return impl_->Error(s, ctx);
-  out.groups = std::make_shared<const std::vector<query::DupGroup>>(std::move(groups));
-  return out;
-}
-
-absl::StatusOr<query::SymbolsResult> RemoteQuery::Symbols(const std::string& target,
-                                                          const query::SymbolsOptions& opts) {
-  grpc::ClientContext ctx;
-  impl_->Prepare(ctx, target);
-  pb::ListSymbolsRequest req;
-  req.set_target(target);
-  req.set_module(opts.module);
-  req.set_all_types(opts.all_types);
-  req.set_canonical(opts.canonical);
-  req.set_kas_aliases(opts.aliases);
-  auto reader = impl_->stub->ListSymbols(&ctx, req);
-  query::SymbolsResult out;
-  pb::SymbolsChunk c;
-  while (reader->Read(&c)) {
-    if (c.has_target_info()) out.target = FromProto(c.target_info()).info;
-    for (const auto& in : c.instances()) out.instances.push_back(FromProto(in));
-    out.canonical.insert(out.canonical.end(), c.canonical().begin(), c.canonical().end());
-    out.alias.insert(out.alias.end(), c.alias().begin(), c.alias().end());
-  }
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) return impl_->Error(s, ctx);
-  const size_t n = out.instances.size();
-  if ((opts.canonical && out.canonical.size() != n) || (opts.aliases && out.alias.size() != n)) {
-    return absl::DataLossError(StrCat("symdexd at ", impl_->opts.address, " sent ", n, " symbols with ",
-                                      out.canonical.size(), " canonical specs and ", out.alias.size(), " aliases"));
-  }
-  return out;
-}
-
 absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& opts) {
   pb::StatusRequest req;
   req.set_index(true);
@@ -346,32 +290,54 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
     google::protobuf::Message* in = w.request->New(&arena);
     google::protobuf::Message* out = w.response->New(&arena);
     ToWire(req, in);
-    const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
     std::string target;
     if constexpr (requires { req.target; }) target = req.target;
-    const Impl::Attempt a = impl_->Unary(target, "", [&](grpc::ClientContext& c) {
-      out->Clear();
-      return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
-          impl_->channel.get(), method, &c, *in, out);
-    });
-    typename V::Answer answer;
-    if constexpr (requires { V::Resolved(answer); }) {
-      // No copy, or several: the status carries the candidates (convert.h ResolveError).
-      const grpc::StatusCode code = a.status.error_code();
-      if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
-        ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
-        return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+    if constexpr (requires { typename V::Part; }) {
+      // A stream of parts, read to its end, then joined.
+      const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING);
+      grpc::ClientContext ctx;
+      impl_->Prepare(ctx, target);
+      std::unique_ptr<grpc::ClientReader<google::protobuf::Message>> reader(
+          grpc::internal::ClientReaderFactory<google::protobuf::Message>::Create(impl_->channel.get(), method, &ctx,
+                                                                                 *in));
+      std::vector<typename V::Part> parts;
+      while (reader->Read(out)) {
+        FromWire(*out, &parts.emplace_back());
+        out->Clear();
       }
-    }
-    if constexpr (requires { V::Empty(req); }) {
-      // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
-      if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
-        return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
+      if (grpc::Status s = reader->Finish(); !s.ok()) return impl_->Error(s, ctx);
+      auto joined = V::Joined(req, std::move(parts));
+      if (!joined.ok()) {
+        return absl::Status(joined.status().code(),
+                            StrCat("symdexd at ", impl_->opts.address, " ", joined.status().message()));
       }
+      return query::AnyAnswer(std::in_place_index<kIndex>, std::move(*joined));
+    } else {
+      const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
+      const Impl::Attempt a = impl_->Unary(target, "", [&](grpc::ClientContext& c) {
+        out->Clear();
+        return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
+            impl_->channel.get(), method, &c, *in, out);
+      });
+      typename V::Answer answer;
+      if constexpr (requires { V::Resolved(answer); }) {
+        // No copy, or several: the status carries the candidates (convert.h ResolveError).
+        const grpc::StatusCode code = a.status.error_code();
+        if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
+          ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
+          return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+        }
+      }
+      if constexpr (requires { V::Empty(req); }) {
+        // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
+        if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
+          return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
+        }
+      }
+      if (!a.status.ok()) return impl_->Error(a);
+      FromWire(*out, &answer);
+      return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
     }
-    if (!a.status.ok()) return impl_->Error(a);
-    FromWire(*out, &answer);
-    return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
   });
 }
 

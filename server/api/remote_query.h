@@ -41,8 +41,6 @@ class RemoteQuery : public query::QueryApi {
 
   absl::StatusOr<query::SymbolizeResult> Symbolize(const std::string& target,
                                                    const std::vector<uint64_t>& addrs) override;
-  absl::StatusOr<query::DupsResult> Dups(const std::string& target, const query::DupsOptions& opts) override;
-  absl::StatusOr<query::SymbolsResult> Symbols(const std::string& target, const query::SymbolsOptions& opts) override;
   absl::StatusOr<query::FramesResult> Frames(const std::string& target, const query::FramesContext& ctx,
                                              const std::vector<query::FrameIn>& frames) override;
   absl::StatusOr<query::IndexState> Index(const query::IndexOptions& opts) override;

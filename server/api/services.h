@@ -64,10 +64,6 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
                                       ::symdex::v1::SymbolizeResponse* resp) override;
   grpc::ServerBidiReactor<::symdex::v1::SymbolizeRequest, ::symdex::v1::SymbolizeResponse>* SymbolizeStream(
       grpc::CallbackServerContext* ctx) override;
-  grpc::ServerWriteReactor<::symdex::v1::DuplicateGroup>* ListDuplicates(
-      grpc::CallbackServerContext* ctx, const ::symdex::v1::ListDuplicatesRequest* req) override;
-  grpc::ServerWriteReactor<::symdex::v1::SymbolsChunk>* ListSymbols(
-      grpc::CallbackServerContext* ctx, const ::symdex::v1::ListSymbolsRequest* req) override;
   grpc::ServerUnaryReactor* SymbolizeFrames(grpc::CallbackServerContext* ctx,
                                             const ::symdex::v1::SymbolizeFramesRequest* req,
                                             ::symdex::v1::SymbolizeFramesResponse* resp) override;

@@ -40,6 +40,103 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
       WaitFirst(target, {}, ctx->deadline()));
 }
 
+// A verb whose answer is a stream of parts (V::Part): the answer computed on the pool (the heavy
+// part: its heavy slot is given back once the answer is built), then written one part at a time —
+// the next only after the client has taken the previous one, so an unread stream holds one message
+// and its share of the answer. Its call and stream slots (and a listing slot for kListing) are held
+// until the stream ends.
+template <class V>
+class VerbStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  // `req` null: the request could not be decoded (`refused` says so).
+  VerbStream(SymbolServiceImpl& svc, grpc::CallbackServerContext* ctx, std::shared_ptr<typename V::Request> req,
+             const google::protobuf::Message* part_type, grpc::Status refused)
+      : call_(svc.stats().Begin(query::LabelOf<V>())), msg_(part_type->New(&arena_)) {
+    ctx->AddTrailingMetadata(kAnsweredHeader, "1");
+    if (req == nullptr) {
+      Finish(refused);
+      return;
+    }
+    const CallControl& cc = svc.control();
+    Peer peer = cc.registry->Of(*ctx, *cc.policy);
+    std::vector<Limiter::Kind> kinds = {Limiter::Kind::kCall, Limiter::Kind::kStream};
+    if constexpr (requires { V::kListing; }) kinds.push_back(Limiter::Kind::kListing);
+    kinds.push_back(Limiter::Kind::kHeavy);
+    for (auto kind : kinds) {
+      auto h = cc.limiter->Take(peer, kind);
+      if (!h.ok()) {
+        Finish(ToGrpc(h.status()));
+        return;
+      }
+      holds_.push_back(std::move(*h));
+    }
+    std::string target;
+    if constexpr (requires { req->target; }) target = req->target;
+    std::function<void()> run = [this, &svc, ctx, peer, target, req] {
+      if (ctx->IsCancelled()) {
+        Finish(Cancelled(*ctx));
+        return;
+      }
+      auto q = svc.router().For(target, {}, ctx->deadline());
+      if (!q.ok()) {
+        Finish(ToGrpc(q.status()));
+        return;
+      }
+      auto a = query::CallerView(**q, AccessOf(peer)).template AskWhole<V>(*req);
+      holds_.pop_back();  // the heavy part is over; the stream stays counted
+      if (!a.ok()) {
+        Finish(ToGrpc(a.status()));
+        return;
+      }
+      answer_ = std::move(*a);
+      Next();
+    };
+    SubmitHeavy(cc, peer.key, svc.WaitFirst(target, {}, ctx->deadline()), std::move(run));
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      return;
+    }
+    Next();
+  }
+  void OnDone() override {
+    call_.Done(status_);
+    delete this;
+  }
+
+ private:
+  void Finish(const grpc::Status& s) {
+    status_ = s;
+    grpc::ServerWriteReactor<grpc::ByteBuffer>::Finish(s);
+  }
+  void Next() {
+    typename V::Part part;
+    if (!V::PartOf(answer_, i_++, part)) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    msg_->Clear();
+    ToWire(part, msg_);
+    bool own = false;
+    bytes_.Clear();
+    if (grpc::Status s = grpc::SerializationTraits<google::protobuf::Message>::Serialize(*msg_, &bytes_, &own);
+        !s.ok()) {
+      Finish(s);
+      return;
+    }
+    StartWrite(&bytes_);
+  }
+  RpcStats::Call call_;
+  google::protobuf::Arena arena_;
+  google::protobuf::Message* msg_;
+  grpc::ByteBuffer bytes_;
+  std::vector<Limiter::Hold> holds_;  // the last one (heavy) is released once computed
+  grpc::Status status_;
+  typename V::Answer answer_;
+  size_t i_ = 0;
+};
+
 // f(index, handler) for every verb whose RPC is in `service` ("SymbolService", "JitService"): the
 // handlers that service's constructor registers (MarkMethodRawCallback is the service's own), each
 // served by `server`.
@@ -48,10 +145,26 @@ void ForEachVerbHandler(SymbolServiceImpl& server, std::string_view service, F&&
   query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
     if (std::string_view(query::ServiceOf<V>()) != service) return;
     const VerbWire& w = WireOf<V>();
-    f(w.index,
-      DecodedHereAs(w.request, w.response, w.path,
-                    [&server](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,
-                              google::protobuf::Message* resp) { return server.ServeVerb<V>(ctx, *req, resp); }));
+    if constexpr (requires { typename V::Part; }) {
+      using Handler = grpc::internal::CallbackServerStreamingHandler<grpc::ByteBuffer, grpc::ByteBuffer>;
+      f(w.index, new Handler([&server, &w](grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* in) -> grpc::ServerWriteReactor<grpc::ByteBuffer>* {
+          google::protobuf::Arena arena;
+          google::protobuf::Message* m = w.request->New(&arena);
+          grpc::ByteBuffer bytes(*in);  // (shares the slices; the reader consumes the buffer it reads)
+          if (!grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&bytes, m).ok()) {
+            return new VerbStream<V>(server, ctx, nullptr, w.response, UndecodableRequest(w.path));
+          }
+          auto req = std::make_shared<typename V::Request>();
+          FromWire(*m, req.get());
+          return new VerbStream<V>(server, ctx, std::move(req), w.response, grpc::Status::OK);
+        }));
+    } else {
+      f(w.index,
+        DecodedHereAs(w.request, w.response, w.path,
+                      [&server](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,
+                                google::protobuf::Message* resp) { return server.ServeVerb<V>(ctx, *req, resp); }));
+    }
   });
 }
 

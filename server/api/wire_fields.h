@@ -367,11 +367,24 @@ struct VerbWire {
 const VerbWire& WireOf(const char* service, const char* method,
                        std::string (*check)(const google::protobuf::Descriptor* req,
                                             const google::protobuf::Descriptor* resp));
+// What a verb's RPC answers with: its Answer, or each Part of a stream.
+template <class V>
+struct WireAnswerOf {
+  using type = typename V::Answer;
+};
+template <class V>
+requires requires { typename V::Part; }
+struct WireAnswerOf<V> {
+  using type = typename V::Part;
+};
+template <class V>
+using WireAnswer = typename WireAnswerOf<V>::type;
+
 template <class V>
 const VerbWire& WireOf() {
   return WireOf(query::ServiceOf<V>(), V::kMethod,
                 [](const google::protobuf::Descriptor* req, const google::protobuf::Descriptor* resp) {
-                  std::string a = CheckWire<typename V::Request>(req), b = CheckWire<typename V::Answer>(resp);
+                  std::string a = CheckWire<typename V::Request>(req), b = CheckWire<WireAnswer<V>>(resp);
                   return a.empty() || b.empty() ? a + b : a + "; " + b;
                 });
 }

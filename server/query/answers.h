@@ -89,11 +89,13 @@ struct DupsOptions {
   // List only the instances kprobe events accept (ProbeVerdict::kprobe), and only names with
   // one; the counts stay over every copy (the kernel's name lookup sees them all).
   bool traceable = false;
+  SYMDEX_FIELDS(DupsOptions, module, all_types, with_init, traceable)
 };
 
 struct DupGroup {
   std::string name;
   std::vector<Instance> instances;
+  SYMDEX_FIELDS(DupGroup, name, instances)
 };
 
 // Every text-symbol instance the spec matches (NAME exactly; its compiler clones only when no

@@ -36,27 +36,6 @@ struct SymbolizeResult {
   std::vector<std::shared_ptr<const AddressInfo>> results;
 };
 
-struct DupsResult {
-  TargetInfo target;
-  // Shared and immutable: computed once per (target generation, options) and handed to every
-  // caller (the daemon streams it to many clients at once without copying it).
-  std::shared_ptr<const std::vector<DupGroup>> groups = std::make_shared<const std::vector<DupGroup>>();
-};
-
-// What `symdex symbols` and `symdex kallsyms` list: every symbol instance of a target.
-struct SymbolsOptions {
-  std::string module;      // only this module ("vmlinux" for the core kernel); "" = all
-  bool all_types = false;  // every symbol type, not only text
-  bool canonical = false;  // text instances only, each with its canonical spec
-  bool aliases = false;    // kas_alias suffixes (path_c_LINE) for duplicated text names
-};
-struct SymbolsResult {
-  TargetInfo target;
-  std::vector<Instance> instances;
-  std::vector<std::string> canonical;  // parallel to instances when asked, else empty
-  std::vector<std::string> alias;      // parallel to instances when asked ("" = none), else empty
-};
-
 // What `symdex status` reports: the index, each target's inputs and their problems.
 struct InputFileState {
   std::string role, path, status, detail;
@@ -147,9 +126,6 @@ class QueryApi {
   virtual ~QueryApi() = default;
   // `target` "" = the default target (query::SelectTarget's rule).
   virtual absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) = 0;
-  virtual absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) = 0;
-  // Every symbol of a target (for scripts that compare symdex with other tools, and kallsyms).
-  virtual absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) = 0;
   // Frames from another host running this target's kernel (answers.h: the forms, which are exact).
   virtual absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                               const std::vector<FrameIn>& frames) = 0;

@@ -69,29 +69,6 @@ absl::StatusOr<SymbolizeResult> CallerView::Symbolize(const std::string& target,
   return q_.Symbolize(target, addrs);
 }
 
-absl::StatusOr<DupsResult> CallerView::Dups(const std::string& target, const DupsOptions& opts) {
-  ASSIGN_OR_RETURN(auto r, q_.Dups(target, opts));
-  if (!HidesAddresses(access_, r.target)) return r;
-  ForgetKernelBase(r.target);
-  auto groups = std::make_shared<std::vector<DupGroup>>(*r.groups);
-  for (auto& g : *groups) {
-    for (auto& in : g.instances) RETURN_IF_ERROR(Hide(r.target, in));
-  }
-  r.groups = std::move(groups);
-  return r;
-}
-
-absl::StatusOr<SymbolsResult> CallerView::Symbols(const std::string& target, const SymbolsOptions& opts) {
-  ASSIGN_OR_RETURN(auto r, q_.Symbols(target, opts));
-  if (!HidesAddresses(access_, r.target)) return r;
-  ForgetKernelBase(r.target);
-  for (auto& in : r.instances) RETURN_IF_ERROR(Hide(r.target, in));
-  for (auto& c : r.canonical) {
-    if (c.find("@0x") != std::string::npos) c.clear();
-  }
-  return r;
-}
-
 // Frames carry the host's addresses: against a hidden (live) target they are an address oracle.
 absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const FramesContext& ctx,
                                                 const std::vector<FrameIn>& frames) {

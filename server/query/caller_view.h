@@ -40,8 +40,6 @@ class CallerView : public QueryApi {
   CallerView(LocalQuery& q, AddressAccess access) : q_(q), access_(access) {}
 
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
-  absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
-  absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
   absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;

@@ -5,6 +5,7 @@
 // cannot hold the list (a record of server/common) has it in a FieldsOf<T> specialization.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -45,8 +46,16 @@ constexpr void ForEachField(F&& f) {
 template <class T>
 inline constexpr size_t kFieldCount = std::tuple_size_v<decltype(FieldsOf<T>::Fields())>;
 
+template <class T>
+struct IsSharedConst : std::false_type {};
+template <class T>
+struct IsSharedConst<std::shared_ptr<const T>> : std::true_type {
+  using type = T;
+};
+
 // fn(x) for every X inside `v`: v itself, members of listed types, elements of vectors, values
-// of optionals.
+// of optionals, and what a shared_ptr to const points to — copied first, so that `fn` changes
+// this value's copy and not the one others share.
 template <class X, class T, class Fn>
 void ForEachValueOf(T& v, Fn&& fn) {
   using U = std::remove_const_t<T>;
@@ -65,6 +74,11 @@ void ForEachValueOf(T& v, Fn&& fn) {
                          *v;
                        }) {
     if (v.has_value()) ForEachValueOf<X>(*v, fn);
+  } else if constexpr (IsSharedConst<U>::value) {
+    if (v == nullptr) return;
+    auto own = std::make_shared<typename IsSharedConst<U>::type>(*v);
+    ForEachValueOf<X>(*own, fn);
+    v = std::move(own);
   }
 }
 

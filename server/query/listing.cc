@@ -79,10 +79,45 @@ absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name) {
   return absl::InvalidArgumentError(StrCat("unknown address map status '", name, "'"));
 }
 
+absl::Status ListDuplicates::Check(const DupsRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  return CheckFieldSize("module", r.opts.module, kMaxModuleNameLength);
+}
+
+absl::StatusOr<DupsResult> ListDuplicates::Local(LocalQuery& q, const DupsRequest& r) {
+  return q.Dups(r.target, r.opts);
+}
+
+absl::Status ListSymbols::Check(const SymbolsRequest& r) {
+  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize("module", r.opts.module, kMaxModuleNameLength));
+  if (r.opts.canonical && r.opts.aliases) {
+    return absl::InvalidArgumentError("canonical specs and aliases are separate listings");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SymbolsResult> ListSymbols::Local(LocalQuery& q, const SymbolsRequest& r) {
+  return q.Symbols(r.target, r.opts);
+}
+
+absl::StatusOr<SymbolsResult> ListSymbols::Joined(const SymbolsRequest& r, std::vector<SymbolsPart>&& parts) {
+  SymbolsResult out;
+  for (SymbolsPart& p : parts) {
+    if (p.target_info) out.target = std::move(*p.target_info);
+    std::move(p.instances.begin(), p.instances.end(), std::back_inserter(out.instances));
+    std::move(p.canonical.begin(), p.canonical.end(), std::back_inserter(out.canonical));
+    std::move(p.alias.begin(), p.alias.end(), std::back_inserter(out.alias));
+  }
+  const size_t n = out.instances.size();
+  if ((r.opts.canonical && out.canonical.size() != n) || (r.opts.aliases && out.alias.size() != n)) {
+    return absl::DataLossError(StrCat("sent ", n, " symbols with ", out.canonical.size(), " canonical specs and ",
+                                      out.alias.size(), " aliases"));
+  }
+  return out;
+}
+
 absl::StatusOr<SymbolsResult> LocalQuery::Symbols(const std::string& target, const SymbolsOptions& o) {
-  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("module", o.module, kMaxModuleNameLength));
-  if (o.canonical && o.aliases) return absl::InvalidArgumentError("canonical specs and aliases are separate listings");
   return WithSession([&](Session& s) -> absl::StatusOr<SymbolsResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
     ASSIGN_OR_RETURN(store::Db * db, s.Db());

@@ -425,8 +425,6 @@ absl::StatusOr<LinesAnswer> LocalQuery::LineAddresses(const LinesRequest& r) {
 }
 
 absl::StatusOr<DupsResult> LocalQuery::Dups(const std::string& target, const DupsOptions& opts) {
-  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("module", opts.module, kMaxModuleNameLength));
   return WithSession([&](Session& s) -> absl::StatusOr<DupsResult> {
     ASSIGN_OR_RETURN(auto t, PickTarget(s, target));
     auto cache = CacheFor(t);

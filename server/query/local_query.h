@@ -62,9 +62,10 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<VarsAnswer> Variables(const VarsRequest& r);
   // The answer of the InlinedProbes verb (verbs.h; probe_args.cc).
   absl::StatusOr<InlinedProbesAnswer> ProbesInlined(const InlinedProbesRequest& r);
-  absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts) override;
+  // The answers of the ListDuplicates and ListSymbols verbs (verbs.h), after their Check.
+  absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts);
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec, const KprobeOptions& opts);
-  absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts) override;
+  absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts);
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
   absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;

@@ -23,8 +23,10 @@
 // carries a list is asked in parts (kParts, Merge: QueryApi::Ask).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -98,6 +100,133 @@ struct Which {
   using Answer = WhichResult;
   static absl::Status Check(const Request& r);
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+};
+
+// A verb whose answer is long goes out as a stream of parts (the RPC's messages, each a Part):
+// PartOf(answer, i, part) fills part i (false past the last); Joined(request, parts) is the answer
+// again, or DataLoss saying what does not add up. On the daemon a stream holds one part in flight
+// and its stream slot (and kListing: a listing slot) until the last is read.
+
+// `symdex dups`: every name more than one symbol instance has, with its instances.
+struct DupsRequest {
+  std::string target;  // "" = the default target
+  DupsOptions opts;
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<DupsRequest, std::string>{"target", &DupsRequest::target},
+                           Field<DupsRequest, DupsOptions>{"", &DupsRequest::opts});
+  }
+};
+struct DupsResult {
+  TargetInfo target;
+  // Shared and immutable: computed once per (target generation, options) and handed to every
+  // caller (the daemon streams it to many clients at once without copying it).
+  std::shared_ptr<const std::vector<DupGroup>> groups = std::make_shared<const std::vector<DupGroup>>();
+  SYMDEX_FIELDS(DupsResult, target, groups)
+};
+struct DupsPart {  // a group; the first part carries the target too
+  std::optional<TargetInfo> target_info;
+  std::string name;  // "": a part with the target only (no duplicates)
+  std::vector<Instance> instances;
+  SYMDEX_FIELDS(DupsPart, target_info, name, instances)
+};
+struct ListDuplicates {
+  static constexpr const char* kMethod = "ListDuplicates";
+  static constexpr bool kHeavy = true;  // counts every name of the target (cached per generation)
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = DupsRequest;
+  using Answer = DupsResult;
+  using Part = DupsPart;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static bool PartOf(const Answer& a, size_t i, Part& p) {
+    const std::vector<DupGroup>& groups = *a.groups;
+    if (i >= std::max<size_t>(groups.size(), 1)) return false;
+    if (i == 0) p.target_info = a.target;
+    if (groups.empty()) return true;
+    p.name = groups[i].name;
+    p.instances = groups[i].instances;
+    return true;
+  }
+  static absl::StatusOr<Answer> Joined(const Request&, std::vector<Part>&& parts) {
+    Answer a;
+    std::vector<DupGroup> groups;
+    for (Part& p : parts) {
+      if (p.target_info) a.target = std::move(*p.target_info);
+      if (!p.name.empty()) groups.push_back({std::move(p.name), std::move(p.instances)});
+    }
+    a.groups = std::make_shared<const std::vector<DupGroup>>(std::move(groups));
+    return a;
+  }
+};
+
+// `symdex symbols` and `symdex kallsyms`: every symbol instance of a target.
+struct SymbolsOptions {
+  std::string module;      // only this module ("vmlinux" for the core kernel); "" = all
+  bool all_types = false;  // every symbol type, not only text
+  bool canonical = false;  // text instances only, each with its canonical spec
+  bool aliases = false;    // kas_alias suffixes (path_c_LINE) for duplicated text names
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<SymbolsOptions, std::string>{"module", &SymbolsOptions::module},
+                           Field<SymbolsOptions, bool>{"all_types", &SymbolsOptions::all_types},
+                           Field<SymbolsOptions, bool>{"canonical", &SymbolsOptions::canonical},
+                           Field<SymbolsOptions, bool>{"kas_aliases", &SymbolsOptions::aliases});
+  }
+};
+struct SymbolsRequest {
+  std::string target;  // "" = the default target
+  SymbolsOptions opts;
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<SymbolsRequest, std::string>{"target", &SymbolsRequest::target},
+                           Field<SymbolsRequest, SymbolsOptions>{"", &SymbolsRequest::opts});
+  }
+};
+struct SymbolsResult {
+  TargetInfo target;
+  std::vector<Instance> instances;
+  std::vector<std::string> canonical;  // parallel to instances when asked, else empty
+  std::vector<std::string> alias;      // parallel to instances when asked ("" = none), else empty
+  SYMDEX_FIELDS(SymbolsResult, target, instances, canonical, alias)
+};
+struct SymbolsPart {  // up to kChunk instances; the first part carries the target too
+  std::optional<TargetInfo> target_info;
+  std::vector<Instance> instances;
+  std::vector<std::string> canonical, alias;
+  SYMDEX_FIELDS(SymbolsPart, target_info, instances, canonical, alias)
+};
+struct ListSymbols {
+  static constexpr const char* kMethod = "ListSymbols";
+  static constexpr bool kHeavy = true;    // every symbol of the target
+  static constexpr bool kListing = true;  // a listing slot too: the biggest answers there are
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = SymbolsRequest;
+  using Answer = SymbolsResult;
+  using Part = SymbolsPart;
+  static constexpr size_t kChunk = 1024;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  // A canonical spec of last resort names the copy by its address (NAME@0xADDR).
+  static void HideAddresses(Answer& a) {
+    for (std::string& c : a.canonical) {
+      if (c.find("@0x") != std::string::npos) c.clear();
+    }
+  }
+  static bool PartOf(const Answer& a, size_t i, Part& p) {
+    const size_t n = a.instances.size(), begin = i * kChunk;
+    if (begin >= std::max<size_t>(n, 1)) return false;
+    if (i == 0) p.target_info = a.target;
+    const size_t end = std::min(n, begin + kChunk);
+    p.instances.assign(a.instances.begin() + static_cast<ptrdiff_t>(begin),
+                       a.instances.begin() + static_cast<ptrdiff_t>(end));
+    if (!a.canonical.empty()) {
+      p.canonical.assign(a.canonical.begin() + static_cast<ptrdiff_t>(begin),
+                         a.canonical.begin() + static_cast<ptrdiff_t>(end));
+    }
+    if (!a.alias.empty()) {
+      p.alias.assign(a.alias.begin() + static_cast<ptrdiff_t>(begin), a.alias.begin() + static_cast<ptrdiff_t>(end));
+    }
+    return true;
+  }
+  static absl::StatusOr<Answer> Joined(const Request& r, std::vector<Part>&& parts);
 };
 
 // `symdex resolve SPEC`: the copies a spec names (query/spec.h), each with its canonical spec —
@@ -561,8 +690,8 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, Probe, Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId,
-                       JitAddr, MatchJittedDsos, JitCollisions>;
+using Verbs = VerbList<Targets, Which, Resolve, ListDuplicates, ListSymbols, Probe, Inlined, Lines, Vars, InlinedProbes,
+                       Callers, LookupBuildId, JitAddr, MatchJittedDsos, JitCollisions>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

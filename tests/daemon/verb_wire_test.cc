@@ -26,7 +26,7 @@ TEST(VerbWireTest, EveryVerbFitsItsRpc) {
     const gp::MethodDescriptor* m = s->FindMethodByName(V::kMethod);
     ASSERT_NE(m, nullptr) << V::kMethod;
     EXPECT_EQ(api::CheckWire<typename V::Request>(m->input_type()), "") << V::kMethod;
-    EXPECT_EQ(api::CheckWire<typename V::Answer>(m->output_type()), "") << V::kMethod;
+    EXPECT_EQ(api::CheckWire<api::WireAnswer<V>>(m->output_type()), "") << V::kMethod;
     const api::VerbWire& w = api::WireOf<V>();
     EXPECT_EQ(w.path, std::string("/symdex.v1.") + query::ServiceOf<V>() + "/" + V::kMethod);
     EXPECT_EQ(w.request->GetDescriptor(), m->input_type());
@@ -238,12 +238,6 @@ class Recorder : public query::QueryApi {
  public:
   std::vector<size_t> sizes;
   absl::StatusOr<query::SymbolizeResult> Symbolize(const std::string&, const std::vector<uint64_t>&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::StatusOr<query::DupsResult> Dups(const std::string&, const query::DupsOptions&) override {
-    return absl::UnimplementedError("");
-  }
-  absl::StatusOr<query::SymbolsResult> Symbols(const std::string&, const query::SymbolsOptions&) override {
     return absl::UnimplementedError("");
   }
   absl::StatusOr<query::FramesResult> Frames(const std::string&, const query::FramesContext&,
