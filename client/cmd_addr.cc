@@ -95,9 +95,9 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   bool hinted = false;
   auto hint = [&] {
     hinted = true;
-    auto index = (*api)->Index({.details = false});
-    if (!index.ok()) return;
-    for (const auto& ts : index->targets) {
+    auto status = (*api)->Ask<query::IndexStatus>({.index = true, .addr_maps_only = true});
+    if (!status.ok() || !status->index) return;
+    for (const auto& ts : status->index->targets) {
       const query::AddrMapState& am = ts.addr_map;
       if (ts.summary.info.name != target_name ||
           (am.status != query::AddrMapStatus::kMissing && am.status != query::AddrMapStatus::kInvalid)) {

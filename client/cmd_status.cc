@@ -172,9 +172,9 @@ void PrintTarget(const query::TargetState& ts, const std::string& map_line, bool
 }
 
 // A fleet replica's kernels by build-ID (through a daemon with --fleet-cache only).
-nlohmann::json FleetJson(const query::IndexState& index) {
+nlohmann::json FleetJson(const query::ServerState& server) {
   nlohmann::json jk = nlohmann::json::array();
-  for (const query::FleetKernelState& k : index.fleet_kernels) {
+  for (const query::FleetKernelState& k : server.fleet_kernels) {
     jk.push_back({{"build_id", k.build_id},
                   {"state", k.state},
                   {"bytes", k.bytes},
@@ -184,14 +184,14 @@ nlohmann::json FleetJson(const query::IndexState& index) {
                   {"idle_seconds", k.idle_seconds},
                   {"error", k.error}});
   }
-  return {{"cache", index.fleet_cache}, {"kernels", jk}};
+  return {{"cache", server.fleet_cache}, {"kernels", jk}};
 }
 
-void PrintFleet(const query::IndexState& index) {
-  if (!index.fleet_cache.empty()) {
-    fmt::print("\nfleet cache {}: {} kernel(s)\n", index.fleet_cache, index.fleet_kernels.size());
+void PrintFleet(const query::ServerState& server) {
+  if (!server.fleet_cache.empty()) {
+    fmt::print("\nfleet cache {}: {} kernel(s)\n", server.fleet_cache, server.fleet_kernels.size());
   }
-  for (const query::FleetKernelState& k : index.fleet_kernels) {
+  for (const query::FleetKernelState& k : server.fleet_kernels) {
     fmt::print("  {} {:<9} {:>6.1f} MB  {} modules{}  indexed in {:.1f} s, idle {:.0f} s{}\n", k.build_id, k.state,
                static_cast<double>(k.bytes) / 1e6, k.modules,
                k.modules_failed ? fmt::format(" ({} failed)", k.modules_failed) : "", k.index_seconds, k.idle_seconds,
@@ -201,24 +201,26 @@ void PrintFleet(const query::IndexState& index) {
 
 // The daemon's live target (through a daemon that tracks the live host only): how it follows
 // the host, and whether it is behind because its last re-index failed.
-bool Tracked(const query::IndexState& index) { return !index.live_tracking.empty() && index.live_tracking != "off"; }
+bool Tracked(const query::ServerState& server) {
+  return !server.live_tracking.empty() && server.live_tracking != "off";
+}
 
-nlohmann::json LiveJson(const query::IndexState& index) {
+nlohmann::json LiveJson(const query::ServerState& server) {
   nlohmann::json jb = nullptr;
-  if (const auto& behind = index.live_behind) {
+  if (const auto& behind = server.live_behind) {
     jb = {{"since", behind->since},
           {"attempt", behind->attempt},
           {"error", behind->error},
           {"failures", behind->failures},
           {"next_attempt", behind->next_attempt}};
   }
-  return {{"tracking", index.live_tracking}, {"updates", index.live_updates}, {"behind", jb}};
+  return {{"tracking", server.live_tracking}, {"updates", server.live_updates}, {"behind", jb}};
 }
 
-void PrintLive(const query::IndexState& index) {
-  fmt::print("\nlive tracking     {}; {} re-index(es) applied since the daemon started\n", index.live_tracking,
-             index.live_updates);
-  if (const auto& behind = index.live_behind) {
+void PrintLive(const query::ServerState& server) {
+  fmt::print("\nlive tracking     {}; {} re-index(es) applied since the daemon started\n", server.live_tracking,
+             server.live_updates);
+  if (const auto& behind = server.live_behind) {
     fmt::print("  BEHIND the host since {}: re-index ({}) failed, {} attempt(s): {}\n", FormatTime(behind->since),
                behind->attempt, behind->failures, behind->error);
     fmt::print("  the index holds the state before it; {}\n",
@@ -232,8 +234,11 @@ void PrintLive(const query::IndexState& index) {
 int RunStatus(const GlobalOptions& g, bool verbose) {
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
-  auto index = (*api)->Index({.check_integrity = true});
-  if (!index.ok()) return Fail(g, index.status());
+  auto status = (*api)->Ask<query::IndexStatus>({.index = true, .check_integrity = true});
+  if (!status.ok()) return Fail(g, status.status());
+  if (!status->index) return Fail(g, absl::DataLossError("the answer holds no index state"));
+  const query::IndexState* index = &*status->index;
+  const query::ServerState& server = status->server;
   if (g.json) {
     nlohmann::json jt = nlohmann::json::array();
     for (const auto& ts : index->targets) jt.push_back(TargetJson(ts, AddrMapOf(ts.addr_map, verbose).first));
@@ -242,8 +247,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
                         {"integrity", index->integrity_checked ? "ok" : "unchecked"},
                         {"addr_map_temp_files", index->addr_map_temp_files},
                         {"targets", jt}};
-    if (!index->fleet_cache.empty()) j["fleet"] = FleetJson(*index);
-    if (Tracked(*index)) j["live"] = LiveJson(*index);
+    if (!server.fleet_cache.empty()) j["fleet"] = FleetJson(server);
+    if (Tracked(server)) j["live"] = LiveJson(server);
     PrintJson(j);
     return kFound;
   }
@@ -256,8 +261,8 @@ int RunStatus(const GlobalOptions& g, bool verbose) {
   }
   if (index->targets.empty()) fmt::print("no targets: run 'symdex index'\n");
   for (const auto& ts : index->targets) PrintTarget(ts, AddrMapOf(ts.addr_map, verbose).second, verbose);
-  PrintFleet(*index);
-  if (Tracked(*index)) PrintLive(*index);
+  PrintFleet(server);
+  if (Tracked(server)) PrintLive(server);
   return kFound;
 }
 

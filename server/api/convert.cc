@@ -287,69 +287,19 @@ absl::StatusOr<query::ResolveResult> ResolveFromError(const grpc::Status& s) {
   return FromGrpc(s);
 }
 
-void ToProto(const query::IndexState& s, pb::IndexState* out) {
-  out->set_database(s.database);
-  out->set_schema_version(s.schema_version);
-  out->set_integrity_checked(s.integrity_checked);
-  out->set_integrity_seconds(s.integrity_seconds);
-  for (const auto& f : s.addr_map_temp_files) out->add_addr_map_temp_files(f);
-  for (const auto& t : s.targets) {
-    pb::TargetState* ot = out->add_targets();
-    ToProto(t.summary, ot->mutable_target());
-    for (const auto& f : t.files) {
-      pb::InputFile* o = ot->add_files();
-      o->set_role(f.role);
-      o->set_path(f.path);
-      o->set_status(f.status);
-      o->set_detail(f.detail);
-      o->set_problem(f.problem);
-      for (const DroppedSymbols& d : f.dropped) {
-        pb::DroppedSymbols* od = o->add_dropped();
-        od->set_rule(d.rule);
-        od->set_count(d.count);
-      }
-    }
-    for (const auto& d : t.debuginfo) {
-      pb::DebugFile* o = ot->add_debuginfo();
-      o->set_module(d.module);
-      o->set_build_id(d.build_id);
-      o->set_status(d.status);
-      o->set_path(d.path);
-      o->set_origin(d.origin);
-      o->set_detail(d.detail);
-      o->set_usable(d.usable);
-      o->set_reader(d.reader);
-    }
-    pb::AddrMap* am = ot->mutable_addr_map();
-    am->set_status(std::string(query::AddrMapStatusName(t.addr_map.status)));
-    am->set_path(t.addr_map.path);
-    am->set_detail(t.addr_map.detail);
-  }
+void ToProto(const query::AddrMapState& a, pb::AddrMap* out) {
+  out->set_status(std::string(query::AddrMapStatusName(a.status)));
+  out->set_path(a.path);
+  out->set_detail(a.detail);
 }
 
-absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s) {
-  query::IndexState out;
-  out.database = s.database();
-  out.schema_version = s.schema_version();
-  out.integrity_checked = s.integrity_checked();
-  out.integrity_seconds = s.integrity_seconds();
-  out.addr_map_temp_files.assign(s.addr_map_temp_files().begin(), s.addr_map_temp_files().end());
-  for (const auto& t : s.targets()) {
-    query::TargetState ts;
-    ts.summary = FromProto(t.target());
-    for (const auto& f : t.files()) {
-      query::InputFileState& in =
-          ts.files.emplace_back(query::InputFileState{f.role(), f.path(), f.status(), f.detail(), f.problem()});
-      for (const auto& d : f.dropped()) in.dropped.push_back({d.rule(), d.count()});
-    }
-    for (const auto& d : t.debuginfo()) {
-      ts.debuginfo.push_back(
-          {d.module(), d.build_id(), d.status(), d.path(), d.origin(), d.detail(), d.usable(), d.reader()});
-    }
-    ASSIGN_OR_RETURN(ts.addr_map.status, query::ParseAddrMapStatus(t.addr_map().status()));
-    ts.addr_map.path = t.addr_map().path();
-    ts.addr_map.detail = t.addr_map().detail();
-    out.targets.push_back(std::move(ts));
+query::AddrMapState FromProto(const pb::AddrMap& a) {
+  query::AddrMapState out{.path = a.path(), .detail = a.detail()};
+  if (auto status = query::ParseAddrMapStatus(a.status()); status.ok()) {
+    out.status = *status;
+  } else {  // a newer daemon's word for it
+    out.status = query::AddrMapStatus::kInvalid;
+    out.detail = std::string(status.status().message());
   }
   return out;
 }

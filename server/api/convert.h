@@ -30,8 +30,8 @@ void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out)
 query::AddressInfo FromProto(const pb::AddressResult& a);
 query::AddressInfo FromProto(pb::AddressResult&& a);
 
-void ToProto(const query::IndexState& s, pb::IndexState* out);
-absl::StatusOr<query::IndexState> FromProto(const pb::IndexState& s);
+void ToProto(const query::AddrMapState& a, pb::AddrMap* out);
+query::AddrMapState FromProto(const pb::AddrMap& a);
 
 void ToProto(const query::JitFunction& l, pb::JitLoad* out);
 query::JitFunction FromProto(const pb::JitLoad& l);

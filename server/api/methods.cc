@@ -15,8 +15,8 @@ const std::vector<Method>& AllMethods() {
     query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
       v.push_back(Method{query::ServiceOf<V>(), V::kMethod, query::LabelOf<V>(), V::kHeavy, true});
     });
-    for (const Method& m : {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kStatus, rpc::kSymbolizeFrames,
-                            rpc::kSymbolizeFramesStream, rpc::kDecode, rpc::kSymbolizePprof, rpc::kJitIngest}) {
+    for (const Method& m : {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream,
+                            rpc::kDecode, rpc::kSymbolizePprof, rpc::kJitIngest}) {
       v.push_back(m);
     }
     // In the proto's order: its services', each one's RPCs' (the order the texts list them in).

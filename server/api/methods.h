@@ -24,7 +24,6 @@ struct Method {
 namespace rpc {
 inline constexpr Method kSymbolize{"SymbolService", "Symbolize", "Symbolize", true};
 inline constexpr Method kSymbolizeStream{"SymbolService", "SymbolizeStream", "SymbolizeStream", true};
-inline constexpr Method kStatus{"SymbolService", "Status", "Status", true};
 inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "SymbolizeFrames", true};
 inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream", true};
 inline constexpr Method kDecode{"SymbolService", "Decode", "Decode", true};

@@ -246,41 +246,6 @@ absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& targe
   return out;
 }
 
-absl::StatusOr<query::IndexState> RemoteQuery::Index(const query::IndexOptions& opts) {
-  pb::StatusRequest req;
-  req.set_index(true);
-  req.set_check_integrity(opts.check_integrity);
-  req.set_addr_maps_only(!opts.details);
-  pb::StatusResponse resp;
-  const Impl::Attempt a =
-      impl_->Unary("", "", [&](grpc::ClientContext& c) { return impl_->stub->Status(&c, req, &resp); });
-  const grpc::Status& s = a.status;
-  if (!s.ok()) return impl_->Error(a);
-  ASSIGN_OR_RETURN(query::IndexState out, FromProto(resp.index()));
-  out.fleet_cache = resp.fleet_cache();
-  for (const pb::FleetKernel& k : resp.fleet_kernels()) {
-    out.fleet_kernels.push_back({.build_id = k.build_id(),
-                                 .state = k.state(),
-                                 .bytes = k.bytes(),
-                                 .modules = static_cast<size_t>(k.modules()),
-                                 .modules_failed = static_cast<size_t>(k.modules_failed()),
-                                 .index_seconds = k.index_seconds(),
-                                 .idle_seconds = k.idle_seconds(),
-                                 .error = k.error()});
-  }
-  out.live_tracking = resp.live_tracking();
-  out.live_updates = resp.live_updates();
-  if (resp.has_live_behind()) {
-    const pb::LiveBehind& b = resp.live_behind();
-    out.live_behind = query::LiveBehindState{.since = b.since(),
-                                             .attempt = b.attempt(),
-                                             .error = b.error(),
-                                             .failures = b.failures(),
-                                             .next_attempt = b.next_attempt()};
-  }
-  return out;
-}
-
 absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
   return query::Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<query::AnyAnswer> {
     constexpr size_t kIndex = query::Verbs::IndexOf<V>();

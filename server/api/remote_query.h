@@ -43,7 +43,6 @@ class RemoteQuery : public query::QueryApi {
                                                    const std::vector<uint64_t>& addrs) override;
   absl::StatusOr<query::FramesResult> Frames(const std::string& target, const query::FramesContext& ctx,
                                              const std::vector<query::FrameIn>& frames) override;
-  absl::StatusOr<query::IndexState> Index(const query::IndexOptions& opts) override;
   // A verb of query/verbs.h: its request on the wire by field name (wire_fields.h), its answer
   // read back.
   absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override;

@@ -77,14 +77,13 @@ MethodName MethodOf(std::string_view service, std::string_view method) {
 }
 
 SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
-                                     std::function<void(pb::StatusResponse*)> status)
+                                     std::function<void(query::ServerState&)> status)
     : q_(router.own()), router_(router), stats_(stats), control_(control), status_(std::move(status)) {
   auto decoded_here = [this](const Method& rpc, auto method) {
     MethodName m = MethodOf(rpc.service, rpc.rpc);
     MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
   };
   decoded_here(rpc::kSymbolize, &SymbolServiceImpl::Symbolize);
-  decoded_here(rpc::kStatus, &SymbolServiceImpl::Status);
   decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
   decoded_here(rpc::kDecode, &SymbolServiceImpl::Decode);
   decoded_here(rpc::kSymbolizePprof, &SymbolServiceImpl::SymbolizePprof);
@@ -150,26 +149,6 @@ grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServ
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeRequest& r,
              pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); },
       [this, ctx](const pb::SymbolizeRequest& r) { return WaitFirst(r.target(), {}, ctx->deadline()); });
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::Status(grpc::CallbackServerContext* ctx, const pb::StatusRequest* req,
-                                                    pb::StatusResponse* resp) {
-  return Serve(ctx, control_, stats_, rpc::kStatus.label, rpc::kStatus.heavy, [=, this](const Peer& peer, auto&) {
-    query::CallerView view(q_, AccessOf(peer));
-    auto t = view.Ask<query::Targets>({});
-    if (!t.ok()) return ToGrpc(t.status());
-    for (const auto& s : t->targets) ToProto(s, resp->add_targets());
-    if (req->index()) {
-      auto index = view.Index({.check_integrity = req->check_integrity(), .details = !req->addr_maps_only()});
-      if (!index.ok()) return ToGrpc(index.status());
-      ToProto(*index, resp->mutable_index());
-    }
-    resp->set_database(q_.path());
-    resp->set_debug_files(q_.DebugFileCount());
-    resp->set_requests_served(stats_.served());
-    if (status_) status_(resp);
-    return grpc::Status::OK;
-  });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -55,10 +55,10 @@ struct CallControl {
 
 class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackService {
  public:
-  // `status` fills the daemon-level fields of StatusResponse (version, uptime, live tracking).
+  // `status` fills what a Status answer says of the daemon (version, start, live tracking, fleet).
   // `router` picks the index of each call (router.h: the own one, or a fleet kernel's).
   SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
-                    std::function<void(::symdex::v1::StatusResponse*)> status);
+                    std::function<void(query::ServerState&)> status);
 
   grpc::ServerUnaryReactor* Symbolize(grpc::CallbackServerContext* ctx, const ::symdex::v1::SymbolizeRequest* req,
                                       ::symdex::v1::SymbolizeResponse* resp) override;
@@ -74,8 +74,6 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   grpc::ServerUnaryReactor* SymbolizePprof(grpc::CallbackServerContext* ctx,
                                            const ::symdex::v1::SymbolizePprofRequest* req,
                                            ::symdex::v1::SymbolizePprofResponse* resp) override;
-  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* ctx, const ::symdex::v1::StatusRequest* req,
-                                   ::symdex::v1::StatusResponse* resp) override;
 
   // The symbolize step shared by Symbolize and SymbolizeStream: in slices, so a cancelled call
   // stops within one slice, all from one index generation.
@@ -106,7 +104,7 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   QueryRouter& router_;
   RpcStats& stats_;
   CallControl control_;
-  std::function<void(::symdex::v1::StatusResponse*)> status_;
+  std::function<void(query::ServerState&)> status_;
 };
 
 // JitService: the JIT verbs of query/verbs.h (served by `symbols`, as every verb is) and Ingest,

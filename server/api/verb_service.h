@@ -31,6 +31,11 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
           // The wire's answer names one copy; none or several go as the status (convert.h).
           if (const query::ResolveResult& r = V::Resolved(*a); r.matches.size() != 1) return ResolveError(req->spec, r);
         }
+        if constexpr (requires { V::ServerPart(*a); }) {  // what the daemon says of itself
+          query::ServerState& server = V::ServerPart(*a);
+          server.requests_served = stats_.served();
+          if (status_) status_(server);
+        }
         if constexpr (requires { V::NotFoundMessage(*a); }) {
           if (std::string m = V::NotFoundMessage(*a); !m.empty()) return grpc::Status(grpc::StatusCode::NOT_FOUND, m);
         }

@@ -81,6 +81,8 @@ struct HandWired<query::CanonicalMatch> : ByHand<query::CanonicalMatch, pb::Matc
 template <>
 struct HandWired<query::BuildIdAnswer> : ByHand<query::BuildIdAnswer, pb::LookupBuildIdResponse> {};
 template <>
+struct HandWired<query::AddrMapState> : ByHand<query::AddrMapState, pb::AddrMap> {};
+template <>
 struct HandWired<query::JitFunction> : ByHand<query::JitFunction, pb::JitLoad> {};
 template <>
 struct HandWired<query::JitAddrResult> : ByHand<query::JitAddrResult, pb::JitAddrResult> {};

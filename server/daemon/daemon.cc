@@ -87,29 +87,19 @@ void Daemon::Housekeeping() {
   }
 }
 
-void Daemon::FillStatus(::symdex::v1::StatusResponse* r) {
-  r->set_version(SYMDEX_VERSION);
-  r->set_started_at(started_at);
-  r->set_live_tracking(live_tracking);
-  r->set_live_updates(live_updates.load());
+void Daemon::FillStatus(query::ServerState& r) {
+  r.version = SYMDEX_VERSION;
+  r.started_at = started_at;
+  r.live_tracking = live_tracking;
+  r.live_updates = live_updates.load();
   {
     std::lock_guard<std::mutex> l(live_mu);
-    if (live_behind) *r->mutable_live_behind() = *live_behind;
+    r.live_behind = live_behind;
   }
   if (kernels) {
-    r->set_fleet_cache(opts.fleet_cache);
-    r->set_fleet_waiting(kernels->waiting());
-    for (const fleet::KernelEntryState& k : kernels->State()) {
-      auto* p = r->add_fleet_kernels();
-      p->set_build_id(k.build_id);
-      p->set_state(k.state);
-      p->set_bytes(k.bytes);
-      p->set_modules(k.modules);
-      p->set_modules_failed(k.modules_failed);
-      p->set_index_seconds(k.index_seconds);
-      p->set_idle_seconds(k.idle_seconds);
-      p->set_error(k.error);
-    }
+    r.fleet_cache = opts.fleet_cache;
+    r.fleet_waiting = kernels->waiting();
+    r.fleet_kernels = kernels->State();
   }
 }
 
@@ -133,7 +123,7 @@ void Daemon::CollectMetrics(metrics::Registry& reg) {
     std::lock_guard<std::mutex> l(live_mu);
     reg.GetGauge("symdex_live_behind_since_seconds",
                  "Unix time since which the live target is behind the host (its re-index failing); 0: current")
-        .Set(live_behind ? static_cast<double>(live_behind->since()) : 0);
+        .Set(live_behind ? static_cast<double>(live_behind->since) : 0);
   }
   reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)")
       .Set(static_cast<double>(query->DebugFileCount()));
@@ -354,7 +344,7 @@ std::optional<StartError> Listen(Serving& s, const DaemonOptions& opts) {
 std::optional<StartError> StartServing(Daemon& d, Serving& s, const DaemonOptions& opts) {
   const CallControl control{&*s.policy, &s.peers, &*s.limiter, &*s.pool, s.wait_pool.get()};
   s.router.emplace(*d.query, d.kernels.get());
-  s.symbols.emplace(*s.router, d.stats, control, [&d](::symdex::v1::StatusResponse* r) { d.FillStatus(r); });
+  s.symbols.emplace(*s.router, d.stats, control, [&d](query::ServerState& r) { d.FillStatus(r); });
   s.ingester.emplace(*d.writer, d.writer_mu);
   s.jits.emplace(*s.symbols, *s.ingester);
   s.builder.RegisterService(&*s.symbols);

@@ -77,7 +77,7 @@ struct Daemon {
   std::atomic<int64_t> live_updates{0};
   // The live target is behind the host: the last re-index failed (Status's live_behind).
   std::mutex live_mu;
-  std::optional<::symdex::v1::LiveBehind> live_behind;
+  std::optional<query::LiveBehindState> live_behind;
   std::atomic<bool> reindex_requested{false};
   std::string live_tracking = "off";
   int64_t started_at = std::time(nullptr);
@@ -107,7 +107,7 @@ struct Daemon {
   // Gives back the memory of debug files nobody has needed for a while.
   void Housekeeping();
   // The daemon's own part of Status: version, live tracking, the fleet cache's kernels.
-  void FillStatus(::symdex::v1::StatusResponse* r);
+  void FillStatus(query::ServerState& r);
   // The gauges read when /metrics is scraped.
   void CollectMetrics(metrics::Registry& reg);
 };

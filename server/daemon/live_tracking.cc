@@ -64,14 +64,11 @@ void Daemon::SetLiveBehind(const std::string& why, const absl::Status& s, double
     return;
   }
   const int64_t now = std::time(nullptr);
-  if (!live_behind) {
-    live_behind.emplace();
-    live_behind->set_since(now);
-  }
-  live_behind->set_attempt(why);
-  live_behind->set_error(std::string(s.message()));
-  live_behind->set_failures(live_behind->failures() + 1);
-  live_behind->set_next_attempt(retry_in < 0 ? 0 : now + static_cast<int64_t>(std::ceil(retry_in)));
+  if (!live_behind) live_behind = query::LiveBehindState{.since = now};
+  live_behind->attempt = why;
+  live_behind->error = std::string(s.message());
+  ++live_behind->failures;
+  live_behind->next_attempt = retry_in < 0 ? 0 : now + static_cast<int64_t>(std::ceil(retry_in));
 }
 
 // /proc/modules as a name -> "address state" map.

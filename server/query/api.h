@@ -36,75 +36,6 @@ struct SymbolizeResult {
   std::vector<std::shared_ptr<const AddressInfo>> results;
 };
 
-// What `symdex status` reports: the index, each target's inputs and their problems.
-struct InputFileState {
-  std::string role, path, status, detail;
-  bool problem = false;  // worth showing without --verbose
-  // Symbols it lists that the index left out, as the kernel does, by rule (ingest/kallsyms.h).
-  std::vector<DroppedSymbols> dropped;
-};
-struct DebugFileState {
-  std::string module;  // "" = vmlinux
-  std::string build_id, status, path, origin, detail;
-  bool usable = false;  // its DWARF answers queries (used or cached)
-  std::string reader;   // which reader read its DWARF (dwarf_index.h DwarfIndex::reader)
-};
-// vmlinux's address map (debuginfo/symbolize/addr_map.h) next to the index.
-enum class AddrMapStatus { kNone, kPresent, kMissing, kInvalid };  // kNone: no vmlinux debug file to map
-std::string_view AddrMapStatusName(AddrMapStatus s);               // "", present, missing, invalid
-absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name);
-struct AddrMapState {
-  AddrMapStatus status = AddrMapStatus::kNone;
-  std::string path, detail;  // detail: its size, or what is wrong with it
-};
-struct TargetState {
-  TargetSummary summary;
-  std::vector<InputFileState> files;
-  std::vector<DebugFileState> debuginfo;
-  AddrMapState addr_map;
-};
-struct IndexOptions {
-  bool check_integrity = false;  // run PRAGMA quick_check first
-  // false: each target's name and address map only (no counts, input files or debug files):
-  // what `symdex addr` asks mid-stream, cheaply.
-  bool details = true;
-};
-// A kernel a fleet replica indexed on demand (symdexd --fleet-cache; fleet/kernel_cache.h).
-struct FleetKernelState {
-  std::string build_id;
-  std::string state;  // indexed | indexing | failed | on-disk (kept from an earlier run)
-  uint64_t bytes = 0;
-  size_t modules = 0, modules_failed = 0;
-  double index_seconds = 0;  // the last run
-  double idle_seconds = 0;   // since last use
-  std::string error;         // state failed: why (and for how much longer it is remembered)
-};
-// The daemon's live target is behind the host: its last re-index failed (proto LiveBehind).
-struct LiveBehindState {
-  int64_t since = 0;  // unix seconds: the first failure since the last success
-  std::string attempt, error;
-  int64_t failures = 0;
-  int64_t next_attempt = 0;  // unix seconds; 0: none scheduled
-};
-struct IndexState {
-  std::string database;
-  int64_t schema_version = -1;
-  // PRAGMA quick_check ran to the end (a damaged index is an error instead); false: it ran
-  // over its time limit, or was not asked for.
-  bool integrity_checked = false;
-  double integrity_seconds = 0;                  // the time limit it had
-  std::vector<std::string> addr_map_temp_files;  // "PATH (why, N s old)"
-  std::vector<TargetState> targets;
-  // Through a daemon with --fleet-cache: its kernels by build-ID (empty otherwise).
-  std::string fleet_cache;
-  std::vector<FleetKernelState> fleet_kernels;
-  // Through a daemon that tracks the live host: how, the re-indexes applied since it started,
-  // and whether the live target is behind (empty / 0 / nullopt otherwise).
-  std::string live_tracking;
-  int64_t live_updates = 0;
-  std::optional<LiveBehindState> live_behind;
-};
-
 // Limits both implementations enforce, so a hostile request is refused the same way anywhere.
 // Every string a request carries has one; a refusal names the field and the limit, never echoes
 // the value.
@@ -129,8 +60,6 @@ class QueryApi {
   // Frames from another host running this target's kernel (answers.h: the forms, which are exact).
   virtual absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                               const std::vector<FrameIn>& frames) = 0;
-  // The index and every target's state.
-  virtual absl::StatusOr<IndexState> Index(const IndexOptions& opts) = 0;
 
   // A verb declared in verbs.h, asked of this implementation; a list longer than one request may
   // carry (the verb's kParts) asked in parts, their answers merged.

@@ -79,14 +79,6 @@ absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const
   return q_.Frames(target, ctx, frames);
 }
 
-absl::StatusOr<IndexState> CallerView::Index(const IndexOptions& opts) {
-  ASSIGN_OR_RETURN(auto r, q_.Index(opts));
-  for (auto& t : r.targets) {
-    if (HidesAddresses(access_, t.summary.info)) ForgetKernelBase(t.summary.info);
-  }
-  return r;
-}
-
 namespace {
 // The one target an answer is about (nullptr: an answer about several, as Targets').
 template <class V>

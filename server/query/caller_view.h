@@ -42,7 +42,6 @@ class CallerView : public QueryApi {
   absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
-  absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
   // A verb of verbs.h, under its kAccess.
   absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) override;
 

@@ -150,6 +150,17 @@ absl::StatusOr<SymbolsResult> LocalQuery::Symbols(const std::string& target, con
   });
 }
 
+absl::StatusOr<StatusAnswer> IndexStatus::Local(LocalQuery& q, const StatusRequest& r) {
+  StatusAnswer out;
+  if (r.index) {  // first: a damaged index is said by its quick_check
+    ASSIGN_OR_RETURN(out.index, q.Index({.check_integrity = r.check_integrity, .details = !r.addr_maps_only}));
+  }
+  ASSIGN_OR_RETURN(out.targets, q.Targets());
+  out.database = q.path();
+  out.debug_files = q.DebugFileCount();
+  return out;
+}
+
 absl::StatusOr<IndexState> LocalQuery::Index(const IndexOptions& opts) {
   ASSIGN_OR_RETURN(auto lease, Acquire());
   store::Db& db = lease->db;

@@ -68,7 +68,8 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts);
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                       const std::vector<FrameIn>& frames) override;
-  absl::StatusOr<IndexState> Index(const IndexOptions& opts) override;
+  // The index and every target's state (the IndexStatus verb's, the fleet cache's).
+  absl::StatusOr<IndexState> Index(const IndexOptions& opts);
   // A verb of verbs.h: its Check, then its Local.
   absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) override;
   // f(db, target) on one read snapshot of the target `requested` names (the default rule for

@@ -229,6 +229,135 @@ struct ListSymbols {
   static absl::StatusOr<Answer> Joined(const Request& r, std::vector<Part>&& parts);
 };
 
+// `symdex status`: the index, each target's inputs and their problems — and, through a daemon,
+// the daemon's own state (ServerPart: what the daemon fills in; empty embedded).
+template <>
+struct FieldsOf<DroppedSymbols> {
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<DroppedSymbols, std::string>{"rule", &DroppedSymbols::rule},
+                           Field<DroppedSymbols, uint64_t>{"count", &DroppedSymbols::count});
+  }
+};
+struct InputFileState {
+  std::string role, path, status, detail;
+  bool problem = false;  // worth showing without --verbose
+  // Symbols it lists that the index left out, as the kernel does, by rule (ingest/kallsyms.h).
+  std::vector<DroppedSymbols> dropped;
+  SYMDEX_FIELDS(InputFileState, role, path, status, detail, problem, dropped)
+};
+struct DebugFileState {
+  std::string module;  // "" = vmlinux
+  std::string build_id, status, path, origin, detail;
+  bool usable = false;  // its DWARF answers queries (used or cached)
+  std::string reader;   // which reader read its DWARF (dwarf_index.h DwarfIndex::reader)
+  SYMDEX_FIELDS(DebugFileState, module, build_id, status, path, origin, detail, usable, reader)
+};
+// vmlinux's address map (debuginfo/symbolize/addr_map.h) next to the index.
+enum class AddrMapStatus { kNone, kPresent, kMissing, kInvalid };  // kNone: no vmlinux debug file to map
+std::string_view AddrMapStatusName(AddrMapStatus s);               // "", present, missing, invalid
+absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name);
+struct AddrMapState {  // on the wire by hand: its status by name
+  AddrMapStatus status = AddrMapStatus::kNone;
+  std::string path, detail;  // detail: its size, or what is wrong with it
+};
+struct TargetState {
+  TargetSummary summary;
+  std::vector<InputFileState> files;
+  std::vector<DebugFileState> debuginfo;
+  AddrMapState addr_map;
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<TargetState, TargetSummary>{"target", &TargetState::summary},
+                           Field<TargetState, std::vector<InputFileState>>{"files", &TargetState::files},
+                           Field<TargetState, std::vector<DebugFileState>>{"debuginfo", &TargetState::debuginfo},
+                           Field<TargetState, AddrMapState>{"addr_map", &TargetState::addr_map});
+  }
+};
+struct IndexOptions {
+  bool check_integrity = false;  // run PRAGMA quick_check first
+  // false: each target's name and address map only (no counts, input files or debug files):
+  // what `symdex addr` asks mid-stream, cheaply.
+  bool details = true;
+};
+struct IndexState {
+  std::string database;
+  int64_t schema_version = -1;
+  // PRAGMA quick_check ran to the end (a damaged index is an error instead); false: it ran
+  // over its time limit, or was not asked for.
+  bool integrity_checked = false;
+  double integrity_seconds = 0;                  // the time limit it had
+  std::vector<std::string> addr_map_temp_files;  // "PATH (why, N s old)"
+  std::vector<TargetState> targets;
+  SYMDEX_FIELDS(IndexState, database, schema_version, integrity_checked, integrity_seconds, addr_map_temp_files,
+                targets)
+};
+// A kernel a fleet replica indexed on demand (symdexd --fleet-cache; fleet/kernel_cache.h).
+struct FleetKernelState {
+  std::string build_id;
+  std::string state;  // indexed | indexing | failed | on-disk (kept from an earlier run)
+  uint64_t bytes = 0;
+  size_t modules = 0, modules_failed = 0;
+  double index_seconds = 0;  // the last run
+  double idle_seconds = 0;   // since last use
+  std::string error;         // state failed: why (and for how much longer it is remembered)
+  SYMDEX_FIELDS(FleetKernelState, build_id, state, bytes, modules, modules_failed, index_seconds, idle_seconds, error)
+};
+// The daemon's live target is behind the host: its last re-index failed.
+struct LiveBehindState {
+  int64_t since = 0;         // unix seconds: the first failure since the last success
+  std::string attempt;       // start | modules changed: +m -m ~m | retry[, modules changed: …] | SIGHUP
+  std::string error;         // why it failed
+  int64_t failures = 0;      // attempts failed since `since`
+  int64_t next_attempt = 0;  // unix seconds; 0: none scheduled
+  SYMDEX_FIELDS(LiveBehindState, since, attempt, error, failures, next_attempt)
+};
+// What only a daemon knows of itself.
+struct ServerState {
+  std::string version;
+  int64_t started_at = 0;  // unix seconds
+  int64_t requests_served = 0;
+  // Tracking the live host: how, the re-indexes applied since the start, and whether the live
+  // target is behind (empty / 0 / nullopt otherwise).
+  std::string live_tracking;
+  int64_t live_updates = 0;
+  std::optional<LiveBehindState> live_behind;
+  // --fleet-cache: its kernels by build-ID, and the requests waiting for an index run.
+  std::string fleet_cache;
+  std::vector<FleetKernelState> fleet_kernels;
+  int64_t fleet_waiting = 0;
+  SYMDEX_FIELDS(ServerState, version, started_at, requests_served, live_tracking, live_updates, live_behind,
+                fleet_cache, fleet_kernels, fleet_waiting)
+};
+struct StatusRequest {
+  bool index = false;            // also the index's state
+  bool check_integrity = false;  // ... after PRAGMA quick_check
+  bool addr_maps_only = false;   // ... each target's name and address map only (cheap)
+  SYMDEX_FIELDS(StatusRequest, index, check_integrity, addr_maps_only)
+};
+struct StatusAnswer {
+  std::string database;
+  std::vector<TargetSummary> targets;
+  int64_t debug_files = 0;
+  std::optional<IndexState> index;  // when asked
+  ServerState server;
+  static constexpr auto Fields() {
+    return std::make_tuple(Field<StatusAnswer, std::string>{"database", &StatusAnswer::database},
+                           Field<StatusAnswer, std::vector<TargetSummary>>{"targets", &StatusAnswer::targets},
+                           Field<StatusAnswer, int64_t>{"debug_files", &StatusAnswer::debug_files},
+                           Field<StatusAnswer, std::optional<IndexState>>{"index", &StatusAnswer::index},
+                           Field<StatusAnswer, ServerState>{"", &StatusAnswer::server});
+  }
+};
+struct IndexStatus {
+  static constexpr const char* kMethod = "Status";
+  static constexpr bool kHeavy = true;  // the index's state: every target's files (and quick_check)
+  static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
+  using Request = StatusRequest;
+  using Answer = StatusAnswer;
+  static absl::Status Check(const Request&) { return absl::OkStatus(); }
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static ServerState& ServerPart(Answer& a) { return a.server; }
+};
+
 // `symdex resolve SPEC`: the copies a spec names (query/spec.h), each with its canonical spec —
 // the one spec that names it alone. On the wire an answer names exactly one copy; none or several
 // travel as NOT_FOUND / ABORTED with the candidates in the status details (symdex.v1.Ambiguity):
@@ -690,8 +819,8 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, ListDuplicates, ListSymbols, Probe, Inlined, Lines, Vars, InlinedProbes,
-                       Callers, LookupBuildId, JitAddr, MatchJittedDsos, JitCollisions>;
+using Verbs = VerbList<Targets, Which, Resolve, ListDuplicates, ListSymbols, IndexStatus, Probe, Inlined, Lines, Vars,
+                       InlinedProbes, Callers, LookupBuildId, JitAddr, MatchJittedDsos, JitCollisions>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

@@ -244,7 +244,6 @@ class Recorder : public query::QueryApi {
                                              const std::vector<query::FrameIn>&) override {
     return absl::UnimplementedError("");
   }
-  absl::StatusOr<query::IndexState> Index(const query::IndexOptions&) override { return absl::UnimplementedError(""); }
   absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override {
     const auto* req = std::get_if<query::JitAddrRequest>(&r);
     if (req == nullptr) return absl::UnimplementedError("");
