@@ -571,6 +571,26 @@ query::DecodeRequest FromProto(const pb::DecodeRequest& req) {
   return out;
 }
 
+query::PprofRequest FromProto(const pb::SymbolizePprofRequest& req) {
+  query::PprofRequest out;
+  out.target = req.target();
+  out.kernel_build_id = req.kernel_build_id();
+  if (req.kernel_base_case() == pb::SymbolizePprofRequest::kText) out.host_text = req.text();
+  if (req.kernel_base_case() == pb::SymbolizePprofRequest::kKaslrOffset) out.kaslr_offset = req.kaslr_offset();
+  out.profile = req.profile();
+  return out;
+}
+
+void ToProto(const query::PprofResult& r, pb::SymbolizePprofResponse* out) {
+  out->set_profile(r.profile);
+  ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
+  out->set_samples(r.samples);
+  out->set_locations(r.locations);
+  out->set_kernel_locations(r.kernel_locations);
+  out->set_symbolized(r.symbolized);
+  for (const std::string& n : r.notes) out->add_notes(n);
+}
+
 void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out) {
   ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
   out->set_target_reason(r.target_reason);

@@ -54,6 +54,8 @@ void ToProto(const query::FrameAnswer& a, pb::FrameResult* out);
 query::FrameAnswer FromProto(const pb::FrameResult& p);
 query::DecodeRequest FromProto(const pb::DecodeRequest& req);
 void ToProto(const query::DecodeResult& r, pb::DecodeResponse* out);
+query::PprofRequest FromProto(const pb::SymbolizePprofRequest& req);
+void ToProto(const query::PprofResult& r, pb::SymbolizePprofResponse* out);
 
 // absl codes map 1:1 onto gRPC codes (same numbering); the message is kept.
 grpc::Status ToGrpc(const absl::Status& s);

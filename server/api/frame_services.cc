@@ -1,7 +1,6 @@
 // SymbolizeFrames and its stream: frames from another host (query/answers.h: which forms are exact), answered by the
 // index the router picks — for a kernel named by build-ID on a --fleet-cache daemon, that
-// kernel's, fetched and indexed on first use with the modules the request names. Decode: a whole
-// log's frames (query/decode.h), the same way.
+// kernel's, fetched and indexed on first use with the modules the request names.
 #include "server/api/convert.h"
 #include "server/api/methods.h"
 #include "server/api/serve.h"
@@ -66,77 +65,6 @@ SymbolServiceImpl::SymbolizeFramesStream(grpc::CallbackServerContext* ctx) {
       [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeFramesRequest& r,
              pb::SymbolizeFramesResponse* out) { return DoFrames(peer, c, r, out); },
       [this, ctx](const pb::SymbolizeFramesRequest& r) { return FramesWaitFirst(*this, r, ctx->deadline()); });
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::Decode(grpc::CallbackServerContext* ctx, const pb::DecodeRequest* req,
-                                                    pb::DecodeResponse* resp) {
-  // Charged as the frames a log of this size could hold (a frame line is 20 bytes or more).
-  const size_t weight = std::min(query::kMaxAddressesPerRequest, req->log().size() / 20 + 1);
-  const std::string routed = req->target().empty() && !req->kernel_build_id().empty()
-                                 ? StrCat(query::kBuildIdTargetPrefix, Lower(req->kernel_build_id()))
-                                 : req->target();
-  // Modules the log names with build-IDs: a fleet replica fetches them by those.
-  const absl::StatusOr<std::vector<query::FrameModule>> modules = query::DecodeModules(req->log());
-  return Serve(
-      ctx, control(), stats(), rpc::kDecode.label, rpc::kDecode.heavy,
-      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
-        auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, weight);
-        if (!unread.ok()) return ToGrpc(unread.status());
-        holds.push_back(std::move(*unread));
-        query::DecodeRequest dr = FromProto(*req);
-        if (absl::Status s = query::CheckFramesRequest({dr.kernel_build_id, dr.host_text, dr.kaslr_offset, {}}, 0);
-            !s.ok()) {
-          return ToGrpc(s);
-        }
-        if (!modules.ok()) return ToGrpc(modules.status());
-        auto q = router().For(routed, *modules, ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        query::CallerView view(**q, AccessOf(peer));
-        auto r = query::Decode(view, dr);
-        if (!r.ok()) return ToGrpc(r.status());
-        ToProto(*r, resp);
-        return grpc::Status::OK;
-      },
-      routed.empty() || !modules.ok() ? nullptr : WaitFirst(routed, *modules, ctx->deadline()));
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::SymbolizePprof(grpc::CallbackServerContext* ctx,
-                                                            const pb::SymbolizePprofRequest* req,
-                                                            pb::SymbolizePprofResponse* resp) {
-  // Charged as the locations a profile of this size could hold (a location is 6 bytes or more).
-  const size_t weight = std::min(query::kMaxAddressesPerRequest, req->profile().size() / 6 + 1);
-  const std::string routed = req->target().empty() && !req->kernel_build_id().empty()
-                                 ? StrCat(query::kBuildIdTargetPrefix, Lower(req->kernel_build_id()))
-                                 : req->target();
-  return Serve(
-      ctx, control(), stats(), rpc::kSymbolizePprof.label, rpc::kSymbolizePprof.heavy,
-      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
-        auto unread = control().limiter->Take(peer, Limiter::Kind::kAddresses, weight);
-        if (!unread.ok()) return ToGrpc(unread.status());
-        holds.push_back(std::move(*unread));
-        query::PprofRequest pr;
-        pr.target = req->target();
-        pr.kernel_build_id = req->kernel_build_id();
-        if (req->kernel_base_case() == pb::SymbolizePprofRequest::kText) pr.host_text = req->text();
-        if (req->kernel_base_case() == pb::SymbolizePprofRequest::kKaslrOffset) {
-          pr.kaslr_offset = req->kaslr_offset();
-        }
-        pr.profile = req->profile();
-        auto q = router().For(routed, {}, ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        query::CallerView view(**q, AccessOf(peer));
-        auto r = query::SymbolizePprof(view, pr);
-        if (!r.ok()) return ToGrpc(r.status());
-        resp->set_profile(std::move(r->profile));
-        ToProto(query::TargetSummary{r->target, {}}, resp->mutable_target_info());
-        resp->set_samples(r->samples);
-        resp->set_locations(r->locations);
-        resp->set_kernel_locations(r->kernel_locations);
-        resp->set_symbolized(r->symbolized);
-        for (const std::string& n : r->notes) resp->add_notes(n);
-        return grpc::Status::OK;
-      },
-      routed.empty() ? nullptr : WaitFirst(routed, {}, ctx->deadline()));
 }
 
 }  // namespace symdex::api

@@ -16,7 +16,7 @@ const std::vector<Method>& AllMethods() {
       v.push_back(Method{query::ServiceOf<V>(), V::kMethod, query::LabelOf<V>(), V::kHeavy, true});
     });
     for (const Method& m : {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream,
-                            rpc::kDecode, rpc::kSymbolizePprof, rpc::kJitIngest}) {
+                            rpc::kJitIngest}) {
       v.push_back(m);
     }
     // In the proto's order: its services', each one's RPCs' (the order the texts list them in).

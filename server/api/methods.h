@@ -26,8 +26,6 @@ inline constexpr Method kSymbolize{"SymbolService", "Symbolize", "Symbolize", tr
 inline constexpr Method kSymbolizeStream{"SymbolService", "SymbolizeStream", "SymbolizeStream", true};
 inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "SymbolizeFrames", true};
 inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream", true};
-inline constexpr Method kDecode{"SymbolService", "Decode", "Decode", true};
-inline constexpr Method kSymbolizePprof{"SymbolService", "SymbolizePprof", "SymbolizePprof", true};
 inline constexpr Method kJitIngest{"JitService", "Ingest", "JitIngest", true};
 }  // namespace rpc
 

@@ -250,58 +250,63 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
   return query::Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<query::AnyAnswer> {
     constexpr size_t kIndex = query::Verbs::IndexOf<V>();
     const typename V::Request& req = std::get<kIndex>(r);
-    const VerbWire& w = WireOf<V>();
-    google::protobuf::Arena arena;
-    google::protobuf::Message* in = w.request->New(&arena);
-    google::protobuf::Message* out = w.response->New(&arena);
-    ToWire(req, in);
-    std::string target;
-    if constexpr (requires { req.target; }) target = req.target;
-    if constexpr (requires { typename V::Part; }) {
-      // A stream of parts, read to its end, then joined.
-      const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING);
-      grpc::ClientContext ctx;
-      impl_->Prepare(ctx, target);
-      std::unique_ptr<grpc::ClientReader<google::protobuf::Message>> reader(
-          grpc::internal::ClientReaderFactory<google::protobuf::Message>::Create(impl_->channel.get(), method, &ctx,
-                                                                                 *in));
-      std::vector<typename V::Part> parts;
-      while (reader->Read(out)) {
-        FromWire(*out, &parts.emplace_back());
-        out->Clear();
-      }
-      if (grpc::Status s = reader->Finish(); !s.ok()) return impl_->Error(s, ctx);
-      auto joined = V::Joined(req, std::move(parts));
-      if (!joined.ok()) {
-        return absl::Status(joined.status().code(),
-                            StrCat("symdexd at ", impl_->opts.address, " ", joined.status().message()));
-      }
-      return query::AnyAnswer(std::in_place_index<kIndex>, std::move(*joined));
+    if constexpr (requires { V::Composed(*this, req); }) {  // over this client's own calls
+      ASSIGN_OR_RETURN(typename V::Answer a, V::Composed(*this, req));
+      return query::AnyAnswer(std::in_place_index<kIndex>, std::move(a));
     } else {
-      const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
-      const Impl::Attempt a = impl_->Unary(target, "", [&](grpc::ClientContext& c) {
-        out->Clear();
-        return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
-            impl_->channel.get(), method, &c, *in, out);
-      });
-      typename V::Answer answer;
-      if constexpr (requires { V::Resolved(answer); }) {
-        // No copy, or several: the status carries the candidates (convert.h ResolveError).
-        const grpc::StatusCode code = a.status.error_code();
-        if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
-          ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
-          return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+      const VerbWire& w = WireOf<V>();
+      google::protobuf::Arena arena;
+      google::protobuf::Message* in = w.request->New(&arena);
+      google::protobuf::Message* out = w.response->New(&arena);
+      ToWire(req, in);
+      std::string target;
+      if constexpr (requires { req.target; }) target = req.target;
+      if constexpr (requires { typename V::Part; }) {
+        // A stream of parts, read to its end, then joined.
+        const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING);
+        grpc::ClientContext ctx;
+        impl_->Prepare(ctx, target);
+        std::unique_ptr<grpc::ClientReader<google::protobuf::Message>> reader(
+            grpc::internal::ClientReaderFactory<google::protobuf::Message>::Create(impl_->channel.get(), method, &ctx,
+                                                                                   *in));
+        std::vector<typename V::Part> parts;
+        while (reader->Read(out)) {
+          FromWire(*out, &parts.emplace_back());
+          out->Clear();
         }
-      }
-      if constexpr (requires { V::Empty(req); }) {
-        // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
-        if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
-          return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
+        if (grpc::Status s = reader->Finish(); !s.ok()) return impl_->Error(s, ctx);
+        auto joined = V::Joined(req, std::move(parts));
+        if (!joined.ok()) {
+          return absl::Status(joined.status().code(),
+                              StrCat("symdexd at ", impl_->opts.address, " ", joined.status().message()));
         }
+        return query::AnyAnswer(std::in_place_index<kIndex>, std::move(*joined));
+      } else {
+        const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
+        const Impl::Attempt a = impl_->Unary(target, "", [&](grpc::ClientContext& c) {
+          out->Clear();
+          return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
+              impl_->channel.get(), method, &c, *in, out);
+        });
+        typename V::Answer answer;
+        if constexpr (requires { V::Resolved(answer); }) {
+          // No copy, or several: the status carries the candidates (convert.h ResolveError).
+          const grpc::StatusCode code = a.status.error_code();
+          if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
+            ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
+            return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+          }
+        }
+        if constexpr (requires { V::Empty(req); }) {
+          // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
+          if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
+            return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
+          }
+        }
+        if (!a.status.ok()) return impl_->Error(a);
+        FromWire(*out, &answer);
+        return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
       }
-      if (!a.status.ok()) return impl_->Error(a);
-      FromWire(*out, &answer);
-      return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
     }
   });
 }

@@ -85,8 +85,6 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
   };
   decoded_here(rpc::kSymbolize, &SymbolServiceImpl::Symbolize);
   decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
-  decoded_here(rpc::kDecode, &SymbolServiceImpl::Decode);
-  decoded_here(rpc::kSymbolizePprof, &SymbolServiceImpl::SymbolizePprof);
   ForEachVerbHandler(*this, "SymbolService",
                      [this](int index, auto* handler) { MarkMethodRawCallback(index, handler); });
 }

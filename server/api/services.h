@@ -69,11 +69,6 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
                                             ::symdex::v1::SymbolizeFramesResponse* resp) override;
   grpc::ServerBidiReactor<::symdex::v1::SymbolizeFramesRequest, ::symdex::v1::SymbolizeFramesResponse>*
   SymbolizeFramesStream(grpc::CallbackServerContext* ctx) override;
-  grpc::ServerUnaryReactor* Decode(grpc::CallbackServerContext* ctx, const ::symdex::v1::DecodeRequest* req,
-                                   ::symdex::v1::DecodeResponse* resp) override;
-  grpc::ServerUnaryReactor* SymbolizePprof(grpc::CallbackServerContext* ctx,
-                                           const ::symdex::v1::SymbolizePprofRequest* req,
-                                           ::symdex::v1::SymbolizePprofResponse* resp) override;
 
   // The symbolize step shared by Symbolize and SymbolizeStream: in slices, so a cancelled call
   // stops within one slice, all from one index generation.

@@ -18,12 +18,28 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
                                                        google::protobuf::Message* out) {
   auto req = std::make_shared<typename V::Request>();
   FromWire(in, req.get());
-  std::string target;
-  if constexpr (requires { req->target; }) target = req->target;
+  query::VerbRoute route;
+  if constexpr (requires { V::RouteOf(*req); }) {
+    route = V::RouteOf(*req);
+  } else if constexpr (requires { req->target; }) {
+    route.target = req->target;
+  }
+  const bool waits = !route.target.empty() && route.modules.ok();
+  std::function<void()> wait_first = waits ? WaitFirst(route.target, *route.modules, ctx->deadline()) : nullptr;
   return Serve(
-      ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || Fleet(target),
-      [=, this](const Peer& peer, auto&) {
-        auto q = router_.For(target, {}, ctx->deadline());
+      ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || Fleet(route.target),
+      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
+        if constexpr (requires { V::Weight(*req); }) {  // counted until the answer is read
+          auto unread = control_.limiter->Take(peer, Limiter::Kind::kAddresses, V::Weight(*req));
+          if (!unread.ok()) return ToGrpc(unread.status());
+          holds.push_back(std::move(*unread));
+        }
+        if constexpr (requires { V::RouteOf(*req); }) {  // refused before anything is fetched for it
+          if (absl::Status s = V::Check(*req); !s.ok()) return ToGrpc(s);
+          if (!route.modules.ok()) return ToGrpc(route.modules.status());
+        }
+        auto q = router_.For(route.target, route.modules.ok() ? *route.modules : std::vector<query::FrameModule>{},
+                             ctx->deadline());
         if (!q.ok()) return ToGrpc(q.status());
         auto a = query::CallerView(**q, AccessOf(peer)).template AskWhole<V>(*req);
         if (!a.ok()) return ToGrpc(a.status());
@@ -42,7 +58,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
         ToWire(*a, out);
         return grpc::Status::OK;
       },
-      WaitFirst(target, {}, ctx->deadline()));
+      std::move(wait_first));
 }
 
 // A verb whose answer is a stream of parts (V::Part): the answer computed on the pool (the heavy

@@ -80,6 +80,16 @@ template <>
 struct HandWired<query::CanonicalMatch> : ByHand<query::CanonicalMatch, pb::Match> {};
 template <>
 struct HandWired<query::BuildIdAnswer> : ByHand<query::BuildIdAnswer, pb::LookupBuildIdResponse> {};
+// The composed verbs' (a client composes them over its own calls: only the daemon reads their
+// requests and writes their answers).
+template <>
+struct HandWired<query::DecodeRequest> : ByHand<query::DecodeRequest, pb::DecodeRequest> {};
+template <>
+struct HandWired<query::DecodeResult> : ByHand<query::DecodeResult, pb::DecodeResponse> {};
+template <>
+struct HandWired<query::PprofRequest> : ByHand<query::PprofRequest, pb::SymbolizePprofRequest> {};
+template <>
+struct HandWired<query::PprofResult> : ByHand<query::PprofResult, pb::SymbolizePprofResponse> {};
 template <>
 struct HandWired<query::AddrMapState> : ByHand<query::AddrMapState, pb::AddrMap> {};
 template <>

@@ -106,6 +106,11 @@ absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
     if constexpr (V::kAccess == VerbAccess::kHideAddresses && requires { req.spec; }) {
       RETURN_IF_ERROR(CheckSpec(req.target, req.spec));
     }
+    if constexpr (requires { V::Composed(*this, req); }) {  // each verb it asks is this view's
+      RETURN_IF_ERROR(V::Check(req));
+      ASSIGN_OR_RETURN(typename V::Answer a, V::Composed(*this, req));
+      return AnyAnswer(std::in_place_index<Verbs::IndexOf<V>()>, std::move(a));
+    }
     ASSIGN_OR_RETURN(AnyAnswer any, q_.Call(r));
     if constexpr (requires(typename V::Answer & a) { V::HidePrivileged(a); }) {
       if (access_ != AddressAccess::kAbsolute) V::HidePrivileged(std::get<Verbs::IndexOf<V>()>(any));

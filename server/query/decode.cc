@@ -190,4 +190,22 @@ absl::StatusOr<DecodeResult> Decode(QueryApi& api, const DecodeRequest& req) {
   return out;
 }
 
+VerbRoute RouteByBuildId(const std::string& target, const std::string& kernel_build_id) {
+  if (!target.empty() || kernel_build_id.empty()) return {target};
+  return {StrCat(kBuildIdTargetPrefix, Lower(kernel_build_id))};
+}
+
+absl::Status DecodeLog::Check(const DecodeRequest& r) {
+  return CheckFramesRequest({r.kernel_build_id, r.host_text, r.kaslr_offset, {}}, 0);
+}
+
+absl::StatusOr<DecodeResult> DecodeLog::Composed(QueryApi& api, const DecodeRequest& r) { return Decode(api, r); }
+
+// Modules the log names with build-IDs: a fleet replica fetches them by those.
+VerbRoute DecodeLog::RouteOf(const DecodeRequest& r) {
+  VerbRoute route = RouteByBuildId(r.target, r.kernel_build_id);
+  route.modules = DecodeModules(r.text);
+  return route;
+}
+
 }  // namespace symdex::query

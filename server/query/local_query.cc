@@ -517,8 +517,13 @@ absl::StatusOr<AnyAnswer> LocalQuery::Call(const AnyRequest& r) {
     constexpr size_t kIndex = Verbs::IndexOf<V>();
     const typename V::Request& req = std::get<kIndex>(r);
     RETURN_IF_ERROR(V::Check(req));
-    ASSIGN_OR_RETURN(typename V::Answer a, V::Local(*this, req));
-    return AnyAnswer(std::in_place_index<kIndex>, std::move(a));
+    if constexpr (requires { V::Composed(*this, req); }) {
+      ASSIGN_OR_RETURN(typename V::Answer a, V::Composed(*this, req));
+      return AnyAnswer(std::in_place_index<kIndex>, std::move(a));
+    } else {
+      ASSIGN_OR_RETURN(typename V::Answer a, V::Local(*this, req));
+      return AnyAnswer(std::in_place_index<kIndex>, std::move(a));
+    }
   });
 }
 

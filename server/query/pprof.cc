@@ -155,4 +155,12 @@ absl::StatusOr<PprofResult> SymbolizePprof(QueryApi& api, const PprofRequest& re
   return out;
 }
 
+absl::Status SymbolizeProfile::Check(const PprofRequest& r) {
+  return CheckFramesRequest({r.kernel_build_id, r.host_text, r.kaslr_offset, {}}, 0);
+}
+
+absl::StatusOr<PprofResult> SymbolizeProfile::Composed(QueryApi& api, const PprofRequest& r) {
+  return SymbolizePprof(api, r);
+}
+
 }  // namespace symdex::query

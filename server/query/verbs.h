@@ -37,12 +37,15 @@
 
 #include "server/common/status.h"
 #include "server/query/answers.h"
+#include "server/query/decode.h"
 #include "server/query/fields.h"
 #include "server/query/jit_types.h"
+#include "server/query/pprof.h"
 
 namespace symdex::query {
 
 class LocalQuery;
+class QueryApi;
 
 // The most addresses (or other list elements) one request may carry.
 inline constexpr size_t kMaxAddressesPerRequest = 65536;
@@ -758,6 +761,48 @@ struct MatchJittedDsos {
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
 };
 
+// A composed verb answers from other verbs: Composed(api, request), over whichever QueryApi is
+// asked — LocalQuery; the caller view (so each verb it asks applies its own access); and the
+// daemon's client (RemoteQuery), which composes over its own calls, so that an input bigger than
+// one message still goes (the RPC is for front ends that send the whole input at once). On the
+// daemon, RouteOf(request) is the kernel a call goes to (a build-ID as "build-id:HEX") and the
+// modules it names, checked (Check) before anything is fetched for them; Weight(request) is how
+// many addresses the call counts as while its answer is unread.
+struct VerbRoute {
+  std::string target;
+  absl::StatusOr<std::vector<FrameModule>> modules = std::vector<FrameModule>{};
+};
+// A build-ID names the kernel when no target does.
+VerbRoute RouteByBuildId(const std::string& target, const std::string& kernel_build_id);
+
+// `symdex decode`: the kernel frames of a log, each pinned to its copy (decode.h).
+struct DecodeLog {
+  static constexpr const char* kMethod = "Decode";
+  static constexpr bool kHeavy = true;                        // a log's frames
+  static constexpr VerbAccess kAccess = VerbAccess::kAnyone;  // the frames it asks are the view's
+  using Request = DecodeRequest;
+  using Answer = DecodeResult;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Composed(QueryApi& api, const Request& r);
+  static VerbRoute RouteOf(const Request& r);
+  // As the frames a log of this size could hold (a frame line is 20 bytes or more).
+  static size_t Weight(const Request& r) { return std::min(kMaxAddressesPerRequest, r.text.size() / 20 + 1); }
+};
+
+// `symdex pprof`: a pprof profile's kernel locations given functions and lines (pprof.h).
+struct SymbolizeProfile {
+  static constexpr const char* kMethod = "SymbolizePprof";
+  static constexpr bool kHeavy = true;                        // a profile's kernel locations
+  static constexpr VerbAccess kAccess = VerbAccess::kAnyone;  // the frames it asks are the view's
+  using Request = PprofRequest;
+  using Answer = PprofResult;
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Composed(QueryApi& api, const Request& r);
+  static VerbRoute RouteOf(const Request& r) { return RouteByBuildId(r.target, r.kernel_build_id); }
+  // As the locations a profile of this size could hold (a location is 6 bytes or more).
+  static size_t Weight(const Request& r) { return std::min(kMaxAddressesPerRequest, r.profile.size() / 6 + 1); }
+};
+
 // The service of a verb's RPC (kService; SymbolService unless it says) and the label of its
 // metrics and log lines (kLabel; the RPC's name unless it says).
 template <class V>
@@ -820,7 +865,8 @@ struct VerbList {
   }
 };
 using Verbs = VerbList<Targets, Which, Resolve, ListDuplicates, ListSymbols, IndexStatus, Probe, Inlined, Lines, Vars,
-                       InlinedProbes, Callers, LookupBuildId, JitAddr, MatchJittedDsos, JitCollisions>;
+                       InlinedProbes, Callers, LookupBuildId, JitAddr, MatchJittedDsos, JitCollisions, DecodeLog,
+                       SymbolizeProfile>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 
