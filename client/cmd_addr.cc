@@ -113,7 +113,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
   auto answer = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
     asked += batch.size();
-    ASSIGN_OR_RETURN(auto res, (*api)->Symbolize(o.target, batch));
+    ASSIGN_OR_RETURN(auto res, (*api)->Ask<query::SymbolizeAddresses>({o.target, batch}));
     target_name = res.target.name;
     if (!hinted && asked >= 1024) hint();
     out.clear();
@@ -158,7 +158,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
     if (!st.ok()) return Fail(g, st);
   }
   if (target_name.empty()) {  // nothing asked: still check the target exists
-    auto res = (*api)->Symbolize(o.target, {});
+    auto res = (*api)->Ask<query::SymbolizeAddresses>({o.target, {}});
     if (!res.ok()) return Fail(g, res.status());
     target_name = res->target.name;
   }

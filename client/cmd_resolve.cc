@@ -179,7 +179,7 @@ int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
     if (g.json) arr.Add(j);
   }
   if (target_name.empty()) {  // nothing asked: still check the target exists
-    auto res = (*api)->Symbolize(o.target, {});
+    auto res = (*api)->Ask<query::SymbolizeAddresses>({o.target, {}});
     if (!res.ok()) return Fail(g, res.status());
     target_name = res->target.name;
   }

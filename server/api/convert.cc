@@ -233,6 +233,36 @@ query::AddressInfo ToAddressInfo(M& a) {
 query::AddressInfo FromProto(const pb::AddressResult& a) { return ToAddressInfo(a); }
 query::AddressInfo FromProto(pb::AddressResult&& a) { return ToAddressInfo(a); }
 
+void ToProto(const query::SymbolizeResult& r, pb::SymbolizeResponse* out) {
+  out->set_target(r.target.name);
+  ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
+  out->mutable_results()->Reserve(static_cast<int>(r.results.size()));
+  for (size_t i = 0; i < r.results.size(); ++i) ToProto(r.addresses[i], *r.results[i], out->add_results());
+}
+
+namespace {
+template <typename M>
+query::SymbolizeResult ToSymbolizeResult(M& resp) {
+  query::SymbolizeResult out;
+  out.target = FromProto(resp.target_info()).info;
+  out.addresses.reserve(resp.results_size());
+  out.results.reserve(resp.results_size());
+  auto each = [&](auto& r) {
+    out.addresses.push_back(r.address());
+    out.results.push_back(std::make_shared<const query::AddressInfo>(ToAddressInfo(r)));
+  };
+  if constexpr (std::is_const_v<M>) {
+    for (const auto& r : resp.results()) each(r);
+  } else {
+    for (auto& r : *resp.mutable_results()) each(r);
+  }
+  return out;
+}
+}  // namespace
+
+query::SymbolizeResult FromProto(const pb::SymbolizeResponse& r) { return ToSymbolizeResult(r); }
+query::SymbolizeResult FromProto(pb::SymbolizeResponse&& r) { return ToSymbolizeResult(r); }
+
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));

@@ -14,9 +14,11 @@ const std::vector<Method>& AllMethods() {
     std::vector<Method> v;
     query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
       v.push_back(Method{query::ServiceOf<V>(), V::kMethod, query::LabelOf<V>(), V::kHeavy, true});
+      if constexpr (requires { V::kStreamMethod; }) {
+        v.push_back(Method{query::ServiceOf<V>(), V::kStreamMethod, V::kStreamMethod, V::kHeavy, true});
+      }
     });
-    for (const Method& m : {rpc::kSymbolize, rpc::kSymbolizeStream, rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream,
-                            rpc::kJitIngest}) {
+    for (const Method& m : {rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream, rpc::kJitIngest}) {
       v.push_back(m);
     }
     // In the proto's order: its services', each one's RPCs' (the order the texts list them in).

@@ -147,32 +147,6 @@ bool RemoteQuery::WaitReady(double seconds) {
                                           std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
-absl::StatusOr<query::SymbolizeResult> RemoteQuery::Symbolize(const std::string& target,
-                                                              const std::vector<uint64_t>& addrs) {
-  query::SymbolizeResult out;
-  // Batches within the server's per-request limit (at least one call: it also names the target).
-  size_t i = 0;
-  do {
-    pb::SymbolizeRequest req;
-    req.set_target(target);
-    size_t end = std::min(addrs.size(), i + query::kMaxAddressesPerRequest);
-    for (size_t k = i; k < end; ++k) req.add_addresses(addrs[k]);
-    ResponseArena arena;
-    auto& resp = *arena.Make<pb::SymbolizeResponse>();
-    const Impl::Attempt a =
-        impl_->Unary(target, "", [&](grpc::ClientContext& c) { return impl_->stub->Symbolize(&c, req, &resp); });
-    const grpc::Status& s = a.status;
-    if (!s.ok()) return impl_->Error(a);
-    out.target = FromProto(resp.target_info()).info;
-    for (auto& r : *resp.mutable_results()) {
-      out.addresses.push_back(r.address());
-      out.results.push_back(std::make_shared<const query::AddressInfo>(FromProto(std::move(r))));
-    }
-    i += query::kMaxAddressesPerRequest;
-  } while (i < addrs.size());
-  return out;
-}
-
 absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& target, const query::FramesContext& fc,
                                                         const std::vector<query::FrameIn>& frames) {
   if (frames.size() > query::kMaxAddressesPerRequest) {

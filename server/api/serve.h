@@ -224,7 +224,8 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
 template <typename Req, typename Resp>
 class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
  public:
-  using Count = std::function<size_t(const Req&)>;
+  // How many addresses a request counts as until its answer is written (or why it is refused).
+  using Count = std::function<absl::StatusOr<size_t>(const Req&)>;
   using Work = std::function<grpc::Status(const Peer&, const grpc::CallbackServerContext&, const Req&, Resp*)>;
   // What a batch waits for first, off the pool (as Serve's `wait_first`); may be null.
   using WaitFirst = std::function<std::function<void()>(const Req&)>;
@@ -253,7 +254,12 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
       Done(grpc::Status::OK);
       return;
     }
-    auto items = cc_.limiter->Take(peer_, Limiter::Kind::kAddresses, count_(req_));
+    absl::StatusOr<size_t> count = count_(req_);
+    if (!count.ok()) {
+      Done(ToGrpc(count.status()));
+      return;
+    }
+    auto items = cc_.limiter->Take(peer_, Limiter::Kind::kAddresses, *count);
     if (!items.ok()) {
       Done(ToGrpc(items.status()));
       return;

@@ -83,70 +83,9 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
     MethodName m = MethodOf(rpc.service, rpc.rpc);
     MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
   };
-  decoded_here(rpc::kSymbolize, &SymbolServiceImpl::Symbolize);
   decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
   ForEachVerbHandler(*this, "SymbolService",
                      [this](int index, auto* handler) { MarkMethodRawCallback(index, handler); });
-}
-
-grpc::Status SymbolServiceImpl::DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
-                                            const pb::SymbolizeRequest& req, pb::SymbolizeResponse* resp) {
-  if (static_cast<size_t>(req.addresses_size()) > query::kMaxAddressesPerRequest) {
-    return grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        StrCat(req.addresses_size(), " addresses in one request; the limit is ", query::kMaxAddressesPerRequest));
-  }
-  constexpr int kSlice = 4096;
-  auto q = router_.For(req.target(), {}, ctx.deadline());
-  if (!q.ok()) return ToGrpc(q.status());
-  query::CallerView view(**q, AccessOf(peer));
-  for (int attempt = 0;; ++attempt) {
-    resp->Clear();
-    std::optional<int64_t> generation;
-    bool restart = false;
-    for (int from = 0; from < req.addresses_size() || (from == 0 && !generation); from += kSlice) {
-      if (from > 0 && ctx.IsCancelled()) return Cancelled(ctx);
-      const int to = std::min(req.addresses_size(), from + kSlice);
-      std::vector<uint64_t> addrs(req.addresses().begin() + from, req.addresses().begin() + to);
-      auto r = view.Symbolize(req.target(), addrs);
-      if (!r.ok()) return ToGrpc(r.status());
-      if (!generation) {
-        generation = r->target.generation;
-        resp->set_target(r->target.name);
-        TargetInfoTo(r->target, resp->mutable_target_info());
-      } else if (*generation != r->target.generation) {
-        restart = true;  // re-indexed between slices: the whole answer from one generation
-        break;
-      }
-      for (size_t i = 0; i < r->results.size(); ++i) ToProto(r->addresses[i], *r->results[i], resp->add_results());
-      if (to == req.addresses_size()) break;
-    }
-    if (!restart || attempt == 3) return grpc::Status::OK;
-  }
-}
-
-grpc::ServerUnaryReactor* SymbolServiceImpl::Symbolize(grpc::CallbackServerContext* ctx,
-                                                       const pb::SymbolizeRequest* req, pb::SymbolizeResponse* resp) {
-  return Serve(
-      ctx, control_, stats_, rpc::kSymbolize.label, rpc::kSymbolize.heavy,
-      [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
-        auto unread =
-            control_.limiter->Take(peer, Limiter::Kind::kAddresses, static_cast<size_t>(req->addresses_size()));
-        if (!unread.ok()) return ToGrpc(unread.status());
-        holds.push_back(std::move(*unread));
-        return DoSymbolize(peer, *ctx, *req, resp);
-      },
-      WaitFirst(req->target(), {}, ctx->deadline()));
-}
-
-grpc::ServerBidiReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>* SymbolServiceImpl::SymbolizeStream(
-    grpc::CallbackServerContext* ctx) {
-  return new BatchStreamReactor<pb::SymbolizeRequest, pb::SymbolizeResponse>(
-      control_, stats_, ctx, rpc::kSymbolizeStream.label,
-      [](const pb::SymbolizeRequest& r) { return r.addresses_size(); },
-      [this](const Peer& peer, const grpc::CallbackServerContext& c, const pb::SymbolizeRequest& r,
-             pb::SymbolizeResponse* out) { return DoSymbolize(peer, c, r, out); },
-      [this, ctx](const pb::SymbolizeRequest& r) { return WaitFirst(r.target(), {}, ctx->deadline()); });
 }
 
 // ---------------------------------------------------------------------------------------------

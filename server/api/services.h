@@ -60,25 +60,22 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                     std::function<void(query::ServerState&)> status);
 
-  grpc::ServerUnaryReactor* Symbolize(grpc::CallbackServerContext* ctx, const ::symdex::v1::SymbolizeRequest* req,
-                                      ::symdex::v1::SymbolizeResponse* resp) override;
-  grpc::ServerBidiReactor<::symdex::v1::SymbolizeRequest, ::symdex::v1::SymbolizeResponse>* SymbolizeStream(
-      grpc::CallbackServerContext* ctx) override;
   grpc::ServerUnaryReactor* SymbolizeFrames(grpc::CallbackServerContext* ctx,
                                             const ::symdex::v1::SymbolizeFramesRequest* req,
                                             ::symdex::v1::SymbolizeFramesResponse* resp) override;
   grpc::ServerBidiReactor<::symdex::v1::SymbolizeFramesRequest, ::symdex::v1::SymbolizeFramesResponse>*
   SymbolizeFramesStream(grpc::CallbackServerContext* ctx) override;
 
-  // The symbolize step shared by Symbolize and SymbolizeStream: in slices, so a cancelled call
-  // stops within one slice, all from one index generation.
-  grpc::Status DoSymbolize(const Peer& peer, const grpc::CallbackServerContext& ctx,
-                           const ::symdex::v1::SymbolizeRequest& req, ::symdex::v1::SymbolizeResponse* resp);
   // SymbolizeFrames' work, shared with its stream.
   grpc::Status DoFrames(const Peer& peer, const grpc::CallbackServerContext& ctx,
                         const ::symdex::v1::SymbolizeFramesRequest& req, ::symdex::v1::SymbolizeFramesResponse* resp);
   // A verb of query/verbs.h (verb_service.h): its request read by field name, asked of the
   // caller's view of the call's index inside Serve, its answer written back.
+  // One call of such a verb for `peer`, routed to `route` (verb_service.h RouteFor): its answer
+  // written to `out` (a message of the verb's RPC), or the status to end the call with.
+  template <class V>
+  grpc::Status AnswerVerb(const Peer& peer, const grpc::CallbackServerContext& ctx, const typename V::Request& req,
+                          const query::VerbRoute& route, google::protobuf::Message* out);
   template <class V>
   grpc::ServerUnaryReactor* ServeVerb(grpc::CallbackServerContext* ctx, const google::protobuf::Message& in,
                                       google::protobuf::Message* out);

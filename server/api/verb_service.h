@@ -12,53 +12,148 @@
 
 namespace symdex::api {
 
+// Where a call of V goes: its RouteOf, else its target.
+template <class V>
+query::VerbRoute RouteFor(const typename V::Request& req) {
+  query::VerbRoute route;
+  if constexpr (requires { V::RouteOf(req); }) {
+    route = V::RouteOf(req);
+  } else if constexpr (requires { req.target; }) {
+    route.target = req.target;
+  }
+  return route;
+}
+
+// V's request in slices of V::kSlice (between two, a cancelled call stops), merged; all from one
+// generation of the target: asked again from the start (three times at most) when the target is
+// re-indexed between two slices.
+template <class V>
+absl::StatusOr<typename V::Answer> AskInSlices(query::QueryApi& view, const grpc::CallbackServerContext& ctx,
+                                               const typename V::Request& req) {
+  const auto& list = req.*V::kParts;
+  typename V::Request part = req;
+  (part.*V::kParts).clear();
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    typename V::Answer whole;
+    std::optional<int64_t> generation;
+    bool changed = false;
+    for (size_t from = 0; !changed && (from < list.size() || from == 0); from += V::kSlice) {
+      if (from > 0 && ctx.IsCancelled()) return absl::CancelledError(std::string(Cancelled(ctx).error_message()));
+      const size_t to = std::min(list.size(), from + V::kSlice);
+      (part.*V::kParts).assign(list.begin() + static_cast<ptrdiff_t>(from), list.begin() + static_cast<ptrdiff_t>(to));
+      ASSIGN_OR_RETURN(typename V::Answer a, view.AskWhole<V>(part));
+      if (generation && *generation != a.target.generation) {
+        changed = true;
+      } else {
+        generation = a.target.generation;
+        V::Merge(whole, std::move(a));
+      }
+    }
+    if (!changed) return whole;
+  }
+  return absl::AbortedError("the target was re-indexed during the call, four times: ask again");
+}
+
+template <class V>
+grpc::Status SymbolServiceImpl::AnswerVerb(const Peer& peer, const grpc::CallbackServerContext& ctx,
+                                           const typename V::Request& req, const query::VerbRoute& route,
+                                           google::protobuf::Message* out) {
+  if constexpr (
+      requires { V::RouteOf(req); } || requires { V::Weight(req); }) {
+    // Refused before anything is fetched or read for it.
+    if (absl::Status s = V::Check(req); !s.ok()) return ToGrpc(s);
+    if (!route.modules.ok()) return ToGrpc(route.modules.status());
+  }
+  auto q = router_.For(route.target, route.modules.ok() ? *route.modules : std::vector<query::FrameModule>{},
+                       ctx.deadline());
+  if (!q.ok()) return ToGrpc(q.status());
+  query::CallerView view(**q, AccessOf(peer));
+  absl::StatusOr<typename V::Answer> a;
+  if constexpr (requires { V::kSlice; }) {
+    a = AskInSlices<V>(view, ctx, req);
+  } else {
+    a = view.template AskWhole<V>(req);
+  }
+  if (!a.ok()) return ToGrpc(a.status());
+  if constexpr (requires { V::Resolved(*a); }) {
+    // The wire's answer names one copy; none or several go as the status (convert.h).
+    if (const query::ResolveResult& r = V::Resolved(*a); r.matches.size() != 1) return ResolveError(req.spec, r);
+  }
+  if constexpr (requires { V::ServerPart(*a); }) {  // what the daemon says of itself
+    query::ServerState& server = V::ServerPart(*a);
+    server.requests_served = stats_.served();
+    if (status_) status_(server);
+  }
+  if constexpr (requires { V::NotFoundMessage(*a); }) {
+    if (std::string m = V::NotFoundMessage(*a); !m.empty()) return grpc::Status(grpc::StatusCode::NOT_FOUND, m);
+  }
+  ToWire(*a, out);
+  return grpc::Status::OK;
+}
+
 template <class V>
 grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerContext* ctx,
                                                        const google::protobuf::Message& in,
                                                        google::protobuf::Message* out) {
   auto req = std::make_shared<typename V::Request>();
   FromWire(in, req.get());
-  query::VerbRoute route;
-  if constexpr (requires { V::RouteOf(*req); }) {
-    route = V::RouteOf(*req);
-  } else if constexpr (requires { req->target; }) {
-    route.target = req->target;
-  }
-  const bool waits = !route.target.empty() && route.modules.ok();
-  std::function<void()> wait_first = waits ? WaitFirst(route.target, *route.modules, ctx->deadline()) : nullptr;
+  auto route = std::make_shared<const query::VerbRoute>(RouteFor<V>(*req));
+  const bool waits = !route->target.empty() && route->modules.ok();
   return Serve(
-      ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || Fleet(route.target),
+      ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || Fleet(route->target),
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         if constexpr (requires { V::Weight(*req); }) {  // counted until the answer is read
           auto unread = control_.limiter->Take(peer, Limiter::Kind::kAddresses, V::Weight(*req));
           if (!unread.ok()) return ToGrpc(unread.status());
           holds.push_back(std::move(*unread));
         }
-        if constexpr (requires { V::RouteOf(*req); }) {  // refused before anything is fetched for it
-          if (absl::Status s = V::Check(*req); !s.ok()) return ToGrpc(s);
-          if (!route.modules.ok()) return ToGrpc(route.modules.status());
-        }
-        auto q = router_.For(route.target, route.modules.ok() ? *route.modules : std::vector<query::FrameModule>{},
-                             ctx->deadline());
-        if (!q.ok()) return ToGrpc(q.status());
-        auto a = query::CallerView(**q, AccessOf(peer)).template AskWhole<V>(*req);
-        if (!a.ok()) return ToGrpc(a.status());
-        if constexpr (requires { V::Resolved(*a); }) {
-          // The wire's answer names one copy; none or several go as the status (convert.h).
-          if (const query::ResolveResult& r = V::Resolved(*a); r.matches.size() != 1) return ResolveError(req->spec, r);
-        }
-        if constexpr (requires { V::ServerPart(*a); }) {  // what the daemon says of itself
-          query::ServerState& server = V::ServerPart(*a);
-          server.requests_served = stats_.served();
-          if (status_) status_(server);
-        }
-        if constexpr (requires { V::NotFoundMessage(*a); }) {
-          if (std::string m = V::NotFoundMessage(*a); !m.empty()) return grpc::Status(grpc::StatusCode::NOT_FOUND, m);
-        }
-        ToWire(*a, out);
-        return grpc::Status::OK;
+        return AnswerVerb<V>(peer, *ctx, *req, *route, out);
       },
-      std::move(wait_first));
+      waits ? WaitFirst(route->target, *route->modules, ctx->deadline()) : nullptr);
+}
+
+// A verb's bidi stream (kStreamMethod): each request read is answered as one call of the verb,
+// the next read once the answer is written (serve.h BatchStreamReactor).
+template <class V>
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeVerbStream(SymbolServiceImpl& server,
+                                                                             grpc::CallbackServerContext* ctx,
+                                                                             const VerbWire& w, std::string path) {
+  // The request being answered: one at a time per stream.
+  struct Current {
+    google::protobuf::Arena arena;
+    google::protobuf::Message* msg = nullptr;
+    typename V::Request req;
+    query::VerbRoute route;
+  };
+  auto now = std::make_shared<Current>();
+  now->msg = w.request->New(&now->arena);
+  using Reactor = BatchStreamReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
+  return new Reactor(
+      server.control(), server.stats(), ctx, V::kStreamMethod,
+      [now, path = std::move(path)](const grpc::ByteBuffer& in) -> absl::StatusOr<size_t> {
+        grpc::ByteBuffer bytes(in);
+        now->msg->Clear();
+        if (!grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&bytes, now->msg).ok()) {
+          return absl::InvalidArgumentError(std::string(UndecodableRequest(path).error_message()));
+        }
+        now->req = typename V::Request{};
+        FromWire(*now->msg, &now->req);
+        now->route = RouteFor<V>(now->req);
+        return V::Weight(now->req);
+      },
+      [now, &server, &w](const Peer& peer, const grpc::CallbackServerContext& c, const grpc::ByteBuffer&,
+                         grpc::ByteBuffer* out) {
+        google::protobuf::Arena arena;
+        google::protobuf::Message* resp = w.response->New(&arena);
+        if (grpc::Status s = server.AnswerVerb<V>(peer, c, now->req, now->route, resp); !s.ok()) return s;
+        bool own = false;
+        return grpc::SerializationTraits<google::protobuf::Message>::Serialize(*resp, out, &own);
+      },
+      [now, &server, ctx](const grpc::ByteBuffer&) -> std::function<void()> {
+        const query::VerbRoute& r = now->route;
+        if (r.target.empty() || !r.modules.ok()) return nullptr;
+        return server.WaitFirst(r.target, *r.modules, ctx->deadline());
+      });
 }
 
 // A verb whose answer is a stream of parts (V::Part): the answer computed on the pool (the heavy
@@ -181,6 +276,13 @@ void ForEachVerbHandler(SymbolServiceImpl& server, std::string_view service, F&&
           return new VerbStream<V>(server, ctx, std::move(req), w.response, grpc::Status::OK);
         }));
     } else {
+      if constexpr (requires { V::kStreamMethod; }) {
+        MethodName m = MethodOf(query::ServiceOf<V>(), V::kStreamMethod);
+        f(m.index, new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer, grpc::ByteBuffer>(
+                       [&server, &w, path = m.path](grpc::CallbackServerContext* ctx) {
+                         return ServeVerbStream<V>(server, ctx, w, path);
+                       }));
+      }
       f(w.index,
         DecodedHereAs(w.request, w.response, w.path,
                       [&server](grpc::CallbackServerContext* ctx, const google::protobuf::Message* req,

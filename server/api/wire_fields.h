@@ -91,6 +91,10 @@ struct HandWired<query::PprofRequest> : ByHand<query::PprofRequest, pb::Symboliz
 template <>
 struct HandWired<query::PprofResult> : ByHand<query::PprofResult, pb::SymbolizePprofResponse> {};
 template <>
+struct HandWired<query::SymbolizeResult> : ByHand<query::SymbolizeResult, pb::SymbolizeResponse> {
+  static query::SymbolizeResult Take(pb::SymbolizeResponse& m) { return FromProto(std::move(m)); }
+};
+template <>
 struct HandWired<query::AddrMapState> : ByHand<query::AddrMapState, pb::AddrMap> {};
 template <>
 struct HandWired<query::JitFunction> : ByHand<query::JitFunction, pb::JitLoad> {};
@@ -362,6 +366,16 @@ void ToWire(const X& v, google::protobuf::Message* m) {
 template <class X>
 void FromWire(const google::protobuf::Message& m, X* v) {
   wire_internal::MessageFrom(m, v);
+}
+// FromWire, moving the message's strings out where X's conversion can (`m` is left cleared of them).
+template <class X>
+void TakeWire(google::protobuf::Message& m, X* v) {
+  using H = wire_internal::HandWired<X>;
+  if constexpr (requires(typename H::Message & msg) { H::Take(msg); }) {
+    *v = H::Take(static_cast<typename H::Message&>(m));
+  } else {
+    wire_internal::MessageFrom(m, v);
+  }
 }
 template <class X>
 std::string CheckWire(const google::protobuf::Descriptor* d) {

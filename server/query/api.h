@@ -28,14 +28,6 @@
 
 namespace symdex::query {
 
-struct SymbolizeResult {
-  TargetInfo target;
-  std::vector<uint64_t> addresses;
-  // Parallel to addresses. Shared and immutable: the daemon hands out its cached answers
-  // without copying them.
-  std::vector<std::shared_ptr<const AddressInfo>> results;
-};
-
 // Limits both implementations enforce, so a hostile request is refused the same way anywhere.
 // Every string a request carries has one; a refusal names the field and the limit, never echoes
 // the value.
@@ -56,7 +48,6 @@ class QueryApi {
  public:
   virtual ~QueryApi() = default;
   // `target` "" = the default target (query::SelectTarget's rule).
-  virtual absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) = 0;
   // Frames from another host running this target's kernel (answers.h: the forms, which are exact).
   virtual absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
                                               const std::vector<FrameIn>& frames) = 0;

@@ -61,14 +61,6 @@ absl::Status CallerView::CheckSpec(const std::string& target, const std::string&
   return absl::OkStatus();
 }
 
-absl::StatusOr<SymbolizeResult> CallerView::Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) {
-  if (access_ == AddressAccess::kKaslrFree) {
-    ASSIGN_OR_RETURN(auto t, q_.Target(target));
-    if (HidesAddresses(access_, t)) return AddressesDenied(t, "symbolizing absolute addresses");
-  }
-  return q_.Symbolize(target, addrs);
-}
-
 // Frames carry the host's addresses: against a hidden (live) target they are an address oracle.
 absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const FramesContext& ctx,
                                                 const std::vector<FrameIn>& frames) {
@@ -101,6 +93,18 @@ absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
         return absl::PermissionDeniedError(StrCat(
             VerbName<V>(), " is for privileged callers (root, CAP_SYSLOG, or a group/certificate the daemon trusts): ",
             V::kWhyPrivileged));
+      }
+    }
+    if constexpr (V::kAccess == VerbAccess::kAbsoluteInput) {
+      if (access_ == AddressAccess::kKaslrFree) {
+        std::string target;
+        if constexpr (requires { V::RouteOf(req); }) {
+          target = V::RouteOf(req).target;
+        } else {
+          target = req.target;
+        }
+        ASSIGN_OR_RETURN(auto t, q_.Target(target));
+        if (HidesAddresses(access_, t)) return AddressesDenied(t, V::kAsked);
       }
     }
     if constexpr (V::kAccess == VerbAccess::kHideAddresses && requires { req.spec; }) {

@@ -512,6 +512,16 @@ absl::StatusOr<ProbeResult> LocalQuery::Probe(const std::string& target, const s
   return out;
 }
 
+absl::Status SymbolizeAddresses::Check(const SymbolizeRequest& r) {
+  if (r.addresses.size() <= kMaxAddressesPerRequest) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(r.addresses.size(), " addresses in one request; the limit is ", kMaxAddressesPerRequest));
+}
+
+absl::StatusOr<SymbolizeResult> SymbolizeAddresses::Local(LocalQuery& q, const SymbolizeRequest& r) {
+  return q.Symbolize(r.target, r.addresses);
+}
+
 absl::StatusOr<AnyAnswer> LocalQuery::Call(const AnyRequest& r) {
   return Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<AnyAnswer> {
     constexpr size_t kIndex = Verbs::IndexOf<V>();

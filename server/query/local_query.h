@@ -55,7 +55,8 @@ class LocalQuery : public QueryApi {
   // Resolve, for a verb about exactly one copy: NotFound for none, InvalidArgument listing the
   // candidates' canonical specs for several.
   absl::StatusOr<ResolveResult> ResolveOne(const std::string& target, const std::string& spec);
-  absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs) override;
+  // The answer of the SymbolizeAddresses verb (verbs.h).
+  absl::StatusOr<SymbolizeResult> Symbolize(const std::string& target, const std::vector<uint64_t>& addrs);
   // The answer of the Lines verb (verbs.h), its request checked.
   absl::StatusOr<LinesAnswer> LineAddresses(const LinesRequest& r);
   // The answer of the Vars verb (verbs.h; probe_args.cc).

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -56,6 +57,8 @@ enum class VerbAccess {
                    // base, and every Instance as _text+N / SECTION+0xOFF (CallerView::Hide); an
                    // answer without a `target` has each TargetInfo in it without the base
   kPrivileged,     // refused to unprivileged callers
+  kAbsoluteInput,  // the request holds a live kernel's absolute addresses (an address oracle):
+                   // refused for a live target to a caller denied them, naming kAsked
 };
 
 // Every indexed kernel with its counts: what `symdex status` and a front end choosing a target
@@ -359,6 +362,40 @@ struct IndexStatus {
   static absl::Status Check(const Request&) { return absl::OkStatus(); }
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
   static ServerState& ServerPart(Answer& a) { return a.server; }
+};
+
+// `symdex addr ADDR...`: each address's symbol, offset, file:line and inline chain. On the daemon
+// in slices of kSlice (a cancelled call stops within one), all from one generation of the target.
+struct SymbolizeRequest {
+  std::string target;  // "" = the default target
+  std::vector<uint64_t> addresses;
+  SYMDEX_FIELDS(SymbolizeRequest, target, addresses)
+};
+struct SymbolizeResult {  // on the wire by hand: the answers by the thousand, each in brief
+  TargetInfo target;
+  std::vector<uint64_t> addresses;
+  // Parallel to addresses. Shared and immutable: the daemon hands out its cached answers
+  // without copying them.
+  std::vector<std::shared_ptr<const AddressInfo>> results;
+};
+struct SymbolizeAddresses {
+  static constexpr const char* kMethod = "Symbolize";
+  static constexpr const char* kStreamMethod = "SymbolizeStream";  // a bidi stream of such calls
+  static constexpr bool kHeavy = true;                             // DWARF for an address not in the address map
+  static constexpr VerbAccess kAccess = VerbAccess::kAbsoluteInput;
+  static constexpr std::string_view kAsked = "symbolizing absolute addresses";
+  static constexpr size_t kSlice = 4096;
+  using Request = SymbolizeRequest;
+  using Answer = SymbolizeResult;
+  static constexpr auto kParts = &SymbolizeRequest::addresses;
+  static void Merge(Answer& a, Answer&& part) {
+    a.target = std::move(part.target);
+    a.addresses.insert(a.addresses.end(), part.addresses.begin(), part.addresses.end());
+    std::move(part.results.begin(), part.results.end(), std::back_inserter(a.results));
+  }
+  static size_t Weight(const Request& r) { return r.addresses.size(); }
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
 };
 
 // `symdex resolve SPEC`: the copies a spec names (query/spec.h), each with its canonical spec —
@@ -864,9 +901,9 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, ListDuplicates, ListSymbols, IndexStatus, Probe, Inlined, Lines, Vars,
-                       InlinedProbes, Callers, LookupBuildId, JitAddr, MatchJittedDsos, JitCollisions, DecodeLog,
-                       SymbolizeProfile>;
+using Verbs = VerbList<Targets, Which, Resolve, SymbolizeAddresses, ListDuplicates, ListSymbols, IndexStatus, Probe,
+                       Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId, JitAddr, MatchJittedDsos,
+                       JitCollisions, DecodeLog, SymbolizeProfile>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 
