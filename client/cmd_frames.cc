@@ -214,9 +214,10 @@ int RunFrames(const GlobalOptions& g, const FramesOptions& o) {
   auto answer = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
     if (pending.size() >= kInFlight) RETURN_IF_ERROR(finish());
-    pending.push_back({std::move(inputs), std::async(std::launch::async, [&api, &target, &ctx, b = std::move(batch)] {
-                         return (*api)->Frames(target, ctx, b);
-                       })});
+    pending.push_back(
+        {std::move(inputs), std::async(std::launch::async, [&api, &target, &ctx, b = std::move(batch)]() mutable {
+           return (*api)->Ask<query::SymbolizeFrames>({target, ctx, std::move(b)});
+         })});
     batch.clear();
     inputs.clear();
     return absl::OkStatus();

@@ -532,6 +532,16 @@ void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query
   }
 }
 
+void ToProto(const query::FramesRequest& r, pb::SymbolizeFramesRequest* out) {
+  ToProto(r.target, r.ctx, r.frames, out);
+}
+
+query::FramesRequest FromProto(const pb::SymbolizeFramesRequest& req) {
+  query::FramesRequest out;
+  FromProto(req, &out.target, &out.ctx, &out.frames);
+  return out;
+}
+
 void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out) {
   ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());
   out->mutable_frames()->Reserve(static_cast<int>(r.frames.size()));

@@ -50,6 +50,8 @@ void ToProto(const std::string& target, const query::FramesContext& ctx, std::sp
 // `frames` may be null: the target, kernel base and modules only.
 void FromProto(const pb::SymbolizeFramesRequest& req, std::string* target, query::FramesContext* ctx,
                std::vector<query::FrameIn>* frames);
+void ToProto(const query::FramesRequest& r, pb::SymbolizeFramesRequest* out);
+query::FramesRequest FromProto(const pb::SymbolizeFramesRequest& req);
 void ToProto(const query::FramesResult& r, pb::SymbolizeFramesResponse* out);
 query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r);
 query::FramesResult FromProto(pb::SymbolizeFramesResponse&& r);

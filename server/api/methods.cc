@@ -18,7 +18,7 @@ const std::vector<Method>& AllMethods() {
         v.push_back(Method{query::ServiceOf<V>(), V::kStreamMethod, V::kStreamMethod, V::kHeavy, true});
       }
     });
-    for (const Method& m : {rpc::kSymbolizeFrames, rpc::kSymbolizeFramesStream, rpc::kJitIngest}) {
+    for (const Method& m : {rpc::kJitIngest}) {
       v.push_back(m);
     }
     // In the proto's order: its services', each one's RPCs' (the order the texts list them in).

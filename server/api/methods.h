@@ -22,8 +22,6 @@ struct Method {
 
 // The RPCs whose handlers are written by hand.
 namespace rpc {
-inline constexpr Method kSymbolizeFrames{"SymbolService", "SymbolizeFrames", "SymbolizeFrames", true};
-inline constexpr Method kSymbolizeFramesStream{"SymbolService", "SymbolizeFramesStream", "SymbolizeFramesStream", true};
 inline constexpr Method kJitIngest{"JitService", "Ingest", "JitIngest", true};
 }  // namespace rpc
 

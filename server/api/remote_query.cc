@@ -25,26 +25,12 @@ namespace {
 // A batch's answer — thousands of small messages and strings — is parsed onto one arena: bump
 // allocation, and one free at the end instead of one per message (perf of a 10k-frame call: parse
 // and destruction of a heap response were 29% of the CLI's time). Blocks of up to 1 MiB.
-class ResponseArena {
- public:
-  ResponseArena() : arena_(Options()) {}
-  template <typename M>
-  M* Make() {
-    return google::protobuf::Arena::CreateMessage<M>(&arena_);
-  }
-
- private:
-  static google::protobuf::ArenaOptions Options() {
-    google::protobuf::ArenaOptions o;
-    o.start_block_size = 64 << 10;
-    o.max_block_size = 1 << 20;
-    return o;
-  }
-  google::protobuf::Arena arena_;
-};
-// Frames per concurrent call of a large batch, and at most this many calls.
-constexpr size_t kFramesPerPart = 2048;
-constexpr size_t kMaxFramesParts = 4;
+google::protobuf::ArenaOptions ResponseArenaOptions() {
+  google::protobuf::ArenaOptions o;
+  o.start_block_size = 64 << 10;
+  o.max_block_size = 1 << 20;
+  return o;
+}
 }  // namespace
 
 struct RemoteQuery::Impl {
@@ -147,79 +133,6 @@ bool RemoteQuery::WaitReady(double seconds) {
                                           std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
 }
 
-absl::StatusOr<query::FramesResult> RemoteQuery::Frames(const std::string& target, const query::FramesContext& fc,
-                                                        const std::vector<query::FrameIn>& frames) {
-  if (frames.size() > query::kMaxAddressesPerRequest) {
-    return absl::InvalidArgumentError(
-        StrCat(frames.size(), " frames in one request; the limit is ", query::kMaxAddressesPerRequest));
-  }
-  // A large batch goes as a few concurrent calls over the one connection (frames are answered
-  // independently): the daemon answers the later parts while this process decodes the first —
-  // on 2 cores a 10k-frame call's wall time was the sum of both sides' CPU.
-  auto split = [&](size_t want) -> absl::StatusOr<query::FramesResult> {
-    struct Part {
-      // Freed once converted: the next part's answer reuses its memory.
-      std::unique_ptr<ResponseArena> arena = std::make_unique<ResponseArena>();
-      pb::SymbolizeFramesResponse* resp = arena->Make<pb::SymbolizeFramesResponse>();
-      Impl::Attempt attempt;
-    };
-    // Even parts, each cut moved forward to where no stack is split (a stack's frames narrow
-    // each other: one call must see them all).
-    const std::vector<size_t> cuts = query::StackCuts(frames);
-    std::vector<size_t> cut{0};
-    for (size_t i = 1; i < want; ++i) {
-      auto at = std::lower_bound(cuts.begin(), cuts.end(), std::max(cut.back() + 1, frames.size() * i / want));
-      if (at == cuts.end()) break;
-      cut.push_back(*at);
-    }
-    cut.push_back(frames.size());
-    const size_t parts = cut.size() - 1;
-    std::vector<Part> part(parts);
-    auto bounds = [&](size_t i) { return std::pair<size_t, size_t>{cut[i], cut[i + 1]}; };
-    auto call = [&](size_t i) {
-      const auto [begin, end] = bounds(i);
-      pb::SymbolizeFramesRequest req;
-      ToProto(target, fc, std::span(frames).subspan(begin, end - begin), &req, static_cast<uint32_t>(begin));
-      part[i].attempt = impl_->Unary(target, fc.kernel_build_id, [&](grpc::ClientContext& c) {
-        return impl_->stub->SymbolizeFrames(&c, req, part[i].resp);
-      });
-    };
-    std::vector<std::jthread> others;  // declared after `part`: joined before it is destroyed
-    for (size_t i = 1; i < parts; ++i) others.emplace_back(call, i);
-    call(0);
-    query::FramesResult out;
-    for (size_t i = 0; i < parts; ++i) {
-      if (i > 0) others[i - 1].join();
-      if (!part[i].attempt.status.ok()) return impl_->Error(part[i].attempt);  // the rest join on return
-      query::FramesResult r = FromProto(std::move(*part[i].resp));
-      part[i].resp = nullptr;
-      part[i].arena.reset();
-      const auto [begin, end] = bounds(i);
-      if (r.frames.size() != end - begin) {
-        return absl::DataLossError(StrCat("symdexd answered ", r.frames.size(), " frames for a part of ", end - begin));
-      }
-      if (i == 0) {
-        out = std::move(r);
-      } else if (r.target.name != out.target.name || r.target.generation != out.target.generation) {
-        // Re-indexed (or another replica) between the parts: one answer must come from one
-        // generation.
-        return absl::AbortedError("the target changed between the parts of one request");
-      } else {
-        std::move(r.frames.begin(), r.frames.end(), std::back_inserter(out.frames));
-      }
-    }
-    return out;
-  };
-  const size_t parts = std::clamp<size_t>(frames.size() / kFramesPerPart, 1, kMaxFramesParts);
-  absl::StatusOr<query::FramesResult> out = split(parts);
-  // The whole batch as one call, as a smaller one goes, when its parts saw two generations.
-  if (parts > 1 && out.status().code() == absl::StatusCode::kAborted &&
-      out.status().message() == "the target changed between the parts of one request") {
-    out = split(1);
-  }
-  return out;
-}
-
 absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
   return query::Verbs::Visit(r.index(), [&]<class V>(std::type_identity<V>) -> absl::StatusOr<query::AnyAnswer> {
     constexpr size_t kIndex = query::Verbs::IndexOf<V>();
@@ -229,14 +142,14 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
       return query::AnyAnswer(std::in_place_index<kIndex>, std::move(a));
     } else {
       const VerbWire& w = WireOf<V>();
-      google::protobuf::Arena arena;
-      google::protobuf::Message* in = w.request->New(&arena);
+      google::protobuf::Arena arena(ResponseArenaOptions());
       google::protobuf::Message* out = w.response->New(&arena);
-      ToWire(req, in);
       std::string target;
       if constexpr (requires { req.target; }) target = req.target;
       if constexpr (requires { typename V::Part; }) {
         // A stream of parts, read to its end, then joined.
+        google::protobuf::Message* in = w.request->New(&arena);
+        ToWire(req, in);
         const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING);
         grpc::ClientContext ctx;
         impl_->Prepare(ctx, target);
@@ -257,29 +170,80 @@ absl::StatusOr<query::AnyAnswer> RemoteQuery::Call(const query::AnyRequest& r) {
         return query::AnyAnswer(std::in_place_index<kIndex>, std::move(*joined));
       } else {
         const grpc::internal::RpcMethod method(w.path.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
-        const Impl::Attempt a = impl_->Unary(target, "", [&](grpc::ClientContext& c) {
-          out->Clear();
-          return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
-              impl_->channel.get(), method, &c, *in, out);
-        });
-        typename V::Answer answer;
-        if constexpr (requires { V::Resolved(answer); }) {
-          // No copy, or several: the status carries the candidates (convert.h ResolveError).
-          const grpc::StatusCode code = a.status.error_code();
-          if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
-            ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
-            return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+        std::string build_id;  // what a fleet proxy routes the call on
+        if constexpr (requires { V::RouteOf(req).build_id; }) build_id = V::RouteOf(req).build_id;
+        // One call of `r`, its answer into `m` (thread-safe: parts go at once).
+        auto call = [&](const typename V::Request& r, google::protobuf::Message* m) {
+          google::protobuf::Arena a;
+          google::protobuf::Message* sent = w.request->New(&a);
+          ToWire(r, sent);
+          return impl_->Unary(target, build_id, [&](grpc::ClientContext& c) {
+            m->Clear();
+            return grpc::internal::BlockingUnaryCall<google::protobuf::Message, google::protobuf::Message>(
+                impl_->channel.get(), method, &c, *sent, m);
+          });
+        };
+        if constexpr (requires { V::ConcurrentParts(req); }) {
+          // Parts at once over the one connection: the daemon answers the later parts while this
+          // process reads the first (on 2 cores a 10k-frame call's wall time was the sum of both
+          // sides' CPU).
+          auto in_parts = [&](const std::vector<typename V::Request>& ps) -> absl::StatusOr<typename V::Answer> {
+            struct Part {
+              // Freed once read: the next part's answer reuses its memory.
+              std::unique_ptr<google::protobuf::Arena> arena =
+                  std::make_unique<google::protobuf::Arena>(ResponseArenaOptions());
+              google::protobuf::Message* resp = nullptr;
+              Impl::Attempt attempt;
+            };
+            std::vector<Part> part(ps.size());
+            for (Part& p : part) p.resp = w.response->New(p.arena.get());
+            auto one = [&](size_t i) { part[i].attempt = call(ps[i], part[i].resp); };
+            std::vector<std::jthread> others;  // declared after `part`: joined before it is destroyed
+            for (size_t i = 1; i < ps.size(); ++i) others.emplace_back(one, i);
+            one(0);
+            typename V::Answer whole;
+            for (size_t i = 0; i < ps.size(); ++i) {
+              if (i > 0) others[i - 1].join();
+              if (!part[i].attempt.status.ok()) return impl_->Error(part[i].attempt);  // the rest join on return
+              typename V::Answer a;
+              TakeWire(*part[i].resp, &a);
+              part[i].resp = nullptr;
+              part[i].arena.reset();
+              RETURN_IF_ERROR(V::Join(whole, std::move(a), ps[i], i == 0));
+            }
+            return whole;
+          };
+          ASSIGN_OR_RETURN(std::vector<typename V::Request> parts, V::ConcurrentParts(req));
+          absl::StatusOr<typename V::Answer> whole = in_parts(parts);
+          // The whole request as one call, as a smaller one goes, when its parts saw two generations.
+          if (parts.size() > 1 && whole.status().code() == absl::StatusCode::kAborted &&
+              whole.status().message() ==
+                  absl::string_view(query::kPartsSawTwoGenerations.data(), query::kPartsSawTwoGenerations.size())) {
+            whole = in_parts({req});
           }
-        }
-        if constexpr (requires { V::Empty(req); }) {
-          // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
-          if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
-            return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
+          if (!whole.ok()) return whole.status();
+          return query::AnyAnswer(std::in_place_index<kIndex>, std::move(*whole));
+        } else {
+          const Impl::Attempt a = call(req, out);
+          typename V::Answer answer;
+          if constexpr (requires { V::Resolved(answer); }) {
+            // No copy, or several: the status carries the candidates (convert.h ResolveError).
+            const grpc::StatusCode code = a.status.error_code();
+            if (code == grpc::StatusCode::NOT_FOUND || code == grpc::StatusCode::ABORTED) {
+              ASSIGN_OR_RETURN(V::Resolved(answer), ResolveFromError(a.status));
+              return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
+            }
           }
+          if constexpr (requires { V::Empty(req); }) {
+            // Nothing found: NOT_FOUND on this RPC's wire, an empty answer in the query API.
+            if (a.status.error_code() == grpc::StatusCode::NOT_FOUND) {
+              return query::AnyAnswer(std::in_place_index<kIndex>, V::Empty(req));
+            }
+          }
+          if (!a.status.ok()) return impl_->Error(a);
+          TakeWire(*out, &answer);
+          return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
         }
-        if (!a.status.ok()) return impl_->Error(a);
-        FromWire(*out, &answer);
-        return query::AnyAnswer(std::in_place_index<kIndex>, std::move(answer));
       }
     }
   });

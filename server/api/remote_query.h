@@ -39,8 +39,6 @@ class RemoteQuery : public query::QueryApi {
   // Waits up to `seconds` for the channel to be ready.
   bool WaitReady(double seconds);
 
-  absl::StatusOr<query::FramesResult> Frames(const std::string& target, const query::FramesContext& ctx,
-                                             const std::vector<query::FrameIn>& frames) override;
   // A verb of query/verbs.h: its request on the wire by field name (wire_fields.h), its answer
   // read back.
   absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override;

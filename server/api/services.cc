@@ -79,11 +79,6 @@ MethodName MethodOf(std::string_view service, std::string_view method) {
 SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                                      std::function<void(query::ServerState&)> status)
     : q_(router.own()), router_(router), stats_(stats), control_(control), status_(std::move(status)) {
-  auto decoded_here = [this](const Method& rpc, auto method) {
-    MethodName m = MethodOf(rpc.service, rpc.rpc);
-    MarkMethodRawCallback(m.index, DecodedHere(this, method, std::move(m.path)));
-  };
-  decoded_here(rpc::kSymbolizeFrames, &SymbolServiceImpl::SymbolizeFrames);
   ForEachVerbHandler(*this, "SymbolService",
                      [this](int index, auto* handler) { MarkMethodRawCallback(index, handler); });
 }

@@ -60,15 +60,6 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallControl control,
                     std::function<void(query::ServerState&)> status);
 
-  grpc::ServerUnaryReactor* SymbolizeFrames(grpc::CallbackServerContext* ctx,
-                                            const ::symdex::v1::SymbolizeFramesRequest* req,
-                                            ::symdex::v1::SymbolizeFramesResponse* resp) override;
-  grpc::ServerBidiReactor<::symdex::v1::SymbolizeFramesRequest, ::symdex::v1::SymbolizeFramesResponse>*
-  SymbolizeFramesStream(grpc::CallbackServerContext* ctx) override;
-
-  // SymbolizeFrames' work, shared with its stream.
-  grpc::Status DoFrames(const Peer& peer, const grpc::CallbackServerContext& ctx,
-                        const ::symdex::v1::SymbolizeFramesRequest& req, ::symdex::v1::SymbolizeFramesResponse* resp);
   // A verb of query/verbs.h (verb_service.h): its request read by field name, asked of the
   // caller's view of the call's index inside Serve, its answer written back.
   // One call of such a verb for `peer`, routed to `route` (verb_service.h RouteFor): its answer

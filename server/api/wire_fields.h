@@ -95,6 +95,12 @@ struct HandWired<query::SymbolizeResult> : ByHand<query::SymbolizeResult, pb::Sy
   static query::SymbolizeResult Take(pb::SymbolizeResponse& m) { return FromProto(std::move(m)); }
 };
 template <>
+struct HandWired<query::FramesRequest> : ByHand<query::FramesRequest, pb::SymbolizeFramesRequest> {};
+template <>
+struct HandWired<query::FramesResult> : ByHand<query::FramesResult, pb::SymbolizeFramesResponse> {
+  static query::FramesResult Take(pb::SymbolizeFramesResponse& m) { return FromProto(std::move(m)); }
+};
+template <>
 struct HandWired<query::AddrMapState> : ByHand<query::AddrMapState, pb::AddrMap> {};
 template <>
 struct HandWired<query::JitFunction> : ByHand<query::JitFunction, pb::JitLoad> {};

@@ -48,9 +48,6 @@ class QueryApi {
  public:
   virtual ~QueryApi() = default;
   // `target` "" = the default target (query::SelectTarget's rule).
-  // Frames from another host running this target's kernel (answers.h: the forms, which are exact).
-  virtual absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
-                                              const std::vector<FrameIn>& frames) = 0;
 
   // A verb declared in verbs.h, asked of this implementation; a list longer than one request may
   // carry (the verb's kParts) asked in parts, their answers merged.

@@ -61,16 +61,6 @@ absl::Status CallerView::CheckSpec(const std::string& target, const std::string&
   return absl::OkStatus();
 }
 
-// Frames carry the host's addresses: against a hidden (live) target they are an address oracle.
-absl::StatusOr<FramesResult> CallerView::Frames(const std::string& target, const FramesContext& ctx,
-                                                const std::vector<FrameIn>& frames) {
-  if (access_ == AddressAccess::kKaslrFree) {
-    ASSIGN_OR_RETURN(auto t, q_.Target(FramesTarget(target, ctx)));
-    if (HidesAddresses(access_, t)) return AddressesDenied(t, "symbolizing frames against the live host");
-  }
-  return q_.Frames(target, ctx, frames);
-}
-
 namespace {
 // The one target an answer is about (nullptr: an answer about several, as Targets').
 template <class V>

@@ -39,8 +39,6 @@ class CallerView : public QueryApi {
  public:
   CallerView(LocalQuery& q, AddressAccess access) : q_(q), access_(access) {}
 
-  absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
-                                      const std::vector<FrameIn>& frames) override;
   // A verb of verbs.h, under its kAccess.
   absl::StatusOr<AnyAnswer> Call(const AnyRequest& r) override;
 

@@ -6,6 +6,7 @@
 
 #include "server/common/strings.h"
 #include "server/ingest/kernel_log.h"
+#include "server/query/api.h"
 #include "server/query/local_query.h"
 
 namespace symdex::query {
@@ -49,7 +50,7 @@ std::vector<FrameModule> ModulesOf(const ingest::KernelLog& log) {
 // callers renumbered. One answer comes from one generation of the target.
 absl::StatusOr<FramesResult> FramesInParts(QueryApi& api, const std::string& target, const FramesContext& ctx,
                                            const std::vector<FrameIn>& in) {
-  if (in.size() <= kMaxAddressesPerRequest) return api.Frames(target, ctx, in);
+  if (in.size() <= kMaxAddressesPerRequest) return api.Ask<SymbolizeFrames>({target, ctx, in});
   const std::vector<size_t> cuts = StackCuts(in);
   FramesResult out;
   for (size_t begin = 0; begin < in.size();) {
@@ -68,7 +69,7 @@ absl::StatusOr<FramesResult> FramesInParts(QueryApi& api, const std::string& tar
     for (FrameIn& f : part) {
       if (f.caller) *f.caller -= static_cast<uint32_t>(begin);
     }
-    ASSIGN_OR_RETURN(FramesResult r, api.Frames(target, ctx, part));
+    ASSIGN_OR_RETURN(FramesResult r, api.Ask<SymbolizeFrames>({target, ctx, std::move(part)}));
     if (begin == 0) {
       out = std::move(r);
     } else if (r.target.name != out.target.name || r.target.generation != out.target.generation) {

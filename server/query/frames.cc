@@ -1,5 +1,6 @@
 // LocalQuery::Frames: frames from another host (answers.h says which forms are exact).
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -771,6 +772,59 @@ absl::Status LocalQuery::FramesCall::CheckAgainstTheLines(const std::vector<Fram
       a.note = StrCat(a.note, a.note.empty() ? "" : "; ", "the line says ", plans[i].expect_symbol,
                       "; the address is in ", a.info->symbol->name, " (wrong _text or module base?)");
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SymbolizeFrames::Check(const FramesRequest& r) { return CheckFramesRequest(r.ctx, r.frames.size()); }
+
+absl::StatusOr<FramesResult> SymbolizeFrames::Local(LocalQuery& q, const FramesRequest& r) {
+  return q.Frames(r.target, r.ctx, r.frames);
+}
+
+absl::StatusOr<std::vector<FramesRequest>> SymbolizeFrames::ConcurrentParts(const FramesRequest& r) {
+  if (r.frames.size() > kMaxAddressesPerRequest) {
+    return absl::InvalidArgumentError(
+        StrCat(r.frames.size(), " frames in one request; the limit is ", kMaxAddressesPerRequest));
+  }
+  const size_t want = std::clamp<size_t>(r.frames.size() / kFramesPerPart, 1, kMaxParts);
+  std::vector<size_t> cut{0};
+  if (want > 1) {
+    // Even parts, each cut moved forward to where no stack is split (a stack's frames narrow each
+    // other: one call must see them all).
+    const std::vector<size_t> cuts = StackCuts(r.frames);
+    for (size_t i = 1; i < want; ++i) {
+      auto at = std::lower_bound(cuts.begin(), cuts.end(), std::max(cut.back() + 1, r.frames.size() * i / want));
+      if (at == cuts.end()) break;
+      cut.push_back(*at);
+    }
+  }
+  if (cut.size() == 1) return std::vector<FramesRequest>{r};
+  cut.push_back(r.frames.size());
+  std::vector<FramesRequest> parts;
+  for (size_t i = 0; i + 1 < cut.size(); ++i) {
+    FramesRequest& p = parts.emplace_back(FramesRequest{r.target, r.ctx, {}});
+    p.frames.assign(r.frames.begin() + static_cast<ptrdiff_t>(cut[i]),
+                    r.frames.begin() + static_cast<ptrdiff_t>(cut[i + 1]));
+    for (FrameIn& f : p.frames) {
+      if (f.caller) *f.caller -= static_cast<uint32_t>(cut[i]);
+    }
+  }
+  return parts;
+}
+
+absl::Status SymbolizeFrames::Join(FramesResult& whole, FramesResult&& part, const FramesRequest& asked, bool first) {
+  if (part.frames.size() != asked.frames.size()) {
+    return absl::DataLossError(
+        StrCat("symdexd answered ", part.frames.size(), " frames for a part of ", asked.frames.size()));
+  }
+  if (first) {
+    whole = std::move(part);
+  } else if (part.target.name != whole.target.name || part.target.generation != whole.target.generation) {
+    // Re-indexed (or another replica) between the parts: one answer must come from one generation.
+    return absl::AbortedError(std::string(kPartsSawTwoGenerations));
+  } else {
+    std::move(part.frames.begin(), part.frames.end(), std::back_inserter(whole.frames));
   }
   return absl::OkStatus();
 }

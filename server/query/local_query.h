@@ -67,8 +67,9 @@ class LocalQuery : public QueryApi {
   absl::StatusOr<DupsResult> Dups(const std::string& target, const DupsOptions& opts);
   absl::StatusOr<ProbeResult> Probe(const std::string& target, const std::string& spec, const KprobeOptions& opts);
   absl::StatusOr<SymbolsResult> Symbols(const std::string& target, const SymbolsOptions& opts);
+  // The answer of the SymbolizeFrames verb (verbs.h).
   absl::StatusOr<FramesResult> Frames(const std::string& target, const FramesContext& ctx,
-                                      const std::vector<FrameIn>& frames) override;
+                                      const std::vector<FrameIn>& frames);
   // The index and every target's state (the IndexStatus verb's, the fleet cache's).
   absl::StatusOr<IndexState> Index(const IndexOptions& opts);
   // A verb of verbs.h: its Check, then its Local.

@@ -110,7 +110,7 @@ absl::StatusOr<PprofResult> SymbolizePprof(QueryApi& api, const PprofRequest& re
     const size_t n = std::min(kMaxAddressesPerRequest, frames.size() - start);
     std::vector<FrameIn> batch(frames.begin() + static_cast<ptrdiff_t>(start),
                                frames.begin() + static_cast<ptrdiff_t>(start + n));
-    ASSIGN_OR_RETURN(FramesResult r, api.Frames(req.target, ctx, batch));
+    ASSIGN_OR_RETURN(FramesResult r, api.Ask<SymbolizeFrames>({req.target, ctx, std::move(batch)}));
     out.target = r.target;
     for (size_t k = 0; k < n; ++k) {
       const FrameAnswer& a = r.frames[k];

@@ -51,6 +51,16 @@ class QueryApi;
 // The most addresses (or other list elements) one request may carry.
 inline constexpr size_t kMaxAddressesPerRequest = 65536;
 
+// Where the daemon sends a call (a verb's RouteOf, else its request's target): the kernel (a
+// build-ID as "build-id:HEX") and the modules it names, to be indexed first on a fleet replica.
+struct VerbRoute {
+  std::string target;
+  absl::StatusOr<std::vector<FrameModule>> modules = std::vector<FrameModule>{};
+  std::string build_id;  // the kernel build-ID a fleet proxy routes the call on (a client's header)
+};
+// A build-ID names the kernel when no target does.
+VerbRoute RouteByBuildId(const std::string& target, const std::string& kernel_build_id);
+
 enum class VerbAccess {
   kAnyone,         // nothing in the answer reveals the kernel's layout
   kHideAddresses,  // for a live target an unprivileged caller gets `target` without the kernel's
@@ -397,6 +407,41 @@ struct SymbolizeAddresses {
   static absl::Status Check(const Request& r);
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
 };
+
+// `symdex frames`: frames from another host running this target's kernel — runtime addresses,
+// module offsets, printed symbol+offset frames — each pinned to its copy (answers.h: the forms,
+// which are exact). Routed to the kernel the request names (a fleet's by build-ID, with its
+// modules). A client sends a big request as up to kMaxParts calls at once over its one
+// connection, cut where no stack is split (ConcurrentParts, Join): the daemon answers the later
+// parts while the client reads the first.
+struct FramesRequest {  // on the wire by hand: frames in three forms, callers by index
+  std::string target;   // "" = by ctx.kernel_build_id, else the default target
+  FramesContext ctx;
+  std::vector<FrameIn> frames;
+};
+struct SymbolizeFrames {
+  static constexpr const char* kMethod = "SymbolizeFrames";
+  static constexpr const char* kStreamMethod = "SymbolizeFramesStream";
+  static constexpr bool kHeavy = true;  // DWARF for frames not in the address map
+  static constexpr VerbAccess kAccess = VerbAccess::kAbsoluteInput;
+  static constexpr std::string_view kAsked = "symbolizing frames against the live host";
+  static constexpr size_t kFramesPerPart = 2048, kMaxParts = 4;
+  using Request = FramesRequest;
+  using Answer = FramesResult;
+  static size_t Weight(const Request& r) { return r.frames.size(); }
+  static absl::Status Check(const Request& r);
+  static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static VerbRoute RouteOf(const Request& r) {
+    return {FramesTarget(r.target, r.ctx), r.ctx.modules, r.ctx.kernel_build_id};
+  }
+  // The parts of a request a client sends at once (one: the request as it is), each stack whole
+  // in one part, callers renumbered in it; InvalidArgument past the request limit.
+  static absl::StatusOr<std::vector<Request>> ConcurrentParts(const Request& r);
+  // Part `part` (as asked: `asked`) joined to `whole`: DataLoss when it answers another number of
+  // frames, Aborted (kPartsSawTwoGenerations) when it is from another generation of the target.
+  static absl::Status Join(Answer& whole, Answer&& part, const Request& asked, bool first);
+};
+inline constexpr std::string_view kPartsSawTwoGenerations = "the target changed between the parts of one request";
 
 // `symdex resolve SPEC`: the copies a spec names (query/spec.h), each with its canonical spec —
 // the one spec that names it alone. On the wire an answer names exactly one copy; none or several
@@ -805,13 +850,6 @@ struct MatchJittedDsos {
 // daemon, RouteOf(request) is the kernel a call goes to (a build-ID as "build-id:HEX") and the
 // modules it names, checked (Check) before anything is fetched for them; Weight(request) is how
 // many addresses the call counts as while its answer is unread.
-struct VerbRoute {
-  std::string target;
-  absl::StatusOr<std::vector<FrameModule>> modules = std::vector<FrameModule>{};
-};
-// A build-ID names the kernel when no target does.
-VerbRoute RouteByBuildId(const std::string& target, const std::string& kernel_build_id);
-
 // `symdex decode`: the kernel frames of a log, each pinned to its copy (decode.h).
 struct DecodeLog {
   static constexpr const char* kMethod = "Decode";
@@ -901,9 +939,9 @@ struct VerbList {
     }
   }
 };
-using Verbs = VerbList<Targets, Which, Resolve, SymbolizeAddresses, ListDuplicates, ListSymbols, IndexStatus, Probe,
-                       Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId, JitAddr, MatchJittedDsos,
-                       JitCollisions, DecodeLog, SymbolizeProfile>;
+using Verbs = VerbList<Targets, Which, Resolve, SymbolizeAddresses, SymbolizeFrames, ListDuplicates, ListSymbols,
+                       IndexStatus, Probe, Inlined, Lines, Vars, InlinedProbes, Callers, LookupBuildId, JitAddr,
+                       MatchJittedDsos, JitCollisions, DecodeLog, SymbolizeProfile>;
 using AnyRequest = Verbs::Requests;
 using AnyAnswer = Verbs::Answers;
 

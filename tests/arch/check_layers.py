@@ -79,7 +79,7 @@ LOCAL_WORK = {
 }
 
 # The gRPC handlers: no store, no SQL, no file I/O.
-HANDLERS = ["server/api/services.h", "server/api/services.cc", "server/api/frame_services.cc", "server/api/jit_services.cc",
+HANDLERS = ["server/api/services.h", "server/api/services.cc", "server/api/jit_services.cc",
             "server/api/serve.h", "server/api/verb_service.h"]
 # (metrics: the handlers count their calls; jit/ingest.h: JitService.Ingest, a write the daemon owns.)
 HANDLER_INCLUDES = [re.compile(p) for p in (r"server/api/", r"server/query/", r"server/common/", r"symdex/v1/",

@@ -241,10 +241,6 @@ TEST(VerbWireTest, AMapGoesOutAsEntriesAndComesBack) {
 class Recorder : public query::QueryApi {
  public:
   std::vector<size_t> sizes;
-  absl::StatusOr<query::FramesResult> Frames(const std::string&, const query::FramesContext&,
-                                             const std::vector<query::FrameIn>&) override {
-    return absl::UnimplementedError("");
-  }
   absl::StatusOr<query::AnyAnswer> Call(const query::AnyRequest& r) override {
     const auto* req = std::get_if<query::JitAddrRequest>(&r);
     if (req == nullptr) return absl::UnimplementedError("");
