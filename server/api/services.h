@@ -1,6 +1,6 @@
-// The gRPC services symdexd serves: thin adapters from symdex.v1 messages to query::LocalQuery
-// (SymbolService) and to the JIT store (JitService). No query logic lives here: a handler
-// converts the request, calls the same function the CLI calls, converts the answer.
+// The gRPC services symdexd serves: every read RPC is a verb of server/query/verbs.h, served by
+// one template (verb_service.h) through the caller's view of the query layer, as the CLI asks it;
+// the one handler written here is JitService.Ingest, a write. No query logic lives here.
 #pragma once
 
 #include <atomic>

@@ -20,7 +20,12 @@
 // keeps that wire: NotFoundMessage(answer) ("" = an answer to send) and Empty(request), what the
 // client reads NOT_FOUND back as. A verb of another service names it (kService, with kLabel for
 // its metrics); a privileged verb says why in its refusal (kWhyPrivileged); a verb whose request
-// carries a list is asked in parts (kParts, Merge: QueryApi::Ask).
+// carries a list is asked in parts (kParts, Merge: QueryApi::Ask), on the daemon in cancellable
+// slices (kSlice); a long answer goes as a stream of parts (Part, PartOf, Joined); a verb with a
+// bidi stream of calls names it (kStreamMethod); the daemon routes by RouteOf and counts Weight
+// addresses until the answer is read; a client sends frames as concurrent parts (ConcurrentParts,
+// Join); a composed verb answers from other verbs over whichever API is asked (Composed); the
+// Status verb's ServerPart is what the daemon says of itself. Every read RPC is a verb here.
 #pragma once
 
 #include <algorithm>

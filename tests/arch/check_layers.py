@@ -81,6 +81,10 @@ LOCAL_WORK = {
 # The gRPC handlers: no store, no SQL, no file I/O.
 HANDLERS = ["server/api/services.h", "server/api/services.cc", "server/api/jit_services.cc",
             "server/api/serve.h", "server/api/verb_service.h"]
+# An RPC's handler written by hand (an override of a generated service method) is the one RPC that
+# is no read verb: every other is a verb of server/query/verbs.h, served by verb_service.h.
+HAND_HANDLER = re.compile(r"\bgrpc::Server\w*Reactor<?[^(]*\*\s*(\w+)\s*\(")
+HAND_HANDLERS_ALLOWED = {"Ingest"}
 # (metrics: the handlers count their calls; jit/ingest.h: JitService.Ingest, a write the daemon owns.)
 HANDLER_INCLUDES = [re.compile(p) for p in (r"server/api/", r"server/query/", r"server/common/", r"symdex/v1/",
                                             r"server/metrics/", r"server/jit/ingest\.h$")]
@@ -273,6 +277,13 @@ def main(root):
             for rx, what in HANDLER_FORBIDDEN:
                 if rx.search(code):
                     bad.append(f"{h}:{n}: {what} in a gRPC handler: put it in the query layer, where the CLI gets it too")
+    services = root / "server/api/services.h"
+    if services.exists():
+        for n, line in enumerate(services.read_text(errors="replace").splitlines(), 1):
+            m = HAND_HANDLER.search(line.split("//")[0])
+            if m and "override" in line and m.group(1) not in HAND_HANDLERS_ALLOWED:
+                bad.append(f"server/api/services.h:{n}: {m.group(1)}: an RPC with a handler of its own: declare it "
+                           "as a verb in server/query/verbs.h (verb_service.h serves every verb)")
     for p in sources + clients:
         rel = p.relative_to(root).as_posix()
         lines = p.read_text(errors="replace").splitlines()

@@ -3,7 +3,7 @@
 time (a client file reaching the store through a header of its own, the query API header reaching
 SQLite, SQL in the query layer, a parser including the store, a client file including SQLite, libdw
 or the wire's generated headers, a long function without its reason, a fixed-width value decoded
-by hand), each expected by its message.
+by hand, an RPC with a handler of its own), each expected by its message.
 
 Usage: check_layers_test.py SOURCE_DIR
 """
@@ -77,6 +77,11 @@ def main(src):
          [("server/ingest/kallsyms.cc", "\n",
            "static int Planted(int x) {\n" + "  x += 1;\n" * 125 + "  return x;\n}\n")],
          "server/ingest/kallsyms.cc", "a function of 128 lines: split it into steps"),
+        ("an RPC with a handler written by hand",
+         [("server/api/services.h", "  JitServiceImpl(SymbolServiceImpl& symbols, jit::Ingester& ingester);\n",
+           "  grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,"
+           " ::symdex::v1::JitAddrResponse* resp) override;\n")],
+         "server/api/services.h", "Addr: an RPC with a handler of its own"),
         ("a parser including the store",
          [("server/ingest/kallsyms.h", "#pragma once\n", '#include "server/store/index_store.h"\n')],
          "server/ingest/kallsyms.h", "server/ingest/ may include only"),

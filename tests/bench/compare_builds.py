@@ -6,8 +6,8 @@ embedded (--local), each through its own symdexd, and each CLI through the *othe
 daemon (the wire is a contract: an older client must read a newer daemon's answers, and the
 other way round). The questions come from the index: sampled duplicated names (which, resolve
 by name, by canonical spec, by address; kprobe in every form, with arguments by name and at a
-line; vars; callers; lines; inlined), what has a build-ID, and the whole listings (dups, symbols,
-kallsyms), text and --json.
+line; vars; callers; lines; inlined), what has a build-ID, frames in each form and the same frames
+as a log to decode, and the whole listings (dups, symbols, kallsyms), text and --json.
 
   tests/bench/compare_builds.py --old OLD/bin --new build/bin --db INDEX [--sample 40] [--seed 1]
 
@@ -28,6 +28,9 @@ import time
 def run(bindir, args, timeout=600):
     r = subprocess.run([os.path.join(bindir, "symdex")] + args, capture_output=True, timeout=timeout)
     return r.returncode, r.stdout, r.stderr
+
+
+LOG_FILE = os.path.join(tempfile.gettempdir(), f"compare_builds.{os.getpid()}.log")
 
 
 def commands(new, db, sample, seed):
@@ -71,6 +74,26 @@ def commands(new, db, sample, seed):
                      f"--json lines {q(dw['file'] + ':' + str(dw['line']))}"]
             if i == 0:
                 cmds.append(f"kprobe -n --inlined {q(name)}")
+    # Frames from another machine, each form: a printed symbol+offset/size (in its module), a
+    # link-time address; and the same frames as a log to decode.
+    frames, log = [], []
+    for g in picked:
+        for inst in g["instances"][:2]:
+            size = inst.get("size") or 0
+            mod = inst.get("module") or "vmlinux"
+            printed = f"{g['name']}+0x4/{size:#x}" + ("" if mod == "vmlinux" else f" [{mod}]")
+            frames.append(printed)
+            if inst.get("address"):
+                frames.append(inst["address"][2:])
+                log.append(f" [<{inst['address'][2:]}>] {printed}")
+            else:
+                log.append(f" {printed}")
+    if frames:
+        q = shlex.quote
+        cmds += ["frames " + " ".join(q(f) for f in frames), "--json frames " + " ".join(q(f) for f in frames)]
+        with open(LOG_FILE, "w") as f:
+            f.write("Call Trace:\n <TASK>\n" + "\n".join(log) + "\n </TASK>\n")
+        cmds += [f"decode {LOG_FILE}", f"--json decode {LOG_FILE}", f"decode --frames-only {LOG_FILE}"]
     return cmds
 
 

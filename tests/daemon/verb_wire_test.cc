@@ -58,6 +58,11 @@ TEST(VerbWireTest, TheMethodListIsTheProtosRpcs) {
     if constexpr (requires { V::kStreamMethod; }) ++streams;
   });
   EXPECT_EQ(declared, query::Verbs::kCount + streams);
+  // Every RPC is a declared verb but the one write: reading files into the index on the daemon's
+  // host.
+  for (const api::Method& m : api::AllMethods()) {
+    EXPECT_TRUE(m.declared || api::NameOf(m) == "JitService.Ingest") << api::NameOf(m) << " has a handler of its own";
+  }
   for (const std::string& rpc : proto) EXPECT_EQ(listed[rpc], 1) << rpc;
   for (const auto& [rpc, n] : listed) EXPECT_TRUE(proto.count(rpc)) << rpc << " is no RPC of the proto";
   // A declared verb's traits are its declaration's.
