@@ -233,6 +233,15 @@ query::AddressInfo ToAddressInfo(M& a) {
 query::AddressInfo FromProto(const pb::AddressResult& a) { return ToAddressInfo(a); }
 query::AddressInfo FromProto(pb::AddressResult&& a) { return ToAddressInfo(a); }
 
+void ToProto(const query::SymbolizeRequest& r, pb::SymbolizeRequest* out) {
+  out->set_target(r.target);
+  out->mutable_addresses()->Add(r.addresses.begin(), r.addresses.end());
+}
+
+query::SymbolizeRequest FromProto(const pb::SymbolizeRequest& r) {
+  return {r.target(), {r.addresses().begin(), r.addresses().end()}};
+}
+
 void ToProto(const query::SymbolizeResult& r, pb::SymbolizeResponse* out) {
   out->set_target(r.target.name);
   ToProto(query::TargetSummary{r.target, {}}, out->mutable_target_info());

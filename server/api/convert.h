@@ -29,6 +29,8 @@ query::CanonicalMatch FromProto(const pb::Match& m);
 void ToProto(uint64_t addr, const query::AddressInfo& a, pb::AddressResult* out);
 query::AddressInfo FromProto(const pb::AddressResult& a);
 query::AddressInfo FromProto(pb::AddressResult&& a);
+void ToProto(const query::SymbolizeRequest& r, pb::SymbolizeRequest* out);
+query::SymbolizeRequest FromProto(const pb::SymbolizeRequest& r);
 void ToProto(const query::SymbolizeResult& r, pb::SymbolizeResponse* out);
 query::SymbolizeResult FromProto(const pb::SymbolizeResponse& r);
 query::SymbolizeResult FromProto(pb::SymbolizeResponse&& r);  // its strings moved out

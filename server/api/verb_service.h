@@ -31,8 +31,9 @@ template <class V>
 absl::StatusOr<typename V::Answer> AskInSlices(query::QueryApi& view, const grpc::CallbackServerContext& ctx,
                                                const typename V::Request& req) {
   const auto& list = req.*V::kParts;
-  typename V::Request part = req;
-  (part.*V::kParts).clear();
+  if (list.size() <= V::kSlice) return view.template AskWhole<V>(req);  // one slice: one generation
+  typename V::Request part;
+  if constexpr (requires { part.target; }) part.target = req.target;
   for (int attempt = 0; attempt < 4; ++attempt) {
     typename V::Answer whole;
     std::optional<int64_t> generation;

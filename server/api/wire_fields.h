@@ -91,6 +91,8 @@ struct HandWired<query::PprofRequest> : ByHand<query::PprofRequest, pb::Symboliz
 template <>
 struct HandWired<query::PprofResult> : ByHand<query::PprofResult, pb::SymbolizePprofResponse> {};
 template <>
+struct HandWired<query::SymbolizeRequest> : ByHand<query::SymbolizeRequest, pb::SymbolizeRequest> {};
+template <>
 struct HandWired<query::SymbolizeResult> : ByHand<query::SymbolizeResult, pb::SymbolizeResponse> {
   static query::SymbolizeResult Take(pb::SymbolizeResponse& m) { return FromProto(std::move(m)); }
 };

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "server/common/status.h"
@@ -70,10 +71,11 @@ class QueryApi {
     return AskWhole<V>(r);
   }
   // Ask, the request as it is: what a server answers (its Check refuses a list too long).
-  template <class V>
-  absl::StatusOr<typename V::Answer> AskWhole(const typename V::Request& r) {
+  template <class V, class R>
+  requires std::is_same_v < std::remove_cvref_t<R>,
+  typename V::Request > absl::StatusOr<typename V::Answer> AskWhole(R&& r) {
     constexpr size_t kIndex = Verbs::IndexOf<V>();
-    ASSIGN_OR_RETURN(AnyAnswer a, Call(AnyRequest(std::in_place_index<kIndex>, r)));
+    ASSIGN_OR_RETURN(AnyAnswer a, Call(AnyRequest(std::in_place_index<kIndex>, std::forward<R>(r))));
     if (a.index() != kIndex) return absl::InternalError(StrCat(V::kMethod, " was answered with another verb's answer"));
     return std::get<kIndex>(std::move(a));
   }

@@ -381,10 +381,9 @@ struct IndexStatus {
 
 // `symdex addr ADDR...`: each address's symbol, offset, file:line and inline chain. On the daemon
 // in slices of kSlice (a cancelled call stops within one), all from one generation of the target.
-struct SymbolizeRequest {
-  std::string target;  // "" = the default target
+struct SymbolizeRequest {  // on the wire by hand: the addresses copied as one block
+  std::string target;      // "" = the default target
   std::vector<uint64_t> addresses;
-  SYMDEX_FIELDS(SymbolizeRequest, target, addresses)
 };
 struct SymbolizeResult {  // on the wire by hand: the answers by the thousand, each in brief
   TargetInfo target;
