@@ -610,22 +610,27 @@ query::FramesResult FromProto(const pb::SymbolizeFramesResponse& r) { return ToF
 query::FramesResult FromProto(pb::SymbolizeFramesResponse&& r) { return ToFramesResult(r); }
 query::FrameAnswer FromProto(const pb::FrameResult& p) { return ToFrameAnswer(p); }
 
-query::DecodeRequest FromProto(const pb::DecodeRequest& req) {
-  query::DecodeRequest out;
+namespace {
+// The kernel a decode or pprof request names and its base: the same fields in both messages.
+template <class Out, class M>
+Out WithKernelBase(const M& req) {
+  Out out;
   out.target = req.target();
   out.kernel_build_id = req.kernel_build_id();
-  if (req.kernel_base_case() == pb::DecodeRequest::kText) out.host_text = req.text();
-  if (req.kernel_base_case() == pb::DecodeRequest::kKaslrOffset) out.kaslr_offset = req.kaslr_offset();
+  if (req.kernel_base_case() == M::kText) out.host_text = req.text();
+  if (req.kernel_base_case() == M::kKaslrOffset) out.kaslr_offset = req.kaslr_offset();
+  return out;
+}
+}  // namespace
+
+query::DecodeRequest FromProto(const pb::DecodeRequest& req) {
+  auto out = WithKernelBase<query::DecodeRequest>(req);
   out.text = req.log();
   return out;
 }
 
 query::PprofRequest FromProto(const pb::SymbolizePprofRequest& req) {
-  query::PprofRequest out;
-  out.target = req.target();
-  out.kernel_build_id = req.kernel_build_id();
-  if (req.kernel_base_case() == pb::SymbolizePprofRequest::kText) out.host_text = req.text();
-  if (req.kernel_base_case() == pb::SymbolizePprofRequest::kKaslrOffset) out.kaslr_offset = req.kaslr_offset();
+  auto out = WithKernelBase<query::PprofRequest>(req);
   out.profile = req.profile();
   return out;
 }
