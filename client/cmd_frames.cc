@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<query::FrameModule>> ModulesFrom(const std::string& d
   return out;
 }
 
-// Frames per Frames() call. Batches are pipelined: up to kInFlight are being answered (by
+// Frames per SymbolizeFrames call. Batches are pipelined: up to kInFlight are being answered (by
 // symdexd, or by the embedded index on other threads) while the one before them is printed; so
 // the answers held are bounded whatever the input's size.
 size_t BatchSize() {

@@ -375,11 +375,17 @@ template <class X>
 void FromWire(const google::protobuf::Message& m, X* v) {
   wire_internal::MessageFrom(m, v);
 }
+// A hand-written conversion that can move a message's strings out (HandWired's Take).
+template <class H>
+concept TakesFromWire = requires {
+  typename H::Message;
+}
+&&requires(typename H::Message& msg) { H::Take(msg); };
 // FromWire, moving the message's strings out where X's conversion can (`m` is left cleared of them).
 template <class X>
 void TakeWire(google::protobuf::Message& m, X* v) {
   using H = wire_internal::HandWired<X>;
-  if constexpr (requires(typename H::Message & msg) { H::Take(msg); }) {
+  if constexpr (TakesFromWire<H>) {
     *v = H::Take(static_cast<typename H::Message&>(m));
   } else {
     wire_internal::MessageFrom(m, v);

@@ -45,7 +45,7 @@ std::vector<FrameModule> ModulesOf(const ingest::KernelLog& log) {
   return out;
 }
 
-// api.Frames over `in`, in requests of at most kMaxAddressesPerRequest frames, each cut where no
+// SymbolizeFrames over `in`, in requests of at most kMaxAddressesPerRequest frames, each cut where no
 // frame's caller lies past it (a stack's frames narrow each other: they go in one request), its
 // callers renumbered. One answer comes from one generation of the target.
 absl::StatusOr<FramesResult> FramesInParts(QueryApi& api, const std::string& target, const FramesContext& ctx,

@@ -25,7 +25,8 @@
 // bidi stream of calls names it (kStreamMethod); the daemon routes by RouteOf and counts Weight
 // addresses until the answer is read; a client sends frames as concurrent parts (ConcurrentParts,
 // Join); a composed verb answers from other verbs over whichever API is asked (Composed); the
-// Status verb's ServerPart is what the daemon says of itself. Every read RPC is a verb here.
+// Status verb's ServerPart is what the daemon says of itself. Every read RPC is a verb here: the
+// file is long because it is the table, each verb's request, answer and traits side by side.
 #pragma once
 
 #include <algorithm>
