@@ -138,6 +138,13 @@ class ByteReader {
     return static_cast<T>(v);
   }
 
+  // Each of `v` in turn, as Int of its own type (its width is the field's on disk): a record's
+  // fixed fields, read in their order.
+  template <typename... T>
+  void Ints(T&... v) {
+    ((v = Int<T>()), ...);
+  }
+
   // A trivially copyable struct as laid out in memory (host byte order and padding).
   template <typename T>
   T Struct() {

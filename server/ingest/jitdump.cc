@@ -80,12 +80,7 @@ class RecordParser {
     ByteReader c = Body();
     CodeLoad r;
     r.prefix = prefix_;
-    r.pid = c.Int<uint32_t>();
-    r.tid = c.Int<uint32_t>();
-    r.vma = c.Int<uint64_t>();
-    r.code_addr = c.Int<uint64_t>();
-    r.code_size = c.Int<uint64_t>();
-    r.code_index = c.Int<uint64_t>();
+    c.Ints(r.pid, r.tid, r.vma, r.code_addr, r.code_size, r.code_index);
     std::optional<std::string_view> name = c.CString();
     if (!name) return Error("function name has no terminating NUL");
     // perf takes the code as the last code_size bytes; they must not overlap the name.
@@ -102,13 +97,7 @@ class RecordParser {
     ByteReader c = Body();
     CodeMove r;
     r.prefix = prefix_;
-    r.pid = c.Int<uint32_t>();
-    r.tid = c.Int<uint32_t>();
-    r.vma = c.Int<uint64_t>();
-    r.old_code_addr = c.Int<uint64_t>();
-    r.new_code_addr = c.Int<uint64_t>();
-    r.code_size = c.Int<uint64_t>();
-    r.code_index = c.Int<uint64_t>();
+    c.Ints(r.pid, r.tid, r.vma, r.old_code_addr, r.new_code_addr, r.code_size, r.code_index);
     return Parsed(std::move(r));
   }
 
@@ -127,9 +116,7 @@ class RecordParser {
     r.entries.reserve(static_cast<size_t>(nr_entry));
     for (uint64_t i = 0; i < nr_entry; ++i) {
       DebugEntry e;
-      e.addr = c.Int<uint64_t>();
-      e.line = c.Int<uint32_t>();
-      e.discrim = c.Int<uint32_t>();
+      c.Ints(e.addr, e.line, e.discrim);
       std::optional<std::string_view> file = c.CString();
       if (!c.ok() || !file) {
         return Error(StrCat("entry ", i, " of ", nr_entry, " runs past the end of the record"));
@@ -152,9 +139,7 @@ class RecordParser {
     ByteReader c = Body();
     UnwindingInfo r;
     r.prefix = prefix_;
-    r.unwinding_size = c.Int<uint64_t>();
-    r.eh_frame_hdr_size = c.Int<uint64_t>();
-    r.mapped_size = c.Int<uint64_t>();
+    c.Ints(r.unwinding_size, r.eh_frame_hdr_size, r.mapped_size);
     if (r.eh_frame_hdr_size > r.unwinding_size) {
       return Error(StrCat("eh_frame_hdr_size ", r.eh_frame_hdr_size, " exceeds unwinding_size ", r.unwinding_size));
     }
@@ -203,13 +188,7 @@ absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view d
     }
     ByteReader c(data, h.byte_order);
     (void)c.Int<uint32_t>();  // magic
-    h.version = c.Int<uint32_t>();
-    h.total_size = c.Int<uint32_t>();
-    h.elf_mach = c.Int<uint32_t>();
-    h.pad1 = c.Int<uint32_t>();
-    h.pid = c.Int<uint32_t>();
-    h.timestamp = c.Int<uint64_t>();
-    h.flags = c.Int<uint64_t>();
+    c.Ints(h.version, h.total_size, h.elf_mach, h.pad1, h.pid, h.timestamp, h.flags);
     if (h.total_size < kJitdumpHeaderSize) {
       return absl::InvalidArgumentError(StrCat(source_, ": jitdump header total_size ", h.total_size,
                                                " is smaller than the ", kJitdumpHeaderSize, "-byte header"));
@@ -225,9 +204,7 @@ absl::StatusOr<JitdumpReader::FeedResult> JitdumpReader::Feed(std::string_view d
     ByteReader c(data.substr(pos), order);
     RecordPrefix prefix;
     prefix.file_offset = offset_;
-    prefix.id = c.Int<uint32_t>();
-    prefix.total_size = c.Int<uint32_t>();
-    prefix.timestamp = c.Int<uint64_t>();
+    c.Ints(prefix.id, prefix.total_size, prefix.timestamp);
     if (prefix.total_size < kJitRecordPrefixSize) {
       return absl::InvalidArgumentError(StrCat(source_, ": offset ", offset_, ": ", RecordName(prefix.id),
                                                " record total_size ", prefix.total_size, " is smaller than the ",

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <iterator>
+#include <tuple>
 
 #include "server/common/byte_reader.h"
 #include "server/common/strings.h"
@@ -22,11 +23,47 @@ class Writer {
     Int(static_cast<uint32_t>(s.size()));
     out_.append(s);
   }
+  // Each of `v` in turn, as Int of its own type.
+  template <typename... T>
+  void Ints(const T&... v) {
+    (Int(v), ...);
+  }
   std::string Take() { return std::move(out_); }
 
  private:
   std::string out_;
 };
+
+// Each record's fixed-width fields in their order on the pipe: one list, which the writer and the
+// reader both walk (each field as wide as its member).
+template <class R>
+auto RangeFields(R& r) {
+  return std::tie(r.lo, r.hi, r.section);
+}
+template <class F>
+auto FunctionEntryFields(F& f) {
+  return std::tie(f.entry, f.entry_section);
+}
+template <class F>
+auto FunctionPlaceFields(F& f) {
+  return std::tie(f.cu, f.decl_file, f.decl_line, f.entry_file, f.entry_line);
+}
+template <class V>
+auto VariableFields(V& v) {
+  return std::tie(v.addr, v.section, v.cu, v.decl_file, v.decl_line, v.external);
+}
+template <class L>
+auto SymbolLineFields(L& l) {
+  return std::tie(l.addr, l.section, l.cu, l.file, l.line);
+}
+template <class Tuple>
+void Write(Writer& w, const Tuple& fields) {
+  std::apply([&](const auto&... v) { w.Ints(v...); }, fields);
+}
+template <class Tuple>
+void Read(ByteReader& rd, Tuple fields) {
+  std::apply([&](auto&... v) { rd.Ints(v...); }, fields);
+}
 
 }  // namespace
 
@@ -122,39 +159,19 @@ std::string EncodeDwarfIndex(const DwarfIndex& idx) {
   w.Int(static_cast<uint32_t>(idx.functions.size()));
   for (const auto& f : idx.functions) {
     w.Str(f.name);
-    w.Int(f.entry);
-    w.Int(f.entry_section);
+    Write(w, FunctionEntryFields(f));
     w.Int(static_cast<uint32_t>(f.ranges.size()));
-    for (const auto& r : f.ranges) {
-      w.Int(r.lo);
-      w.Int(r.hi);
-      w.Int(r.section);
-    }
-    w.Int(f.cu);
-    w.Int(f.decl_file);
-    w.Int(f.decl_line);
-    w.Int(f.entry_file);
-    w.Int(f.entry_line);
+    for (const auto& r : f.ranges) Write(w, RangeFields(r));
+    Write(w, FunctionPlaceFields(f));
     w.Int(uint8_t((f.external ? 1 : 0) | (f.inline_copy ? 2 : 0)));
   }
   w.Int(static_cast<uint32_t>(idx.variables.size()));
   for (const auto& v : idx.variables) {
     w.Str(v.name);
-    w.Int(v.addr);
-    w.Int(v.section);
-    w.Int(v.cu);
-    w.Int(v.decl_file);
-    w.Int(v.decl_line);
-    w.Int(uint8_t{v.external});
+    Write(w, VariableFields(v));
   }
   w.Int(static_cast<uint32_t>(idx.symbol_lines.size()));
-  for (const auto& l : idx.symbol_lines) {
-    w.Int(l.addr);
-    w.Int(l.section);
-    w.Int(l.cu);
-    w.Int(l.file);
-    w.Int(l.line);
-  }
+  for (const auto& l : idx.symbol_lines) Write(w, SymbolLineFields(l));
   return w.Take();
 }
 
@@ -201,23 +218,16 @@ absl::Status AppendDwarfIndex(std::string_view bytes, DwarfIndex& into) {
   for (size_t n = ReserveCount(rd.Count(4 + 8 + 2 + 4 + 21), idx.functions); n-- > 0 && rd.ok();) {
     DwarfFunction f;
     f.name = rd.Str(kMaxString);
-    f.entry = rd.Int<uint64_t>();
-    f.entry_section = rd.Int<uint16_t>();
+    Read(rd, FunctionEntryFields(f));
     for (size_t m = ReserveCount(rd.Count(18), f.ranges); m-- > 0 && rd.ok();) {
       AddrRange r;
-      r.lo = rd.Int<uint64_t>();
-      r.hi = rd.Int<uint64_t>();
-      r.section = rd.Int<uint16_t>();
+      Read(rd, RangeFields(r));
       if (rd.ok() && (r.hi < r.lo || !section_ok(r.section))) {
         return absl::DataLossError(StrCat("worker response: bad range at byte ", rd.pos()));
       }
       f.ranges.push_back(r);
     }
-    f.cu = rd.Int<uint32_t>();
-    f.decl_file = rd.Int<uint32_t>();
-    f.decl_line = rd.Int<uint32_t>();
-    f.entry_file = rd.Int<uint32_t>();
-    f.entry_line = rd.Int<uint32_t>();
+    Read(rd, FunctionPlaceFields(f));
     uint8_t flags = rd.Int<uint8_t>();
     f.external = flags & 1;
     f.inline_copy = flags & 2;
@@ -230,12 +240,7 @@ absl::Status AppendDwarfIndex(std::string_view bytes, DwarfIndex& into) {
   for (size_t n = ReserveCount(rd.Count(4 + 8 + 2 + 12 + 1), idx.variables); n-- > 0 && rd.ok();) {
     DwarfVariable v;
     v.name = rd.Str(kMaxString);
-    v.addr = rd.Int<uint64_t>();
-    v.section = rd.Int<uint16_t>();
-    v.cu = rd.Int<uint32_t>();
-    v.decl_file = rd.Int<uint32_t>();
-    v.decl_line = rd.Int<uint32_t>();
-    v.external = rd.Int<uint8_t>() != 0;
+    Read(rd, VariableFields(v));
     if (rd.ok() && (v.cu >= nunits || !file_ok(v.decl_file) || !section_ok(v.section))) {
       return absl::DataLossError(StrCat("worker response: variable id out of range at byte ", rd.pos()));
     }
@@ -243,11 +248,7 @@ absl::Status AppendDwarfIndex(std::string_view bytes, DwarfIndex& into) {
   }
   for (size_t n = ReserveCount(rd.Count(22), idx.symbol_lines); n-- > 0 && rd.ok();) {
     DwarfSymbolLine l;
-    l.addr = rd.Int<uint64_t>();
-    l.section = rd.Int<uint16_t>();
-    l.cu = rd.Int<uint32_t>();
-    l.file = rd.Int<uint32_t>();
-    l.line = rd.Int<uint32_t>();
+    Read(rd, SymbolLineFields(l));
     if (rd.ok() && ((l.cu != UINT32_MAX && l.cu >= nunits) || !file_ok(l.file) || !section_ok(l.section))) {
       return absl::DataLossError(StrCat("worker response: symbol line id out of range at byte ", rd.pos()));
     }
