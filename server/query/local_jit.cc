@@ -62,7 +62,7 @@ absl::Status LookupBuildId::Check(const BuildIdRequest& r) {
 }
 
 absl::StatusOr<BuildIdAnswer> LookupBuildId::Local(LocalQuery& q, const BuildIdRequest& r) {
-  return q.BuildIdHits(r.build_id, /*include_jitted=*/true, kQuoteInFull);
+  return q.BuildIdHits(r.build_id, r.jitted, kQuoteInFull);
 }
 
 absl::StatusOr<BuildIdAnswer> LocalQuery::BuildIdHits(const std::string& hex, bool include_jitted, size_t quote_max) {

@@ -16,17 +16,16 @@
 // caller when the spec names an absolute address of a live target (an address oracle). A verb
 // whose answer names one copy on the wire says where its list of copies is: Resolved(Answer&).
 // A verb whose answer holds parts for privileged callers only removes them for others in
-// HidePrivileged(Answer&). A verb whose RPC answered "nothing" as NOT_FOUND before it was declared
-// keeps that wire: NotFoundMessage(answer) ("" = an answer to send) and Empty(request), what the
-// client reads NOT_FOUND back as. A verb of another service names it (kService, with kLabel for
-// its metrics); a privileged verb says why in its refusal (kWhyPrivileged); a verb whose request
-// carries a list is asked in parts (kParts, Merge: QueryApi::Ask), on the daemon in cancellable
-// slices (kSlice); a long answer goes as a stream of parts (Part, PartOf, Joined); a verb with a
-// bidi stream of calls names it (kStreamMethod); the daemon routes by RouteOf and counts Weight
-// addresses until the answer is read; a client sends frames as concurrent parts (ConcurrentParts,
-// Join); a composed verb answers from other verbs over whichever API is asked (Composed); the
-// Status verb's ServerPart is what the daemon says of itself. Every read RPC is a verb here: the
-// file is long because it is the table, each verb's request, answer and traits side by side.
+// HidePrivileged(Answer&), and may say in ForUnprivileged(Request&) how not to look for them. A verb whose RPC answered
+// "nothing" as NOT_FOUND before it was declared keeps that wire: NotFoundMessage(answer) ("" = an answer to send) and
+// Empty(request), what the client reads NOT_FOUND back as. A verb of another service names it (kService, with kLabel
+// for its metrics); a privileged verb says why in its refusal (kWhyPrivileged); a verb whose request carries a list is
+// asked in parts (kParts, Merge: QueryApi::Ask), on the daemon in cancellable slices (kSlice); a long answer goes as a
+// stream of parts (Part, PartOf, Joined); a verb with a bidi stream of calls names it (kStreamMethod); the daemon
+// routes by RouteOf and counts Weight addresses until the answer is read; a client sends frames as concurrent parts
+// (ConcurrentParts, Join); a composed verb answers from other verbs over whichever API is asked (Composed); the Status
+// verb's ServerPart is what the daemon says of itself. Every read RPC is a verb here: the file is long because it is
+// the table, each verb's request, answer and traits side by side.
 #pragma once
 
 #include <algorithm>
@@ -758,6 +757,9 @@ struct Callers {
 inline constexpr size_t kMaxBuildIdHexLength = 128;  // 64 bytes: longer than any build-ID note holds
 struct BuildIdRequest {
   std::string build_id;  // hex
+  // false: the jitted loads are not looked at — set by the caller view for a caller they are
+  // hidden from (ForUnprivileged), not on the wire.
+  bool jitted = true;
   SYMDEX_FIELDS(BuildIdRequest, build_id)
 };
 struct LookupBuildId {
@@ -768,6 +770,7 @@ struct LookupBuildId {
   using Answer = BuildIdAnswer;
   static absl::Status Check(const Request& r);
   static absl::StatusOr<Answer> Local(LocalQuery& q, const Request& r);
+  static void ForUnprivileged(Request& r) { r.jitted = false; }
   static void HidePrivileged(Answer& a) { a.jitted.clear(); }
   static std::string NotFoundMessage(const Answer& a) {
     return a.empty() ? "nothing indexed has build-ID " + a.build_id : std::string();

@@ -888,6 +888,10 @@ TEST_F(JitServiceTest, JittedBuildIdHitsAreForPrivilegedCallersOnly) {
   EXPECT_TRUE(other->jitted.empty());
   EXPECT_EQ(other->build_id, id);
   EXPECT_TRUE(other->empty()) << "nothing else has a jitted load's ID: the daemon answers such a peer NOT_FOUND";
+  // The view asks the index without the jitted loads for such a caller: not looked for at all.
+  auto without = (*q)->Ask<query::LookupBuildId>({.build_id = id, .jitted = false});
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->jitted.empty());
 }
 
 // Every JIT lookup is refused to an unprivileged caller, naming the RPC and why; a privileged one
