@@ -27,29 +27,39 @@ query::VerbRoute RouteFor(const typename V::Request& req) {
 // V's request in slices of V::kSlice (between two, a cancelled call stops), merged; all from one
 // generation of the target: asked again from the start (three times at most) when the target is
 // re-indexed between two slices.
+// What a call of V routed to `route` waits for first, off the pool (SymbolServiceImpl::WaitFirst):
+// nothing when it names no kernel, or when its verb refuses the request anyway (before anything
+// is fetched for it).
+template <class V>
+std::function<void()> WaitFirstFor(SymbolServiceImpl& server, const typename V::Request& req,
+                                   const query::VerbRoute& route, std::chrono::system_clock::time_point deadline) {
+  if (route.target.empty() || !route.modules.ok()) return nullptr;
+  if constexpr (requires { V::RouteOf(req); }) {
+    if (!V::Check(req).ok()) return nullptr;
+  }
+  return server.WaitFirst(route.target, *route.modules, deadline);
+}
+
 template <class V>
 absl::StatusOr<typename V::Answer> AskInSlices(query::QueryApi& view, const grpc::CallbackServerContext& ctx,
                                                const typename V::Request& req) {
-  const auto& list = req.*V::kParts;
-  if (list.size() <= V::kSlice) return view.template AskWhole<V>(req);  // one slice: one generation
-  typename V::Request part;
-  if constexpr (requires { part.target; }) part.target = req.target;
+  if ((req.*V::kParts).size() <= V::kSlice) return view.template AskWhole<V>(req);  // one slice: one generation
   for (int attempt = 0; attempt < 4; ++attempt) {
     typename V::Answer whole;
     std::optional<int64_t> generation;
     bool changed = false;
-    for (size_t from = 0; !changed && (from < list.size() || from == 0); from += V::kSlice) {
-      if (from > 0 && ctx.IsCancelled()) return absl::CancelledError(std::string(Cancelled(ctx).error_message()));
-      const size_t to = std::min(list.size(), from + V::kSlice);
-      (part.*V::kParts).assign(list.begin() + static_cast<ptrdiff_t>(from), list.begin() + static_cast<ptrdiff_t>(to));
-      ASSIGN_OR_RETURN(typename V::Answer a, view.AskWhole<V>(part));
+    auto slice = [&](const typename V::Request& part, size_t first) -> absl::StatusOr<bool> {
+      if (first > 0 && ctx.IsCancelled()) return absl::CancelledError(std::string(Cancelled(ctx).error_message()));
+      ASSIGN_OR_RETURN(typename V::Answer a, view.template AskWhole<V>(part));
       if (generation && *generation != a.target.generation) {
         changed = true;
-      } else {
-        generation = a.target.generation;
-        V::Merge(whole, std::move(a));
+        return false;
       }
-    }
+      generation = a.target.generation;
+      V::Merge(whole, std::move(a));
+      return true;
+    };
+    RETURN_IF_ERROR(query::ForEachPart<V>(req, V::kSlice, slice));
     if (!changed) return whole;
   }
   return absl::AbortedError("the target was re-indexed during the call, four times: ask again");
@@ -99,7 +109,6 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
   auto req = std::make_shared<typename V::Request>();
   FromWire(in, req.get());
   auto route = std::make_shared<const query::VerbRoute>(RouteFor<V>(*req));
-  const bool waits = !route->target.empty() && route->modules.ok();
   return Serve(
       ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || Fleet(route->target),
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
@@ -110,7 +119,7 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
         }
         return AnswerVerb<V>(peer, *ctx, *req, *route, out);
       },
-      waits ? WaitFirst(route->target, *route->modules, ctx->deadline()) : nullptr);
+      WaitFirstFor<V>(*this, *req, *route, ctx->deadline()));
 }
 
 // A verb's bidi stream (kStreamMethod): each request read is answered as one call of the verb,
@@ -150,10 +159,8 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeVerbStream(Sym
         bool own = false;
         return grpc::SerializationTraits<google::protobuf::Message>::Serialize(*resp, out, &own);
       },
-      [now, &server, ctx](const grpc::ByteBuffer&) -> std::function<void()> {
-        const query::VerbRoute& r = now->route;
-        if (r.target.empty() || !r.modules.ok()) return nullptr;
-        return server.WaitFirst(r.target, *r.modules, ctx->deadline());
+      [now, &server, ctx](const grpc::ByteBuffer&) {
+        return WaitFirstFor<V>(server, now->req, now->route, ctx->deadline());
       });
 }
 

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "server/common/status.h"
@@ -45,6 +46,22 @@ inline constexpr size_t kMaxFetchargsBytes = 4096;
 absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit);
 absl::Status CheckKprobeOptions(const KprobeOptions& o);
 
+// f(part, first) for `r` cut into requests of at most `n` elements of its list (V::kParts), in
+// order (one part for an empty list), each `r` but for its list; `first` is the part's first
+// element's place in the whole. f returns false to stop; its error stops it and is returned.
+template <class V, class F>
+absl::Status ForEachPart(const typename V::Request& r, size_t n, F&& f) {
+  const auto& list = r.*V::kParts;
+  typename V::Request part = r;
+  for (size_t from = 0; from < list.size() || from == 0; from += n) {
+    const size_t to = std::min(list.size(), from + n);
+    (part.*V::kParts).assign(list.begin() + static_cast<ptrdiff_t>(from), list.begin() + static_cast<ptrdiff_t>(to));
+    ASSIGN_OR_RETURN(bool more, f(std::as_const(part), from));
+    if (!more || to == list.size()) break;
+  }
+  return absl::OkStatus();
+}
+
 class QueryApi {
  public:
   virtual ~QueryApi() = default;
@@ -55,16 +72,14 @@ class QueryApi {
   template <class V>
   absl::StatusOr<typename V::Answer> Ask(const typename V::Request& r) {
     if constexpr (requires { V::kParts; }) {
-      const auto& list = r.*V::kParts;
-      if (list.size() > kMaxAddressesPerRequest) {
-        typename V::Request part = r;
+      if ((r.*V::kParts).size() > kMaxAddressesPerRequest) {
         typename V::Answer whole;
-        for (size_t i = 0; i < list.size(); i += kMaxAddressesPerRequest) {
-          const auto end = list.begin() + static_cast<ptrdiff_t>(std::min(list.size(), i + kMaxAddressesPerRequest));
-          (part.*V::kParts).assign(list.begin() + static_cast<ptrdiff_t>(i), end);
+        auto ask = [&](const typename V::Request& part, size_t) -> absl::StatusOr<bool> {
           ASSIGN_OR_RETURN(typename V::Answer a, AskWhole<V>(part));
           V::Merge(whole, std::move(a));
-        }
+          return true;
+        };
+        RETURN_IF_ERROR(ForEachPart<V>(r, kMaxAddressesPerRequest, ask));
         return whole;
       }
     }

@@ -105,17 +105,17 @@ absl::StatusOr<AnyAnswer> CallerView::Call(const AnyRequest& r) {
       ASSIGN_OR_RETURN(typename V::Answer a, V::Composed(*this, req));
       return AnyAnswer(std::in_place_index<Verbs::IndexOf<V>()>, std::move(a));
     }
-    const AnyRequest* ask = &r;
-    AnyRequest narrowed;
-    if constexpr (requires(typename V::Request & q) { V::ForUnprivileged(q); }) {
-      if (access_ != AddressAccess::kAbsolute) {  // what it may not see is not looked for
-        typename V::Request q = req;
-        V::ForUnprivileged(q);
-        narrowed = AnyRequest(std::in_place_index<Verbs::IndexOf<V>()>, std::move(q));
-        ask = &narrowed;
+    auto ask = [&]() -> absl::StatusOr<AnyAnswer> {
+      if constexpr (requires(typename V::Request & q) { V::ForUnprivileged(q); }) {
+        if (access_ != AddressAccess::kAbsolute) {  // what it may not see is not looked for
+          typename V::Request q = req;
+          V::ForUnprivileged(q);
+          return q_.Call(AnyRequest(std::in_place_index<Verbs::IndexOf<V>()>, std::move(q)));
+        }
       }
-    }
-    ASSIGN_OR_RETURN(AnyAnswer any, q_.Call(*ask));
+      return q_.Call(r);
+    };
+    ASSIGN_OR_RETURN(AnyAnswer any, ask());
     if constexpr (requires(typename V::Answer & a) { V::HidePrivileged(a); }) {
       if (access_ != AddressAccess::kAbsolute) V::HidePrivileged(std::get<Verbs::IndexOf<V>()>(any));
     }
