@@ -196,4 +196,28 @@ absl::Status ParseKernelBase(const std::string& text, const std::string& kaslr_o
   return absl::OkStatus();
 }
 
+void AddKernelOfInputOptions(CLI::App* verb, KernelOfInput& o, const std::string& target_help,
+                             const std::string& build_id_help, const std::string& text_help) {
+  AddTargetOptions(verb, o.target, target_help);
+  verb->add_option("--kernel-build-id", o.kernel_build_id, build_id_help);
+  auto* text = verb->add_option("--kernel-text", o.text, text_help);
+  verb->add_option("--kaslr-offset", o.kaslr_offset, "Its KASLR offset (hex), instead of --kernel-text")
+      ->excludes(text);
+}
+
+int FinishAnswers(const GlobalOptions& g, query::QueryApi& api, const std::string& target, std::string target_name,
+                  const JsonArrayOut& answers, int worst) {
+  if (target_name.empty()) {
+    auto res = api.Ask<query::SymbolizeAddresses>({target, {}});
+    if (!res.ok()) return Fail(g, res.status());
+    target_name = res->target.name;
+  }
+  if (g.json) answers.Print({{"target", target_name}});
+  return worst;
+}
+
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, size_t max_bytes) {
+  return ReadFileBounded(path == "-" ? std::string("/dev/stdin") : path, max_bytes);
+}
+
 }  // namespace symdex::cli

@@ -100,6 +100,29 @@ nlohmann::json FrameAnswerJson(const query::FrameAnswer& a);
 // naming the option for one that is not hex.
 absl::Status ParseKernelBase(const std::string& text, const std::string& kaslr_offset,
                              std::optional<uint64_t>& host_text, std::optional<int64_t>& kaslr);
+// The kernel a composed verb's input came from (decode, pprof): its target, build-ID and base.
+struct KernelOfInput {
+  std::string target, kernel_build_id, text, kaslr_offset;
+};
+// --target/--build-id, --kernel-build-id, then --kernel-text or --kaslr-offset, each with the
+// verb's own help text.
+void AddKernelOfInputOptions(CLI::App* verb, KernelOfInput& o, const std::string& target_help,
+                             const std::string& build_id_help, const std::string& text_help);
+// The request's target, kernel build-ID and base from the options; InvalidArgument as
+// ParseKernelBase says.
+template <typename Request>
+absl::Status FillKernelOfInput(const KernelOfInput& o, Request& req) {
+  req.target = o.target;
+  req.kernel_build_id = o.kernel_build_id;
+  return ParseKernelBase(o.text, o.kaslr_offset, req.host_text, req.kaslr_offset);
+}
+// A file's bytes, at most `max_bytes` ('-': standard input).
+absl::StatusOr<std::string> ReadInputFile(const std::string& path, size_t max_bytes);
+// The end of a verb that answers a list of inputs (addr, resolve): with --json, the answers
+// under the name of the target they came from; `worst`, the exit code. With no input asked
+// (`target_name` empty), the target is still looked up: one that does not exist fails.
+int FinishAnswers(const GlobalOptions& g, query::QueryApi& api, const std::string& target, std::string target_name,
+                  const JsonArrayOut& answers, int worst);
 // An instance's probe verdict as JSON: {kind, kprobe, ftrace, reason}.
 nlohmann::json VerdictJson(const query::ProbeVerdict& v);
 

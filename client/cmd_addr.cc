@@ -157,13 +157,7 @@ int RunAddr(const GlobalOptions& g, const AddrOptions& o) {
     if (st.ok()) st = answer();
     if (!st.ok()) return Fail(g, st);
   }
-  if (target_name.empty()) {  // nothing asked: still check the target exists
-    auto res = (*api)->Ask<query::SymbolizeAddresses>({o.target, {}});
-    if (!res.ok()) return Fail(g, res.status());
-    target_name = res->target.name;
-  }
-  if (g.json) arr.Print({{"target", target_name}});
-  return worst;
+  return FinishAnswers(g, **api, o.target, target_name, arr, worst);
 }
 
 struct LinesOptions {
@@ -220,10 +214,9 @@ void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   addr->add_option("ADDR", ad->addrs, "Hex addresses (0x optional); '-' reads them from stdin, like addr2line")
       ->required();
   AddTargetOptions(addr, ad->target, "Target (default: 'host', or the only one); KASLR is handled");
-  addr->footer(
-      "Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up\n"
-      "to the containing function, as addr2line -i / llvm-symbolizer do.\n"
-      "Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.");
+  addr->footer(R"(Frames are printed leaf first: the innermost inlined function, then '(inlined by)' each caller up
+to the containing function, as addr2line -i / llvm-symbolizer do.
+Exit: 0 every address in a known symbol, 1 some not, 2 malformed input, 3 no index.)");
   addr->callback([&g, &exit_code, ad] { exit_code = RunAddr(g, *ad); });
 
   auto ln = std::make_shared<LinesOptions>();
@@ -231,12 +224,11 @@ void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       app.add_subcommand("lines", "Every address and function for a source line (vmlinux and loaded modules)");
   lines->add_option("PATH:LINE", ln->where, "Source path (suffix on whole components) and line")->required();
   AddTargetOptions(lines, ln->target, "Target (default: 'host', or the only one)");
-  lines->footer(
-      "Columns: address, symbol+offset, the function the code belongs to (an inlined callee when\n"
-      "the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the\n"
-      "address in a loaded module. Module code is found in the modules whose debug info names the\n"
-      "file; an offline target's modules have no addresses (exit 1 says which modules have the line).\n"
-      "Exit: 0 some code, 1 none (or only in modules without addresses), 2 malformed, 3 no index.");
+  lines->footer(R"(Columns: address, symbol+offset, the function the code belongs to (an inlined callee when
+the line was inlined), and the kprobe target for that address: _text+N in vmlinux, the
+address in a loaded module. Module code is found in the modules whose debug info names the
+file; an offline target's modules have no addresses (exit 1 says which modules have the line).
+Exit: 0 some code, 1 none (or only in modules without addresses), 2 malformed, 3 no index.)");
   lines->callback([&g, &exit_code, ln] { exit_code = RunLines(g, *ln); });
 }
 

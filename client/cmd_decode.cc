@@ -19,9 +19,7 @@ namespace {
 constexpr size_t kMaxInputBytes = (size_t{64} << 20) + 1;
 
 struct DecodeOptions {
-  std::string target;
-  std::string kernel_build_id;
-  std::string text, kaslr_offset;
+  KernelOfInput kernel;
   std::string input = "-";
   bool only_frames = false;
 };
@@ -65,12 +63,8 @@ nlohmann::json FrameJson(std::string_view line, const query::DecodedFrame& d) {
 
 int RunDecode(const GlobalOptions& g, const DecodeOptions& o) {
   query::DecodeRequest req;
-  req.target = o.target;
-  req.kernel_build_id = o.kernel_build_id;
-  if (absl::Status s = ParseKernelBase(o.text, o.kaslr_offset, req.host_text, req.kaslr_offset); !s.ok()) {
-    return Fail(g, s);
-  }
-  auto text = ReadFileBounded(o.input == "-" ? std::string("/dev/stdin") : o.input, kMaxInputBytes);
+  if (absl::Status s = FillKernelOfInput(o.kernel, req); !s.ok()) return Fail(g, s);
+  auto text = ReadInputFile(o.input, kMaxInputBytes);
   if (!text.ok()) return Fail(g, text.status(), true);
   req.text = std::move(*text);
   auto api = OpenQuery(g);
@@ -135,26 +129,21 @@ void AddDecodeCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* dc = app.add_subcommand(
       "decode", "A kernel log, perf script or bpftrace stack with each kernel frame pinned to its instance");
   dc->add_option("FILE", o->input, "The text to decode ('-' or nothing: standard input)");
-  AddTargetOptions(dc, o->target,
-                   "Target (default: the one whose release the log prints, else 'host' or the only one)");
-  dc->add_option("--kernel-build-id", o->kernel_build_id,
-                 "The vmlinux build-ID of the kernel that printed the log: the target to answer from, and checked");
-  auto* text = dc->add_option("--kernel-text", o->text,
-                              "That kernel's _text (_stext on arm64), for the addresses the log prints (perf script); "
-                              "default: learnt "
-                              "from frames that print an address and a unique symbol+offset");
-  dc->add_option("--kaslr-offset", o->kaslr_offset, "Its KASLR offset (hex), instead of --kernel-text")->excludes(text);
+  AddKernelOfInputOptions(
+      dc, o->kernel, "Target (default: the one whose release the log prints, else 'host' or the only one)",
+      "The vmlinux build-ID of the kernel that printed the log: the target to answer from, and checked",
+      "That kernel's _text (_stext on arm64), for the addresses the log prints (perf script); default: learnt "
+      "from frames that print an address and a unique symbol+offset");
   dc->add_flag("--frames-only", o->only_frames, "Print only the lines that hold kernel frames");
-  dc->footer(
-      "Reads: oops/WARN/BUG/KASAN/KFENCE/lockdep reports and sysrq backtraces (dmesg, journalctl -k,\n"
-      "serial consoles; timestamps and prefixes are kept), /proc/PID/stack, ftrace '=>' stacktraces\n"
-      "(options/sym-offset), 'perf script' (kernel frames; -F +symoff or an address), bpftrace kstack.\n"
-      "Each frame is followed by {its canonical spec} FILE:LINE:COL, and one 'inlined by' line per\n"
-      "enclosing inlined call. A duplicated name is pinned by the size the kernel printed, the offset\n"
-      "fitting, the call instruction before a return address, and the direct call from the frame\n"
-      "below; a frame still ambiguous lists {ambiguous: its candidates} and why.\n"
-      "Example: dmesg | symdex decode --frames-only;  symdex decode --build-id HEX oops.txt\n"
-      "Exit: 0 every frame pinned, 1 some not answered, 2 some ambiguous or usage, 3 no index/input.");
+  dc->footer(R"(Reads: oops/WARN/BUG/KASAN/KFENCE/lockdep reports and sysrq backtraces (dmesg, journalctl -k,
+serial consoles; timestamps and prefixes are kept), /proc/PID/stack, ftrace '=>' stacktraces
+(options/sym-offset), 'perf script' (kernel frames; -F +symoff or an address), bpftrace kstack.
+Each frame is followed by {its canonical spec} FILE:LINE:COL, and one 'inlined by' line per
+enclosing inlined call. A duplicated name is pinned by the size the kernel printed, the offset
+fitting, the call instruction before a return address, and the direct call from the frame
+below; a frame still ambiguous lists {ambiguous: its candidates} and why.
+Example: dmesg | symdex decode --frames-only;  symdex decode --build-id HEX oops.txt
+Exit: 0 every frame pinned, 1 some not answered, 2 some ambiguous or usage, 3 no index/input.)");
   dc->callback([&g, &exit_code, o] { exit_code = RunDecode(g, *o); });
 }
 

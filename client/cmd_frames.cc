@@ -280,11 +280,10 @@ void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
                  "A module as loaded there: NAME[=BUILDID][@TEXTBASE] (/sys/module/NAME/notes, .../sections/.text); "
                  "repeatable. With a daemon's --fleet-cache, a module's debug file is fetched by its build-ID")
       ->allow_extra_args(false);  // one value per --module: the frames that follow are not modules
-  fr->footer(
-      "Which inputs are exact: an address with --kernel-text/--kaslr-offset (vmlinux) or inside a\n"
-      "--module's .text; name+off/size [mod] when that name (of that size) is unique in its module.\n"
-      "Otherwise the answer says 'not exact' and why, or lists the candidate specs.\n"
-      "Exit: 0 every frame answered, 1 some not found, 2 some ambiguous or unreadable, 3 no index/target.");
+  fr->footer(R"(Which inputs are exact: an address with --kernel-text/--kaslr-offset (vmlinux) or inside a
+--module's .text; name+off/size [mod] when that name (of that size) is unique in its module.
+Otherwise the answer says 'not exact' and why, or lists the candidate specs.
+Exit: 0 every frame answered, 1 some not found, 2 some ambiguous or unreadable, 3 no index/target.)");
   fr->callback([&g, &exit_code, fo] { exit_code = RunFrames(g, *fo); });
 }
 

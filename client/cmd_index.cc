@@ -221,13 +221,12 @@ void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
               "Index input that looks truncated: a System.map without _etext or _end, or fewer than 90% of the "
               "vmlinux symbols the current index of the target has (which it then replaces)");
   c->get_option("--sysroot")->excludes(sm);
-  c->footer(
-      "The live host needs /proc/kallsyms with real addresses: run as root or with CAP_SYSLOG.\n"
-      "Debug info is matched by build-ID; a debug file already indexed is reused, not re-read.\n"
-      "debuginfod is asked for what is not found locally when DEBUGINFOD_URLS is set.\n"
-      "Re-indexing a target replaces it atomically; readers never see half an index.\n"
-      "Input that looks truncated is refused (exit 3) and the current index kept, unless --force.\n"
-      "Exit: 0 indexed, 2 usage, 3 input or environment error (a missing or malformed input file, ...).");
+  c->footer(R"(The live host needs /proc/kallsyms with real addresses: run as root or with CAP_SYSLOG.
+Debug info is matched by build-ID; a debug file already indexed is reused, not re-read.
+debuginfod is asked for what is not found locally when DEBUGINFOD_URLS is set.
+Re-indexing a target replaces it atomically; readers never see half an index.
+Input that looks truncated is refused (exit 3) and the current index kept, unless --force.
+Exit: 0 indexed, 2 usage, 3 input or environment error (a missing or malformed input file, ...).)");
   c->callback([&g, &exit_code, o] { exit_code = RunIndex(g, *o); });
 }
 

@@ -375,15 +375,14 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* jit = app.add_subcommand(
       "jit", "JIT code: ingest jitdump / perf-map files, resolve addresses, build-IDs of jitted DSOs");
   jit->require_subcommand(1);
-  jit->footer(
-      "Typical use, for a Node process profiled with perf:\n"
-      "  node --perf-prof --interpreted-frames-native-stack app.js    writes ./jit-<pid>.dump\n"
-      "  symdex jit ingest .                                           index every jit-*.dump / perf-*.map here\n"
-      "  symdex jit addr --pid 4242 0x7f6d5bf891d0                     which JS function, line, DSO, build-ID\n"
-      "  symdex jit collisions --scheme sha1-code                      which DSOs perf 6.17 would merge\n"
-      "  symdex jit export --out ./jitted --pid 4242                   jitted-<pid>-<idx>.so with unique build-IDs\n"
-      "  symdex jit dsos ~/.debug/jit .                                which load and perf era each jitted-*.so is\n"
-      "Times (--time, --instance) are the dump's own timestamps (CLOCK_MONOTONIC ns for Node, as perf -k 1).");
+  jit->footer(R"(Typical use, for a Node process profiled with perf:
+  node --perf-prof --interpreted-frames-native-stack app.js    writes ./jit-<pid>.dump
+  symdex jit ingest .                                           index every jit-*.dump / perf-*.map here
+  symdex jit addr --pid 4242 0x7f6d5bf891d0                     which JS function, line, DSO, build-ID
+  symdex jit collisions --scheme sha1-code                      which DSOs perf 6.17 would merge
+  symdex jit export --out ./jitted --pid 4242                   jitted-<pid>-<idx>.so with unique build-IDs
+  symdex jit dsos ~/.debug/jit .                                which load and perf era each jitted-*.so is
+Times (--time, --instance) are the dump's own timestamps (CLOCK_MONOTONIC ns for Node, as perf -k 1).)");
 
   auto ingest = std::make_shared<IngestOptions>();
   CLI::App* ci = jit->add_subcommand(
@@ -391,9 +390,8 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Index jitdump (jit-<pid>.dump) and perf map (perf-<pid>.map) files. A DIR is scanned (not recursively) for "
       "both. Re-running adds only what is new; a truncated or still-growing dump yields its complete records; a "
       "file that fails keeps the records before the bad one, and everything indexed earlier.");
-  ci->footer(
-      "Exit: 0 ingested (a truncated dump's complete records too), 1 no jit-*.dump or perf-*.map found,\n"
-      "3 some file failed, or the index cannot be written.");
+  ci->footer(R"(Exit: 0 ingested (a truncated dump's complete records too), 1 no jit-*.dump or perf-*.map found,
+3 some file failed, or the index cannot be written.)");
   ci->add_option("paths", ingest->paths, "Files or directories")->required();
   ci->add_flag("--json", g.json, "JSON output");
   ci->callback([&g, &exit_code, ingest] { exit_code = RunIngest(g, *ingest); });
@@ -404,9 +402,8 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Which jitted function was at ADDR in process PID: name, code range, source line (nearest DEBUG_INFO entry at or "
       "before ADDR), code_index, the DSO `perf inject -j` writes for it and its build-ID. Falls back to the perf map "
       "when only that was ingested.");
-  ca->footer(
-      "Exit: 0 every ADDR covered, 1 some not, 2 a malformed address or scheme, or a pid several processes\n"
-      "used (choose with --time or --instance), 3 no index, or nothing ingested for the pid.");
+  ca->footer(R"(Exit: 0 every ADDR covered, 1 some not, 2 a malformed address or scheme, or a pid several processes
+used (choose with --time or --instance), 3 no index, or nothing ingested for the pid.)");
   ca->add_option("--pid", addr->pid, "Process id")->required();
   ca->add_option("--time", addr->time,
                  "Dump timestamp to resolve at (as in the dump: CLOCK_MONOTONIC ns); default: the latest placement. "
@@ -434,9 +431,8 @@ void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       "Write jitted-<pid>-<code_index>.so for every ingested CODE_LOAD, laid out as perf's genelf (ET_DYN, .text at "
       "0x80, symtab, .note.gnu.build-id) plus .debug_line/.debug_info where DEBUG_INFO exists, with the chosen "
       "scheme's build-ID (default symdex: unique per load).");
-  ce->footer(
-      "Exit: 0 written, 1 nothing to write (no dump of a supported machine), 2 an unknown scheme, or a pid\n"
-      "reused without --instance, 3 no index or nothing ingested, an unwritable --out, or --connect given.");
+  ce->footer(R"(Exit: 0 written, 1 nothing to write (no dump of a supported machine), 2 an unknown scheme, or a pid
+reused without --instance, 3 no index or nothing ingested, an unwritable --out, or --connect given.)");
   ce->add_option("--out", exp->out, "Directory to write into (created)")->required();
   ce->add_option("--scheme", exp->scheme, kSchemeHelp)->capture_default_str();
   ce->add_option("--pid", exp->pid, "Only this process");

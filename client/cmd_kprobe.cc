@@ -606,48 +606,47 @@ void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
                  "A spec, then arguments: by name as perf probe takes them (count, file->f_path.dentry, "
                  "'$params'), or kprobe fetch args ('arg1=%di:u64')")
       ->required();
-  kp->footer(
-      "Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe\n"
-      "-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended\n"
-      "to kprobe_events and, if the kernel refuses it, its error_log reason is printed.\n"
-      "A function the kernel refuses (no fentry call, init text, kprobe blacklist: see the VERDICT of\n"
-      "'symdex which') is refused here first, exit 4, with probe-able places instead; --force prints it.\n"
-      "--format names the same copy in another tracer's syntax, when it has one:\n"
-      "  perf      perf probe [-m MOD] -a 'GRP:EVENT=NAME[@DECL_FILE]' (a name perf resolves to this copy\n"
-      "            and its inlined places), else the live address 0xADDR\n"
-      "  bpftrace  kprobe:NAME or kprobe:MOD:NAME when unique there, else kprobe:0xADDR (--unsafe)\n"
-      "  libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (cilium/ebpf:\n"
-      "            KprobeOptions.Address); a unique name, with an offset into it\n"
-      "An address is given for a live target only: it holds for one boot.\n"
-      "With arguments, bpftrace's form is a program that prints them as the trace line would\n"
-      "(reg(), str(), kaddr() reading what the kprobe_events definition reads) and libbpf's adds a\n"
-      "C struct of fetches and the function that fills it from ctx (vmlinux.h; cilium/ebpf's bpf2go\n"
-      "compiles the same C); an argument a tracer cannot read the same way is refused, exit 4.\n"
-      "Arguments by name, in perf probe's syntax, are compiled from this copy's DWARF at the probe's\n"
-      "address (its location lists, members, types): [NAME=]VAR[->M|.M|[N]]...[:TYPE], $params,\n"
-      "$vars, $retval (with -r). TYPE: u8..u64, s8..s64, x8..x64, string, ustring, bW@O/C; default from\n"
-      "DWARF (signed sN, else xN). One that exists but has no location there is refused, exit 4,\n"
-      "with the offsets where it has one; an unknown variable or member, exit 2. Anything else\n"
-      "('%di', '+8(%si):u32', '$comm') is kprobe_events' own syntax, passed as written.\n"
-      "--line L / --rel-line N put the probe on a line of the copy's body instead of its entry: every\n"
-      "address inside this copy where the line table starts a statement of that line of the copy's own\n"
-      "file (a line the compiler split has several: one definition each, events NAME_L<N>, _1, _2...),\n"
-      "with the arguments fetched as they are at each place. A line with no code in the copy is refused\n"
-      "(exit 2) with the nearest lines that have some.\n"
-      "--inlined puts one at each place the function's body was inlined into another (the places\n"
-      "'symdex inlined NAME' lists), at that copy's first address, its arguments compiled from that\n"
-      "copy's DWARF (events NAME, NAME_1, ...); NAME@FILE keeps the copies of the function declared in\n"
-      "FILE. A place the kernel refuses, or where an argument cannot be fetched, is left out and said.\n"
-      "Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused\n"
-      "the write, 4 refused on its verdict, the tracer has no form for exactly this copy, or an argument\n"
-      "cannot be fetched there.\n"
-      "Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186\n"
-      "         p:t/pnp _text+6817776\n"
-      "         symdex kprobe -n name_show@drivers/pnp/card.c:186 'dmdev->kobj.name:string'\n"
-      "         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string\n"
-      "         symdex kprobe -n --rel-line 11 vfs_read count\n"
-      "         p:symdex/vfs_read_L11 vfs_read+92 count=%dx:x64\n"
-      "         symdex kprobe -n --inlined cpumask_weight srcp");
+  kp->footer(R"(Prints the line the kernel accepts: _text+<decimal> for vmlinux (KASLR-proof, what perf probe
+-D prints), MOD:NAME when NAME is unique in MOD, else the address. Without -n it is appended
+to kprobe_events and, if the kernel refuses it, its error_log reason is printed.
+A function the kernel refuses (no fentry call, init text, kprobe blacklist: see the VERDICT of
+'symdex which') is refused here first, exit 4, with probe-able places instead; --force prints it.
+--format names the same copy in another tracer's syntax, when it has one:
+  perf      perf probe [-m MOD] -a 'GRP:EVENT=NAME[@DECL_FILE]' (a name perf resolves to this copy
+            and its inlined places), else the live address 0xADDR
+  bpftrace  kprobe:NAME or kprobe:MOD:NAME when unique there, else kprobe:0xADDR (--unsafe)
+  libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (cilium/ebpf:
+            KprobeOptions.Address); a unique name, with an offset into it
+An address is given for a live target only: it holds for one boot.
+With arguments, bpftrace's form is a program that prints them as the trace line would
+(reg(), str(), kaddr() reading what the kprobe_events definition reads) and libbpf's adds a
+C struct of fetches and the function that fills it from ctx (vmlinux.h; cilium/ebpf's bpf2go
+compiles the same C); an argument a tracer cannot read the same way is refused, exit 4.
+Arguments by name, in perf probe's syntax, are compiled from this copy's DWARF at the probe's
+address (its location lists, members, types): [NAME=]VAR[->M|.M|[N]]...[:TYPE], $params,
+$vars, $retval (with -r). TYPE: u8..u64, s8..s64, x8..x64, string, ustring, bW@O/C; default from
+DWARF (signed sN, else xN). One that exists but has no location there is refused, exit 4,
+with the offsets where it has one; an unknown variable or member, exit 2. Anything else
+('%di', '+8(%si):u32', '$comm') is kprobe_events' own syntax, passed as written.
+--line L / --rel-line N put the probe on a line of the copy's body instead of its entry: every
+address inside this copy where the line table starts a statement of that line of the copy's own
+file (a line the compiler split has several: one definition each, events NAME_L<N>, _1, _2...),
+with the arguments fetched as they are at each place. A line with no code in the copy is refused
+(exit 2) with the nearest lines that have some.
+--inlined puts one at each place the function's body was inlined into another (the places
+'symdex inlined NAME' lists), at that copy's first address, its arguments compiled from that
+copy's DWARF (events NAME, NAME_1, ...); NAME@FILE keeps the copies of the function declared in
+FILE. A place the kernel refuses, or where an argument cannot be fetched, is left out and said.
+Exit: 0 printed (or written), 1 no match, 2 ambiguous or usage, 3 no index / the kernel refused
+the write, 4 refused on its verdict, the tracer has no form for exactly this copy, or an argument
+cannot be fetched there.
+Example: symdex kprobe -n -e t/pnp name_show@drivers/pnp/card.c:186
+         p:t/pnp _text+6817776
+         symdex kprobe -n name_show@drivers/pnp/card.c:186 'dmdev->kobj.name:string'
+         p:symdex/name_show_card_c_186 _text+6817776 name=+0(+0(%di)):string
+         symdex kprobe -n --rel-line 11 vfs_read count
+         p:symdex/vfs_read_L11 vfs_read+92 count=%dx:x64
+         symdex kprobe -n --inlined cpumask_weight srcp)");
   kp->callback([&g, &exit_code, k] { exit_code = RunKprobe(g, *k); });
 
   auto va = std::make_shared<VarsCliOptions>();
@@ -655,28 +654,26 @@ void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       app.add_subcommand("vars", "The variables in scope in exactly one copy, and where each can be fetched");
   vars->add_option("SPEC", va->q.spec, "One copy (symdex help specs), +OFFSET for a place in its body")->required();
   AddTargetOptions(vars, va->q.target, "Target to query (default: 'host', or the only one)");
-  vars->footer(
-      "What perf probe -V lists, for the copy SPEC names: each parameter and local in scope at its\n"
-      "entry (or at +OFFSET), its C type, the fetch arg 'symdex kprobe SPEC NAME' would print there\n"
-      "('-' when none: a note says why), and the offsets from the symbol where its location list\n"
-      "gives it one. From the copy's own DWARF (vmlinux or a module).\n"
-      "Exit: 0 listed, 1 no match, 2 ambiguous or usage, 3 no index or no debug info for the copy.\n"
-      "Example: symdex vars vfs_read\n"
-      "         symdex vars 'name_show@drivers/pnp/card.c'");
+  vars->footer(R"(What perf probe -V lists, for the copy SPEC names: each parameter and local in scope at its
+entry (or at +OFFSET), its C type, the fetch arg 'symdex kprobe SPEC NAME' would print there
+('-' when none: a note says why), and the offsets from the symbol where its location list
+gives it one. From the copy's own DWARF (vmlinux or a module).
+Exit: 0 listed, 1 no match, 2 ambiguous or usage, 3 no index or no debug info for the copy.
+Example: symdex vars vfs_read
+         symdex vars 'name_show@drivers/pnp/card.c')");
   vars->callback([&g, &exit_code, va] { exit_code = RunVars(g, *va); });
 
   auto ca = std::make_shared<CallersCliOptions>();
   CLI::App* callers = app.add_subcommand("callers", "Every call of exactly one copy: the caller, file:line, a probe");
   callers->add_option("SPEC", ca->q.spec, "One copy (symdex help specs)")->required();
   AddTargetOptions(callers, ca->q.target, "Target to query (default: 'host', or the only one)");
-  callers->footer(
-      "Every direct call and tail call (KIND jump) of the copy SPEC names, found in the code of its\n"
-      "file (vmlinux, or its module) as the debug package holds it, each function decoded from its\n"
-      "start: the function the call is in, the kprobe target of the call instruction (probe there to\n"
-      "see this caller's calls only) and the call's file:line:column from the debug info. Calls\n"
-      "through pointers, static calls and code patched at boot are not in that code: not listed.\n"
-      "Exit: 0 listed, 1 no match or no direct call, 2 ambiguous or usage, 3 no index or no code.\n"
-      "Example: symdex callers 'name_show@drivers/pnp/card.c'");
+  callers->footer(R"(Every direct call and tail call (KIND jump) of the copy SPEC names, found in the code of its
+file (vmlinux, or its module) as the debug package holds it, each function decoded from its
+start: the function the call is in, the kprobe target of the call instruction (probe there to
+see this caller's calls only) and the call's file:line:column from the debug info. Calls
+through pointers, static calls and code patched at boot are not in that code: not listed.
+Exit: 0 listed, 1 no match or no direct call, 2 ambiguous or usage, 3 no index or no code.
+Example: symdex callers 'name_show@drivers/pnp/card.c')");
   callers->callback([&g, &exit_code, ca] { exit_code = RunCallers(g, *ca); });
 }
 

@@ -14,18 +14,14 @@ namespace {
 constexpr size_t kMaxProfileBytes = size_t{256} << 20;  // ingest/pprof_wire.h's limit
 
 struct PprofOptions {
-  std::string target, kernel_build_id, text, kaslr_offset;
+  KernelOfInput kernel;
   std::string in, out;
 };
 
 int RunPprof(const GlobalOptions& g, const PprofOptions& o) {
   query::PprofRequest req;
-  req.target = o.target;
-  req.kernel_build_id = o.kernel_build_id;
-  if (absl::Status s = ParseKernelBase(o.text, o.kaslr_offset, req.host_text, req.kaslr_offset); !s.ok()) {
-    return Fail(g, s);
-  }
-  auto bytes = ReadFileBounded(o.in == "-" ? std::string("/dev/stdin") : o.in, kMaxProfileBytes);
+  if (absl::Status s = FillKernelOfInput(o.kernel, req); !s.ok()) return Fail(g, s);
+  auto bytes = ReadInputFile(o.in, kMaxProfileBytes);
   if (!bytes.ok()) return Fail(g, bytes.status(), true);
   req.profile = std::move(*bytes);
   auto api = OpenQuery(g);
@@ -67,18 +63,15 @@ void AddPprofCommand(CLI::App& app, GlobalOptions& g, int& exit_code) {
   pp->add_option("IN", o->in, "The profile (gzip-compressed or not; '-' = standard input)")->required();
   pp->add_option("-o,--output", o->out, "Where to write the symbolized profile (gzip; '-' = standard output)")
       ->required();
-  AddTargetOptions(pp, o->target, "Target (default: the one whose build-ID the kernel mapping carries, else 'host')");
-  pp->add_option("--kernel-build-id", o->kernel_build_id, "The profiled kernel's vmlinux build-ID (checked)");
-  auto* text = pp->add_option(
-      "--kernel-text", o->text,
+  AddKernelOfInputOptions(
+      pp, o->kernel, "Target (default: the one whose build-ID the kernel mapping carries, else 'host')",
+      "The profiled kernel's vmlinux build-ID (checked)",
       "The profiled host's _text (_stext on arm64, whose kallsyms lists no _text): its addresses are then exact");
-  pp->add_option("--kaslr-offset", o->kaslr_offset, "Its KASLR offset (hex), instead of --kernel-text")->excludes(text);
-  pp->footer(
-      "Kernel locations are those of mappings named [kernel.kallsyms], vmlinux, [MODULE] or MODULE.ko;\n"
-      "every other location, sample and field is written back as it was. A duplicated name's copy gets\n"
-      "its canonical spec as Function.name (name_show@card.c) so the copies stay apart in reports.\n"
-      "Example: symdex pprof cpu.pb.gz -o cpu.sym.pb.gz && go tool pprof -top cpu.sym.pb.gz\n"
-      "Exit: 0 every kernel location symbolized, 1 some (or none) not, 2 usage, 3 no index/unreadable input.");
+  pp->footer(R"(Kernel locations are those of mappings named [kernel.kallsyms], vmlinux, [MODULE] or MODULE.ko;
+every other location, sample and field is written back as it was. A duplicated name's copy gets
+its canonical spec as Function.name (name_show@card.c) so the copies stay apart in reports.
+Example: symdex pprof cpu.pb.gz -o cpu.sym.pb.gz && go tool pprof -top cpu.sym.pb.gz
+Exit: 0 every kernel location symbolized, 1 some (or none) not, 2 usage, 3 no index/unreadable input.)");
   pp->callback([&g, &exit_code, o] { exit_code = RunPprof(g, *o); });
 }
 

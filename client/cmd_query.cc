@@ -285,14 +285,13 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   which->add_option("NAME", w->name, "Symbol name as kallsyms shows it (e.g. name_show)")->required();
   AddTargetOptions(which, w->target, "Target to query (default: 'host', or the only one)");
   which->add_flag("--exact", w->exact, "Only NAME itself, not its compiler clones (NAME.isra.0, NAME.cold, ...)");
-  which->footer(
-      "Columns: module (vmlinux or the module), address (offline modules: section+offset),\n"
-      "nm type, size (~ = distance to the next symbol), and the kprobe_events target the\n"
-      "kernel accepts for exactly that instance: NAME if unique, MOD:NAME if unique in MOD,\n"
-      "_text+N for vmlinux (KASLR-proof), else the absolute address; then its probe VERDICT\n"
-      "(traceable, traceable(kprobe): kprobe events yes, ftrace no; no-fentry, init, blacklisted,\n"
-      "not-code, unknown) from the kernel's own tables, with the reason on the next line.\n"
-      "Exit: 0 found, 1 no such symbol, 2 usage, 3 no index.");
+  which->footer(R"(Columns: module (vmlinux or the module), address (offline modules: section+offset),
+nm type, size (~ = distance to the next symbol), and the kprobe_events target the
+kernel accepts for exactly that instance: NAME if unique, MOD:NAME if unique in MOD,
+_text+N for vmlinux (KASLR-proof), else the absolute address; then its probe VERDICT
+(traceable, traceable(kprobe): kprobe events yes, ftrace no; no-fentry, init, blacklisted,
+not-code, unknown) from the kernel's own tables, with the reason on the next line.
+Exit: 0 found, 1 no such symbol, 2 usage, 3 no index.)");
   which->callback([&g, &exit_code, w] { exit_code = RunWhich(g, *w); });
 
   auto in = std::make_shared<InlinedOptions>();
@@ -300,16 +299,15 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
       app.add_subcommand("inlined", "Every place a function was inlined: the copies a kprobe on it misses");
   inlined->add_option("NAME", in->q.name, "The function's name in the source (e.g. kfree_skb_reason)")->required();
   AddTargetOptions(inlined, in->q.target, "Target to query (default: 'host', or the only one)");
-  inlined->footer(
-      "A kprobe or ftrace filter on NAME sees its out-of-line code only ('symdex which NAME');\n"
-      "every copy the compiler inlined elsewhere runs without it. Each row: the function the copy\n"
-      "is in (CALLER+OFFSET of its first instruction), the kprobe target of that instruction,\n"
-      "the caller's probe VERDICT, the call site (file:line:column) and what it was inlined into\n"
-      "directly (another inlined function's copy at depth > 1). --json describes each caller as\n"
-      "'symdex addr' does. From the address maps of vmlinux and of each module with debug info:\n"
-      "vmlinux's places first, then each module's (kprobe target MOD:NAME+OFF where NAME is unique\n"
-      "in MOD, else its address on a live host).\n"
-      "Exit: 0 copies listed, 1 none, 2 usage, 3 no index.");
+  inlined->footer(R"(A kprobe or ftrace filter on NAME sees its out-of-line code only ('symdex which NAME');
+every copy the compiler inlined elsewhere runs without it. Each row: the function the copy
+is in (CALLER+OFFSET of its first instruction), the kprobe target of that instruction,
+the caller's probe VERDICT, the call site (file:line:column) and what it was inlined into
+directly (another inlined function's copy at depth > 1). --json describes each caller as
+'symdex addr' does. From the address maps of vmlinux and of each module with debug info:
+vmlinux's places first, then each module's (kprobe target MOD:NAME+OFF where NAME is unique
+in MOD, else its address on a live host).
+Exit: 0 copies listed, 1 none, 2 usage, 3 no index.)");
   inlined->callback([&g, &exit_code, in] { exit_code = RunInlined(g, *in); });
 
   auto d = std::make_shared<DupsCliOptions>();
@@ -321,13 +319,12 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
                  "Only the instances kprobe events accept (verdict traceable), and the names that have one");
   dups->add_flag("--with-init", d->q.with_init,
                  "Also count module .init/.exit text (init_module, cleanup_module...): plain nm counting");
-  dups->footer(
-      "Counts as kas_alias did: text symbols over vmlinux + all modules, skipping generated\n"
-      "names (__func__.N, CSWTCH.N, __key.N, __pfx_*, __cfi_*, __UNIQUE_ID_*, ...) and the\n"
-      "[bpf]/[__builtin__*] pseudo-modules, and module .init/.exit text, which is freed after\n"
-      "load (--with-init counts it, as plain nm over the .ko files would). --traceable: only\n"
-      "the instances kprobe events accept (their VERDICT), counts still over every copy.\n"
-      "Exit: 0 duplicates listed, 1 none, 2 usage, 3 no index.");
+  dups->footer(R"(Counts as kas_alias did: text symbols over vmlinux + all modules, skipping generated
+names (__func__.N, CSWTCH.N, __key.N, __pfx_*, __cfi_*, __UNIQUE_ID_*, ...) and the
+[bpf]/[__builtin__*] pseudo-modules, and module .init/.exit text, which is freed after
+load (--with-init counts it, as plain nm over the .ko files would). --traceable: only
+the instances kprobe events accept (their VERDICT), counts still over every copy.
+Exit: 0 duplicates listed, 1 none, 2 usage, 3 no index.)");
   dups->callback([&g, &exit_code, d] { exit_code = RunDups(g, *d); });
 
   auto so = std::make_shared<SymbolsOptions>();
@@ -337,10 +334,9 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   syms->add_flag("--all-types", so->all_types, "All symbol types, not only text");
   syms->add_flag("--canonical", so->canonical,
                  "Text symbols with their canonical spec (the shortest spec naming exactly that copy)");
-  syms->footer(
-      "TSV columns: address (or section+offset), type, name, module, entry file:line, compilation\n"
-      "unit, DWARF function name (or why there is none).\n"
-      "Exit: 0 listed, 1 none (a module with no symbols), 2 usage, 3 no index or no such target.");
+  syms->footer(R"(TSV columns: address (or section+offset), type, name, module, entry file:line, compilation
+unit, DWARF function name (or why there is none).
+Exit: 0 listed, 1 none (a module with no symbols), 2 usage, 3 no index or no such target.)");
   syms->callback([&g, &exit_code, so] { exit_code = RunSymbols(g, *so); });
 }
 

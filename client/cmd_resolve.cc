@@ -178,13 +178,7 @@ int RunResolve(const GlobalOptions& g, const ResolveOptions& o) {
     if (!r.target.name.empty()) target_name = r.target.name;
     if (g.json) arr.Add(j);
   }
-  if (target_name.empty()) {  // nothing asked: still check the target exists
-    auto res = (*api)->Ask<query::SymbolizeAddresses>({o.target, {}});
-    if (!res.ok()) return Fail(g, res.status());
-    target_name = res->target.name;
-  }
-  if (g.json) arr.Print({{"target", target_name}});
-  return worst;
+  return FinishAnswers(g, **api, o.target, target_name, arr, worst);
 }
 
 // Resolves `spec` to exactly one match, printing candidates otherwise.
@@ -355,10 +349,9 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   CLI::App* res = app.add_subcommand("resolve", "Resolve function specs to exactly one instance each");
   res->add_option("SPEC", r->specs, "Specs ('symdex help specs'); '-' reads one per line from stdin")->required();
   AddTargetOptions(res, r->target, "Target (default: 'host', or the only one)");
-  res->footer(
-      "Prints: spec, address, _text+N or MOD:NAME, source line (and CU), canonical spec.\n"
-      "Exit: 0 every spec resolved to one instance, 1 some matched nothing, 2 some were ambiguous\n"
-      "(candidates listed with their canonical specs) or malformed, 3 no index.");
+  res->footer(R"(Prints: spec, address, _text+N or MOD:NAME, source line (and CU), canonical spec.
+Exit: 0 every spec resolved to one instance, 1 some matched nothing, 2 some were ambiguous
+(candidates listed with their canonical specs) or malformed, 3 no index.)");
   res->callback([&g, &exit_code, r] { exit_code = RunResolve(g, *r); });
 
   AddKprobeCommands(app, g, exit_code);
@@ -369,10 +362,9 @@ void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   AddTargetOptions(ft, f->target, "Target (default: 'host'); must be this live host");
   ft->add_option("--tracefs", f->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   ft->add_flag("-f,--force", f->force, "Look it up even when its verdict says ftrace does not list it");
-  ft->footer(
-      "Write the number to set_ftrace_filter: echo $(symdex ftrace-index SPEC) > set_ftrace_filter\n"
-      "Exit: 0 printed, 1 not listed / no match, 2 ambiguous, 3 no index or tracefs, 4 its verdict says\n"
-      "ftrace does not list it (no fentry call at its entry, init text): --force looks anyway.");
+  ft->footer(R"(Write the number to set_ftrace_filter: echo $(symdex ftrace-index SPEC) > set_ftrace_filter
+Exit: 0 printed, 1 not listed / no match, 2 ambiguous, 3 no index or tracefs, 4 its verdict says
+ftrace does not list it (no fentry call at its entry, init text): --force looks anyway.)");
   ft->callback([&g, &exit_code, f] { exit_code = RunFtraceIndex(g, *f); });
 
   auto ks = std::make_shared<KallsymsOptions>();

@@ -45,24 +45,13 @@ void Limiter::Hold::Release() {
 
 absl::StatusOr<Limiter::Hold> Limiter::Take(const Peer& peer, Kind kind, size_t n) {
   const int k = static_cast<int>(kind);
-  size_t peer_limit = 0, total_limit = 0;
-  switch (kind) {
-    case Kind::kCall:
-      peer_limit = limits_.calls_per_peer, total_limit = limits_.calls;
-      break;
-    case Kind::kStream:
-      peer_limit = limits_.streams_per_peer, total_limit = limits_.streams;
-      break;
-    case Kind::kHeavy:
-      peer_limit = limits_.heavy_per_peer, total_limit = limits_.heavy;
-      break;
-    case Kind::kAddresses:
-      peer_limit = limits_.addresses_per_peer, total_limit = limits_.addresses;
-      break;
-    case Kind::kListing:
-      peer_limit = limits_.listings_per_peer, total_limit = limits_.listings;
-      break;
-  }
+  // Each kind's bounds, per peer and in all, in Kind's order.
+  const std::pair<size_t, size_t> bounds[] = {
+      {limits_.calls_per_peer, limits_.calls},       {limits_.streams_per_peer, limits_.streams},
+      {limits_.heavy_per_peer, limits_.heavy},       {limits_.addresses_per_peer, limits_.addresses},
+      {limits_.listings_per_peer, limits_.listings},
+  };
+  const auto [peer_limit, total_limit] = bounds[k];
   const bool per_peer = true;
   std::lock_guard<std::mutex> l(mu_);
   if (total_.v[k] + n > total_limit) {

@@ -11,12 +11,6 @@
 #include "server/query/caller_view.h"
 
 namespace symdex::api {
-namespace {
-
-void TargetInfoTo(const TargetInfo& t, pb::Target* out) { ToProto(query::TargetSummary{t, {}}, out); }
-
-}  // namespace
-
 RpcStats::Call RpcStats::Begin(const char* method) {
   ++in_flight_;
   return Call{this, method, std::chrono::steady_clock::now()};

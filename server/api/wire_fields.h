@@ -16,6 +16,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -60,54 +61,44 @@ struct IsMap<std::map<K, T>> : std::true_type {};
 // address forms, a TargetInfo inside a Target, a build-ID answer's hits as one list of kinds).
 template <class X, class M>
 struct ByHand {
+  using Record = X;
   using Message = M;
   static void To(const X& v, M* m) { ToProto(v, m); }
   static X From(const M& m) { return FromProto(m); }
 };
-template <class X>
-struct HandWired {};
-template <>
-struct HandWired<query::Instance> : ByHand<query::Instance, pb::Instance> {};
-template <>
-struct HandWired<query::TargetSummary> : ByHand<query::TargetSummary, pb::Target> {};
-template <>
-struct HandWired<TargetInfo> {
+// ... whose strings an answer read once can move out of its message (FromProto(M&&)).
+template <class X, class M>
+struct ByHandTaking : ByHand<X, M> {
+  static X Take(M& m) { return FromProto(std::move(m)); }
+};
+// A TargetInfo goes as the Target it is part of, with no counts.
+struct TargetInfoByHand {
+  using Record = TargetInfo;
   using Message = pb::Target;
   static void To(const TargetInfo& v, pb::Target* m) { ToProto(query::TargetSummary{v, {}}, m); }
   static TargetInfo From(const pb::Target& m) { return FromProto(m).info; }
 };
-template <>
-struct HandWired<query::CanonicalMatch> : ByHand<query::CanonicalMatch, pb::Match> {};
-template <>
-struct HandWired<query::BuildIdAnswer> : ByHand<query::BuildIdAnswer, pb::LookupBuildIdResponse> {};
-// The composed verbs' (a client composes them over its own calls: only the daemon reads their
-// requests and writes their answers).
-template <>
-struct HandWired<query::DecodeRequest> : ByHand<query::DecodeRequest, pb::DecodeRequest> {};
-template <>
-struct HandWired<query::DecodeResult> : ByHand<query::DecodeResult, pb::DecodeResponse> {};
-template <>
-struct HandWired<query::PprofRequest> : ByHand<query::PprofRequest, pb::SymbolizePprofRequest> {};
-template <>
-struct HandWired<query::PprofResult> : ByHand<query::PprofResult, pb::SymbolizePprofResponse> {};
-template <>
-struct HandWired<query::SymbolizeRequest> : ByHand<query::SymbolizeRequest, pb::SymbolizeRequest> {};
-template <>
-struct HandWired<query::SymbolizeResult> : ByHand<query::SymbolizeResult, pb::SymbolizeResponse> {
-  static query::SymbolizeResult Take(pb::SymbolizeResponse& m) { return FromProto(std::move(m)); }
-};
-template <>
-struct HandWired<query::FramesRequest> : ByHand<query::FramesRequest, pb::SymbolizeFramesRequest> {};
-template <>
-struct HandWired<query::FramesResult> : ByHand<query::FramesResult, pb::SymbolizeFramesResponse> {
-  static query::FramesResult Take(pb::SymbolizeFramesResponse& m) { return FromProto(std::move(m)); }
-};
-template <>
-struct HandWired<query::AddrMapState> : ByHand<query::AddrMapState, pb::AddrMap> {};
-template <>
-struct HandWired<query::JitFunction> : ByHand<query::JitFunction, pb::JitLoad> {};
-template <>
-struct HandWired<query::JitAddrResult> : ByHand<query::JitAddrResult, pb::JitAddrResult> {};
+using HandWiredRecords = std::tuple<
+    ByHand<query::Instance, pb::Instance>, ByHand<query::TargetSummary, pb::Target>, TargetInfoByHand,
+    ByHand<query::CanonicalMatch, pb::Match>, ByHand<query::BuildIdAnswer, pb::LookupBuildIdResponse>,
+    // The composed verbs' (a client composes them over its own calls: only the daemon reads
+    // their requests and writes their answers).
+    ByHand<query::DecodeRequest, pb::DecodeRequest>, ByHand<query::DecodeResult, pb::DecodeResponse>,
+    ByHand<query::PprofRequest, pb::SymbolizePprofRequest>, ByHand<query::PprofResult, pb::SymbolizePprofResponse>,
+    ByHand<query::SymbolizeRequest, pb::SymbolizeRequest>, ByHandTaking<query::SymbolizeResult, pb::SymbolizeResponse>,
+    ByHand<query::FramesRequest, pb::SymbolizeFramesRequest>,
+    ByHandTaking<query::FramesResult, pb::SymbolizeFramesResponse>, ByHand<query::AddrMapState, pb::AddrMap>,
+    ByHand<query::JitFunction, pb::JitLoad>, ByHand<query::JitAddrResult, pb::JitAddrResult>>;
+
+// HandWired<X>: X's entry of the table (Message, To, From, and Take where it has one), or an
+// empty struct for a record that goes by its field list.
+template <class X, class Table>
+struct EntryFor {};
+template <class X, class E, class... Rest>
+struct EntryFor<X, std::tuple<E, Rest...>>
+    : std::conditional_t<std::is_same_v<typename E::Record, X>, E, EntryFor<X, std::tuple<Rest...>>> {};
+template <class X>
+struct HandWired : EntryFor<X, HandWiredRecords> {};
 
 // T's fields in message type `d`, looked up once (a type meets one message type; another is
 // looked up every time).

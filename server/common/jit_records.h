@@ -35,6 +35,14 @@ struct JittedDsoName {
   uint64_t code_index = 0;
 };
 
+// A source line inside one jitted function's code, as a jitted DSO's line table carries it.
+struct JitCodeLine {
+  uint64_t offset = 0;  // from the start of the code
+  uint32_t line = 0;
+  uint32_t column = 0;
+  std::string file;
+};
+
 // A jitted DSO on disk, as read.
 struct JittedDso {
   std::string path;

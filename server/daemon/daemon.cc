@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "server/api/services.h"
 #include "server/common/file_util.h"
@@ -128,18 +129,17 @@ void Daemon::CollectMetrics(metrics::Registry& reg) {
   reg.GetGauge("symdex_debug_files", "Debug files indexed (by build-ID)")
       .Set(static_cast<double>(query->DebugFileCount()));
   auto c = query->cache_stats();
-  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
-               {{"cache", "name"}, {"result", "hit"}})
-      .Set(static_cast<double>(c.name_hits));
-  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
-               {{"cache", "name"}, {"result", "miss"}})
-      .Set(static_cast<double>(c.name_misses));
-  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
-               {{"cache", "address"}, {"result", "hit"}})
-      .Set(static_cast<double>(c.addr_hits));
-  reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
-               {{"cache", "address"}, {"result", "miss"}})
-      .Set(static_cast<double>(c.addr_misses));
+  const std::tuple<const char*, const char*, int64_t> lookups[] = {
+      {"name", "hit", c.name_hits},
+      {"name", "miss", c.name_misses},
+      {"address", "hit", c.addr_hits},
+      {"address", "miss", c.addr_misses},
+  };
+  for (const auto& [cache, result, n] : lookups) {
+    reg.GetGauge("symdex_cache_lookups", "Query cache lookups since start, by cache and result",
+                 {{"cache", cache}, {"result", result}})
+        .Set(static_cast<double>(n));
+  }
   reg.GetGauge("symdex_rpc_in_flight", "gRPC calls in progress").Set(static_cast<double>(stats.in_flight()));
   reg.GetGauge("symdex_start_time_seconds", "Unix time the daemon started").Set(static_cast<double>(started_at));
 }

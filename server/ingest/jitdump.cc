@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "server/common/byte_reader.h"
+#include "server/common/enum_names.h"
 #include "server/common/strings.h"
 
 namespace symdex::ingest {
@@ -15,20 +16,16 @@ constexpr size_t kDebugInfoFixed = kJitRecordPrefixSize + 16;
 constexpr size_t kDebugEntryMin = 8 + 4 + 4 + 1;  // addr, line, discrim, empty name's NUL
 constexpr size_t kUnwindingFixed = kJitRecordPrefixSize + 24;
 
-const char* RecordName(uint32_t id) {
-  switch (static_cast<JitRecordId>(id)) {
-    case JitRecordId::kCodeLoad:
-      return "CODE_LOAD";
-    case JitRecordId::kCodeMove:
-      return "CODE_MOVE";
-    case JitRecordId::kDebugInfo:
-      return "DEBUG_INFO";
-    case JitRecordId::kClose:
-      return "CLOSE";
-    case JitRecordId::kUnwindingInfo:
-      return "UNWINDING_INFO";
-  }
-  return "unknown record";
+constexpr std::array<EnumName<JitRecordId>, 5> kRecordNames = {{
+    {JitRecordId::kCodeLoad, "CODE_LOAD"},
+    {JitRecordId::kCodeMove, "CODE_MOVE"},
+    {JitRecordId::kDebugInfo, "DEBUG_INFO"},
+    {JitRecordId::kClose, "CLOSE"},
+    {JitRecordId::kUnwindingInfo, "UNWINDING_INFO"},
+}};
+
+std::string_view RecordName(uint32_t id) {
+  return NameIn(kRecordNames, static_cast<JitRecordId>(id), "unknown record");
 }
 
 // What parsing one record produced.

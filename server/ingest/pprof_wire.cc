@@ -175,6 +175,17 @@ absl::StatusOr<std::vector<uint64_t>> ReadStack(std::string_view data) {
   return ids;
 }
 
+// The id field (`number`, a varint) of an embedded message; the last one counts, 0 when none.
+uint64_t IdOf(std::string_view message, uint32_t number) {
+  Reader r(message);
+  Field g;
+  uint64_t id = 0;
+  while (r.Next(g).value_or(false)) {
+    if (g.number == number && g.type == kVarint) id = g.value;
+  }
+  return id;
+}
+
 }  // namespace
 
 absl::StatusOr<PprofProfile> ParsePprof(std::string_view bytes) {
@@ -278,17 +289,12 @@ std::string RewritePprof(std::string_view bytes, const PprofProfile& p,
   while (r.Next(f).value_or(false)) {
     if (f.type == kBytes && f.number == kStringTable) continue;  // written whole at the end
     if (f.type == kBytes && f.number == kLocation) {
-      Reader lr(f.data);
-      Field g;
-      uint64_t id = 0;
-      while (lr.Next(g).value_or(false)) {
-        if (g.number == kLocId && g.type == kVarint) id = g.value;
-      }
-      auto it = lines.find(id);
+      auto it = lines.find(IdOf(f.data, kLocId));
       if (it != lines.end()) {
         std::string msg;
-        Reader lr2(f.data);
-        while (lr2.Next(g).value_or(false)) {
+        Reader lr(f.data);
+        Field g;
+        while (lr.Next(g).value_or(false)) {
           if (g.number != kLocLine) msg.append(g.raw);  // id, mapping, address, is_folded: kept
         }
         for (const PprofFrame& fr : it->second) {
@@ -303,12 +309,7 @@ std::string RewritePprof(std::string_view bytes, const PprofProfile& p,
       }
     }
     if (f.type == kBytes && f.number == kMapping) {
-      Reader mr(f.data);
-      Field g;
-      uint64_t id = 0;
-      while (mr.Next(g).value_or(false)) {
-        if (g.number == kMapId && g.type == kVarint) id = g.value;
-      }
+      const uint64_t id = IdOf(f.data, kMapId);
       if (std::find(symbolized_mappings.begin(), symbolized_mappings.end(), id) != symbolized_mappings.end()) {
         std::string msg(f.data);  // a repeated scalar field: the last one counts
         for (uint32_t n : {kHasFunctions, kHasFilenames, kHasLineNumbers, kHasInlineFrames}) PutUint(msg, n, 1);

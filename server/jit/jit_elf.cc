@@ -25,9 +25,9 @@ void Append(std::string& s, const T& v) {
 }
 
 // DWARF 2 line program over [text, text + size).
-std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::vector<std::string>* files) {
+std::string DebugLine(const std::vector<JitCodeLine>& lines, uint64_t size, std::vector<std::string>* files) {
   std::map<std::string, uint64_t> file_index;  // 1-based
-  for (const JitElfLine& l : lines) {
+  for (const JitCodeLine& l : lines) {
     if (!file_index.count(l.file)) {
       files->push_back(l.file);
       file_index[l.file] = files->size();
@@ -59,7 +59,7 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
   uint64_t pc = 0, file = 1;
   int64_t line = 1;
   uint32_t column = 0;
-  for (const JitElfLine& l : lines) {
+  for (const JitCodeLine& l : lines) {
     uint64_t f = file_index[l.file];
     if (f != file) {
       prog.push_back(4);  // DW_LNS_set_file
@@ -102,15 +102,15 @@ std::string DebugLine(const std::vector<JitElfLine>& lines, uint64_t size, std::
 
 // Lines inside the code, sorted by offset (stable: the producer's order for equal offsets), one
 // row per offset (the last one written wins, as in a line program).
-std::vector<JitElfLine> LineRows(const std::vector<JitElfLine>& given, uint64_t size) {
-  std::vector<JitElfLine> lines;
-  for (const JitElfLine& l : given) {
+std::vector<JitCodeLine> LineRows(const std::vector<JitCodeLine>& given, uint64_t size) {
+  std::vector<JitCodeLine> lines;
+  for (const JitCodeLine& l : given) {
     if (l.offset < size && l.line > 0) lines.push_back(l);
   }
   std::stable_sort(lines.begin(), lines.end(),
-                   [](const JitElfLine& a, const JitElfLine& b) { return a.offset < b.offset; });
-  std::vector<JitElfLine> rows;
-  for (const JitElfLine& l : lines) {
+                   [](const JitCodeLine& a, const JitCodeLine& b) { return a.offset < b.offset; });
+  std::vector<JitCodeLine> rows;
+  for (const JitCodeLine& l : lines) {
     if (!rows.empty() && rows.back().offset == l.offset) {
       rows.back() = l;
     } else {
@@ -245,7 +245,7 @@ absl::StatusOr<std::string> WriteJitElf(const JitElfInput& in) {
     return absl::InvalidArgumentError("function name contains a NUL byte");
   const uint64_t size = in.code.size();
 
-  const std::vector<JitElfLine> rows = LineRows(in.lines, size);
+  const std::vector<JitCodeLine> rows = LineRows(in.lines, size);
   const bool debug = !rows.empty();
 
   // Section names.

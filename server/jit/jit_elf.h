@@ -30,25 +30,19 @@
 #include <vector>
 
 #include "server/common/build_id.h"
+#include "server/common/jit_records.h"
 #include "server/common/status.h"
 
 namespace symdex::jit {
 
 inline constexpr uint64_t kJitElfTextOffset = 0x80;  // GEN_ELF_TEXT_OFFSET on ELF64
 
-struct JitElfLine {
-  uint64_t offset = 0;  // from the start of the code
-  uint32_t line = 0;
-  uint32_t column = 0;
-  std::string file;
-};
-
 struct JitElfInput {
   uint16_t machine = 62;  // EM_X86_64
   std::string_view name;
   std::string_view code;
   BuildId build_id;
-  std::vector<JitElfLine> lines;  // any order; entries outside the code are dropped
+  std::vector<JitCodeLine> lines;  // any order; entries outside the code are dropped
 };
 
 // The machines the layout above is right for (EM_X86_64, EM_AARCH64: little-endian ELF64).

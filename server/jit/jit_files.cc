@@ -46,7 +46,7 @@ absl::StatusOr<JitExportSummary> ExportJitDsos(const std::string& db_path, const
       in.name = e.function.name;
       in.code = e.code;
       in.build_id = e.build_id;
-      for (const auto& l : e.lines) in.lines.push_back(JitElfLine{l.offset, l.line, l.column, l.file});
+      in.lines = e.lines;
       ASSIGN_OR_RETURN(std::string bytes, WriteJitElf(in));
       std::string path = (fs::path(req.out) / e.function.DsoName()).string();
       std::ofstream f(path, std::ios::binary | std::ios::trunc);

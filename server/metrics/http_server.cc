@@ -178,6 +178,15 @@ class MetricsServer final : public httplib::Server {
   void AdoptListener(int fd) { svr_sock_ = fd; }
 
  private:
+  // Answers a request that cannot be served with an error, then closes (false: the connection
+  // is done).
+  bool Refuse(HttpConnection& conn, int status, const char* reason, const char* body) {
+    conn.SetWriteTimeout(options_.write_timeout);
+    conn.WriteError(status, reason, body);
+    conn.Finish(/*linger=*/true);
+    return false;
+  }
+
   bool process_and_close_socket(socket_t sock) override {
     HttpConnection conn(sock, wake_fd_);
     if (stopping_.load()) return false;
@@ -185,20 +194,11 @@ class MetricsServer final : public httplib::Server {
       case HttpConnection::Head::kGone:
         return false;  // nothing was asked: close without a word
       case HttpConnection::Head::kTimeout:
-        conn.SetWriteTimeout(options_.write_timeout);
-        conn.WriteError(408, "Request Timeout", "request timeout\n");
-        conn.Finish(/*linger=*/true);
-        return false;
+        return Refuse(conn, 408, "Request Timeout", "request timeout\n");
       case HttpConnection::Head::kTooLarge:
-        conn.SetWriteTimeout(options_.write_timeout);
-        conn.WriteError(431, "Request Header Fields Too Large", "request headers too large\n");
-        conn.Finish(/*linger=*/true);
-        return false;
+        return Refuse(conn, 431, "Request Header Fields Too Large", "request headers too large\n");
       case HttpConnection::Head::kBadLine:
-        conn.SetWriteTimeout(options_.write_timeout);
-        conn.WriteError(400, "Bad Request", "bad request\n");
-        conn.Finish(/*linger=*/true);
-        return false;
+        return Refuse(conn, 400, "Bad Request", "bad request\n");
       case HttpConnection::Head::kComplete:
         break;
     }

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <iterator>
 
+#include "server/common/enum_names.h"
+
 namespace symdex::metrics {
 namespace {
 
@@ -146,16 +148,10 @@ std::vector<double> DefaultLatencyBuckets() {
 
 Registry::~Registry() = default;
 
-const char* Registry::TypeName(Type type) {
-  switch (type) {
-    case Type::kCounter:
-      return "counter";
-    case Type::kGauge:
-      return "gauge";
-    case Type::kHistogram:
-      return "histogram";
-  }
-  return "untyped";
+std::string_view Registry::TypeName(Type type) {
+  static constexpr std::array<EnumName<Type>, 3> kNames = {
+      {{Type::kCounter, "counter"}, {Type::kGauge, "gauge"}, {Type::kHistogram, "histogram"}}};
+  return NameIn(kNames, type, "untyped");
 }
 
 Registry::Series& Registry::GetSeries(const std::string& name, const std::string& help, const Labels& labels, Type type,

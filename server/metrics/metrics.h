@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -133,7 +134,7 @@ class Registry {
 
   Series& GetSeries(const std::string& name, const std::string& help, const Labels& labels, Type type,
                     std::vector<double> buckets) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  static const char* TypeName(Type type);
+  static std::string_view TypeName(Type type);
 
   absl::Mutex mu_;
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);

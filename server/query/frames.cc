@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "server/common/build_id.h"
+#include "server/common/enum_names.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
 #include "server/ingest/elf_notes.h"
@@ -80,19 +81,15 @@ const std::shared_ptr<const AddressInfo>& NoAddressInfo() {
   return *none;
 }
 
-std::string_view FrameBasisName(FrameBasis b) {
-  switch (b) {
-    case FrameBasis::kNone:
-      return "";
-    case FrameBasis::kAddress:
-      return "address";
-    case FrameBasis::kModuleOffset:
-      return "module-offset";
-    case FrameBasis::kSymbolOffset:
-      return "symbol+offset";
-  }
-  return "";
-}
+namespace {
+constexpr std::array<EnumName<FrameBasis>, 3> kFrameBasisNames = {{
+    {FrameBasis::kAddress, "address"},
+    {FrameBasis::kModuleOffset, "module-offset"},
+    {FrameBasis::kSymbolOffset, "symbol+offset"},
+}};
+}  // namespace
+
+std::string_view FrameBasisName(FrameBasis b) { return NameIn(kFrameBasisNames, b); }
 
 std::string FramesTarget(const std::string& target, const FramesContext& ctx) {
   if (!target.empty() || ctx.kernel_build_id.empty()) return target;

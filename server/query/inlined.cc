@@ -53,13 +53,11 @@ absl::Status ModuleInlinedCopies(store::Db& db, const TargetInfo& t, const std::
 }
 
 InlinedSite SiteOf(const debuginfo::InlineCopy& c) {
-  InlinedSite site;
-  site.file = c.call_file;
-  site.line = c.call_line;
-  site.column = c.call_column;
-  site.inlined_into = c.inlined_into;
-  site.depth = c.depth;
-  return site;
+  return InlinedSite{.file = c.call_file,
+                     .line = c.call_line,
+                     .column = c.call_column,
+                     .inlined_into = c.inlined_into,
+                     .depth = c.depth};
 }
 
 }  // namespace

@@ -18,19 +18,17 @@ std::string Quote(std::string_view s, size_t quote_max) {
 
 // A load as loaded (no placement asked): at its load address since its load time.
 JitFunction FunctionOf(const store::JitLoadRow& r) {
-  JitFunction f;
-  f.load_id = r.load_id;
-  f.instance.id = r.instance_id;
-  f.pid = r.pid;
-  f.code_index = r.code_index;
-  f.name = r.name;
-  f.code_addr = r.code_addr;
-  f.code_size = r.code_size;
-  f.load_time = r.load_time;
-  f.file_offset = r.file_offset;
-  f.addr = r.code_addr;
-  f.placed_time = r.load_time;
-  return f;
+  return JitFunction{.load_id = r.load_id,
+                     .instance = {.id = r.instance_id},
+                     .pid = r.pid,
+                     .code_index = r.code_index,
+                     .name = r.name,
+                     .code_addr = r.code_addr,
+                     .code_size = r.code_size,
+                     .load_time = r.load_time,
+                     .file_offset = r.file_offset,
+                     .addr = r.code_addr,
+                     .placed_time = r.load_time};
 }
 
 // Instances by id, each read once per call.
@@ -252,7 +250,7 @@ absl::StatusOr<std::vector<JitExportLoad>> JitExportLoads(Db& db, const JitInsta
     e.function.line_entries = static_cast<int64_t>(lines.size());
     for (const auto& l : lines) {
       if (l.addr < e.function.code_addr) continue;
-      e.lines.push_back(JitExportLine{l.addr - e.function.code_addr, l.line, l.discrim, l.file});
+      e.lines.push_back(JitCodeLine{l.addr - e.function.code_addr, l.line, l.discrim, l.file});
     }
     out.push_back(std::move(e));
   }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "server/common/build_id.h"
+#include "server/common/jit_records.h"
 #include "server/common/status.h"
 #include "server/query/local_query.h"
 #include "server/store/sqlite_db.h"
@@ -60,17 +61,11 @@ absl::StatusOr<BuildIdAnswer> LookupBuildId(store::Db& db, std::string_view hex_
 // jitted-<pid>-*.so names would clash).
 absl::StatusOr<std::vector<JitInstanceInfo>> JitExportInstances(store::Db& db, std::optional<uint32_t> pid,
                                                                 std::optional<uint64_t> instance);
-struct JitExportLine {
-  uint64_t offset = 0;  // from the start of the code
-  uint32_t line = 0;
-  uint32_t column = 0;
-  std::string file;
-};
 struct JitExportLoad {
   JitFunction function;  // build_ids of every scheme; line_entries counted
   std::string code;
-  BuildId build_id;                  // in the scheme asked
-  std::vector<JitExportLine> lines;  // the entries inside the code, by address
+  BuildId build_id;                // in the scheme asked
+  std::vector<JitCodeLine> lines;  // the entries inside the code, by address
 };
 // Every load of `instance` in file order, with the ID of `scheme` (a canonical name).
 absl::StatusOr<std::vector<JitExportLoad>> JitExportLoads(store::Db& db, const JitInstanceInfo& instance,

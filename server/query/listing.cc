@@ -3,6 +3,7 @@
 // asked rarely and their answers are large.
 #include <fmt/core.h>
 
+#include "server/common/enum_names.h"
 #include "server/common/file_util.h"
 #include "server/common/strings.h"
 #include "server/common/symbol_type.h"
@@ -56,26 +57,18 @@ absl::StatusOr<AddrMapState> VmlinuxAddrMap(store::Db& db, const std::string& db
 
 bool IsTextInstance(const Instance& in) { return IsTextSymbolType(in.type); }
 
+constexpr std::array<EnumName<AddrMapStatus>, 4> kAddrMapStatusNames = {{
+    {AddrMapStatus::kNone, ""},
+    {AddrMapStatus::kPresent, "present"},
+    {AddrMapStatus::kMissing, "missing"},
+    {AddrMapStatus::kInvalid, "invalid"},
+}};
 }  // namespace
 
-std::string_view AddrMapStatusName(AddrMapStatus s) {
-  switch (s) {
-    case AddrMapStatus::kNone:
-      return "";
-    case AddrMapStatus::kPresent:
-      return "present";
-    case AddrMapStatus::kMissing:
-      return "missing";
-    case AddrMapStatus::kInvalid:
-      return "invalid";
-  }
-  return "";
-}
+std::string_view AddrMapStatusName(AddrMapStatus s) { return NameIn(kAddrMapStatusNames, s); }
 
 absl::StatusOr<AddrMapStatus> ParseAddrMapStatus(std::string_view name) {
-  for (auto s : {AddrMapStatus::kNone, AddrMapStatus::kPresent, AddrMapStatus::kMissing, AddrMapStatus::kInvalid}) {
-    if (AddrMapStatusName(s) == name) return s;
-  }
+  if (auto s = ValueIn(kAddrMapStatusNames, name)) return *s;
   return absl::InvalidArgumentError(StrCat("unknown address map status '", name, "'"));
 }
 

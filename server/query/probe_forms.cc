@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "server/common/enum_names.h"
 #include "server/common/strings.h"
 #include "server/ingest/kprobe_fetch.h"
 #include "server/ingest/probe_arg.h"
@@ -140,28 +141,22 @@ std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<
   return syntax == TracerSyntax::kPerf ? written : ingest::KprobeLineFetchArgs(kprobe);
 }
 
+namespace {
+constexpr std::array<EnumName<TracerSyntax>, 4> kTracerSyntaxNames = {{
+    {TracerSyntax::kKprobeEvents, "kprobe_events"},
+    {TracerSyntax::kPerf, "perf"},
+    {TracerSyntax::kBpftrace, "bpftrace"},
+    {TracerSyntax::kLibbpf, "libbpf"},
+}};
+}  // namespace
+
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {
-  for (TracerSyntax t :
-       {TracerSyntax::kKprobeEvents, TracerSyntax::kPerf, TracerSyntax::kBpftrace, TracerSyntax::kLibbpf}) {
-    if (s == TracerSyntaxName(t)) return t;
-  }
+  if (auto t = ValueIn(kTracerSyntaxNames, s)) return *t;
   return absl::InvalidArgumentError(
       StrCat("format '", Excerpt(s, 40), "': expected kprobe_events, perf, bpftrace or libbpf"));
 }
 
-std::string_view TracerSyntaxName(TracerSyntax s) {
-  switch (s) {
-    case TracerSyntax::kKprobeEvents:
-      return "kprobe_events";
-    case TracerSyntax::kPerf:
-      return "perf";
-    case TracerSyntax::kBpftrace:
-      return "bpftrace";
-    case TracerSyntax::kLibbpf:
-      return "libbpf";
-  }
-  return "?";
-}
+std::string_view TracerSyntaxName(TracerSyntax s) { return NameIn(kTracerSyntaxNames, s, "?"); }
 
 absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const TargetInfo& t, const KprobeOptions& opts,
                                   size_t same_decl_file) {

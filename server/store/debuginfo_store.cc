@@ -288,11 +288,7 @@ absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ModuleSections(Db&
                                        "ON m.id = s.module_id WHERE m.target_id = ?1 AND m.name = ?2"));
   st.Bind(1, target_id).Bind(2, module);
   std::vector<std::pair<std::string, uint64_t>> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.emplace_back(st.Text(0), FromDb(st.Int(1)));
-  }
+  RETURN_IF_ERROR(st.EachRow([&] { out.emplace_back(st.Text(0), FromDb(st.Int(1))); }));
   return out;
 }
 
@@ -303,11 +299,9 @@ absl::StatusOr<std::vector<SymbolLine>> LoadSymbolLines(Db& db, int64_t debug_fi
                               "WHERE l.debug_file_id = ?1"));
   st.Bind(1, debug_file_id);
   std::vector<SymbolLine> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&] {
     out.push_back({st.Text(0), FromDb(st.Int(1)), st.OptInt(2), st.OptInt(3), st.Int(4)});
-  }
+  }));
   return out;
 }
 
@@ -323,11 +317,9 @@ absl::StatusOr<std::vector<debuginfo::FunctionSpan>> LoadFunctionSpans(Db& db, i
                           "WHERE f.debug_file_id = ?1 ORDER BY f.name, f.id, r.rowid"));
   st.Bind(1, debug_file_id);
   std::vector<debuginfo::FunctionSpan> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&] {
     out.push_back({st.Int(0), st.Text(1), FromDb(st.Int(2)), FromDb(st.Int(3)), FromDb(st.Int(4)), st.Text(5)});
-  }
+  }));
   return out;
 }
 

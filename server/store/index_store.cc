@@ -405,11 +405,7 @@ absl::StatusOr<std::vector<std::string>> ModuleNames(Db& db, int64_t target_id) 
 absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(std::string("SELECT ") + kTargetCols + " FROM targets ORDER BY name"));
   std::vector<TargetInfo> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(ReadTarget(st));
-  }
+  RETURN_IF_ERROR(st.EachRow([&] { out.push_back(ReadTarget(st)); }));
   return out;
 }
 
@@ -445,12 +441,11 @@ absl::StatusOr<std::vector<FileRecord>> TargetFiles(Db& db, int64_t id) {
                                        "WHERE target_id = ?1 ORDER BY id"));
   st.Bind(1, id);
   std::vector<FileRecord> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto status, kernel::ParseInputFileStatus(st.Text(2)));
     out.push_back({st.Text(0), st.Text(1), status, st.Text(3), DecodeDropped(st.Text(4))});
-  }
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -462,12 +457,11 @@ absl::StatusOr<std::vector<DebugInfoStatus>> TargetDebugInfo(Db& db, int64_t id)
                                        "WHERE t.target_id = ?1 ORDER BY t.module"));
   st.Bind(1, id);
   std::vector<DebugInfoStatus> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto status, kernel::ParseDebugFileStatus(st.Text(2)));
     out.push_back({st.Text(0), st.Text(1), status, st.Text(3), st.Text(4), st.Text(5), st.OptInt(6), st.Text(7)});
-  }
+    return absl::OkStatus();
+  }));
   return out;
 }
 
@@ -493,12 +487,10 @@ absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, cons
   st.Bind(1, id).Bind(2, name);
   if (with_clones) st.Bind(3, name + "/");
   std::vector<SymbolRecord> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&] {
     SymbolRecord r = ReadSymbol(st);
     if (r.name.size() == name.size() || r.name[name.size()] == '.') out.push_back(std::move(r));
-  }
+  }));
   return out;
 }
 
@@ -516,14 +508,12 @@ absl::StatusOr<std::vector<BuildIdOwner>> KernelObjectsWithBuildId(Db& db, const
       {"module", "SELECT m.name, t.name FROM modules m JOIN targets t ON t.id = m.target_id WHERE m.build_id=?"},
       {"debug-file", "SELECT path, '' FROM debug_files WHERE build_id=?"},
   };
-  for (const auto& [kind, sql] : kQueries) {
+  for (const auto& query : kQueries) {
+    const char* kind = query.first;
+    const char* sql = query.second;
     ASSIGN_OR_RETURN(Stmt q, db.Prepare(sql));
     q.Bind(1, hex);
-    while (true) {
-      ASSIGN_OR_RETURN(bool row, q.Step());
-      if (!row) break;
-      out.push_back(BuildIdOwner{kind, q.Text(0), q.Text(1)});
-    }
+    RETURN_IF_ERROR(q.EachRow([&] { out.push_back(BuildIdOwner{kind, q.Text(0), q.Text(1)}); }));
   }
   return out;
 }
@@ -561,12 +551,10 @@ absl::StatusOr<std::optional<SymbolRecord>> PreferredAlias(Stmt& st) {
   auto alias = [](const SymbolRecord& r) {
     return AliasFacts{r.name, r.type, r.elf_facts, r.dwarf && r.dwarf->has_function};
   };
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&] {
     SymbolRecord r = ReadSymbol(st);
     if (!best || PreferAlias(alias(r), alias(*best))) best = std::move(r);
-  }
+  }));
   return best;
 }
 
@@ -660,14 +648,12 @@ absl::StatusOr<std::shared_ptr<const ModuleCodeSymbols>> LoadModuleCodeSymbols(D
                                        "WHERE s.module_id = ?1 AND s.section IS NOT NULL AND s.type IN " +
                                        SqlTypeList(kCodeSymbolTypes) + " ORDER BY s.section, s.addr, s.id"));
   st.Bind(1, mod.Int(0));
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&] {
     SymbolRecord r = ReadSymbol(st);
     auto& v = out->by_section_[r.section];
     v.push_back(std::move(r));
     ++out->count_;
-  }
+  }));
   return std::shared_ptr<const ModuleCodeSymbols>(std::move(out));
 }
 
@@ -702,12 +688,10 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
   {
     ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT id, name FROM modules WHERE target_id = ?1"));
     st.Bind(1, target_id);
-    for (;;) {
-      ASSIGN_OR_RETURN(bool row, st.Step());
-      if (!row) break;
+    RETURN_IF_ERROR(st.EachRow([&] {
       module_of.emplace(st.Int(0), static_cast<uint32_t>(t->modules_.size()));
       t->modules_.push_back(st.Text(1));
-    }
+    }));
   }
   // Served by the covering index symbols_text_by_addr (schema/005).
   // (The index's WHERE names the same letters; SQLite uses it only when the query's list matches.)
@@ -805,11 +789,7 @@ absl::StatusOr<std::vector<SymbolRecord>> AllSymbols(Db& db, int64_t id, bool al
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(sql));
   st.Bind(1, id).Bind(2, int64_t{all_types});
   std::vector<SymbolRecord> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
-    out.push_back(ReadSymbol(st));
-  }
+  RETURN_IF_ERROR(st.EachRow([&] { out.push_back(ReadSymbol(st)); }));
   return out;
 }
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string_view>
 
+#include "server/common/enum_names.h"
+
 namespace symdex::store {
 
 enum class JitBuildIdScheme {
@@ -19,26 +21,18 @@ enum class JitBuildIdScheme {
 inline constexpr std::array<JitBuildIdScheme, 4> kAllJitBuildIdSchemes = {
     JitBuildIdScheme::kMd5Addr, JitBuildIdScheme::kSha1Code, JitBuildIdScheme::kSha1Symtab, JitBuildIdScheme::kSymdex};
 
-// "md5-addr", "sha1-code", "sha1-symtab", "symdex".
+inline constexpr std::array<EnumName<JitBuildIdScheme>, 4> kJitBuildIdSchemeNames = {
+    {{JitBuildIdScheme::kMd5Addr, "md5-addr"},
+     {JitBuildIdScheme::kSha1Code, "sha1-code"},
+     {JitBuildIdScheme::kSha1Symtab, "sha1-symtab"},
+     {JitBuildIdScheme::kSymdex, "symdex"}}};
+
 inline std::string_view JitBuildIdSchemeName(JitBuildIdScheme scheme) {
-  switch (scheme) {
-    case JitBuildIdScheme::kMd5Addr:
-      return "md5-addr";
-    case JitBuildIdScheme::kSha1Code:
-      return "sha1-code";
-    case JitBuildIdScheme::kSha1Symtab:
-      return "sha1-symtab";
-    case JitBuildIdScheme::kSymdex:
-      return "symdex";
-  }
-  return "?";
+  return NameIn(kJitBuildIdSchemeNames, scheme, "?");
 }
 
 inline std::optional<JitBuildIdScheme> ParseJitBuildIdScheme(std::string_view name) {
-  for (JitBuildIdScheme s : kAllJitBuildIdSchemes) {
-    if (JitBuildIdSchemeName(s) == name) return s;
-  }
-  return std::nullopt;
+  return ValueIn(kJitBuildIdSchemeNames, name);
 }
 
 }  // namespace symdex::store

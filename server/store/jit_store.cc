@@ -259,17 +259,9 @@ absl::StatusOr<JitInstanceRow> JitInstanceById(Db& db, int64_t id) {
 absl::StatusOr<std::vector<JitInstanceRow>> FindJitInstances(Db& db, std::optional<uint32_t> pid) {
   ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT id FROM jit_instances WHERE ?1 IS NULL OR pid=?1 "
                                       "ORDER BY dump_timestamp, id"));
-  if (pid) {
-    q.Bind(1, static_cast<int64_t>(*pid));
-  } else {
-    q.BindNull(1);
-  }
+  q.Bind(1, pid ? std::optional<int64_t>(*pid) : std::nullopt);
   std::vector<int64_t> ids;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    ids.push_back(q.Int(0));
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { ids.push_back(q.Int(0)); }));
   std::vector<JitInstanceRow> out;
   for (int64_t id : ids) {
     ASSIGN_OR_RETURN(JitInstanceRow r, JitInstanceById(db, id));
@@ -311,11 +303,7 @@ absl::StatusOr<std::map<std::string, std::string>> JitBuildIdsOf(Db& db, int64_t
   ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT scheme, build_id FROM jit_build_ids WHERE load_id=? ORDER BY scheme"));
   q.Bind(1, load_id);
   std::map<std::string, std::string> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out[q.Text(0)] = q.Text(1);
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { out[q.Text(0)] = q.Text(1); }));
   return out;
 }
 
@@ -325,12 +313,10 @@ absl::StatusOr<std::vector<JitLineRow>> JitLinesOf(Db& db, int64_t load_id) {
                               "JOIN jit_loads l ON l.id = j.load_id WHERE j.load_id=? ORDER BY j.addr, j.rowid"));
   q.Bind(1, load_id);
   std::vector<JitLineRow> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(q.EachRow([&] {
     out.push_back(
         JitLineRow{q.Text(3), static_cast<uint32_t>(q.Int(1)), static_cast<uint32_t>(q.Int(2)), FromDb(q.Int(0))});
-  }
+  }));
   return out;
 }
 
@@ -364,11 +350,7 @@ absl::StatusOr<std::vector<std::pair<std::string, JitLoadRow>>> JitLoadsWithBuil
                                              "WHERE b.build_id=? ORDER BY l.instance_id, l.file_offset, b.scheme")));
   q.Bind(1, hex);
   std::vector<std::pair<std::string, JitLoadRow>> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out.emplace_back(q.Text(0), LoadFromRow(q, 1));
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { out.emplace_back(q.Text(0), LoadFromRow(q, 1)); }));
   return out;
 }
 
@@ -387,17 +369,9 @@ absl::StatusOr<std::vector<JitBuildIdRow>> JitSharedBuildIdRows(Db& db, std::opt
                                      "(SELECT scheme, build_id FROM jit_build_ids WHERE (?1 IS NULL OR scheme=?1) "
                                      "GROUP BY scheme, build_id HAVING count(*) > 1) "
                                      "ORDER BY b.scheme, b.build_id, l.instance_id, l.file_offset")));
-  if (scheme) {
-    q.Bind(1, *scheme);
-  } else {
-    q.BindNull(1);
-  }
+  q.Bind(1, scheme);
   std::vector<JitBuildIdRow> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out.push_back(JitBuildIdRow{q.Text(0), q.Text(1), LoadFromRow(q, 2)});
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { out.push_back(JitBuildIdRow{q.Text(0), q.Text(1), LoadFromRow(q, 2)}); }));
   return out;
 }
 
@@ -405,11 +379,7 @@ absl::StatusOr<std::map<std::string, std::pair<int64_t, int64_t>>> JitBuildIdCou
   ASSIGN_OR_RETURN(Stmt q,
                    db.Prepare("SELECT scheme, count(*), count(DISTINCT build_id) FROM jit_build_ids GROUP BY scheme"));
   std::map<std::string, std::pair<int64_t, int64_t>> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out[q.Text(0)] = {q.Int(1), q.Int(2)};
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { out[q.Text(0)] = {q.Int(1), q.Int(2)}; }));
   return out;
 }
 
@@ -419,11 +389,7 @@ absl::StatusOr<std::vector<JitLoadWithCode>> JitLoadsOfInstance(Db& db, int64_t 
                                              "WHERE l.instance_id=? ORDER BY l.file_offset")));
   q.Bind(1, instance_id);
   std::vector<JitLoadWithCode> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out.push_back(JitLoadWithCode{LoadFromRow(q, 1), q.Text(0)});
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { out.push_back(JitLoadWithCode{LoadFromRow(q, 1), q.Text(0)}); }));
   return out;
 }
 
@@ -435,11 +401,7 @@ absl::StatusOr<std::vector<JitLoadRow>> JitLoadsByPidIndex(Db& db, uint32_t pid,
                                              "(SELECT id FROM jit_instances) AND l.code_index=?2 AND l.pid=?1")));
   q.Bind(1, static_cast<int64_t>(pid)).Bind(2, ToDb(code_index));
   std::vector<JitLoadRow> out;
-  while (true) {
-    ASSIGN_OR_RETURN(bool row, q.Step());
-    if (!row) break;
-    out.push_back(LoadFromRow(q, 0));
-  }
+  RETURN_IF_ERROR(q.EachRow([&] { out.push_back(LoadFromRow(q, 0)); }));
   return out;
 }
 

@@ -368,12 +368,10 @@ absl::StatusOr<IndexesAfterLoad> IndexesAfterLoad::Begin(Db& db, std::string_vie
                                         "AND sql IS NOT NULL ORDER BY name"));
   idx.Bind(1, table);
   std::vector<std::string> names;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool more, idx.Step());
-    if (!more) break;
+  RETURN_IF_ERROR(idx.EachRow([&] {
     names.push_back(idx.Text(0));
     out.create_.push_back(idx.Text(1));
-  }
+  }));
   idx.Reset();
   for (const std::string& n : names) RETURN_IF_ERROR(db.Exec(StrCat("DROP INDEX \"", n, "\"")));
   return out;

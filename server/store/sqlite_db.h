@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -59,6 +60,21 @@ class Stmt {
   absl::StatusOr<bool> Step();
   // Steps a statement that returns no rows.
   absl::Status Run();
+  // Steps to the end, calling `row()` at each row (it returns void, or a Status that stops the
+  // walk when not ok).
+  template <typename Fn>
+  absl::Status EachRow(Fn&& row) {
+    for (;;) {
+      absl::StatusOr<bool> more = Step();
+      if (!more.ok()) return more.status();
+      if (!*more) return absl::OkStatus();
+      if constexpr (std::is_void_v<std::invoke_result_t<Fn&>>) {
+        row();
+      } else if (absl::Status s = row(); !s.ok()) {
+        return s;
+      }
+    }
+  }
   // Steps to the end, collecting column 0 of every row as text.
   absl::StatusOr<std::vector<std::string>> TextColumn();
   void Reset();

@@ -103,9 +103,7 @@ absl::StatusOr<OwnerExtents> LoadOwnerExtents(Db& db, int64_t target_id) {
   }
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name, text_addr, size FROM modules WHERE target_id = ?1"));
   st.Bind(1, target_id);
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&] {
     std::string name = st.Text(0);
     if (!st.IsNull(1) && !st.IsNull(2) && st.Int(2) > 0) {
       const uint64_t start = FromDb(st.Int(1));
@@ -113,7 +111,7 @@ absl::StatusOr<OwnerExtents> LoadOwnerExtents(Db& db, int64_t target_id) {
     } else if (offline && !ingest::IsPseudoModule(name)) {
       e.modules_unplaced = true;
     }
-  }
+  }));
   return e;
 }
 

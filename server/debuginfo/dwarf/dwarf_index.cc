@@ -98,6 +98,32 @@ class AddressMapper {
   std::unordered_map<int, uint16_t> cache_;
 };
 
+// Appends [start, end) to `f`'s ranges as `mapper` places it; an empty range, or one in no
+// section (discarded code), is left out. The first range appended sets `first_lo`, the address
+// a function without DW_AT_entry_pc enters at.
+void AddRange(AddressMapper& mapper, uint64_t start, uint64_t end, DwarfFunction& f, uint64_t& first_lo) {
+  if (end <= start) return;
+  AddrRange r;
+  uint64_t lo = 0;
+  if (!mapper.Map(start, lo, r.section)) return;
+  r.lo = lo;
+  r.hi = lo + (end - start);
+  if (f.ranges.empty()) first_lo = start;
+  f.ranges.push_back(r);
+}
+
+// A named variable at DWARF address `addr` of unit `cu`, placed in its section; nullopt when it
+// has no name, lies in no section, or was discarded by the linker (address 0 in a linked image).
+std::optional<DwarfVariable> PlacedVariable(AddressMapper& mapper, const char* name, uint64_t addr, uint32_t cu) {
+  if (name == nullptr) return std::nullopt;
+  DwarfVariable v;
+  v.name = name;
+  if (!mapper.Map(addr, v.addr, v.section)) return std::nullopt;
+  if (!mapper.relocatable() && addr == 0) return std::nullopt;
+  v.cu = cu;
+  return v;
+}
+
 // arm64 kernels are built with -fpatchable-function-entry=2: a traceable function's symbol is
 // two NOPs (which the kernel patches for ftrace) before the code its DW_TAG_subprogram and line
 // table describe — GCC's low_pc is the symbol + 8. The symbol is what kallsyms, every stack
@@ -335,20 +361,9 @@ class UnitWalker {
     f.name = name;
     Dwarf_Addr base, start, end;
     ptrdiff_t off = 0;
-    bool first = true;
     uint64_t first_lo = 0;
     Dwarf_Off die_off = dwarf_dieoffset(die);
-    while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) {
-      if (end <= start) continue;
-      AddrRange r;
-      uint64_t lo;
-      if (!mapper_.Map(start, lo, r.section)) continue;
-      r.lo = lo;
-      r.hi = lo + (end - start);
-      if (first) first_lo = start;
-      first = false;
-      f.ranges.push_back(r);
-    }
+    while ((off = dwarf_ranges(die, off, &base, &start, &end)) > 0) AddRange(mapper_, start, end, f, first_lo);
     if (off < 0) {
       // Not "no ranges" (0): the DIE has DW_AT_ranges/low_pc that libdw cannot read.
       out_.Damage(".debug_info", die_off, StrCat("address ranges of ", f.name).c_str());
@@ -402,17 +417,12 @@ class UnitWalker {
     } else if (ops[0].atom != DW_OP_addr) {
       return;
     }
-    const char* name = dwarf_diename(die);
-    if (name == nullptr) return;
-    DwarfVariable v;
-    v.name = name;
-    if (!mapper_.Map(addr, v.addr, v.section)) return;
-    if (!mapper_.relocatable() && addr == 0) return;
-    v.cu = unit_id_;
-    v.decl_file = FileOf(die, DW_AT_decl_file);
-    v.decl_line = LineOf(die, DW_AT_decl_line);
-    v.external = dwarf_hasattr_integrate(die, DW_AT_external);
-    out_.variables.push_back(std::move(v));
+    std::optional<DwarfVariable> v = PlacedVariable(mapper_, dwarf_diename(die), addr, unit_id_);
+    if (!v) return;
+    v->decl_file = FileOf(die, DW_AT_decl_file);
+    v->decl_line = LineOf(die, DW_AT_decl_line);
+    v->external = dwarf_hasattr_integrate(die, DW_AT_external);
+    out_.variables.push_back(std::move(*v));
   }
 
   Partial& out_;
@@ -534,19 +544,8 @@ class ScanWalker {
     f.name = name;
     ranges_.clear();
     if (!s_.Ranges(die, ranges_)) return;
-    bool first = true;
     uint64_t first_lo = 0;
-    for (const auto& [start, end] : ranges_) {
-      if (end <= start) continue;
-      AddrRange r;
-      uint64_t lo = 0;
-      if (!mapper_.Map(start, lo, r.section)) continue;
-      r.lo = lo;
-      r.hi = lo + (end - start);
-      if (first) first_lo = start;
-      first = false;
-      f.ranges.push_back(r);
-    }
+    for (const auto& [start, end] : ranges_) AddRange(mapper_, start, end, f, first_lo);
     if (f.ranges.empty()) return;
     uint64_t entry = 0;
     if (!s_.EntryPc(die, entry)) {
@@ -586,18 +585,13 @@ class ScanWalker {
     if (loc == nullptr) return;
     uint64_t addr = 0;
     if (!s_.SingleAddress(*loc, addr)) return;  // one DW_OP_addr or DW_OP_addrx op
-    const char* name = s_.Name(die);
-    if (name == nullptr) return;
-    DwarfVariable v;
-    v.name = name;
-    if (!mapper_.Map(addr, v.addr, v.section)) return;
-    if (!mapper_.relocatable() && addr == 0) return;
-    v.cu = unit_id_;
-    v.decl_file = FileOf(die, At::kDeclFile);
-    v.decl_line = LineOf(die, At::kDeclLine);
-    v.external = s_.HasIntegrate(die, At::kExternal);
+    std::optional<DwarfVariable> v = PlacedVariable(mapper_, s_.Name(die), addr, unit_id_);
+    if (!v) return;
+    v->decl_file = FileOf(die, At::kDeclFile);
+    v->decl_line = LineOf(die, At::kDeclLine);
+    v->external = s_.HasIntegrate(die, At::kExternal);
     if (s_.failed()) return;
-    out_.variables.push_back(std::move(v));
+    out_.variables.push_back(std::move(*v));
   }
 
   Partial& out_;
