@@ -58,25 +58,20 @@ class RecordParser {
                                              " record (", record_.size(), " bytes): ", why));
   }
 
-  absl::Status CheckMinSize(size_t fixed) const {
-    if (record_.size() < fixed) {
-      return Error(StrCat("shorter than its ", fixed, "-byte fixed part"));
-    }
-    return absl::OkStatus();
-  }
-
-  // Positioned after the prefix.
-  ByteReader Body() const {
+  // The record's body, positioned after the prefix, once the record holds its `fixed`-byte
+  // part; `r` gets the prefix.
+  template <class R>
+  absl::StatusOr<ByteReader> Body(size_t fixed, R& r) const {
+    if (record_.size() < fixed) return Error(StrCat("shorter than its ", fixed, "-byte fixed part"));
+    r.prefix = prefix_;
     ByteReader c(record_, order_);
     (void)c.Bytes(kJitRecordPrefixSize);
     return c;
   }
 
   absl::StatusOr<Parsed> ParseCodeLoad() {
-    RETURN_IF_ERROR(CheckMinSize(kCodeLoadFixed));
-    ByteReader c = Body();
     CodeLoad r;
-    r.prefix = prefix_;
+    ASSIGN_OR_RETURN(ByteReader c, Body(kCodeLoadFixed, r));
     c.Ints(r.pid, r.tid, r.vma, r.code_addr, r.code_size, r.code_index);
     std::optional<std::string_view> name = c.CString();
     if (!name) return Error("function name has no terminating NUL");
@@ -90,19 +85,15 @@ class RecordParser {
   }
 
   absl::StatusOr<Parsed> ParseCodeMove() {
-    RETURN_IF_ERROR(CheckMinSize(kCodeMoveFixed));
-    ByteReader c = Body();
     CodeMove r;
-    r.prefix = prefix_;
+    ASSIGN_OR_RETURN(ByteReader c, Body(kCodeMoveFixed, r));
     c.Ints(r.pid, r.tid, r.vma, r.old_code_addr, r.new_code_addr, r.code_size, r.code_index);
     return Parsed(std::move(r));
   }
 
   absl::StatusOr<Parsed> ParseDebugInfo() {
-    RETURN_IF_ERROR(CheckMinSize(kDebugInfoFixed));
-    ByteReader c = Body();
     DebugInfo r;
-    r.prefix = prefix_;
+    ASSIGN_OR_RETURN(ByteReader c, Body(kDebugInfoFixed, r));
     r.code_addr = c.Int<uint64_t>();
     uint64_t nr_entry = c.Int<uint64_t>();
     // Bound the count by what could fit before trusting it (no multiplication to overflow).
@@ -132,10 +123,8 @@ class RecordParser {
   }
 
   absl::StatusOr<Parsed> ParseUnwindingInfo() {
-    RETURN_IF_ERROR(CheckMinSize(kUnwindingFixed));
-    ByteReader c = Body();
     UnwindingInfo r;
-    r.prefix = prefix_;
+    ASSIGN_OR_RETURN(ByteReader c, Body(kUnwindingFixed, r));
     c.Ints(r.unwinding_size, r.eh_frame_hdr_size, r.mapped_size);
     if (r.eh_frame_hdr_size > r.unwinding_size) {
       return Error(StrCat("eh_frame_hdr_size ", r.eh_frame_hdr_size, " exceeds unwinding_size ", r.unwinding_size));

@@ -44,6 +44,9 @@ inline constexpr int kMaxSourceLine = 1 << 24;      // a line number no source f
 inline constexpr size_t kMaxFetchargsBytes = 4096;
 // InvalidArgument "FIELD is N bytes; the limit is L" when value is longer than limit.
 absl::Status CheckFieldSize(std::string_view field, std::string_view value, size_t limit);
+// A request's target and the one name or spec it asks of it: each within its limit, the second
+// not empty ("FIELD is empty").
+absl::Status CheckTargetAndName(std::string_view target, std::string_view field, std::string_view value, size_t limit);
 absl::Status CheckKprobeOptions(const KprobeOptions& o);
 
 // f(part, first) for `r` cut into requests of at most `n` elements of its list (V::kParts), in

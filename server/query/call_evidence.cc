@@ -130,10 +130,7 @@ absl::StatusOr<std::vector<CallEvidence::Branch>> CallEvidence::BranchesTo(const
 }
 
 absl::Status Callers::Check(const CallersRequest& r) {
-  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("spec", r.spec, kMaxSpecLength));
-  if (r.spec.empty()) return absl::InvalidArgumentError("spec is empty");
-  return absl::OkStatus();
+  return CheckTargetAndName(r.target, "spec", r.spec, kMaxSpecLength);
 }
 
 namespace {

@@ -15,10 +15,7 @@
 namespace symdex::query {
 
 absl::Status Inlined::Check(const InlinedRequest& r) {
-  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("name", r.name, kMaxSymbolNameLength));
-  if (r.name.empty()) return absl::InvalidArgumentError("name is empty");
-  return absl::OkStatus();
+  return CheckTargetAndName(r.target, "name", r.name, kMaxSymbolNameLength);
 }
 
 namespace {

@@ -35,6 +35,13 @@ absl::Status CheckFieldSize(std::string_view field, std::string_view value, size
   return absl::InvalidArgumentError(StrCat(field, " is ", value.size(), " bytes; the limit is ", limit));
 }
 
+absl::Status CheckTargetAndName(std::string_view target, std::string_view field, std::string_view value, size_t limit) {
+  RETURN_IF_ERROR(CheckFieldSize("target", target, kMaxTargetNameLength));
+  RETURN_IF_ERROR(CheckFieldSize(field, value, limit));
+  if (value.empty()) return absl::InvalidArgumentError(StrCat(field, " is empty"));
+  return absl::OkStatus();
+}
+
 absl::Status CheckKprobeOptions(const KprobeOptions& o) {
   RETURN_IF_ERROR(CheckFieldSize("group", o.group, kMaxEventNameLength));
   RETURN_IF_ERROR(CheckFieldSize("event", o.event, kMaxEventNameLength));
@@ -203,10 +210,7 @@ absl::StatusOr<TargetsAnswer> Targets::Local(LocalQuery& q, const TargetsRequest
 }
 
 absl::Status Which::Check(const WhichRequest& r) {
-  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("name", r.name, kMaxSymbolNameLength));
-  if (r.name.empty()) return absl::InvalidArgumentError("name is empty");
-  return absl::OkStatus();
+  return CheckTargetAndName(r.target, "name", r.name, kMaxSymbolNameLength);
 }
 
 absl::StatusOr<WhichResult> Which::Local(LocalQuery& q, const WhichRequest& r) {

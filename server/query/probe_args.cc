@@ -180,12 +180,7 @@ absl::Status LocalQuery::LinePlaces(store::Db& db, const TargetInfo& t, const Ma
   return absl::OkStatus();
 }
 
-absl::Status Vars::Check(const VarsRequest& r) {
-  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("spec", r.spec, kMaxSpecLength));
-  if (r.spec.empty()) return absl::InvalidArgumentError("spec is empty");
-  return absl::OkStatus();
-}
+absl::Status Vars::Check(const VarsRequest& r) { return CheckTargetAndName(r.target, "spec", r.spec, kMaxSpecLength); }
 
 absl::StatusOr<VarsAnswer> Vars::Local(LocalQuery& q, const VarsRequest& r) { return q.Variables(r); }
 
@@ -239,9 +234,7 @@ absl::StatusOr<VarsAnswer> LocalQuery::Variables(const VarsRequest& r) {
 }
 
 absl::Status InlinedProbes::Check(const InlinedProbesRequest& r) {
-  RETURN_IF_ERROR(CheckFieldSize("target", r.target, kMaxTargetNameLength));
-  RETURN_IF_ERROR(CheckFieldSize("spec", r.spec, kMaxSpecLength));
-  if (r.spec.empty()) return absl::InvalidArgumentError("spec is empty");
+  RETURN_IF_ERROR(CheckTargetAndName(r.target, "spec", r.spec, kMaxSpecLength));
   return CheckKprobeOptions(KprobeOptions{.group = r.group, .event = r.event, .fetchargs = r.fetchargs});
 }
 

@@ -412,9 +412,7 @@ absl::StatusOr<std::vector<TargetInfo>> ListTargets(Db& db) {
 absl::StatusOr<std::optional<TargetInfo>> FindTarget(Db& db, const std::string& name) {
   ASSIGN_OR_RETURN(Stmt st, db.Prepare(std::string("SELECT ") + kTargetCols + " FROM targets WHERE name = ?1"));
   st.Bind(1, name);
-  ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<TargetInfo>();
-  return std::optional<TargetInfo>(ReadTarget(st));
+  return st.FirstRow([&] { return ReadTarget(st); });
 }
 
 absl::StatusOr<TargetCounts> CountTarget(Db& db, int64_t id) {
@@ -469,10 +467,9 @@ absl::StatusOr<std::optional<ModuleRecord>> FindModule(Db& db, int64_t id, const
   ASSIGN_OR_RETURN(Stmt st, db.Prepare("SELECT name, COALESCE(build_id,''), COALESCE(path,''), text_addr, size "
                                        "FROM modules WHERE target_id = ?1 AND name = ?2"));
   st.Bind(1, id).Bind(2, name);
-  ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return std::optional<ModuleRecord>();
-  return std::optional<ModuleRecord>(
-      ModuleRecord{st.Text(0), st.Text(1), st.Text(2), OptU64(st.OptInt(3)), OptU64(st.OptInt(4))});
+  return st.FirstRow([&] {
+    return ModuleRecord{st.Text(0), st.Text(1), st.Text(2), OptU64(st.OptInt(3)), OptU64(st.OptInt(4))};
+  });
 }
 
 absl::StatusOr<std::vector<SymbolRecord>> SymbolsByName(Db& db, int64_t id, const std::string& name, bool with_clones) {

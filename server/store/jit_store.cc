@@ -53,9 +53,7 @@ absl::StatusOr<int64_t> UpsertJitInstance(Db& db, const ingest::JitdumpHeader& h
 absl::StatusOr<std::optional<JitSourceState>> JitSourceResume(Db& db, int64_t instance_id, const std::string& path) {
   ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT resume_offset, status FROM jit_sources WHERE instance_id=? AND path=?"));
   q.Bind(1, instance_id).Bind(2, path);
-  ASSIGN_OR_RETURN(bool row, q.Step());
-  if (!row) return std::optional<JitSourceState>();
-  return std::optional<JitSourceState>(JitSourceState{FromDb(q.Int(0)), q.Text(1)});
+  return q.FirstRow([&] { return JitSourceState{FromDb(q.Int(0)), q.Text(1)}; });
 }
 
 absl::Status UpsertJitSource(Db& db, const JitSourceUpdate& u) {
@@ -173,9 +171,7 @@ absl::StatusOr<std::optional<int64_t>> JitLoadWriter::LoadBefore(int64_t instanc
                                                                  uint64_t file_offset) {
   sel_index_.Reset();
   sel_index_.Bind(1, instance_id).Bind(2, ToDb(code_index)).Bind(3, ToDb(file_offset));
-  ASSIGN_OR_RETURN(bool row, sel_index_.Step());
-  if (!row) return std::optional<int64_t>();
-  return std::optional<int64_t>(sel_index_.Int(0));
+  return sel_index_.FirstRow([&] { return sel_index_.Int(0); });
 }
 
 absl::Status JitLoadWriter::ClosePlacements(int64_t load_id, uint64_t until, uint64_t file_offset) {
@@ -188,9 +184,7 @@ absl::StatusOr<std::optional<PerfMapRow>> LatestPerfMap(Db& db, const std::strin
   ASSIGN_OR_RETURN(Stmt q, db.Prepare("SELECT id, generation, consumed, next_line FROM jit_perf_maps WHERE path=? "
                                       "ORDER BY generation DESC LIMIT 1"));
   q.Bind(1, path);
-  ASSIGN_OR_RETURN(bool row, q.Step());
-  if (!row) return std::optional<PerfMapRow>();
-  return std::optional<PerfMapRow>(PerfMapRow{q.Int(0), q.Int(1), FromDb(q.Int(2)), q.Int(3)});
+  return q.FirstRow([&] { return PerfMapRow{q.Int(0), q.Int(1), FromDb(q.Int(2)), q.Int(3)}; });
 }
 
 absl::StatusOr<int64_t> InsertPerfMap(Db& db, uint32_t pid, const std::string& path, int64_t generation,

@@ -75,6 +75,14 @@ class Stmt {
       }
     }
   }
+  // The first row as `read()` makes it, or nullopt when there is none.
+  template <typename Fn>
+  absl::StatusOr<std::optional<std::invoke_result_t<Fn&>>> FirstRow(Fn&& read) {
+    absl::StatusOr<bool> row = Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return std::optional<std::invoke_result_t<Fn&>>();
+    return std::optional<std::invoke_result_t<Fn&>>(read());
+  }
   // Steps to the end, collecting column 0 of every row as text.
   absl::StatusOr<std::vector<std::string>> TextColumn();
   void Reset();

@@ -19,6 +19,7 @@
 
 #include "server/common/byte_reader.h"
 #include "server/common/strings.h"
+#include "server/debuginfo/dwarf/libdw_util.h"
 
 namespace symdex::debuginfo {
 namespace {
@@ -176,43 +177,17 @@ bool LibdwDiesForced() {
 }
 
 absl::StatusOr<DwarfSections> LinkedDwarfSections(Dwarf* dbg) {
-  Elf* elf = dwarf_getelf(dbg);
-  GElf_Ehdr eh;
-  if (elf == nullptr || gelf_getehdr(elf, &eh) == nullptr) return absl::NotFoundError("no ELF header");
-  if (eh.e_type == ET_REL || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-    return absl::NotFoundError("relocatable or big-endian: libdw reads its DIEs");
-  }
-  size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return absl::NotFoundError("no section name table");
   DwarfSections out;
-  struct Slot {
-    const char* name;
-    std::string_view* view;
-    bool seen;
-  } slots[] = {{".debug_info", &out.info, false},         {".debug_abbrev", &out.abbrev, false},
-               {".debug_str", &out.str, false},           {".debug_line_str", &out.line_str, false},
-               {".debug_rnglists", &out.rnglists, false}, {".debug_ranges", &out.ranges, false},
-               {".debug_line", &out.line, false},         {".debug_str_offsets", &out.str_offsets, false},
-               {".debug_addr", &out.addr, false}};
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr) continue;
-    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
-    if (name == nullptr || (sh.sh_flags & SHF_GROUP) != 0) continue;
-    if (std::strcmp(name, ".gnu_debugaltlink") == 0) return absl::NotFoundError("dwz alternate file: libdw");
-    if (std::strncmp(name, ".zdebug", 7) == 0) return absl::NotFoundError(StrCat(name, ": libdw decompresses it"));
-    for (Slot& s : slots) {
-      if (s.seen || std::strcmp(name, s.name) != 0) continue;
-      s.seen = true;  // the first section of a name, as libdw takes it
-      if ((sh.sh_flags & SHF_COMPRESSED) != 0 || sh.sh_type == SHT_NOBITS) {
-        return absl::NotFoundError(StrCat(name, " is compressed or empty: libdw reads it"));
-      }
-      Elf_Data* d = elf_getdata(scn, nullptr);
-      if (d != nullptr && d->d_buf != nullptr)
-        *s.view = std::string_view(static_cast<const char*>(d->d_buf), d->d_size);
-      if (s.view == &out.info) out.info_file_offset = sh.sh_offset;
-    }
-  }
+  SectionSlot slots[] = {{".debug_info", &out.info, &out.info_file_offset},
+                         {".debug_abbrev", &out.abbrev},
+                         {".debug_str", &out.str},
+                         {".debug_line_str", &out.line_str},
+                         {".debug_rnglists", &out.rnglists},
+                         {".debug_ranges", &out.ranges},
+                         {".debug_line", &out.line},
+                         {".debug_str_offsets", &out.str_offsets},
+                         {".debug_addr", &out.addr}};
+  RETURN_IF_ERROR(TakeLinkedSections(dbg, slots, "libdw reads its DIEs", "libdw reads it", /*whole_file=*/true));
   if (out.info.empty() || out.abbrev.empty()) return absl::NotFoundError("no .debug_info or .debug_abbrev");
   return out;
 }

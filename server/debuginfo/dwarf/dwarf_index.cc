@@ -1038,24 +1038,6 @@ std::optional<bool> WalkUnit(BoundedDwarf& h, const UnitRef& unit, Partial& part
   return walker.table() != nullptr;
 }
 
-// work(thread, handle) on `jobs` threads: this one with `first`, each other with a bounded handle
-// of its own on `path`.
-template <class Work>
-absl::Status OnThreads(unsigned jobs, const std::string& path, uint64_t budget,
-                       const std::vector<Dwarf_Off>& unit_offsets, BoundedDwarf& first, Work& work) {
-  std::vector<std::unique_ptr<BoundedDwarf>> handles;
-  for (unsigned t = 1; t < jobs; ++t) {
-    handles.push_back(std::make_unique<BoundedDwarf>());
-    RETURN_IF_ERROR(handles.back()->Open(path, budget));
-    handles.back()->SetUnits(unit_offsets);
-  }
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
-  work(0, &first);
-  for (auto& th : threads) th.join();
-  return absl::OkStatus();
-}
-
 absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, uint64_t budget,
                                        size_t* units_fast_lines, size_t* units_scanned,
                                        std::vector<std::string>* scan_misses, bool use_scanner,
@@ -1146,7 +1128,7 @@ absl::StatusOr<DwarfIndex> IndexLinked(const std::string& path, unsigned jobs, u
       }
     }
   };
-  RETURN_IF_ERROR(OnThreads(jobs, path, budget, unit_offsets, *first, work));
+  RETURN_IF_ERROR(OnBoundedThreads(jobs, path, budget, unit_offsets, *first, work).status());
   for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
   if (declined && emitter && emitter->any()) {
     return absl::AbortedError(StrCat(path, ": the DIE scanner declined a unit (", misses.empty() ? "" : misses.front(),

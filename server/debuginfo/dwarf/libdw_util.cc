@@ -318,4 +318,42 @@ Dwarf_Die* UnitsByAddress::Die(Dwarf* dbg, uint64_t addr, Dwarf_Die* out) const 
   return nullptr;
 }
 
+absl::Status TakeLinkedSections(Dwarf* dbg, std::span<SectionSlot> slots, std::string_view file_reason,
+                                std::string_view section_reason, bool whole_file) {
+  Elf* elf = dwarf_getelf(dbg);
+  GElf_Ehdr eh;
+  if (elf == nullptr || gelf_getehdr(elf, &eh) == nullptr) return absl::NotFoundError("no ELF header");
+  if (eh.e_type == ET_REL || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+    return absl::NotFoundError(StrCat("relocatable or big-endian: ", file_reason));
+  }
+  size_t shstrndx = 0;
+  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return absl::NotFoundError("no section name table");
+  std::vector<bool> seen(slots.size(), false);
+  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (gelf_getshdr(scn, &sh) == nullptr) continue;
+    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
+    if (name == nullptr || (sh.sh_flags & SHF_GROUP) != 0) continue;
+    if (whole_file && std::strcmp(name, ".gnu_debugaltlink") == 0) {
+      return absl::NotFoundError("dwz alternate file: libdw");
+    }
+    if (whole_file && std::strncmp(name, ".zdebug", 7) == 0) {
+      return absl::NotFoundError(StrCat(name, ": libdw decompresses it"));
+    }
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (seen[i] || std::strcmp(name, slots[i].name) != 0) continue;
+      seen[i] = true;  // the first section of a name, as libdw takes it
+      if ((sh.sh_flags & SHF_COMPRESSED) != 0 || sh.sh_type == SHT_NOBITS) {
+        return absl::NotFoundError(StrCat(name, " is compressed or empty: ", section_reason));
+      }
+      Elf_Data* d = elf_getdata(scn, nullptr);
+      if (d != nullptr && d->d_buf != nullptr) {
+        *slots[i].view = std::string_view(static_cast<const char*>(d->d_buf), d->d_size);
+      }
+      if (slots[i].file_offset != nullptr) *slots[i].file_offset = sh.sh_offset;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace symdex::debuginfo

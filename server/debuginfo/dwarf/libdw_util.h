@@ -10,7 +10,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -83,6 +86,19 @@ struct RelocatedDwarf {
 // NotFound/InvalidArgument naming the path and libdwfl's reason.
 absl::Status OpenRelocated(const std::string& path, RelocatedDwarf& out);
 
+// A section a reader of its own takes in place from a linked debug file (the DIE scanner, the
+// line-table reader): the first section of `name`, its bytes and where they start in the file.
+struct SectionSlot {
+  const char* name;
+  std::string_view* view;
+  uint64_t* file_offset = nullptr;
+};
+// Fills the slots from `dbg`'s file. NotFound, ending with why libdw reads it instead, for a
+// relocatable or big-endian file (`file_reason`), a compressed or empty section
+// (`section_reason`), and with `whole_file` for a dwz alternate file or a .zdebug section.
+absl::Status TakeLinkedSections(Dwarf* dbg, std::span<SectionSlot> slots, std::string_view file_reason,
+                                std::string_view section_reason, bool whole_file);
+
 // A linked debug file read unit by unit with bounded memory. libdw keeps every unit it reads
 // (abbreviations, line table, file list) until dwarf_end(), and every page of the mapped file a
 // reader touched stays in the process's RSS: a walk over vmlinux's 2,700 units would end holding
@@ -142,6 +158,27 @@ class BoundedDwarf {
 
   void LearnUnits();
 };
+
+// work(thread, handle) on `jobs` threads: this one with `first`, each other with a BoundedDwarf
+// of its own on `path` (budget and units as `first`'s). The handles' recycles, summed with
+// `first`'s, once every thread is done.
+template <class Work>
+absl::StatusOr<uint64_t> OnBoundedThreads(unsigned jobs, const std::string& path, uint64_t budget,
+                                          const std::vector<Dwarf_Off>& unit_offsets, BoundedDwarf& first, Work& work) {
+  std::vector<std::unique_ptr<BoundedDwarf>> handles;
+  for (unsigned t = 1; t < jobs; ++t) {
+    handles.push_back(std::make_unique<BoundedDwarf>());
+    RETURN_IF_ERROR(handles.back()->Open(path, budget));
+    handles.back()->SetUnits(unit_offsets);
+  }
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
+  work(0, &first);
+  for (auto& th : threads) th.join();
+  uint64_t recycles = first.recycles();
+  for (const auto& h : handles) recycles += h->recycles();
+  return recycles;
+}
 
 // What a bounded walk of vmlinux reads between recycles: ~16 MB of .debug_info is ~10% of it.
 inline constexpr uint64_t kUnitBytesPerDwarfHandle = 16u << 20;

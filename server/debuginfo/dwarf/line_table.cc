@@ -16,6 +16,7 @@
 
 #include "server/common/byte_reader.h"
 #include "server/common/strings.h"
+#include "server/debuginfo/dwarf/libdw_util.h"
 
 namespace symdex::debuginfo {
 namespace {
@@ -561,41 +562,11 @@ absl::StatusOr<LineTable> ReadLineTable(const LineSections& sections, uint64_t o
 }
 
 absl::StatusOr<LineSections> LinkedLineSections(Dwarf* dbg) {
-  Elf* elf = dwarf_getelf(dbg);
-  GElf_Ehdr eh;
-  if (elf == nullptr || gelf_getehdr(elf, &eh) == nullptr) return absl::NotFoundError("no ELF header");
-  if (eh.e_type == ET_REL || eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-    return absl::NotFoundError("relocatable or big-endian: libdw reads its lines");
-  }
-  size_t shstrndx = 0;
-  if (elf_getshdrstrndx(elf, &shstrndx) != 0) return absl::NotFoundError("no section name table");
   LineSections out;
-  bool line = false, line_str = false, str = false;
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr) continue;
-    const char* name = elf_strptr(elf, shstrndx, sh.sh_name);
-    if (name == nullptr || (sh.sh_flags & SHF_GROUP) != 0) continue;
-    std::string_view* slot = nullptr;
-    bool* seen = nullptr;
-    if (std::strcmp(name, ".debug_line") == 0) {
-      slot = &out.debug_line, seen = &line;
-    } else if (std::strcmp(name, ".debug_line_str") == 0) {
-      slot = &out.debug_line_str, seen = &line_str;
-    } else if (std::strcmp(name, ".debug_str") == 0) {
-      slot = &out.debug_str, seen = &str;
-    } else {
-      continue;
-    }
-    if (*seen) continue;  // the first section of a name, as libdw takes it
-    *seen = true;
-    if ((sh.sh_flags & SHF_COMPRESSED) != 0 || sh.sh_type == SHT_NOBITS) {
-      return absl::NotFoundError(StrCat(name, " is compressed or empty: libdw reads its lines"));
-    }
-    Elf_Data* d = elf_getdata(scn, nullptr);
-    if (d == nullptr || d->d_buf == nullptr) continue;
-    *slot = std::string_view(static_cast<const char*>(d->d_buf), d->d_size);
-  }
+  SectionSlot slots[] = {
+      {".debug_line", &out.debug_line}, {".debug_line_str", &out.debug_line_str}, {".debug_str", &out.debug_str}};
+  RETURN_IF_ERROR(TakeLinkedSections(dbg, slots, "libdw reads its lines", "libdw reads its lines",
+                                     /*whole_file=*/false));
   if (out.debug_line.empty()) return absl::NotFoundError("no .debug_line");
   return out;
 }

@@ -45,29 +45,10 @@ using namespace addrmap;
 
 namespace {
 
-constexpr size_t RecordSize(Section s) {
-  switch (s) {
-    case kStrings:
-      return 1;
-    case kAranges:
-      return sizeof(Arange);
-    case kUnits:
-      return sizeof(Unit);
-    case kLines:
-      return sizeof(Line);
-    case kSpans:
-      return sizeof(Span);
-    case kIntervals:
-      return sizeof(Interval);
-    case kNodes:
-      return sizeof(Node);
-    case kElfSections:
-      return sizeof(ElfSection);
-    case kSectionCount:
-      break;
-  }
-  return 1;
-}
+// Each section's record size, in Section's order (kStrings: bytes).
+constexpr size_t kRecordSizes[kSectionCount] = {
+    1, sizeof(Arange), sizeof(Unit), sizeof(Line), sizeof(Span), sizeof(Interval), sizeof(Node), sizeof(ElfSection)};
+constexpr size_t RecordSize(Section s) { return s < kSectionCount ? kRecordSizes[s] : 1; }
 
 constexpr const char* kSectionNames[kSectionCount] = {"strings", "aranges",   "units", "lines",
                                                       "spans",   "intervals", "nodes", "sections"};
@@ -1030,20 +1011,9 @@ absl::StatusOr<std::string> BuildLinked(const std::string& path, unsigned jobs, 
         }
       }
     };
-    std::vector<std::unique_ptr<BoundedDwarf>> handles;
-    for (unsigned t = 1; t < jobs; ++t) {
-      handles.push_back(std::make_unique<BoundedDwarf>());
-      RETURN_IF_ERROR(handles.back()->Open(path, handle_budget));
-      handles.back()->SetUnits(all_units);
-    }
-    std::vector<std::thread> threads;
-    for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(work, t, handles[t - 1].get());
-    work(0, first.get());
-    for (auto& th : threads) th.join();
+    ASSIGN_OR_RETURN(recycles, OnBoundedThreads(jobs, path, handle_budget, all_units, *first, work));
     for (const absl::Status& e : errors) RETURN_IF_ERROR(e);
     if (declined) return absl::AbortedError(kScannerDeclined);
-    recycles = first->recycles();
-    for (const auto& hd : handles) recycles += hd->recycles();
     if (overflow) return absl::ResourceExhaustedError(StrCat(path, ": too much debug info for one address map"));
   }
   first.reset();  // the file's pages and libdw's caches go before the map is assembled

@@ -28,6 +28,12 @@ class Writer {
   void Ints(const T&... v) {
     (Int(v), ...);
   }
+  // A list: its count, then each element as `each` writes it.
+  template <typename V, typename Fn>
+  void List(const V& v, Fn&& each) {
+    Int(static_cast<uint32_t>(v.size()));
+    for (const auto& e : v) each(e);
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -142,36 +148,30 @@ std::string EncodeDwarfIndex(const DwarfIndex& idx) {
   w.Str(idx.build_id ? idx.build_id->raw() : "");
   w.Int(uint8_t{idx.relocatable});
   w.Str(idx.reader);
-  w.Int(static_cast<uint32_t>(idx.sections.size()));
-  for (const auto& s : idx.sections) w.Str(s);
+  w.List(idx.sections, [&](const std::string& s) { w.Str(s); });
   w.Int(static_cast<uint32_t>(idx.files.size()));
   for (size_t i = 0; i < idx.files.size(); ++i) {
     w.Str(idx.files[i]);
     w.Str(i < idx.raw_files.size() ? idx.raw_files[i] : "");
   }
-  w.Int(static_cast<uint32_t>(idx.units.size()));
-  for (const auto& u : idx.units) {
+  w.List(idx.units, [&](const DwarfUnit& u) {
     w.Str(u.name);
     w.Str(u.raw_name);
     w.Str(u.comp_dir);
     w.Int(u.die_offset);
-  }
-  w.Int(static_cast<uint32_t>(idx.functions.size()));
-  for (const auto& f : idx.functions) {
+  });
+  w.List(idx.functions, [&](const DwarfFunction& f) {
     w.Str(f.name);
     Write(w, FunctionEntryFields(f));
-    w.Int(static_cast<uint32_t>(f.ranges.size()));
-    for (const auto& r : f.ranges) Write(w, RangeFields(r));
+    w.List(f.ranges, [&](const AddrRange& r) { Write(w, RangeFields(r)); });
     Write(w, FunctionPlaceFields(f));
     w.Int(uint8_t((f.external ? 1 : 0) | (f.inline_copy ? 2 : 0)));
-  }
-  w.Int(static_cast<uint32_t>(idx.variables.size()));
-  for (const auto& v : idx.variables) {
+  });
+  w.List(idx.variables, [&](const DwarfVariable& v) {
     w.Str(v.name);
     Write(w, VariableFields(v));
-  }
-  w.Int(static_cast<uint32_t>(idx.symbol_lines.size()));
-  for (const auto& l : idx.symbol_lines) Write(w, SymbolLineFields(l));
+  });
+  w.List(idx.symbol_lines, [&](const auto& l) { Write(w, SymbolLineFields(l)); });
   return w.Take();
 }
 
