@@ -76,6 +76,14 @@ absl::StatusOr<Limiter::Hold> Limiter::Take(const Peer& peer, Kind kind, size_t 
   return h;
 }
 
+absl::Status Limiter::TakeEach(const Peer& peer, const std::vector<Kind>& kinds, std::vector<Hold>& holds) {
+  for (Kind kind : kinds) {
+    ASSIGN_OR_RETURN(Hold h, Take(peer, kind));
+    holds.push_back(std::move(h));
+  }
+  return absl::OkStatus();
+}
+
 void Limiter::Give(const std::string& key, bool per_peer, Kind kind, size_t n) {
   const int k = static_cast<int>(kind);
   std::lock_guard<std::mutex> l(mu_);

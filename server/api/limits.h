@@ -76,6 +76,8 @@ class Limiter {
 
   // ResourceExhausted naming the limit when `peer` (n units of `kind`) would pass it.
   absl::StatusOr<Hold> Take(const Peer& peer, Kind kind, size_t n = 1);
+  // One of each kind, in order, appended to `holds`; the first refusal, as Take says it.
+  absl::Status TakeEach(const Peer& peer, const std::vector<Kind>& kinds, std::vector<Hold>& holds);
   const CallLimits& limits() const { return limits_; }
   // Units held now, overall (metrics).
   size_t InUse(Kind kind);

@@ -217,12 +217,34 @@ grpc::ServerUnaryReactor* Serve(grpc::CallbackServerContext* ctx, const CallCont
   return r;
 }
 
+// A streaming reactor's end: the status it finishes with (End), counted in the RPC stats when
+// gRPC is done with the call (OnDone), which then deletes it.
+template <class Reactor>
+class CountedStream : public Reactor {
+ public:
+  void OnDone() override {
+    call_.Done(status_);
+    delete this;
+  }
+
+ protected:
+  explicit CountedStream(RpcStats::Call call) : call_(std::move(call)) {}
+  void End(const grpc::Status& s) {
+    status_ = s;
+    this->Finish(s);
+  }
+
+ private:
+  RpcStats::Call call_;
+  grpc::Status status_;
+};
+
 // A bidi stream of batches (SymbolizeStream, SymbolizeFramesStream): one request read at a time,
 // its answer built on the pool by `work` and written, and the next request read only once the
 // client has taken the answer. The `count(request)` addresses or frames of an answer not yet read
 // count against the peer's address budget.
 template <typename Req, typename Resp>
-class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
+class BatchStreamReactor : public CountedStream<grpc::ServerBidiReactor<Req, Resp>> {
  public:
   // How many addresses a request counts as until its answer is written (or why it is refused).
   using Count = std::function<absl::StatusOr<size_t>(const Req&)>;
@@ -231,43 +253,40 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   using WaitFirst = std::function<std::function<void()>(const Req&)>;
   BatchStreamReactor(const CallControl& cc, RpcStats& stats, grpc::CallbackServerContext* ctx, const char* method,
                      Count count, Work work, WaitFirst wait_first = {})
-      : cc_(cc),
+      : CountedStream<grpc::ServerBidiReactor<Req, Resp>>(stats.Begin(method)),
+        cc_(cc),
         ctx_(ctx),
-        call_(stats.Begin(method)),
         count_(std::move(count)),
         work_(std::move(work)),
         wait_first_(std::move(wait_first)) {
     ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     peer_ = cc.registry->Of(*ctx, *cc.policy);
-    for (auto kind : {Limiter::Kind::kCall, Limiter::Kind::kStream}) {
-      auto h = cc.limiter->Take(peer_, kind);
-      if (!h.ok()) {
-        Done(ToGrpc(h.status()));
-        return;
-      }
-      stream_holds_.push_back(std::move(*h));
+    if (absl::Status s = cc.limiter->TakeEach(peer_, {Limiter::Kind::kCall, Limiter::Kind::kStream}, stream_holds_);
+        !s.ok()) {
+      this->End(ToGrpc(s));
+      return;
     }
     this->StartRead(&req_);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {  // the client half-closed: all answered
-      Done(grpc::Status::OK);
+      this->End(grpc::Status::OK);
       return;
     }
     absl::StatusOr<size_t> count = count_(req_);
     if (!count.ok()) {
-      Done(ToGrpc(count.status()));
+      this->End(ToGrpc(count.status()));
       return;
     }
     auto items = cc_.limiter->Take(peer_, Limiter::Kind::kAddresses, *count);
     if (!items.ok()) {
-      Done(ToGrpc(items.status()));
+      this->End(ToGrpc(items.status()));
       return;
     }
     unread_ = std::move(*items);
     auto heavy = cc_.limiter->Take(peer_, Limiter::Kind::kHeavy);
     if (!heavy.ok()) {
-      Done(ToGrpc(heavy.status()));
+      this->End(ToGrpc(heavy.status()));
       return;
     }
     heavy_ = std::move(*heavy);
@@ -276,7 +295,7 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
       grpc::Status s = ctx_->IsCancelled() ? Cancelled(*ctx_) : work_(peer_, *ctx_, req_, &resp_);
       heavy_.Release();
       if (!s.ok()) {
-        Done(s);
+        this->End(s);
         return;
       }
       this->StartWrite(&resp_);
@@ -286,31 +305,21 @@ class BatchStreamReactor : public grpc::ServerBidiReactor<Req, Resp> {
   void OnWriteDone(bool ok) override {
     unread_.Release();
     if (!ok) {
-      Done(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      this->End(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
       return;
     }
     this->StartRead(&req_);
   }
-  void OnDone() override {
-    call_.Done(status_);
-    delete this;
-  }
 
  private:
-  void Done(const grpc::Status& s) {
-    status_ = s;
-    this->Finish(s);
-  }
   const CallControl& cc_;
   grpc::CallbackServerContext* ctx_;
-  RpcStats::Call call_;
   Count count_;
   Work work_;
   WaitFirst wait_first_;
   Peer peer_;
   std::vector<Limiter::Hold> stream_holds_;
   Limiter::Hold heavy_, unread_;
-  grpc::Status status_;
   Req req_;
   Resp resp_;
 };

@@ -170,15 +170,16 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeVerbStream(Sym
 // and its share of the answer. Its call and stream slots (and a listing slot for kListing) are held
 // until the stream ends.
 template <class V>
-class VerbStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+class VerbStream final : public CountedStream<grpc::ServerWriteReactor<grpc::ByteBuffer>> {
  public:
   // `req` null: the request could not be decoded (`refused` says so).
   VerbStream(SymbolServiceImpl& svc, grpc::CallbackServerContext* ctx, std::shared_ptr<typename V::Request> req,
              const google::protobuf::Message* part_type, grpc::Status refused)
-      : call_(svc.stats().Begin(query::LabelOf<V>())), msg_(part_type->New(&arena_)) {
+      : CountedStream<grpc::ServerWriteReactor<grpc::ByteBuffer>>(svc.stats().Begin(query::LabelOf<V>())),
+        msg_(part_type->New(&arena_)) {
     ctx->AddTrailingMetadata(kAnsweredHeader, "1");
     if (req == nullptr) {
-      Finish(refused);
+      End(refused);
       return;
     }
     const CallControl& cc = svc.control();
@@ -186,30 +187,26 @@ class VerbStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     std::vector<Limiter::Kind> kinds = {Limiter::Kind::kCall, Limiter::Kind::kStream};
     if constexpr (requires { V::kListing; }) kinds.push_back(Limiter::Kind::kListing);
     kinds.push_back(Limiter::Kind::kHeavy);
-    for (auto kind : kinds) {
-      auto h = cc.limiter->Take(peer, kind);
-      if (!h.ok()) {
-        Finish(ToGrpc(h.status()));
-        return;
-      }
-      holds_.push_back(std::move(*h));
+    if (absl::Status s = cc.limiter->TakeEach(peer, kinds, holds_); !s.ok()) {
+      End(ToGrpc(s));
+      return;
     }
     std::string target;
     if constexpr (requires { req->target; }) target = req->target;
     std::function<void()> run = [this, &svc, ctx, peer, target, req] {
       if (ctx->IsCancelled()) {
-        Finish(Cancelled(*ctx));
+        End(Cancelled(*ctx));
         return;
       }
       auto q = svc.router().For(target, {}, ctx->deadline());
       if (!q.ok()) {
-        Finish(ToGrpc(q.status()));
+        End(ToGrpc(q.status()));
         return;
       }
       auto a = query::CallerView(**q, AccessOf(peer)).template AskWhole<V>(*req);
       holds_.pop_back();  // the heavy part is over; the stream stays counted
       if (!a.ok()) {
-        Finish(ToGrpc(a.status()));
+        End(ToGrpc(a.status()));
         return;
       }
       answer_ = std::move(*a);
@@ -219,25 +216,17 @@ class VerbStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      End(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
       return;
     }
     Next();
   }
-  void OnDone() override {
-    call_.Done(status_);
-    delete this;
-  }
 
  private:
-  void Finish(const grpc::Status& s) {
-    status_ = s;
-    grpc::ServerWriteReactor<grpc::ByteBuffer>::Finish(s);
-  }
   void Next() {
     typename V::Part part;
     if (!V::PartOf(answer_, i_++, part)) {
-      Finish(grpc::Status::OK);
+      End(grpc::Status::OK);
       return;
     }
     msg_->Clear();
@@ -246,17 +235,15 @@ class VerbStream final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     bytes_.Clear();
     if (grpc::Status s = grpc::SerializationTraits<google::protobuf::Message>::Serialize(*msg_, &bytes_, &own);
         !s.ok()) {
-      Finish(s);
+      End(s);
       return;
     }
     StartWrite(&bytes_);
   }
-  RpcStats::Call call_;
   google::protobuf::Arena arena_;
   google::protobuf::Message* msg_;
   grpc::ByteBuffer bytes_;
   std::vector<Limiter::Hold> holds_;  // the last one (heavy) is released once computed
-  grpc::Status status_;
   typename V::Answer answer_;
   size_t i_ = 0;
 };

@@ -79,17 +79,11 @@
 #include <string_view>
 
 #include "server/common/build_id.h"
+#include "server/common/jit_schemes.h"
 #include "server/common/status.h"
 #include "server/ingest/jitdump.h"
-#include "server/store/jit_schemes.h"
 
 namespace symdex::jit {
-
-// The scheme names live with the table that stores them (jit_build_ids.scheme): the store and
-// the query layer name schemes without linking libcrypto.
-using store::JitBuildIdScheme;
-using store::JitBuildIdSchemeName;
-using store::ParseJitBuildIdScheme;
 
 // How the jitted DSO's symtab is laid out: the host perf inject ran on.
 struct GenElfTarget {

@@ -189,7 +189,7 @@ class DumpIngest {
 
   absl::Status InsertLoad(const CodeLoad& load) {
     std::map<JitBuildIdScheme, std::string> ids;
-    for (JitBuildIdScheme s : store::kAllJitBuildIdSchemes) {
+    for (JitBuildIdScheme s : kAllJitBuildIdSchemes) {
       ASSIGN_OR_RETURN(BuildId id, JitBuildId(s, header_, load));
       ids[s] = id.ToHex();
     }

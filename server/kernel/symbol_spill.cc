@@ -5,6 +5,9 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "server/common/byte_reader.h"
 #include "server/common/file_util.h"
@@ -26,6 +29,23 @@ enum Flag : uint8_t {
   kLine = 128,
 };
 
+// The fields present only when set, in their order on disk, each with its flag: one list the
+// writer, the reader and the brief reader's skip all walk.
+constexpr uint8_t kOptionalFlags[] = {kSize, kElfFacts, kDebugFile, kFunction, kUnit, kFile, kLine};
+template <class Entry>
+auto OptionalFields(Entry& s) {
+  return std::tie(s.size, s.elf_facts, s.debug_file_id, s.dwarf_function_id, s.src_unit, s.src_file, s.src_line);
+}
+// fn(flag, field, a value of the field's type) for each optional field of `s`.
+template <class Entry, class Fn>
+void ForEachOptional(Entry& s, Fn&& fn) {
+  auto fields = OptionalFields(s);
+  [&]<size_t... I>(std::index_sequence<I...>) {
+    (fn(kOptionalFlags[I], std::get<I>(fields), std::remove_cvref_t<decltype(*std::get<I>(fields))>{}), ...);
+  }
+  (std::make_index_sequence<std::tuple_size_v<decltype(fields)>>{});
+}
+
 template <typename T>
 void PutInt(std::string& out, T v) {
   auto u = static_cast<std::make_unsigned_t<T>>(v);
@@ -38,24 +58,15 @@ void PutText(std::string& out, std::string_view s) {
 }
 
 void Serialize(const SymbolEntry& s, std::string& out) {
-  uint8_t flags = 0;
-  if (s.size) flags |= kSize;
-  if (s.size_exact) flags |= kSizeExact;
-  if (s.elf_facts) flags |= kElfFacts;
-  if (s.debug_file_id) flags |= kDebugFile;
-  if (s.dwarf_function_id) flags |= kFunction;
-  if (s.src_unit) flags |= kUnit;
-  if (s.src_file) flags |= kFile;
-  if (s.src_line) flags |= kLine;
+  uint8_t flags = s.size_exact ? kSizeExact : 0;
+  ForEachOptional(s, [&](uint8_t flag, const auto& f, auto) { flags |= f ? flag : 0; });
   PutInt<uint8_t>(out, flags);
   PutInt<uint8_t>(out, static_cast<uint8_t>(s.type));
   PutInt<uint32_t>(out, s.probe);
   PutInt<uint64_t>(out, s.addr);
-  if (s.size) PutInt<uint64_t>(out, *s.size);
-  if (s.elf_facts) PutInt<uint8_t>(out, *s.elf_facts);
-  for (const SymbolEntry::Id* id : {&s.debug_file_id, &s.dwarf_function_id, &s.src_unit, &s.src_file, &s.src_line}) {
-    if (*id) PutInt<int64_t>(out, **id);
-  }
+  ForEachOptional(s, [&](uint8_t, const auto& f, auto) {
+    if (f) PutInt(out, *f);
+  });
   PutText(out, s.name);
   PutText(out, s.section.str());
   PutText(out, s.dwarf_note.str());
@@ -79,14 +90,10 @@ absl::StatusOr<std::vector<SymbolEntry>> Deserialize(std::string_view bytes, uin
     s.type = static_cast<char>(r.Int<uint8_t>());
     s.probe = r.Int<uint32_t>();
     s.addr = r.Int<uint64_t>();
-    if (flags & kSize) s.size = r.Int<uint64_t>();
     s.size_exact = (flags & kSizeExact) != 0;
-    if (flags & kElfFacts) s.elf_facts = r.Int<uint8_t>();
-    const uint8_t id_flags[] = {kDebugFile, kFunction, kUnit, kFile, kLine};
-    SymbolEntry::Id* ids[] = {&s.debug_file_id, &s.dwarf_function_id, &s.src_unit, &s.src_file, &s.src_line};
-    for (size_t k = 0; k < 5; ++k) {
-      if (flags & id_flags[k]) *ids[k] = r.Int<int64_t>();
-    }
+    ForEachOptional(s, [&](uint8_t flag, auto& f, auto v) {
+      if (flags & flag) f = r.Int<decltype(v)>();
+    });
     s.name = r.Str(kMaxText);
     const uint32_t section_size = r.Int<uint32_t>();
     if (section_size > 0) s.section = r.Bytes(section_size);
@@ -101,13 +108,14 @@ absl::StatusOr<std::vector<SymbolEntry>> Deserialize(std::string_view bytes, uin
 
 // The fields of one record Brief reads; the rest skipped.
 bool ReadBrief(ByteReader& r, SymbolSpill::Brief& b) {
+  static const SymbolEntry kShape;
   const auto flags = r.Int<uint8_t>();
   b.type = static_cast<char>(r.Int<uint8_t>());
   b.probe = r.Int<uint32_t>();
-  r.Skip(8 + ((flags & kSize) ? 8 : 0) + ((flags & kElfFacts) ? 1 : 0) + ((flags & kDebugFile) ? 8 : 0));
+  size_t skip = sizeof(kShape.addr);
+  ForEachOptional(kShape, [&](uint8_t flag, const auto&, auto v) { skip += (flags & flag) ? sizeof(v) : 0; });
+  r.Skip(skip);
   b.joined = (flags & (kFunction | kLine)) != 0;
-  r.Skip(((flags & kFunction) ? 8 : 0) + ((flags & kUnit) ? 8 : 0) + ((flags & kFile) ? 8 : 0) +
-         ((flags & kLine) ? 8 : 0));
   b.name = r.Bytes(r.Int<uint32_t>());
   r.Skip(r.Int<uint32_t>());
   r.Skip(r.Int<uint32_t>());

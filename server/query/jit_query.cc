@@ -108,12 +108,12 @@ absl::StatusOr<std::optional<JitFunction>> FunctionAt(Db& db, const JitInstanceI
 std::string JitFunction::DsoName() const { return StrCat("jitted-", pid, "-", code_index, ".so"); }
 
 absl::StatusOr<std::string> JitSchemeArg(std::string_view scheme, size_t quote_max) {
-  auto s = store::ParseJitBuildIdScheme(scheme);
+  auto s = ParseJitBuildIdScheme(scheme);
   if (!s) {
     return absl::InvalidArgumentError(StrCat("unknown build-ID scheme '", Quote(scheme, quote_max),
                                              "': use symdex, sha1-symtab, sha1-code or md5-addr"));
   }
-  return std::string(store::JitBuildIdSchemeName(*s));
+  return std::string(JitBuildIdSchemeName(*s));
 }
 
 std::string_view JitBuildIdSchemeEra(std::string_view scheme) {

@@ -51,29 +51,30 @@ std::optional<std::string> NonEmpty(const std::string& s) {
   return s.empty() ? std::nullopt : std::optional<std::string>(s);
 }
 
+// In TargetInfo's order, which ReadTarget reads them in.
 constexpr const char* kTargetCols =
-    "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, "
-    "indexed_at, generation, kprobe_events_on_notrace, kernel_config, text_anchor, anchor_addr, machine, symbols_stamp";
+    "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, text_anchor, "
+    "anchor_addr, machine, indexed_at, generation, symbols_stamp, kprobe_events_on_notrace, kernel_config";
 
 TargetInfo ReadTarget(const Stmt& st) {
-  TargetInfo t;
-  t.id = st.Int(0);
-  t.name = st.Text(1);
-  t.kind = st.Text(2);
-  t.release = st.Text(3);
-  t.build_id = st.Text(4);
-  t.source = st.Text(5);
-  t.warnings = st.Text(6);
-  t.text_addr = OptU64(st.OptInt(7));
-  t.indexed_at = st.Int(8);
-  t.generation = st.Int(9);
-  if (!st.IsNull(10)) t.kprobe_events_on_notrace = st.Int(10) != 0;
-  t.kernel_config = st.Text(11);
-  t.text_anchor = st.Text(12);
-  t.anchor_addr = OptU64(st.OptInt(13));
-  t.machine = static_cast<uint16_t>(st.OptInt(14).value_or(0));
-  t.symbols_stamp = st.Int(15);
-  return t;
+  RowReader c(st);
+  auto bool_of = [](std::optional<int64_t> v) { return v ? std::optional<bool>(*v != 0) : std::nullopt; };
+  return TargetInfo{.id = c.Int(),
+                    .name = c.Text(),
+                    .kind = c.Text(),
+                    .release = c.Text(),
+                    .build_id = c.Text(),
+                    .source = c.Text(),
+                    .warnings = c.Text(),
+                    .text_addr = OptU64(c.OptInt()),
+                    .text_anchor = c.Text(),
+                    .anchor_addr = OptU64(c.OptInt()),
+                    .machine = static_cast<uint16_t>(c.OptInt().value_or(0)),
+                    .indexed_at = c.Int(),
+                    .generation = c.Int(),
+                    .symbols_stamp = c.Int(),
+                    .kprobe_events_on_notrace = bool_of(c.OptInt()),
+                    .kernel_config = c.Text()};
 }
 
 constexpr const char* kSymbolSelect =

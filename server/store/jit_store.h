@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "server/common/jit_records.h"
+#include "server/common/jit_schemes.h"
 #include "server/common/status.h"
 #include "server/ingest/jitdump.h"
 #include "server/ingest/perf_map.h"
-#include "server/store/jit_schemes.h"
 #include "server/store/sqlite_db.h"
 
 namespace symdex::store {

@@ -102,6 +102,19 @@ class Stmt {
   StmtCache* cache_ = nullptr;
 };
 
+// A row's columns read in the SELECT's order: each call reads the next one.
+class RowReader {
+ public:
+  explicit RowReader(const Stmt& st) : st_(st) {}
+  int64_t Int() { return st_.Int(col_++); }
+  std::string Text() { return st_.Text(col_++); }
+  std::optional<int64_t> OptInt() { return st_.OptInt(col_++); }
+
+ private:
+  const Stmt& st_;
+  int col_ = 0;
+};
+
 // SQLite's process-wide settings, made once before the library's first use. Db::Open calls it;
 // a program that calls SQLite itself before opening an index calls it first.
 void ConfigureSqlite();

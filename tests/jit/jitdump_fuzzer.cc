@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           __builtin_trap();
         }
         if (hashed++ < 2) {
-          for (auto s : {JitBuildIdScheme::kMd5Addr, JitBuildIdScheme::kSha1Symtab, JitBuildIdScheme::kSymdex}) {
+          for (auto s : {symdex::JitBuildIdScheme::kMd5Addr, symdex::JitBuildIdScheme::kSha1Symtab,
+                         symdex::JitBuildIdScheme::kSymdex}) {
             auto id = JitBuildId(s, dump->header, *load);
             if (!id.ok() || id->raw().size() != 20) __builtin_trap();
           }

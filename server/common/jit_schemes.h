@@ -1,6 +1,6 @@
 // The build-ID schemes of jitted code, as named in jit_build_ids.scheme (schema/004_jit.sql).
 // The IDs themselves are computed at ingest (server/jit/build_ids.h, libcrypto); the store and
-// the query layer only name and choose schemes, so they live here, header-only.
+// the query layer only name and choose schemes, so they live here, below all three, header-only.
 #pragma once
 
 #include <array>
@@ -9,7 +9,7 @@
 
 #include "server/common/enum_names.h"
 
-namespace symdex::store {
+namespace symdex {
 
 enum class JitBuildIdScheme {
   kMd5Addr,     // perf <= 6.16 with libcrypto
@@ -35,4 +35,4 @@ inline std::optional<JitBuildIdScheme> ParseJitBuildIdScheme(std::string_view na
   return ValueIn(kJitBuildIdSchemeNames, name);
 }
 
-}  // namespace symdex::store
+}  // namespace symdex
