@@ -38,6 +38,9 @@ PKGS=(
   # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests);
   # bash-completion runs its completion script (tests/package/completion_test.sh)
   lintian debootstrap bash-completion
+  # the container image (deploy/image/build.sh): buildah builds it, podman runs it in the tests;
+  # runc, the runtime that takes cgroup v1 hosts (tests/package/image.sh)
+  buildah podman runc
 )
 
 SUDO=""

@@ -52,7 +52,7 @@ def main():
     pod = spec["template"]["spec"]
     c = pod["containers"][0]
     check(spec["replicas"] == 3, f"StatefulSet symdexd: 3 replicas ({spec['replicas']})")
-    check(c["image"] == "symdex:latest", f"symdexd image from the kustomize images entry ({c['image']})")
+    check(c["image"] == "localhost/symdex:0.1.0", f"symdexd image from the kustomize images entry ({c['image']})")
 
     # The config: fleet keys, and the cache directory on the per-replica volume.
     cm_name = next(v["configMap"]["name"] for v in pod["volumes"] if "configMap" in v)

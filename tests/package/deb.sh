@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
-# The Debian package. Builds it (CPack, from the default build), checks it with
-# lintian (no error, no warning), installs it into a clean Debian 12 chroot (debootstrap
-# --variant=minbase, cached as a tarball in ~/.cache/symdex-package) with apt resolving its
-# dependencies, and runs the installed programs there: --version, man pages, an index of a small
-# sysroot and a query on it.
+# The Debian package. Builds it (CPack, from the default build), checks it with lintian (no
+# error, no warning), installs it into a clean Debian 12 chroot (packaging/bookworm-minbase.sh)
+# with apt resolving its dependencies, and runs the installed programs there: --version, man
+# pages, an index of a small sysroot and a query on it.
 #   tests/package/deb.sh BUILD_DIR
 # Exit: 0 pass, 1 fail, 77 skip (not root, or no debootstrap/lintian).
 set -euo pipefail
@@ -36,15 +35,9 @@ if grep -qE '^(E|W):' "$work/lintian.log"; then
 fi
 
 echo "== a clean Debian 12 chroot"
-cache=${XDG_CACHE_HOME:-$HOME/.cache}/symdex-package
-mkdir -p "$cache" "$root"
-if [ ! -s "$cache/bookworm-minbase.tar" ]; then
-  debootstrap --variant=minbase bookworm "$work/boot" http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 ||
-    { tail -20 "$work/debootstrap.log"; exit 1; }
-  tar -C "$work/boot" -cf "$cache/bookworm-minbase.tar.tmp" . && mv "$cache/bookworm-minbase.tar.tmp" "$cache/bookworm-minbase.tar"
-  rm -rf "$work/boot"
-fi
-tar -C "$root" -xf "$cache/bookworm-minbase.tar"
+base=$("$(dirname "$0")/../../packaging/bookworm-minbase.sh")
+mkdir -p "$root"
+tar -C "$root" -xf "$base"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 mount -t proc proc "$root/proc"
 cp "$deb" "$root/tmp/"
