@@ -21,13 +21,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 version=$("$BUILD/bin/symdexd" --version | awk '{print $2}')
 image=${2:-localhost/symdex:$version}
 
+# shellcheck source=../../packaging/minbase-root.sh
+. "$here/../../packaging/minbase-root.sh"
 work=$(mktemp -d)
 root=$work/root
-cleanup() {
-  umount "$root/proc" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'unmake_root; rm -rf "$work"' EXIT
 
 echo "== the package"
 (cd "$BUILD" && cpack -G DEB >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; exit 1; }
@@ -35,21 +33,14 @@ deb=$(ls "$BUILD"/symdex_"$version"_*.deb | tail -1)
 echo "$deb"
 
 echo "== the root: Debian 12 minbase + the package"
-base=$("$here/../../packaging/bookworm-minbase.sh")
-mkdir -p "$root"
-tar -C "$root" -xf "$base"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-mount -t proc proc "$root/proc"
+make_root "$root"
 cp "$deb" "$root/tmp/"
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
-in_root apt-get update -q >"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log"; exit 1; }
-in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-  "/tmp/$(basename "$deb")" ca-certificates >>"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
+install_in_root "/tmp/$(basename "$deb")" ca-certificates
 in_root groupadd --gid 10001 symdexd
 in_root useradd --uid 10001 --gid 10001 --groups symdex --home-dir /var/lib/symdex --no-create-home \
   --shell /usr/sbin/nologin symdexd
 install -d -o 10001 -g 10001 "$root/var/lib/symdex" "$root/var/cache/symdex" "$root/run/symdex"
-umount "$root/proc"
+unmake_root
 # What a running container does not need: apt's lists and caches, the package file, logs.
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
   "$root"/tmp/* "$root"/var/log/apt "$root"/var/log/dpkg.log "$root/etc/resolv.conf"

@@ -8,7 +8,7 @@
 #   @@E2E <TAG> ...      one-line messages (READY, MOD, RESULT, ...)
 #   @@E2E BEGIN <name> / base64 lines / @@E2E END <name> <sha256 of the decoded bytes>
 # and every line we read is a command from the host: PROBE <kprobe_events line>, LIST, ENABLE,
-# TRACES, ARMSYSRQ, REGS, QUIT. The protocol is strictly request/response, so nothing is lost
+# TRACES, ARMSYSRQ, REGS, SH, QUIT. The protocol is strictly request/response, so nothing is lost
 # when a side is slow.
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -22,6 +22,7 @@ mkdir -p /tmp && mount -t tmpfs tmpfs /tmp
 
 CTL_TTY=""
 CTL_PORT=""
+ROOT_DEV=""
 . /e2e.conf
 fatal() { echo "e2e-init: $*"; [ -n "$CTL" ] && echo "@@E2E FATAL $*" >"$CTL"; poweroff -f; }
 
@@ -66,6 +67,21 @@ send_file() {
 
 say "BOOTED $(cat /proc/sys/kernel/osrelease)"
 while read -r line; do say "$line"; done </tmp/modules.result
+
+# --- a Debian root for the tracers (ROOT_DEV in /e2e.conf: tests/e2e/qemu_tracers.py) ----
+# Mounted read-only at /troot with this guest's /proc, /sys (tracefs, debugfs, BTF), /dev and a
+# /tmp of its own; SH runs a script there.
+if [ -n "${ROOT_DEV:-}" ]; then
+  i=0
+  while [ ! -b "$ROOT_DEV" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+  mkdir -p /troot
+  mount -o ro "$ROOT_DEV" /troot || die "cannot mount $ROOT_DEV"
+  mount -t tmpfs tmpfs /troot/tmp
+  mount -o bind /proc /troot/proc
+  mount -o rbind /sys /troot/sys
+  mount -o bind /dev /troot/dev
+  say "ROOT $(cat /troot/etc/debian_version)"
+fi
 
 # --- capture what 'symdex index --sysroot' reads ---------------------------------------
 C=/tmp/cap
@@ -193,6 +209,14 @@ while read -r cmd arg <&3; do
       dmesg | gzip >/tmp/regs.gz
       send_file regs /tmp/regs.gz
       say "DONE REGS"
+      ;;
+    SH)  # $arg: a script, base64; run in the Debian root, its output and exit code sent back
+      echo "$arg" | base64 -d >/troot/tmp/cmd.sh
+      chroot /troot /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp LANG=C.UTF-8 \
+        /bin/sh /tmp/cmd.sh >/troot/tmp/out 2>&1
+      rc=$?
+      send_file out /troot/tmp/out
+      say "DONE SH $rc"
       ;;
     QUIT)
       say "BYE"

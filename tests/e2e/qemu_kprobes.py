@@ -226,7 +226,7 @@ def cpio_newc(entries):
     return out.getvalue()
 
 
-def build_initramfs(dst, busybox, modules, arch="x86_64"):
+def build_initramfs(dst, busybox, modules, arch="x86_64", conf_extra=""):
     with open(busybox, "rb") as f:
         bb = f.read()
     with open(os.path.join(HERE, "guest-init.sh"), "rb") as f:
@@ -234,6 +234,7 @@ def build_initramfs(dst, busybox, modules, arch="x86_64"):
     ents = [(d, 0o040755, None) for d in
             ("bin", "dev", "proc", "sys", "tmp", "lib", "lib/modules")]
     conf = f"CTL_PORT={CTL_PORT}\n" if ARCHS[arch]["ctl"] == "virtio" else "CTL_TTY=/dev/ttyS1\n"
+    conf += conf_extra
     ents += [("bin/busybox", 0o100755, bb), ("init", 0o100755, init), ("e2e.conf", 0o100644, conf.encode()),
              ("modules.order", 0o100644, "".join(m + "\n" for m, _ in modules).encode())]
     for m, path in modules:
@@ -254,7 +255,7 @@ class Guest:
     arm64 (-M virt, one PL011): ttyAMA0 -> a socket (mux: its escape C-a b sends a serial break)
     drained into console.log by a thread, a virtio-serial port named e2e -> the control socket."""
 
-    def __init__(self, work, kernel, initrd, timeout, arch="x86_64"):
+    def __init__(self, work, kernel, initrd, timeout, arch="x86_64", memory="1024", extra=()):
         A = ARCHS[arch]
         self.deadline = time.monotonic() + timeout
         self.console = os.path.join(work, "console.log")
@@ -264,9 +265,9 @@ class Guest:
             if os.path.exists(p):
                 os.unlink(p)
         self.cmd = [A["qemu"], "-accel", "tcg"] + A["machine"] + [
-            "-m", "1024", "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-m", memory, "-smp", "1", "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
             "-kernel", kernel, "-initrd", initrd,
-            "-append", f"console={A['console']} loglevel=4 panic=-1 oops=panic"]
+            "-append", f"console={A['console']} loglevel=4 panic=-1 oops=panic"] + list(extra)
         if A["ctl"] == "uart":
             self.cmd += ["-chardev", f"file,id=con,path={self.console}", "-serial", "chardev:con",
                          "-chardev", f"socket,id=ctl,path={sock},server=on,wait=on", "-serial", "chardev:ctl"]
@@ -386,6 +387,18 @@ class Guest:
         if t != tag:
             raise Fail(f"guest protocol: expected {tag}, got {t} {rest}")
         return rest
+
+    def modules(self):
+        """The modules the guest loaded (each must have loaded), and the message after them."""
+        loaded = []
+        while True:
+            t, rest = self.msg()
+            if t != "MOD":
+                return loaded, (t, rest)
+            m, st = rest.split(" ", 1)
+            if st != "ok":
+                raise Fail(f"insmod {m} failed in the guest: {st}")
+            loaded.append(m)
 
     def file(self, name, got=None):
         got = got if got is not None else self.expect("BEGIN")
@@ -606,15 +619,7 @@ def main():
         log(f"guest booted: {rel}")
         if rel != a.krel:
             raise Fail(f"guest runs {rel}, expected {a.krel}")
-        loaded = []
-        while True:
-            t, rest = guest.msg()
-            if t != "MOD":
-                break
-            m, st = rest.split(" ", 1)
-            if st != "ok":
-                raise Fail(f"insmod {m} failed in the guest: {st}")
-            loaded.append(m)
+        loaded, (t, rest) = guest.modules()
         log(f"modules loaded: {' '.join(loaded)}")
         if t != "BEGIN" or rest != "capture":
             raise Fail(f"guest protocol: expected the capture, got {t} {rest}")

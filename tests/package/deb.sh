@@ -11,13 +11,10 @@ skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (chroot, mounts)"
 command -v lintian >/dev/null || skip "no lintian (scripts/setup-deps.sh installs it)"
 command -v debootstrap >/dev/null || skip "no debootstrap (scripts/setup-deps.sh installs it)"
+# shellcheck source=../../packaging/minbase-root.sh
+. "$(dirname "$0")/../../packaging/minbase-root.sh"
 work=$(mktemp -d)
-root=$work/root
-cleanup() {
-  umount "$root/proc" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'unmake_root; rm -rf "$work"' EXIT
 
 echo "== cpack"
 (cd "$BUILD" && cpack -G DEB >"$work/cpack.log" 2>&1) || { cat "$work/cpack.log"; exit 1; }
@@ -35,17 +32,9 @@ if grep -qE '^(E|W):' "$work/lintian.log"; then
 fi
 
 echo "== a clean Debian 12 chroot"
-base=$("$(dirname "$0")/../../packaging/bookworm-minbase.sh")
-mkdir -p "$root"
-tar -C "$root" -xf "$base"
-cp /etc/resolv.conf "$root/etc/resolv.conf"
-mount -t proc proc "$root/proc"
-cp "$deb" "$root/tmp/"
-in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
-in_root apt-get update -q >"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log"; exit 1; }
-in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "/tmp/$(basename "$deb")" \
-  >>"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
-echo "installed with $(grep -c '^Setting up' "$work/apt.log") packages"
+make_root "$work/root"
+cp "$deb" "$work/root/tmp/"
+install_in_root "/tmp/$(basename "$deb")"
 
 fail=0
 check() {  # check WHAT COMMAND...

@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""The tracers attach what `symdex kprobe --format F` prints, in a booted Debian kernel, and the
+kernel's own counts judge which copy each one reached.
+
+One qemu boot (TCG) of the corpus's Debian cloud kernel, as tests/e2e/qemu_kprobes.py boots it,
+with a Debian 12 root on a virtio disk (tests/e2e/tracers-root.sh: linux-perf and bpftrace as
+Debian packages them; the kernel's debug vmlinux and the loaded modules' debug files in it, where
+perf probe looks). The guest's kallsyms and module sections are indexed by symdex (a live-style
+sysroot), duplicated names whose copies run when sysfs is read (the *_show functions: vmlinux's
+and the loaded modules') are sampled, and for every copy:
+
+- a reference probe: `symdex kprobe -n -e ref/rNN SPEC`, the kprobe_events line the kernel is
+  known to place at exactly that copy (tests/e2e/qemu_kprobes.py);
+- perf: the command `symdex kprobe -n --format perf SPEC` prints, run as printed (perf probe reads
+  the copy's DWARF in the guest), then `perf stat -a` over the workload;
+- bpftrace: `symdex kprobe -n --format bpftrace SPEC`, a probe counted by `bpftrace -e` over the
+  workload; where symdex refuses (a name not unique, which bpftrace 0.17 can only attach by name),
+  the refusal is checked against bpftrace itself: `kprobe:NAME` must fail in the kernel ("not
+  unique"), and `kprobe:0xADDR` must be refused by bpftrace 0.17's parser.
+
+The workload reads every sysfs attribute (the show functions of many drivers run), with the
+reference probes armed: /sys/kernel/tracing/kprobe_profile gives each copy's hits. A tool's form is
+exact for its copy when its count equals the copy's reference count, in a run where a sibling copy
+ran too (else the case is reported as not exercised).
+
+  qemu_tracers.py --symdex BIN --image-root DIR --dbg-root DIR --krel REL --busybox BB --root-tar TAR
+Exit: 0 pass, 1 fail, 77 skip. Prints one line per copy and tool, then a summary.
+"""
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import io
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import qemu_kprobes as e2e  # noqa: E402  (the guest, the initramfs, the capture)
+
+# Reading every sysfs attribute: the show functions of the drivers that are there run.
+WORKLOAD = r"""for f in /sys/class/*/*/* /sys/bus/*/devices/*/* /sys/module/*/* /sys/devices/virtual/*/*/*; do
+  [ -f "$f" ] && [ -r "$f" ] && cat "$f" >/dev/null 2>&1
+done
+"""
+EXTRA_MODULES = ["virtio_blk"]  # the root's disk
+CANDIDATES = 80  # names whose copies get reference probes in the first run
+SAMPLE_NAMES = int(os.environ.get("SYMDEX_TRACERS_NAMES", "12"))  # names the tools are judged on
+
+
+def log(msg):
+    e2e.log(msg)
+
+
+def sh(guest, script, timeout_note=""):
+    """Runs `script` in the guest's Debian root; (exit code, output)."""
+    guest.send("SH " + base64.b64encode(script.encode()).decode())
+    out = guest.file("out").decode(errors="replace")
+    rc = int(guest.expect("DONE").split()[1])
+    return rc, out
+
+
+def build_disk(work, root_tar, dbg_root, image_root, krel, modules):
+    """An ext4 image of the tracers' root plus the debug files perf probe reads: vmlinux where
+    perf looks for it (/usr/lib/debug/boot/vmlinux-REL), the loaded modules' debug .ko where perf
+    finds a module by name (/lib/modules/REL/kernel/...)."""
+    root = os.path.join(work, "troot")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    subprocess.run(["tar", "-C", root, "-xf", root_tar], check=True)
+    dst = os.path.join(root, "usr/lib/debug/boot")
+    os.makedirs(dst, exist_ok=True)
+    link_or_copy(os.path.join(dbg_root, "usr/lib/debug/boot", f"vmlinux-{krel}"), os.path.join(dst, f"vmlinux-{krel}"))
+    dbg_mods = os.path.join(dbg_root, "usr/lib/debug/lib/modules", krel)
+    for m, path in modules:
+        rel = os.path.relpath(path, os.path.join(image_root, "lib/modules", krel))
+        src = os.path.join(dbg_mods, rel)
+        if os.path.exists(src):
+            d = os.path.join(root, "lib/modules", krel, rel)
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+            link_or_copy(src, d)
+    size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(root) for f in fs
+               if not os.path.islink(os.path.join(dp, f)))
+    img = os.path.join(work, "troot.img")
+    if os.path.exists(img):
+        os.unlink(img)
+    mb = size * 13 // 10 // (1 << 20) + 64
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "troot", "-d", root, img, f"{mb}M"], check=True)
+    shutil.rmtree(root)
+    return img, mb
+
+
+def link_or_copy(src, dst):
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def kprobe_profile(text):
+    """{event: hits} from /sys/kernel/tracing/kprobe_profile."""
+    out = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[1].isdigit():
+            out[f[0]] = int(f[1])
+    return out
+
+
+def symdex(a, db, *args):
+    return e2e.run([a.symdex, "--db", db] + list(args))
+
+
+def candidates(dups, loaded):
+    """Duplicated *_show names with two or more eligible copies in vmlinux or a loaded module
+    (NAME@FILE:LINE naming each): [(name, [inst])], at most CANDIDATES names."""
+    picked = []
+    for name, insts in e2e.choose(dups) + [(g["instances"][0]["name"], g["instances"]) for g in dups["duplicates"]]:
+        if len(picked) >= CANDIDATES:
+            break
+        if not name.endswith("_show") or any(n == name for n, _ in picked):
+            continue
+        insts = [i for i in insts if e2e.eligible(i) and i["module"] in (["vmlinux"] + loaded)]
+        fl = [(i["dwarf"]["file"], i["dwarf"]["line"]) for i in insts]
+        insts = [i for i in insts if fl.count((i["dwarf"]["file"], i["dwarf"]["line"])) == 1]
+        if len(insts) >= 2:
+            picked.append((name, insts[:8]))
+    return picked
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    for o in ("--symdex", "--image-root", "--dbg-root", "--krel", "--root-tar"):
+        ap.add_argument(o, required=True)
+    ap.add_argument("--busybox", default="/bin/busybox")
+    ap.add_argument("--work")
+    a = ap.parse_args()
+    arch = "x86_64"
+    timeout = float(os.environ.get("SYMDEX_E2E_TIMEOUT", "1500"))
+    if not shutil.which("mkfs.ext4"):
+        raise e2e.Skip("mkfs.ext4 missing (e2fsprogs)")
+    kernel = os.path.join(a.image_root, "boot", f"vmlinuz-{a.krel}")
+    moddir = os.path.join(a.image_root, "lib", "modules", a.krel, "kernel")
+    debug = os.path.join(a.dbg_root, "usr", "lib", "debug")
+    work = a.work or e2e.tempfile.mkdtemp(prefix="symdex-tracers.")
+    os.makedirs(work, exist_ok=True)
+    log(f"kernel {a.krel}, work dir {work}")
+
+    mods = e2e.module_load_order(moddir, e2e.modules_to_load(moddir, arch) + EXTRA_MODULES)
+    img, mb = build_disk(work, a.root_tar, a.dbg_root, a.image_root, a.krel, mods)
+    log(f"root disk {mb} MB: Debian 12 + linux-perf + bpftrace + debug vmlinux and modules")
+    initrd = os.path.join(work, "initrd.cpio")
+    e2e.build_initramfs(initrd, a.busybox, mods, arch, conf_extra="ROOT_DEV=/dev/vda\n")
+    guest = e2e.Guest(work, kernel, initrd, timeout, arch, memory="2048",
+                      extra=["-drive", f"file={img},if=virtio,format=raw,readonly=on"])
+    results, failures = [], []
+    try:
+        rel = guest.expect("BOOTED")
+        loaded, (t, rest) = guest.modules()
+        if t != "ROOT":
+            raise e2e.Fail(f"guest protocol: expected the root, got {t} {rest}")
+        log(f"guest {rel}: modules {' '.join(loaded)}; Debian {rest} root")
+        capture = guest.file("capture")
+        guest.expect("READY")
+        sysroot = os.path.join(work, "sysroot")
+        shutil.rmtree(sysroot, ignore_errors=True)
+        with tarfile.open(fileobj=io.BytesIO(capture)) as tf:
+            tf.extractall(sysroot)
+        db = os.path.join(work, "index.db")
+        r = symdex(a, db, "index", "--sysroot", sysroot, "--debug-dir", debug, "--no-debuginfod",
+                   "--kernel-config", os.path.join(a.image_root, "boot", f"config-{a.krel}"), "-q")
+        if r.returncode != 0:
+            raise e2e.Fail(f"symdex index --sysroot failed: {r.stderr}")
+        dups = json.loads(symdex(a, db, "--json", "dups").stdout)
+        rc, out = sh(guest, "perf --version; bpftrace --version")
+        log("tools: " + out.strip().replace("\n", "; "))
+
+        # A reference probe on every candidate copy (the kprobe_events line the kernel places at
+        # exactly that copy), and one run of the workload: the names two or more of whose copies
+        # ran are the sample, each of those copies judged.
+        copies = []
+        for name, insts in candidates(dups, loaded):
+            for inst in insts:
+                n = len(copies)
+                spec = e2e.spec_of(inst)
+                r = symdex(a, db, "kprobe", "-n", "-e", f"ref/r{n:03d}", spec)
+                if r.returncode != 0:
+                    continue  # not probe-able: qemu_kprobes.py judges those refusals
+                copies.append({"name": name, "module": inst["module"], "spec": spec, "addr": int(inst["address"], 16),
+                               "ref": f"r{n:03d}", "ref_line": r.stdout.strip()})
+        setup = "set -e\nT=/sys/kernel/tracing\n" + "".join(
+            f"echo '{c['ref_line']}' >>$T/kprobe_events\n" for c in copies) + "echo 1 >$T/events/ref/enable\n"
+        rc, out = sh(guest, setup)
+        if rc != 0:
+            raise e2e.Fail(f"reference probes refused: {out}")
+        wl = "cat >/tmp/workload.sh <<'EOF'\n" + WORKLOAD + "EOF\n"
+        _, _, refs = counts_around(guest, wl + "sh /tmp/workload.sh")
+        ran = {}
+        for c in copies:
+            if refs.get(c["ref"], 0) > 0:
+                ran.setdefault(c["name"], []).append(c)
+        names = [n for n, cs in ran.items() if len(cs) >= 2][:SAMPLE_NAMES]
+        log(f"reference probes on {len(copies)} copies of {len({c['name'] for c in copies})} names; "
+            f"{len(names)} names had two or more copies run by the workload: {' '.join(names)}")
+        copies = [c for n in names for c in ran[n]]
+        for c in copies:
+            c["siblings"] = [o["ref"] for o in copies if o["name"] == c["name"] and o is not c]
+            t = "t" + c["ref"][1:]
+            for fmt in ("perf", "bpftrace"):
+                r = symdex(a, db, "kprobe", "-n", "-e", f"symdex/{t}", "--format", fmt, c["spec"])
+                c[fmt] = (r.returncode, r.stdout.strip(), r.stderr.strip())
+
+        judge_perf(guest, copies, wl, results, failures)
+        log(f"perf judged: {sum(1 for r in results if 'perf ' in r)} copies")
+        judge_bpftrace(guest, copies, wl, results, failures)
+        log("bpftrace judged")
+        guest.send("QUIT")
+        guest.expect("BYE")
+    except e2e.Fail as e:
+        failures.append(str(e))
+    finally:
+        guest.close()
+    for line in results:
+        print(line)
+    exact = sum(1 for r in results if r.startswith("exact"))
+    refused = sum(1 for r in results if r.startswith("refused"))
+    idle = sum(1 for r in results if r.startswith("idle"))
+    print(f"tracers: {exact} forms exact for their copy, {refused} refusals the tool confirms, "
+          f"{idle} copies not exercised by the workload, {len(failures)} failures")
+    for f in failures:
+        print("FAIL: " + f)
+    return 1 if failures else 0
+
+
+def counts_around(guest, body):
+    """Runs `body` (a script fragment that runs the workload under a tool) between two reads of
+    kprobe_profile; (exit code, output, {ref event: hits during the body})."""
+    script = ("T=/sys/kernel/tracing\ncat $T/kprobe_profile >/tmp/before\n" + body +
+              "\nrc=$?\necho '@@PROFILE'\ncat $T/kprobe_profile\necho '@@BEFORE'\ncat /tmp/before\nexit $rc\n")
+    rc, out = sh(guest, script)
+    tool_out, _, rest = out.partition("@@PROFILE\n")
+    after_text, _, before_text = rest.partition("@@BEFORE\n")
+    after, before = kprobe_profile(after_text), kprobe_profile(before_text)
+    return rc, tool_out, {e: after[e] - before.get(e, 0) for e in after}
+
+
+def verdict(c, got, refs, tool):
+    mine = refs.get(c["ref"], 0)
+    others = sum(refs.get(s, 0) for s in c["siblings"])
+    what = f"{tool:8s} {c['spec']}"
+    if got != mine:
+        return "wrong", f"WRONG    {what}: {got} hits, the copy ran {mine} times, its siblings {others}"
+    if mine == 0 or others == 0:
+        return "idle", f"idle     {what}: the copy ran {mine} times, its siblings {others}"
+    if got == mine:
+        return "exact", f"exact    {what}: {got} hits = the copy's {mine} (siblings ran {others} times)"
+    return "wrong", f"WRONG    {what}: {got} hits, the copy ran {mine} times, its siblings {others}"
+
+
+def judge_perf(guest, copies, wl, results, failures):
+    todo = [c for c in copies if c["perf"][0] == 0]
+    for c in copies:
+        if c["perf"][0] != 0:
+            failures.append(f"perf: symdex refused {c['spec']}: {c['perf'][2]}")
+    if not todo:
+        return
+    # Each command as symdex printed it, then every event it made counted over the workload.
+    script = wl + "".join(f"{c['perf'][1].splitlines()[-1]} >/tmp/perf-{c['ref']}.log 2>&1 || "
+                          f"{{ echo 'PERF-FAILED {c['ref']}'; cat /tmp/perf-{c['ref']}.log; }}\n" for c in todo)
+    script += "perf probe -l 2>&1\n"
+    rc, out = sh(guest, script)
+    made = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*symdex:(t\d\d\d)\w*\s", line)
+        if m:
+            made.setdefault(m.group(1), []).append(line.split()[0])
+    for c in todo:
+        if f"PERF-FAILED {c['ref']}" in out:
+            failures.append(f"perf probe refused what symdex printed for {c['spec']}: {c['perf'][1]}\n{out}")
+    events = [e for es in made.values() for e in es]
+    if not events:
+        failures.append(f"perf made no event: {out}")
+        return
+    body = "perf stat -a -x, " + " ".join(f"-e {e}" for e in events) + " -- sh /tmp/workload.sh 2>/tmp/stat; " \
+           "cat /tmp/stat"
+    rc, out, refs = counts_around(guest, body)
+    hits = {}
+    for line in out.splitlines():
+        f = line.split(",")
+        if len(f) >= 3 and f[2].startswith("symdex:"):
+            t = re.match(r"symdex:(t\d\d\d)", f[2]).group(1)
+            hits[t] = hits.get(t, 0) + (int(f[0]) if f[0].isdigit() else 0)
+    for c in todo:
+        t = "t" + c["ref"][1:]
+        kind, line = verdict(c, hits.get(t, 0), refs, "perf")
+        results.append(line)
+        if kind == "wrong":
+            failures.append(line)
+
+
+def judge_bpftrace(guest, copies, wl, results, failures):
+    printed = [c for c in copies if c["bpftrace"][0] == 0]
+    refused = [c for c in copies if c["bpftrace"][0] != 0]
+    # Every printed probe in one program, each counting into its own key: one bpftrace start (its
+    # LLVM compile is slow under TCG); where bpftrace refuses the program, each probe alone says
+    # which.
+    probe_of = {c["ref"]: c["bpftrace"][1].splitlines()[-1].strip() for c in printed}
+    prog = " ".join(f"{p} {{ @hits[\"{ref}\"] = count(); }}" for ref, p in probe_of.items())
+    body = wl + f"bpftrace --unsafe -e '{prog}' -c '/bin/sh /tmp/workload.sh' 2>&1"
+    rc, out, refs = counts_around(guest, body) if printed else (0, "", {})
+    got = {m.group(1): int(m.group(2)) for m in re.finditer(r'@hits\[(r\d+)\]: (\d+)', out)}
+    if rc != 0 and not got and printed:
+        log(f"bpftrace refused the program of {len(printed)} probes: {out.strip()[-300:]}; each alone")
+        for c in printed:
+            rc1, out1 = sh(guest, f"bpftrace --unsafe -e '{probe_of[c['ref']]} {{ exit(); }}' 2>&1")
+            if rc1 != 0:
+                failures.append(f"bpftrace refused what symdex printed for {c['spec']} "
+                                f"({probe_of[c['ref']]}): {out1.strip()[-300:]}")
+        return
+    for c in printed:
+        kind, line = verdict(c, got.get(c["ref"], 0), refs, "bpftrace")
+        results.append(line + f" [{probe_of[c['ref']]}]")
+        if kind == "wrong":
+            failures.append(line)
+    # A refusal must be one bpftrace makes: its name form is not unique in the kernel, its address
+    # form is not in its grammar.
+    seen = set()
+    for c in refused:
+        if c["name"] in seen or c["module"] != "vmlinux":
+            continue
+        seen.add(c["name"])
+        rc1, out1 = sh(guest, f"bpftrace -e 'kprobe:{c['name']} {{ exit(); }}' 2>&1")
+        rc2, out2 = sh(guest, f"bpftrace -e 'kprobe:{c['addr']:#x} {{ exit(); }}' 2>&1")
+        ok = rc1 != 0 and rc2 != 0
+        line = (f"refused  bpftrace {c['spec']}: kprobe:{c['name']} -> "
+                f"{out1.strip().splitlines()[-1] if out1.strip() else rc1}; kprobe:{c['addr']:#x} -> "
+                f"{out2.strip().splitlines()[-1] if out2.strip() else rc2}")
+        results.append(line if ok else "WRONG" + line[7:])
+        if not ok:
+            failures.append(f"bpftrace attaches what symdex refused for {c['spec']}: {out1} / {out2}")
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except e2e.Skip as e:
+        print(f"SKIP: {e}")
+        sys.exit(77)
+    except e2e.Fail as e:
+        print(f"FAIL: {e}")
+        sys.exit(1)

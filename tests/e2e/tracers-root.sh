@@ -1,0 +1,28 @@
+#!/bin/bash
+# Prints the path of a Debian 12 root for the tracer guests (tests/e2e/qemu_tracers.py), as a
+# tarball made once and cached beside the kernel corpus: Debian 12 minbase
+# (packaging/bookworm-minbase.sh) with the tracers as Debian packages them — linux-perf
+# (perf probe, perf stat) and bpftrace — of the architecture ARCH (amd64, the default).
+# Exit: 0 printed, 1 apt failed (its log's last lines on stderr), 2 usage.
+set -euo pipefail
+arch=${1:-amd64}
+[ "$arch" = amd64 ] || { echo "tracers-root.sh: amd64 only so far, not '$arch'" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
+tar=$cache/tracers-root-bookworm-$arch.tar
+PACKAGES=(linux-perf bpftrace)
+if [ ! -s "$tar" ]; then
+  # shellcheck source=../../packaging/minbase-root.sh
+  . "$here/../../packaging/minbase-root.sh"
+  work=$(mktemp -d)
+  root=$work/root
+  trap 'unmake_root; rm -rf "$work"' EXIT
+  make_root "$root"
+  install_in_root "${PACKAGES[@]}" >&2
+  unmake_root
+  rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/archives/*.deb
+  : >"$root/etc/resolv.conf"
+  mkdir -p "$cache"
+  tar -C "$root" --numeric-owner -cf "$tar.tmp" . && mv "$tar.tmp" "$tar"
+fi
+echo "$tar"
