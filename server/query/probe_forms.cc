@@ -65,14 +65,22 @@ absl::StatusOr<ProbeForm> Bpftrace(const Match& m, const TargetInfo& t, const Kp
   const Instance& in = m.instance;
   const char* kind = k.ret ? "kretprobe:" : "kprobe:";
   ProbeForm out;
+  // kprobe:MOD:NAME is bpftrace 0.20's; 0.17 (Debian 12) takes a module copy by address only, and
+  // takes kprobe:0xADDR (--unsafe) at exactly that address: both seen in a booted guest.
+  const bool unique_in_module = !in.module.empty() && in.same_name_in_module == 1;
+  const std::string module_form = StrCat(kind, in.module, ":", in.name, Offset(m.offset));
   if (in.same_name_total == 1) {
     out.text = StrCat(kind, in.name, Offset(m.offset));
-  } else if (!in.module.empty() && in.same_name_in_module == 1) {
-    out.text = StrCat(kind, in.module, ":", in.name, Offset(m.offset));
   } else if (auto addr = LiveAddress(m, t)) {
     out.text = fmt::format("{}0x{:x}", kind, *addr);
     out.address = addr;
     out.note = "an address probe: bpftrace runs it with --unsafe; it holds for this boot of this host only";
+    if (unique_in_module) out.note += StrCat("; bpftrace 0.20 or later also takes ", module_form, ", for any boot");
+  } else if (unique_in_module) {
+    out.text = module_form;
+    out.note =
+        "kprobe:MODULE:FUNCTION needs bpftrace 0.20 or later (0.17, Debian 12's, refuses it: \"kprobe probe "
+        "type requires 1 argument\"); there, ask the live host for kprobe:0xADDR";
   } else {
     return absl::FailedPreconditionError(
         StrCat("bpftrace has no form for exactly this copy of ", in.name, ": the name is not unique",

@@ -12,16 +12,23 @@ and the loaded modules') are sampled, and for every copy:
 - a reference probe: `symdex kprobe -n -e ref/rNN SPEC`, the kprobe_events line the kernel is
   known to place at exactly that copy (tests/e2e/qemu_kprobes.py);
 - perf: the command `symdex kprobe -n --format perf SPEC` prints, run as printed (perf probe reads
-  the copy's DWARF in the guest), then `perf stat -a` over the workload;
-- bpftrace: `symdex kprobe -n --format bpftrace SPEC`, a probe counted by `bpftrace -e` over the
-  workload; where symdex refuses (a name not unique, which bpftrace 0.17 can only attach by name),
-  the refusal is checked against bpftrace itself: `kprobe:NAME` must fail in the kernel ("not
-  unique"), and `kprobe:0xADDR` must be refused by bpftrace 0.17's parser.
+  the copy's DWARF in the guest), its event's hits traced;
+- bpftrace: `symdex kprobe -n --format bpftrace SPEC`, every printed probe in one `bpftrace -e`
+  program that prints each hit; a form bpftrace refuses is a failure (Debian 12's 0.17 has no
+  `kprobe:MOD:NAME`: symdex gives a live module copy by address); where symdex refuses, the
+  refusal is checked against bpftrace itself: `kprobe:NAME` must fail in the kernel ("not
+  unique").
 
-The workload reads every sysfs attribute (the show functions of many drivers run), with the
-reference probes armed: /sys/kernel/tracing/kprobe_profile gives each copy's hits. A tool's form is
-exact for its copy when its count equals the copy's reference count, in a run where a sibling copy
-ran too (else the case is reported as not exercised).
+The workload reads every sysfs attribute (the show functions of many drivers run) between two
+trace markers. The reference probes trace into the ring buffer (trace_clock mono), perf's events
+too (enabled through tracefs once perf probe has made them), and bpftrace prints each hit with its
+nsecs, the same clock: every count is taken over the workload's window only, so what the tools
+themselves read while they start (perf stat and bpftrace open the kprobe PMU by its sysfs type
+file: kernel/events/core.c's type_show) is not counted. A form is exact for its copy when its count
+equals the copy's reference count, in a window where a sibling copy ran too (else the case is
+reported as not exercised). Which names are sampled: a reference probe on every copy of up to
+CANDIDATES duplicated *_show names, one run of the workload, and the names two or more of whose
+copies ran.
 
   qemu_tracers.py --symdex BIN --image-root DIR --dbg-root DIR --krel REL --busybox BB --root-tar TAR
 Exit: 0 pass, 1 fail, 77 skip. Prints one line per copy and tool, then a summary.
@@ -42,9 +49,12 @@ sys.path.insert(0, HERE)
 import qemu_kprobes as e2e  # noqa: E402  (the guest, the initramfs, the capture)
 
 # Reading every sysfs attribute: the show functions of the drivers that are there run.
-WORKLOAD = r"""for f in /sys/class/*/*/* /sys/bus/*/devices/*/* /sys/module/*/* /sys/devices/virtual/*/*/*; do
+WORKLOAD = r"""T=/sys/kernel/tracing
+echo W0 >$T/trace_marker
+for f in /sys/class/*/*/* /sys/bus/*/devices/*/* /sys/module/*/* /sys/devices/virtual/*/*/*; do
   [ -f "$f" ] && [ -r "$f" ] && cat "$f" >/dev/null 2>&1
 done
+echo W1 >$T/trace_marker
 """
 EXTRA_MODULES = ["virtio_blk"]  # the root's disk
 CANDIDATES = 80  # names whose copies get reference probes in the first run
@@ -247,6 +257,12 @@ def counts_around(guest, body):
     return rc, tool_out, {e: after[e] - before.get(e, 0) for e in after}
 
 
+def errors(out):
+    """A tool's error lines, joined (what it says is wrong, without the program it echoes)."""
+    lines = [x.strip() for x in out.splitlines() if re.search(r"ERROR|[Ee]rror|Invalid|not unique|No such", x)]
+    return " | ".join(lines)[:400] or out.strip()[-200:]
+
+
 def verdict(c, got, refs, tool):
     mine = refs.get(c["ref"], 0)
     others = sum(refs.get(s, 0) for s in c["siblings"])
@@ -260,6 +276,22 @@ def verdict(c, got, refs, tool):
     return "wrong", f"WRONG    {what}: {got} hits, the copy ran {mine} times, its siblings {others}"
 
 
+def in_window(trace):
+    """The reference and perf events' hits in the workload's window (its W0 and W1 trace markers):
+    ({event: hits}, (w0, w1) in seconds of the trace clock)."""
+    marks = {m.group(2): float(m.group(1)) for m in re.finditer(r"\s(\d+\.\d+): tracing_mark_write: (W[01])", trace)}
+    if "W0" not in marks or "W1" not in marks:
+        raise e2e.Fail("the workload's trace markers are missing (trace buffer overrun?)")
+    hits = {}
+    for m in re.finditer(r"\s(\d+\.\d+): ([rt]\d\d\d)\w*:", trace):
+        if marks["W0"] <= float(m.group(1)) <= marks["W1"]:
+            hits[m.group(2)] = hits.get(m.group(2), 0) + 1
+    return hits, (marks["W0"], marks["W1"])
+
+
+TRACE_RUN = "T=/sys/kernel/tracing\necho mono >$T/trace_clock\necho >$T/trace\n"
+
+
 def judge_perf(guest, copies, wl, results, failures):
     todo = [c for c in copies if c["perf"][0] == 0]
     for c in copies:
@@ -267,35 +299,20 @@ def judge_perf(guest, copies, wl, results, failures):
             failures.append(f"perf: symdex refused {c['spec']}: {c['perf'][2]}")
     if not todo:
         return
-    # Each command as symdex printed it, then every event it made counted over the workload.
+    # Each command as symdex printed it; the events it made are counted in the trace, beside the
+    # reference probes, over the workload's window.
     script = wl + "".join(f"{c['perf'][1].splitlines()[-1]} >/tmp/perf-{c['ref']}.log 2>&1 || "
                           f"{{ echo 'PERF-FAILED {c['ref']}'; cat /tmp/perf-{c['ref']}.log; }}\n" for c in todo)
-    script += "perf probe -l 2>&1\n"
+    script += ("perf probe -l 2>&1\n" + TRACE_RUN + "echo 1 >$T/events/symdex/enable\nsh /tmp/workload.sh\n"
+               "echo 0 >$T/events/symdex/enable\necho @@TRACE\ncat $T/trace\n")
     rc, out = sh(guest, script)
-    made = {}
-    for line in out.splitlines():
-        m = re.match(r"\s*symdex:(t\d\d\d)\w*\s", line)
-        if m:
-            made.setdefault(m.group(1), []).append(line.split()[0])
+    listing, _, trace = out.partition("@@TRACE\n")
     for c in todo:
-        if f"PERF-FAILED {c['ref']}" in out:
-            failures.append(f"perf probe refused what symdex printed for {c['spec']}: {c['perf'][1]}\n{out}")
-    events = [e for es in made.values() for e in es]
-    if not events:
-        failures.append(f"perf made no event: {out}")
-        return
-    body = "perf stat -a -x, " + " ".join(f"-e {e}" for e in events) + " -- sh /tmp/workload.sh 2>/tmp/stat; " \
-           "cat /tmp/stat"
-    rc, out, refs = counts_around(guest, body)
-    hits = {}
-    for line in out.splitlines():
-        f = line.split(",")
-        if len(f) >= 3 and f[2].startswith("symdex:"):
-            t = re.match(r"symdex:(t\d\d\d)", f[2]).group(1)
-            hits[t] = hits.get(t, 0) + (int(f[0]) if f[0].isdigit() else 0)
+        if f"PERF-FAILED {c['ref']}" in listing:
+            failures.append(f"perf probe refused what symdex printed for {c['spec']}: {c['perf'][1]}\n{listing}")
+    hits, _ = in_window(trace)
     for c in todo:
-        t = "t" + c["ref"][1:]
-        kind, line = verdict(c, hits.get(t, 0), refs, "perf")
+        kind, line = verdict(c, hits.get("t" + c["ref"][1:], 0), hits, "perf")
         results.append(line)
         if kind == "wrong":
             failures.append(line)
@@ -304,43 +321,60 @@ def judge_perf(guest, copies, wl, results, failures):
 def judge_bpftrace(guest, copies, wl, results, failures):
     printed = [c for c in copies if c["bpftrace"][0] == 0]
     refused = [c for c in copies if c["bpftrace"][0] != 0]
-    # Every printed probe in one program, each counting into its own key: one bpftrace start (its
-    # LLVM compile is slow under TCG); where bpftrace refuses the program, each probe alone says
-    # which.
+    # Every printed probe in one program (one bpftrace start: its LLVM compile is slow under TCG),
+    # each hit printed with its time (nsecs: the mono clock the trace is set to), counted over the
+    # workload's window; where bpftrace refuses the program, each probe alone says which.
     probe_of = {c["ref"]: c["bpftrace"][1].splitlines()[-1].strip() for c in printed}
-    prog = " ".join(f"{p} {{ @hits[\"{ref}\"] = count(); }}" for ref, p in probe_of.items())
-    body = wl + f"bpftrace --unsafe -e '{prog}' -c '/bin/sh /tmp/workload.sh' 2>&1"
-    rc, out, refs = counts_around(guest, body) if printed else (0, "", {})
-    got = {m.group(1): int(m.group(2)) for m in re.finditer(r'@hits\[(r\d+)\]: (\d+)', out)}
-    if rc != 0 and not got and printed:
-        log(f"bpftrace refused the program of {len(printed)} probes: {out.strip()[-300:]}; each alone")
+
+    def count_all(cs):
+        prog = " ".join(f"{probe_of[c['ref']]} {{ printf(\"@@H {c['ref']} %llu\\n\", nsecs); }}" for c in cs)
+        rc, out = sh(guest, wl + TRACE_RUN + f"bpftrace --unsafe -e '{prog}' -c '/bin/sh /tmp/workload.sh' 2>&1\n"
+                     "rc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+        tool, _, trace = out.partition("@@TRACE\n")
+        stamps = [(m.group(1), int(m.group(2)) / 1e9) for m in re.finditer(r"@@H (r\d+) (\d+)", tool)]
+        if not stamps and rc != 0:
+            return False, tool, {}, {}
+        refs, (w0, w1) = in_window(trace)
+        got = {}
+        for ref, t in stamps:
+            if w0 <= t <= w1:
+                got[ref] = got.get(ref, 0) + 1
+        return True, tool, got, refs
+
+    ok, out, got, refs = count_all(printed) if printed else (True, "", {}, {})
+    if not ok:
+        log(f"bpftrace refused the program of {len(printed)} probes: {errors(out)}; each alone")
+        taken = []
         for c in printed:
-            rc1, out1 = sh(guest, f"bpftrace --unsafe -e '{probe_of[c['ref']]} {{ exit(); }}' 2>&1")
+            rc1, out1 = sh(guest, f"bpftrace --unsafe -e '{probe_of[c['ref']]} {{ }}' -c /bin/true 2>&1")
             if rc1 != 0:
                 failures.append(f"bpftrace refused what symdex printed for {c['spec']} "
-                                f"({probe_of[c['ref']]}): {out1.strip()[-300:]}")
-        return
+                                f"({probe_of[c['ref']]}): {errors(out1)}")
+            else:
+                taken.append(c)
+        printed = taken
+        ok, out, got, refs = count_all(printed) if printed else (True, "", {}, {})
+        if not ok:
+            failures.append(f"bpftrace refused the program of the probes it takes one by one: {errors(out)}")
+            return
     for c in printed:
         kind, line = verdict(c, got.get(c["ref"], 0), refs, "bpftrace")
         results.append(line + f" [{probe_of[c['ref']]}]")
         if kind == "wrong":
             failures.append(line)
-    # A refusal must be one bpftrace makes: its name form is not unique in the kernel, its address
-    # form is not in its grammar.
+
+    # A refusal (no address shown to this caller) must be one bpftrace makes too: the name alone is
+    # not unique in the kernel.
     seen = set()
     for c in refused:
         if c["name"] in seen or c["module"] != "vmlinux":
             continue
         seen.add(c["name"])
-        rc1, out1 = sh(guest, f"bpftrace -e 'kprobe:{c['name']} {{ exit(); }}' 2>&1")
-        rc2, out2 = sh(guest, f"bpftrace -e 'kprobe:{c['addr']:#x} {{ exit(); }}' 2>&1")
-        ok = rc1 != 0 and rc2 != 0
-        line = (f"refused  bpftrace {c['spec']}: kprobe:{c['name']} -> "
-                f"{out1.strip().splitlines()[-1] if out1.strip() else rc1}; kprobe:{c['addr']:#x} -> "
-                f"{out2.strip().splitlines()[-1] if out2.strip() else rc2}")
-        results.append(line if ok else "WRONG" + line[7:])
-        if not ok:
-            failures.append(f"bpftrace attaches what symdex refused for {c['spec']}: {out1} / {out2}")
+        rc1, out1 = sh(guest, f"bpftrace -e 'kprobe:{c['name']} {{ }}' -c /bin/true 2>&1")
+        line = f"refused  bpftrace {c['spec']}: kprobe:{c['name']} -> {errors(out1) or rc1}"
+        results.append(line if rc1 != 0 else "WRONG" + line[7:])
+        if rc1 == 0:
+            failures.append(f"bpftrace attaches what symdex refused for {c['spec']}: {out1}")
 
 
 if __name__ == "__main__":

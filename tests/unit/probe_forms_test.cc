@@ -120,6 +120,14 @@ TEST(ProbeForms, UniqueInsideItsModule) {
   ASSERT_TRUE(bt.ok()) << bt.status();
   EXPECT_EQ(bt->text, "kprobe:uio:name_show");
   EXPECT_FALSE(bt->address);
+  EXPECT_NE(bt->note.find("bpftrace 0.20 or later"), std::string::npos) << bt->note;
+  // On the live host, the address: bpftrace 0.17 has no module form, and attaches an address
+  // kprobe at exactly that copy; the note names the module form for later versions.
+  auto live = FormFor(TracerSyntax::kBpftrace, m, Target("live"), line, 0);
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_EQ(live->text, "kprobe:0xffffffffc0a01230");
+  EXPECT_TRUE(live->address);
+  EXPECT_NE(live->note.find("kprobe:uio:name_show"), std::string::npos) << live->note;
 }
 
 TEST(ProbeForms, ReturnProbesAndFetchArgs) {
