@@ -7,6 +7,9 @@ set -euo pipefail
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/symdex-package
 tar=$cache/bookworm-minbase.tar
 mkdir -p "$cache"
+# One maker at a time (the package test, the image and the tracers' root may ask at once).
+exec 9>"$cache/.minbase.lock"
+flock 9
 if [ ! -s "$tar" ]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT

@@ -11,6 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${SYMDEX_CORPUS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/symdex-corpus}
 tar=$cache/tracers-root-bookworm-$arch.tar
 PACKAGES=(linux-perf bpftrace)
+mkdir -p "$cache"
+exec 9>"$cache/.tracers-root.lock"
+flock 9
 if [ ! -s "$tar" ]; then
   # shellcheck source=../../packaging/minbase-root.sh
   . "$here/../../packaging/minbase-root.sh"
