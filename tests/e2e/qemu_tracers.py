@@ -3,7 +3,7 @@
 kernel's own counts judge which copy each one reached.
 
 One qemu boot (TCG) of the corpus's Debian cloud kernel, as tests/e2e/qemu_kprobes.py boots it,
-with a Debian 12 root on a virtio disk (tests/e2e/tracers-root.sh: linux-perf and bpftrace as
+with a Debian 12 root on a virtio disk (tests/e2e/tracers-root.sh: linux-perf, bpftrace, libbpf1 as
 Debian packages them; the kernel's debug vmlinux and the loaded modules' debug files in it, where
 perf probe looks). The guest's kallsyms and module sections are indexed by symdex (a live-style
 sysroot), duplicated names whose copies run when sysfs is read (the *_show functions: vmlinux's
@@ -13,6 +13,9 @@ and the loaded modules') are sampled, and for every copy:
   known to place at exactly that copy (tests/e2e/qemu_kprobes.py);
 - perf: the command `symdex kprobe -n --format perf SPEC` prints, run as printed (perf probe reads
   the copy's DWARF in the guest), its event's hits traced;
+- libbpf: the C `symdex kprobe -n --format libbpf SPEC` prints, compiled as printed into a loader
+  (gcc, libbpf-dev) beside a kprobe program a copy (clang -target bpf), run in the guest, which
+  has Debian's libbpf1;
 - bpftrace: `symdex kprobe -n --format bpftrace SPEC`, every printed probe in one `bpftrace -e`
   program that prints each hit; a form bpftrace refuses is a failure (Debian 12's 0.17 has no
   `kprobe:MOD:NAME`: symdex gives a live module copy by address); where symdex refuses, the
@@ -219,7 +222,7 @@ def main():
         for c in copies:
             c["siblings"] = [o["ref"] for o in copies if o["name"] == c["name"] and o is not c]
             t = "t" + c["ref"][1:]
-            for fmt in ("perf", "bpftrace"):
+            for fmt in ("perf", "bpftrace", "libbpf"):
                 r = symdex(a, db, "kprobe", "-n", "-e", f"symdex/{t}", "--format", fmt, c["spec"])
                 c[fmt] = (r.returncode, r.stdout.strip(), r.stderr.strip())
 
@@ -227,6 +230,8 @@ def main():
         log(f"perf judged: {sum(1 for r in results if 'perf ' in r)} copies")
         judge_bpftrace(guest, copies, wl, results, failures)
         log("bpftrace judged")
+        judge_libbpf(guest, copies, wl, work, results, failures)
+        log("libbpf judged")
         guest.send("QUIT")
         guest.expect("BYE")
     except e2e.Fail as e:
@@ -375,6 +380,104 @@ def judge_bpftrace(guest, copies, wl, results, failures):
         results.append(line if rc1 != 0 else "WRONG" + line[7:])
         if rc1 == 0:
             failures.append(f"bpftrace attaches what symdex refused for {c['spec']}: {out1}")
+
+
+# One kprobe program a copy, each counting its hits into its slot of an array.
+BPF_PROGRAM = r"""#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, %(n)d);
+  __type(key, __u32);
+  __type(value, __u64);
+} hits SEC(".maps");
+#define P(i) SEC("kprobe") int p##i(void *ctx) { __u32 k = i; __u64 *v = bpf_map_lookup_elem(&hits, &k); \
+  if (v) __sync_fetch_and_add(v, 1); return 0; }
+%(programs)s
+char LICENSE[] SEC("license") = "GPL";
+"""
+
+# The loader: each copy's attach is the C symdex printed for it, compiled as printed (its call's
+# link kept by a macro of the same name); then the workload, and each slot's hits over it.
+LOADER = r"""#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+static struct bpf_link *links[%(n)d];
+static int at;
+#define bpf_program__attach_kprobe_opts(p, f, o) (links[at] = bpf_program__attach_kprobe_opts(p, f, o))
+static void counts(int map, unsigned long long *out) {
+  for (__u32 k = 0; k < %(n)d; k++) bpf_map_lookup_elem(map, &k, &out[k]);
+}
+int main(int argc, char **argv) {
+  struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+  if (!obj || bpf_object__load(obj)) { printf("LOAD-FAILED %%d\n", errno); return 2; }
+  struct bpf_program *prog;
+  char name[16];
+%(attaches)s
+  int map = bpf_object__find_map_fd_by_name(obj, "hits");
+  unsigned long long before[%(n)d] = {0}, after[%(n)d] = {0};
+  counts(map, before);
+  if (system("/bin/sh /tmp/workload.sh") != 0) return 3;
+  counts(map, after);
+  for (int k = 0; k < %(n)d; k++) printf("@@L %%d %%llu\n", k, after[k] - before[k]);
+  return 0;
+}
+"""
+
+
+def judge_libbpf(guest, copies, wl, work, results, failures):
+    """libbpf: the attach symdex prints for each copy, compiled here into a loader (gcc, libbpf-dev)
+    beside a kprobe program a copy (clang -target bpf), both run in the guest; the loader counts
+    over the workload alone (its own attaches read the kprobe PMU's sysfs type too)."""
+    printed = [c for c in copies if c["libbpf"][0] == 0]
+    for c in copies:
+        if c["libbpf"][0] != 0:
+            failures.append(f"libbpf: symdex refused {c['spec']}: {c['libbpf'][2]}")
+    if not printed:
+        return
+    if not shutil.which("clang-14") or not shutil.which("gcc"):
+        raise e2e.Skip("clang-14 or gcc missing (scripts/setup-deps.sh)")
+    n = len(printed)
+    d = os.path.join(work, "libbpf")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "prog.bpf.c"), "w") as f:
+        f.write(BPF_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
+    attaches = "".join(
+        f"  at = {i}; snprintf(name, sizeof name, \"p%d\", at); prog = bpf_object__find_program_by_name(obj, name);\n"
+        f"  {{ {c['libbpf'][1].splitlines()[-1]} }}\n"
+        f"  if (!links[{i}]) printf(\"ATTACH-FAILED {i} %d\\n\", errno);\n" for i, c in enumerate(printed))
+    with open(os.path.join(d, "loader.c"), "w") as f:
+        f.write(LOADER % {"n": n, "attaches": attaches})
+    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", "prog.bpf.c", "-o",
+                 "prog.bpf.o"],
+                ["gcc", "-O1", "-o", "loader", "loader.c", "-lbpf"]):
+        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"libbpf: {' '.join(cmd)} failed: {r.stderr[-600:]}")
+            return
+    files = ""
+    for name in ("loader", "prog.bpf.o"):
+        with open(os.path.join(d, name), "rb") as f:
+            files += f"base64 -d >/tmp/{name} <<'EOF'\n{base64.b64encode(f.read()).decode()}\nEOF\n"
+    rc, out = sh(guest, wl + files + "chmod +x /tmp/loader\n" + TRACE_RUN +
+                 "/tmp/loader /tmp/prog.bpf.o 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+    tool, _, trace = out.partition("@@TRACE\n")
+    if rc != 0:
+        failures.append(f"libbpf: the loader failed ({rc}): {tool.strip()[-600:]}")
+        return
+    refs, _ = in_window(trace)
+    got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
+    for i, c in enumerate(printed):
+        if f"ATTACH-FAILED {i} " in tool:
+            failures.append(f"libbpf refused what symdex printed for {c['spec']}: {c['libbpf'][1]}")
+            continue
+        kind, line = verdict(c, got.get(i, 0), refs, "libbpf")
+        results.append(line)
+        if kind == "wrong":
+            failures.append(line)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tracers (perf, bpftrace) attach what `symdex kprobe --format F` prints, in a booted Debian
+# The tracers (perf, bpftrace, libbpf) attach what `symdex kprobe --format F` prints, in a booted Debian
 # cloud kernel with a Debian 12 root (tests/e2e/qemu_tracers.py says how each form is judged).
 #   tests/e2e/qemu_tracers.sh build/bin/symdex
 # x86_64 only so far. ~6 min on 2 cores (perf probe reads vmlinux's DWARF under TCG).
