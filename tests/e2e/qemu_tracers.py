@@ -297,11 +297,17 @@ def in_window(trace):
 TRACE_RUN = "T=/sys/kernel/tracing\necho mono >$T/trace_clock\necho >$T/trace\n"
 
 
-def judge_perf(guest, copies, wl, results, failures):
-    todo = [c for c in copies if c["perf"][0] == 0]
+def printed_forms(copies, fmt, failures):
+    """The copies symdex printed a `fmt` form for; a refusal (of a live copy, whose address the
+    caller sees) is a failure."""
     for c in copies:
-        if c["perf"][0] != 0:
-            failures.append(f"perf: symdex refused {c['spec']}: {c['perf'][2]}")
+        if c[fmt][0] != 0:
+            failures.append(f"{fmt}: symdex refused {c['spec']}: {c[fmt][2]}")
+    return [c for c in copies if c[fmt][0] == 0]
+
+
+def judge_perf(guest, copies, wl, results, failures):
+    todo = printed_forms(copies, "perf", failures)
     if not todo:
         return
     # Each command as symdex printed it; the events it made are counted in the trace, beside the
@@ -431,10 +437,7 @@ def judge_libbpf(guest, copies, wl, work, results, failures):
     """libbpf: the attach symdex prints for each copy, compiled here into a loader (gcc, libbpf-dev)
     beside a kprobe program a copy (clang -target bpf), both run in the guest; the loader counts
     over the workload alone (its own attaches read the kprobe PMU's sysfs type too)."""
-    printed = [c for c in copies if c["libbpf"][0] == 0]
-    for c in copies:
-        if c["libbpf"][0] != 0:
-            failures.append(f"libbpf: symdex refused {c['spec']}: {c['libbpf'][2]}")
+    printed = printed_forms(copies, "libbpf", failures)
     if not printed:
         return
     if not shutil.which("clang-14") or not shutil.which("gcc"):
