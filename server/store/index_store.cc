@@ -699,9 +699,7 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
                                  "WHERE target_id = ?1 AND section IS NULL AND type IN ",
                                  SqlTypeList(kCodeSymbolTypes), " ORDER BY addr, id")));
   st.Bind(1, target_id);
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, st.Step());
-    if (!row) break;
+  RETURN_IF_ERROR(st.EachRow([&]() -> absl::Status {
     TextSymbolTable::Entry e{};
     e.addr = st.Int(0);
     std::string type = st.Text(1);
@@ -730,7 +728,8 @@ absl::StatusOr<std::shared_ptr<const TextSymbolTable>> LoadTextSymbolTable(Db& d
     }
     e.probe = static_cast<uint32_t>(st.Int(9));
     t->own_entries_.push_back(e);
-  }
+    return absl::OkStatus();
+  }));
   t->entries_ = t->own_entries_;
   t->names_ = t->own_names_;
   ASSIGN_OR_RETURN(t->extents_, LoadOwnerExtents(db, target_id));

@@ -96,11 +96,8 @@ absl::StatusOr<bool> Stmt::Step() {
 
 absl::StatusOr<std::vector<std::string>> Stmt::TextColumn() {
   std::vector<std::string> out;
-  for (;;) {
-    ASSIGN_OR_RETURN(bool row, Step());
-    if (!row) return out;
-    out.push_back(Text(0));
-  }
+  RETURN_IF_ERROR(EachRow([&] { out.push_back(Text(0)); }));
+  return out;
 }
 
 absl::Status Stmt::Run() {
