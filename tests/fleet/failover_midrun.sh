@@ -26,7 +26,13 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; for f in "$work"/fleet/replica-*.log; do echo "--- $f"; tail -5 "$f"; done; exit 1; }
+fail() {
+  echo "FAIL: $*"
+  for f in "$work"/fleet/replica-*.log "$work"/fleet/proxy.log "$work"/slow.log "$work"/debuginfod.log "$work"/err-*; do
+    [ -s "$f" ] && { echo "--- $f"; tail -5 "$f"; }
+  done
+  exit 1
+}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # wait_until SECONDS COMMAND...: polls COMMAND every 0.1 s until it succeeds (0) or SECONDS have
 # gone by (1). The ceilings are generous: a loaded or sanitized machine may be slow, and only a
@@ -64,8 +70,11 @@ slow=http://127.0.0.1:$(cat "$work/slow.port")
 
 # --fetch-timeout (seconds without progress): far beyond how long the gate stays shut, so the
 # replicas outwait the slow link however slowly the steps before the gate opens run.
+# --fleet-index-jobs 3: a replica that owns two of the kernels fetches both at once; with one run
+# at a time, kernel 1's run could wait behind another kernel's fetch, itself held at the shut gate.
 "$src/deploy/fleet-up.sh" up "$work/fleet" --proxy nginx --symdexd "$bin/symdexd" --timeout 120 --no-debuginfod \
   --replica-arg --debuginfod-urls --replica-arg "$slow" --replica-arg --fetch-timeout --replica-arg 600 \
+  --replica-arg --fleet-index-jobs --replica-arg 3 \
   >"$work/up.out" 2>"$work/up.log" || { cat "$work/up.log"; fail "fleet-up"; }
 set -a; . "$work/fleet/fleet.env"; set +a
 
