@@ -592,7 +592,8 @@ void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   AddTargetOptions(kp, k->target, "Target (default: 'host', or the only one)");
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("--format", k->format,
-                 "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf (printed, never written)");
+                 "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf, cilium, fentry (printed, "
+                 "never written)");
   kp->add_option("--line", k->line,
                  "A line of the copy's own source file, inside the copy: one definition per place it has")
       ->check(CLI::NonNegativeNumber);
@@ -615,13 +616,19 @@ A function the kernel refuses (no fentry call, init text, kprobe blacklist: see 
   perf      perf probe [-m MOD] -a 'GRP:EVENT=NAME[@DECL_FILE]' (a name perf resolves to this copy
             and its inlined places), else the live address 0xADDR
   bpftrace  kprobe:NAME or kprobe:MOD:NAME when unique there, else kprobe:0xADDR (--unsafe)
-  libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (cilium/ebpf:
+  libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (a later cilium/ebpf's
             KprobeOptions.Address); a unique name, with an offset into it
+  cilium    link.Kprobe("NAME", prog, nil) when NAME is unique; a vmlinux copy as its anchor plus
+            offset, link.Kprobe("_text", prog, &link.KprobeOptions{Offset: N}) (KASLR-proof);
+            Debian 12's cilium/ebpf 0.9.1 has no address option: a module's shared name has none
+  fentry    fentry/NAME (fexit/NAME with -r): libbpf's section, bpftrace kfunc:NAME, cilium/ebpf
+            AttachTo NAME, only when the kernel resolves NAME to this copy (the fentry verdict of
+            'symdex which --fentry'); else refused, exit 4, naming the copy it reaches instead
 An address is given for a live target only: it holds for one boot.
 With arguments, bpftrace's form is a program that prints them as the trace line would
-(reg(), str(), kaddr() reading what the kprobe_events definition reads) and libbpf's adds a
-C struct of fetches and the function that fills it from ctx (vmlinux.h; cilium/ebpf's bpf2go
-compiles the same C); an argument a tracer cannot read the same way is refused, exit 4.
+(reg(), str(), kaddr() reading what the kprobe_events definition reads); libbpf's and
+cilium's add a C struct of fetches and the function that fills it from ctx (vmlinux.h;
+cilium/ebpf's bpf2go compiles the same C); an argument a tracer cannot read the same way is refused, exit 4.
 Arguments by name, in perf probe's syntax, are compiled from this copy's DWARF at the probe's
 address (its location lists, members, types): [NAME=]VAR[->M|.M|[N]]...[:TYPE], $params,
 $vars, $retval (with -r). TYPE: u8..u64, s8..s64, x8..x64, string, ustring, bW@O/C; default from

@@ -85,7 +85,13 @@ struct WhichOptions {
   std::string target;
   std::string name;
   bool exact = false;
+  bool fentry = false;  // each copy's fentry verdict on a line of its own
 };
+
+// What fentry/fexit by the name does about this copy (query/fentry_verdict.h).
+nlohmann::json FentryJson(const query::FentryVerdict& f) {
+  return {{"reach", std::string(query::FentryReachName(f.kind))}, {"reason", f.reason}};
+}
 
 int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
   auto api = OpenQuery(g);
@@ -96,7 +102,11 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
   const std::vector<query::Instance>* found = &r->instances;
   if (g.json) {
     nlohmann::json arr = nlohmann::json::array();
-    for (const auto& in : *found) arr.push_back(ToJson(in));
+    for (const auto& in : *found) {
+      nlohmann::json j = ToJson(in);
+      j["fentry"] = FentryJson(in.fentry);
+      arr.push_back(std::move(j));
+    }
     PrintJson({{"target", t->name}, {"name", o.name}, {"count", found->size()}, {"instances", arr}});
   } else if (found->empty()) {
     fmt::print(stderr, "symdex: no symbol named '{}' in target '{}'\n", EscapeControl(o.name), t->name);
@@ -105,7 +115,12 @@ int RunWhich(const GlobalOptions& g, const WhichOptions& o) {
                found->size() == 1 ? "" : "s", t->name);
     fmt::print("  {:<28} {:<16} {:<22} {} {:>7}  {:<22} {:<17} {}\n", "NAME", "MODULE", "ADDRESS", "T", "SIZE",
                "KPROBE TARGET", "VERDICT", "SOURCE (entry line, declaration, compilation unit)");
-    for (const auto& in : *found) PrintInstanceRow(in, true, true);
+    for (const auto& in : *found) {
+      PrintInstanceRow(in, true, true);
+      if (o.fentry) {
+        fmt::print("      fentry: {}: {}\n", query::FentryReachName(in.fentry.kind), EscapeControl(in.fentry.reason));
+      }
+    }
   }
   return found->empty() ? kNotFound : kFound;
 }
@@ -285,12 +300,19 @@ void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   which->add_option("NAME", w->name, "Symbol name as kallsyms shows it (e.g. name_show)")->required();
   AddTargetOptions(which, w->target, "Target to query (default: 'host', or the only one)");
   which->add_flag("--exact", w->exact, "Only NAME itself, not its compiler clones (NAME.isra.0, NAME.cold, ...)");
+  which->add_flag("--fentry", w->fentry,
+                  "Under each instance, what fentry/fexit by the name does about it (always in --json)");
   which->footer(R"(Columns: module (vmlinux or the module), address (offline modules: section+offset),
 nm type, size (~ = distance to the next symbol), and the kprobe_events target the
 kernel accepts for exactly that instance: NAME if unique, MOD:NAME if unique in MOD,
 _text+N for vmlinux (KASLR-proof), else the absolute address; then its probe VERDICT
 (traceable, traceable(kprobe): kprobe events yes, ftrace no; no-fentry, init, blacklisted,
 not-code, unknown) from the kernel's own tables, with the reason on the next line.
+--fentry adds what a BPF trampoline attached by the name (fentry/fexit, bpftrace kfunc:,
+cilium/ebpf AttachTracing) does about each copy, from the BTF and the kernel's own lookup:
+reaches (the name attaches here), elsewhere (at another copy, named), attach-fails (the copy
+the name resolves to has no fentry call), no-btf (no BTF function of the name), load-order
+(the modules' load order decides), unknown (BTF not read).
 Exit: 0 found, 1 no such symbol, 2 usage, 3 no index.)");
   which->callback([&g, &exit_code, w] { exit_code = RunWhich(g, *w); });
 

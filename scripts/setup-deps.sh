@@ -33,8 +33,9 @@ PKGS=(
   # (tests/integration/check_tracer_fetches.sh: bpftrace --emit-elf; clang -target bpf against
   # libbpf's headers and the vmlinux.h bpftool writes from a kernel's BTF)
   bpftrace libbpf-dev bpftool
-  # `go tool pprof` reads the profiles `symdex pprof` writes (tests)
-  golang-go
+  # `go tool pprof` reads the profiles `symdex pprof` writes (tests); the cilium/ebpf loader of
+  # the tracers' guest is built with Debian's cilium/ebpf (tests/e2e/qemu_tracers.py)
+  golang-go golang-github-cilium-ebpf-dev
   # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests);
   # bash-completion runs its completion script (tests/package/completion_test.sh)
   lintian debootstrap bash-completion

@@ -46,6 +46,10 @@ void ToProto(const query::Instance& in, pb::Instance* out) {
   out->set_ftrace_ok(in.verdict.ftrace);
   out->set_verdict_reason(in.verdict.reason);
   out->set_probe_bits(in.verdict.bits);
+  if (in.fentry.kind != query::FentryReach::kUnknown || !in.fentry.reason.empty()) {
+    out->set_fentry(std::string(query::FentryReachName(in.fentry.kind)));
+    out->set_fentry_reason(in.fentry.reason);
+  }
 }
 
 namespace {
@@ -122,6 +126,8 @@ query::Instance ToInstance(M& in) {
   out.verdict.ftrace = in.ftrace_ok();
   out.verdict.reason = SYMDEX_TAKE(in, verdict_reason);
   out.verdict.bits = in.probe_bits();
+  out.fentry.kind = query::ParseFentryReach(in.fentry()).value_or(query::FentryReach::kUnknown);
+  out.fentry.reason = SYMDEX_TAKE(in, fentry_reason);
   return out;
 }
 

@@ -16,7 +16,9 @@
 //  - a blacklist entry blacklists the symbol holding it; an area, every symbol starting in it
 //    and the one holding its start (kprobe_add_area_blacklist); a clone whose base name is
 //    blacklisted is refused too (within_kprobe_blacklist);
-//  - init text: symbols starting in [_sinittext, _einittext), or in a module's .init* section.
+//  - init text: symbols starting in [_sinittext, _einittext), or in a module's .init* section;
+//  - BTF: the code symbols whose name is a function of their owner's BTF (a module's read over
+//    vmlinux's strings), which fentry/fexit can name (query/probe_verdict.h FentryVerdictOf).
 // Areas come from the image when it was read, else from the same symbols in kallsyms/System.map
 // (_sinittext, __noinstr_text_start, ...), so init and blacklist verdicts need no debug file.
 #include <algorithm>
@@ -24,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "server/common/file_util.h"
 #include "server/common/kernel_arch.h"
@@ -31,6 +34,7 @@
 #include "server/common/symbol_type.h"
 #include "server/debuginfo/files/probe_files.h"
 #include "server/indexer/steps.h"
+#include "server/ingest/btf.h"
 #include "server/ingest/config_text.h"
 #include "server/ingest/kallsyms.h"
 #include "server/kernel/probe_bits.h"
@@ -321,6 +325,16 @@ std::string LayoutAgainstConfig(const kernel::KernelTarget& t, const ingest::Pro
                 t.kernel_config, " selects '", selected->name, "'; the verdicts follow the records");
 }
 
+// The BTF bits of an owner's code symbols (`module`: -1 vmlinux): judged, and a function of its
+// BTF when `funcs` has the name. An owner without a .BTF section has no BTF functions.
+void MarkBtf(std::vector<SymbolEntry>& syms, int module, const std::vector<std::string>& funcs) {
+  std::unordered_set<std::string_view> names(funcs.begin(), funcs.end());
+  for (SymbolEntry& s : syms) {
+    if (s.module != module || !IsCodeSymbolType(s.type)) continue;
+    s.probe |= kernel::kProbeBtfJudged | (names.count(s.name) ? kernel::kProbeBtfFunc : 0u);
+  }
+}
+
 }  // namespace
 
 absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilter& want, IndexSummary& sum) {
@@ -339,6 +353,9 @@ absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilte
   ASSIGN_OR_RETURN(auto vml, VmlinuxDebugFile(db, t));
   bool vmlinux_read = false;
   bool kernel_records_fentry = false;
+  // vmlinux's BTF strings: a module's BTF is read over them.
+  std::string vmlinux_btf_strings;
+  std::vector<std::string> btf_failures;
   uint16_t machine = 0;  // the kernel's architecture, from the first table read
   if (vml && !vml->path.empty()) {
     auto tab = debuginfo::ReadProbeTablesFile(vml->path);
@@ -346,6 +363,14 @@ absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilte
       uint64_t slide = 0;
       if (t.text_addr && vml->text_addr) slide = *t.text_addr - *vml->text_addr;
       judge.Apply(judge.owner(-1), *tab, slide, false);
+      if (tab->btf.empty()) {
+        MarkBtf(t.symbols, -1, {});
+      } else if (auto b = ingest::ReadBtf(tab->btf); b.ok()) {
+        MarkBtf(t.symbols, -1, b->funcs);
+        vmlinux_btf_strings = std::move(b->strings);
+      } else {
+        btf_failures.push_back(StrCat(vml->path, ": ", b.status().message()));
+      }
       kernel_records_fentry = tab->fentry_known;
       machine = tab->machine;
       if (tab->layout != nullptr && tab->fentry_known) {
@@ -380,6 +405,15 @@ absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilte
       auto tab = debuginfo::ReadProbeTablesFile(p);
       if (tab.ok() && tab->relocatable) {
         of_module.Apply(o, *tab, 0, kernel_records_fentry);
+        if (tab->btf.empty()) {
+          MarkBtf(syms, m, {});
+        } else if (!vmlinux_btf_strings.empty()) {
+          if (auto b = ingest::ReadBtf(tab->btf, vmlinux_btf_strings); b.ok()) {
+            MarkBtf(syms, m, b->funcs);
+          } else if (btf_failures.size() < 3) {
+            btf_failures.push_back(StrCat(p, ": ", b.status().message()));
+          }
+        }
         if (machine == 0) machine = tab->machine;
         ++read;
         break;
@@ -410,6 +444,10 @@ absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilte
   cross->Fix(t.symbols);
   t.spill->finish = [cross](std::vector<SymbolEntry>& syms) { cross->Fix(syms); };
   sum.probe_tables_read = read;
+  if (!btf_failures.empty()) {
+    t.warnings.push_back(StrCat("fentry verdicts: unreadable BTF (", StrJoin(btf_failures, "; "),
+                                "); its functions have no fentry verdict"));
+  }
   if (failed > 0) {
     t.warnings.push_back(StrCat("probe verdicts: ", failed, " file(s) without readable probe tables (",
                                 StrJoin(failures, "; "), failed > failures.size() ? "; ..." : "", ")"));

@@ -28,9 +28,9 @@ struct Field {
 };
 
 // profile.proto's fields, one at a time, read through common/byte_reader.h.
-class Reader {
+class WireReader {
  public:
-  explicit Reader(std::string_view s) : s_(s), r_(s) {}
+  explicit WireReader(std::string_view s) : s_(s), r_(s) {}
   bool done() const { return r_.done(); }
   // false at the end; an error for a malformed field.
   absl::StatusOr<bool> Next(Field& f) {
@@ -98,7 +98,7 @@ absl::Status Limit(size_t n, std::string_view what) {
 // f(field) for each field of `data`, in order: the first error, the reader's or f's, ends it.
 template <class F>
 absl::Status ForEachField(std::string_view data, F&& f) {
-  Reader r(data);
+  WireReader r(data);
   Field g;
   while (true) {
     ASSIGN_OR_RETURN(bool more, r.Next(g));
@@ -177,7 +177,7 @@ absl::StatusOr<std::vector<uint64_t>> ReadStack(std::string_view data) {
 
 // The id field (`number`, a varint) of an embedded message; the last one counts, 0 when none.
 uint64_t IdOf(std::string_view message, uint32_t number) {
-  Reader r(message);
+  WireReader r(message);
   Field g;
   uint64_t id = 0;
   while (r.Next(g).value_or(false)) {
@@ -284,7 +284,7 @@ std::string RewritePprof(std::string_view bytes, const PprofProfile& p,
   };
   std::string out;
   out.reserve(bytes.size() + bytes.size() / 2);
-  Reader r(bytes);
+  WireReader r(bytes);
   Field f;
   while (r.Next(f).value_or(false)) {
     if (f.type == kBytes && f.number == kStringTable) continue;  // written whole at the end
@@ -292,7 +292,7 @@ std::string RewritePprof(std::string_view bytes, const PprofProfile& p,
       auto it = lines.find(IdOf(f.data, kLocId));
       if (it != lines.end()) {
         std::string msg;
-        Reader lr(f.data);
+        WireReader lr(f.data);
         Field g;
         while (lr.Next(g).value_or(false)) {
           if (g.number != kLocLine) msg.append(g.raw);  // id, mapping, address, is_folded: kept

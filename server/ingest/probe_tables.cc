@@ -37,9 +37,9 @@ std::string_view Bytes(const Section& s) {
   return {static_cast<const char*>(d->d_buf), d->d_size};
 }
 
-class Reader {
+class ProbeElfReader {
  public:
-  Reader(Elf* elf, const GElf_Ehdr& eh, std::span<char> image) : elf_(elf), eh_(eh), image_(image) {}
+  ProbeElfReader(Elf* elf, const GElf_Ehdr& eh, std::span<char> image) : elf_(elf), eh_(eh), image_(image) {}
 
   absl::Status LoadSections() {
     size_t n = 0, shstrndx = 0;
@@ -219,6 +219,14 @@ class Reader {
     return false;
   }
 
+  // The bytes of the first section named `name` ("" when there is none).
+  std::string_view SectionBytes(std::string_view name) const {
+    for (const Section& s : sections_) {
+      if (s.name == name) return Bytes(s);
+    }
+    return {};
+  }
+
   // A module: whole sections as areas (those named exactly, or with the prefix when `prefix`).
   std::vector<ProbeArea> SectionAreas(std::string_view name, bool prefix, bool exec_only) const {
     std::vector<ProbeArea> out;
@@ -319,7 +327,7 @@ class Reader {
 constexpr BoundedText kGenericBlacklist[] = {{"__kprobes_text_start", "__kprobes_text_end", ".kprobes.text"},
                                              {"__noinstr_text_start", "__noinstr_text_end", ".noinstr.text"}};
 
-absl::Status ReadLinked(Reader& rd, const KernelArch* arch, ProbeTables& out) {
+absl::Status ReadLinked(ProbeElfReader& rd, const KernelArch* arch, ProbeTables& out) {
   std::vector<std::string_view> wanted = {"__start_mcount_loc",      "__stop_mcount_loc", "__start_kprobe_blacklist",
                                           "__stop_kprobe_blacklist", "_sinittext",        "_einittext"};
   std::vector<BoundedText> areas(std::begin(kGenericBlacklist), std::end(kGenericBlacklist));
@@ -357,7 +365,7 @@ absl::Status ReadLinked(Reader& rd, const KernelArch* arch, ProbeTables& out) {
   return absl::OkStatus();
 }
 
-absl::Status ReadRelocatable(Reader& rd, const KernelArch* arch, ProbeTables& out) {
+absl::Status ReadRelocatable(ProbeElfReader& rd, const KernelArch* arch, ProbeTables& out) {
   // No section of ftrace sites: either no function of the module has one, or the kernel
   // records none at all (no dynamic ftrace). The caller tells them apart (vmlinux's).
   const std::string_view sites = arch != nullptr ? arch->module_ftrace_section : "__mcount_loc";
@@ -379,7 +387,7 @@ absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image) {
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return absl::InvalidArgumentError("not an ELF file");
   GElf_Ehdr eh;
   if (gelf_getehdr(elf.get(), &eh) == nullptr) return LibelfError("bad ELF header");
-  Reader rd(elf.get(), eh, image);
+  ProbeElfReader rd(elf.get(), eh, image);
   RETURN_IF_ERROR(rd.LoadSections());
   ProbeTables out;
   out.machine = eh.e_machine;
@@ -391,6 +399,7 @@ absl::StatusOr<ProbeTables> ReadProbeTables(std::span<char> image) {
     RETURN_IF_ERROR(ReadLinked(rd, arch, out));
   }
   if (arch != nullptr) out.layout = rd.SitesFromRecords(*arch, out.fentry);
+  out.btf = std::string(rd.SectionBytes(".BTF"));
   return out;
 }
 

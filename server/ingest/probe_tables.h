@@ -19,7 +19,8 @@
 //    a module: its _kprobe_blacklist section) and whole areas: .kprobes.text, .noinstr.text and
 //    the architecture's own (kernel/kprobes.c populate_kprobe_blacklist and the arch hook).
 //  - init text, freed after boot (vmlinux: _sinittext.._einittext) or after a module's load
-//    (its .init* executable sections).
+//    (its .init* executable sections);
+//  - its BTF (.BTF), the function names a BPF trampoline attaches to by name (ingest/btf.h).
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,9 @@ struct ProbeTables {
   std::vector<ProbePlace> blacklist;  // function addresses named by NOKPROBE_SYMBOL
   std::vector<ProbeArea> blacklist_areas;
   std::vector<ProbeArea> init_areas;
+  // The .BTF section's bytes, as they are ("" without one): read by ingest::ReadBtf, which for
+  // a module needs vmlinux's strings.
+  std::string btf;
   // What was skipped and why (relocations of a type this reader does not apply, ...).
   std::vector<std::string> notes;
 };

@@ -32,6 +32,11 @@ enum ProbeBits : uint32_t {
   // Its fentry call is 4 bytes in, after an ENDBR64 (x86-64 with IBT, Debian's 6.12): the kernel
   // moves a probe at its entry past the ENDBR64 (arch_adjust_kprobe_addr), to NAME+0x4.
   kProbeEntryEndbr = 1u << 8,
+  // Its owner's BTF was read (vmlinux's .BTF; a module's, split over vmlinux's): without this
+  // bit kProbeBtfFunc says nothing.
+  kProbeBtfJudged = 1u << 9,
+  // Its name is a function (BTF_KIND_FUNC) of its owner's BTF: fentry/fexit can name it.
+  kProbeBtfFunc = 1u << 10,
 };
 
 // Bits 24-31: how many more lines ftrace lists under its name, after its own site's, for

@@ -45,6 +45,25 @@ struct ProbeVerdict {
   unsigned far_ftrace_sites() const;
 };
 
+// What a BPF trampoline attached by the function's name (libbpf SEC("fentry/NAME"), fexit,
+// bpftrace kfunc:NAME, cilium/ebpf AttachTracing) does about this copy: the kernel resolves the
+// name to one address (query/fentry_verdict.h).
+enum class FentryReach {
+  kUnknown,      // a BTF this index did not read (no debug or module file, or indexed before)
+  kReaches,      // the name attaches here
+  kElsewhere,    // the name attaches at another copy; this one only by address (kprobe)
+  kAttachFails,  // the name resolves to a copy without an fentry call: the attach fails
+  kNoBtf,        // not a function of any BTF: libbpf and bpftrace refuse the name
+  kLoadOrder,    // which copy depends on the order the modules were loaded in
+};
+std::string_view FentryReachName(FentryReach r);  // unknown, reaches, elsewhere, attach-fails, ...
+std::optional<FentryReach> ParseFentryReach(std::string_view name);
+
+struct FentryVerdict {
+  FentryReach kind = FentryReach::kUnknown;
+  std::string reason;  // which copy the name reaches instead, and how to reach this one
+};
+
 struct Instance {
   std::string name;
   std::string module;  // "" = vmlinux
@@ -70,6 +89,9 @@ struct Instance {
   std::string dwarf_note;
   // What the kernel will do with a probe on it (probe_verdict.h).
   ProbeVerdict verdict;
+  // What fentry/fexit by its name reaches (fentry_verdict.h); set where every copy of the name
+  // is at hand (InstancesNamed).
+  FentryVerdict fentry;
 };
 
 // Whether `a` and `b` are at the same place: the same owner, absolute address, and section and

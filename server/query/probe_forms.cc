@@ -90,6 +90,63 @@ absl::StatusOr<ProbeForm> Bpftrace(const Match& m, const TargetInfo& t, const Kp
   return out;
 }
 
+// cilium/ebpf as Debian 12 packages it (0.9.1): link.Kprobe(SYMBOL, prog, &link.KprobeOptions{Offset:
+// N}) opens the kprobe PMU on a kernel symbol (letters, digits, _ and .) plus an offset, which the
+// kernel resolves as kprobe_events resolves SYMBOL+N. A unique name is itself; a vmlinux copy is
+// the anchor (_text, or _stext) plus its distance from it, KASLR-proof as kprobe_events' _text+N;
+// a module's copy of a name other copies share has no symbol of its own to give.
+absl::StatusOr<ProbeForm> Cilium(const Match& m, const KprobeOptions& k) {
+  const Instance& in = m.instance;
+  std::string symbol;
+  uint64_t offset = m.offset;
+  if (in.same_name_total == 1) {
+    symbol = in.name;
+  } else if (in.module.empty() && in.text_offset) {
+    symbol = in.text_anchor;
+    offset += *in.text_offset;
+  } else {
+    return absl::FailedPreconditionError(StrCat(
+        "cilium/ebpf (0.9.1, Debian 12's) names a kprobe by a kernel symbol alone: no MOD:NAME, no address; ", in.name,
+        " has ", in.same_name_total, " copies and this one is in ", in.module.empty() ? "vmlinux" : in.module,
+        ": the kprobe_events line (symdex kprobe -n) and libbpf's address form (a live host) reach it"));
+  }
+  const char* fn = k.ret ? "Kretprobe" : "Kprobe";
+  ProbeForm out;
+  out.text = offset == 0 ? fmt::format("link.{}(\"{}\", prog, nil)", fn, symbol)
+                         : fmt::format("link.{}(\"{}\", prog, &link.KprobeOptions{{Offset: {}}})", fn, symbol, offset);
+  if (symbol != in.name) {
+    out.note =
+        fmt::format("{}+{} is this copy of {} (as kprobe_events' {}+{}); cilium/ebpf 0.9.1 has no address option",
+                    symbol, offset, in.name, symbol, offset);
+  }
+  return out;
+}
+
+// fentry/fexit by name: libbpf's SEC("fentry/NAME") (fexit/ with -r), when the name reaches this
+// copy (query/fentry_verdict.h); a trampoline has no offset and no fetch args (its program reads
+// the arguments BTF types).
+absl::StatusOr<ProbeForm> Fentry(const Match& m, const KprobeOptions& k) {
+  const Instance& in = m.instance;
+  if (in.fentry.kind != FentryReach::kReaches) {
+    return absl::FailedPreconditionError(StrCat(
+        "fentry: no form for this copy (", FentryReachName(in.fentry.kind), "): ",
+        in.fentry.reason.empty() ? "no verdict (index it again with its debug or module files)" : in.fentry.reason));
+  }
+  if (m.offset != 0) {
+    return absl::FailedPreconditionError("fentry: a trampoline runs at the function's entry only: no +OFFSET");
+  }
+  if (!k.fetchargs.empty()) {
+    return absl::FailedPreconditionError(
+        "fentry: the program reads the function's arguments by position, typed by BTF: no fetch args");
+  }
+  const char* kind = k.ret ? "fexit" : "fentry";
+  return ProbeForm{.text = StrCat(kind, "/", in.name),
+                   .note = StrCat("libbpf SEC(\"", kind, "/", in.name, "\"); bpftrace ",
+                                  k.ret ? "kretfunc:" : "kfunc:", in.module.empty() ? "" : in.module + ":", in.name,
+                                  "; cilium/ebpf ProgramSpec{AttachType: ebpf.",
+                                  k.ret ? "AttachTraceFExit" : "AttachTraceFEntry", ", AttachTo: \"", in.name, "\"}")};
+}
+
 absl::StatusOr<ProbeForm> Libbpf(const Match& m, const TargetInfo& t, const KprobeOptions& k) {
   const Instance& in = m.instance;
   ProbeForm out;
@@ -150,18 +207,20 @@ std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<
 }
 
 namespace {
-constexpr std::array<EnumName<TracerSyntax>, 4> kTracerSyntaxNames = {{
+constexpr std::array<EnumName<TracerSyntax>, 6> kTracerSyntaxNames = {{
     {TracerSyntax::kKprobeEvents, "kprobe_events"},
     {TracerSyntax::kPerf, "perf"},
     {TracerSyntax::kBpftrace, "bpftrace"},
     {TracerSyntax::kLibbpf, "libbpf"},
+    {TracerSyntax::kFentry, "fentry"},
+    {TracerSyntax::kCilium, "cilium"},
 }};
 }  // namespace
 
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {
   if (auto t = ValueIn(kTracerSyntaxNames, s)) return *t;
   return absl::InvalidArgumentError(
-      StrCat("format '", Excerpt(s, 40), "': expected kprobe_events, perf, bpftrace or libbpf"));
+      StrCat("format '", Excerpt(s, 40), "': expected kprobe_events, perf, bpftrace, libbpf, cilium or fentry"));
 }
 
 std::string_view TracerSyntaxName(TracerSyntax s) { return NameIn(kTracerSyntaxNames, s, "?"); }
@@ -172,9 +231,12 @@ absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const Tar
     ASSIGN_OR_RETURN(std::string line, KprobeLine(m, opts));
     return ProbeForm{.text = std::move(line)};
   }
+  if (syntax == TracerSyntax::kFentry) return Fentry(m, opts);
   RETURN_IF_ERROR(CheckReturnProbe(m, opts));
   if (syntax == TracerSyntax::kPerf) return Perf(m, t, opts, same_decl_file);
-  ASSIGN_OR_RETURN(ProbeForm out, syntax == TracerSyntax::kBpftrace ? Bpftrace(m, t, opts) : Libbpf(m, t, opts));
+  ASSIGN_OR_RETURN(ProbeForm out, syntax == TracerSyntax::kBpftrace ? Bpftrace(m, t, opts)
+                                  : syntax == TracerSyntax::kCilium ? Cilium(m, opts)
+                                                                    : Libbpf(m, t, opts));
   if (opts.fetchargs.empty()) return out;
   ASSIGN_OR_RETURN(auto args, ParseFetchArgs(opts.fetchargs));
   const KernelArch* arch = ArchOfMachine(t.machine);

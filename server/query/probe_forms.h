@@ -10,6 +10,11 @@
 //                  live target (bpftrace's address kprobes, run with --unsafe)
 //   libbpf         by address: func_name NULL, bpf_kprobe_opts.offset = the address
 //                  (cilium/ebpf: link.Kprobe("", prog, &link.KprobeOptions{Address: ...}))
+//   cilium         link.Kprobe("NAME", prog, nil) for a unique name; a vmlinux copy as its anchor plus
+//                  offset, link.Kprobe("_text", prog, &link.KprobeOptions{Offset: N}) (0.9.1,
+//                  Debian 12's, has no address option: a module's shared name has no form)
+//   fentry         fentry/NAME (fexit/NAME): libbpf's section, bpftrace kfunc:NAME, cilium/ebpf
+//                  AttachTo NAME, when the kernel resolves NAME to this copy (fentry_verdict.h)
 //
 // An absolute address holds for one boot of one host: it is given only for a live target, never
 // for an offline kernel (whose addresses are the link-time ones, before KASLR).
@@ -36,14 +41,15 @@ absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts
 // than being kprobe_events' own; InvalidArgument for one that is neither.
 absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs);
 
-enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf };
+enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf, kFentry, kCilium };
 
 // The fetch args FormFor takes for `syntax`: perf the ones the user wrote (it compiles names
 // itself), the others those of `kprobe`, the kprobe_events definition symdex compiled them into.
 std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<std::string>& written,
                                          std::string_view kprobe);
 
-// "kprobe_events" | "perf" | "bpftrace" | "libbpf", or InvalidArgument naming the choices.
+// "kprobe_events" | "perf" | "bpftrace" | "libbpf" | "cilium" | "fentry", or InvalidArgument naming the
+// choices.
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s);
 std::string_view TracerSyntaxName(TracerSyntax s);
 

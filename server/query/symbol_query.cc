@@ -6,6 +6,7 @@
 
 #include "server/common/strings.h"
 #include "server/ingest/kallsyms.h"
+#include "server/query/fentry_verdict.h"
 
 namespace symdex::query {
 namespace {
@@ -120,6 +121,9 @@ absl::StatusOr<std::vector<Instance>> InstancesNamed(store::Db& db, const Target
     FillProbe(in);
     out.push_back(std::move(in));
   }
+  std::map<std::string, std::vector<Instance*>> by_name;
+  for (Instance& in : out) by_name[in.name].push_back(&in);
+  for (auto& [name, copies] : by_name) FillFentryVerdicts(t, copies);
   return out;
 }
 

@@ -222,7 +222,7 @@ def main():
         for c in copies:
             c["siblings"] = [o["ref"] for o in copies if o["name"] == c["name"] and o is not c]
             t = "t" + c["ref"][1:]
-            for fmt in ("perf", "bpftrace", "libbpf"):
+            for fmt in ("perf", "bpftrace", "libbpf", "cilium"):
                 r = symdex(a, db, "kprobe", "-n", "-e", f"symdex/{t}", "--format", fmt, c["spec"])
                 c[fmt] = (r.returncode, r.stdout.strip(), r.stderr.strip())
 
@@ -232,6 +232,10 @@ def main():
         log("bpftrace judged")
         judge_libbpf(guest, copies, wl, work, results, failures)
         log("libbpf judged")
+        judge_cilium(guest, copies, wl, work, results, failures)
+        log("cilium/ebpf judged")
+        judge_fentry(a, db, guest, copies, wl, work, results, failures)
+        log("fentry judged")
         guest.send("QUIT")
         guest.expect("BYE")
     except e2e.Fail as e:
@@ -481,6 +485,267 @@ def judge_libbpf(guest, copies, wl, work, results, failures):
         results.append(line)
         if kind == "wrong":
             failures.append(line)
+
+
+# The cilium/ebpf loader (Debian 12's golang-github-cilium-ebpf-dev, 0.9.1): the kprobe programs of
+# prog.bpf.o (BPF_PROGRAM), each attached by the Go expression symdex printed for its copy, used as
+# printed; then the workload, and each slot's hits over it.
+CILIUM_LOADER = r"""package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+)
+
+func counts(m *ebpf.Map) []uint64 {
+	out := make([]uint64, %(n)d)
+	for k := range out {
+		_ = m.Lookup(uint32(k), &out[k])
+	}
+	return out
+}
+
+func main() {
+	coll, err := ebpf.LoadCollection(os.Args[1])
+	if err != nil {
+		fmt.Println("LOAD-FAILED", err)
+		os.Exit(2)
+	}
+	var links []link.Link
+	var prog *ebpf.Program
+	var l link.Link
+%(attaches)s
+	before := counts(coll.Maps["hits"])
+	if err := exec.Command("/bin/sh", "/tmp/workload.sh").Run(); err != nil {
+		os.Exit(3)
+	}
+	after := counts(coll.Maps["hits"])
+	for k := range after {
+		fmt.Printf("@@L %%d %%d\n", k, after[k]-before[k])
+	}
+	for _, l := range links {
+		l.Close()
+	}
+}
+"""
+
+
+def judge_cilium(guest, copies, wl, work, results, failures):
+    """cilium/ebpf: the Go expression symdex prints for each copy, built here into a static loader
+    (go, golang-github-cilium-ebpf-dev) over a kprobe program a copy (clang -target bpf), run in
+    the guest. Where symdex refuses (a module's copy of a shared name), the refusal is checked
+    against cilium/ebpf itself: the name alone must fail in the kernel ("not unique")."""
+    printed = [c for c in copies if c["cilium"][0] == 0]
+    refused = [c for c in copies if c["cilium"][0] != 0]
+    if not shutil.which("clang-14") or not shutil.which("go"):
+        raise e2e.Skip("clang-14 or go missing (scripts/setup-deps.sh)")
+    d = os.path.join(work, "cilium")
+    os.makedirs(d, exist_ok=True)
+    # The printed forms, then one name-alone attach of each refused name (the refusal's witness).
+    witnesses = []
+    for c in refused:
+        if c["name"] not in [w["name"] for w in witnesses]:
+            witnesses.append(c)
+    forms = [c["cilium"][1].splitlines()[-1].strip() for c in printed] + \
+        [f'link.Kprobe("{c["name"]}", prog, nil)' for c in witnesses]
+    n = len(forms)
+    if n == 0:
+        return
+    with open(os.path.join(d, "prog.bpf.c"), "w") as f:
+        f.write(BPF_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
+    attaches = "".join(
+        f'\tprog = coll.Programs["p{i}"]\n'
+        f'\tif l, err = {form}; err != nil {{\n\t\tfmt.Printf("ATTACH-FAILED {i} %v\\n", err)\n'
+        f'\t}} else {{\n\t\tlinks = append(links, l)\n\t}}\n' for i, form in enumerate(forms))
+    with open(os.path.join(d, "main.go"), "w") as f:
+        f.write(CILIUM_LOADER % {"n": n, "attaches": attaches})
+    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    env = dict(os.environ, GOPATH="/usr/share/gocode", GO111MODULE="off", CGO_ENABLED="0",
+               GOCACHE=os.path.join(d, "gocache"))
+    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", "prog.bpf.c", "-o",
+                 "prog.bpf.o"],
+                ["go", "build", "-o", "loader", "main.go"]):
+        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            failures.append(f"cilium: {' '.join(cmd)} failed: {r.stderr[-600:]}")
+            return
+    files = ""
+    for name in ("loader", "prog.bpf.o"):
+        with open(os.path.join(d, name), "rb") as f:
+            files += f"base64 -d >/tmp/c-{name} <<'EOF'\n{base64.b64encode(f.read()).decode()}\nEOF\n"
+    rc, out = sh(guest, wl + files + "chmod +x /tmp/c-loader\n" + TRACE_RUN +
+                 "/tmp/c-loader /tmp/c-prog.bpf.o 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+    tool, _, trace = out.partition("@@TRACE\n")
+    if rc != 0:
+        failures.append(f"cilium: the loader failed ({rc}): {tool.strip()[-600:]}")
+        return
+    refs, _ = in_window(trace)
+    got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
+    for i, c in enumerate(printed):
+        m = re.search(rf"ATTACH-FAILED {i} (.*)", tool)
+        if m:
+            failures.append(f"cilium/ebpf refused what symdex printed for {c['spec']} ({forms[i]}): {m.group(1)}")
+            continue
+        kind, line = verdict(c, got.get(i, 0), refs, "cilium")
+        results.append(line + f" [{forms[i]}]")
+        if kind == "wrong":
+            failures.append(line)
+    for j, c in enumerate(witnesses):
+        i = len(printed) + j
+        m = re.search(rf"ATTACH-FAILED {i} (.*)", tool)
+        line = f"refused  cilium   {c['spec']}: link.Kprobe(\"{c['name']}\") -> {m.group(1) if m else 'attached'}"
+        results.append(line if m else "WRONG" + line[7:])
+        if not m:
+            failures.append(f"cilium/ebpf attaches {c['name']} by name, which symdex refused for {c['spec']}")
+
+
+# One fentry program a sampled name, attached by the name alone (SEC("fentry/NAME")), each
+# counting its hits into its own map.
+FENTRY_PROGRAM = r"""#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, __u64);
+} hits SEC(".maps");
+#define F(i, name) SEC("fentry/" #name) int f##i(void *ctx) { __u32 k = 0; \
+  __u64 *v = bpf_map_lookup_elem(&hits, &k); if (v) __sync_fetch_and_add(v, 1); return 0; }
+%(programs)s
+char LICENSE[] SEC("license") = "GPL";
+"""
+
+# The fentry loader: the object opened once a program, that program alone loaded (a name libbpf
+# finds in no BTF fails the load of its program only) and attached; then the workload, and each
+# program's hits over it. libbpf's own words on a failure go to the output.
+FENTRY_LOADER = r"""#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static int map[%(n)d];
+static unsigned long long count(int m) { __u32 k = 0; unsigned long long v = 0; bpf_map_lookup_elem(m, &k, &v); return v; }
+int main(int argc, char **argv) {
+  unsigned long long before[%(n)d] = {0};
+  for (int i = 0; i < %(n)d; i++) {
+    char want[16];
+    snprintf(want, sizeof want, "f%%d", i);
+    map[i] = -1;
+    struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
+    if (!obj) { printf("OPEN-FAILED %%d\n", errno); return 2; }
+    struct bpf_program *p;
+    bpf_object__for_each_program(p, obj) bpf_program__set_autoload(p, strcmp(bpf_program__name(p), want) == 0);
+    if (bpf_object__load(obj)) { printf("@@R %%d LOAD-FAILED %%d\n", i, errno); continue; }
+    struct bpf_link *l = bpf_program__attach(bpf_object__find_program_by_name(obj, want));
+    if (!l) { printf("@@R %%d ATTACH-FAILED %%d\n", i, errno); continue; }
+    map[i] = bpf_object__find_map_fd_by_name(obj, "hits");
+    printf("@@R %%d ATTACHED\n", i);
+  }
+  for (int i = 0; i < %(n)d; i++) if (map[i] >= 0) before[i] = count(map[i]);
+  if (system("/bin/sh /tmp/workload.sh") != 0) return 3;
+  for (int i = 0; i < %(n)d; i++) if (map[i] >= 0) printf("@@F %%d %%llu\n", i, count(map[i]) - before[i]);
+  return 0;
+}
+"""
+
+
+def fentry_verdicts(a, db, names, copies):
+    """symdex's fentry verdict of every sampled copy, and of the copy each name reaches: {name:
+    (reach of the name as a whole, the reached copy's ref or None)}; each copy gets c["fentry"]."""
+    out = {}
+    for name in names:
+        r = symdex(a, db, "--json", "which", "--exact", name)
+        insts = json.loads(r.stdout)["instances"] if r.returncode == 0 else []
+        by_addr = {int(i["address"], 16): i["fentry"] for i in insts if i.get("address")}
+        reached = [int(i["address"], 16) for i in insts if i["fentry"]["reach"] == "reaches" and i.get("address")]
+        for c in copies:
+            if c["name"] == name:
+                c["fentry"] = by_addr.get(c["addr"], {"reach": "?", "reason": "not in symdex's answer"})
+        ref = next((c["ref"] for c in copies if c["name"] == name and reached and c["addr"] == reached[0]), None)
+        kinds = {i["fentry"]["reach"] for i in insts if i["type"] in "tTwW"}
+        out[name] = (kinds, ref, bool(reached))
+    return out
+
+
+def judge_fentry(a, db, guest, copies, wl, work, results, failures):
+    """fentry by name, judged per copy: each sampled name's program attached by the name alone in
+    the guest; its hits over the workload equal the reference count of the copy symdex says the
+    name reaches, and of no sibling it says it does not; a name symdex says fails (no BTF function,
+    or a copy without an fentry call) must fail in libbpf or the kernel."""
+    names = sorted({c["name"] for c in copies})
+    verdicts = fentry_verdicts(a, db, names, copies)
+    if not shutil.which("clang-14") or not shutil.which("gcc"):
+        raise e2e.Skip("clang-14 or gcc missing (scripts/setup-deps.sh)")
+    n = len(names)
+    d = os.path.join(work, "fentry")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "fentry.bpf.c"), "w") as f:
+        f.write(FENTRY_PROGRAM % {"programs": "\n".join(f"F({i}, {nm})" for i, nm in enumerate(names))})
+    with open(os.path.join(d, "loader.c"), "w") as f:
+        f.write(FENTRY_LOADER % {"n": n})
+    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", "fentry.bpf.c", "-o",
+                 "fentry.bpf.o"],
+                ["gcc", "-O1", "-o", "loader", "loader.c", "-lbpf"]):
+        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
+        if r.returncode != 0:
+            failures.append(f"fentry: {' '.join(cmd)} failed: {r.stderr[-600:]}")
+            return
+    files = ""
+    for name in ("loader", "fentry.bpf.o"):
+        with open(os.path.join(d, name), "rb") as f:
+            files += f"base64 -d >/tmp/f-{name} <<'EOF'\n{base64.b64encode(f.read()).decode()}\nEOF\n"
+    rc, out = sh(guest, wl + files + "chmod +x /tmp/f-loader\n" + TRACE_RUN +
+                 "/tmp/f-loader /tmp/f-fentry.bpf.o 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+    tool, _, trace = out.partition("@@TRACE\n")
+    if rc != 0:
+        failures.append(f"fentry: the loader failed ({rc}): {tool.strip()[-600:]}")
+        return
+    refs, _ = in_window(trace)
+    state = {int(m.group(1)): m.group(2) for m in re.finditer(r"@@R (\d+) (\S+)", tool)}
+    got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@F (\d+) (\d+)", tool)}
+    for i, name in enumerate(names):
+        kinds, ref, reached = verdicts[name]
+        st = state.get(i, "?")
+        mine = [c for c in copies if c["name"] == name]
+        if not reached:
+            # symdex says no copy is reached: the name must not attach.
+            line = f"fentry   {name}: symdex {'/'.join(sorted(kinds))}; the guest: {st}"
+            if st == "ATTACHED":
+                results.append("WRONG    " + line)
+                failures.append(f"fentry/{name} attached where symdex says it cannot: {line}")
+            else:
+                results.append("refused  " + line)
+            continue
+        if st != "ATTACHED":
+            failures.append(f"fentry/{name}: symdex says it reaches a copy, the guest: {st}\n{errors(tool)}")
+            continue
+        hits = got.get(i, 0)
+        for c in mine:
+            says = c["fentry"]["reach"]
+            what = f"fentry   {c['spec']} ({says})"
+            mine_n = refs.get(c["ref"], 0)
+            if says == "reaches":
+                others = sum(refs.get(s, 0) for s in c["siblings"])
+                kind, line = verdict(c, hits, refs, "fentry")
+                results.append(line)
+                if kind == "wrong":
+                    failures.append(line)
+            elif ref is None:
+                results.append(f"idle     {what}: the copy the name reaches has no reference probe")
+            elif mine_n == refs.get(ref, 0):
+                results.append(f"idle     {what}: it ran as often as the reached copy ({mine_n})")
+            elif hits == refs.get(ref, 0) and hits != mine_n:
+                results.append(f"exact    {what}: fentry/{name} {hits} hits = the reached copy's, not this one's {mine_n}")
+            else:
+                line = f"WRONG    {what}: fentry/{name} {hits} hits, this copy {mine_n}, the reached copy {refs.get(ref, 0)}"
+                results.append(line)
+                failures.append(line)
 
 
 if __name__ == "__main__":

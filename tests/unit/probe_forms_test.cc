@@ -234,5 +234,58 @@ TEST(ProbeForms, KprobeLineNamesAControlByteNameByItsAddress) {
   EXPECT_EQ(*line, "p:symdex/e uio:name_show");
 }
 
+TEST(ProbeForms, CiliumNamesAVmlinuxCopyByItsAnchorAndOffsetOnlineAndOffline) {
+  for (const char* kind : {"live", "offline"}) {
+    auto c = FormFor(TracerSyntax::kCilium, VmlinuxCopy(), Target(kind), kLine, 0);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(c->text, "link.Kprobe(\"_text\", prog, &link.KprobeOptions{Offset: 6794624})");
+    EXPECT_FALSE(c->address) << "KASLR-proof: no absolute address";
+  }
+  Match at = VmlinuxCopy();
+  at.offset = 5;
+  at.instance.text_anchor = "_stext";  // arm64 without _text in kallsyms
+  auto in = FormFor(TracerSyntax::kCilium, at, Target("offline"), Probe("symdex", "x"), 0);
+  ASSERT_TRUE(in.ok()) << in.status();
+  EXPECT_EQ(in->text, "link.Kprobe(\"_stext\", prog, &link.KprobeOptions{Offset: 6794629})");
+  auto ret = FormFor(TracerSyntax::kCilium, VmlinuxCopy(), Target("offline"), Probe("symdex", "x", true), 0);
+  ASSERT_TRUE(ret.ok()) << ret.status();
+  EXPECT_EQ(ret->text, "link.Kretprobe(\"_text\", prog, &link.KprobeOptions{Offset: 6794624})");
+}
+
+TEST(ProbeForms, CiliumNamesAUniqueNameAndRefusesAModulesSharedOne) {
+  Match unique = ModuleCopy();
+  unique.instance.same_name_total = 1;
+  auto u = FormFor(TracerSyntax::kCilium, unique, Target("live"), kLine, 0);
+  ASSERT_TRUE(u.ok()) << u.status();
+  EXPECT_EQ(u->text, "link.Kprobe(\"name_show\", prog, nil)");
+  auto shared = FormFor(TracerSyntax::kCilium, ModuleCopy(), Target("live"), kLine, 0);
+  ASSERT_TRUE(absl::IsFailedPrecondition(shared.status())) << shared.status();
+  EXPECT_NE(shared.status().message().find("no MOD:NAME, no address"), std::string::npos) << shared.status();
+}
+
+TEST(ProbeForms, FentryIsTheNameWhereTheKernelResolvesItToThisCopy) {
+  Match m = VmlinuxCopy();
+  m.instance.fentry = {FentryReach::kReaches, "attach here"};
+  auto f = FormFor(TracerSyntax::kFentry, m, Target("offline"), kLine, 0);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->text, "fentry/name_show");
+  EXPECT_NE(f->note.find("kfunc:name_show"), std::string::npos) << f->note;
+  auto x = FormFor(TracerSyntax::kFentry, m, Target("offline"), Probe("symdex", "x", true), 0);
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ(x->text, "fexit/name_show");
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      FormFor(TracerSyntax::kFentry, m, Target("offline"), Probe("symdex", "x", false, {"count"}), 0).status()));
+  m.offset = 4;
+  EXPECT_TRUE(absl::IsFailedPrecondition(FormFor(TracerSyntax::kFentry, m, Target("offline"), kLine, 0).status()));
+
+  Match other = VmlinuxCopy();
+  other.instance.fentry = {FentryReach::kElsewhere,
+                           "fentry/fexit 'name_show' attach to the copy at kernel/irq/irqdesc.c:232"};
+  auto e = FormFor(TracerSyntax::kFentry, other, Target("offline"), kLine, 0);
+  ASSERT_TRUE(absl::IsFailedPrecondition(e.status())) << e.status();
+  EXPECT_NE(e.status().message().find("(elsewhere)"), std::string::npos) << e.status();
+  EXPECT_NE(e.status().message().find("kernel/irq/irqdesc.c:232"), std::string::npos) << e.status();
+}
+
 }  // namespace
 }  // namespace symdex::query
