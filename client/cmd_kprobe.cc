@@ -592,8 +592,8 @@ void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code) {
   AddTargetOptions(kp, k->target, "Target (default: 'host', or the only one)");
   kp->add_option("--tracefs", k->tracefs, "tracefs directory (default /sys/kernel/tracing)");
   kp->add_option("--format", k->format,
-                 "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf, cilium, fentry (printed, "
-                 "never written)");
+                 "The tracer's syntax: kprobe_events (default), perf, bpftrace, libbpf, cilium, kprobe_multi, fentry "
+                 "(printed, never written)");
   kp->add_option("--line", k->line,
                  "A line of the copy's own source file, inside the copy: one definition per place it has")
       ->check(CLI::NonNegativeNumber);
@@ -621,6 +621,8 @@ A function the kernel refuses (no fentry call, init text, kprobe blacklist: see 
   cilium    link.Kprobe("NAME", prog, nil) when NAME is unique; a vmlinux copy as its anchor plus
             offset, link.Kprobe("_text", prog, &link.KprobeOptions{Offset: N}) (KASLR-proof);
             Debian 12's cilium/ebpf 0.9.1 has no address option: a module's shared name has none
+  kprobe_multi  libbpf's bpf_program__attach_kprobe_multi_opts: a unique name, else the live
+            address in .addrs; refused on a kernel whose config has no CONFIG_FPROBE (Debian 12's)
   fentry    fentry/NAME (fexit/NAME with -r): libbpf's section, bpftrace kfunc:NAME, cilium/ebpf
             AttachTo NAME, only when the kernel resolves NAME to this copy (the fentry verdict of
             'symdex which --fentry'); else refused, exit 4, naming the copy it reaches instead

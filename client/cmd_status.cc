@@ -91,6 +91,8 @@ nlohmann::json TargetJson(const query::TargetState& ts, nlohmann::json jmap) {
           {"kernel_config", t.kernel_config},
           {"kprobe_events_on_notrace",
            t.kprobe_events_on_notrace ? nlohmann::json(*t.kprobe_events_on_notrace) : nlohmann::json(nullptr)},
+          {"fprobe", t.fprobe ? nlohmann::json(*t.fprobe) : nlohmann::json(nullptr)},
+          {"ftrace_direct", t.ftrace_direct ? nlohmann::json(*t.ftrace_direct) : nlohmann::json(nullptr)},
           {"files", jf},
           {"debuginfo", DebugJson(ts.debuginfo)},
           {"addr_map", std::move(jmap)}};

@@ -152,6 +152,8 @@ void ToProto(const query::TargetSummary& t, pb::Target* out) {
   out->set_generation(i.generation);
   if (i.kprobe_events_on_notrace) out->set_kprobe_events_on_notrace(*i.kprobe_events_on_notrace);
   out->set_kernel_config(i.kernel_config);
+  if (i.fprobe) out->set_fprobe(*i.fprobe);
+  if (i.ftrace_direct) out->set_ftrace_direct(*i.ftrace_direct);
   out->set_modules(t.counts.modules);
   out->set_vmlinux_symbols(t.counts.vmlinux_symbols);
   out->set_module_symbols(t.counts.module_symbols);
@@ -175,6 +177,8 @@ query::TargetSummary FromProto(const pb::Target& t) {
   i.generation = t.generation();
   if (t.has_kprobe_events_on_notrace()) i.kprobe_events_on_notrace = t.kprobe_events_on_notrace();
   i.kernel_config = t.kernel_config();
+  if (t.has_fprobe()) i.fprobe = t.fprobe();
+  if (t.has_ftrace_direct()) i.ftrace_direct = t.ftrace_direct();
   out.counts.modules = t.modules();
   out.counts.vmlinux_symbols = t.vmlinux_symbols();
   out.counts.module_symbols = t.module_symbols();

@@ -54,6 +54,8 @@ struct TargetInfo {
   int64_t symbols_stamp = 0;  // changes with every change of its symbol rows (schema/013); 0: unknown
   std::optional<bool> kprobe_events_on_notrace;  // the kernel's config; unknown without one
   std::string kernel_config;                     // where that was read
+  std::optional<bool> fprobe;                    // CONFIG_FPROBE: kprobe_multi links; unknown without a config
+  std::optional<bool> ftrace_direct;             // CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS: fentry on ftrace sites
 };
 
 struct TargetCounts {

@@ -18,13 +18,32 @@ constexpr uint32_t kKindFunc = 12;
 // it cannot skip.
 int64_t TrailingBytes(uint32_t kind, uint32_t vlen) {
   switch (kind) {
-    case 2: case 7: case 8: case 9: case 10: case 11: case 12: case 16: case 18:  // PTR FWD TYPEDEF
-      return 0;                                  // VOLATILE CONST RESTRICT FUNC FLOAT TYPE_TAG
-    case 1: case 14: case 17: return 4;          // INT VAR DECL_TAG
-    case 3: return 12;                           // ARRAY
-    case 4: case 5: case 15: case 19: return int64_t{12} * vlen;  // STRUCT UNION DATASEC ENUM64
-    case 6: case 13: return int64_t{8} * vlen;   // ENUM FUNC_PROTO
-    default: return -1;
+    case 2:
+    case 7:
+    case 8:
+    case 9:
+    case 10:
+    case 11:
+    case 12:
+    case 16:
+    case 18:     // PTR FWD TYPEDEF
+      return 0;  // VOLATILE CONST RESTRICT FUNC FLOAT TYPE_TAG
+    case 1:
+    case 14:
+    case 17:
+      return 4;  // INT VAR DECL_TAG
+    case 3:
+      return 12;  // ARRAY
+    case 4:
+    case 5:
+    case 15:
+    case 19:
+      return int64_t{12} * vlen;  // STRUCT UNION DATASEC ENUM64
+    case 6:
+    case 13:
+      return int64_t{8} * vlen;  // ENUM FUNC_PROTO
+    default:
+      return -1;
   }
 }
 

@@ -56,6 +56,12 @@ absl::Status AttachKernelConfig(KernelTarget& t, const std::string& explicit_pat
     // CONFIG_KPROBES_ON_FTRACE and still checks).
     t.kprobe_events_on_notrace = ingest::KernelConfigBool(text, kOption).value_or(false) ||
                                  !ingest::KernelConfigBool(text, "CONFIG_DYNAMIC_FTRACE").value_or(false);
+    // BPF kprobe_multi links are fprobes (kernel/trace/bpf_trace.c): without it the link is
+    // refused (EOPNOTSUPP).
+    t.fprobe = ingest::KernelConfigBool(text, "CONFIG_FPROBE").value_or(false);
+    // A BPF trampoline on a function ftrace patches is an ftrace direct call (kernel/bpf/
+    // trampoline.c register_fentry: ENOTSUPP without; arm64 has them from 6.4).
+    t.ftrace_direct = ingest::KernelConfigBool(text, "CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS").value_or(false);
     t.kernel_config = path;
     t.files.push_back({"kernel-config", path, InputFileStatus::kUsed, ""});
   };

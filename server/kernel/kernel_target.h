@@ -103,6 +103,10 @@ struct KernelTarget {
   // config file it was read from.
   std::optional<bool> kprobe_events_on_notrace;
   std::string kernel_config;
+  // The kernel's CONFIG_FPROBE (unknown without a kernel config): BPF kprobe_multi links exist; and
+  // CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS: BPF trampolines attach to functions ftrace patches.
+  std::optional<bool> fprobe;
+  std::optional<bool> ftrace_direct;
 };
 
 // The anchor of KASLR-proof probes among a kernel's symbols: _text when kallsyms lists it — on a

@@ -39,7 +39,9 @@ bool ReleaseAtLeast(std::string_view release, int major, int minor) {
 
 std::string Owner(const Instance& in) { return in.module.empty() ? "vmlinux" : in.module; }
 
-// A copy as a user tells it from its siblings: its source place, owner and address.
+// A copy as a user tells it from its siblings: its source place, owner and a KASLR-free place in
+// it (vmlinux's ANCHOR+N, an offline module's section+offset). No absolute address: the reason is
+// shown to callers the live kernel's addresses are hidden from (query/caller_view.h).
 std::string Describe(const Instance& in) {
   std::string where;
   if (in.dwarf && !in.dwarf->entry_file.empty()) {
@@ -47,8 +49,13 @@ std::string Describe(const Instance& in) {
   } else if (in.dwarf && !in.dwarf->decl_file.empty()) {
     where = StrCat(in.dwarf->decl_file, ":", in.dwarf->decl_line, " ");
   }
-  std::string at = in.addr ? fmt::format("0x{:x}", *in.addr) : StrCat(in.section, "+", fmt::format("0x{:x}", in.section_offset));
-  return StrCat("the copy at ", where, "(", Owner(in), ", ", at, ")");
+  std::string at;
+  if (in.module.empty() && in.text_offset) {
+    at = StrCat(", ", in.text_anchor, "+", *in.text_offset);
+  } else if (!in.section.empty()) {
+    at = StrCat(", ", in.section, "+", fmt::format("0x{:x}", in.section_offset));
+  }
+  return StrCat("the copy at ", where, "(", Owner(in), at, ")");
 }
 
 // The lowest-addressed of `c` (absolute addresses: vmlinux's always have one).
@@ -92,7 +99,8 @@ void FillFentryVerdicts(const TargetInfo& t, std::vector<Instance*>& copies) {
   }
   if (btf_owners.empty()) {
     set_all(FentryReach::kNoBtf,
-            StrCat("'", name, "' is not a function of the kernel's BTF (vmlinux's or a module's): libbpf and bpftrace "
+            StrCat("'", name,
+                   "' is not a function of the kernel's BTF (vmlinux's or a module's): libbpf and bpftrace "
                    "refuse fentry/fexit on it; a kprobe reaches it"));
     return;
   }
@@ -142,6 +150,13 @@ void FillFentryVerdicts(const TargetInfo& t, std::vector<Instance*>& copies) {
   }
   const bool target_site = (target->verdict.bits & kernel::kProbeFentryEntry) != 0;
   const bool target_judged = (target->verdict.bits & kernel::kProbeJudged) != 0;
+  if (target_site && t.ftrace_direct && !*t.ftrace_direct) {
+    set_all(FentryReach::kAttachFails,
+            StrCat("fentry/fexit '", name, "' resolve to ", Describe(*target), ", ", how,
+                   ", a function ftrace patches, and the kernel has no CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS (",
+                   t.kernel_config, "): its trampoline is refused (ENOTSUPP); a kprobe reaches each copy"));
+    return;
+  }
   for (Instance* in : copies) {
     if (in == target) {
       if (target_site || !target_judged) {

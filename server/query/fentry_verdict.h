@@ -12,7 +12,9 @@
 //    among a name's copies (kallsyms' name table sorts equal names by address), then the modules
 //    newest first; from 6.4 a module's BTF resolves in that module's own symbols.
 //  - The trampoline is patched into that address's fentry call: a copy without one fails the
-//    attach. A copy the name does not reach can only be traced by address (a kprobe).
+//    attach, and so does every copy on a kernel without CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS
+//    (arm64 before 6.4), where a function ftrace patches takes no trampoline. A copy the name does
+//    not reach can only be traced by address (a kprobe).
 #pragma once
 
 #include <vector>

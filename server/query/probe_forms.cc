@@ -122,6 +122,48 @@ absl::StatusOr<ProbeForm> Cilium(const Match& m, const KprobeOptions& k) {
   return out;
 }
 
+// A BPF kprobe_multi link (libbpf bpf_program__attach_kprobe_multi_opts): an fprobe, at function
+// entries only, through ftrace (kernel/trace/bpf_trace.c). A unique name is its own pattern;
+// a copy of a shared name is its address (`addrs`, which the kernel turns into the copy's ftrace
+// site), on a live target. A kernel without CONFIG_FPROBE has no such link (EOPNOTSUPP).
+absl::StatusOr<ProbeForm> KprobeMulti(const Match& m, const TargetInfo& t, const KprobeOptions& k) {
+  const Instance& in = m.instance;
+  if (t.fprobe && !*t.fprobe) {
+    return absl::FailedPreconditionError(StrCat(
+        "kprobe_multi: the kernel is built without CONFIG_FPROBE (", t.kernel_config,
+        "): bpf_program__attach_kprobe_multi_opts fails there (EOPNOTSUPP); --format libbpf attaches a kprobe to "
+        "this copy"));
+  }
+  if (m.offset != 0) return absl::FailedPreconditionError("kprobe_multi: at a function's entry only: no +OFFSET");
+  if (in.verdict.known() && !in.verdict.ftrace) {
+    return absl::FailedPreconditionError(
+        StrCat("kprobe_multi: an fprobe attaches through ftrace, which does not list this copy of ", in.name,
+               " (its verdict: ", ProbeabilityName(in.verdict.kind), "); --format libbpf attaches a kprobe"));
+  }
+  const char* ret = k.ret ? "true" : "false";
+  ProbeForm out;
+  const std::string config = t.fprobe ? "" : "; it needs CONFIG_FPROBE, which no indexed kernel config tells";
+  if (in.same_name_total == 1) {
+    out.text = fmt::format(
+        "LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .retprobe = {}); "
+        "bpf_program__attach_kprobe_multi_opts(prog, \"{}\", &opts);",
+        ret, in.name);
+    if (!config.empty()) out.note = config.substr(2);
+    return out;
+  }
+  if (auto addr = LiveAddress(m, t)) {
+    out.address = addr;
+    out.text = fmt::format(
+        "LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){{0x{:x}}}, .cnt = 1, "
+        ".retprobe = {}); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);",
+        *addr, ret);
+    out.note = StrCat("an absolute address holds for this boot of this host only", config);
+    return out;
+  }
+  return absl::FailedPreconditionError(StrCat("kprobe_multi names one copy of ", in.name, " by its address, and ",
+                                              NoAddressWhy(t), ": index the live host (symdex index) and ask there"));
+}
+
 // fentry/fexit by name: libbpf's SEC("fentry/NAME") (fexit/ with -r), when the name reaches this
 // copy (query/fentry_verdict.h); a trampoline has no offset and no fetch args (its program reads
 // the arguments BTF types).
@@ -207,20 +249,21 @@ std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<
 }
 
 namespace {
-constexpr std::array<EnumName<TracerSyntax>, 6> kTracerSyntaxNames = {{
+constexpr std::array<EnumName<TracerSyntax>, 7> kTracerSyntaxNames = {{
     {TracerSyntax::kKprobeEvents, "kprobe_events"},
     {TracerSyntax::kPerf, "perf"},
     {TracerSyntax::kBpftrace, "bpftrace"},
     {TracerSyntax::kLibbpf, "libbpf"},
     {TracerSyntax::kFentry, "fentry"},
     {TracerSyntax::kCilium, "cilium"},
+    {TracerSyntax::kKprobeMulti, "kprobe_multi"},
 }};
 }  // namespace
 
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s) {
   if (auto t = ValueIn(kTracerSyntaxNames, s)) return *t;
-  return absl::InvalidArgumentError(
-      StrCat("format '", Excerpt(s, 40), "': expected kprobe_events, perf, bpftrace, libbpf, cilium or fentry"));
+  return absl::InvalidArgumentError(StrCat(
+      "format '", Excerpt(s, 40), "': expected kprobe_events, perf, bpftrace, libbpf, cilium, kprobe_multi or fentry"));
 }
 
 std::string_view TracerSyntaxName(TracerSyntax s) { return NameIn(kTracerSyntaxNames, s, "?"); }
@@ -232,6 +275,14 @@ absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const Tar
     return ProbeForm{.text = std::move(line)};
   }
   if (syntax == TracerSyntax::kFentry) return Fentry(m, opts);
+  if (syntax == TracerSyntax::kKprobeMulti) {
+    if (!opts.fetchargs.empty()) {
+      return absl::FailedPreconditionError(
+          "kprobe_multi: its program reads the arguments from ctx itself (bpf_get_func_ip, PT_REGS_PARMn): no fetch "
+          "args");
+    }
+    return KprobeMulti(m, t, opts);
+  }
   RETURN_IF_ERROR(CheckReturnProbe(m, opts));
   if (syntax == TracerSyntax::kPerf) return Perf(m, t, opts, same_decl_file);
   ASSIGN_OR_RETURN(ProbeForm out, syntax == TracerSyntax::kBpftrace ? Bpftrace(m, t, opts)

@@ -13,6 +13,8 @@
 //   cilium         link.Kprobe("NAME", prog, nil) for a unique name; a vmlinux copy as its anchor plus
 //                  offset, link.Kprobe("_text", prog, &link.KprobeOptions{Offset: N}) (0.9.1,
 //                  Debian 12's, has no address option: a module's shared name has no form)
+//   kprobe_multi   libbpf bpf_program__attach_kprobe_multi_opts: a unique name as its pattern, else the
+//                  live address in .addrs; none on a kernel without CONFIG_FPROBE
 //   fentry         fentry/NAME (fexit/NAME): libbpf's section, bpftrace kfunc:NAME, cilium/ebpf
 //                  AttachTo NAME, when the kernel resolves NAME to this copy (fentry_verdict.h)
 //
@@ -41,15 +43,15 @@ absl::StatusOr<std::string> KprobeLine(const Match& m, const KprobeOptions& opts
 // than being kprobe_events' own; InvalidArgument for one that is neither.
 absl::StatusOr<bool> ProbeArgsAreNamed(const std::vector<std::string>& fetchargs);
 
-enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf, kFentry, kCilium };
+enum class TracerSyntax { kKprobeEvents, kPerf, kBpftrace, kLibbpf, kFentry, kCilium, kKprobeMulti };
 
 // The fetch args FormFor takes for `syntax`: perf the ones the user wrote (it compiles names
 // itself), the others those of `kprobe`, the kprobe_events definition symdex compiled them into.
 std::vector<std::string> TracerFetchArgs(TracerSyntax syntax, const std::vector<std::string>& written,
                                          std::string_view kprobe);
 
-// "kprobe_events" | "perf" | "bpftrace" | "libbpf" | "cilium" | "fentry", or InvalidArgument naming the
-// choices.
+// "kprobe_events" | "perf" | "bpftrace" | "libbpf" | "cilium" | "kprobe_multi" | "fentry", or
+// InvalidArgument naming the choices.
 absl::StatusOr<TracerSyntax> TracerSyntaxArg(std::string_view s);
 std::string_view TracerSyntaxName(TracerSyntax s);
 

@@ -54,7 +54,8 @@ std::optional<std::string> NonEmpty(const std::string& s) {
 // In TargetInfo's order, which ReadTarget reads them in.
 constexpr const char* kTargetCols =
     "id, name, kind, COALESCE(release,''), COALESCE(build_id,''), source, warnings, text_addr, text_anchor, "
-    "anchor_addr, machine, indexed_at, generation, symbols_stamp, kprobe_events_on_notrace, kernel_config";
+    "anchor_addr, machine, indexed_at, generation, symbols_stamp, kprobe_events_on_notrace, kernel_config, fprobe, "
+    "ftrace_direct";
 
 TargetInfo ReadTarget(const Stmt& st) {
   RowReader c(st);
@@ -74,7 +75,9 @@ TargetInfo ReadTarget(const Stmt& st) {
                     .generation = c.Int(),
                     .symbols_stamp = c.Int(),
                     .kprobe_events_on_notrace = bool_of(c.OptInt()),
-                    .kernel_config = c.Text()};
+                    .kernel_config = c.Text(),
+                    .fprobe = bool_of(c.OptInt()),
+                    .ftrace_direct = bool_of(c.OptInt())};
 }
 
 constexpr const char* kSymbolSelect =
@@ -298,8 +301,8 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const kernel::KernelTarget& t, int
   ASSIGN_OR_RETURN(Stmt ins_target,
                    db.Prepare("INSERT INTO targets (name, kind, release, build_id, text_addr, source, "
                               "indexed_at, generation, warnings, kprobe_events_on_notrace, kernel_config, "
-                              "text_anchor, anchor_addr, machine, symbols_stamp) "
-                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"));
+                              "text_anchor, anchor_addr, machine, symbols_stamp, fprobe, ftrace_direct) "
+                              "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)"));
   ins_target.Bind(1, t.name).Bind(2, t.kind).Bind(3, NonEmpty(t.release)).Bind(4, OptHex(t.build_id));
   ins_target.Bind(5, OptAddr(t.text_addr)).Bind(6, t.source).Bind(7, now).Bind(8, generation);
   ins_target.Bind(9, StrJoin(t.warnings, "\n"));
@@ -314,6 +317,14 @@ absl::StatusOr<int64_t> ReplaceTarget(Db& db, const kernel::KernelTarget& t, int
   else
     ins_target.BindNull(14);
   ins_target.Bind(15, NewSymbolsStamp());
+  if (t.fprobe)
+    ins_target.Bind(16, int64_t{*t.fprobe});
+  else
+    ins_target.BindNull(16);
+  if (t.ftrace_direct)
+    ins_target.Bind(17, int64_t{*t.ftrace_direct});
+  else
+    ins_target.BindNull(17);
   RETURN_IF_ERROR(ins_target.Run());
   const int64_t target_id = sqlite3_last_insert_rowid(db.raw());
 

@@ -16,6 +16,14 @@ and the loaded modules') are sampled, and for every copy:
 - libbpf: the C `symdex kprobe -n --format libbpf SPEC` prints, compiled as printed into a loader
   (gcc, libbpf-dev) beside a kprobe program a copy (clang -target bpf), run in the guest, which
   has Debian's libbpf1;
+- cilium/ebpf: the Go expression `symdex kprobe -n --format cilium SPEC` prints, built as printed
+  into a static loader against Debian's cilium/ebpf (0.9.1) beside the same kprobe programs; where
+  symdex refuses (a module's copy of a shared name: 0.9.1 names a kprobe by symbol alone), the
+  name alone must fail in the kernel;
+- fentry: for each sampled name a fentry program attached by the name alone (libbpf,
+  SEC("fentry/NAME")); its hits must equal those of the copy `symdex which --fentry` says the name
+  reaches (a reference probe is added there when it had none) and differ from the others'; a name
+  symdex says cannot attach must fail;
 - bpftrace: `symdex kprobe -n --format bpftrace SPEC`, every printed probe in one `bpftrace -e`
   program that prints each hit; a form bpftrace refuses is a failure (Debian 12's 0.17 has no
   `kprobe:MOD:NAME`: symdex gives a live module copy by address); where symdex refuses, the
@@ -76,7 +84,15 @@ def sh(guest, script, timeout_note=""):
     return rc, out
 
 
-def build_disk(work, root_tar, dbg_root, image_root, krel, modules):
+# The loaders' toolchain per guest architecture: the C compiler and its triplet (a cross compiler
+# links against the root's own libbpf), Go's GOARCH, qemu's disk device for the root.
+TOOLCHAIN = {
+    "x86_64": {"cc": "gcc", "triplet": None, "goarch": "amd64"},
+    "arm64": {"cc": "aarch64-linux-gnu-gcc", "triplet": "aarch64-linux-gnu", "goarch": "arm64"},
+}
+
+
+def build_disk(work, root_tar, dbg_root, image_root, krel, modules, arch="x86_64"):
     """An ext4 image of the tracers' root plus the debug files perf probe reads: vmlinux where
     perf looks for it (/usr/lib/debug/boot/vmlinux-REL), the loaded modules' debug .ko where perf
     finds a module by name (/lib/modules/REL/kernel/...)."""
@@ -102,6 +118,16 @@ def build_disk(work, root_tar, dbg_root, image_root, krel, modules):
         os.unlink(img)
     mb = size * 13 // 10 // (1 << 20) + 64
     subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "troot", "-d", root, img, f"{mb}M"], check=True)
+    triplet = TOOLCHAIN[arch]["triplet"]
+    if triplet:
+        # A cross-built loader links against the root's libbpf (and what it needs).
+        xlib = os.path.join(work, "xlib")
+        shutil.rmtree(xlib, ignore_errors=True)
+        os.makedirs(xlib)
+        libdir = os.path.join(root, "usr/lib", triplet)
+        for f in os.listdir(libdir):
+            if re.match(r"lib(bpf|elf|z)\.so", f):
+                shutil.copy(os.path.join(libdir, f), xlib, follow_symlinks=True)
     shutil.rmtree(root)
     return img, mb
 
@@ -111,6 +137,66 @@ def link_or_copy(src, dst):
         os.link(src, dst)
     except OSError:
         shutil.copyfile(src, dst)
+
+
+ARCH = "x86_64"  # the guest's (main sets it)
+
+
+def c_loader_cmd(src, out):
+    """The command that builds a C loader against libbpf for the guest's architecture."""
+    tc = TOOLCHAIN[ARCH]
+    if not tc["triplet"]:
+        return [tc["cc"], "-O1", "-o", out, src, "-lbpf"]
+    xlib = os.path.join(tc["work"], "xlib")
+    # libbpf's headers are the host's (architecture-independent); its library the root's.
+    xinc = os.path.join(tc["work"], "xinc")
+    os.makedirs(xinc, exist_ok=True)
+    if not os.path.exists(os.path.join(xinc, "bpf")):
+        os.symlink("/usr/include/bpf", os.path.join(xinc, "bpf"))
+    return [tc["cc"], "-O1", "-I", xinc, "-o", out, src, os.path.join(xlib, "libbpf.so.1"), f"-Wl,-rpath-link={xlib}"]
+
+
+def run_loader(guest, wl, d, what, bpf_src, loader_cmd, prefix, failures, env=None):
+    """Builds in `d` the BPF object of `bpf_src` (clang -target bpf) and the loader (`loader_cmd`,
+    which writes `loader`), copies both to the guest's /tmp/PREFIX*, runs the loader over the
+    workload: (its output, {reference event: hits in the workload's window}), or None when a
+    step failed (said in `failures`)."""
+    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
+    obj = bpf_src[:-2] + ".o"
+    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", bpf_src, "-o", obj],
+                loader_cmd):
+        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env)
+        if r.returncode != 0:
+            failures.append(f"{what}: {' '.join(cmd)} failed: {r.stderr[-600:]}")
+            return None
+    put_files(guest, d, ("loader", obj), prefix)
+    rc, out = sh(guest, wl + TRACE_RUN +
+                 f"/tmp/{prefix}loader /tmp/{prefix}{obj} 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+    tool, _, trace = out.partition("@@TRACE\n")
+    if rc != 0:
+        failures.append(f"{what}: the loader failed ({rc}): {tool.strip()[-600:]}")
+        return None
+    refs, _ = in_window(trace)
+    return tool, refs
+
+
+def put_files(guest, d, names, prefix):
+    """Copies the files `names` of the host directory `d` to the guest's /tmp/PREFIXNAME, in pieces
+    a control-channel line carries (a static Go loader is megabytes)."""
+    for name in names:
+        with open(os.path.join(d, name), "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        dest = f"/tmp/{prefix}{name}"
+        for k in range(0, len(data), PUT_CHUNK):
+            rc, out = sh(guest, f"cat {'>>' if k else '>'}{dest}.b64 <<'EOF'\n{data[k:k + PUT_CHUNK]}\nEOF\n")
+            if rc != 0:
+                raise e2e.Fail(f"copying {name} to the guest: {out[-300:]}")
+        rc, out = sh(guest, f"base64 -d <{dest}.b64 >{dest} && rm {dest}.b64 && chmod +x {dest}")
+        if rc != 0:
+            raise e2e.Fail(f"copying {name} to the guest: {out[-300:]}")
+
+
+PUT_CHUNK = 48 * 1024
 
 
 def kprobe_profile(text):
@@ -148,10 +234,11 @@ def main():
     ap = argparse.ArgumentParser()
     for o in ("--symdex", "--image-root", "--dbg-root", "--krel", "--root-tar"):
         ap.add_argument(o, required=True)
+    ap.add_argument("--arch", default="x86_64", choices=sorted(TOOLCHAIN))
     ap.add_argument("--busybox", default="/bin/busybox")
     ap.add_argument("--work")
     a = ap.parse_args()
-    arch = "x86_64"
+    arch = a.arch
     timeout = float(os.environ.get("SYMDEX_E2E_TIMEOUT", "1500"))
     if not shutil.which("mkfs.ext4"):
         raise e2e.Skip("mkfs.ext4 missing (e2fsprogs)")
@@ -163,12 +250,16 @@ def main():
     log(f"kernel {a.krel}, work dir {work}")
 
     mods = e2e.module_load_order(moddir, e2e.modules_to_load(moddir, arch) + EXTRA_MODULES)
-    img, mb = build_disk(work, a.root_tar, a.dbg_root, a.image_root, a.krel, mods)
+    img, mb = build_disk(work, a.root_tar, a.dbg_root, a.image_root, a.krel, mods, arch)
     log(f"root disk {mb} MB: Debian 12 + linux-perf + bpftrace + debug vmlinux and modules")
     initrd = os.path.join(work, "initrd.cpio")
     e2e.build_initramfs(initrd, a.busybox, mods, arch, conf_extra="ROOT_DEV=/dev/vda\n")
-    guest = e2e.Guest(work, kernel, initrd, timeout, arch, memory="2048",
-                      extra=["-drive", f"file={img},if=virtio,format=raw,readonly=on"])
+    disk = (["-drive", f"file={img},if=virtio,format=raw,readonly=on"] if arch == "x86_64" else
+            ["-drive", f"file={img},if=none,id=troot,format=raw,readonly=on", "-device", "virtio-blk-pci,drive=troot"])
+    guest = e2e.Guest(work, kernel, initrd, timeout, arch, memory="2048", extra=disk)
+    TOOLCHAIN[arch]["work"] = work
+    global ARCH
+    ARCH = arch
     results, failures = [], []
     try:
         rel = guest.expect("BOOTED")
@@ -222,7 +313,7 @@ def main():
         for c in copies:
             c["siblings"] = [o["ref"] for o in copies if o["name"] == c["name"] and o is not c]
             t = "t" + c["ref"][1:]
-            for fmt in ("perf", "bpftrace", "libbpf", "cilium"):
+            for fmt in ("perf", "bpftrace", "libbpf", "cilium", "kprobe_multi"):
                 r = symdex(a, db, "kprobe", "-n", "-e", f"symdex/{t}", "--format", fmt, c["spec"])
                 c[fmt] = (r.returncode, r.stdout.strip(), r.stderr.strip())
 
@@ -234,7 +325,9 @@ def main():
         log("libbpf judged")
         judge_cilium(guest, copies, wl, work, results, failures)
         log("cilium/ebpf judged")
-        judge_fentry(a, db, guest, copies, wl, work, results, failures)
+        judge_kprobe_multi(guest, copies, wl, work, results, failures)
+        log("kprobe_multi judged")
+        judge_fentry(a, db, dups, guest, copies, wl, work, results, failures)
         log("fentry judged")
         guest.send("QUIT")
         guest.expect("BYE")
@@ -444,8 +537,8 @@ def judge_libbpf(guest, copies, wl, work, results, failures):
     printed = printed_forms(copies, "libbpf", failures)
     if not printed:
         return
-    if not shutil.which("clang-14") or not shutil.which("gcc"):
-        raise e2e.Skip("clang-14 or gcc missing (scripts/setup-deps.sh)")
+    if not shutil.which("clang-14") or not shutil.which(TOOLCHAIN[ARCH]["cc"]):
+        raise e2e.Skip(f"clang-14 or {TOOLCHAIN[ARCH]['cc']} missing (scripts/setup-deps.sh)")
     n = len(printed)
     d = os.path.join(work, "libbpf")
     os.makedirs(d, exist_ok=True)
@@ -457,25 +550,10 @@ def judge_libbpf(guest, copies, wl, work, results, failures):
         f"  if (!links[{i}]) printf(\"ATTACH-FAILED {i} %d\\n\", errno);\n" for i, c in enumerate(printed))
     with open(os.path.join(d, "loader.c"), "w") as f:
         f.write(LOADER % {"n": n, "attaches": attaches})
-    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
-    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", "prog.bpf.c", "-o",
-                 "prog.bpf.o"],
-                ["gcc", "-O1", "-o", "loader", "loader.c", "-lbpf"]):
-        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
-        if r.returncode != 0:
-            failures.append(f"libbpf: {' '.join(cmd)} failed: {r.stderr[-600:]}")
-            return
-    files = ""
-    for name in ("loader", "prog.bpf.o"):
-        with open(os.path.join(d, name), "rb") as f:
-            files += f"base64 -d >/tmp/{name} <<'EOF'\n{base64.b64encode(f.read()).decode()}\nEOF\n"
-    rc, out = sh(guest, wl + files + "chmod +x /tmp/loader\n" + TRACE_RUN +
-                 "/tmp/loader /tmp/prog.bpf.o 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
-    tool, _, trace = out.partition("@@TRACE\n")
-    if rc != 0:
-        failures.append(f"libbpf: the loader failed ({rc}): {tool.strip()[-600:]}")
+    ran = run_loader(guest, wl, d, "libbpf", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "", failures)
+    if ran is None:
         return
-    refs, _ = in_window(trace)
+    tool, refs = ran
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
     for i, c in enumerate(printed):
         if f"ATTACH-FAILED {i} " in tool:
@@ -555,35 +633,24 @@ def judge_cilium(guest, copies, wl, work, results, failures):
     n = len(forms)
     if n == 0:
         return
+    # cilium/ebpf 0.9.1 types a program by its section's prefix: "kprobe/" (a bare "kprobe" is
+    # an unspecified program, which it does not load).
     with open(os.path.join(d, "prog.bpf.c"), "w") as f:
-        f.write(BPF_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
+        f.write((BPF_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
+                .replace('SEC("kprobe")', 'SEC("kprobe/symdex")'))
     attaches = "".join(
         f'\tprog = coll.Programs["p{i}"]\n'
         f'\tif l, err = {form}; err != nil {{\n\t\tfmt.Printf("ATTACH-FAILED {i} %v\\n", err)\n'
         f'\t}} else {{\n\t\tlinks = append(links, l)\n\t}}\n' for i, form in enumerate(forms))
     with open(os.path.join(d, "main.go"), "w") as f:
         f.write(CILIUM_LOADER % {"n": n, "attaches": attaches})
-    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
     env = dict(os.environ, GOPATH="/usr/share/gocode", GO111MODULE="off", CGO_ENABLED="0",
-               GOCACHE=os.path.join(d, "gocache"))
-    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", "prog.bpf.c", "-o",
-                 "prog.bpf.o"],
-                ["go", "build", "-o", "loader", "main.go"]):
-        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True, env=env)
-        if r.returncode != 0:
-            failures.append(f"cilium: {' '.join(cmd)} failed: {r.stderr[-600:]}")
-            return
-    files = ""
-    for name in ("loader", "prog.bpf.o"):
-        with open(os.path.join(d, name), "rb") as f:
-            files += f"base64 -d >/tmp/c-{name} <<'EOF'\n{base64.b64encode(f.read()).decode()}\nEOF\n"
-    rc, out = sh(guest, wl + files + "chmod +x /tmp/c-loader\n" + TRACE_RUN +
-                 "/tmp/c-loader /tmp/c-prog.bpf.o 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
-    tool, _, trace = out.partition("@@TRACE\n")
-    if rc != 0:
-        failures.append(f"cilium: the loader failed ({rc}): {tool.strip()[-600:]}")
+               GOCACHE=os.path.join(d, "gocache"), GOARCH=TOOLCHAIN[ARCH]["goarch"])
+    ran = run_loader(guest, wl, d, "cilium", "prog.bpf.c", ["go", "build", "-ldflags=-s -w", "-o", "loader", "main.go"],
+                     "c-", failures, env)
+    if ran is None:
         return
-    refs, _ = in_window(trace)
+    tool, refs = ran
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
     for i, c in enumerate(printed):
         m = re.search(rf"ATTACH-FAILED {i} (.*)", tool)
@@ -598,9 +665,73 @@ def judge_cilium(guest, copies, wl, work, results, failures):
         i = len(printed) + j
         m = re.search(rf"ATTACH-FAILED {i} (.*)", tool)
         line = f"refused  cilium   {c['spec']}: link.Kprobe(\"{c['name']}\") -> {m.group(1) if m else 'attached'}"
-        results.append(line if m else "WRONG" + line[7:])
-        if not m:
-            failures.append(f"cilium/ebpf attaches {c['name']} by name, which symdex refused for {c['spec']}")
+        # The kernel's refusal of a name that is not unique: EADDRNOTAVAIL.
+        if m and re.search(r"cannot assign requested address|not unique", m.group(1)):
+            results.append(line)
+        else:
+            results.append("WRONG" + line[7:])
+            failures.append(f"cilium/ebpf: {c['name']} by name, which symdex refused for {c['spec']}, was not refused as "
+                            f"not unique: {m.group(1) if m else 'it attached'}")
+
+
+# kprobe_multi: one kprobe.multi program a copy, each counting into its slot.
+KMULTI_PROGRAM = BPF_PROGRAM.replace('SEC("kprobe")', 'SEC("kprobe.multi")')
+
+# The kprobe_multi loader: each copy's attach is the C symdex printed for it, as printed; where
+# symdex refused, the same link by the copy's address, to show what the kernel says.
+KMULTI_LOADER = LOADER.replace("bpf_program__attach_kprobe_opts(p, f, o) (links[at] = bpf_program__attach_kprobe_opts(p, f, o))",
+                               "bpf_program__attach_kprobe_multi_opts(p, f, o) "
+                               "(links[at] = bpf_program__attach_kprobe_multi_opts(p, f, o))")
+
+
+def judge_kprobe_multi(guest, copies, wl, work, results, failures):
+    """kprobe_multi: what symdex prints for each copy attached as printed and counted; where it
+    refuses (a kernel without CONFIG_FPROBE), the link by the copy's address must fail in the
+    kernel too (EOPNOTSUPP)."""
+    if not shutil.which("clang-14") or not shutil.which(TOOLCHAIN[ARCH]["cc"]):
+        raise e2e.Skip(f"clang-14 or {TOOLCHAIN[ARCH]['cc']} missing (scripts/setup-deps.sh)")
+    n = len(copies)
+    d = os.path.join(work, "kmulti")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "prog.bpf.c"), "w") as f:
+        f.write(KMULTI_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
+
+    def attach(c):
+        if c["kprobe_multi"][0] == 0:
+            return c["kprobe_multi"][1].splitlines()[-1]
+        return ("LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){%#x}, .cnt = 1); "
+                "bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);" % c["addr"])
+    attaches = "".join(
+        f"  at = {i}; snprintf(name, sizeof name, \"p%d\", at); prog = bpf_object__find_program_by_name(obj, name);\n"
+        f"  {{ {attach(c)} }}\n"
+        f"  if (!links[{i}]) printf(\"ATTACH-FAILED {i} %d\\n\", errno);\n" for i, c in enumerate(copies))
+    with open(os.path.join(d, "loader.c"), "w") as f:
+        f.write(KMULTI_LOADER % {"n": n, "attaches": attaches})
+    ran = run_loader(guest, wl, d, "kprobe_multi", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "m-", failures)
+    if ran is None:
+        return
+    tool, refs = ran
+    got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
+    for i, c in enumerate(copies):
+        failed = re.search(rf"ATTACH-FAILED {i} (\d+)", tool)
+        if c["kprobe_multi"][0] != 0:
+            # EOPNOTSUPP (95): the kernel has no kprobe_multi links.
+            why = c["kprobe_multi"][2].replace("symdex: ", "")[:90]
+            line = f"refused  kprobe_multi {c['spec']}: symdex: {why}...; the guest: errno {failed.group(1) if failed else 'none'}"
+            if failed and failed.group(1) == "95":
+                results.append(line)
+            else:
+                results.append("WRONG" + line[7:])
+                failures.append(f"kprobe_multi: symdex refused {c['spec']}, the kernel: "
+                                f"{'errno ' + failed.group(1) if failed else 'attached'}")
+            continue
+        if failed:
+            failures.append(f"kprobe_multi refused what symdex printed for {c['spec']}: errno {failed.group(1)}")
+            continue
+        kind, line = verdict(c, got.get(i, 0), refs, "kmulti")
+        results.append(line)
+        if kind == "wrong":
+            failures.append(line)
 
 
 # One fentry program a sampled name, attached by the name alone (SEC("fentry/NAME")), each
@@ -655,32 +786,73 @@ int main(int argc, char **argv) {
 
 
 def fentry_verdicts(a, db, names, copies):
-    """symdex's fentry verdict of every sampled copy, and of the copy each name reaches: {name:
-    (reach of the name as a whole, the reached copy's ref or None)}; each copy gets c["fentry"]."""
+    """symdex's fentry verdict of every sampled copy (c["fentry"]), and per name: (the verdicts its
+    function copies have, the copy the name reaches or None)."""
     out = {}
     for name in names:
         r = symdex(a, db, "--json", "which", "--exact", name)
         insts = json.loads(r.stdout)["instances"] if r.returncode == 0 else []
         by_addr = {int(i["address"], 16): i["fentry"] for i in insts if i.get("address")}
-        reached = [int(i["address"], 16) for i in insts if i["fentry"]["reach"] == "reaches" and i.get("address")]
         for c in copies:
             if c["name"] == name:
                 c["fentry"] = by_addr.get(c["addr"], {"reach": "?", "reason": "not in symdex's answer"})
-        ref = next((c["ref"] for c in copies if c["name"] == name and reached and c["addr"] == reached[0]), None)
-        kinds = {i["fentry"]["reach"] for i in insts if i["type"] in "tTwW"}
-        out[name] = (kinds, ref, bool(reached))
+        reached = next((i for i in insts if i["fentry"]["reach"] == "reaches"), None)
+        out[name] = ({i["fentry"]["reach"] for i in insts if i["type"] in "tTwW"}, reached)
     return out
 
 
-def judge_fentry(a, db, guest, copies, wl, work, results, failures):
+def refusal_names(a, db, dups):
+    """One duplicated name of each verdict that says fentry by the name cannot attach anywhere
+    (attach-fails: it resolves to a copy without an fentry call; no-btf), for the guest to show the
+    tool failing too."""
+    want, found = {"attach-fails", "no-btf"}, {}
+    for g in dups["duplicates"][:400]:
+        name = g["instances"][0]["name"]
+        r = symdex(a, db, "--json", "which", "--exact", name)
+        if r.returncode != 0:
+            continue
+        kinds = {i["fentry"]["reach"] for i in json.loads(r.stdout)["instances"] if i["type"] in "tTwW"}
+        if len(kinds) == 1 and (k := next(iter(kinds))) in want and k not in found:
+            found[k] = name
+        if len(found) == len(want):
+            break
+    return sorted(found.values())
+
+
+def reached_refs(a, db, guest, copies, verdicts):
+    """A reference probe on each copy a name reaches that has none yet (the sample's copies are
+    those the workload ran, the copy fentry reaches may not be one): {name: its ref event}."""
+    refs, lines = {}, []
+    for k, (name, (_, reached)) in enumerate(sorted(verdicts.items())):
+        if reached is None or not reached.get("dwarf") or not reached.get("address"):
+            continue
+        mine = next((c["ref"] for c in copies if c["name"] == name and c["addr"] == int(reached["address"], 16)), None)
+        if mine:
+            refs[name] = mine
+            continue
+        ev = f"r{900 + k:03d}"
+        r = symdex(a, db, "kprobe", "-n", "-e", f"ref/{ev}", e2e.spec_of(reached))
+        if r.returncode == 0:
+            lines.append(r.stdout.strip())
+            refs[name] = ev
+    if lines:
+        rc, out = sh(guest, "T=/sys/kernel/tracing\necho 0 >$T/events/ref/enable\n" +
+                     "".join(f"echo '{x}' >>$T/kprobe_events\n" for x in lines) + "echo 1 >$T/events/ref/enable\n")
+        if rc != 0:
+            raise e2e.Fail(f"reference probes on the copies fentry reaches refused: {out}")
+    return refs
+
+
+def judge_fentry(a, db, dups, guest, copies, wl, work, results, failures):
     """fentry by name, judged per copy: each sampled name's program attached by the name alone in
     the guest; its hits over the workload equal the reference count of the copy symdex says the
     name reaches, and of no sibling it says it does not; a name symdex says fails (no BTF function,
     or a copy without an fentry call) must fail in libbpf or the kernel."""
-    names = sorted({c["name"] for c in copies})
+    names = sorted({c["name"] for c in copies}) + refusal_names(a, db, dups)
     verdicts = fentry_verdicts(a, db, names, copies)
-    if not shutil.which("clang-14") or not shutil.which("gcc"):
-        raise e2e.Skip("clang-14 or gcc missing (scripts/setup-deps.sh)")
+    reached_ref = reached_refs(a, db, guest, copies, verdicts)
+    if not shutil.which("clang-14") or not shutil.which(TOOLCHAIN[ARCH]["cc"]):
+        raise e2e.Skip(f"clang-14 or {TOOLCHAIN[ARCH]['cc']} missing (scripts/setup-deps.sh)")
     n = len(names)
     d = os.path.join(work, "fentry")
     os.makedirs(d, exist_ok=True)
@@ -688,29 +860,15 @@ def judge_fentry(a, db, guest, copies, wl, work, results, failures):
         f.write(FENTRY_PROGRAM % {"programs": "\n".join(f"F({i}, {nm})" for i, nm in enumerate(names))})
     with open(os.path.join(d, "loader.c"), "w") as f:
         f.write(FENTRY_LOADER % {"n": n})
-    multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
-    for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", "fentry.bpf.c", "-o",
-                 "fentry.bpf.o"],
-                ["gcc", "-O1", "-o", "loader", "loader.c", "-lbpf"]):
-        r = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
-        if r.returncode != 0:
-            failures.append(f"fentry: {' '.join(cmd)} failed: {r.stderr[-600:]}")
-            return
-    files = ""
-    for name in ("loader", "fentry.bpf.o"):
-        with open(os.path.join(d, name), "rb") as f:
-            files += f"base64 -d >/tmp/f-{name} <<'EOF'\n{base64.b64encode(f.read()).decode()}\nEOF\n"
-    rc, out = sh(guest, wl + files + "chmod +x /tmp/f-loader\n" + TRACE_RUN +
-                 "/tmp/f-loader /tmp/f-fentry.bpf.o 2>&1\nrc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
-    tool, _, trace = out.partition("@@TRACE\n")
-    if rc != 0:
-        failures.append(f"fentry: the loader failed ({rc}): {tool.strip()[-600:]}")
+    ran = run_loader(guest, wl, d, "fentry", "fentry.bpf.c", c_loader_cmd("loader.c", "loader"), "f-", failures)
+    if ran is None:
         return
-    refs, _ = in_window(trace)
+    tool, refs = ran
     state = {int(m.group(1)): m.group(2) for m in re.finditer(r"@@R (\d+) (\S+)", tool)}
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@F (\d+) (\d+)", tool)}
     for i, name in enumerate(names):
-        kinds, ref, reached = verdicts[name]
+        kinds, reached = verdicts[name]
+        ref = reached_ref.get(name)
         st = state.get(i, "?")
         mine = [c for c in copies if c["name"] == name]
         if not reached:
@@ -731,15 +889,15 @@ def judge_fentry(a, db, guest, copies, wl, work, results, failures):
             what = f"fentry   {c['spec']} ({says})"
             mine_n = refs.get(c["ref"], 0)
             if says == "reaches":
-                others = sum(refs.get(s, 0) for s in c["siblings"])
                 kind, line = verdict(c, hits, refs, "fentry")
                 results.append(line)
                 if kind == "wrong":
                     failures.append(line)
             elif ref is None:
                 results.append(f"idle     {what}: the copy the name reaches has no reference probe")
-            elif mine_n == refs.get(ref, 0):
-                results.append(f"idle     {what}: it ran as often as the reached copy ({mine_n})")
+            elif mine_n == refs.get(ref, 0) or refs.get(ref, 0) == 0:
+                results.append(f"idle     {what}: this copy ran {mine_n} times, the reached copy {refs.get(ref, 0)}, "
+                               f"fentry/{name} {hits}")
             elif hits == refs.get(ref, 0) and hits != mine_n:
                 results.append(f"exact    {what}: fentry/{name} {hits} hits = the reached copy's, not this one's {mine_n}")
             else:

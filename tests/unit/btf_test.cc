@@ -74,20 +74,20 @@ class BtfBuilder {
 // One of each kind before and between two functions: a wrong skip of any would misread the next.
 BtfBuilder EveryKind(std::endian order) {
   BtfBuilder b(order);
-  b.Type(1, 0, b.Str("int"), 4);                // INT
-  b.Type(2, 0, 0, 0);                           // PTR
-  b.Type(3, 0, 0, 12);                          // ARRAY
-  b.Type(4, 2, b.Str("file"), 24);              // STRUCT, 2 members
-  b.Type(5, 1, b.Str("u"), 12);                 // UNION
-  b.Type(6, 3, b.Str("e"), 24);                 // ENUM, 3 values
-  b.Type(13, 2, 0, 16);                         // FUNC_PROTO, 2 params
-  b.Type(12, 0, b.Str("name_show"), 0);         // FUNC
-  b.Type(14, 0, b.Str("v"), 4);                 // VAR
-  b.Type(15, 2, b.Str(".data"), 24);            // DATASEC
-  b.Type(17, 0, b.Str("tag"), 4);               // DECL_TAG
-  b.Type(19, 2, b.Str("e64"), 24);              // ENUM64
+  b.Type(1, 0, b.Str("int"), 4);         // INT
+  b.Type(2, 0, 0, 0);                    // PTR
+  b.Type(3, 0, 0, 12);                   // ARRAY
+  b.Type(4, 2, b.Str("file"), 24);       // STRUCT, 2 members
+  b.Type(5, 1, b.Str("u"), 12);          // UNION
+  b.Type(6, 3, b.Str("e"), 24);          // ENUM, 3 values
+  b.Type(13, 2, 0, 16);                  // FUNC_PROTO, 2 params
+  b.Type(12, 0, b.Str("name_show"), 0);  // FUNC
+  b.Type(14, 0, b.Str("v"), 4);          // VAR
+  b.Type(15, 2, b.Str(".data"), 24);     // DATASEC
+  b.Type(17, 0, b.Str("tag"), 4);        // DECL_TAG
+  b.Type(19, 2, b.Str("e64"), 24);       // ENUM64
   for (uint32_t k : {7u, 8u, 9u, 10u, 11u, 16u, 18u}) b.Type(k, 0, 0, 0);
-  b.Type(12, 0, b.Str("vfs_read"), 0);          // FUNC
+  b.Type(12, 0, b.Str("vfs_read"), 0);  // FUNC
   return b;
 }
 
@@ -116,7 +116,7 @@ TEST(BtfTest, ASplitBtfNamesItsBasesStringsAndItsOwn) {
 
 TEST(BtfTest, DamageIsAnErrorNotAGuess) {
   const std::string good = EveryKind(std::endian::little).Bytes();
-  EXPECT_FALSE(ReadBtf(good.substr(0, 10)).ok());           // no whole header
+  EXPECT_FALSE(ReadBtf(good.substr(0, 10)).ok());  // no whole header
   std::string magic = good;
   magic[0] = 'x';
   EXPECT_FALSE(ReadBtf(magic).ok());

@@ -152,6 +152,25 @@ TEST_F(CliVerdictTest, KernelConfigDecidesAboutFunctionsWithoutFentry) {
   EXPECT_NE(bad.err.find("not a kernel config"), std::string::npos) << bad.err;
 }
 
+TEST_F(CliVerdictTest, KernelConfigDecidesWhetherKprobeMultiLinksExist) {
+  WriteFile(dir_ / "nofprobe", "CONFIG_KPROBES=y\nCONFIG_DYNAMIC_FTRACE=y\n# CONFIG_FPROBE is not set\n");
+  ASSERT_EQ(Index("--kernel-config '" + (dir_ / "nofprobe") + "'").exit_code, 0);
+  EXPECT_EQ(json::parse(Symdex("--json status").out)["targets"][0]["fprobe"], false);
+  CommandResult refused = Symdex("kprobe -n --format kprobe_multi vmlinux:traced_entry");
+  EXPECT_EQ(refused.exit_code, 4) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("without CONFIG_FPROBE"), std::string::npos) << refused.err;
+
+  WriteFile(dir_ / "fprobe", "CONFIG_KPROBES=y\nCONFIG_DYNAMIC_FTRACE=y\nCONFIG_FPROBE=y\n");
+  ASSERT_EQ(Index("--kernel-config '" + (dir_ / "fprobe") + "'").exit_code, 0);
+  EXPECT_EQ(json::parse(Symdex("--json status").out)["targets"][0]["fprobe"], true);
+  // With fprobes, what is left is the copy's own form: traced_entry is in the module too, so it is
+  // named by its address, which an offline kernel does not have.
+  CommandResult offline = Symdex("kprobe -n --format kprobe_multi vmlinux:traced_entry");
+  EXPECT_EQ(offline.exit_code, 4) << offline.out << offline.err;
+  EXPECT_EQ(offline.err.find("CONFIG_FPROBE"), std::string::npos) << offline.err;
+  EXPECT_NE(offline.err.find("by its address"), std::string::npos) << offline.err;
+}
+
 TEST_F(CliVerdictTest, DupsTraceableListsOnlyWhatKprobeEventsAccept) {
   CommandResult all = Symdex("--json dups");
   ASSERT_EQ(all.exit_code, 0) << all.err;

@@ -25,6 +25,7 @@ Instance Copy(std::string module, std::optional<uint64_t> addr, uint32_t bits, c
     in.section_offset = 0x40;
   }
   in.verdict.bits = bits;
+  if (addr && in.module.empty()) in.text_offset = *addr - 0xffffffff81000000;
   return in;
 }
 
@@ -48,7 +49,9 @@ TEST(FentryVerdict, VmlinuxsBtfReachesItsLowestAddressedCopy) {
                              Copy("mei", std::nullopt, kTraceable | kNoBtfFunc)};
   EXPECT_EQ(Verdicts("6.1.0-57-cloud-amd64", c),
             (std::vector<FentryReach>{FentryReach::kElsewhere, FentryReach::kReaches, FentryReach::kElsewhere}));
-  EXPECT_NE(c[0].fentry.reason.find("0xffffffff81100000"), std::string::npos) << c[0].fentry.reason;
+  // The copy reached, named KASLR-free (_text+N): no absolute address in a reason.
+  EXPECT_NE(c[0].fentry.reason.find("(vmlinux, _text+1048576)"), std::string::npos) << c[0].fentry.reason;
+  EXPECT_EQ(c[0].fentry.reason.find("0xffffffff"), std::string::npos) << c[0].fentry.reason;
   EXPECT_NE(c[0].fentry.reason.find("a kprobe reaches this copy"), std::string::npos) << c[0].fentry.reason;
 }
 
@@ -63,6 +66,25 @@ TEST(FentryVerdict, TheCopyTheNameResolvesToWithoutAnFentryCallFailsTheAttach) {
                              Copy("", 0xffffffff81700000, kTraceable | kBtf)};
   EXPECT_EQ(Verdicts("6.1.0-57-cloud-amd64", c),
             (std::vector<FentryReach>{FentryReach::kAttachFails, FentryReach::kAttachFails}));
+}
+
+TEST(FentryVerdict, AKernelWithoutFtraceDirectCallsTakesNoTrampolineOnATracedFunction) {
+  std::vector<Instance> c = {Copy("", 0xffffffff81100000, kTraceable | kBtf),
+                             Copy("", 0xffffffff81700000, kTraceable | kBtf)};
+  TargetInfo t;
+  t.release = "6.1.0-57-cloud-arm64";
+  t.ftrace_direct = false;
+  t.kernel_config = "/boot/config-6.1.0-57-cloud-arm64";
+  std::vector<Instance*> ptrs = {&c[0], &c[1]};
+  FillFentryVerdicts(t, ptrs);
+  EXPECT_EQ(c[0].fentry.kind, FentryReach::kAttachFails);
+  EXPECT_EQ(c[1].fentry.kind, FentryReach::kAttachFails);
+  EXPECT_NE(c[1].fentry.reason.find("CONFIG_DYNAMIC_FTRACE_WITH_DIRECT_CALLS"), std::string::npos)
+      << c[1].fentry.reason;
+  // With them (or no config to tell), the lowest copy is reached.
+  t.ftrace_direct = true;
+  FillFentryVerdicts(t, ptrs);
+  EXPECT_EQ(c[0].fentry.kind, FentryReach::kReaches);
 }
 
 TEST(FentryVerdict, ADataSymbolBelowTheFunctionsTakesTheName) {

@@ -287,5 +287,45 @@ TEST(ProbeForms, FentryIsTheNameWhereTheKernelResolvesItToThisCopy) {
   EXPECT_NE(e.status().message().find("kernel/irq/irqdesc.c:232"), std::string::npos) << e.status();
 }
 
+TEST(ProbeForms, KprobeMultiIsTheLiveAddressOrAUniqueNameWhereTheKernelHasFprobes) {
+  TargetInfo live = Target("live");
+  live.fprobe = true;
+  Match m = VmlinuxCopy();
+  m.instance.verdict = ProbeVerdict{.kind = Probeability::kTraceable, .kprobe = true, .ftrace = true};
+  auto by_addr = FormFor(TracerSyntax::kKprobeMulti, m, live, kLine, 0);
+  ASSERT_TRUE(by_addr.ok()) << by_addr.status();
+  EXPECT_EQ(by_addr->text,
+            "LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){0xffffffffa187ad80}, .cnt = 1, "
+            ".retprobe = false); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);");
+  EXPECT_EQ(by_addr->address, 0xffffffffa187ad80u);
+  Match unique = m;
+  unique.instance.same_name_total = 1;
+  auto by_name = FormFor(TracerSyntax::kKprobeMulti, unique, Target("offline"), kLine, 0);
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->text,
+            "LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .retprobe = false); "
+            "bpf_program__attach_kprobe_multi_opts(prog, \"name_show\", &opts);");
+  EXPECT_NE(by_name->note.find("CONFIG_FPROBE"), std::string::npos) << "no config indexed: " << by_name->note;
+  // Offline, a shared name has no address to give.
+  EXPECT_TRUE(absl::IsFailedPrecondition(FormFor(TracerSyntax::kKprobeMulti, m, Target("offline"), kLine, 0).status()));
+  // Not at an entry, and not where ftrace has no site.
+  Match inside = m;
+  inside.offset = 4;
+  EXPECT_TRUE(absl::IsFailedPrecondition(FormFor(TracerSyntax::kKprobeMulti, inside, live, kLine, 0).status()));
+  Match notrace = m;
+  notrace.instance.verdict.ftrace = false;
+  EXPECT_TRUE(absl::IsFailedPrecondition(FormFor(TracerSyntax::kKprobeMulti, notrace, live, kLine, 0).status()));
+}
+
+TEST(ProbeForms, KprobeMultiIsRefusedOnAKernelWithoutFprobes) {
+  TargetInfo t = Target("live");
+  t.fprobe = false;
+  t.kernel_config = "/boot/config-6.1.0-57-cloud-amd64";
+  auto f = FormFor(TracerSyntax::kKprobeMulti, VmlinuxCopy(), t, kLine, 0);
+  ASSERT_TRUE(absl::IsFailedPrecondition(f.status())) << f.status();
+  EXPECT_NE(f.status().message().find("without CONFIG_FPROBE (/boot/config-6.1.0-57-cloud-amd64)"), std::string::npos)
+      << f.status();
+}
+
 }  // namespace
 }  // namespace symdex::query
