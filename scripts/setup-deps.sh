@@ -39,10 +39,8 @@ PKGS=(
   # the .deb: lintian checks it, debootstrap makes the clean chroot it is installed into (tests);
   # bash-completion runs its completion script (tests/package/completion_test.sh)
   lintian debootstrap bash-completion
-  # the arm64 tracers' root (tests/e2e/tracers-root.sh arm64): mmdebstrap, its maintainer scripts
-  # run by qemu-user through binfmt_misc
-  mmdebstrap qemu-user-static binfmt-support
-  # ... and its loaders, cross-built against the root's libbpf (tests/e2e/qemu_tracers.py)
+  # the arm64 tracers' guest's loaders, cross-built against its root's libbpf
+  # (tests/e2e/qemu_tracers.py; the root itself: tests/e2e/tracers-root.sh arm64)
   libc6-dev-arm64-cross linux-libc-dev-arm64-cross
   # the container image (deploy/image/build.sh): buildah builds it, podman runs it in the tests;
   # runc, the runtime that takes cgroup v1 hosts (tests/package/image.sh)

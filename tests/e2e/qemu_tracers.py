@@ -156,6 +156,23 @@ def c_loader_cmd(src, out):
     return [tc["cc"], "-O1", "-I", xinc, "-o", out, src, os.path.join(xlib, "libbpf.so.1"), f"-Wl,-rpath-link={xlib}"]
 
 
+def write_c_loader(work, name, program, loader, attaches):
+    """WORK/NAME/prog.bpf.c (`program`: one counting program a copy) and loader.c (`loader`), whose
+    program i is attached by the C line attaches[i], as printed: the directory."""
+    d = os.path.join(work, name)
+    os.makedirs(d, exist_ok=True)
+    n = len(attaches)
+    with open(os.path.join(d, "prog.bpf.c"), "w") as f:
+        f.write(program % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
+    code = "".join(
+        f"  at = {i}; snprintf(name, sizeof name, \"p%d\", at); prog = bpf_object__find_program_by_name(obj, name);\n"
+        f"  {{ {line} }}\n"
+        f"  if (!links[{i}]) printf(\"ATTACH-FAILED {i} %d\\n\", errno);\n" for i, line in enumerate(attaches))
+    with open(os.path.join(d, "loader.c"), "w") as f:
+        f.write(loader % {"n": n, "attaches": code})
+    return d
+
+
 def run_loader(guest, wl, d, what, bpf_src, loader_cmd, prefix, failures, env=None):
     """Builds in `d` the BPF object of `bpf_src` (clang -target bpf) and the loader (`loader_cmd`,
     which writes `loader`), copies both to the guest's /tmp/PREFIX*, runs the loader over the
@@ -539,17 +556,7 @@ def judge_libbpf(guest, copies, wl, work, results, failures):
         return
     if not shutil.which("clang-14") or not shutil.which(TOOLCHAIN[ARCH]["cc"]):
         raise e2e.Skip(f"clang-14 or {TOOLCHAIN[ARCH]['cc']} missing (scripts/setup-deps.sh)")
-    n = len(printed)
-    d = os.path.join(work, "libbpf")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "prog.bpf.c"), "w") as f:
-        f.write(BPF_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
-    attaches = "".join(
-        f"  at = {i}; snprintf(name, sizeof name, \"p%d\", at); prog = bpf_object__find_program_by_name(obj, name);\n"
-        f"  {{ {c['libbpf'][1].splitlines()[-1]} }}\n"
-        f"  if (!links[{i}]) printf(\"ATTACH-FAILED {i} %d\\n\", errno);\n" for i, c in enumerate(printed))
-    with open(os.path.join(d, "loader.c"), "w") as f:
-        f.write(LOADER % {"n": n, "attaches": attaches})
+    d = write_c_loader(work, "libbpf", BPF_PROGRAM, LOADER, [c["libbpf"][1].splitlines()[-1] for c in printed])
     ran = run_loader(guest, wl, d, "libbpf", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "", failures)
     if ran is None:
         return
@@ -690,23 +697,12 @@ def judge_kprobe_multi(guest, copies, wl, work, results, failures):
     kernel too (EOPNOTSUPP)."""
     if not shutil.which("clang-14") or not shutil.which(TOOLCHAIN[ARCH]["cc"]):
         raise e2e.Skip(f"clang-14 or {TOOLCHAIN[ARCH]['cc']} missing (scripts/setup-deps.sh)")
-    n = len(copies)
-    d = os.path.join(work, "kmulti")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "prog.bpf.c"), "w") as f:
-        f.write(KMULTI_PROGRAM % {"n": n, "programs": "\n".join(f"P({i})" for i in range(n))})
-
     def attach(c):
         if c["kprobe_multi"][0] == 0:
             return c["kprobe_multi"][1].splitlines()[-1]
         return ("LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){%#x}, .cnt = 1); "
                 "bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);" % c["addr"])
-    attaches = "".join(
-        f"  at = {i}; snprintf(name, sizeof name, \"p%d\", at); prog = bpf_object__find_program_by_name(obj, name);\n"
-        f"  {{ {attach(c)} }}\n"
-        f"  if (!links[{i}]) printf(\"ATTACH-FAILED {i} %d\\n\", errno);\n" for i, c in enumerate(copies))
-    with open(os.path.join(d, "loader.c"), "w") as f:
-        f.write(KMULTI_LOADER % {"n": n, "attaches": attaches})
+    d = write_c_loader(work, "kmulti", KMULTI_PROGRAM, KMULTI_LOADER, [attach(c) for c in copies])
     ran = run_loader(guest, wl, d, "kprobe_multi", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "m-", failures)
     if ran is None:
         return
@@ -864,7 +860,7 @@ def judge_fentry(a, db, dups, guest, copies, wl, work, results, failures):
     if ran is None:
         return
     tool, refs = ran
-    state = {int(m.group(1)): m.group(2) for m in re.finditer(r"@@R (\d+) (\S+)", tool)}
+    state = {int(m.group(1)): m.group(2).strip() for m in re.finditer(r"@@R (\d+) (.+)", tool)}
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@F (\d+) (\d+)", tool)}
     for i, name in enumerate(names):
         kinds, reached = verdicts[name]

@@ -5,7 +5,8 @@
 # (perf probe, perf stat), bpftrace, and libbpf's library for the loader tests/e2e/qemu_tracers.py
 # builds — of the architecture ARCH (amd64, the default, or arm64). Another architecture's root is
 # made by mmdebstrap, whose maintainer scripts run under qemu-user (qemu-user-static, through
-# binfmt_misc: mounted and the emulator enabled here when they are not).
+# binfmt_misc): installed here when missing (they stay out of scripts/setup-deps.sh, whose suite
+# needs no foreign root), binfmt_misc mounted and the emulator enabled when they are not.
 # Exit: 0 printed, 1 apt or mmdebstrap failed (its log's last lines on stderr), 2 usage.
 set -euo pipefail
 arch=${1:-amd64}
@@ -19,10 +20,11 @@ mkdir -p "$cache"
 exec 9>"$cache/.tracers-root.lock"
 flock 9
 if [ ! -s "$tar" ] && [ "$arch" != "$(dpkg --print-architecture)" ]; then
-  qemu=/usr/bin/qemu-aarch64-static
-  [ -x "$qemu" ] && command -v mmdebstrap >/dev/null ||
-    { echo "tracers-root.sh: a $arch root needs mmdebstrap and qemu-user-static (scripts/setup-deps.sh)" >&2; exit 1; }
   [ -e /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+  if [ ! -x /usr/bin/qemu-aarch64-static ] || ! command -v mmdebstrap >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q mmdebstrap qemu-user-static binfmt-support >&2 ||
+      { echo "tracers-root.sh: a $arch root needs mmdebstrap and qemu-user-static" >&2; exit 1; }
+  fi
   [ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] || update-binfmts --enable qemu-aarch64
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
