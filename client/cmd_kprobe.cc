@@ -614,7 +614,8 @@ A function the kernel refuses (no fentry call, init text, kprobe blacklist: see 
 'symdex which') is refused here first, exit 4, with probe-able places instead; --force prints it.
 --format names the same copy in another tracer's syntax, when it has one:
   perf      perf probe [-m MOD] -a 'GRP:EVENT=NAME[@DECL_FILE]' (a name perf resolves to this copy
-            and its inlined places), else the live address 0xADDR
+            and its inlined places), else the live address 0xADDR (without arguments by name:
+            perf compiles none at an address)
   bpftrace  kprobe:NAME or kprobe:MOD:NAME when unique there, else kprobe:0xADDR (--unsafe)
   libbpf    by address: bpf_kprobe_opts.offset with a NULL function name (a later cilium/ebpf's
             KprobeOptions.Address); a unique name, with an offset into it

@@ -40,6 +40,15 @@ absl::StatusOr<ProbeForm> Perf(const Match& m, const TargetInfo& t, const Kprobe
     loc = in.name + Offset(m.offset);
     out.note = kInlinedNote;
   } else if (auto addr = LiveAddress(m, t)) {
+    // perf compiles arguments by name from the DWARF of a function it finds by name; at an
+    // absolute address it finds none ("Failed to add events", perf 6.1 in the tracers' guest).
+    if (auto named = ingest::ParseNamedProbeArgs(k.fetchargs); named.ok() && named->has_value()) {
+      return absl::FailedPreconditionError(StrCat(
+          "perf probe has no form for this copy of ", in.name,
+          " with arguments by name: its form is the copy's address, where perf compiles no arguments (it refuses "
+          "them: \"Failed to add events\"); the kprobe_events line (symdex kprobe -n SPEC ARGS) carries them "
+          "compiled for this copy"));
+    }
     loc = fmt::format("0x{:x}", *addr);
     module.clear();
     out.address = addr;

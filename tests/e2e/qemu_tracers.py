@@ -336,6 +336,8 @@ def main():
 
         judge_perf(guest, copies, wl, results, failures)
         log(f"perf judged: {sum(1 for r in results if 'perf ' in r)} copies")
+        judge_perf_args(a, db, guest, copies, wl, results, failures)
+        log("perf's arguments judged")
         judge_bpftrace(guest, copies, wl, results, failures)
         log("bpftrace judged")
         judge_libbpf(guest, copies, wl, work, results, failures)
@@ -440,6 +442,73 @@ def judge_perf(guest, copies, wl, results, failures):
         kind, line = verdict(c, hits.get("t" + c["ref"][1:], 0), hits, "perf")
         results.append(line)
         if kind == "wrong":
+            failures.append(line)
+
+
+def arg_values(text):
+    """The fetch args of a trace line ("dev=0xffff... attr=0x... n=12 s=\"x\""), as {name: value},
+    numbers compared as numbers whatever base the definition printed them in."""
+    out = {}
+    for m in re.finditer(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)', text):
+        v = m.group(2)
+        try:
+            out[m.group(1)] = int(v, 0)
+        except ValueError:
+            out[m.group(1)] = v
+    return out
+
+
+def judge_perf_args(a, db, guest, copies, wl, results, failures):
+    """perf's form with arguments by name ($params, which perf compiles itself from the copy's
+    DWARF) beside the kprobe_events definition symdex compiles for the same copy and arguments:
+    every hit in the workload's window must carry the same values in both."""
+    todo, refused = [], []
+    for c in copies:
+        k = c["ref"][1:]
+        ref = symdex(a, db, "kprobe", "-n", "-e", f"refa/a{k}", c["spec"], "$params")
+        perf = symdex(a, db, "kprobe", "-n", "-e", f"symdexa/b{k}", "--format", "perf", c["spec"], "$params")
+        if ref.returncode != 0:
+            failures.append(f"perf arguments: no kprobe_events definition for {c['spec']} $params: {ref.stderr[-300:]}")
+            continue
+        if perf.returncode != 0:
+            # symdex refuses perf's address form with arguments by name: perf must refuse it too.
+            refused.append((c, k, f"perf probe -a 'symdexa:b{k}={c['addr']:#x} $params'", perf.stderr.strip()))
+            continue
+        todo.append((c, k, ref.stdout.strip(), perf.stdout.strip().splitlines()[-1]))
+    for c, k, cmd, why in refused:
+        rc, out = sh(guest, f"{cmd} 2>&1")
+        line = f"refused  perf+args {c['spec']} $params: {cmd} -> {errors(out) if rc != 0 else 'added'}"
+        results.append(line if rc != 0 else "WRONG" + line[7:])
+        if rc == 0:
+            failures.append(f"perf takes the address form with arguments by name, which symdex refused: {why}")
+    if not todo:
+        return
+    script = wl + "T=/sys/kernel/tracing\n" + "".join(f"echo '{r}' >>$T/kprobe_events\n" for _, _, r, _ in todo)
+    script += "".join(f"{p} >/tmp/perfa-{k}.log 2>&1 || {{ echo 'PERF-FAILED {k}'; cat /tmp/perfa-{k}.log; }}\n"
+                      for _, k, _, p in todo)
+    script += (TRACE_RUN + "echo 1 >$T/events/refa/enable\necho 1 >$T/events/symdexa/enable\nsh /tmp/workload.sh\n"
+               "echo 0 >$T/events/refa/enable\necho 0 >$T/events/symdexa/enable\necho @@TRACE\ncat $T/trace\n")
+    rc, out = sh(guest, script)
+    listing, _, trace = out.partition("@@TRACE\n")
+    _, (w0, w1) = in_window(trace)
+    seen = {}
+    for m in re.finditer(r"\s(\d+\.\d+): ([ab]\d\d\d): \([^)]*\)(.*)", trace):
+        if w0 <= float(m.group(1)) <= w1:
+            seen.setdefault(m.group(2), []).append(arg_values(m.group(3)))
+    for c, k, ref_line, perf_line in todo:
+        if f"PERF-FAILED {k}" in listing:
+            failures.append(f"perf probe refused what symdex printed for {c['spec']} $params: {perf_line}\n{listing[-400:]}")
+            continue
+        mine, theirs = seen.get(f"a{k}", []), seen.get(f"b{k}", [])
+        what = f"perf+args {c['spec']} $params"
+        if not mine and not theirs:
+            results.append(f"idle     {what}: the copy did not run in the window")
+        elif mine == theirs:
+            results.append(f"exact    {what}: {len(mine)} hits, the same values as symdex's kprobe_events "
+                           f"definition ({', '.join(sorted(mine[0]))})")
+        else:
+            line = f"WRONG    {what}: symdex's definition saw {mine[:2]}, perf's {theirs[:2]}"
+            results.append(line)
             failures.append(line)
 
 

@@ -327,5 +327,18 @@ TEST(ProbeForms, KprobeMultiIsRefusedOnAKernelWithoutFprobes) {
       << f.status();
 }
 
+TEST(ProbeForms, PerfsAddressFormTakesNoArgumentsByName) {
+  // perf compiles arguments by name only for a function it finds by name: at an address it
+  // refuses them (the tracers' guest: "Failed to add events").
+  auto named = FormFor(TracerSyntax::kPerf, VmlinuxCopy(), Target("live"), Probe("symdex", "x", false, {"$params"}), 0);
+  ASSERT_TRUE(absl::IsFailedPrecondition(named.status())) << named.status();
+  EXPECT_NE(named.status().message().find("kprobe_events line"), std::string::npos) << named.status();
+  // By name (unique in its module) perf compiles them itself.
+  auto by_name =
+      FormFor(TracerSyntax::kPerf, ModuleCopy(), Target("live"), Probe("symdex", "x", false, {"$params"}), 0);
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_EQ(by_name->text, "perf probe -m uio -a 'symdex:x=name_show $params'");
+}
+
 }  // namespace
 }  // namespace symdex::query
