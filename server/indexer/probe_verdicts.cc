@@ -18,7 +18,7 @@
 //    blacklisted is refused too (within_kprobe_blacklist);
 //  - init text: symbols starting in [_sinittext, _einittext), or in a module's .init* section;
 //  - BTF: the code symbols whose name is a function of their owner's BTF (a module's read over
-//    vmlinux's strings), which fentry/fexit can name (query/probe_verdict.h FentryVerdictOf).
+//    vmlinux's strings), which fentry/fexit can name (query/fentry_verdict.h FillFentryVerdicts).
 // Areas come from the image when it was read, else from the same symbols in kallsyms/System.map
 // (_sinittext, __noinstr_text_start, ...), so init and blacklist verdicts need no debug file.
 #include <algorithm>
@@ -325,14 +325,22 @@ std::string LayoutAgainstConfig(const kernel::KernelTarget& t, const ingest::Pro
                 t.kernel_config, " selects '", selected->name, "'; the verdicts follow the records");
 }
 
-// The BTF bits of an owner's code symbols (`module`: -1 vmlinux): judged, and a function of its
-// BTF when `funcs` has the name. An owner without a .BTF section has no BTF functions.
-void MarkBtf(std::vector<SymbolEntry>& syms, int module, const std::vector<std::string>& funcs) {
-  std::unordered_set<std::string_view> names(funcs.begin(), funcs.end());
+// The BTF bits of an owner's code symbols (`module`: -1 vmlinux) from its .BTF section `btf`
+// ("" when it has none: no BTF functions), read over `base_strings` (a module's, over vmlinux's):
+// judged, and a function of its BTF when the BTF has the name. The BTF's own strings, or why it
+// could not be read (its symbols stay unjudged).
+absl::StatusOr<std::string> JudgeBtf(std::vector<SymbolEntry>& syms, int module, std::string_view btf,
+                                     std::string_view base_strings = {}) {
+  ingest::BtfInfo info;
+  if (!btf.empty()) {
+    ASSIGN_OR_RETURN(info, ingest::ReadBtf(btf, base_strings));
+  }
+  std::unordered_set<std::string_view> names(info.funcs.begin(), info.funcs.end());
   for (SymbolEntry& s : syms) {
     if (s.module != module || !IsCodeSymbolType(s.type)) continue;
     s.probe |= kernel::kProbeBtfJudged | (names.count(s.name) ? kernel::kProbeBtfFunc : 0u);
   }
+  return std::move(info.strings);
 }
 
 }  // namespace
@@ -363,13 +371,10 @@ absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilte
       uint64_t slide = 0;
       if (t.text_addr && vml->text_addr) slide = *t.text_addr - *vml->text_addr;
       judge.Apply(judge.owner(-1), *tab, slide, false);
-      if (tab->btf.empty()) {
-        MarkBtf(t.symbols, -1, {});
-      } else if (auto b = ingest::ReadBtf(tab->btf); b.ok()) {
-        MarkBtf(t.symbols, -1, b->funcs);
-        vmlinux_btf_strings = std::move(b->strings);
+      if (auto strings = JudgeBtf(t.symbols, -1, tab->btf); strings.ok()) {
+        vmlinux_btf_strings = std::move(*strings);
       } else {
-        btf_failures.push_back(StrCat(vml->path, ": ", b.status().message()));
+        btf_failures.push_back(StrCat(vml->path, ": ", strings.status().message()));
       }
       kernel_records_fentry = tab->fentry_known;
       machine = tab->machine;
@@ -405,13 +410,11 @@ absl::Status JudgeProbes(store::Db& db, kernel::KernelTarget& t, const PartFilte
       auto tab = debuginfo::ReadProbeTablesFile(p);
       if (tab.ok() && tab->relocatable) {
         of_module.Apply(o, *tab, 0, kernel_records_fentry);
-        if (tab->btf.empty()) {
-          MarkBtf(syms, m, {});
-        } else if (!vmlinux_btf_strings.empty()) {
-          if (auto b = ingest::ReadBtf(tab->btf, vmlinux_btf_strings); b.ok()) {
-            MarkBtf(syms, m, b->funcs);
-          } else if (btf_failures.size() < 3) {
-            btf_failures.push_back(StrCat(p, ": ", b.status().message()));
+        // A module's BTF names vmlinux's strings: without them it stays unjudged.
+        if (tab->btf.empty() || !vmlinux_btf_strings.empty()) {
+          if (auto strings = JudgeBtf(syms, m, tab->btf, vmlinux_btf_strings);
+              !strings.ok() && btf_failures.size() < 3) {
+            btf_failures.push_back(StrCat(p, ": ", strings.status().message()));
           }
         }
         if (machine == 0) machine = tab->machine;

@@ -3,7 +3,7 @@
 # by name what `which --fentry` says, in a booted Debian cloud kernel with a Debian 12 root
 # (tests/e2e/qemu_tracers.py says how each is judged).
 #   tests/e2e/qemu_tracers.sh [--arch x86_64|arm64] build/bin/symdex
-# x86_64: ~9 min on 2 cores with eight names (perf probe reads vmlinux's DWARF under TCG). arm64: Debian's arm64
+# x86_64: ~10 min on 2 cores with eight names (perf probe reads vmlinux's DWARF under TCG). arm64: Debian's arm64
 # cloud kernel under qemu-system-aarch64 -M virt (SYMDEX_KERNEL_META=linux-image-6.12-cloud-arm64
 # for 6.12), its root made by mmdebstrap under qemu-user, the loaders cross-built (gcc-aarch64-
 # linux-gnu against the root's libbpf, GOARCH=arm64); slower (everything in the guest is emulated).
