@@ -137,6 +137,11 @@ absl::StatusOr<ProbeForm> Cilium(const Match& m, const KprobeOptions& k) {
 // site), on a live target. A kernel without CONFIG_FPROBE has no such link (EOPNOTSUPP).
 absl::StatusOr<ProbeForm> KprobeMulti(const Match& m, const TargetInfo& t, const KprobeOptions& k) {
   const Instance& in = m.instance;
+  if (!k.fetchargs.empty()) {
+    return absl::FailedPreconditionError(
+        "kprobe_multi: its program reads the arguments from ctx itself (bpf_get_func_ip, PT_REGS_PARMn): no fetch "
+        "args");
+  }
   if (t.fprobe && !*t.fprobe) {
     return absl::FailedPreconditionError(StrCat(
         "kprobe_multi: the kernel is built without CONFIG_FPROBE (", t.kernel_config,
@@ -284,14 +289,7 @@ absl::StatusOr<ProbeForm> FormFor(TracerSyntax syntax, const Match& m, const Tar
     return ProbeForm{.text = std::move(line)};
   }
   if (syntax == TracerSyntax::kFentry) return Fentry(m, opts);
-  if (syntax == TracerSyntax::kKprobeMulti) {
-    if (!opts.fetchargs.empty()) {
-      return absl::FailedPreconditionError(
-          "kprobe_multi: its program reads the arguments from ctx itself (bpf_get_func_ip, PT_REGS_PARMn): no fetch "
-          "args");
-    }
-    return KprobeMulti(m, t, opts);
-  }
+  if (syntax == TracerSyntax::kKprobeMulti) return KprobeMulti(m, t, opts);
   RETURN_IF_ERROR(CheckReturnProbe(m, opts));
   if (syntax == TracerSyntax::kPerf) return Perf(m, t, opts, same_decl_file);
   ASSIGN_OR_RETURN(ProbeForm out, syntax == TracerSyntax::kBpftrace ? Bpftrace(m, t, opts)
