@@ -7,6 +7,8 @@
 # cloud kernel under qemu-system-aarch64 -M virt (SYMDEX_KERNEL_META=linux-image-6.12-cloud-arm64
 # for 6.12), its root made by mmdebstrap under qemu-user, the loaders cross-built (gcc-aarch64-
 # linux-gnu against the root's libbpf, GOARCH=arm64); slower (everything in the guest is emulated).
+# Env: SYMDEX_TRACERS_NAMES (names judged, default 12), SYMDEX_TRACERS_JUDGES (the tools, default
+# all: perf,perf-args,bpftrace,libbpf,cilium,kprobe_multi,fentry), SYMDEX_E2E_WORK (work dir, kept).
 # Exit: 0 pass, 1 fail, 77 skip (not root: the root is made with chroot; no qemu, busybox-static,
 # mkfs.ext4 or corpus).
 set -euo pipefail
