@@ -116,6 +116,19 @@ std::string Normalize(const FrameText& f) {
 
 enum class Form { kKernel, kRegs, kLinkRegister, kPerf, kBpftrace, kFtrace, kEntry };
 
+// arm64's exception vectors (entry.S's entry_handler: el1h_64_irq, el0t_64_sync, el0t_32_fiq, ...;
+// before 5.12 el1_irq, el0_sync, ...). The frame record the vector builds in pt_regs holds the
+// interrupted pc where a return address would be, so the unwinder prints that pc as the next
+// frame: the interrupted instruction itself (NAME+0x0 is common), after which the interrupted
+// function's own caller may be missing (its frame record not yet made).
+bool ArmExceptionVector(std::string_view name) {
+  if (!name.starts_with("el0") && !name.starts_with("el1")) return false;
+  name.remove_prefix(3);
+  if (name.starts_with('t') || name.starts_with('h')) name.remove_prefix(1);
+  if (name.starts_with("_64") || name.starts_with("_32")) name.remove_prefix(3);
+  return name == "_sync" || name == "_irq" || name == "_fiq" || name == "_error";
+}
+
 // The frame on a line, if any.
 std::optional<std::pair<LogFrame, Form>> FrameOn(std::string_view line, const std::vector<Token>& toks) {
   if (toks.empty()) return std::nullopt;
@@ -263,6 +276,8 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
   // arm64: a "pc :" frame was seen in this stack, and a "Call trace:" since: its next frame is
   // that pc again, not a return address.
   bool pc_seen = false, pc_first = false;
+  // The previous frame was an arm64 exception vector: this one is the interrupted pc.
+  bool after_vector = false;
   for (size_t n = 0; n < out.lines.size(); ++n) {
     std::string_view line = out.lines[n];
     if (line.size() > kMaxFrameLineLength) {
@@ -289,13 +304,14 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
         pending = kNone;
         trace_form = Form::kKernel;
         pc_seen = false;
+        after_vector = false;
       }
       if (inside != Inside::kNo) {
         for (size_t i = 0; i + 1 < toks.size(); ++i) {
           if (toks[i].text == "Call" && toks[i + 1].text == "trace:" && pc_seen) pc_first = true;
         }
       }
-      if (inside == Inside::kNo) pc_seen = pc_first = false;
+      if (inside == Inside::kNo) pc_seen = pc_first = after_vector = false;
       continue;
     }
     if (out.frames.size() >= kMaxLogFrames) {
@@ -308,7 +324,7 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
       frames_in_trace = 0;
       pending = kNone;
       trace_form = form;
-      pc_seen = pc_first = false;
+      pc_seen = pc_first = after_vector = false;
     }
     lf.line = n;
     lf.trace = out.traces - 1;
@@ -318,14 +334,19 @@ absl::StatusOr<KernelLog> ScanKernelLog(std::string_view text) {
     // not a return address; kernel stack dumps list return addresses only, besides RIP: (and
     // arm64's pc, printed again first in its Call trace).
     const bool sampled = trace_form == Form::kPerf || trace_form == Form::kBpftrace || trace_form == Form::kFtrace;
-    lf.return_address = !lf.regs && form != Form::kEntry && !(sampled && frames_in_trace == 0) && !pc_first;
+    const bool interrupted = after_vector && form == Form::kKernel && !lf.frame.unreliable;
+    lf.return_address =
+        !lf.regs && form != Form::kEntry && !(sampled && frames_in_trace == 0) && !pc_first && !interrupted;
     pc_first = false;
     if (lf.regs) pc_seen = true;
+    if (!lf.frame.unreliable) after_vector = form == Form::kKernel && ArmExceptionVector(lf.frame.symbol);
     ++frames_in_trace;
     const size_t idx = out.frames.size();
     if (lf.regs) pending = kNone;  // a register dump: the frames before it ran in another context
-    if (form == Form::kEntry || form == Form::kLinkRegister) {
-      pending = kNone;  // each function-tracer line stands alone; so does arm64's lr
+    if (form == Form::kEntry || form == Form::kLinkRegister || interrupted) {
+      // Each function-tracer line stands alone; so does arm64's lr, and the pc an exception
+      // interrupted (no call led to it, and the frame after it may be its caller's caller).
+      pending = kNone;
     } else if (!lf.frame.unreliable) {
       if (pending != kNone) out.frames[pending].caller = idx;
       pending = idx;

@@ -18,7 +18,9 @@
 // stack each frame's caller is the next reliable frame, unless a context switch (<IRQ>, </IRQ>,
 // <NMI>, a register dump) lies between them. arm64 starts the "Call trace:" of a report with
 // registers at the pc itself (dump_backtrace from regs): that first frame is not a return
-// address; x86-64 lists the frames after RIP only.
+// address; x86-64 lists the frames after RIP only. Inside an arm64 stack, the frame after an
+// exception vector (el1h_64_irq+0x64/0x68) is the pc it interrupted, not a return address either,
+// and no call links it to the frames around it.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,7 @@
 #include "server/ingest/kernel_log.h"
 #include "server/ingest/call_insn.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace symdex::ingest {
@@ -124,6 +125,53 @@ TEST(KernelLogTest, Arm64OopsPcLrAndCallTrace) {
       Scan("[    1.0] Call trace:\n[    1.0]  dump_backtrace+0x0/0x1e0\n[    1.0]  show_stack+0x20/0x30\n");
   ASSERT_EQ(plain.frames.size(), 2u);
   EXPECT_TRUE(plain.frames[0].return_address);
+}
+
+// arm64 6.12's sysrq l on a CPU that an interrupt caught at the entry of __cond_resched (from the
+// booted Debian kernel): the frame record el1h_64_irq builds holds the interrupted pc, printed
+// as the next frame; read_zero, which called __cond_resched, had no frame record yet and is
+// missing, so vfs_read follows.
+constexpr std::string_view kArm64Interrupted = R"([   52.180688] Call trace:
+[   52.181020]  el1_interrupt+0x34/0x58
+[   52.181032]  el1h_64_irq_handler+0x18/0x28
+[   52.181041]  el1h_64_irq+0x64/0x68
+[   52.181051]  __cond_resched+0x0/0x70
+[   52.181061]  vfs_read+0xcc/0x330
+[   52.181075]  ksys_read+0x7c/0x120
+[   51.781135]  el0t_64_sync+0x190/0x198
+)";
+
+TEST(KernelLogTest, Arm64FrameAfterAnExceptionVectorIsTheInterruptedPc) {
+  KernelLog log = Scan(kArm64Interrupted);
+  ASSERT_EQ(log.frames.size(), 7u);
+  EXPECT_EQ(log.traces, 1u);
+  const LogFrame& vector = log.frames[2];
+  EXPECT_EQ(vector.frame.symbol, "el1h_64_irq");
+  EXPECT_TRUE(vector.return_address);
+  EXPECT_FALSE(vector.caller) << "no call led from the interrupted code to the vector";
+  const LogFrame& pc = log.frames[3];
+  EXPECT_EQ(pc.frame.symbol, "__cond_resched");
+  EXPECT_FALSE(pc.return_address) << "the interrupted instruction itself, not one after a call";
+  EXPECT_FALSE(pc.regs) << "printed as a stack frame, not a register dump";
+  EXPECT_FALSE(pc.caller) << "the next frame may be its caller's caller";
+  const LogFrame& after = log.frames[4];
+  EXPECT_EQ(after.frame.symbol, "vfs_read");
+  EXPECT_TRUE(after.return_address);
+  ASSERT_TRUE(after.caller);
+  EXPECT_EQ(*after.caller, 5u);
+  EXPECT_TRUE(log.frames[1].caller) << "el1_interrupt's caller chain before the vector stays";
+  EXPECT_TRUE(log.frames[6].return_address) << "a vector's frame that ends the stack is a return address";
+  // The handlers the vectors call are functions like any other; so are names merely like them.
+  for (std::string_view name : {"el1h_64_irq_handler", "el0t_64_sync_handler", "el1_interrupt", "el1h_64_irqx"}) {
+    KernelLog other = Scan(fmt::format("Call trace:\n {}+0x18/0x28\n __cond_resched+0x0/0x70\n", name));
+    ASSERT_EQ(other.frames.size(), 2u) << name;
+    EXPECT_TRUE(other.frames[1].return_address) << name;
+  }
+  // Older kernels' vectors (el1_irq, el0_sync) do the same.
+  KernelLog old = Scan("Call trace:\n el1_irq+0xc8/0x180\n arch_cpu_idle+0x18/0x28\n do_idle+0x1d8/0x2a0\n");
+  ASSERT_EQ(old.frames.size(), 3u);
+  EXPECT_FALSE(old.frames[1].return_address);
+  EXPECT_TRUE(old.frames[2].return_address);
 }
 
 TEST(KernelLogTest, ProcStackHidesAddressesAndOldFormatKeepsThem) {
