@@ -22,7 +22,9 @@ Fails (exit 1, one line per offence: file:line, the include or call, the rule) w
   together from bytes by hand (bytes shifted by multiples of 8, a 2/4/8-byte memcpy into a
   scalar): the family lives in server/common/byte_reader.h (LoadLittle for checked bytes);
 - a file in client/ includes SQLite, libelf/libdw or the generated protobuf/gRPC headers itself:
-  the CLI reads answers, never the index, a debug file or the wire;
+  the CLI reads answers, never the index, a debug file or the wire; in server/, each of those
+  belongs to its layer (SYSTEM_HEADER_OWNERS: SQLite to store/, libdw to debuginfo/, the wire to
+  api/ and daemon/, libelf to the ELF readers);
 - a function in server/ or client/ runs past 120 lines without the comment above it saying why
   ("Long because ...", or "... past 120 lines ..."): split it into steps a reader can hold.
 
@@ -97,6 +99,19 @@ HANDLER_FORBIDDEN = [
 # What client/ may not include itself (THIN_FORBIDDEN_SYSTEM, and the generated headers).
 CLIENT_FORBIDDEN_INCLUDE = re.compile(r"^(sqlite3\.h|elfutils/|libelf\.h|gelf\.h|dwarf\.h|grpc|google/protobuf/)|"
                                       r"\.pb\.h$")
+# The system and generated headers of one layer: SQLite is the store's, libdw (DWARF) the debug-info
+# readers', the wire's generated and gRPC headers the gRPC layer's and the daemon's; libelf (ELF
+# sections and symbols) the ELF readers' below the store. A header elsewhere names the layer's
+# owner to ask.
+SYSTEM_HEADER_OWNERS = [
+    (re.compile(r"^sqlite3\.h$"), {"store"}, "SQLite is the store's (server/store/)"),
+    (re.compile(r"^(elfutils/libdw|elfutils/libdwfl|elfutils/debuginfod|dwarf\.h$)"), {"debuginfo"},
+     "libdw and DWARF are the debug-info readers' (server/debuginfo/)"),
+    (re.compile(r"^(libelf\.h|gelf\.h)$"), {"common", "ingest", "kernel", "debuginfo"},
+     "libelf is the ELF readers' (server/common/elf_handle.h, ingest/, kernel/, debuginfo/)"),
+    (re.compile(r"^(grpc|google/protobuf/)|\.pb\.h$|^symdex/v1/"), {"api", "daemon"},
+     "the wire's generated and gRPC headers are server/api/'s and the daemon's"),
+]
 MAX_FUNCTION_LINES = 120
 LONG_REASON = re.compile(r"Long because|past 120 lines")
 # A function definition's first line starts with none of these.
@@ -206,6 +221,10 @@ def main(root):
             if layer != "common" and HAND_DECODED.search(code):
                 bad.append(f"{rel}:{n}: a fixed-width value decoded by hand outside server/common/: "
                            "use server/common/byte_reader.h (LoadLittle, ByteReader::Int)")
+        for n, inc in list(system_includes(p)) + [(n, i) for n, i in includes(p) if i.startswith("symdex/v1/")]:
+            for rx, owners, why in SYSTEM_HEADER_OWNERS:
+                if rx.search(inc) and layer not in owners:
+                    bad.append(f"{rel}:{n}: includes {inc}: {why}, not server/{layer}/'s")
         parts = PARTS.get(layer)
         part = rel.split("/")[2] if parts and rel.count("/") >= 3 else None
         if parts and part not in parts:

@@ -2,8 +2,9 @@
 """check_layers.py must fail on each kind of offence: a copy of the tree with one planted at a
 time (a client file reaching the store through a header of its own, the query API header reaching
 SQLite, SQL in the query layer, a parser including the store, a client file including SQLite, libdw
-or the wire's generated headers, a long function without its reason, a fixed-width value decoded
-by hand, an RPC with a handler of its own), each expected by its message.
+or the wire's generated headers, a server layer including another layer's system or generated
+headers, a long function without its reason, a fixed-width value decoded by hand, an RPC with a
+handler of its own), each expected by its message.
 
 Usage: check_layers_test.py SOURCE_DIR
 """
@@ -82,6 +83,21 @@ def main(src):
            "  grpc::ServerUnaryReactor* Addr(grpc::CallbackServerContext* ctx, const ::symdex::v1::JitAddrRequest* req,"
            " ::symdex::v1::JitAddrResponse* resp) override;\n")],
          "server/api/services.h", "Addr: an RPC with a handler of its own"),
+        ("the query layer including SQLite itself",
+         [("server/query/spec.cc", "\n", "#include <sqlite3.h>\n")],
+         "server/query/spec.cc", "includes sqlite3.h: SQLite is the store's"),
+        ("the query layer including the wire's generated header",
+         [("server/query/spec.cc", "\n", '#include "symdex/v1/symdex.pb.h"\n')],
+         "server/query/spec.cc", "includes symdex/v1/symdex.pb.h: the wire's generated and gRPC headers"),
+        ("the query layer including gRPC",
+         [("server/query/spec.cc", "\n", "#include <grpcpp/grpcpp.h>\n")],
+         "server/query/spec.cc", "includes grpcpp/grpcpp.h: the wire's generated and gRPC headers"),
+        ("the indexer including libdw",
+         [("server/indexer/indexer.cc", "\n", "#include <elfutils/libdw.h>\n")],
+         "server/indexer/indexer.cc", "includes elfutils/libdw.h: libdw and DWARF are the debug-info readers'"),
+        ("the store including libelf",
+         [("server/store/index_store.cc", "\n", "#include <gelf.h>\n")],
+         "server/store/index_store.cc", "includes gelf.h: libelf is the ELF readers'"),
         ("a parser including the store",
          [("server/ingest/kallsyms.h", "#pragma once\n", '#include "server/store/index_store.h"\n')],
          "server/ingest/kallsyms.h", "server/ingest/ may include only"),
