@@ -129,22 +129,22 @@ nlohmann::json VerdictJson(const query::ProbeVerdict& v);
 std::string Hex(uint64_t v);           // "ffffffff81000000"
 std::string FormatTime(int64_t unix);  // "2026-11-29 23:59:01 UTC"
 
-// Registers the verbs' subcommands on `app`; each returns its exit code through `exit_code`.
-void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
-void AddQueryCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
-void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
-void AddResolveCommands(CLI::App& app, GlobalOptions& g, int& exit_code);  // and, in their place, kprobe's
-void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code);   // kprobe, vars
-// `addr` and `lines` (client/cmd_addr.cc).
-void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
-// `frames` (client/cmd_frames.cc).
-void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
-// `decode` (client/cmd_decode.cc).
-void AddDecodeCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
-// `pprof` (client/cmd_pprof.cc).
-void AddPprofCommand(CLI::App& app, GlobalOptions& g, int& exit_code);
-// `jit ingest|addr|collisions|export` and `buildid` (client/cmd_jit.cc).
-void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);
+// Registers the verbs' subcommands on `app` (cli_main.cc calls them in --help's order); each
+// returns its exit code through `exit_code`.
+void AddIndexCommand(CLI::App& app, GlobalOptions& g, int& exit_code);      // index (cmd_index.cc)
+void AddWhichCommands(CLI::App& app, GlobalOptions& g, int& exit_code);     // which, inlined (cmd_which.cc)
+void AddListingCommands(CLI::App& app, GlobalOptions& g, int& exit_code);   // dups, symbols (cmd_listing.cc)
+void AddStatusCommand(CLI::App& app, GlobalOptions& g, int& exit_code);     // status (cmd_status.cc)
+void AddResolveCommand(CLI::App& app, GlobalOptions& g, int& exit_code);    // resolve (cmd_resolve.cc)
+void AddKprobeCommands(CLI::App& app, GlobalOptions& g, int& exit_code);    // kprobe, vars, callers (cmd_kprobe.cc)
+void AddKallsymsCommands(CLI::App& app, GlobalOptions& g, int& exit_code);  // ftrace-index, kallsyms (cmd_kallsyms.cc)
+void AddAddrCommands(CLI::App& app, GlobalOptions& g, int& exit_code);      // addr, lines (cmd_addr.cc)
+void AddFramesCommand(CLI::App& app, GlobalOptions& g, int& exit_code);     // frames (cmd_frames.cc)
+void AddDecodeCommand(CLI::App& app, GlobalOptions& g, int& exit_code);     // decode (cmd_decode.cc)
+void AddPprofCommand(CLI::App& app, GlobalOptions& g, int& exit_code);      // pprof (cmd_pprof.cc)
+void AddHelpCommand(CLI::App& app, int& exit_code);                         // help TOPIC (help_topics.cc)
+void AddJitCommands(CLI::App& app, GlobalOptions& g, int& exit_code);       // jit ... (cmd_jit.cc, cmd_jit_dsos.cc)
+void AddBuildIdCommand(CLI::App& app, GlobalOptions& g, int& exit_code);    // buildid (cmd_buildid.cc)
 
 // The whole command line (client/cli_main.cc): parses argv, runs the verb, returns the exit code.
 int Main(int argc, char** argv);

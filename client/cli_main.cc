@@ -70,10 +70,19 @@ int Main(int argc, char** argv) {
 
   int exit_code = 0;
   AddIndexCommand(app, g, exit_code);
-  AddQueryCommands(app, g, exit_code);
+  AddWhichCommands(app, g, exit_code);
+  AddListingCommands(app, g, exit_code);
   AddStatusCommand(app, g, exit_code);
-  AddResolveCommands(app, g, exit_code);
+  AddResolveCommand(app, g, exit_code);
+  AddKprobeCommands(app, g, exit_code);
+  AddKallsymsCommands(app, g, exit_code);
+  AddAddrCommands(app, g, exit_code);
+  AddFramesCommand(app, g, exit_code);
+  AddDecodeCommand(app, g, exit_code);
+  AddPprofCommand(app, g, exit_code);
+  AddHelpCommand(app, exit_code);
   AddJitCommands(app, g, exit_code);
+  AddBuildIdCommand(app, g, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,5 +1,5 @@
-// symdex jit ingest|addr|collisions|export|dsos and symdex buildid: JIT code from jitdump and perf-map
-// files, and the build-IDs of jitted DSOs. Lookups go through the query API; ingest and export work
+// symdex jit ingest|addr|collisions|export (dsos: cmd_jit_dsos.cc): JIT code from jitdump and
+// perf-map files. Lookups go through the query API; ingest and export work
 // on the index file here (server/jit/jit_files.h).
 #include <fmt/core.h>
 
@@ -19,32 +19,6 @@ constexpr char kSchemeHelp[] =
     "Build-ID scheme: symdex (default; unique per process instance and load), sha1-symtab (perf with "
     "the Nov 2025 fix), sha1-code (perf 6.17: identical code => identical ID), md5-addr (perf <= 6.16 "
     "with libcrypto)";
-
-nlohmann::json LoadJson(const query::JitFunction& l) {
-  nlohmann::json j = {{"name", l.name},
-                      {"pid", l.pid},
-                      {"code_index", l.code_index},
-                      {"dso", l.DsoName()},
-                      {"code_start", "0x" + Hex(l.addr)},
-                      {"code_end", "0x" + Hex(l.addr + l.code_size)},
-                      {"code_size", l.code_size},
-                      {"loaded_at", "0x" + Hex(l.code_addr)},
-                      {"load_time", l.load_time},
-                      {"placed_by", l.placed_by},
-                      {"placed_time", l.placed_time},
-                      {"moved_away_at", l.until ? nlohmann::json(*l.until) : nlohmann::json(nullptr)},
-                      {"instance", InstanceJson(l.instance)},
-                      {"build_ids", l.build_ids}};
-  if (l.line) {
-    j["source"] = {{"file", l.line->file},
-                   {"line", l.line->line},
-                   {"column", l.line->column},
-                   {"entry_address", "0x" + Hex(l.line->addr)}};
-  } else {
-    j["source"] = nullptr;
-  }
-  return j;
-}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -329,42 +303,33 @@ int RunExport(const GlobalOptions& g, const ExportOptions& o) {
   return written ? kFound : kNotFound;
 }
 
-// ---------------------------------------------------------------------------------------------
-
-int RunBuildId(const GlobalOptions& g, const std::string& hex_in) {
-  // A malformed argument is told before a missing index.
-  auto hex = query::CanonicalBuildId(hex_in);
-  if (!hex.ok()) return Fail(g, hex.status());
-  auto api = OpenQuery(g);
-  if (!api.ok()) return Fail(g, api.status());
-  auto answer = (*api)->Ask<query::LookupBuildId>({.build_id = *hex});
-  if (!answer.ok()) return Fail(g, answer.status());
-  const auto& jitted = answer->jitted;
-  const auto& kernel = answer->kernel;
-  if (g.json) {
-    nlohmann::json j = nlohmann::json::array(), k = nlohmann::json::array();
-    for (const auto& m : jitted) {
-      nlohmann::json l = LoadJson(m.load);
-      l["scheme"] = m.scheme;
-      j.push_back(l);
-    }
-    for (const auto& h : kernel) k.push_back({{"kind", h.kind}, {"name", h.name}, {"target", h.target}});
-    PrintJson({{"build_id", *hex}, {"jitted", j}, {"kernel", k}});
-  } else {
-    for (const auto& m : jitted) {
-      fmt::print("jitted  {} ({} scheme) {} code_index {} pid {} at 0x{} size {} (jitdump {})\n", m.load.DsoName(),
-                 m.scheme, m.load.name, m.load.code_index, m.load.pid, Hex(m.load.code_addr), m.load.code_size,
-                 m.load.instance.path);
-    }
-    for (const auto& h : kernel) {
-      fmt::print("{:<7} {}{}\n", h.kind, h.name, h.target.empty() ? "" : " (target " + h.target + ")");
-    }
-    if (answer->empty()) fmt::print(stderr, "symdex: nothing indexed has build-ID {}\n", *hex);
-  }
-  return answer->empty() ? kNotFound : kFound;
-}
-
 }  // namespace
+
+nlohmann::json LoadJson(const query::JitFunction& l) {
+  nlohmann::json j = {{"name", l.name},
+                      {"pid", l.pid},
+                      {"code_index", l.code_index},
+                      {"dso", l.DsoName()},
+                      {"code_start", "0x" + Hex(l.addr)},
+                      {"code_end", "0x" + Hex(l.addr + l.code_size)},
+                      {"code_size", l.code_size},
+                      {"loaded_at", "0x" + Hex(l.code_addr)},
+                      {"load_time", l.load_time},
+                      {"placed_by", l.placed_by},
+                      {"placed_time", l.placed_time},
+                      {"moved_away_at", l.until ? nlohmann::json(*l.until) : nlohmann::json(nullptr)},
+                      {"instance", InstanceJson(l.instance)},
+                      {"build_ids", l.build_ids}};
+  if (l.line) {
+    j["source"] = {{"file", l.line->file},
+                   {"line", l.line->line},
+                   {"column", l.line->column},
+                   {"entry_address", "0x" + Hex(l.line->addr)}};
+  } else {
+    j["source"] = nullptr;
+  }
+  return j;
+}
 
 nlohmann::json InstanceJson(const query::JitInstanceInfo& i) {
   return {
@@ -456,16 +421,6 @@ reused without --instance, 3 no index or nothing ingested, an unwritable --out, 
       ->required();
   cd->add_flag("--json", g.json, "JSON output (every load compared, with all its scheme IDs)");
   cd->callback([&g, &exit_code, dsos] { exit_code = RunJitDsos(g, *dsos); });
-
-  auto hex = std::make_shared<std::string>();
-  CLI::App* cb = app.add_subcommand(
-      "buildid",
-      "What has build-ID HEX: jitted DSOs (under any scheme: symdex, sha1-symtab, sha1-code, md5-addr), kernels, "
-      "modules and debug files.");
-  cb->footer("Exit: 0 something has it, 1 nothing, 2 not a hex build-ID, 3 no index.");
-  cb->add_option("hex", *hex, "Build-ID in hex")->required();
-  cb->add_flag("--json", g.json, "JSON output");
-  cb->callback([&g, &exit_code, hex] { exit_code = RunBuildId(g, *hex); });
 }
 
 }  // namespace symdex::cli

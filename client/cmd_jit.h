@@ -1,4 +1,4 @@
-// What the `symdex jit` verbs (cmd_jit.cc, cmd_jit_dsos.cc) share.
+// What the `symdex jit` verbs (cmd_jit.cc, cmd_jit_dsos.cc) and `symdex buildid` share.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,6 +12,8 @@ namespace symdex::cli {
 
 // A process instance in --json output.
 nlohmann::json InstanceJson(const query::JitInstanceInfo& i);
+// A jitted function's load in --json output (jit addr, buildid).
+nlohmann::json LoadJson(const query::JitFunction& l);
 
 struct JitDsosOptions {
   std::vector<std::string> paths;

@@ -155,4 +155,16 @@ std::string VerdictText(const query::ProbeVerdict& v) {
 
 std::span<const VerdictMeaning> VerdictMeanings() { return kVerdictMeanings; }
 
+void AddHelpCommand(CLI::App& app, int& exit_code) {
+  auto topic = std::make_shared<std::string>();
+  CLI::App* help = app.add_subcommand("help", "Longer help on a topic: 'symdex help specs'");
+  help->add_option("TOPIC", *topic, "The topic")
+      ->required()
+      ->check(CLI::IsMember(std::vector<std::string>(HelpTopics().begin(), HelpTopics().end())));
+  help->callback([&exit_code, topic] {
+    fmt::print("{}", HelpTopic(*topic).value_or(""));
+    exit_code = kFound;
+  });
+}
+
 }  // namespace symdex::cli

@@ -20,25 +20,24 @@ std::vector<ModuleByBuildId> WithBuildIds(const std::vector<query::FrameModule>&
 QueryRouter::CountedElsewhere::CountedElsewhere() { t_counted_elsewhere = true; }
 QueryRouter::CountedElsewhere::~CountedElsewhere() { t_counted_elsewhere = false; }
 
-bool QueryRouter::WouldWait(const std::string& target, const std::vector<query::FrameModule>& modules) {
-  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return false;
-  if (own_.Target(target).ok()) return false;
-  return !kernels_->Ready(target.substr(query::kBuildIdTargetPrefix.size()), WithBuildIds(modules));
+Routed QueryRouter::Route(const std::string& target, const std::vector<query::FrameModule>& modules) const {
+  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return {};
+  // Indexed here already (symdex index --build-id into the daemon's own index): answered from it.
+  if (own_.Target(target).ok()) return {};
+  return {target.substr(query::kBuildIdTargetPrefix.size()), WithBuildIds(modules)};
 }
 
-absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::For(const std::string& target,
-                                                                    const std::vector<query::FrameModule>& modules,
-                                                                    std::chrono::system_clock::time_point deadline) {
-  if (kernels_ == nullptr || !target.starts_with(query::kBuildIdTargetPrefix)) return own_shared_;
-  // Indexed here already (symdex index --build-id into the daemon's own index): answered from it.
-  if (own_.Target(target).ok()) return own_shared_;
-  const std::vector<ModuleByBuildId> mods = WithBuildIds(modules);
+bool QueryRouter::WouldWait(const Routed& r) const { return r.fleet() && !kernels_->Ready(r.build_id, r.modules); }
+
+absl::StatusOr<std::shared_ptr<query::LocalQuery>> QueryRouter::Open(const Routed& r,
+                                                                     std::chrono::system_clock::time_point deadline) {
+  if (!r.fleet()) return own_shared_;
   // The call's deadline as a steady-clock point; no deadline (gRPC's infinite future) = 10 min.
   const auto now_sys = std::chrono::system_clock::now();
   const auto left = std::min<std::chrono::system_clock::duration>(deadline - now_sys, std::chrono::minutes(10));
   const auto until =
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
-  return kernels_->Get(target.substr(query::kBuildIdTargetPrefix.size()), mods, until, !t_counted_elsewhere);
+  return kernels_->Get(r.build_id, r.modules, until, !t_counted_elsewhere);
 }
 
 }  // namespace symdex::api

@@ -49,13 +49,12 @@ void RpcStats::Call::Done(const grpc::Status& s) {
   it->second.latency->Observe(secs);
 }
 
-std::function<void()> SymbolServiceImpl::WaitFirst(const std::string& target,
-                                                   const std::vector<query::FrameModule>& modules,
+std::function<void()> SymbolServiceImpl::WaitFirst(const Routed& routed,
                                                    std::chrono::system_clock::time_point deadline) {
-  if (control_.wait_pool == nullptr || !router_.WouldWait(target, modules)) return nullptr;
+  if (control_.wait_pool == nullptr || !router_.WouldWait(routed)) return nullptr;
   // The run (or the wait for another call's) happens here; the call itself then finds the kernel
   // ready, or the failure remembered, or its deadline passed — each answered at once.
-  return [this, target, modules, deadline] { (void)router_.For(target, modules, deadline); };
+  return [this, routed, deadline] { (void)router_.Open(routed, deadline); };
 }
 
 MethodName MethodOf(std::string_view service, std::string_view method) {
@@ -76,7 +75,5 @@ SymbolServiceImpl::SymbolServiceImpl(QueryRouter& router, RpcStats& stats, CallC
   ForEachVerbHandler(*this, "SymbolService",
                      [this](int index, auto* handler) { MarkMethodRawCallback(index, handler); });
 }
-
-// ---------------------------------------------------------------------------------------------
 
 }  // namespace symdex::api

@@ -53,6 +53,13 @@ struct CallControl {
   FairPool* wait_pool = nullptr;
 };
 
+// Where one call of a verb goes, worked out once when the request is read: the verb's route (its
+// target, the modules it names, or why they cannot be read) and the router's decision for it.
+struct CallRoute {
+  query::VerbRoute verb;
+  Routed routed;
+};
+
 class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackService {
  public:
   // `status` fills what a Status answer says of the daemon (version, start, live tracking, fleet).
@@ -62,11 +69,11 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
 
   // A verb of query/verbs.h (verb_service.h): its request read by field name, asked of the
   // caller's view of the call's index inside Serve, its answer written back.
-  // One call of such a verb for `peer`, routed to `route` (verb_service.h RouteFor): its answer
+  // One call of such a verb for `peer`, routed once (verb_service.h CallRoute): its answer
   // written to `out` (a message of the verb's RPC), or the status to end the call with.
   template <class V>
   grpc::Status AnswerVerb(const Peer& peer, const grpc::CallbackServerContext& ctx, const typename V::Request& req,
-                          const query::VerbRoute& route, google::protobuf::Message* out);
+                          const CallRoute& route, google::protobuf::Message* out);
   template <class V>
   grpc::ServerUnaryReactor* ServeVerb(grpc::CallbackServerContext* ctx, const google::protobuf::Message& in,
                                       google::protobuf::Message* out);
@@ -75,14 +82,9 @@ class SymbolServiceImpl final : public ::symdex::v1::SymbolService::CallbackServ
   query::LocalQuery& query() { return q_; }
   QueryRouter& router() { return router_; }
   // For Serve (serve.h): empty when the call's index is ready; else what to wait for first, off the pool.
-  std::function<void()> WaitFirst(const std::string& target, const std::vector<query::FrameModule>& modules,
-                                  std::chrono::system_clock::time_point deadline);
+  std::function<void()> WaitFirst(const Routed& routed, std::chrono::system_clock::time_point deadline);
 
  private:
-  // A call for a fleet kernel may wait for its index run: it runs on the pool, not inline.
-  bool Fleet(const std::string& target) const {
-    return router_.kernels() != nullptr && target.starts_with(query::kBuildIdTargetPrefix);
-  }
   query::LocalQuery& q_;
   QueryRouter& router_;
   RpcStats& stats_;

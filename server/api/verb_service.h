@@ -12,34 +12,37 @@
 
 namespace symdex::api {
 
-// Where a call of V goes: its RouteOf, else its target.
+// Where a call of V goes: its RouteOf, else its target; and the router's decision for it, made
+// here once for the whole call.
 template <class V>
-query::VerbRoute RouteFor(const typename V::Request& req) {
-  query::VerbRoute route;
+CallRoute RouteFor(const QueryRouter& router, const typename V::Request& req) {
+  CallRoute out;
   if constexpr (requires { V::RouteOf(req); }) {
-    route = V::RouteOf(req);
+    out.verb = V::RouteOf(req);
   } else if constexpr (requires { req.target; }) {
-    route.target = req.target;
+    out.verb.target = req.target;
   }
-  return route;
+  out.routed =
+      router.Route(out.verb.target, out.verb.modules.ok() ? *out.verb.modules : std::vector<query::FrameModule>{});
+  return out;
+}
+
+// What a call of V waits for first, off the pool (SymbolServiceImpl::WaitFirst): nothing when it
+// goes to the own index, or when its verb refuses the request anyway (before anything is fetched
+// for it).
+template <class V>
+std::function<void()> WaitFirstFor(SymbolServiceImpl& server, const typename V::Request& req, const CallRoute& route,
+                                   std::chrono::system_clock::time_point deadline) {
+  if (!route.routed.fleet() || !route.verb.modules.ok()) return nullptr;
+  if constexpr (requires { V::RouteOf(req); }) {
+    if (!V::Check(req).ok()) return nullptr;
+  }
+  return server.WaitFirst(route.routed, deadline);
 }
 
 // V's request in slices of V::kSlice (between two, a cancelled call stops), merged; all from one
 // generation of the target: asked again from the start (three times at most) when the target is
 // re-indexed between two slices.
-// What a call of V routed to `route` waits for first, off the pool (SymbolServiceImpl::WaitFirst):
-// nothing when it names no kernel, or when its verb refuses the request anyway (before anything
-// is fetched for it).
-template <class V>
-std::function<void()> WaitFirstFor(SymbolServiceImpl& server, const typename V::Request& req,
-                                   const query::VerbRoute& route, std::chrono::system_clock::time_point deadline) {
-  if (route.target.empty() || !route.modules.ok()) return nullptr;
-  if constexpr (requires { V::RouteOf(req); }) {
-    if (!V::Check(req).ok()) return nullptr;
-  }
-  return server.WaitFirst(route.target, *route.modules, deadline);
-}
-
 template <class V>
 absl::StatusOr<typename V::Answer> AskInSlices(query::QueryApi& view, const grpc::CallbackServerContext& ctx,
                                                const typename V::Request& req) {
@@ -67,16 +70,15 @@ absl::StatusOr<typename V::Answer> AskInSlices(query::QueryApi& view, const grpc
 
 template <class V>
 grpc::Status SymbolServiceImpl::AnswerVerb(const Peer& peer, const grpc::CallbackServerContext& ctx,
-                                           const typename V::Request& req, const query::VerbRoute& route,
+                                           const typename V::Request& req, const CallRoute& route,
                                            google::protobuf::Message* out) {
   if constexpr (
       requires { V::RouteOf(req); } || requires { V::Weight(req); }) {
     // Refused before anything is fetched or read for it.
     if (absl::Status s = V::Check(req); !s.ok()) return ToGrpc(s);
-    if (!route.modules.ok()) return ToGrpc(route.modules.status());
+    if (!route.verb.modules.ok()) return ToGrpc(route.verb.modules.status());
   }
-  auto q = router_.For(route.target, route.modules.ok() ? *route.modules : std::vector<query::FrameModule>{},
-                       ctx.deadline());
+  auto q = router_.Open(route.routed, ctx.deadline());
   if (!q.ok()) return ToGrpc(q.status());
   query::CallerView view(**q, AccessOf(peer));
   absl::StatusOr<typename V::Answer> a;
@@ -108,9 +110,9 @@ grpc::ServerUnaryReactor* SymbolServiceImpl::ServeVerb(grpc::CallbackServerConte
                                                        google::protobuf::Message* out) {
   auto req = std::make_shared<typename V::Request>();
   FromWire(in, req.get());
-  auto route = std::make_shared<const query::VerbRoute>(RouteFor<V>(*req));
+  auto route = std::make_shared<const CallRoute>(RouteFor<V>(router_, *req));
   return Serve(
-      ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || Fleet(route->target),
+      ctx, control_, stats_, query::LabelOf<V>(), V::kHeavy || route->routed.fleet(),
       [=, this](const Peer& peer, std::vector<Limiter::Hold>& holds) {
         if constexpr (requires { V::Weight(*req); }) {  // counted until the answer is read
           auto unread = control_.limiter->Take(peer, Limiter::Kind::kAddresses, V::Weight(*req));
@@ -133,14 +135,14 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeVerbStream(Sym
     google::protobuf::Arena arena;
     google::protobuf::Message* msg = nullptr;
     typename V::Request req;
-    query::VerbRoute route;
+    CallRoute route;
   };
   auto now = std::make_shared<Current>();
   now->msg = w.request->New(&now->arena);
   using Reactor = BatchStreamReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
   return new Reactor(
       server.control(), server.stats(), ctx, V::kStreamMethod,
-      [now, path = std::move(path)](const grpc::ByteBuffer& in) -> absl::StatusOr<size_t> {
+      [now, &server, path = std::move(path)](const grpc::ByteBuffer& in) -> absl::StatusOr<size_t> {
         grpc::ByteBuffer bytes(in);
         now->msg->Clear();
         if (!grpc::SerializationTraits<google::protobuf::Message>::Deserialize(&bytes, now->msg).ok()) {
@@ -148,7 +150,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ServeVerbStream(Sym
         }
         now->req = typename V::Request{};
         FromWire(*now->msg, &now->req);
-        now->route = RouteFor<V>(now->req);
+        now->route = RouteFor<V>(server.router(), now->req);
         return V::Weight(now->req);
       },
       [now, &server, &w](const Peer& peer, const grpc::CallbackServerContext& c, const grpc::ByteBuffer&,
@@ -191,14 +193,14 @@ class VerbStream final : public CountedStream<grpc::ServerWriteReactor<grpc::Byt
       End(ToGrpc(s));
       return;
     }
-    std::string target;
-    if constexpr (requires { req->target; }) target = req->target;
-    std::function<void()> run = [this, &svc, ctx, peer, target, req] {
+    CallRoute route = RouteFor<V>(svc.router(), *req);
+    std::function<void()> wait = WaitFirstFor<V>(svc, *req, route, ctx->deadline());
+    std::function<void()> run = [this, &svc, ctx, peer, routed = std::move(route.routed), req] {
       if (ctx->IsCancelled()) {
         End(Cancelled(*ctx));
         return;
       }
-      auto q = svc.router().For(target, {}, ctx->deadline());
+      auto q = svc.router().Open(routed, ctx->deadline());
       if (!q.ok()) {
         End(ToGrpc(q.status()));
         return;
@@ -212,7 +214,7 @@ class VerbStream final : public CountedStream<grpc::ServerWriteReactor<grpc::Byt
       answer_ = std::move(*a);
       Next();
     };
-    SubmitHeavy(cc, peer.key, svc.WaitFirst(target, {}, ctx->deadline()), std::move(run));
+    SubmitHeavy(cc, peer.key, std::move(wait), std::move(run));
   }
   void OnWriteDone(bool ok) override {
     if (!ok) {

@@ -1,6 +1,7 @@
 // The verbs of the query API declared once each: the question (Request), the answer (Answer),
 // the RPC that carries them (kMethod in symdex.v1.SymbolService, the proto messages' fields named
-// as the structs' fields), whether it runs on the daemon's pool (kHeavy), what a caller must be
+// as the structs' fields), the `symdex` command that asks it (kCli, held to `symdex --help` by a
+// test), whether it runs on the daemon's pool (kHeavy), what a caller must be
 // to see it (kAccess: the caller view's policy), the limits every front end enforces (Check) and
 // the answer from the index (Local, in the query layer). From that one declaration:
 //   QueryApi::Ask<V>          the question, to whichever implementation answers it
@@ -92,7 +93,8 @@ struct TargetsAnswer {
 };
 struct Targets {
   static constexpr const char* kMethod = "ListTargets";
-  static constexpr bool kHeavy = false;  // one small query, its counts cached per generation
+  static constexpr const char* kCli = "status";  // status lists the same targets, with the index's state (IndexStatus)
+  static constexpr bool kHeavy = false;          // one small query, its counts cached per generation
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = TargetsRequest;
   using Answer = TargetsAnswer;
@@ -115,6 +117,7 @@ struct WhichResult {
 };
 struct Which {
   static constexpr const char* kMethod = "Which";
+  static constexpr const char* kCli = "which";
   static constexpr bool kHeavy = false;  // the name's rows, cached per generation
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = WhichRequest;
@@ -152,6 +155,7 @@ struct DupsPart {  // a group; the first part carries the target too
 };
 struct ListDuplicates {
   static constexpr const char* kMethod = "ListDuplicates";
+  static constexpr const char* kCli = "dups";
   static constexpr bool kHeavy = true;  // counts every name of the target (cached per generation)
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = DupsRequest;
@@ -216,6 +220,7 @@ struct SymbolsPart {  // up to kChunk instances; the first part carries the targ
 };
 struct ListSymbols {
   static constexpr const char* kMethod = "ListSymbols";
+  static constexpr const char* kCli = "symbols";
   static constexpr bool kHeavy = true;    // every symbol of the target
   static constexpr bool kListing = true;  // a listing slot too: the biggest answers there are
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
@@ -370,6 +375,7 @@ struct StatusAnswer {
 };
 struct IndexStatus {
   static constexpr const char* kMethod = "Status";
+  static constexpr const char* kCli = "status";
   static constexpr bool kHeavy = true;  // the index's state: every target's files (and quick_check)
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = StatusRequest;
@@ -394,6 +400,7 @@ struct SymbolizeResult {  // on the wire by hand: the answers by the thousand, e
 };
 struct SymbolizeAddresses {
   static constexpr const char* kMethod = "Symbolize";
+  static constexpr const char* kCli = "addr";
   static constexpr const char* kStreamMethod = "SymbolizeStream";  // a bidi stream of such calls
   static constexpr bool kHeavy = true;                             // DWARF for an address not in the address map
   static constexpr VerbAccess kAccess = VerbAccess::kAbsoluteInput;
@@ -425,6 +432,7 @@ struct FramesRequest {  // on the wire by hand: frames in three forms, callers b
 };
 struct SymbolizeFrames {
   static constexpr const char* kMethod = "SymbolizeFrames";
+  static constexpr const char* kCli = "frames";
   static constexpr const char* kStreamMethod = "SymbolizeFramesStream";
   static constexpr bool kHeavy = true;  // DWARF for frames not in the address map
   static constexpr VerbAccess kAccess = VerbAccess::kAbsoluteInput;
@@ -473,6 +481,7 @@ struct ResolveResult {
 };
 struct Resolve {
   static constexpr const char* kMethod = "Resolve";
+  static constexpr const char* kCli = "resolve";
   static constexpr bool kHeavy = false;  // the name's rows and canonical specs, cached per generation
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = ResolveRequest;
@@ -533,6 +542,7 @@ struct ProbeResult {
 };
 struct Probe {
   static constexpr const char* kMethod = "ProbeDefinition";
+  static constexpr const char* kCli = "kprobe";
   static constexpr bool kHeavy = false;  // heavy work (arguments by name) is one unit of DWARF
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = ProbeRequest;
@@ -573,6 +583,7 @@ struct InlinedAnswer {
 };
 struct Inlined {
   static constexpr const char* kMethod = "Inlined";
+  static constexpr const char* kCli = "inlined";
   static constexpr bool kHeavy = true;  // a walk of every address map: vmlinux's and the modules'
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = InlinedRequest;
@@ -605,6 +616,7 @@ struct LinesAnswer {
 };
 struct Lines {
   static constexpr const char* kMethod = "Lines";
+  static constexpr const char* kCli = "lines";
   static constexpr bool kHeavy = true;  // reads the line tables of vmlinux and of modules
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = LinesRequest;
@@ -645,6 +657,7 @@ struct VarsAnswer {
 };
 struct Vars {
   static constexpr const char* kMethod = "Vars";
+  static constexpr const char* kCli = "vars";
   static constexpr bool kHeavy = true;  // reads a unit of DWARF
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = VarsRequest;
@@ -687,6 +700,7 @@ struct InlinedProbesAnswer {
 };
 struct InlinedProbes {
   static constexpr const char* kMethod = "InlinedProbes";
+  static constexpr const char* kCli = "kprobe --inlined";
   static constexpr bool kHeavy = true;  // a walk of every address map, a unit of DWARF per place
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = InlinedProbesRequest;
@@ -734,6 +748,7 @@ struct CallersAnswer {
 };
 struct Callers {
   static constexpr const char* kMethod = "Callers";
+  static constexpr const char* kCli = "callers";
   static constexpr bool kHeavy = true;  // decodes the code of vmlinux or of the copy's module
   static constexpr VerbAccess kAccess = VerbAccess::kHideAddresses;
   using Request = CallersRequest;
@@ -764,6 +779,7 @@ struct BuildIdRequest {
 };
 struct LookupBuildId {
   static constexpr const char* kMethod = "LookupBuildId";
+  static constexpr const char* kCli = "buildid";
   static constexpr bool kHeavy = false;  // a few indexed lookups
   static constexpr VerbAccess kAccess = VerbAccess::kAnyone;
   using Request = BuildIdRequest;
@@ -790,6 +806,7 @@ inline constexpr std::string_view kJitRecordsArePrivate = "JIT records hold othe
 struct JitAddr {
   static constexpr const char* kService = "JitService";
   static constexpr const char* kMethod = "Addr";
+  static constexpr const char* kCli = "jit addr";
   static constexpr const char* kLabel = "JitAddr";
   static constexpr bool kHeavy = true;  // reads the loads and placements of a process
   static constexpr VerbAccess kAccess = VerbAccess::kPrivileged;
@@ -814,6 +831,7 @@ struct JitCollisionsRequest {
 struct JitCollisions {
   static constexpr const char* kService = "JitService";
   static constexpr const char* kMethod = "Collisions";
+  static constexpr const char* kCli = "jit collisions";
   static constexpr const char* kLabel = "JitCollisions";
   static constexpr bool kHeavy = true;  // groups every load's IDs
   static constexpr VerbAccess kAccess = VerbAccess::kPrivileged;
@@ -837,6 +855,7 @@ struct MatchDsosAnswer {
 struct MatchJittedDsos {
   static constexpr const char* kService = "JitService";
   static constexpr const char* kMethod = "MatchDsos";
+  static constexpr const char* kCli = "jit dsos";
   static constexpr const char* kLabel = "JitMatchDsos";
   static constexpr bool kHeavy = true;  // a few lookups per DSO
   static constexpr VerbAccess kAccess = VerbAccess::kPrivileged;
@@ -861,6 +880,7 @@ struct MatchJittedDsos {
 // `symdex decode`: the kernel frames of a log, each pinned to its copy (decode.h).
 struct DecodeLog {
   static constexpr const char* kMethod = "Decode";
+  static constexpr const char* kCli = "decode";
   static constexpr bool kHeavy = true;                        // a log's frames
   static constexpr VerbAccess kAccess = VerbAccess::kAnyone;  // the frames it asks are the view's
   using Request = DecodeRequest;
@@ -875,6 +895,7 @@ struct DecodeLog {
 // `symdex pprof`: a pprof profile's kernel locations given functions and lines (pprof.h).
 struct SymbolizeProfile {
   static constexpr const char* kMethod = "SymbolizePprof";
+  static constexpr const char* kCli = "pprof";
   static constexpr bool kHeavy = true;                        // a profile's kernel locations
   static constexpr VerbAccess kAccess = VerbAccess::kAnyone;  // the frames it asks are the view's
   using Request = PprofRequest;

@@ -70,8 +70,9 @@ echo W1 >$T/trace_marker
 EXTRA_MODULES = ["virtio_blk"]  # the root's disk
 CANDIDATES = 80  # names whose copies get reference probes in the first run
 SAMPLE_NAMES = int(os.environ.get("SYMDEX_TRACERS_NAMES", "12"))  # names the tools are judged on
-# The tools judged (default all): perf, perf-args, bpftrace, libbpf, cilium, kprobe_multi, fentry.
-JUDGES = os.environ.get("SYMDEX_TRACERS_JUDGES", "perf,perf-args,bpftrace,libbpf,cilium,kprobe_multi,fentry").split(",")
+# The tools judged (default all): perf, perf-args, bpf-args, bpftrace, libbpf, cilium, kprobe_multi, fentry.
+JUDGES = os.environ.get("SYMDEX_TRACERS_JUDGES",
+                        "perf,perf-args,bpf-args,bpftrace,libbpf,cilium,kprobe_multi,fentry").split(",")
 
 
 def log(msg):
@@ -178,8 +179,8 @@ def write_c_loader(work, name, program, loader, attaches):
 def run_loader(guest, wl, d, what, bpf_src, loader_cmd, prefix, failures, env=None):
     """Builds in `d` the BPF object of `bpf_src` (clang -target bpf) and the loader (`loader_cmd`,
     which writes `loader`), copies both to the guest's /tmp/PREFIX*, runs the loader over the
-    workload: (its output, {reference event: hits in the workload's window}), or None when a
-    step failed (said in `failures`)."""
+    workload: (its output, {reference event: hits in the workload's window}, the trace), or None
+    when a step failed (said in `failures`)."""
     multiarch = subprocess.run(["gcc", "-dumpmachine"], capture_output=True, text=True).stdout.strip()
     obj = bpf_src[:-2] + ".o"
     for cmd in (["clang-14", "-O2", "-g", "-target", "bpf", f"-I/usr/include/{multiarch}", "-c", bpf_src, "-o", obj],
@@ -196,7 +197,7 @@ def run_loader(guest, wl, d, what, bpf_src, loader_cmd, prefix, failures, env=No
         failures.append(f"{what}: the loader failed ({rc}): {tool.strip()[-600:]}")
         return None
     refs, _ = in_window(trace)
-    return tool, refs
+    return tool, refs, trace
 
 
 def put_files(guest, d, names, prefix):
@@ -339,6 +340,7 @@ def main():
         judges = {
             "perf": lambda: judge_perf(guest, copies, wl, results, failures),
             "perf-args": lambda: judge_perf_args(a, db, guest, copies, wl, results, failures),
+            "bpf-args": lambda: judge_bpf_args(a, db, guest, copies, wl, work, results, failures),
             "bpftrace": lambda: judge_bpftrace(guest, copies, wl, results, failures),
             "libbpf": lambda: judge_libbpf(guest, copies, wl, work, results, failures),
             "cilium": lambda: judge_cilium(guest, copies, wl, work, results, failures),
@@ -516,6 +518,181 @@ def judge_perf_args(a, db, guest, copies, wl, results, failures):
             failures.append(line)
 
 
+# A unique function whose arguments reach through a pointer and read a user string, beside the
+# sampled copies' own: every file the workload opens.
+BPF_ARGS_UNIQUE = ("do_sys_openat2", "dfd", "filename:ustring", "how->flags")
+
+# One kprobe program a probe: the fetch symdex printed for it, the struct it fills printed into the
+# trace buffer (the reference events' own) as one line a hit; the loader's hit counts beside.
+BPF_ARGS_PROGRAM = r"""#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, %(n)d);
+  __type(key, __u32);
+  __type(value, __u64);
+} hits SEC(".maps");
+%(fetches)s
+%(programs)s
+char LICENSE[] SEC("license") = "GPL";
+"""
+
+
+def args_of(a, db, spec):
+    """The arguments a sampled copy is asked for: its parameters, and its first parameter's
+    kobject name where it has one (a member chain ending in a kernel string)."""
+    first = symdex(a, db, "kprobe", "-n", spec, "$params")
+    m = re.search(r" (\w+)=%", first.stdout)
+    if m:
+        for chain in (f"{m.group(1)}->kobj.name:string", f"{m.group(1)}->name:string"):
+            if symdex(a, db, "kprobe", "-n", spec, "$params", chain).returncode == 0:
+                return ["$params", chain]
+    return ["$params"]
+
+
+def hit_values(text):
+    """A hit's values, comparable: numbers as numbers; a string without its quotes, the kernel's
+    "(fault)" (no string read) as the empty string a BPF read leaves."""
+    out = []
+    for k, v in sorted(arg_values(text).items()):
+        if isinstance(v, str) and len(v) >= 2 and v[0] == v[-1] == '"':
+            v = v[1:-1]
+        out.append((k, "" if v == "(fault)" else v))
+    return tuple(out)
+
+
+def same_hits(mine, theirs):
+    """The reference's hits and a tool's, as multisets (hits on two CPUs need not keep their
+    order); strings compared over the 63 bytes the BPF forms' 64-byte buffers keep."""
+    def cut(hits):
+        return sorted(tuple((k, v[:63] if isinstance(v, str) else v) for k, v in h) for h in hits)
+    return len(mine) == len(theirs) and cut(mine) == cut(theirs)
+
+
+def bpf_args_printk(fetch, k):
+    """The kprobe program that fills the fetch's struct and prints it, one bpf_printk a hit:
+    "@@B K name=value ..." with the kprobe_events definition's number bases."""
+    sm = re.search(r"^struct (\w+)_args \{(.*?)^\};", fetch, re.M | re.S)
+    fmt, vals = [], []
+    for typ, name in re.findall(r"^\t(char|__[us]\d+) (\w+)", sm.group(2), re.M):
+        if typ == "char":
+            fmt.append(f'{name}=\\"%s\\"')
+            vals.append(f"a.{name}")
+        elif typ.startswith("__s"):
+            fmt.append(f"{name}=%lld")
+            vals.append(f"(long long)a.{name}")
+        else:
+            fmt.append(f"{name}=0x%llx")
+            vals.append(f"(unsigned long long)a.{name}")
+    return (f'SEC("kprobe") int p{k}(struct pt_regs *ctx)\n{{\n'
+            f"\tstruct {sm.group(1)}_args a = {{}};\n\t__u32 slot = {k};\n"
+            f"\t__u64 *v = bpf_map_lookup_elem(&hits, &slot);\n\n\tif (v)\n\t\t__sync_fetch_and_add(v, 1);\n"
+            f"\t{sm.group(1)}_fetch(ctx, &a);\n"
+            f'\tbpf_printk("@@B {k:03d} {" ".join(fmt)}", {", ".join(vals)});\n\treturn 0;\n}}\n')
+
+
+def judge_bpf_args(a, db, guest, copies, wl, work, results, failures):
+    """Arguments by name in bpftrace's program and in the C fetch that libbpf and cilium/ebpf
+    programs share, beside the kprobe_events definition symdex compiles for the same probe: every
+    hit in the workload's window must carry the same values in the tool and in the reference. The
+    probes: each sampled copy with its parameters (and its first one's kobject name), and
+    BPF_ARGS_UNIQUE. libbpf attaches each program by the C symdex printed, as judge_libbpf does."""
+    probes = [(c["spec"], args_of(a, db, c["spec"])) for c in copies]
+    probes.append((BPF_ARGS_UNIQUE[0], list(BPF_ARGS_UNIQUE[1:])))
+    todo = []
+    for spec, args in probes:
+        k = len(todo)
+        what = f"{spec} {' '.join(args)}"
+        ref = symdex(a, db, "kprobe", "-n", "-e", f"refb/c{k:03d}", spec, *args)
+        bt = symdex(a, db, "kprobe", "-n", "--format", "bpftrace", spec, *args)
+        lb = symdex(a, db, "kprobe", "-n", "--json", "--format", "libbpf", "-e", f"symdexb/b{k:03d}", spec, *args)
+        if ref.returncode or bt.returncode or lb.returncode:
+            failures.append(f"bpf arguments: symdex printed no form for {what}: "
+                            f"{(ref.stderr or bt.stderr or lb.stderr).strip()[-300:]}")
+            continue
+        prog = bt.stdout.strip().splitlines()[-1]
+        # The program as printed, its printf told which probe and when: "@@A K NSECS " first.
+        m = re.search(r'printf\("((?:[^"\\]|\\.)*)"', prog)
+        if not m:
+            failures.append(f"bpf arguments: bpftrace's program for {what} prints nothing: {prog}")
+            continue
+        prog = prog[:m.start()] + f'printf("@@A {k:03d} %llu {m.group(1)}", nsecs' + prog[m.end():]
+        j = json.loads(lb.stdout)
+        todo.append({"k": f"{k:03d}", "what": what, "ref": ref.stdout.strip(), "bpftrace": prog,
+                     "fetch": j["fetch"], "attach": j["definition"]})
+    if not todo:
+        return
+    rc, out = sh(guest, "T=/sys/kernel/tracing\necho 32768 >$T/buffer_size_kb\n" +
+                 "".join(f"echo '{t['ref']}' >>$T/kprobe_events\n" for t in todo))
+    if rc != 0:
+        failures.append(f"bpf arguments: the kprobe_events definitions were refused: {out[-400:]}")
+        return
+
+    def judge(tool, trace, hits):
+        """hits: the tool's (probe, seconds of the trace clock, its values' text)."""
+        _, (w0, w1) = in_window(trace)
+        seen, got = {}, {}
+        for m in re.finditer(r"\s(\d+\.\d+): c(\d\d\d): \([^)]*\)(.*)", trace):
+            if w0 <= float(m.group(1)) <= w1:
+                seen.setdefault(m.group(2), []).append(hit_values(m.group(3)))
+        for k, at, text in hits:
+            if w0 <= at <= w1:
+                got.setdefault(k, []).append(hit_values(text))
+        for t in todo:
+            mine, theirs = seen.get(t["k"], []), got.get(t["k"], [])
+            what = f"{tool:8s} {t['what']}"
+            if not mine and not theirs:
+                results.append(f"idle     {what}: the probe did not fire in the window")
+            elif same_hits(mine, theirs):
+                results.append(f"exact    {what}: {len(mine)} hit{'' if len(mine) == 1 else 's'}, the values of "
+                               f"symdex's kprobe_events definition ({', '.join(k for k, _ in mine[0])})")
+            else:
+                line = (f"WRONG    {what}: the definition saw {len(mine)} hits {list(mine[:2])}, "
+                        f"the tool {len(theirs)} {list(theirs[:2])}")
+                results.append(line)
+                failures.append(line)
+
+    # bpftrace: every program in one run, each hit printed with its nsecs (the trace's mono clock).
+    rc, out = sh(guest, wl + TRACE_RUN + "echo 1 >$T/events/refb/enable\nbpftrace --unsafe -e '" +
+                 " ".join(t["bpftrace"] for t in todo) + "' -c '/bin/sh /tmp/workload.sh' >/tmp/bpfa.out 2>&1\n"
+                 "rc=$?\necho 0 >$T/events/refb/enable\ncat /tmp/bpfa.out\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+    tool, _, trace = out.partition("@@TRACE\n")
+    if "@@A " not in tool:
+        failures.append(f"bpf arguments: bpftrace ran none of the programs symdex printed ({rc}): {errors(tool)}")
+    elif re.search(r"Lost \d+ events", tool):
+        failures.append(f"bpf arguments: bpftrace lost events; its hits are not all there: {errors(tool)}")
+    else:
+        judge("bpftrace", trace, [(m.group(1), int(m.group(2)) / 1e9, m.group(3))
+                                  for m in re.finditer(r"^@@A (\d\d\d) (\d+) (.*)$", tool, re.M)])
+
+    # libbpf: the fetch as printed, in a kprobe program a probe against the kernel's own vmlinux.h.
+    if not shutil.which("bpftool"):
+        failures.append("bpf arguments: bpftool missing (scripts/setup-deps.sh): the C fetches not judged")
+        return
+    vmlinux = os.path.join(a.dbg_root, "usr/lib/debug/boot", f"vmlinux-{a.krel}")
+    r = subprocess.run(["bpftool", "btf", "dump", "file", vmlinux, "format", "c"], capture_output=True, text=True)
+    if r.returncode != 0:
+        failures.append(f"bpf arguments: bpftool read no BTF from {vmlinux}: {r.stderr[-300:]}")
+        return
+    d = write_c_loader(work, "bpfargs", BPF_PROGRAM, LOADER, [t["attach"] for t in todo])
+    with open(os.path.join(d, "vmlinux.h"), "w") as f:
+        f.write(r.stdout)
+    with open(os.path.join(d, "args.bpf.c"), "w") as f:
+        f.write(BPF_ARGS_PROGRAM % {"n": len(todo), "fetches": "\n".join(t["fetch"] for t in todo),
+                                    "programs": "\n".join(bpf_args_printk(t["fetch"], i) for i, t in enumerate(todo))})
+    ran = run_loader(guest, wl + "echo 1 >/sys/kernel/tracing/events/refb/enable\n", d, "bpf arguments (libbpf)",
+                     "args.bpf.c", c_loader_cmd("loader.c", "loader"), "bpfa-", failures)
+    sh(guest, "echo 0 >/sys/kernel/tracing/events/refb/enable")
+    if ran is None:
+        return
+    tool, _, trace = ran
+    for i, t in enumerate(todo):
+        if f"ATTACH-FAILED {i} " in tool:
+            failures.append(f"bpf arguments: libbpf refused what symdex printed for {t['what']}: {t['attach']}")
+    judge("libbpf", trace, [(m.group(2), float(m.group(1)), m.group(3))
+                            for m in re.finditer(r"\s(\d+\.\d+): bpf_trace_printk: @@B (\d\d\d) (.*)", trace)])
+
+
 def judge_bpftrace(guest, copies, wl, results, failures):
     printed = [c for c in copies if c["bpftrace"][0] == 0]
     refused = [c for c in copies if c["bpftrace"][0] != 0]
@@ -633,7 +810,7 @@ def judge_libbpf(guest, copies, wl, work, results, failures):
     ran = run_loader(guest, wl, d, "libbpf", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "", failures)
     if ran is None:
         return
-    tool, refs = ran
+    tool, refs, _ = ran
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
     for i, c in enumerate(printed):
         if f"ATTACH-FAILED {i} " in tool:
@@ -730,7 +907,7 @@ def judge_cilium(guest, copies, wl, work, results, failures):
                      "c-", failures, env)
     if ran is None:
         return
-    tool, refs = ran
+    tool, refs, _ = ran
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
     for i, c in enumerate(printed):
         m = re.search(rf"ATTACH-FAILED {i} (.*)", tool)
@@ -779,7 +956,7 @@ def judge_kprobe_multi(guest, copies, wl, work, results, failures):
     ran = run_loader(guest, wl, d, "kprobe_multi", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "m-", failures)
     if ran is None:
         return
-    tool, refs = ran
+    tool, refs, _ = ran
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
     for i, c in enumerate(copies):
         failed = re.search(rf"ATTACH-FAILED {i} (\d+)", tool)
@@ -932,7 +1109,7 @@ def judge_fentry(a, db, dups, guest, copies, wl, work, results, failures):
     ran = run_loader(guest, wl, d, "fentry", "fentry.bpf.c", c_loader_cmd("loader.c", "loader"), "f-", failures)
     if ran is None:
         return
-    tool, refs = ran
+    tool, refs, _ = ran
     state = {int(m.group(1)): m.group(2).strip() for m in re.finditer(r"@@R (\d+) (.+)", tool)}
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@F (\d+) (\d+)", tool)}
     for i, name in enumerate(names):

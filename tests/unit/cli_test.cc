@@ -1,8 +1,16 @@
 // Runs the built `symdex` binary against fixture trees: what a user or a script sees.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
+#include "server/query/verbs.h"
 #include "tests/unit/test_util.h"
 
 namespace symdex {
@@ -111,6 +119,47 @@ TEST_F(CliTest, ExitCodes) {
   EXPECT_NE(help.out.find("Exit codes"), std::string::npos);
   json err = Json("which name_show --target nope", 2);
   EXPECT_EQ(err["error"]["code"], "INVALID_ARGUMENT");
+}
+
+// The subcommands `symdex ARGS --help` lists.
+std::vector<std::string> SubcommandsOf(const std::string& args) {
+  CommandResult r = RunCommand(std::string(SYMDEX_BIN) + " " + args + " --help");
+  std::vector<std::string> out;
+  const size_t at = r.out.find("\nSubcommands:\n");
+  if (r.exit_code != 0 || at == std::string::npos) return out;
+  std::istringstream lines(r.out.substr(at + 14));
+  for (std::string line; std::getline(lines, line) && line.starts_with("  ");) {
+    std::istringstream words(line);
+    std::string name;
+    words >> name;
+    out.push_back(name);
+  }
+  return out;
+}
+
+// Every verb of the query table is asked by the `symdex` command it names (kCli), and that command
+// is one `symdex --help` lists: no RPC the CLI cannot reach, no verb the help forgets.
+TEST(CliVerbTable, EveryVerbIsAskedByACommandTheHelpLists) {
+  const std::vector<std::string> top = SubcommandsOf("");
+  ASSERT_GT(top.size(), 10u) << "symdex --help lists no subcommands";
+  size_t checked = 0;
+  query::Verbs::ForEach([&]<class V>(std::type_identity<V>) {
+    std::istringstream words(V::kCli);
+    std::string verb, sub;
+    words >> verb >> sub;
+    EXPECT_NE(std::find(top.begin(), top.end(), verb), top.end())
+        << V::kMethod << ": '" << verb << "' is not a command symdex --help lists";
+    if (!sub.empty() && !sub.starts_with("--")) {
+      const std::vector<std::string> subs = SubcommandsOf(verb);
+      EXPECT_NE(std::find(subs.begin(), subs.end(), sub), subs.end())
+          << V::kMethod << ": 'symdex " << verb << " --help' lists no '" << sub << "'";
+    } else if (!sub.empty()) {
+      CommandResult help = RunCommand(std::string(SYMDEX_BIN) + " " + verb + " --help");
+      EXPECT_NE(help.out.find(sub), std::string::npos) << V::kMethod << ": symdex " << verb << " has no " << sub;
+    }
+    ++checked;
+  });
+  EXPECT_EQ(checked, std::variant_size_v<query::AnyRequest>);
 }
 
 // What a `symdex` process loads: no gRPC stack and no libdebuginfod (libcurl and its TLS,
