@@ -24,6 +24,10 @@ and the loaded modules') are sampled, and for every copy:
   SEC("fentry/NAME")); its hits must equal those of the copy `symdex which --fentry` says the name
   reaches (a reference probe is added there when it had none) and differ from the others'; a name
   symdex says cannot attach must fail;
+- arguments by name (bpf-args): bpftrace's program and the C fetch libbpf and cilium/ebpf
+  programs share, for each copy's parameters and its first one's kobject name and for
+  BPF_ARGS_UNIQUE, each hit's values equal to those of symdex's kprobe_events definition of the
+  same probe (perf's: perf-args);
 - bpftrace: `symdex kprobe -n --format bpftrace SPEC`, every printed probe in one `bpftrace -e`
   program that prints each hit; a form bpftrace refuses is a failure (Debian 12's 0.17 has no
   `kprobe:MOD:NAME`: symdex gives a live module copy by address); where symdex refuses, the
