@@ -118,6 +118,24 @@ absl::Status FillKernelOfInput(const KernelOfInput& o, Request& req) {
 }
 // A file's bytes, at most `max_bytes` ('-': standard input).
 absl::StatusOr<std::string> ReadInputFile(const std::string& path, size_t max_bytes);
+// A composed verb's request (decode, pprof): its kernel from the options, and its input — the file
+// at `path`, at most `max_bytes` — in `req.*input`. False when either fails, said as Fail says it,
+// its exit code in `code`.
+template <typename Request>
+bool ReadComposedRequest(const GlobalOptions& g, const KernelOfInput& kernel, const std::string& path, size_t max_bytes,
+                         std::string Request::*input, Request& req, int& code) {
+  if (absl::Status s = FillKernelOfInput(kernel, req); !s.ok()) {
+    code = Fail(g, s);
+    return false;
+  }
+  auto bytes = ReadInputFile(path, max_bytes);
+  if (!bytes.ok()) {
+    code = Fail(g, bytes.status(), true);
+    return false;
+  }
+  req.*input = std::move(*bytes);
+  return true;
+}
 // The end of a verb that answers a list of inputs (addr, resolve): with --json, the answers
 // under the name of the target they came from; `worst`, the exit code. With no input asked
 // (`target_name` empty), the target is still looked up: one that does not exist fails.

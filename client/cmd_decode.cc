@@ -63,10 +63,10 @@ nlohmann::json FrameJson(std::string_view line, const query::DecodedFrame& d) {
 
 int RunDecode(const GlobalOptions& g, const DecodeOptions& o) {
   query::DecodeRequest req;
-  if (absl::Status s = FillKernelOfInput(o.kernel, req); !s.ok()) return Fail(g, s);
-  auto text = ReadInputFile(o.input, kMaxInputBytes);
-  if (!text.ok()) return Fail(g, text.status(), true);
-  req.text = std::move(*text);
+  if (int failed = 0;
+      !ReadComposedRequest(g, o.kernel, o.input, kMaxInputBytes, &query::DecodeRequest::text, req, failed)) {
+    return failed;
+  }
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
   auto r = query::Decode(**api, req);

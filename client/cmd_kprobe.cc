@@ -13,6 +13,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "client/cli_common.h"
@@ -156,6 +157,27 @@ int RefuseNoForm(const GlobalOptions& g, query::TracerSyntax syntax, const query
   return kRefused;
 }
 
+// `at`'s form in `syntax`, its fetch args those of `kprobe`, symdex's kprobe_events definition of
+// it; none when the tracer has no form for it or the form would carry a control byte, the refusal
+// printed (naming `m`, the copy asked for) and its exit code in `refused`.
+std::optional<query::ProbeForm> TracerFormAt(const GlobalOptions& g, query::TracerSyntax syntax, const query::Match& m,
+                                             const query::Match& at, const TargetInfo& t, query::KprobeOptions here,
+                                             const std::string& kprobe, size_t same_file, int& refused) {
+  here.fetchargs = query::TracerFetchArgs(syntax, here.fetchargs, kprobe);
+  auto form = query::FormFor(syntax, at, t, here, same_file);
+  if (!form.ok()) {
+    refused = absl::IsFailedPrecondition(form.status())
+                  ? RefuseNoForm(g, syntax, m, t, form.status(), kprobe, at.offset)
+                  : Fail(g, form.status());
+    return std::nullopt;
+  }
+  if (HasControlByte(form->text)) {
+    refused = RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
+    return std::nullopt;
+  }
+  return std::move(*form);
+}
+
 // A line's places in another tracer's syntax: one form each, or the first refusal.
 int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const query::KprobeOptions& ko,
                       const query::ProbeResult& probe, size_t same_file) {
@@ -167,13 +189,9 @@ int PrintTracerPlaces(const GlobalOptions& g, query::TracerSyntax syntax, const 
     at.offset = place.offset;
     query::KprobeOptions here = ko;
     here.event = place.event;
-    here.fetchargs = query::TracerFetchArgs(syntax, ko.fetchargs, place.kprobe);
-    auto form = query::FormFor(syntax, at, t, here, same_file);
-    if (!form.ok()) {
-      if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
-      return RefuseNoForm(g, syntax, m, t, form.status(), place.kprobe, place.offset);
-    }
-    if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
+    int refused = 0;
+    auto form = TracerFormAt(g, syntax, m, at, t, here, place.kprobe, same_file, refused);
+    if (!form) return refused;
     forms.push_back(std::move(*form));
   }
   if (g.json) {
@@ -208,14 +226,9 @@ int PrintTracerForm(const GlobalOptions& g, query::QueryApi& api, const KprobeCl
                                ? SameDeclFile(api, o.target, m.instance)
                                : 0;
   if (!probe.places.empty()) return PrintTracerPlaces(g, syntax, ko, probe, same_file);
-  query::KprobeOptions here = ko;
-  here.fetchargs = query::TracerFetchArgs(syntax, ko.fetchargs, probe.kprobe);
-  auto form = query::FormFor(syntax, m, t, here, same_file);
-  if (!form.ok()) {
-    if (!absl::IsFailedPrecondition(form.status())) return Fail(g, form.status());
-    return RefuseNoForm(g, syntax, m, t, form.status(), probe.kprobe, m.offset);
-  }
-  if (HasControlByte(form->text)) return RefuseControlByte(g, t, m, query::TracerSyntaxName(syntax));
+  int refused = 0;
+  auto form = TracerFormAt(g, syntax, m, m, t, ko, probe.kprobe, same_file, refused);
+  if (!form) return refused;
   if (g.json) {
     nlohmann::json j = {
         {"target", t.name},

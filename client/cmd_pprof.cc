@@ -20,10 +20,10 @@ struct PprofOptions {
 
 int RunPprof(const GlobalOptions& g, const PprofOptions& o) {
   query::PprofRequest req;
-  if (absl::Status s = FillKernelOfInput(o.kernel, req); !s.ok()) return Fail(g, s);
-  auto bytes = ReadInputFile(o.in, kMaxProfileBytes);
-  if (!bytes.ok()) return Fail(g, bytes.status(), true);
-  req.profile = std::move(*bytes);
+  if (int failed = 0;
+      !ReadComposedRequest(g, o.kernel, o.in, kMaxProfileBytes, &query::PprofRequest::profile, req, failed)) {
+    return failed;
+  }
   auto api = OpenQuery(g);
   if (!api.ok()) return Fail(g, api.status());
   auto r = query::SymbolizePprof(**api, req);

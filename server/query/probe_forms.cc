@@ -167,9 +167,12 @@ absl::StatusOr<ProbeForm> KprobeMulti(const Match& m, const TargetInfo& t, const
   }
   if (auto addr = LiveAddress(m, t)) {
     out.address = addr;
+    // The array declared on its own: a compound literal inside LIBBPF_OPTS lives only as long as
+    // the macro's statement expression, so .addrs would point at a dead array when libbpf reads it
+    // (the tracers' guest saw the kernel refuse such a link with EINVAL).
     out.text = fmt::format(
-        "LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){{0x{:x}}}, .cnt = 1, "
-        ".retprobe = {}); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);",
+        "const unsigned long addrs[] = {{0x{:x}}}; LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = addrs, "
+        ".cnt = 1, .retprobe = {}); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);",
         *addr, ret);
     out.note = StrCat("an absolute address holds for this boot of this host only", config);
     return out;
@@ -180,7 +183,8 @@ absl::StatusOr<ProbeForm> KprobeMulti(const Match& m, const TargetInfo& t, const
 
 // fentry/fexit by name: libbpf's SEC("fentry/NAME") (fexit/ with -r), when the name reaches this
 // copy (query/fentry_verdict.h); a trampoline has no offset and no fetch args (its program reads
-// the arguments BTF types).
+// the arguments BTF types). bpftrace's kfunc names the BTF it looks in, vmlinux or the module:
+// 0.17 refuses a bare kfunc:NAME as ambiguous when a loaded module's BTF has NAME too.
 absl::StatusOr<ProbeForm> Fentry(const Match& m, const KprobeOptions& k) {
   const Instance& in = m.instance;
   if (in.fentry.kind != FentryReach::kReaches) {
@@ -198,8 +202,8 @@ absl::StatusOr<ProbeForm> Fentry(const Match& m, const KprobeOptions& k) {
   const char* kind = k.ret ? "fexit" : "fentry";
   return ProbeForm{.text = StrCat(kind, "/", in.name),
                    .note = StrCat("libbpf SEC(\"", kind, "/", in.name, "\"); bpftrace ",
-                                  k.ret ? "kretfunc:" : "kfunc:", in.module.empty() ? "" : in.module + ":", in.name,
-                                  "; cilium/ebpf ProgramSpec{AttachType: ebpf.",
+                                  k.ret ? "kretfunc:" : "kfunc:", in.module.empty() ? "vmlinux" : in.module, ":",
+                                  in.name, "; cilium/ebpf ProgramSpec{AttachType: ebpf.",
                                   k.ret ? "AttachTraceFExit" : "AttachTraceFEntry", ", AttachTo: \"", in.name, "\"}")};
 }
 

@@ -21,9 +21,9 @@ and the loaded modules') are sampled, and for every copy:
   symdex refuses (a module's copy of a shared name: 0.9.1 names a kprobe by symbol alone), the
   name alone must fail in the kernel;
 - fentry: for each sampled name a fentry program attached by the name alone (libbpf,
-  SEC("fentry/NAME")); its hits must equal those of the copy `symdex which --fentry` says the name
-  reaches (a reference probe is added there when it had none) and differ from the others'; a name
-  symdex says cannot attach must fail;
+  SEC("fentry/NAME"), and bpftrace's kfunc:NAME); its hits must equal those of the copy `symdex
+  which --fentry` says the name reaches (a reference probe is added there when it had none) and
+  differ from the others'; a name symdex says cannot attach must fail;
 - arguments by name (bpf-args): bpftrace's program and the C fetch libbpf and cilium/ebpf
   programs share, for each copy's parameters and its first one's kobject name and for
   BPF_ARGS_UNIQUE, each hit's values equal to those of symdex's kprobe_events definition of the
@@ -954,14 +954,33 @@ def judge_kprobe_multi(guest, copies, wl, work, results, failures):
     def attach(c):
         if c["kprobe_multi"][0] == 0:
             return c["kprobe_multi"][1].splitlines()[-1]
-        return ("LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){%#x}, .cnt = 1); "
-                "bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);" % c["addr"])
-    d = write_c_loader(work, "kmulti", KMULTI_PROGRAM, KMULTI_LOADER, [attach(c) for c in copies])
+        return ("const unsigned long addrs[] = {%#x}; LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = addrs, "
+                ".cnt = 1); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);" % c["addr"])
+    # Two controls after the copies: a unique function by its name, as a pattern and in .syms;
+    # whether the kernel takes kprobe_multi links at all.
+    # Two controls after the copies: a unique function by its name as a pattern, and by its
+    # address; whether the kernel takes kprobe_multi links at all.
+    vfs_read = 0
+    with open(os.path.join(work, "sysroot/proc/kallsyms")) as f:
+        for line in f:
+            p = line.split()
+            if len(p) == 3 and p[2] == "vfs_read":
+                vfs_read = int(p[0], 16)
+    controls = ['bpf_program__attach_kprobe_multi_opts(prog, "vfs_read", NULL);',
+                f"const unsigned long addrs[] = {{{vfs_read:#x}}}; LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, "
+                ".addrs = addrs, .cnt = 1); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);"]
+    d = write_c_loader(work, "kmulti", KMULTI_PROGRAM, KMULTI_LOADER, [attach(c) for c in copies] + controls)
     ran = run_loader(guest, wl, d, "kprobe_multi", "prog.bpf.c", c_loader_cmd("loader.c", "loader"), "m-", failures)
     if ran is None:
         return
     tool, refs, _ = ran
     got = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@@L (\d+) (\d+)", tool)}
+    for k, how in enumerate(("its name as a pattern", "its address")):
+        i = len(copies) + k
+        failed = re.search(rf"ATTACH-FAILED {i} (\d+)", tool)
+        results.append(f"control  kprobe_multi vfs_read by {how}: "
+                       f"{'errno ' + failed.group(1) if failed else f'attached, {got.get(i, 0)} hits'}")
+    libbpf_said = " | ".join(x.strip() for x in tool.splitlines() if x.startswith("libbpf:"))[:600]
     for i, c in enumerate(copies):
         failed = re.search(rf"ATTACH-FAILED {i} (\d+)", tool)
         if c["kprobe_multi"][0] != 0:
@@ -976,7 +995,8 @@ def judge_kprobe_multi(guest, copies, wl, work, results, failures):
                                 f"{'errno ' + failed.group(1) if failed else 'attached'}")
             continue
         if failed:
-            failures.append(f"kprobe_multi refused what symdex printed for {c['spec']}: errno {failed.group(1)}")
+            failures.append(f"kprobe_multi refused what symdex printed for {c['spec']}: errno {failed.group(1)}"
+                            f"{' (' + libbpf_said + ')' if libbpf_said else ''}")
             continue
         kind, line = verdict(c, got.get(i, 0), refs, "kmulti")
         results.append(line)
@@ -1154,6 +1174,59 @@ def judge_fentry(a, db, dups, guest, copies, wl, work, results, failures):
                 line = f"WRONG    {what}: fentry/{name} {hits} hits, this copy {mine_n}, the reached copy {refs.get(ref, 0)}"
                 results.append(line)
                 failures.append(line)
+    judge_kfunc(a, db, guest, wl, names, verdicts, reached_ref, copies, results, failures)
+
+
+def judge_kfunc(a, db, guest, wl, names, verdicts, reached_ref, copies, results, failures):
+    """bpftrace's kfunc (its fentry), as symdex's fentry form names it for the copy each name
+    reaches (kfunc:vmlinux:NAME or kfunc:MOD:NAME): all in one program, each hit printed with its
+    nsecs; its hits over the workload's window equal the reached copy's reference count (exact
+    where a sibling ran a different number of times); a name symdex says reaches no copy must fail
+    in bpftrace."""
+    live = []
+    for n in names:
+        reached = verdicts[n][1]
+        if not reached or not reached_ref.get(n):
+            continue
+        r = symdex(a, db, "kprobe", "-n", "--format", "fentry", e2e.spec_of(reached))
+        m = re.search(r"bpftrace (kfunc:\S+?);", r.stderr)
+        if r.returncode != 0 or not m:
+            failures.append(f"kfunc: symdex printed no bpftrace form for {e2e.spec_of(reached)}: {r.stderr[-300:]}")
+            continue
+        live.append((n, m.group(1)))
+    if live:
+        prog = " ".join(f'{probe} {{ printf("@@K {i} %llu\\n", nsecs); }}' for i, (_, probe) in enumerate(live))
+        rc, out = sh(guest, wl + TRACE_RUN + f"bpftrace -e '{prog}' -c '/bin/sh /tmp/workload.sh' 2>&1\n"
+                     "rc=$?\necho @@TRACE\ncat $T/trace\nexit $rc\n")
+        tool, _, trace = out.partition("@@TRACE\n")
+        stamps = [(int(m.group(1)), int(m.group(2)) / 1e9) for m in re.finditer(r"@@K (\d+) (\d+)", tool)]
+        if not stamps and rc != 0:
+            failures.append(f"bpftrace refused the kfunc probes symdex printed ({' '.join(p for _, p in live)}): "
+                            f"{errors(tool)}")
+        else:
+            refs, (w0, w1) = in_window(trace)
+            for i, (n, probe) in enumerate(live):
+                got = sum(1 for k, t in stamps if k == i and w0 <= t <= w1)
+                ref = reached_ref[n]
+                want = refs.get(ref, 0)
+                others = [refs.get(c["ref"], 0) for c in copies if c["name"] == n and c["ref"] != ref]
+                what = f"kfunc    {probe} (reaches {e2e.spec_of(verdicts[n][1])})"
+                if got != want:
+                    line = f"WRONG    {what}: {got} hits, the reached copy ran {want} times, the others {others}"
+                    results.append(line)
+                    failures.append(line)
+                elif want == 0 or all(o == want for o in others):
+                    results.append(f"idle     {what}: the reached copy ran {want} times, the others {others}")
+                else:
+                    results.append(f"exact    {what}: {got} hits = the reached copy's (the others ran {others} times)")
+    for n in names:
+        if verdicts[n][1]:
+            continue
+        rc, out = sh(guest, f"bpftrace -e 'kfunc:vmlinux:{n} {{ }}' -c /bin/true 2>&1")
+        line = f"kfunc    {n}: symdex {'/'.join(sorted(verdicts[n][0]))}; bpftrace: {errors(out) if rc else 'attached'}"
+        results.append(("refused  " if rc else "WRONG    ") + line)
+        if rc == 0:
+            failures.append(f"bpftrace attached kfunc:vmlinux:{n}, which symdex says reaches no copy")
 
 
 if __name__ == "__main__":

@@ -269,7 +269,7 @@ TEST(ProbeForms, FentryIsTheNameWhereTheKernelResolvesItToThisCopy) {
   auto f = FormFor(TracerSyntax::kFentry, m, Target("offline"), kLine, 0);
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->text, "fentry/name_show");
-  EXPECT_NE(f->note.find("kfunc:name_show"), std::string::npos) << f->note;
+  EXPECT_NE(f->note.find("bpftrace kfunc:vmlinux:name_show;"), std::string::npos) << f->note;
   auto x = FormFor(TracerSyntax::kFentry, m, Target("offline"), Probe("symdex", "x", true), 0);
   ASSERT_TRUE(x.ok()) << x.status();
   EXPECT_EQ(x->text, "fexit/name_show");
@@ -295,8 +295,8 @@ TEST(ProbeForms, KprobeMultiIsTheLiveAddressOrAUniqueNameWhereTheKernelHasFprobe
   auto by_addr = FormFor(TracerSyntax::kKprobeMulti, m, live, kLine, 0);
   ASSERT_TRUE(by_addr.ok()) << by_addr.status();
   EXPECT_EQ(by_addr->text,
-            "LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, .addrs = (const unsigned long[]){0xffffffffa187ad80}, .cnt = 1, "
-            ".retprobe = false); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);");
+            "const unsigned long addrs[] = {0xffffffffa187ad80}; LIBBPF_OPTS(bpf_kprobe_multi_opts, opts, "
+            ".addrs = addrs, .cnt = 1, .retprobe = false); bpf_program__attach_kprobe_multi_opts(prog, NULL, &opts);");
   EXPECT_EQ(by_addr->address, 0xffffffffa187ad80u);
   Match unique = m;
   unique.instance.same_name_total = 1;
