@@ -28,6 +28,9 @@ and the loaded modules') are sampled, and for every copy:
   programs share, for each copy's parameters and its first one's kobject name and for
   BPF_ARGS_UNIQUE, each hit's values equal to those of symdex's kprobe_events definition of the
   same probe (perf's: perf-args);
+- set_ftrace_filter (ftrace): the line `symdex ftrace-index` gives for each copy in the guest's
+  available_filter_functions written to the filter, one copy of each name at a time, the
+  function tracer's hits by name equal to that copy's reference count;
 - bpftrace: `symdex kprobe -n --format bpftrace SPEC`, every printed probe in one `bpftrace -e`
   program that prints each hit; a form bpftrace refuses is a failure (Debian 12's 0.17 has no
   `kprobe:MOD:NAME`: symdex gives a live module copy by address); where symdex refuses, the
@@ -50,6 +53,7 @@ Exit: 0 pass, 1 fail, 77 skip. Prints one line per copy and tool, then a summary
 """
 import argparse
 import base64
+import collections
 import json
 import os
 import re
@@ -74,9 +78,10 @@ echo W1 >$T/trace_marker
 EXTRA_MODULES = ["virtio_blk"]  # the root's disk
 CANDIDATES = 80  # names whose copies get reference probes in the first run
 SAMPLE_NAMES = int(os.environ.get("SYMDEX_TRACERS_NAMES", "12"))  # names the tools are judged on
-# The tools judged (default all): perf, perf-args, bpf-args, bpftrace, libbpf, cilium, kprobe_multi, fentry.
+# The tools judged (default all): perf, perf-args, bpf-args, bpftrace, libbpf, cilium, kprobe_multi, fentry,
+# ftrace.
 JUDGES = os.environ.get("SYMDEX_TRACERS_JUDGES",
-                        "perf,perf-args,bpf-args,bpftrace,libbpf,cilium,kprobe_multi,fentry").split(",")
+                        "perf,perf-args,bpf-args,bpftrace,libbpf,cilium,kprobe_multi,fentry,ftrace").split(",")
 
 
 def log(msg):
@@ -345,6 +350,7 @@ def main():
             "perf": lambda: judge_perf(guest, copies, wl, results, failures),
             "perf-args": lambda: judge_perf_args(a, db, guest, copies, wl, results, failures),
             "bpf-args": lambda: judge_bpf_args(a, db, guest, copies, wl, work, results, failures),
+            "ftrace": lambda: judge_ftrace(a, db, guest, copies, wl, work, results, failures),
             "bpftrace": lambda: judge_bpftrace(guest, copies, wl, results, failures),
             "libbpf": lambda: judge_libbpf(guest, copies, wl, work, results, failures),
             "cilium": lambda: judge_cilium(guest, copies, wl, work, results, failures),
@@ -418,6 +424,13 @@ def in_window(trace):
         if marks["W0"] <= float(m.group(1)) <= marks["W1"]:
             hits[m.group(2)] = hits.get(m.group(2), 0) + 1
     return hits, (marks["W0"], marks["W1"])
+
+
+def window_matches(trace, pattern):
+    """The matches of `pattern` in the trace whose time (its first group) is in the workload's
+    window, with the reference events' hits there: (matches, {event: hits})."""
+    refs, (w0, w1) = in_window(trace)
+    return [m for m in re.finditer(pattern, trace) if w0 <= float(m.group(1)) <= w1], refs
 
 
 TRACE_RUN = "T=/sys/kernel/tracing\necho mono >$T/trace_clock\necho >$T/trace\n"
@@ -500,11 +513,9 @@ def judge_perf_args(a, db, guest, copies, wl, results, failures):
                "echo 0 >$T/events/refa/enable\necho 0 >$T/events/symdexa/enable\necho @@TRACE\ncat $T/trace\n")
     rc, out = sh(guest, script)
     listing, _, trace = out.partition("@@TRACE\n")
-    _, (w0, w1) = in_window(trace)
     seen = {}
-    for m in re.finditer(r"\s(\d+\.\d+): ([ab]\d\d\d): \([^)]*\)(.*)", trace):
-        if w0 <= float(m.group(1)) <= w1:
-            seen.setdefault(m.group(2), []).append(arg_values(m.group(3)))
+    for m in window_matches(trace, r"\s(\d+\.\d+): ([ab]\d\d\d): \([^)]*\)(.*)")[0]:
+        seen.setdefault(m.group(2), []).append(arg_values(m.group(3)))
     for c, k, ref_line, perf_line in todo:
         if f"PERF-FAILED {k}" in listing:
             failures.append(f"perf probe refused what symdex printed for {c['spec']} $params: {perf_line}\n{listing[-400:]}")
@@ -522,6 +533,15 @@ def judge_perf_args(a, db, guest, copies, wl, results, failures):
             failures.append(line)
 
 
+# The array every BPF program of the guest counts its hits in, a slot a program (%(n)d slots).
+HITS_MAP = r"""struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, %(n)d);
+  __type(key, __u32);
+  __type(value, __u64);
+} hits SEC(".maps");
+"""
+
 # A unique function whose arguments reach through a pointer and read a user string, beside the
 # sampled copies' own: every file the workload opens.
 BPF_ARGS_UNIQUE = ("do_sys_openat2", "dfd", "filename:ustring", "how->flags")
@@ -530,12 +550,7 @@ BPF_ARGS_UNIQUE = ("do_sys_openat2", "dfd", "filename:ustring", "how->flags")
 # trace buffer (the reference events' own) as one line a hit; the loader's hit counts beside.
 BPF_ARGS_PROGRAM = r"""#include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, %(n)d);
-  __type(key, __u32);
-  __type(value, __u64);
-} hits SEC(".maps");
+%(hits)s
 %(fetches)s
 %(programs)s
 char LICENSE[] SEC("license") = "GPL";
@@ -636,9 +651,8 @@ def judge_bpf_args(a, db, guest, copies, wl, work, results, failures):
         """hits: the tool's (probe, seconds of the trace clock, its values' text)."""
         _, (w0, w1) = in_window(trace)
         seen, got = {}, {}
-        for m in re.finditer(r"\s(\d+\.\d+): c(\d\d\d): \([^)]*\)(.*)", trace):
-            if w0 <= float(m.group(1)) <= w1:
-                seen.setdefault(m.group(2), []).append(hit_values(m.group(3)))
+        for m in window_matches(trace, r"\s(\d+\.\d+): c(\d\d\d): \([^)]*\)(.*)")[0]:
+            seen.setdefault(m.group(2), []).append(hit_values(m.group(3)))
         for k, at, text in hits:
             if w0 <= at <= w1:
                 got.setdefault(k, []).append(hit_values(text))
@@ -682,7 +696,7 @@ def judge_bpf_args(a, db, guest, copies, wl, work, results, failures):
     with open(os.path.join(d, "vmlinux.h"), "w") as f:
         f.write(r.stdout)
     with open(os.path.join(d, "args.bpf.c"), "w") as f:
-        f.write(BPF_ARGS_PROGRAM % {"n": len(todo), "fetches": "\n".join(t["fetch"] for t in todo),
+        f.write(BPF_ARGS_PROGRAM % {"hits": HITS_MAP % {"n": len(todo)}, "fetches": "\n".join(t["fetch"] for t in todo),
                                     "programs": "\n".join(bpf_args_printk(t["fetch"], i) for i, t in enumerate(todo))})
     ran = run_loader(guest, wl + "echo 1 >/sys/kernel/tracing/events/refb/enable\n", d, "bpf arguments (libbpf)",
                      "args.bpf.c", c_loader_cmd("loader.c", "loader"), "bpfa-", failures)
@@ -695,6 +709,57 @@ def judge_bpf_args(a, db, guest, copies, wl, work, results, failures):
             failures.append(f"bpf arguments: libbpf refused what symdex printed for {t['what']}: {t['attach']}")
     judge("libbpf", trace, [(m.group(2), float(m.group(1)), m.group(3))
                             for m in re.finditer(r"\s(\d+\.\d+): bpf_trace_printk: @@B (\d\d\d) (.*)", trace)])
+
+
+def judge_ftrace(a, db, guest, copies, wl, work, results, failures):
+    """set_ftrace_filter for one copy: the line `symdex ftrace-index --tracefs` gives for it in the
+    guest's available_filter_functions (captured at boot) written to set_ftrace_filter, the
+    function tracer run over the workload; each name's function-tracer hits must equal that copy's
+    reference count. One copy of each name at a time (the tracer prints the name alone), so a name
+    with n copies takes n runs."""
+    tracefs = os.path.join(work, "tracefs")
+    os.makedirs(tracefs, exist_ok=True)
+    shutil.copy(os.path.join(work, "sysroot/verdicts/available_filter_functions"), tracefs)
+    line_of = {}
+    for c in copies:
+        r = symdex(a, db, "ftrace-index", "--tracefs", tracefs, c["spec"])
+        if r.returncode != 0 or not r.stdout.strip().isdigit():
+            failures.append(f"ftrace-index gave no line for {c['spec']} (exit {r.returncode}): {r.stderr.strip()[-300:]}")
+            continue
+        line_of[c["ref"]] = int(r.stdout.strip())
+    rounds = []
+    for c in copies:
+        if c["ref"] not in line_of:
+            continue
+        k = sum(1 for o in copies[:copies.index(c)] if o["name"] == c["name"] and o["ref"] in line_of)
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(c)
+    for batch in rounds:
+        # The filter first, read back: a line number the kernel refuses leaves it empty, and the
+        # function tracer would then trace every function.
+        rc, out = sh(guest, "T=/sys/kernel/tracing\necho nop >$T/current_tracer\necho >$T/set_ftrace_filter\n" +
+                     "".join(f"echo {line_of[c['ref']]} >>$T/set_ftrace_filter || echo REFUSED {c['ref']}\n"
+                             for c in batch) + "cat $T/set_ftrace_filter\n")
+        held = sorted(x.split()[0] for x in out.splitlines() if x.strip() and not x.startswith(("REFUSED", "#")))
+        if rc != 0 or "REFUSED" in out or held != sorted(c["name"] for c in batch):
+            asked = ", ".join(f"{c['spec']}: {line_of[c['ref']]}" for c in batch)
+            failures.append(f"set_ftrace_filter did not take the lines ftrace-index gave ({asked}): "
+                            f"it holds {held}; {out.strip()[-300:]}")
+            sh(guest, "echo >/sys/kernel/tracing/set_ftrace_filter")
+            continue
+        # The trace read before the tracer is switched back: switching tracers empties the buffer.
+        rc, out = sh(guest, wl + TRACE_RUN + "echo function >$T/current_tracer\nsh /tmp/workload.sh\n"
+                     "echo 0 >$T/tracing_on\necho @@TRACE\ncat $T/trace\necho nop >$T/current_tracer\n"
+                     "echo >$T/set_ftrace_filter\necho 1 >$T/tracing_on\n")
+        listing, _, trace = out.partition("@@TRACE\n")
+        matches, refs = window_matches(trace, r"\s(\d+\.\d+): (\S+) <-")
+        hits = collections.Counter(m.group(2) for m in matches)
+        for c in batch:
+            kind, line = verdict(c, hits.get(c["name"], 0), refs, "ftrace")
+            results.append(line + f" [set_ftrace_filter line {line_of[c['ref']]}]")
+            if kind == "wrong":
+                failures.append(line + f"; set_ftrace_filter held {held}")
 
 
 def judge_bpftrace(guest, copies, wl, results, failures):
@@ -759,13 +824,7 @@ def judge_bpftrace(guest, copies, wl, results, failures):
 # One kprobe program a copy, each counting its hits into its slot of an array.
 BPF_PROGRAM = r"""#include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
-struct {
-  __uint(type, BPF_MAP_TYPE_ARRAY);
-  __uint(max_entries, %(n)d);
-  __type(key, __u32);
-  __type(value, __u64);
-} hits SEC(".maps");
-#define P(i) SEC("kprobe") int p##i(void *ctx) { __u32 k = i; __u64 *v = bpf_map_lookup_elem(&hits, &k); \
+""" + HITS_MAP + r"""#define P(i) SEC("kprobe") int p##i(void *ctx) { __u32 k = i; __u64 *v = bpf_map_lookup_elem(&hits, &k); \
   if (v) __sync_fetch_and_add(v, 1); return 0; }
 %(programs)s
 char LICENSE[] SEC("license") = "GPL";
