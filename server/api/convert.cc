@@ -353,25 +353,6 @@ query::AddrMapState FromProto(const pb::AddrMap& a) {
   return out;
 }
 
-namespace {
-
-void InstanceTo(const query::JitInstanceInfo& i, pb::JitInstance* out) {
-  out->set_id(i.id);
-  out->set_pid(i.pid);
-  out->set_dump_timestamp(i.dump_timestamp);
-  out->set_elf_mach(i.elf_mach);
-  out->set_big_endian(i.big_endian);
-  out->set_path(i.path);
-  out->set_status(i.status);
-  out->set_loads(i.loads);
-}
-
-query::JitInstanceInfo InstanceFrom(const pb::JitInstance& i) {
-  return {i.id(), i.pid(), i.dump_timestamp(), i.elf_mach(), i.big_endian(), i.path(), i.status(), i.loads()};
-}
-
-}  // namespace
-
 void ToProto(const query::JitFunction& l, pb::JitLoad* out) {
   out->set_pid(l.pid);
   out->set_code_index(l.code_index);
@@ -390,7 +371,7 @@ void ToProto(const query::JitFunction& l, pb::JitLoad* out) {
   }
   out->set_dump_timestamp(l.instance.dump_timestamp);
   out->set_dump_path(l.instance.path);
-  InstanceTo(l.instance, out->mutable_instance());
+  ToWire(l.instance, out->mutable_instance());  // by its field list (query/jit_types.h)
   out->set_load_id(l.load_id);
   out->set_load_time(l.load_time);
   out->set_file_offset(l.file_offset);
@@ -403,7 +384,7 @@ void ToProto(const query::JitFunction& l, pb::JitLoad* out) {
 query::JitFunction FromProto(const pb::JitLoad& l) {
   query::JitFunction out;
   out.load_id = l.load_id();
-  out.instance = InstanceFrom(l.instance());
+  FromWire(l.instance(), &out.instance);
   out.pid = l.pid();
   out.code_index = l.code_index();
   out.name = l.name();
@@ -428,12 +409,7 @@ void ToProto(const query::JitAddrResult& r, pb::JitAddrResult* out) {
     ToProto(*r.function, out->mutable_load());
   } else if (r.perf_map) {
     out->set_perf_map_symbol(r.perf_map->name);
-    pb::PerfMapSymbol* m = out->mutable_perf_map();
-    m->set_map_path(r.perf_map->map_path);
-    m->set_map_line(r.perf_map->map_line);
-    m->set_start(r.perf_map->start);
-    m->set_size(r.perf_map->size);
-    m->set_name(r.perf_map->name);
+    ToWire(*r.perf_map, out->mutable_perf_map());
   }
 }
 
@@ -441,10 +417,7 @@ query::JitAddrResult FromProto(const pb::JitAddrResult& r) {
   query::JitAddrResult out;
   out.address = r.address();
   if (r.has_load()) out.function = FromProto(r.load());
-  if (r.has_perf_map()) {
-    const auto& m = r.perf_map();
-    out.perf_map = query::PerfMapSymbol{m.map_path(), static_cast<size_t>(m.map_line()), m.start(), m.size(), m.name()};
-  }
+  if (r.has_perf_map()) FromWire(r.perf_map(), &out.perf_map.emplace());
   return out;
 }
 

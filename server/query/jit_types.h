@@ -86,6 +86,7 @@ struct PerfMapSymbol {
   uint64_t start = 0;
   uint64_t size = 0;
   std::string name;
+  SYMDEX_FIELDS(PerfMapSymbol, map_path, map_line, start, size, name)
 };
 
 struct JitAddrRequest {

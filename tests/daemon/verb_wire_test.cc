@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "server/api/methods.h"
 #include "server/api/wire_fields.h"
@@ -240,6 +241,51 @@ TEST(VerbWireTest, AMapGoesOutAsEntriesAndComesBack) {
   };
   EXPECT_NE(api::CheckWire<NotAMap>(api::pb::JitCollisionsResponse::descriptor()).find("a map, the field is not one"),
             std::string::npos);
+}
+
+// A hand-converted JIT record's parts that have field lists go by them: a load's process instance
+// and a perf-map symbol fit their messages, and an answer holding both comes back whole.
+TEST(VerbWireTest, AJitLoadsInstanceAndAPerfMapSymbolGoByTheirFieldLists) {
+  EXPECT_EQ(api::CheckWire<query::JitInstanceInfo>(api::pb::JitInstance::descriptor()), "");
+  EXPECT_EQ(api::CheckWire<query::PerfMapSymbol>(api::pb::PerfMapSymbol::descriptor()), "");
+  // An address the jitdump covers: its load, with the process instance.
+  query::JitAddrResult r{.address = 0x7f00};
+  r.function = query::JitFunction{.pid = 7, .code_index = 3, .name = "LazyCompile:f"};
+  r.function->instance = query::JitInstanceInfo{.id = 5,
+                                                .pid = 7,
+                                                .dump_timestamp = 99,
+                                                .elf_mach = 62,
+                                                .big_endian = true,
+                                                .path = "/tmp/jit-7.dump",
+                                                .status = "complete",
+                                                .loads = 12};
+  api::pb::JitAddrResult m;
+  api::ToWire(r, &m);
+  EXPECT_EQ(m.load().instance().path(), "/tmp/jit-7.dump");
+  EXPECT_EQ(m.load().instance().elf_mach(), 62u);
+  query::JitAddrResult back;
+  api::FromWire(m, &back);
+  ASSERT_TRUE(back.function);
+  const query::JitInstanceInfo& i = back.function->instance;
+  EXPECT_EQ(std::tie(i.id, i.pid, i.dump_timestamp, i.elf_mach, i.big_endian, i.path, i.status, i.loads),
+            std::make_tuple(int64_t{5}, uint32_t{7}, uint64_t{99}, uint32_t{62}, true, std::string("/tmp/jit-7.dump"),
+                            std::string("complete"), int64_t{12}));
+  EXPECT_FALSE(back.perf_map);
+  // One only the perf map names.
+  query::JitAddrResult p{.address = 0x7f10};
+  p.perf_map = query::PerfMapSymbol{"/tmp/perf-7.map", 41, 0x7f00, 0x40, "f"};
+  api::pb::JitAddrResult pm;
+  api::ToWire(p, &pm);
+  EXPECT_EQ(pm.perf_map().map_line(), 41u);
+  EXPECT_EQ(pm.perf_map_symbol(), "f");
+  query::JitAddrResult pback;
+  api::FromWire(pm, &pback);
+  EXPECT_FALSE(pback.function);
+  ASSERT_TRUE(pback.perf_map);
+  EXPECT_EQ(
+      std::tie(pback.perf_map->map_path, pback.perf_map->map_line, pback.perf_map->start, pback.perf_map->size,
+               pback.perf_map->name),
+      std::make_tuple(std::string("/tmp/perf-7.map"), size_t{41}, uint64_t{0x7f00}, uint64_t{0x40}, std::string("f")));
 }
 
 // An implementation that records the requests it is asked, answering each address with itself.
