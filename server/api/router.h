@@ -48,7 +48,7 @@ class QueryRouter {
   // run going on? Such calls wait off the heavy pool (serve.h), so that a slow fetch holds no
   // thread that answers other calls. Never blocks.
   bool WouldWait(const Routed& r) const;
-  // While one is alive on this thread, For does not count the call in the fleet request metrics:
+  // While one is alive on this thread, Open does not count the call in the fleet request metrics:
   // a call that waited for its kernel first (serve.h) was counted by that wait.
   class CountedElsewhere {
    public:
@@ -58,11 +58,10 @@ class QueryRouter {
     CountedElsewhere& operator=(const CountedElsewhere&) = delete;
   };
   query::LocalQuery& own() { return own_; }
-  fleet::KernelCache* kernels() { return kernels_; }
 
  private:
   query::LocalQuery& own_;
-  // `own_` as For returns it (it does not own it), made once: not a control block per call.
+  // `own_` as Open returns it (it does not own it), made once: not a control block per call.
   const std::shared_ptr<query::LocalQuery> own_shared_;
   fleet::KernelCache* kernels_;
 };

@@ -428,9 +428,9 @@ def in_window(trace):
 
 def window_matches(trace, pattern):
     """The matches of `pattern` in the trace whose time (its first group) is in the workload's
-    window, with the reference events' hits there: (matches, {event: hits})."""
+    window, with the reference events' hits there and the window: (matches, {event: hits}, (w0, w1))."""
     refs, (w0, w1) = in_window(trace)
-    return [m for m in re.finditer(pattern, trace) if w0 <= float(m.group(1)) <= w1], refs
+    return [m for m in re.finditer(pattern, trace) if w0 <= float(m.group(1)) <= w1], refs, (w0, w1)
 
 
 TRACE_RUN = "T=/sys/kernel/tracing\necho mono >$T/trace_clock\necho >$T/trace\n"
@@ -649,9 +649,9 @@ def judge_bpf_args(a, db, guest, copies, wl, work, results, failures):
 
     def judge(tool, trace, hits):
         """hits: the tool's (probe, seconds of the trace clock, its values' text)."""
-        _, (w0, w1) = in_window(trace)
+        matches, _, (w0, w1) = window_matches(trace, r"\s(\d+\.\d+): c(\d\d\d): \([^)]*\)(.*)")
         seen, got = {}, {}
-        for m in window_matches(trace, r"\s(\d+\.\d+): c(\d\d\d): \([^)]*\)(.*)")[0]:
+        for m in matches:
             seen.setdefault(m.group(2), []).append(hit_values(m.group(3)))
         for k, at, text in hits:
             if w0 <= at <= w1:
@@ -753,7 +753,7 @@ def judge_ftrace(a, db, guest, copies, wl, work, results, failures):
                      "echo 0 >$T/tracing_on\necho @@TRACE\ncat $T/trace\necho nop >$T/current_tracer\n"
                      "echo >$T/set_ftrace_filter\necho 1 >$T/tracing_on\n")
         listing, _, trace = out.partition("@@TRACE\n")
-        matches, refs = window_matches(trace, r"\s(\d+\.\d+): (\S+) <-")
+        matches, refs, _ = window_matches(trace, r"\s(\d+\.\d+): (\S+) <-")
         hits = collections.Counter(m.group(2) for m in matches)
         for c in batch:
             kind, line = verdict(c, hits.get(c["name"], 0), refs, "ftrace")
